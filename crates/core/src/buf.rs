@@ -1,0 +1,139 @@
+//! An in-place packet buffer with headroom and tailroom, as the transforms use it.
+
+use crate::error::Error;
+
+/// A packet that lives in `data[head..head + len]` of a caller's buffer. The bytes before it
+/// are headroom, the bytes after it tailroom. Transforms grow and shrink the packet at either
+/// end without copying the payload and without allocating.
+#[derive(Debug)]
+pub struct PacketBuf<'a> {
+    data: &'a mut [u8],
+    head: usize,
+    len: usize,
+}
+
+impl<'a> PacketBuf<'a> {
+    /// A packet of `len` bytes at offset `head` of `data`.
+    ///
+    /// Returns [`Error::Truncated`] if the range does not fit in `data`.
+    pub fn new(data: &'a mut [u8], head: usize, len: usize) -> Result<Self, Error> {
+        if head.checked_add(len).map_or(true, |end| end > data.len()) {
+            return Err(Error::Truncated);
+        }
+        Ok(PacketBuf { data, head, len })
+    }
+
+    /// Offset of the packet's first byte in the underlying buffer.
+    pub fn head(&self) -> usize {
+        self.head
+    }
+    /// Length of the packet.
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Bytes free before the packet.
+    pub fn headroom(&self) -> usize {
+        self.head
+    }
+    /// Bytes free after the packet.
+    pub fn tailroom(&self) -> usize {
+        self.data.len() - self.head - self.len
+    }
+    /// The packet.
+    pub fn packet(&self) -> &[u8] {
+        &self.data[self.head..self.head + self.len]
+    }
+    /// The packet, mutable.
+    pub fn packet_mut(&mut self) -> &mut [u8] {
+        &mut self.data[self.head..self.head + self.len]
+    }
+    /// The whole underlying buffer and the packet's offset, for moves that span headroom.
+    pub fn raw_mut(&mut self) -> (&mut [u8], usize) {
+        (self.data, self.head)
+    }
+
+    /// Grows the packet by `n` bytes at the front (into the headroom).
+    pub fn push_front(&mut self, n: usize) -> Result<(), Error> {
+        if n > self.head {
+            return Err(Error::NoHeadroom);
+        }
+        self.head -= n;
+        self.len += n;
+        Ok(())
+    }
+    /// Drops `n` bytes from the front of the packet.
+    pub fn pull_front(&mut self, n: usize) -> Result<(), Error> {
+        if n > self.len {
+            return Err(Error::Truncated);
+        }
+        self.head += n;
+        self.len -= n;
+        Ok(())
+    }
+    /// Grows the packet by `n` bytes at the back (into the tailroom).
+    pub fn push_back(&mut self, n: usize) -> Result<(), Error> {
+        if n > self.tailroom() {
+            return Err(Error::NoTailroom);
+        }
+        self.len += n;
+        Ok(())
+    }
+    /// Drops `n` bytes from the back of the packet.
+    pub fn trim_back(&mut self, n: usize) -> Result<(), Error> {
+        if n > self.len {
+            return Err(Error::Truncated);
+        }
+        self.len -= n;
+        Ok(())
+    }
+
+    /// Opens a gap of `n` bytes at offset `at` of the packet by moving the first `at` bytes
+    /// (the headers) forward into the headroom. The gap's contents are unspecified.
+    pub fn insert_gap(&mut self, at: usize, n: usize) -> Result<(), Error> {
+        if at > self.len {
+            return Err(Error::Truncated);
+        }
+        if n > self.head {
+            return Err(Error::NoHeadroom);
+        }
+        let h = self.head;
+        self.data.copy_within(h..h + at, h - n);
+        self.head -= n;
+        self.len += n;
+        Ok(())
+    }
+
+    /// Removes `n` bytes at offset `at` of the packet by moving the first `at` bytes back.
+    pub fn remove_gap(&mut self, at: usize, n: usize) -> Result<(), Error> {
+        if at.checked_add(n).map_or(true, |e| e > self.len) {
+            return Err(Error::Truncated);
+        }
+        let h = self.head;
+        self.data.copy_within(h..h + at, h + n);
+        self.head += n;
+        self.len -= n;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gap_insert_and_remove_move_only_the_headers() {
+        let mut raw = [0u8; 16];
+        raw[8..12].copy_from_slice(&[1, 2, 3, 4]);
+        let mut b = PacketBuf::new(&mut raw, 8, 4).unwrap();
+        b.insert_gap(2, 3).unwrap();
+        assert_eq!(b.head(), 5);
+        assert_eq!(&b.packet()[..2], &[1, 2]);
+        assert_eq!(&b.packet()[5..], &[3, 4]);
+        b.remove_gap(2, 3).unwrap();
+        assert_eq!(b.packet(), &[1, 2, 3, 4]);
+        assert_eq!(b.insert_gap(0, 9), Err(Error::NoHeadroom));
+        assert_eq!(b.push_back(5), Err(Error::NoTailroom));
+        assert_eq!(b.remove_gap(3, 2), Err(Error::Truncated));
+    }
+}

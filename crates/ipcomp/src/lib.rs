@@ -1,0 +1,3 @@
+//! IPComp. Not implemented yet.
+#![no_std]
+#![forbid(unsafe_code)]

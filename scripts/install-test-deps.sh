@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what the interop tests need on a fresh Debian machine: tshark (Debian) and
+# scapy + cryptography (PyPI). Idempotent: does nothing for what is already there.
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+if ! command -v tshark >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections || true
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq tshark >/dev/null
+fi
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import scapy.layers.ipsec, cryptography' >/dev/null 2>&1; then
+  "$PY" -m pip install -q 'scapy==2.6.1' 'cryptography>=41'
+fi
+command -v tshark >/dev/null && "$PY" -c 'import scapy.layers.ipsec' && echo "test deps ready: $(tshark --version | head -1), scapy $("$PY" -c 'import scapy; print(scapy.VERSION)')"
