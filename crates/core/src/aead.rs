@@ -20,7 +20,10 @@ struct Gcm<C> {
 
 impl<C> Gcm<C>
 where
-    C: BlockEncrypt + aes::cipher::BlockCipher + aes::cipher::BlockSizeUser<BlockSize = aes::cipher::consts::U16> + Clone,
+    C: BlockEncrypt
+        + aes::cipher::BlockCipher
+        + aes::cipher::BlockSizeUser<BlockSize = aes::cipher::consts::U16>
+        + Clone,
 {
     fn new(cipher: C) -> Self {
         let mut h = ghash::Block::default();
@@ -90,7 +93,9 @@ pub struct Aead {
 
 impl core::fmt::Debug for Aead {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Aead").field("icv_len", &self.icv_len).finish_non_exhaustive()
+        f.debug_struct("Aead")
+            .field("icv_len", &self.icv_len)
+            .finish_non_exhaustive()
     }
 }
 
@@ -106,7 +111,11 @@ impl Aead {
         alg.check_key(keymat.len())?;
         alg.check_icv_bits(icv_len * 8)?;
         let (key, salt) = keymat.split_at(keymat.len() - AeadAlg::SALT_LEN);
-        let bad = |_| Error::KeyLength { alg: alg.name(), expected: "valid", got: keymat.len() };
+        let bad = |_| Error::KeyLength {
+            alg: alg.name(),
+            expected: "valid",
+            got: keymat.len(),
+        };
         let inner = match (alg, key.len()) {
             (AeadAlg::AesGcm, 16) => Inner::Gcm128(Gcm::new(aes::Aes128::new_from_slice(key).map_err(bad)?)),
             (AeadAlg::AesGcm, _) => Inner::Gcm256(Gcm::new(aes::Aes256::new_from_slice(key).map_err(bad)?)),
@@ -116,7 +125,11 @@ impl Aead {
         };
         let mut s = [0u8; 4];
         s.copy_from_slice(salt);
-        Ok(Aead { inner, salt: s, icv_len })
+        Ok(Aead {
+            inner,
+            salt: s,
+            icv_len,
+        })
     }
 
     /// ICV length in bytes.

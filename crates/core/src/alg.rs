@@ -50,7 +50,11 @@ impl EncAlg {
         if ok {
             Ok(())
         } else {
-            Err(Error::KeyLength { alg: self.name(), expected, got: len })
+            Err(Error::KeyLength {
+                alg: self.name(),
+                expected,
+                got: len,
+            })
         }
     }
     /// Cipher block size in bytes (1 for the null cipher).
@@ -113,13 +117,20 @@ impl AeadAlg {
     /// Checks the key material length (key plus 4-byte salt).
     pub fn check_key(self, len: usize) -> Result<(), Error> {
         let (ok, expected) = match self {
-            AeadAlg::AesGcm => (matches!(len, 20 | 36), "20 or 36 (a 16 or 32-byte key and a 4-byte salt)"),
+            AeadAlg::AesGcm => (
+                matches!(len, 20 | 36),
+                "20 or 36 (a 16 or 32-byte key and a 4-byte salt)",
+            ),
             AeadAlg::ChaCha20Poly1305 => (len == 36, "36 (a 32-byte key and a 4-byte salt)"),
         };
         if ok {
             Ok(())
         } else {
-            Err(Error::KeyLength { alg: self.name(), expected, got: len })
+            Err(Error::KeyLength {
+                alg: self.name(),
+                expected,
+                got: len,
+            })
         }
     }
     /// Checks an ICV length given in bits (RFC 4106 section 8.1 allows 8, 12 and 16 bytes).
@@ -240,7 +251,11 @@ impl IntegAlg {
                 48 => "48",
                 _ => "64",
             };
-            Err(Error::KeyLength { alg: self.name(), expected, got: len })
+            Err(Error::KeyLength {
+                alg: self.name(),
+                expected,
+                got: len,
+            })
         }
     }
     /// Checks a truncation length given in bits: a multiple of 32 bits, at least 96 and at
@@ -288,7 +303,10 @@ mod tests {
     #[test]
     fn key_lengths_are_checked() {
         assert!(EncAlg::AesCbc.check_key(24).is_ok());
-        assert!(matches!(EncAlg::AesCbc.check_key(20), Err(Error::KeyLength { got: 20, .. })));
+        assert!(matches!(
+            EncAlg::AesCbc.check_key(20),
+            Err(Error::KeyLength { got: 20, .. })
+        ));
         assert!(EncAlg::Des3Cbc.check_key(16).is_err());
         assert!(AeadAlg::AesGcm.check_key(16).is_err());
         assert!(AeadAlg::AesGcm.check_key(36).is_ok());

@@ -43,7 +43,8 @@ where
 {
     let e = cbc::Encryptor::<C>::inner_iv_slice_init(cipher.clone(), iv).map_err(|_| Error::InvalidSa("IV length"))?;
     let n = data.len();
-    e.encrypt_padded_mut::<NoPadding>(data, n).map_err(|_| Error::BadAlignment)?;
+    e.encrypt_padded_mut::<NoPadding>(data, n)
+        .map_err(|_| Error::BadAlignment)?;
     Ok(())
 }
 
@@ -52,7 +53,8 @@ where
     C: cbc::cipher::BlockDecrypt + cbc::cipher::BlockCipher + Clone,
 {
     let d = cbc::Decryptor::<C>::inner_iv_slice_init(cipher.clone(), iv).map_err(|_| Error::InvalidSa("IV length"))?;
-    d.decrypt_padded_mut::<NoPadding>(data).map_err(|_| Error::BadAlignment)?;
+    d.decrypt_padded_mut::<NoPadding>(data)
+        .map_err(|_| Error::BadAlignment)?;
     Ok(())
 }
 
@@ -60,7 +62,11 @@ impl CbcCipher {
     /// Expands `key` for `alg`. The key length is checked.
     pub fn new(alg: EncAlg, key: &[u8]) -> Result<Self, Error> {
         alg.check_key(key.len())?;
-        let bad = |_| Error::KeyLength { alg: alg.name(), expected: "valid", got: key.len() };
+        let bad = |_| Error::KeyLength {
+            alg: alg.name(),
+            expected: "valid",
+            got: key.len(),
+        };
         Ok(match (alg, key.len()) {
             (EncAlg::Null, _) => CbcCipher::Null,
             (EncAlg::DesCbc, _) => CbcCipher::Des(des::Des::new_from_slice(key).map_err(bad)?),
@@ -120,7 +126,10 @@ mod tests {
         let iv = h("562e17996d093d28ddb3ba695a2e6f58").unwrap();
         let mut data = h("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f").unwrap();
         c.encrypt(&iv, &mut data).unwrap();
-        assert_eq!(data, h("d296cd94c2cccf8a3a863028b5e1dc0a7586602d253cfff91b8266bea6d61ab1").unwrap());
+        assert_eq!(
+            data,
+            h("d296cd94c2cccf8a3a863028b5e1dc0a7586602d253cfff91b8266bea6d61ab1").unwrap()
+        );
     }
 
     /// FIPS 81 / NBS DES test: key 0123456789abcdef, "Now is the time for all " in CBC.
@@ -130,7 +139,10 @@ mod tests {
         let iv = h("1234567890abcdef").unwrap();
         let mut data = *b"Now is the time for all ";
         c.encrypt(&iv, &mut data).unwrap();
-        assert_eq!(data.to_vec(), h("e5c7cdde872bf27c43e934008c389c0f683788499a7c05f6").unwrap());
+        assert_eq!(
+            data.to_vec(),
+            h("e5c7cdde872bf27c43e934008c389c0f683788499a7c05f6").unwrap()
+        );
     }
 
     #[test]

@@ -61,10 +61,9 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Error::KeyLength { alg, expected, got } => write!(
-                f,
-                "key for {alg} must be {expected} bytes, got {got} bytes"
-            ),
+            Error::KeyLength { alg, expected, got } => {
+                write!(f, "key for {alg} must be {expected} bytes, got {got} bytes")
+            }
             Error::IcvLength { alg, bits } => write!(f, "{alg} does not allow an ICV of {bits} bits"),
             Error::InvalidSa(why) => write!(f, "invalid SA: {why}"),
             Error::ReplayWindowSize(n) => write!(

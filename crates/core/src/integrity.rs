@@ -29,7 +29,10 @@ pub struct Integrity {
 
 impl core::fmt::Debug for Integrity {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Integrity").field("alg", &self.alg).field("icv_len", &self.icv_len).finish()
+        f.debug_struct("Integrity")
+            .field("alg", &self.alg)
+            .field("icv_len", &self.icv_len)
+            .finish()
     }
 }
 
@@ -56,9 +59,16 @@ impl Integrity {
     /// test vectors; SAs use [`Integrity::new`].
     pub fn new_unchecked_key(alg: IntegAlg, key: &[u8], icv_len: usize) -> Result<Self, Error> {
         if icv_len > alg.digest_len() {
-            return Err(Error::IcvLength { alg: alg.name(), bits: icv_len * 8 });
+            return Err(Error::IcvLength {
+                alg: alg.name(),
+                bits: icv_len * 8,
+            });
         }
-        let bad = |_| Error::KeyLength { alg: alg.name(), expected: "valid", got: key.len() };
+        let bad = |_| Error::KeyLength {
+            alg: alg.name(),
+            expected: "valid",
+            got: key.len(),
+        };
         let keyed = match alg {
             IntegAlg::Null => Keyed::Null,
             IntegAlg::HmacMd5 => Keyed::Md5(Hmac::new_from_slice(key).map_err(bad)?),
@@ -144,12 +154,22 @@ mod tests {
     fn rfc2202_hmac_md5() {
         let md5 = IntegAlg::HmacMd5;
         check(md5, &[0x0b; 16], b"Hi There", "9294727a3638bb1c13f48ef8158bfc9d");
-        check(md5, b"Jefe", b"what do ya want for nothing?", "750c783e6ab0b503eaa86e310a5db738");
+        check(
+            md5,
+            b"Jefe",
+            b"what do ya want for nothing?",
+            "750c783e6ab0b503eaa86e310a5db738",
+        );
         check(md5, &[0xaa; 16], &[0xdd; 50], "56be34521d144c88dbb8c733f0e8b3f6");
         let k4 = h("0102030405060708090a0b0c0d0e0f10111213141516171819").unwrap();
         check(md5, &k4, &[0xcd; 50], "697eaf0aca3a3aea3a75164746ffaa79");
         check(md5, &[0x0c; 16], b"Test With Truncation", "56461ef2342edc00f9bab995");
-        check(md5, &[0xaa; 80], b"Test Using Larger Than Block-Size Key - Hash Key First", "6b1ab7fe4bd7bf8f0b62e6ce61b9d0cd");
+        check(
+            md5,
+            &[0xaa; 80],
+            b"Test Using Larger Than Block-Size Key - Hash Key First",
+            "6b1ab7fe4bd7bf8f0b62e6ce61b9d0cd",
+        );
         check(
             md5,
             &[0xaa; 80],
@@ -163,12 +183,22 @@ mod tests {
     fn rfc2202_hmac_sha1() {
         let s = IntegAlg::HmacSha1;
         check(s, &[0x0b; 20], b"Hi There", "b617318655057264e28bc0b6fb378c8ef146be00");
-        check(s, b"Jefe", b"what do ya want for nothing?", "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79");
+        check(
+            s,
+            b"Jefe",
+            b"what do ya want for nothing?",
+            "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79",
+        );
         check(s, &[0xaa; 20], &[0xdd; 50], "125d7342b9ac11cd91a39af48aa17b4f63f175d3");
         let k4 = h("0102030405060708090a0b0c0d0e0f10111213141516171819").unwrap();
         check(s, &k4, &[0xcd; 50], "4c9007f4026250c6bc8414f9bf50c86c2d7235da");
         check(s, &[0x0c; 20], b"Test With Truncation", "4c1a03424b55e07fe7f27be1");
-        check(s, &[0xaa; 80], b"Test Using Larger Than Block-Size Key - Hash Key First", "aa4ae5e15272d00e95705637ce8a3b55ed402112");
+        check(
+            s,
+            &[0xaa; 80],
+            b"Test Using Larger Than Block-Size Key - Hash Key First",
+            "aa4ae5e15272d00e95705637ce8a3b55ed402112",
+        );
         check(
             s,
             &[0xaa; 80],
@@ -184,21 +214,61 @@ mod tests {
         use IntegAlg::{HmacSha256 as S256, HmacSha384 as S384, HmacSha512 as S512};
         let k1 = [0x0b; 20];
         let d1 = b"Hi There";
-        check(S256, &k1, d1, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
-        check(S384, &k1, d1, "afd03944d84895626b0825f4ab46907f15f9dadbe4101ec682aa034c7cebc59cfaea9ea9076ede7f4af152e8b2fa9cb6");
+        check(
+            S256,
+            &k1,
+            d1,
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7",
+        );
+        check(
+            S384,
+            &k1,
+            d1,
+            "afd03944d84895626b0825f4ab46907f15f9dadbe4101ec682aa034c7cebc59cfaea9ea9076ede7f4af152e8b2fa9cb6",
+        );
         check(S512, &k1, d1, "87aa7cdea5ef619d4ff0b4241a1d6cb02379f4e2ce4ec2787ad0b30545e17cdedaa833b7d6b8a702038b274eaea3f4e4be9d914eeb61f1702e696c203a126854");
         let (k2, d2) = (b"Jefe", b"what do ya want for nothing?");
-        check(S256, k2, d2, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
-        check(S384, k2, d2, "af45d2e376484031617f78d2b58a6b1b9c7ef464f5a01b47e42ec3736322445e8e2240ca5e69e2c78b3239ecfab21649");
+        check(
+            S256,
+            k2,
+            d2,
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",
+        );
+        check(
+            S384,
+            k2,
+            d2,
+            "af45d2e376484031617f78d2b58a6b1b9c7ef464f5a01b47e42ec3736322445e8e2240ca5e69e2c78b3239ecfab21649",
+        );
         check(S512, k2, d2, "164b7a7bfcf819e2e395fbe73b56e0a387bd64222e831fd610270cd7ea2505549758bf75c05a994a6d034f65f8f0e6fdcaeab1a34d4a6b4b636e070a38bce737");
         let (k3, d3) = ([0xaa; 20], [0xdd; 50]);
-        check(S256, &k3, &d3, "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe");
-        check(S384, &k3, &d3, "88062608d3e6ad8a0aa2ace014c8a86f0aa635d947ac9febe83ef4e55966144b2a5ab39dc13814b94e3ab6e101a34f27");
+        check(
+            S256,
+            &k3,
+            &d3,
+            "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe",
+        );
+        check(
+            S384,
+            &k3,
+            &d3,
+            "88062608d3e6ad8a0aa2ace014c8a86f0aa635d947ac9febe83ef4e55966144b2a5ab39dc13814b94e3ab6e101a34f27",
+        );
         check(S512, &k3, &d3, "fa73b0089d56a284efb0f0756c890be9b1b5dbdd8ee81a3655f83e33b2279d39bf3e848279a722c806b485a47e67c807b946a337bee8942674278859e13292fb");
         let k4 = h("0102030405060708090a0b0c0d0e0f10111213141516171819").unwrap();
         let d4 = [0xcd; 50];
-        check(S256, &k4, &d4, "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b");
-        check(S384, &k4, &d4, "3e8a69b7783c25851933ab6290af6ca77a9981480850009cc5577c6e1f573b4e6801dd23c4a7d679ccf8a386c674cffb");
+        check(
+            S256,
+            &k4,
+            &d4,
+            "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b",
+        );
+        check(
+            S384,
+            &k4,
+            &d4,
+            "3e8a69b7783c25851933ab6290af6ca77a9981480850009cc5577c6e1f573b4e6801dd23c4a7d679ccf8a386c674cffb",
+        );
         check(S512, &k4, &d4, "b0ba465637458c6990e5a8c5f61d4af7e576d97ff94b872de76f8050361ee3dba91ca5c11aa25eb4d679275cc5788063a5f19741120c4f2de2adebeb10a298dd");
         // Test case 5: truncation to 128 bits.
         let (k5, d5) = ([0x0c; 20], b"Test With Truncation");
@@ -207,12 +277,32 @@ mod tests {
         check(S512, &k5, d5, "415fad6271580a531d4179bc891d87a6");
         let k6 = [0xaa; 131];
         let d6 = b"Test Using Larger Than Block-Size Key - Hash Key First";
-        check(S256, &k6, d6, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
-        check(S384, &k6, d6, "4ece084485813e9088d2c63a041bc5b44f9ef1012a2b588f3cd11f05033ac4c60c2ef6ab4030fe8296248df163f44952");
+        check(
+            S256,
+            &k6,
+            d6,
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54",
+        );
+        check(
+            S384,
+            &k6,
+            d6,
+            "4ece084485813e9088d2c63a041bc5b44f9ef1012a2b588f3cd11f05033ac4c60c2ef6ab4030fe8296248df163f44952",
+        );
         check(S512, &k6, d6, "80b24263c7c1a3ebb71493c1dd7be8b49b46d1f41b4aeec1121b013783f8f3526b56d037e05f2598bd0fd2215d6a1e5295e64f73f63f0aec8b915a985d786598");
         let d7: Vec<u8> = b"This is a test using a larger than block-size key and a larger than block-size data. The key needs to be hashed before being used by the HMAC algorithm.".to_vec();
-        check(S256, &k6, &d7, "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
-        check(S384, &k6, &d7, "6617178e941f020d351e2f254e8fd32c602420feb0b8fb9adccebb82461e99c5a678cc31e799176d3860e6110c46523e");
+        check(
+            S256,
+            &k6,
+            &d7,
+            "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2",
+        );
+        check(
+            S384,
+            &k6,
+            &d7,
+            "6617178e941f020d351e2f254e8fd32c602420feb0b8fb9adccebb82461e99c5a678cc31e799176d3860e6110c46523e",
+        );
         check(S512, &k6, &d7, "e37b6a775dc87dbaa4dfa9f96e5e3ffddebd71f8867289865df5a32d20cdc944b6022cac3c4982b10d5eeb55c3e4de15134676fb6de0446065c97440fa8c6a58");
     }
 

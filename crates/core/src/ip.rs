@@ -353,12 +353,20 @@ pub fn transport_split(packet: &[u8]) -> Result<Split, Error> {
     match version(packet)? {
         4 => {
             let p = Ipv4Packet::new_checked(packet)?;
-            Ok(Split { nh_offset: ipv4_field::PROTOCOL, offset: p.header_len(), next: p.protocol() })
+            Ok(Split {
+                nh_offset: ipv4_field::PROTOCOL,
+                offset: p.header_len(),
+                next: p.protocol(),
+            })
         }
         _ => {
             let p = Ipv6Packet::new_checked(packet)?;
             let end = p.total_len();
-            let mut split = Split { nh_offset: ipv6_field::NEXT_HEADER, offset: ipv6_field::HEADER_LEN, next: p.next_header() };
+            let mut split = Split {
+                nh_offset: ipv6_field::NEXT_HEADER,
+                offset: ipv6_field::HEADER_LEN,
+                next: p.next_header(),
+            };
             let mut seen_routing = false;
             loop {
                 match split.next {
@@ -370,7 +378,11 @@ pub fn transport_split(packet: &[u8]) -> Result<Split, Error> {
                     _ => return Ok(split),
                 }
                 let len = ext_len(packet, split.next, split.offset, end)?;
-                split = Split { nh_offset: split.offset, offset: split.offset + len, next: packet[split.offset] };
+                split = Split {
+                    nh_offset: split.offset,
+                    offset: split.offset + len,
+                    next: packet[split.offset],
+                };
             }
         }
     }
@@ -386,12 +398,20 @@ pub fn find_header(packet: &[u8], want: u8) -> Result<Split, Error> {
             if p.protocol() != want {
                 return Err(Error::WrongProtocol(p.protocol()));
             }
-            Ok(Split { nh_offset: ipv4_field::PROTOCOL, offset: p.header_len(), next: want })
+            Ok(Split {
+                nh_offset: ipv4_field::PROTOCOL,
+                offset: p.header_len(),
+                next: want,
+            })
         }
         _ => {
             let p = Ipv6Packet::new_checked(packet)?;
             let end = p.total_len();
-            let mut split = Split { nh_offset: ipv6_field::NEXT_HEADER, offset: ipv6_field::HEADER_LEN, next: p.next_header() };
+            let mut split = Split {
+                nh_offset: ipv6_field::NEXT_HEADER,
+                offset: ipv6_field::HEADER_LEN,
+                next: p.next_header(),
+            };
             loop {
                 if split.next == want {
                     return Ok(split);
@@ -400,7 +420,11 @@ pub fn find_header(packet: &[u8], want: u8) -> Result<Split, Error> {
                     return Err(Error::WrongProtocol(split.next));
                 }
                 let len = ext_len(packet, split.next, split.offset, end)?;
-                split = Split { nh_offset: split.offset, offset: split.offset + len, next: packet[split.offset] };
+                split = Split {
+                    nh_offset: split.offset,
+                    offset: split.offset + len,
+                    next: packet[split.offset],
+                };
             }
         }
     }
@@ -411,11 +435,23 @@ pub fn find_header(packet: &[u8], want: u8) -> Result<Split, Error> {
 pub fn walk_ipv6_ext(packet: &[u8], mut f: impl FnMut(ExtHeader)) -> Result<Split, Error> {
     let p = Ipv6Packet::new_checked(packet)?;
     let end = p.total_len();
-    let mut split = Split { nh_offset: ipv6_field::NEXT_HEADER, offset: ipv6_field::HEADER_LEN, next: p.next_header() };
+    let mut split = Split {
+        nh_offset: ipv6_field::NEXT_HEADER,
+        offset: ipv6_field::HEADER_LEN,
+        next: p.next_header(),
+    };
     while is_ipv6_ext(split.next) {
         let len = ext_len(packet, split.next, split.offset, end)?;
-        f(ExtHeader { kind: split.next, offset: split.offset, len });
-        split = Split { nh_offset: split.offset, offset: split.offset + len, next: packet[split.offset] };
+        f(ExtHeader {
+            kind: split.next,
+            offset: split.offset,
+            len,
+        });
+        split = Split {
+            nh_offset: split.offset,
+            offset: split.offset + len,
+            next: packet[split.offset],
+        };
     }
     Ok(split)
 }
@@ -618,7 +654,11 @@ mod tests {
     #[test]
     fn ipv4_checks() {
         let mut h = hex::decode("450000730000400040110000c0a80001c0a800c7").unwrap();
-        assert_eq!(Ipv4Packet::new_checked(&h[..]).err(), Some(Error::MalformedIp), "total length beyond buffer");
+        assert_eq!(
+            Ipv4Packet::new_checked(&h[..]).err(),
+            Some(Error::MalformedIp),
+            "total length beyond buffer"
+        );
         h[2..4].copy_from_slice(&20u16.to_be_bytes());
         let p = Ipv4Packet::new_checked(&h[..]).unwrap();
         assert_eq!(p.protocol(), proto::UDP);
@@ -632,14 +672,28 @@ mod tests {
         let p = v6_chain();
         let s = transport_split(&p).unwrap();
         // After HBH, DST-before-routing and RH: before the final DST options.
-        assert_eq!(s, Split { nh_offset: 56, offset: 80, next: proto::DSTOPTS });
+        assert_eq!(
+            s,
+            Split {
+                nh_offset: 56,
+                offset: 80,
+                next: proto::DSTOPTS
+            }
+        );
         // Without a routing header, a destination options header stays outside.
         let mut q = [0u8; 56];
         q[0] = 0x60;
         q[4..6].copy_from_slice(&16u16.to_be_bytes());
         q[6] = proto::DSTOPTS;
         q[40] = proto::UDP;
-        assert_eq!(transport_split(&q).unwrap(), Split { nh_offset: 40, offset: 48, next: proto::UDP });
+        assert_eq!(
+            transport_split(&q).unwrap(),
+            Split {
+                nh_offset: 40,
+                offset: 48,
+                next: proto::UDP
+            }
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod ip;
 pub mod replay;
 pub mod rng;
 pub mod sa;
+pub mod tunnel;
 
 pub use alg::{AeadAlg, EncAlg, IntegAlg};
 pub use buf::PacketBuf;

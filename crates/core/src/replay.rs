@@ -37,8 +37,17 @@ impl ReplayWindow {
             return Err(Error::ReplayWindowSize(size));
         }
         // Enough blocks that the whole window plus the block being filled fit (RFC 6479 s.2).
-        let blocks = if size == 0 { 0 } else { ((size as usize).div_ceil(64) + 1).next_power_of_two() };
-        Ok(ReplayWindow { size, esn, top: 0, bitmap: vec![0; blocks] })
+        let blocks = if size == 0 {
+            0
+        } else {
+            ((size as usize).div_ceil(64) + 1).next_power_of_two()
+        };
+        Ok(ReplayWindow {
+            size,
+            esn,
+            top: 0,
+            bitmap: vec![0; blocks],
+        })
     }
 
     /// Starts the window as if `last` had been the last packet received (for resuming an SA

@@ -67,7 +67,11 @@ pub struct Keyed<A> {
 impl<A> Keyed<A> {
     /// An algorithm, its key and its ICV length.
     pub fn new(alg: A, key: &[u8], icv_len: usize) -> Self {
-        Keyed { alg, key: Zeroizing::new(key.to_vec()), icv_len }
+        Keyed {
+            alg,
+            key: Zeroizing::new(key.to_vec()),
+            icv_len,
+        }
     }
 }
 
@@ -141,7 +145,9 @@ impl SaParams {
                 let null_enc = self.enc.as_ref().is_some_and(|e| e.alg == EncAlg::Null);
                 let null_integ = self.integ.as_ref().map_or(true, |i| i.alg == IntegAlg::Null);
                 if null_enc && null_integ {
-                    return Err(Error::InvalidSa("ESP with neither confidentiality nor integrity (RFC 4303 section 3.2)"));
+                    return Err(Error::InvalidSa(
+                        "ESP with neither confidentiality nor integrity (RFC 4303 section 3.2)",
+                    ));
                 }
             }
             Proto::Ah => {
@@ -191,9 +197,15 @@ mod tests {
         let mut p = esp();
         p.mode = Mode::Tunnel;
         assert!(p.validate().is_err());
-        p.tunnel = Some(Tunnel { src: "192.0.2.1".parse().unwrap(), dst: "2001:db8::1".parse().unwrap() });
+        p.tunnel = Some(Tunnel {
+            src: "192.0.2.1".parse().unwrap(),
+            dst: "2001:db8::1".parse().unwrap(),
+        });
         assert!(p.validate().is_err());
-        p.tunnel = Some(Tunnel { src: "192.0.2.1".parse().unwrap(), dst: "192.0.2.2".parse().unwrap() });
+        p.tunnel = Some(Tunnel {
+            src: "192.0.2.1".parse().unwrap(),
+            dst: "192.0.2.2".parse().unwrap(),
+        });
         assert_eq!(p.validate(), Ok(()));
         let mut p = esp();
         p.enc = Some(Keyed::new(EncAlg::Null, &[], 0));
