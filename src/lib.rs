@@ -1,1 +1,14 @@
+//! A userspace IPsec data plane: ESP (RFC 4303/2406) transforms that work in place on a
+//! caller's buffer, and the pieces of the `ipsec` offline tool (SA specs in `ip xfrm` words,
+//! bundles, pcap processing).
+//!
+//! The transforms live in their own `no_std` crates, re-exported here: [`core`] (shared SA
+//! parameters, algorithms, anti-replay), [`esp`].
 
+pub use ipsec_core as core;
+pub use ipsec_esp as esp;
+
+pub mod bundle;
+pub mod pcapio;
+pub mod spec;
+pub mod tool;

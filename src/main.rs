@@ -1,1 +1,142 @@
-fn main(){}
+//! `ipsec`: offline IPsec work on pcap captures.
+
+use clap::{Args, Parser, Subcommand};
+use ipsec::bundle::{AnySa, Bundle};
+use ipsec::spec;
+use ipsec::tool::{self, Direction};
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "ipsec", version, about = "Userspace IPsec: seal and open pcap captures with ESP")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Apply SAs to every packet of a capture (in the order given).
+    Seal(SealArgs),
+    /// Undo SAs on every packet of a capture; rejected packets are reported and not written.
+    Open(OpenArgs),
+}
+
+#[derive(Args)]
+struct Common {
+    /// One SA in `ip xfrm state` words, e.g. "proto esp spi 0x1000 mode tunnel src 192.0.2.1
+    /// dst 192.0.2.2 enc 'cbc(aes)' 0x<key> auth-trunc 'hmac(sha1)' 0x<key> 96". Repeat for
+    /// a bundle.
+    #[arg(long = "sa", value_name = "SPEC", required = true)]
+    sas: Vec<String>,
+    /// Input pcap (default: standard input).
+    #[arg(long = "in", value_name = "F.pcap")]
+    input: Option<PathBuf>,
+    /// Output pcap (default: standard output).
+    #[arg(long = "out", value_name = "F.pcap")]
+    output: Option<PathBuf>,
+    /// Print nothing but rejected packets.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct SealArgs {
+    #[command(flatten)]
+    common: Common,
+    /// First sequence number used (default 1).
+    #[arg(long, value_name = "N")]
+    seq: Option<u64>,
+    /// UNSAFE, for tests only: use this IV (hex) for every packet. A fixed IV breaks CBC
+    /// confidentiality and reuses GCM/ChaCha20 nonces. With --seq the output is deterministic.
+    #[arg(long, value_name = "HEX")]
+    iv: Option<String>,
+}
+
+#[derive(Args)]
+struct OpenArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Start the replay window as if packet N-1 had been the last one received (for captures
+    /// that begin in the middle of an SA, e.g. beyond 2^32 with ESN).
+    #[arg(long, value_name = "N")]
+    seq: Option<u64>,
+}
+
+fn usage_error(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("ipsec: {msg}");
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (dir, common, seq, iv) = match cli.cmd {
+        Cmd::Seal(a) => (Direction::Seal, a.common, a.seq, a.iv),
+        Cmd::Open(a) => (Direction::Open, a.common, a.seq, None),
+    };
+    let mut sas = Vec::new();
+    for (i, s) in common.sas.iter().enumerate() {
+        let mut parsed = match spec::parse(s) {
+            Ok(p) => p,
+            Err(e) => return usage_error(format!("--sa #{}: {e}", i + 1)),
+        };
+        if let Some(n) = seq {
+            parsed.params.initial_seq = n;
+            if let Err(e) = parsed.params.validate() {
+                return usage_error(format!("--seq {n} with --sa #{}: {e}", i + 1));
+            }
+        }
+        let mut sa = match AnySa::new(&parsed) {
+            Ok(sa) => sa,
+            Err(e) => return usage_error(format!("--sa #{}: {e}", i + 1)),
+        };
+        if let Some(h) = &iv {
+            let bytes = match hex::decode(h.trim_start_matches("0x")) {
+                Ok(b) => b,
+                Err(e) => return usage_error(format!("--iv: bad hex: {e}")),
+            };
+            if let Err(e) = sa.set_fixed_iv_for_testing(&bytes) {
+                return usage_error(format!("--iv with --sa #{}: {e}", i + 1));
+            }
+        }
+        sas.push(sa);
+    }
+    let mut bundle = Bundle::new(sas);
+
+    let input: Box<dyn Read> = match &common.input {
+        Some(p) => match File::open(p) {
+            Ok(f) => Box::new(BufReader::new(f)),
+            Err(e) => return usage_error(format!("{}: {e}", p.display())),
+        },
+        None => Box::new(BufReader::new(io::stdin().lock())),
+    };
+    let output: Box<dyn Write> = match &common.output {
+        Some(p) => match File::create(p) {
+            Ok(f) => Box::new(BufWriter::new(f)),
+            Err(e) => return usage_error(format!("{}: {e}", p.display())),
+        },
+        None => {
+            if io::stdout().is_terminal() {
+                return usage_error("refusing to write a pcap to a terminal: use --out F.pcap or a pipe");
+            }
+            Box::new(BufWriter::new(io::stdout().lock()))
+        }
+    };
+    let verb = if dir == Direction::Seal { "seal" } else { "open" };
+    let result = tool::run(dir, &mut bundle, input, output, |i, e| eprintln!("packet {i}: {e}"));
+    match result {
+        Ok(s) => {
+            if !common.quiet {
+                eprintln!("ipsec {verb}: {} read, {} written, {} rejected", s.read, s.written, s.rejected);
+            }
+            if s.rejected > 0 {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => usage_error(e),
+    }
+}

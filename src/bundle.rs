@@ -1,0 +1,152 @@
+//! SA bundles for the offline tool: `seal` applies the SAs in the order given (so
+//! `--sa comp --sa esp --sa ah` compresses, encrypts, then authenticates); `open` undoes them
+//! from the outside in, finding each SA by the protocol and SPI in the packet.
+
+use crate::spec::SaSpec;
+use ipsec_core::ip::{self, proto};
+use ipsec_core::sa::Proto;
+use ipsec_core::{Error, PacketBuf};
+use ipsec_esp::EspSa;
+use std::fmt;
+
+/// Why one packet could not be sealed or opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PacketError {
+    /// A transform refused it.
+    Ipsec(Error),
+    /// The frame carries no IP packet.
+    NotIp,
+    /// The result cannot be stored with the capture's link type.
+    LinkType(&'static str),
+}
+
+impl fmt::Display for PacketError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PacketError::Ipsec(e) => e.fmt(f),
+            PacketError::NotIp => f.write_str("not an IPv4 or IPv6 packet"),
+            PacketError::LinkType(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<Error> for PacketError {
+    fn from(e: Error) -> Self {
+        PacketError::Ipsec(e)
+    }
+}
+
+/// One keyed SA of any protocol.
+#[derive(Debug)]
+pub enum AnySa {
+    /// ESP.
+    Esp(EspSa),
+}
+
+impl AnySa {
+    /// Sets up the SA a spec describes.
+    pub fn new(spec: &SaSpec) -> Result<Self, Error> {
+        match spec.params.proto {
+            Proto::Esp => Ok(AnySa::Esp(EspSa::new(&spec.params)?)),
+            Proto::Ah => Err(Error::InvalidSa("AH is not implemented yet")),
+            Proto::Comp => Err(Error::InvalidSa("IPComp is not implemented yet")),
+        }
+    }
+
+    fn proto(&self) -> u8 {
+        match self {
+            AnySa::Esp(_) => proto::ESP,
+        }
+    }
+
+    fn spi(&self) -> u32 {
+        match self {
+            AnySa::Esp(s) => s.spi(),
+        }
+    }
+
+    /// **Tests only**: fixes the IV of an SA that has one.
+    pub fn set_fixed_iv_for_testing(&mut self, iv: &[u8]) -> Result<(), Error> {
+        match self {
+            AnySa::Esp(s) => s.set_fixed_iv_for_testing(iv),
+        }
+    }
+
+    fn seal(&mut self, buf: &mut PacketBuf) -> Result<(), Error> {
+        match self {
+            AnySa::Esp(s) => s.seal(buf).map(|_| ()),
+        }
+    }
+
+    fn open(&mut self, buf: &mut PacketBuf) -> Result<(), Error> {
+        match self {
+            AnySa::Esp(s) => s.open(buf).map(|_| ()),
+        }
+    }
+}
+
+/// The outermost IPsec header of a packet: (protocol, SPI or CPI), or the first upper-layer
+/// protocol if there is none.
+pub fn outer_ipsec(packet: &[u8]) -> Result<Result<(u8, u32), u8>, Error> {
+    let split = match ip::version(packet)? {
+        4 => ip::find_header(packet, packet.get(9).copied().ok_or(Error::MalformedIp)?)?,
+        _ => ip::walk_ipv6_ext(packet, |_| {})?,
+    };
+    let rest = &packet[split.offset..];
+    let spi = match split.next {
+        proto::ESP => rest.get(0..4),
+        proto::AH => rest.get(4..8),
+        proto::COMP => rest.get(0..4).map(|b| &b[0..4]),
+        other => return Ok(Err(other)),
+    };
+    let b = spi.ok_or(Error::Truncated)?;
+    let v = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    Ok(Ok((split.next, if split.next == proto::COMP { v & 0xffff } else { v })))
+}
+
+/// An ordered list of SAs.
+#[derive(Debug)]
+pub struct Bundle {
+    sas: Vec<AnySa>,
+}
+
+impl Bundle {
+    /// A bundle of the given SAs, in seal order.
+    pub fn new(sas: Vec<AnySa>) -> Self {
+        Bundle { sas }
+    }
+
+    /// The SAs.
+    pub fn sas_mut(&mut self) -> &mut [AnySa] {
+        &mut self.sas
+    }
+
+    /// Applies every SA in order.
+    pub fn seal(&mut self, buf: &mut PacketBuf) -> Result<(), PacketError> {
+        for sa in &mut self.sas {
+            sa.seal(buf)?;
+        }
+        Ok(())
+    }
+
+    /// Undoes SAs from the outside in while the outermost header belongs to one of them.
+    /// A packet with no IPsec header, or whose outer SPI is unknown, is an error.
+    pub fn open(&mut self, buf: &mut PacketBuf) -> Result<usize, PacketError> {
+        let mut done = 0;
+        loop {
+            let found = outer_ipsec(buf.packet())?;
+            let (p, spi) = match found {
+                Ok(x) => x,
+                Err(_) if done > 0 => return Ok(done),
+                Err(other) => return Err(Error::WrongProtocol(other).into()),
+            };
+            let sa = self.sas.iter_mut().find(|s| s.proto() == p && s.spi() == spi);
+            match sa {
+                Some(sa) => sa.open(buf)?,
+                None if done > 0 => return Ok(done),
+                None => return Err(Error::UnknownSpi(spi).into()),
+            }
+            done += 1;
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! The `ipsec seal` / `ipsec open` loop: one output packet per input packet, rejected packets
+//! reported with their index and reason, nothing allocated per packet.
+
+use crate::bundle::{Bundle, PacketError};
+use crate::pcapio::Link;
+use ipsec_core::PacketBuf;
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use std::io::{Read, Write};
+
+/// Seal or open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Apply the SAs.
+    Seal,
+    /// Undo them.
+    Open,
+}
+
+/// Room kept around each packet: enough for any bundle of a few SAs.
+const HEADROOM: usize = 512;
+const TAILROOM: usize = 512;
+/// Largest frame: a maximum-size IP packet plus a VLAN-tagged Ethernet header.
+const MAX_FRAME: usize = 65535 + 40 + 18;
+
+/// What a run did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Summary {
+    /// Packets read.
+    pub read: usize,
+    /// Packets written.
+    pub written: usize,
+    /// Packets rejected.
+    pub rejected: usize,
+}
+
+/// A failure that stops the whole run (I/O, a broken capture).
+#[derive(Debug)]
+pub struct RunError(pub String);
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Processes one frame in place in `scratch`. Returns the frame's range in `scratch`.
+fn process(
+    dir: Direction,
+    link: Link,
+    bundle: &mut Bundle,
+    scratch: &mut [u8],
+    frame: &[u8],
+) -> Result<(usize, usize), PacketError> {
+    if frame.len() > MAX_FRAME {
+        return Err(PacketError::Ipsec(ipsec_core::Error::TooBig));
+    }
+    let l2 = link.ip_offset(frame)?;
+    let start = HEADROOM;
+    scratch[start..start + frame.len()].copy_from_slice(frame);
+    let (ip_start, ip_len) = {
+        let mut buf = PacketBuf::new(scratch, start + l2, frame.len() - l2)?;
+        match dir {
+            Direction::Seal => bundle.seal(&mut buf)?,
+            Direction::Open => {
+                bundle.open(&mut buf)?;
+            }
+        }
+        (buf.head(), buf.len())
+    };
+    // Put the link-layer header back in front of the transformed packet.
+    if l2 > 0 {
+        scratch.copy_within(start..start + l2, ip_start - l2);
+    }
+    let out_start = ip_start - l2;
+    link.fix_frame(&mut scratch[out_start..ip_start + ip_len], l2)?;
+    Ok((out_start, l2 + ip_len))
+}
+
+/// Reads a capture from `input`, applies or undoes `bundle` on every packet and writes the
+/// results to `output`. Each rejected packet is reported through `report` as
+/// `(index, reason)`, with indexes counted from 1 as Wireshark numbers frames.
+pub fn run<R: Read, W: Write>(
+    dir: Direction,
+    bundle: &mut Bundle,
+    input: R,
+    output: W,
+    mut report: impl FnMut(usize, &PacketError),
+) -> Result<Summary, RunError> {
+    let mut reader = PcapReader::new(input).map_err(|e| RunError(format!("reading pcap header: {e}")))?;
+    let header = reader.header();
+    let link = Link::from_datalink(header.datalink).map_err(RunError)?;
+    let out_header = PcapHeader { snaplen: 262_144, ..header };
+    let mut writer =
+        PcapWriter::with_header(output, out_header).map_err(|e| RunError(format!("writing pcap header: {e}")))?;
+    let mut scratch = vec![0u8; HEADROOM + MAX_FRAME + TAILROOM];
+    let mut summary = Summary::default();
+    while let Some(pkt) = reader.next_packet() {
+        let pkt = pkt.map_err(|e| RunError(format!("reading packet {}: {e}", summary.read + 1)))?;
+        summary.read += 1;
+        match process(dir, link, bundle, &mut scratch, &pkt.data) {
+            Ok((s, l)) => {
+                let data = &scratch[s..s + l];
+                writer
+                    .write_packet(&PcapPacket::new(pkt.timestamp, l as u32, data))
+                    .map_err(|e| RunError(format!("writing packet {}: {e}", summary.read)))?;
+                summary.written += 1;
+            }
+            Err(e) => {
+                summary.rejected += 1;
+                report(summary.read, &e);
+            }
+        }
+    }
+    writer.into_writer().flush().map_err(|e| RunError(format!("flushing output: {e}")))?;
+    Ok(summary)
+}
