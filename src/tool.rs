@@ -55,6 +55,9 @@ fn process(
         return Err(PacketError::Ipsec(ipsec_core::Error::TooBig));
     }
     let l2 = link.ip_offset(frame)?;
+    // The transforms grow the packet into the headroom, over the link-layer header: keep it.
+    let mut l2_header = [0u8; 18];
+    l2_header[..l2].copy_from_slice(&frame[..l2]);
     let start = HEADROOM;
     scratch[start..start + frame.len()].copy_from_slice(frame);
     let (ip_start, ip_len) = {
@@ -68,9 +71,7 @@ fn process(
         (buf.head(), buf.len())
     };
     // Put the link-layer header back in front of the transformed packet.
-    if l2 > 0 {
-        scratch.copy_within(start..start + l2, ip_start - l2);
-    }
+    scratch[ip_start - l2..ip_start].copy_from_slice(&l2_header[..l2]);
     let out_start = ip_start - l2;
     link.fix_frame(&mut scratch[out_start..ip_start + ip_len], l2)?;
     Ok((out_start, l2 + ip_len))

@@ -76,6 +76,8 @@ where
     }
 }
 
+// One of these per SA, never per packet, so the size difference does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 enum Inner {
     Gcm128(Gcm<aes::Aes128>),

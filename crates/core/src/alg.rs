@@ -263,7 +263,7 @@ impl IntegAlg {
     pub fn check_icv_bits(self, bits: usize) -> Result<usize, Error> {
         let ok = match self {
             IntegAlg::Null => bits == 0,
-            _ => bits % 32 == 0 && bits >= 96 && bits / 8 <= self.digest_len(),
+            _ => bits.is_multiple_of(32) && bits >= 96 && bits / 8 <= self.digest_len(),
         };
         if ok {
             Ok(bits / 8)

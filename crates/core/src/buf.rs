@@ -17,7 +17,7 @@ impl<'a> PacketBuf<'a> {
     ///
     /// Returns [`Error::Truncated`] if the range does not fit in `data`.
     pub fn new(data: &'a mut [u8], head: usize, len: usize) -> Result<Self, Error> {
-        if head.checked_add(len).map_or(true, |end| end > data.len()) {
+        if head.checked_add(len).is_none_or(|end| end > data.len()) {
             return Err(Error::Truncated);
         }
         Ok(PacketBuf { data, head, len })
@@ -106,7 +106,7 @@ impl<'a> PacketBuf<'a> {
 
     /// Removes `n` bytes at offset `at` of the packet by moving the first `at` bytes back.
     pub fn remove_gap(&mut self, at: usize, n: usize) -> Result<(), Error> {
-        if at.checked_add(n).map_or(true, |e| e > self.len) {
+        if at.checked_add(n).is_none_or(|e| e > self.len) {
             return Err(Error::Truncated);
         }
         let h = self.head;

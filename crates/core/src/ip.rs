@@ -462,7 +462,7 @@ pub fn fix_length(packet: &mut [u8]) -> Result<(), Error> {
     let len = packet.len();
     match version(packet)? {
         4 => {
-            if len > MAX_PACKET || len < ipv4_field::HEADER_LEN {
+            if !(ipv4_field::HEADER_LEN..=MAX_PACKET).contains(&len) {
                 return Err(Error::TooBig);
             }
             let mut p = Ipv4Packet::new_unchecked(packet);
@@ -470,7 +470,7 @@ pub fn fix_length(packet: &mut [u8]) -> Result<(), Error> {
             p.fill_checksum();
         }
         _ => {
-            if len > MAX_PACKET + ipv6_field::HEADER_LEN || len < ipv6_field::HEADER_LEN {
+            if !(ipv6_field::HEADER_LEN..=MAX_PACKET + ipv6_field::HEADER_LEN).contains(&len) {
                 return Err(Error::TooBig);
             }
             Ipv6Packet::new_unchecked(packet).set_payload_len((len - ipv6_field::HEADER_LEN) as u16);

@@ -177,6 +177,7 @@ impl SeqCounter {
     }
 
     /// Takes the next number, or fails with [`Error::SequenceExhausted`] once the space is used up.
+    #[allow(clippy::should_implement_trait)] // fallible, so not an Iterator
     pub fn next(&mut self) -> Result<u64, Error> {
         let s = self.peek()?;
         // After u64::MAX, `next` becomes 0, which `peek` treats as exhausted.

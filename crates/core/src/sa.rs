@@ -143,7 +143,7 @@ impl SaParams {
                     return Err(Error::InvalidSa("ESP needs an enc or aead algorithm"));
                 }
                 let null_enc = self.enc.as_ref().is_some_and(|e| e.alg == EncAlg::Null);
-                let null_integ = self.integ.as_ref().map_or(true, |i| i.alg == IntegAlg::Null);
+                let null_integ = self.integ.as_ref().is_none_or(|i| i.alg == IntegAlg::Null);
                 if null_enc && null_integ {
                     return Err(Error::InvalidSa(
                         "ESP with neither confidentiality nor integrity (RFC 4303 section 3.2)",
@@ -154,7 +154,7 @@ impl SaParams {
                 if self.enc.is_some() || self.aead.is_some() {
                     return Err(Error::InvalidSa("AH takes only an auth algorithm"));
                 }
-                if self.integ.as_ref().map_or(true, |i| i.alg == IntegAlg::Null) {
+                if self.integ.as_ref().is_none_or(|i| i.alg == IntegAlg::Null) {
                     return Err(Error::InvalidSa("AH needs an auth algorithm other than digest_null"));
                 }
             }

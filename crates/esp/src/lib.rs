@@ -33,6 +33,8 @@ use ipsec_core::{esn, Error, IntegAlg, PacketBuf, SaParams};
 /// The largest explicit IV (AES-CBC).
 pub const MAX_IV: usize = 16;
 
+// One per SA, never per packet: the size difference between variants does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Crypto {
     /// A CBC (or null) cipher with a separate integrity algorithm (possibly `digest_null`).
     Cbc {
@@ -46,6 +48,7 @@ enum Crypto {
 }
 
 /// How explicit IVs are made.
+#[allow(clippy::large_enum_variant)] // one per SA
 enum IvMode {
     /// From the per-SA CSPRNG (CBC).
     Random(IvRng),
@@ -219,7 +222,7 @@ impl EspSa {
 
     /// The headroom and (largest) tailroom [`EspSa::seal`] needs.
     pub fn room(&self) -> Room {
-        let align = if self.block_size() % 4 == 0 {
+        let align = if self.block_size().is_multiple_of(4) {
             self.block_size()
         } else {
             4 * self.block_size()
@@ -359,7 +362,7 @@ impl EspSa {
         }
         let ct_len = esp_len - hdr - icv_len;
         let block = self.block_size();
-        if block > 1 && ct_len % block != 0 {
+        if block > 1 && !ct_len.is_multiple_of(block) {
             return Err(Error::BadAlignment);
         }
         let esp = &mut buf.packet_mut()[split.offset..];
