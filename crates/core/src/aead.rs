@@ -52,6 +52,23 @@ where
         out
     }
 
+    /// Encrypts `data` and writes the tag, truncated to `icv.len()` bytes.
+    fn seal(&self, j0: &[u8; 16], aad: &[u8], data: &mut [u8], icv: &mut [u8]) {
+        self.ctr(j0, data);
+        let n = icv.len();
+        icv.copy_from_slice(&self.tag(j0, aad, data)[..n]);
+    }
+
+    /// Checks the (truncated) tag in constant time, then decrypts `data`.
+    fn open(&self, j0: &[u8; 16], aad: &[u8], data: &mut [u8], icv: &[u8]) -> Result<(), Error> {
+        let t = self.tag(j0, aad, data);
+        if !bool::from(t[..icv.len()].ct_eq(icv)) {
+            return Err(Error::BadIcv);
+        }
+        self.ctr(j0, data);
+        Ok(())
+    }
+
     /// GCTR from inc32(J0): CTR mode with a 32-bit big-endian counter, eight blocks of
     /// keystream at a time so the AES backend can pipeline them.
     fn ctr(&self, j0: &[u8; 16], data: &mut [u8]) {
@@ -81,6 +98,7 @@ where
 #[derive(Clone)]
 enum Inner {
     Gcm128(Gcm<aes::Aes128>),
+    Gcm192(Gcm<aes::Aes192>),
     Gcm256(Gcm<aes::Aes256>),
     ChaCha(chacha20poly1305::ChaCha20Poly1305),
 }
@@ -120,6 +138,7 @@ impl Aead {
         };
         let inner = match (alg, key.len()) {
             (AeadAlg::AesGcm, 16) => Inner::Gcm128(Gcm::new(aes::Aes128::new_from_slice(key).map_err(bad)?)),
+            (AeadAlg::AesGcm, 24) => Inner::Gcm192(Gcm::new(aes::Aes192::new_from_slice(key).map_err(bad)?)),
             (AeadAlg::AesGcm, _) => Inner::Gcm256(Gcm::new(aes::Aes256::new_from_slice(key).map_err(bad)?)),
             (AeadAlg::ChaCha20Poly1305, _) => {
                 Inner::ChaCha(chacha20poly1305::ChaCha20Poly1305::new_from_slice(key).map_err(bad)?)
@@ -159,16 +178,9 @@ impl Aead {
             return Err(Error::NoTailroom);
         }
         match &self.inner {
-            Inner::Gcm128(g) => {
-                let j0 = self.j0(iv);
-                g.ctr(&j0, data);
-                icv.copy_from_slice(&g.tag(&j0, aad, data)[..self.icv_len]);
-            }
-            Inner::Gcm256(g) => {
-                let j0 = self.j0(iv);
-                g.ctr(&j0, data);
-                icv.copy_from_slice(&g.tag(&j0, aad, data)[..self.icv_len]);
-            }
+            Inner::Gcm128(g) => g.seal(&self.j0(iv), aad, data, icv),
+            Inner::Gcm192(g) => g.seal(&self.j0(iv), aad, data, icv),
+            Inner::Gcm256(g) => g.seal(&self.j0(iv), aad, data, icv),
             Inner::ChaCha(c) => {
                 let tag = c
                     .encrypt_in_place_detached(&self.nonce(iv).into(), aad, data)
@@ -186,22 +198,9 @@ impl Aead {
             return Err(Error::Truncated);
         }
         match &self.inner {
-            Inner::Gcm128(g) => {
-                let j0 = self.j0(iv);
-                let t = g.tag(&j0, aad, data);
-                if !bool::from(t[..self.icv_len].ct_eq(icv)) {
-                    return Err(Error::BadIcv);
-                }
-                g.ctr(&j0, data);
-            }
-            Inner::Gcm256(g) => {
-                let j0 = self.j0(iv);
-                let t = g.tag(&j0, aad, data);
-                if !bool::from(t[..self.icv_len].ct_eq(icv)) {
-                    return Err(Error::BadIcv);
-                }
-                g.ctr(&j0, data);
-            }
+            Inner::Gcm128(g) => g.open(&self.j0(iv), aad, data, icv)?,
+            Inner::Gcm192(g) => g.open(&self.j0(iv), aad, data, icv)?,
+            Inner::Gcm256(g) => g.open(&self.j0(iv), aad, data, icv)?,
             Inner::ChaCha(c) => {
                 // The crate computes and compares the Poly1305 tag (in constant time) before it
                 // applies the keystream.

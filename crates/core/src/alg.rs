@@ -87,7 +87,8 @@ impl EncAlg {
 /// Combined-mode (AEAD) algorithms for ESP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AeadAlg {
-    /// `rfc4106(gcm(aes))`: AES-GCM, RFC 4106. Key material is the AES key and a 4-byte salt.
+    /// `rfc4106(gcm(aes))`: AES-GCM, RFC 4106, with a 128, 192 or 256-bit key. Key material is
+    /// the AES key and a 4-byte salt.
     AesGcm,
     /// `rfc7539esp(chacha20,poly1305)`: RFC 7634. Key material is a 32-byte key and a 4-byte salt.
     ChaCha20Poly1305,
@@ -118,8 +119,8 @@ impl AeadAlg {
     pub fn check_key(self, len: usize) -> Result<(), Error> {
         let (ok, expected) = match self {
             AeadAlg::AesGcm => (
-                matches!(len, 20 | 36),
-                "20 or 36 (a 16 or 32-byte key and a 4-byte salt)",
+                matches!(len, 20 | 28 | 36),
+                "20, 28 or 36 (a 16, 24 or 32-byte key and a 4-byte salt)",
             ),
             AeadAlg::ChaCha20Poly1305 => (len == 36, "36 (a 32-byte key and a 4-byte salt)"),
         };

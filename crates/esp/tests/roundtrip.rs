@@ -82,6 +82,7 @@ fn suites() -> Vec<Suite> {
     }
     for icv in [8, 12, 16] {
         v.push(Suite::Aead(AeadAlg::AesGcm, 20, icv));
+        v.push(Suite::Aead(AeadAlg::AesGcm, 28, icv));
         v.push(Suite::Aead(AeadAlg::AesGcm, 36, icv));
     }
     v.push(Suite::Aead(AeadAlg::ChaCha20Poly1305, 36, 16));
