@@ -3,6 +3,7 @@
 //! from the outside in, finding each SA by the protocol and SPI in the packet.
 
 use crate::spec::SaSpec;
+use ipsec_ah::AhSa;
 use ipsec_core::ip::{self, proto};
 use ipsec_core::sa::Proto;
 use ipsec_core::{Error, PacketBuf};
@@ -41,6 +42,8 @@ impl From<Error> for PacketError {
 pub enum AnySa {
     /// ESP.
     Esp(EspSa),
+    /// AH.
+    Ah(AhSa),
 }
 
 impl AnySa {
@@ -48,7 +51,7 @@ impl AnySa {
     pub fn new(spec: &SaSpec) -> Result<Self, Error> {
         match spec.params.proto {
             Proto::Esp => Ok(AnySa::Esp(EspSa::new(&spec.params)?)),
-            Proto::Ah => Err(Error::InvalidSa("AH is not implemented yet")),
+            Proto::Ah => Ok(AnySa::Ah(AhSa::new(&spec.params)?)),
             Proto::Comp => Err(Error::InvalidSa("IPComp is not implemented yet")),
         }
     }
@@ -56,31 +59,36 @@ impl AnySa {
     fn proto(&self) -> u8 {
         match self {
             AnySa::Esp(_) => proto::ESP,
+            AnySa::Ah(_) => proto::AH,
         }
     }
 
     fn spi(&self) -> u32 {
         match self {
             AnySa::Esp(s) => s.spi(),
+            AnySa::Ah(s) => s.spi(),
         }
     }
 
-    /// **Tests only**: fixes the IV of an SA that has one.
+    /// **Tests only**: fixes the IV of an SA that has one (SAs without an IV ignore it).
     pub fn set_fixed_iv_for_testing(&mut self, iv: &[u8]) -> Result<(), Error> {
         match self {
             AnySa::Esp(s) => s.set_fixed_iv_for_testing(iv),
+            AnySa::Ah(_) => Ok(()),
         }
     }
 
     fn seal(&mut self, buf: &mut PacketBuf) -> Result<(), Error> {
         match self {
             AnySa::Esp(s) => s.seal(buf).map(|_| ()),
+            AnySa::Ah(s) => s.seal(buf).map(|_| ()),
         }
     }
 
     fn open(&mut self, buf: &mut PacketBuf) -> Result<(), Error> {
         match self {
             AnySa::Esp(s) => s.open(buf).map(|_| ()),
+            AnySa::Ah(s) => s.open(buf).map(|_| ()),
         }
     }
 }

@@ -5,10 +5,12 @@
 //! The transforms live in their own `no_std` crates, re-exported here: [`core`] (shared SA
 //! parameters, algorithms, anti-replay), [`esp`].
 
+pub use ipsec_ah as ah;
 pub use ipsec_core as core;
 pub use ipsec_esp as esp;
 
 pub mod bundle;
+pub mod model;
 pub mod pcapio;
 pub mod spec;
 pub mod tool;

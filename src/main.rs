@@ -10,7 +10,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "ipsec", version, about = "Userspace IPsec: seal and open pcap captures with ESP")]
+#[command(
+    name = "ipsec",
+    version,
+    about = "Userspace IPsec: seal and open pcap captures with ESP"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -129,7 +133,10 @@ fn main() -> ExitCode {
     match result {
         Ok(s) => {
             if !common.quiet {
-                eprintln!("ipsec {verb}: {} read, {} written, {} rejected", s.read, s.written, s.rejected);
+                eprintln!(
+                    "ipsec {verb}: {} read, {} written, {} rejected",
+                    s.read, s.written, s.rejected
+                );
             }
             if s.rejected > 0 {
                 ExitCode::from(1)

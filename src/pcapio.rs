@@ -56,8 +56,12 @@ impl Link {
         let v = frame.get(offset).map(|b| b >> 4);
         match (self, v) {
             (Link::Raw, Some(4 | 6)) | (Link::Ipv4, Some(4)) | (Link::Ipv6, Some(6)) => Ok(()),
-            (Link::Ipv4, _) => Err(PacketError::LinkType("result is not IPv4, but the capture's link type is IPv4")),
-            (Link::Ipv6, _) => Err(PacketError::LinkType("result is not IPv6, but the capture's link type is IPv6")),
+            (Link::Ipv4, _) => Err(PacketError::LinkType(
+                "result is not IPv4, but the capture's link type is IPv4",
+            )),
+            (Link::Ipv6, _) => Err(PacketError::LinkType(
+                "result is not IPv6, but the capture's link type is IPv6",
+            )),
             (Link::Ethernet, Some(v @ (4 | 6))) => {
                 let et: u16 = if v == 4 { 0x0800 } else { 0x86dd };
                 frame[offset - 2..offset].copy_from_slice(&et.to_be_bytes());

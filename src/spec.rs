@@ -83,7 +83,8 @@ fn parse_u32(s: &str, what: &str) -> Result<u32, SpecError> {
 
 /// A number of bits (for `auth-trunc` and `aead`).
 fn parse_bits(s: &str) -> Result<usize, SpecError> {
-    s.parse().map_err(|_| SpecError(format!("bad ICV length {s:?}: expected a number of bits")))
+    s.parse()
+        .map_err(|_| SpecError(format!("bad ICV length {s:?}: expected a number of bits")))
 }
 
 /// The IPComp algorithm named in a `comp` clause.
@@ -261,14 +262,20 @@ mod tests {
         )
         .unwrap();
         let p = s.params;
-        assert_eq!((p.spi, p.mode, p.esn, p.replay_window), (0x1000, Mode::Tunnel, true, 128));
+        assert_eq!(
+            (p.spi, p.mode, p.esn, p.replay_window),
+            (0x1000, Mode::Tunnel, true, 128)
+        );
         assert_eq!(p.enc.unwrap().alg, EncAlg::AesCbc);
         assert_eq!(p.integ.unwrap().icv_len, 12);
     }
 
     #[test]
     fn aead_and_defaults() {
-        let s = parse("proto esp spi 4097 mode transport aead 'rfc4106(gcm(aes))' 0x0102030405060708090a0b0c0d0e0f1011121314 64").unwrap();
+        let s = parse(
+            "proto esp spi 4097 mode transport aead 'rfc4106(gcm(aes))' 0x0102030405060708090a0b0c0d0e0f1011121314 64",
+        )
+        .unwrap();
         assert_eq!(s.params.aead.unwrap().icv_len, 8);
         let s = parse("proto esp spi 1 enc cipher_null '' auth 'hmac(sha256)' 0x0000000000000000000000000000000000000000000000000000000000000000").unwrap();
         assert_eq!(s.params.integ.unwrap().icv_len, 16);
@@ -279,13 +286,21 @@ mod tests {
         let e = parse("proto esp spi 1 enc 'cbc(aes)' 0x0011 auth 'hmac(sha1)' 0x00").unwrap_err();
         assert!(e.0.contains("cbc(aes)") && e.0.contains("16, 24 or 32"), "{e}");
         assert!(parse("proto esp enc 'cbc(aes)' 0x00").unwrap_err().0.contains("spi"));
-        assert!(parse("proto esp spi 1 enc 'cbc(foo)' 0x00").unwrap_err().0.contains("unknown enc"));
-        assert!(parse("proto esp spi 1 mode tunnel enc 'cbc(aes)' 0x00000000000000000000000000000000").is_err());
-        assert!(parse("proto esp spi 1 aead 'rfc4106(gcm(aes))' 0x0102030405060708090a0b0c0d0e0f1011121314 100")
+        assert!(parse("proto esp spi 1 enc 'cbc(foo)' 0x00")
             .unwrap_err()
             .0
-            .contains("ICV"));
-        assert!(parse("proto esp spi 1 enc 'cbc(aes)' 0xzz").unwrap_err().0.contains("hex"));
+            .contains("unknown enc"));
+        assert!(parse("proto esp spi 1 mode tunnel enc 'cbc(aes)' 0x00000000000000000000000000000000").is_err());
+        assert!(
+            parse("proto esp spi 1 aead 'rfc4106(gcm(aes))' 0x0102030405060708090a0b0c0d0e0f1011121314 100")
+                .unwrap_err()
+                .0
+                .contains("ICV")
+        );
+        assert!(parse("proto esp spi 1 enc 'cbc(aes)' 0xzz")
+            .unwrap_err()
+            .0
+            .contains("hex"));
         assert!(parse("proto esp spi 0x1ffffffff").is_err());
     }
 }

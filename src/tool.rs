@@ -90,7 +90,10 @@ pub fn run<R: Read, W: Write>(
     let mut reader = PcapReader::new(input).map_err(|e| RunError(format!("reading pcap header: {e}")))?;
     let header = reader.header();
     let link = Link::from_datalink(header.datalink).map_err(RunError)?;
-    let out_header = PcapHeader { snaplen: 262_144, ..header };
+    let out_header = PcapHeader {
+        snaplen: 262_144,
+        ..header
+    };
     let mut writer =
         PcapWriter::with_header(output, out_header).map_err(|e| RunError(format!("writing pcap header: {e}")))?;
     let mut scratch = vec![0u8; HEADROOM + MAX_FRAME + TAILROOM];
@@ -112,6 +115,9 @@ pub fn run<R: Read, W: Write>(
             }
         }
     }
-    writer.into_writer().flush().map_err(|e| RunError(format!("flushing output: {e}")))?;
+    writer
+        .into_writer()
+        .flush()
+        .map_err(|e| RunError(format!("flushing output: {e}")))?;
     Ok(summary)
 }

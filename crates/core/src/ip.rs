@@ -465,6 +465,9 @@ pub fn fix_length(packet: &mut [u8]) -> Result<(), Error> {
             if !(ipv4_field::HEADER_LEN..=MAX_PACKET).contains(&len) {
                 return Err(Error::TooBig);
             }
+            if ((packet[0] & 0x0f) as usize) * 4 > len || packet[0] & 0x0f < 5 {
+                return Err(Error::MalformedIp);
+            }
             let mut p = Ipv4Packet::new_unchecked(packet);
             p.set_total_len(len as u16);
             p.fill_checksum();
@@ -694,6 +697,15 @@ mod tests {
                 next: proto::UDP
             }
         );
+    }
+
+    #[test]
+    fn fix_length_refuses_a_header_longer_than_the_packet() {
+        let mut p = [0u8; 24];
+        p[0] = 0x4f; // IHL 15: 60 bytes
+        assert_eq!(fix_length(&mut p), Err(Error::MalformedIp));
+        p[0] = 0x44;
+        assert_eq!(fix_length(&mut p), Err(Error::MalformedIp));
     }
 
     #[test]
