@@ -37,7 +37,8 @@ impl From<Error> for PacketError {
     }
 }
 
-/// One keyed SA of any protocol.
+/// One keyed SA of any protocol (one per SA, so variant sizes do not matter).
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum AnySa {
     /// ESP.
