@@ -8,6 +8,7 @@ use ipsec_core::ip::{self, proto};
 use ipsec_core::sa::Proto;
 use ipsec_core::{Error, PacketBuf};
 use ipsec_esp::EspSa;
+use ipsec_ipcomp::{Algorithm, IpcompConfig, IpcompSa};
 use std::fmt;
 
 /// Why one packet could not be sealed or opened.
@@ -15,6 +16,8 @@ use std::fmt;
 pub enum PacketError {
     /// A transform refused it.
     Ipsec(Error),
+    /// IPComp refused it.
+    Comp(ipsec_ipcomp::Error),
     /// The frame carries no IP packet.
     NotIp,
     /// The result cannot be stored with the capture's link type.
@@ -25,8 +28,18 @@ impl fmt::Display for PacketError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PacketError::Ipsec(e) => e.fmt(f),
+            PacketError::Comp(e) => e.fmt(f),
             PacketError::NotIp => f.write_str("not an IPv4 or IPv6 packet"),
             PacketError::LinkType(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<ipsec_ipcomp::Error> for PacketError {
+    fn from(e: ipsec_ipcomp::Error) -> Self {
+        match e {
+            ipsec_ipcomp::Error::Core(c) => PacketError::Ipsec(c),
+            e => PacketError::Comp(e),
         }
     }
 }
@@ -45,15 +58,22 @@ pub enum AnySa {
     Esp(EspSa),
     /// AH.
     Ah(AhSa),
+    /// IPComp.
+    Comp(IpcompSa),
 }
 
 impl AnySa {
     /// Sets up the SA a spec describes.
-    pub fn new(spec: &SaSpec) -> Result<Self, Error> {
+    pub fn new(spec: &SaSpec) -> Result<Self, PacketError> {
         match spec.params.proto {
             Proto::Esp => Ok(AnySa::Esp(EspSa::new(&spec.params)?)),
             Proto::Ah => Ok(AnySa::Ah(AhSa::new(&spec.params)?)),
-            Proto::Comp => Err(Error::InvalidSa("IPComp is not implemented yet")),
+            Proto::Comp => {
+                let name = spec.comp.as_ref().map(|c| c.alg.as_str()).unwrap_or("");
+                let alg = Algorithm::from_name(name).ok_or(Error::InvalidSa("unknown compression algorithm"))?;
+                let cfg = IpcompConfig::from_sa_params(&spec.params, alg)?;
+                Ok(AnySa::Comp(IpcompSa::new(cfg)?))
+            }
         }
     }
 
@@ -61,6 +81,7 @@ impl AnySa {
         match self {
             AnySa::Esp(_) => proto::ESP,
             AnySa::Ah(_) => proto::AH,
+            AnySa::Comp(_) => proto::COMP,
         }
     }
 
@@ -68,6 +89,7 @@ impl AnySa {
         match self {
             AnySa::Esp(s) => s.spi(),
             AnySa::Ah(s) => s.spi(),
+            AnySa::Comp(s) => s.config().cpi as u32,
         }
     }
 
@@ -75,22 +97,26 @@ impl AnySa {
     pub fn set_fixed_iv_for_testing(&mut self, iv: &[u8]) -> Result<(), Error> {
         match self {
             AnySa::Esp(s) => s.set_fixed_iv_for_testing(iv),
-            AnySa::Ah(_) => Ok(()),
+            AnySa::Ah(_) | AnySa::Comp(_) => Ok(()),
         }
     }
 
-    fn seal(&mut self, buf: &mut PacketBuf) -> Result<(), Error> {
+    fn seal(&mut self, buf: &mut PacketBuf) -> Result<(), PacketError> {
         match self {
-            AnySa::Esp(s) => s.seal(buf).map(|_| ()),
-            AnySa::Ah(s) => s.seal(buf).map(|_| ()),
+            AnySa::Esp(s) => s.seal(buf).map(|_| ())?,
+            AnySa::Ah(s) => s.seal(buf).map(|_| ())?,
+            AnySa::Comp(s) => s.seal(buf).map(|_| ())?,
         }
+        Ok(())
     }
 
-    fn open(&mut self, buf: &mut PacketBuf) -> Result<(), Error> {
+    fn open(&mut self, buf: &mut PacketBuf) -> Result<(), PacketError> {
         match self {
-            AnySa::Esp(s) => s.open(buf).map(|_| ()),
-            AnySa::Ah(s) => s.open(buf).map(|_| ()),
+            AnySa::Esp(s) => s.open(buf).map(|_| ())?,
+            AnySa::Ah(s) => s.open(buf).map(|_| ())?,
+            AnySa::Comp(s) => s.open(buf).map(|_| ())?,
         }
+        Ok(())
     }
 }
 

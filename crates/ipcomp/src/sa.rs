@@ -1,0 +1,503 @@
+//! An IPComp SA: compresses outbound packets and decompresses inbound ones, in place in a
+//! [`PacketBuf`].
+use crate::compressor::{Algorithm, Compressor};
+use crate::error::Error;
+use crate::header::{IpcompPacket, IpcompRepr, HEADER_LEN};
+use crate::policy::{Backoff, BackoffState, CostModel, Counters, ModelConfig};
+use alloc::vec;
+use alloc::vec::Vec;
+use core::net::IpAddr;
+use ipsec_core::ip::{self, ipv4_field, ipv6_field, proto, Ipv4Packet, Ipv4Repr, Ipv6Repr, Split, MAX_PACKET};
+use ipsec_core::{Mode, PacketBuf, SaParams, Tunnel};
+
+/// Packets (transport: payloads; tunnel: inner packets) shorter than this are not compressed
+/// (RFC 2394 / RFC 2395 give 90 bytes as the typical threshold).
+pub const DEFAULT_MIN_SIZE: usize = 90;
+/// TTL / hop limit of a tunnel-mode outer header.
+pub const OUTER_TTL: u8 = 64;
+
+/// Configuration of an IPComp SA.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IpcompConfig {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// The CPI sent and expected (defaults to the algorithm's).
+    pub cpi: u16,
+    /// Transport or tunnel.
+    pub mode: Mode,
+    /// Tunnel endpoints (required in tunnel mode).
+    pub tunnel: Option<Tunnel>,
+    /// Smallest payload (transport) or inner packet (tunnel) worth compressing.
+    pub min_size: usize,
+    /// Largest packet decompression may produce (the MTU of the inner side); at most 65535.
+    pub mtu: usize,
+    /// DEFLATE only: largest match distance emitted. 2048 (default) suits Linux's 2 KB-window
+    /// inflate; 32768 gives zlib's full window to peers that inflate with one.
+    pub deflate_window: usize,
+    /// RFC 3173 back-off.
+    pub backoff: Backoff,
+    /// Cost model (off when `None`).
+    pub model: Option<ModelConfig>,
+}
+
+impl IpcompConfig {
+    /// Transport mode, the algorithm's CPI and the defaults.
+    pub fn new(algorithm: Algorithm) -> Self {
+        IpcompConfig {
+            algorithm,
+            cpi: algorithm.cpi(),
+            mode: Mode::Transport,
+            tunnel: None,
+            min_size: DEFAULT_MIN_SIZE,
+            mtu: MAX_PACKET,
+            deflate_window: crate::deflate::LINUX_WINDOW,
+            backoff: Backoff::default(),
+            model: None,
+        }
+    }
+    /// From shared SA parameters (protocol IPComp; `spi` holds the CPI).
+    pub fn from_sa_params(p: &SaParams, algorithm: Algorithm) -> Result<Self, Error> {
+        p.validate()?;
+        if p.proto != ipsec_core::sa::Proto::Comp {
+            return Err(Error::Core(ipsec_core::Error::InvalidSa("not an IPComp SA")));
+        }
+        let cpi = u16::try_from(p.spi).map_err(|_| ipsec_core::Error::InvalidSa("a CPI is 16 bits"))?;
+        Ok(IpcompConfig {
+            cpi,
+            mode: p.mode,
+            tunnel: p.tunnel,
+            ..Self::new(algorithm)
+        })
+    }
+}
+
+/// Why a packet was sent without compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SkipReason {
+    /// Shorter than the minimum size.
+    TooSmall,
+    /// Compression was tried and did not shrink it by more than the header (non-expansion).
+    Incompressible {
+        /// Bytes compression was tried on.
+        original: usize,
+    },
+    /// The RFC 3173 back-off.
+    Backoff,
+    /// The cost model.
+    Model,
+}
+
+/// What [`IpcompSa::seal`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SealOutcome {
+    /// The IPComp header was inserted and the payload compressed.
+    Compressed {
+        /// Bytes compressed (payload, or inner packet in tunnel mode).
+        original: usize,
+        /// Their compressed length, without the 4-byte header.
+        compressed: usize,
+    },
+    /// Sent uncompressed: transport mode leaves the packet byte-identical; tunnel mode
+    /// encapsulates it IP-in-IP (outer next header 4 or 41, no IPComp header).
+    NotCompressed(SkipReason),
+}
+
+impl SealOutcome {
+    /// (bytes in, bytes out) of a compression attempt, for [`CostModel::observe_compress`].
+    pub fn attempt(&self) -> Option<(usize, usize)> {
+        match *self {
+            SealOutcome::Compressed { original, compressed } => Some((original, compressed)),
+            SealOutcome::NotCompressed(SkipReason::Incompressible { original }) => Some((original, original)),
+            SealOutcome::NotCompressed(_) => None,
+        }
+    }
+}
+
+/// What [`IpcompSa::open`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpenOutcome {
+    /// The payload was decompressed and the IPComp header removed.
+    Decompressed {
+        /// Compressed bytes (without header).
+        compressed: usize,
+        /// Decompressed bytes.
+        original: usize,
+    },
+    /// No IPComp header: transport mode leaves the packet as is; tunnel mode removes the
+    /// IP-in-IP outer header.
+    NotCompressed,
+}
+
+/// An IPComp SA. Holds the codec state and a scratch buffer, both allocated at creation.
+///
+/// Order with the other transforms: on output, compress first and then apply ESP/AH to the
+/// result; on input, remove ESP/AH first and then decompress (RFC 3173 section 3). Every
+/// packet is compressed independently (no history across packets).
+#[derive(Debug)]
+pub struct IpcompSa {
+    cfg: IpcompConfig,
+    codec: Compressor,
+    scratch: Vec<u8>,
+    backoff: BackoffState,
+    model: Option<CostModel>,
+    counters: Counters,
+}
+
+/// How the inserted header is placed in transport mode (RFC 3173 section 3.2): after the IPv4
+/// header; for IPv6 after the Hop-by-Hop, Routing and Fragment headers (and any Destination
+/// Options that precede a Routing header), before the first Destination Options header after
+/// them or the upper-layer header. Unlike [`ip::transport_split`], a Destination Options
+/// header with no Routing header after it is compressed.
+pub fn transport_placement(packet: &[u8]) -> Result<Split, Error> {
+    match ip::version(packet)? {
+        4 => {
+            let p = Ipv4Packet::new_checked(packet)?;
+            Ok(Split {
+                nh_offset: ipv4_field::PROTOCOL,
+                offset: p.header_len(),
+                next: p.protocol(),
+            })
+        }
+        _ => {
+            let first = packet[ipv6_field::NEXT_HEADER];
+            let mut last = Split {
+                nh_offset: ipv6_field::NEXT_HEADER,
+                offset: ipv6_field::HEADER_LEN,
+                next: first,
+            };
+            ip::walk_ipv6_ext(packet, |h| {
+                if h.kind != proto::DSTOPTS {
+                    last = Split {
+                        nh_offset: h.offset,
+                        offset: h.offset + h.len,
+                        next: packet[h.offset],
+                    };
+                }
+            })?;
+            Ok(last)
+        }
+    }
+}
+
+/// Where the upper layer (or an IPComp header) of a received packet starts.
+fn upper_split(packet: &[u8]) -> Result<Split, Error> {
+    match ip::version(packet)? {
+        4 => {
+            let p = Ipv4Packet::new_checked(packet)?;
+            Ok(Split {
+                nh_offset: ipv4_field::PROTOCOL,
+                offset: p.header_len(),
+                next: p.protocol(),
+            })
+        }
+        _ => Ok(ip::walk_ipv6_ext(packet, |_| {})?),
+    }
+}
+
+/// Trims link-layer padding after the IP packet's claimed length.
+fn trim_to_claimed(buf: &mut PacketBuf<'_>) -> Result<(), Error> {
+    let claimed = ip::claimed_len(buf.packet())?;
+    buf.trim_back(buf.len() - claimed)?;
+    Ok(())
+}
+
+/// Resizes the part of the packet after `at` from its current length to `new_len`, using
+/// tailroom first and headroom (moving the first `at` bytes) if the tailroom is short.
+fn resize_tail(buf: &mut PacketBuf<'_>, at: usize, new_len: usize) -> Result<(), Error> {
+    let old = buf.len() - at;
+    if new_len <= old {
+        buf.trim_back(old - new_len)?;
+    } else if buf.tailroom() >= new_len - old {
+        buf.push_back(new_len - old)?;
+    } else {
+        buf.insert_gap(at, new_len - old)?;
+    }
+    Ok(())
+}
+
+impl IpcompSa {
+    /// Creates the SA, allocating its codec state and scratch buffer.
+    pub fn new(cfg: IpcompConfig) -> Result<Self, Error> {
+        if cfg.mode == Mode::Tunnel {
+            match cfg.tunnel {
+                None => return Err(ipsec_core::Error::InvalidSa("tunnel mode needs src and dst addresses").into()),
+                Some(t) if t.src.is_ipv4() != t.dst.is_ipv4() => {
+                    return Err(ipsec_core::Error::InvalidSa("src and dst must be of the same IP version").into())
+                }
+                _ => {}
+            }
+        }
+        let codec = match cfg.algorithm {
+            Algorithm::Deflate => Compressor::deflate_with_window(cfg.deflate_window),
+            a => Compressor::new(a),
+        };
+        Ok(IpcompSa {
+            codec,
+            scratch: vec![0u8; MAX_PACKET + ipv6_field::HEADER_LEN],
+            backoff: BackoffState::default(),
+            model: cfg.model.map(CostModel::new),
+            counters: Counters::default(),
+            cfg,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &IpcompConfig {
+        &self.cfg
+    }
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    /// The back-off state.
+    pub fn backoff(&self) -> &BackoffState {
+        &self.backoff
+    }
+    /// The cost model, to feed measurements into (`None` if not configured).
+    pub fn model_mut(&mut self) -> Option<&mut CostModel> {
+        self.model.as_mut()
+    }
+    /// The cost model.
+    pub fn model(&self) -> Option<&CostModel> {
+        self.model.as_ref()
+    }
+    /// Feeds the time a [`seal`](Self::seal) took into the cost model (if it compressed).
+    pub fn observe_seal(&mut self, outcome: &SealOutcome, nanos: u64) {
+        if let (Some(m), Some((i, o))) = (self.model.as_mut(), outcome.attempt()) {
+            m.observe_compress(i, o, nanos);
+        }
+    }
+    /// Feeds the time an [`open`](Self::open) took into the cost model (if it decompressed).
+    pub fn observe_open(&mut self, outcome: &OpenOutcome, nanos: u64) {
+        if let (Some(m), OpenOutcome::Decompressed { original, .. }) = (self.model.as_mut(), outcome) {
+            m.observe_decompress(*original, nanos);
+        }
+    }
+
+    /// Decides whether to try, compresses `scratch`-wise, and records the result. Returns the
+    /// compressed length or why not.
+    fn try_compress(&mut self, data_at: usize, buf: &PacketBuf<'_>) -> Result<usize, SkipReason> {
+        let data = &buf.packet()[data_at..];
+        if data.len() < self.cfg.min_size.max(HEADER_LEN + 1) {
+            self.counters.skipped_too_small += 1;
+            return Err(SkipReason::TooSmall);
+        }
+        if self.backoff.should_skip() {
+            self.counters.skipped_backoff += 1;
+            return Err(SkipReason::Backoff);
+        }
+        if let Some(m) = self.model.as_mut() {
+            if !m.should_compress() {
+                self.counters.skipped_model += 1;
+                return Err(SkipReason::Model);
+            }
+        }
+        // Useful only if compressed + 4 < original.
+        let limit = data.len() - HEADER_LEN - 1;
+        match self.codec.compress(data, &mut self.scratch[..limit]) {
+            Some(n) => {
+                self.backoff.record(&self.cfg.backoff, true);
+                self.counters.compressed += 1;
+                self.counters.bytes_in += data.len() as u64;
+                self.counters.bytes_saved += (data.len() - n - HEADER_LEN) as u64;
+                Ok(n)
+            }
+            None => {
+                self.backoff.record(&self.cfg.backoff, false);
+                self.counters.skipped_incompressible += 1;
+                Err(SkipReason::Incompressible { original: data.len() })
+            }
+        }
+    }
+
+    /// Compresses an outbound IP packet in place. Transport mode: the IPComp header goes where
+    /// [`transport_placement`] says, with the IP length (and IPv4 checksum) fixed. Tunnel
+    /// mode: the whole packet is compressed behind a new outer header. When the packet is not
+    /// compressed, transport mode leaves it byte-identical and tunnel mode sends it IP-in-IP.
+    ///
+    /// Tunnel mode needs 20 (IPv4) or 40 (IPv6) bytes of headroom.
+    pub fn seal(&mut self, buf: &mut PacketBuf<'_>) -> Result<SealOutcome, Error> {
+        trim_to_claimed(buf)?;
+        match self.cfg.mode {
+            Mode::Transport => self.seal_transport(buf),
+            Mode::Tunnel => self.seal_tunnel(buf),
+        }
+    }
+
+    fn seal_transport(&mut self, buf: &mut PacketBuf<'_>) -> Result<SealOutcome, Error> {
+        let split = transport_placement(buf.packet())?;
+        let original = buf.len() - split.offset;
+        let n = match self.try_compress(split.offset, buf) {
+            Ok(n) => n,
+            Err(why) => return Ok(SealOutcome::NotCompressed(why)),
+        };
+        let cpi = self.cfg.cpi;
+        let pkt = buf.packet_mut();
+        IpcompRepr {
+            next_header: split.next,
+            cpi,
+        }
+        .emit(&mut IpcompPacket::new_unchecked(&mut pkt[split.offset..]));
+        let at = split.offset + HEADER_LEN;
+        pkt[at..at + n].copy_from_slice(&self.scratch[..n]);
+        pkt[split.nh_offset] = proto::COMP;
+        buf.trim_back(original - HEADER_LEN - n)?;
+        ip::fix_length(buf.packet_mut())?;
+        Ok(SealOutcome::Compressed {
+            original,
+            compressed: n,
+        })
+    }
+
+    fn seal_tunnel(&mut self, buf: &mut PacketBuf<'_>) -> Result<SealOutcome, Error> {
+        let t = self
+            .cfg
+            .tunnel
+            .ok_or(ipsec_core::Error::InvalidSa("tunnel mode needs src and dst addresses"))?;
+        let inner = buf.packet();
+        let (inner_next, dont_frag) = match ip::version(inner)? {
+            4 => (proto::IPIP, Ipv4Packet::new_checked(inner)?.dont_frag()),
+            _ => (proto::IPV6, false),
+        };
+        let mut tos = ip::tos(inner)?;
+        if tos & 3 == 3 {
+            tos = (tos & !3) | 2; // CE -> ECT(0) (RFC 6040 normal mode does not copy CE out)
+        }
+        let outer_len = if t.src.is_ipv4() {
+            ipv4_field::HEADER_LEN
+        } else {
+            ipv6_field::HEADER_LEN
+        };
+        if buf.headroom() < outer_len {
+            return Err(ipsec_core::Error::NoHeadroom.into());
+        }
+        if t.src.is_ipv4() && buf.len() + outer_len > MAX_PACKET {
+            return Err(ipsec_core::Error::TooBig.into());
+        }
+        let original = buf.len();
+        let (outcome, next) = match self.try_compress(0, buf) {
+            Ok(n) => {
+                let pkt = buf.packet_mut();
+                IpcompRepr {
+                    next_header: inner_next,
+                    cpi: self.cfg.cpi,
+                }
+                .emit(&mut IpcompPacket::new_unchecked(&mut pkt[..]));
+                pkt[HEADER_LEN..HEADER_LEN + n].copy_from_slice(&self.scratch[..n]);
+                buf.trim_back(original - HEADER_LEN - n)?;
+                (
+                    SealOutcome::Compressed {
+                        original,
+                        compressed: n,
+                    },
+                    proto::COMP,
+                )
+            }
+            Err(why) => (SealOutcome::NotCompressed(why), inner_next),
+        };
+        let payload_len = buf.len();
+        buf.push_front(outer_len)?;
+        let out = buf.packet_mut();
+        match (t.src, t.dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => Ipv4Repr {
+                src,
+                dst,
+                protocol: next,
+                payload_len,
+                tos,
+                ident: 0,
+                dont_frag,
+                ttl: OUTER_TTL,
+            }
+            .emit(out)?,
+            (IpAddr::V6(src), IpAddr::V6(dst)) => Ipv6Repr {
+                src,
+                dst,
+                next_header: next,
+                payload_len,
+                traffic_class: tos,
+                flow_label: 0,
+                hop_limit: OUTER_TTL,
+            }
+            .emit(out)?,
+            _ => return Err(ipsec_core::Error::InvalidSa("src and dst must be of the same IP version").into()),
+        }
+        Ok(outcome)
+    }
+
+    /// Decompresses an inbound IP packet in place (after ESP/AH were removed). Transport mode:
+    /// the IPComp header is removed and the payload decompressed behind the IP headers, whose
+    /// length and next-header fields are fixed. Tunnel mode: the outer header and IPComp
+    /// header are removed and the decompressed inner packet is what remains. A packet without
+    /// an IPComp header is [`OpenOutcome::NotCompressed`].
+    ///
+    /// The result is bounded by 65535 bytes (IPv6: 40 + 65535) and by [`IpcompConfig::mtu`]:
+    /// beyond that is [`Error::DecompressedTooBig`]. The buffer needs room (tailroom, or else
+    /// headroom) for the decompressed size.
+    pub fn open(&mut self, buf: &mut PacketBuf<'_>) -> Result<OpenOutcome, Error> {
+        trim_to_claimed(buf)?;
+        let split = upper_split(buf.packet())?;
+        let tunnel = self.cfg.mode == Mode::Tunnel;
+        if split.next != proto::COMP {
+            return match (tunnel, split.next) {
+                (false, _) => {
+                    self.counters.received_uncompressed += 1;
+                    Ok(OpenOutcome::NotCompressed)
+                }
+                (true, proto::IPIP | proto::IPV6) => {
+                    self.decap_check(&buf.packet()[split.offset..], split.next)?;
+                    buf.pull_front(split.offset)?;
+                    self.counters.received_uncompressed += 1;
+                    Ok(OpenOutcome::NotCompressed)
+                }
+                (true, p) => Err(ipsec_core::Error::BadInnerProtocol(p).into()),
+            };
+        }
+        let hdr = IpcompRepr::parse(&IpcompPacket::new_checked(&buf.packet()[split.offset..])?)?;
+        if hdr.cpi != self.cfg.cpi {
+            return Err(Error::UnknownCpi(hdr.cpi));
+        }
+        let compressed = &buf.packet()[split.offset + HEADER_LEN..];
+        let clen = compressed.len();
+        let v6 = ip::version(buf.packet())? == 6;
+        let keep = if tunnel { 0 } else { split.offset };
+        let ip_max = if v6 && !tunnel {
+            MAX_PACKET + ipv6_field::HEADER_LEN
+        } else {
+            MAX_PACKET
+        };
+        let bound = ip_max.min(self.cfg.mtu).saturating_sub(keep);
+        let n = self.codec.decompress(compressed, &mut self.scratch[..bound])?;
+        if tunnel {
+            self.decap_check(&self.scratch[..n], hdr.next_header)?;
+            resize_tail(buf, 0, n)?;
+            buf.packet_mut().copy_from_slice(&self.scratch[..n]);
+        } else {
+            resize_tail(buf, split.offset, n)?;
+            let pkt = buf.packet_mut();
+            pkt[split.offset..].copy_from_slice(&self.scratch[..n]);
+            pkt[split.nh_offset] = hdr.next_header;
+            ip::fix_length(pkt)?;
+        }
+        self.counters.decompressed += 1;
+        Ok(OpenOutcome::Decompressed {
+            compressed: clen,
+            original: n,
+        })
+    }
+
+    /// Checks that a tunnel's inner packet is IPv4 for next header 4 or IPv6 for 41, whole.
+    fn decap_check(&self, inner: &[u8], next: u8) -> Result<(), Error> {
+        let want = match next {
+            proto::IPIP => 4,
+            proto::IPV6 => 6,
+            p => return Err(ipsec_core::Error::BadInnerProtocol(p).into()),
+        };
+        if ip::version(inner)? != want || ip::claimed_len(inner)? != inner.len() {
+            return Err(Error::Malformed(
+                "inner packet does not match its next header or length",
+            ));
+        }
+        Ok(())
+    }
+}

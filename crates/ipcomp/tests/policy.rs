@@ -1,0 +1,168 @@
+//! The adaptive policy: RFC 3173 back-off and the McGregor-Lee Complete model.
+mod common;
+
+use common::*;
+use ipsec_core::Mode;
+use ipsec_ipcomp::policy::ModelConfig;
+use ipsec_ipcomp::{Algorithm, Backoff, CostModel, CryptoOp, IpcompSa, SealOutcome, SkipReason};
+
+#[test]
+fn backoff_n_misses_then_m_skips_then_retry() {
+    let mut cfg = config(Algorithm::Deflate, Mode::Transport, false);
+    cfg.backoff = Backoff {
+        after_misses: 3,
+        skip: 5,
+    };
+    let mut sa = IpcompSa::new(cfg).unwrap();
+    let random = v4_tcp(&corpus::seeded_random(1000, 1));
+    let text = v4_tcp(&b"compressible ".repeat(80));
+    let incompressible = SealOutcome::NotCompressed(SkipReason::Incompressible { original: 1020 });
+    let backoff = SealOutcome::NotCompressed(SkipReason::Backoff);
+    let mut got = Vec::new();
+    for _ in 0..3 + 5 + 1 {
+        got.push(seal(&mut sa, &random).0);
+    }
+    let mut want = vec![incompressible; 3];
+    want.extend([backoff; 5]);
+    want.push(incompressible); // retried after M packets
+    assert_eq!(got, want);
+    assert_eq!(sa.backoff().misses(), 1);
+    // During back-off even a compressible packet is skipped...
+    for _ in 0..2 {
+        seal(&mut sa, &random);
+    }
+    assert_eq!(sa.backoff().skipping(), 5);
+    assert_eq!(seal(&mut sa, &text).0, backoff);
+    for _ in 0..4 {
+        seal(&mut sa, &random);
+    }
+    // ...and a success after it resets the miss count.
+    assert!(matches!(seal(&mut sa, &text).0, SealOutcome::Compressed { .. }));
+    assert_eq!(sa.backoff().misses(), 0);
+    let c = sa.counters();
+    assert_eq!((c.skipped_incompressible, c.skipped_backoff, c.compressed), (6, 10, 1));
+    // The packets skipped by policy are byte-identical.
+    assert_eq!(seal(&mut sa, &random).1, random);
+}
+
+/// Rates in Mbit/s as the paper gives them; ns per byte = 8000 / Mbps.
+fn model(link_mbps: f64, comp_mbps: f64, decomp_mbps: f64, x: f64, crypto: &[(CryptoOp, f64)]) -> CostModel {
+    let mut m = CostModel::new(ModelConfig {
+        link_bps: link_mbps * 1e6,
+        probe_interval: 0,
+    });
+    let ns = |mbps: f64| (8000.0 / mbps) as u64;
+    // 1000 bytes in `ns(rate)` ns per byte.
+    m.observe_compress(1000, (1000.0 / x) as usize, ns(comp_mbps) * 1000);
+    m.observe_decompress(1000, ns(decomp_mbps) * 1000);
+    for &(op, mbps) in crypto {
+        m.observe_crypto(op, 1000, ns(mbps) * 1000);
+    }
+    m
+}
+
+#[test]
+fn model_decides_as_the_inequality_says() {
+    use CryptoOp::*;
+    // Slow link, 56 kbit/s: 1/R_SECNET = 8000/0.056 = 142857 ns/B. DEFLATE at 20 Mbit/s
+    // (400 ns/B) compress, 80 Mbit/s (100 ns/B) decompress, X = 2; 3DES 20 Mbit/s (400 ns/B
+    // each way), HMAC 100 Mbit/s (80 ns/B each way).
+    // Gain: (1 - 1/2)(400 + 400 + 80 + 80 + 142857) = 71908.5; cost: 400 + 100 = 500.
+    // 71908.5 >= 500: compress.
+    let slow = model(
+        0.056,
+        20.0,
+        80.0,
+        2.0,
+        &[
+            (Encrypt, 20.0),
+            (Decrypt, 20.0),
+            (IntegrityCompute, 100.0),
+            (IntegrityVerify, 100.0),
+        ],
+    );
+    let (gain, cost) = slow.sides().unwrap();
+    assert!(
+        (gain - 71908.5).abs() < 1.0 && (cost - 500.0).abs() < 1e-9,
+        "{gain} {cost}"
+    );
+    assert!(slow.pays());
+
+    // 1 Gbit/s link: 8 ns/B. AES at 1 Gbit/s (8 ns/B each way), HMAC at 2 Gbit/s (4 ns/B
+    // each way), slow DEFLATE: 100 Mbit/s (80 ns/B) compress, 400 Mbit/s (20 ns/B)
+    // decompress, X = 2. Gain: 0.5 (8 + 8 + 4 + 4 + 8) = 16; cost: 80 + 20 = 100. Skip.
+    let mut fast = model(
+        1000.0,
+        100.0,
+        400.0,
+        2.0,
+        &[
+            (Encrypt, 1000.0),
+            (Decrypt, 1000.0),
+            (IntegrityCompute, 2000.0),
+            (IntegrityVerify, 2000.0),
+        ],
+    );
+    let (gain, cost) = fast.sides().unwrap();
+    assert!(
+        (gain - 16.0).abs() < 1e-9 && (cost - 100.0).abs() < 1e-9,
+        "{gain} {cost}"
+    );
+    assert!(!fast.pays());
+    assert!(!fast.should_compress());
+
+    // 10 Mbit/s (800 ns/B), X = 2.5 (1/X = 0.4), DEFLATE 20/80 Mbit/s (400 + 100 = 500),
+    // no crypto observed (0): gain 0.6 * 800 = 480 < 500: skip. At X = 4: 0.75 * 800 =
+    // 600 >= 500: compress.
+    assert!(!model(10.0, 20.0, 80.0, 2.5, &[]).pays());
+    assert!(model(10.0, 20.0, 80.0, 4.0, &[]).pays());
+
+    // Decryption and verification default to the forward rates: same as giving them.
+    let half = model(
+        1000.0,
+        100.0,
+        400.0,
+        2.0,
+        &[(Encrypt, 1000.0), (IntegrityCompute, 2000.0)],
+    );
+    assert_eq!(half.sides(), fast.sides());
+
+    // No observation yet: compress (to measure).
+    assert!(CostModel::new(ModelConfig {
+        link_bps: 1e9,
+        probe_interval: 0
+    })
+    .pays());
+}
+
+#[test]
+fn model_skips_in_the_sa_and_probes() {
+    let mut cfg = config(Algorithm::Deflate, Mode::Transport, false);
+    cfg.model = Some(ModelConfig {
+        link_bps: 1e9,
+        probe_interval: 4,
+    });
+    let mut sa = IpcompSa::new(cfg).unwrap();
+    let text = v4_tcp(&b"compressible ".repeat(80));
+    // First packet: no data, so it compresses; report it as very slow (1 us per byte).
+    let (o, _) = seal(&mut sa, &text);
+    assert!(matches!(o, SealOutcome::Compressed { .. }));
+    sa.observe_seal(&o, 1000 * 1040);
+    // Gain at most 8 ns/B (link only), cost 2000 ns/B: skip, with a probe every 4th packet.
+    let outcomes: Vec<_> = (0..8).map(|_| seal(&mut sa, &text).0).collect();
+    let skip = SealOutcome::NotCompressed(SkipReason::Model);
+    assert_eq!(&outcomes[..3], &[skip; 3]);
+    assert!(matches!(outcomes[3], SealOutcome::Compressed { .. }), "probe");
+    assert_eq!(&outcomes[4..7], &[skip; 3]);
+    assert_eq!(sa.counters().skipped_model, 6);
+    // A slow link makes it pay.
+    let mut cfg = config(Algorithm::Deflate, Mode::Transport, false);
+    cfg.model = Some(ModelConfig {
+        link_bps: 56e3,
+        probe_interval: 0,
+    });
+    let mut sa = IpcompSa::new(cfg).unwrap();
+    let (o, _) = seal(&mut sa, &text);
+    sa.observe_seal(&o, 1000 * 1040);
+    assert!(matches!(seal(&mut sa, &text).0, SealOutcome::Compressed { .. }));
+}
