@@ -13,7 +13,7 @@ use std::process::ExitCode;
 #[command(
     name = "ipsec",
     version,
-    about = "Userspace IPsec: seal and open pcap captures with ESP"
+    about = "Userspace IPsec: seal and open pcap captures with ESP, AH and IPComp; speedup models"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -26,6 +26,9 @@ enum Cmd {
     Seal(SealArgs),
     /// Undo SAs on every packet of a capture; rejected packets are reported and not written.
     Open(OpenArgs),
+    /// Evaluate the McGregor–Lee speedup models (Local Send, Local Receive, Complete) and
+    /// the IPsec-only slowdown from measured rates.
+    Model(ipsec::model::ModelArgs),
 }
 
 #[derive(Args)]
@@ -79,6 +82,15 @@ fn main() -> ExitCode {
     let (dir, common, seq, iv) = match cli.cmd {
         Cmd::Seal(a) => (Direction::Seal, a.common, a.seq, a.iv),
         Cmd::Open(a) => (Direction::Open, a.common, a.seq, None),
+        Cmd::Model(a) => {
+            return match ipsec::model::run(&a) {
+                Ok(text) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => usage_error(e),
+            }
+        }
     };
     let mut sas = Vec::new();
     for (i, s) in common.sas.iter().enumerate() {

@@ -34,7 +34,7 @@ mod inputs;
 mod wire;
 
 pub use formulas::{break_even, complete, gain_cost, ipsec_only, local_receive, local_send, SecTimes};
-pub use inputs::{AlgKind, AlgRates, CompressorRates, DataSetRates, PayloadSize, Rates};
+pub use inputs::{AlgKind, AlgRates, CompressorRates, DataSetRates, PayloadSize, Rates, CRYPTO_FILE};
 pub use wire::{wire_bytes, Overheads, PacketBytes};
 
 use std::fmt::Write as _;
@@ -52,7 +52,10 @@ pub const PAPER_ENV: &str = "IPSEC_PAPER";
 pub fn default_inputs_dir() -> PathBuf {
     match std::env::var_os(PAPER_ENV) {
         Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("shared").join("paper"),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join("shared")
+            .join("paper"),
     }
 }
 
@@ -65,12 +68,20 @@ pub struct Suite {
 
 impl Suite {
     pub fn null() -> Suite {
-        Suite { cipher: None, integrity: None }
+        Suite {
+            cipher: None,
+            integrity: None,
+        }
     }
 
     /// `null`, or the algorithm names joined with `+` (cipher first).
     pub fn name(&self) -> String {
-        let parts: Vec<&str> = self.cipher.iter().chain(self.integrity.iter()).map(String::as_str).collect();
+        let parts: Vec<&str> = self
+            .cipher
+            .iter()
+            .chain(self.integrity.iter())
+            .map(String::as_str)
+            .collect();
         if parts.is_empty() {
             "null".to_string()
         } else {
@@ -82,11 +93,20 @@ impl Suite {
 /// Null, each cipher, each integrity algorithm, then each cipher+integrity pair.
 pub fn suites(rates: &Rates) -> Vec<Suite> {
     let mut out = vec![Suite::null()];
-    out.extend(rates.ciphers().map(|c| Suite { cipher: Some(c.name.clone()), integrity: None }));
-    out.extend(rates.integrity().map(|i| Suite { cipher: None, integrity: Some(i.name.clone()) }));
+    out.extend(rates.ciphers().map(|c| Suite {
+        cipher: Some(c.name.clone()),
+        integrity: None,
+    }));
+    out.extend(rates.integrity().map(|i| Suite {
+        cipher: None,
+        integrity: Some(i.name.clone()),
+    }));
     for c in rates.ciphers() {
         for i in rates.integrity() {
-            out.push(Suite { cipher: Some(c.name.clone()), integrity: Some(i.name.clone()) });
+            out.push(Suite {
+                cipher: Some(c.name.clone()),
+                integrity: Some(i.name.clone()),
+            });
         }
     }
     out
@@ -106,18 +126,26 @@ impl Link {
     pub fn parse(s: &str) -> Result<Link, String> {
         let t = s.trim();
         let lower = t.to_ascii_lowercase();
-        let core = lower.strip_suffix("bps").or_else(|| lower.strip_suffix("b/s")).unwrap_or(&lower);
+        let core = lower
+            .strip_suffix("bps")
+            .or_else(|| lower.strip_suffix("b/s"))
+            .unwrap_or(&lower);
         let (num, mult, unit) = match core.chars().last() {
             Some('k') => (&core[..core.len() - 1], 1e3, "k"),
             Some('m') => (&core[..core.len() - 1], 1e6, "M"),
             Some('g') => (&core[..core.len() - 1], 1e9, "G"),
             _ => (core, 1.0, ""),
         };
-        let v: f64 = num.parse().map_err(|_| format!("bad link rate `{s}` (expected e.g. 1.54M)"))?;
+        let v: f64 = num
+            .parse()
+            .map_err(|_| format!("bad link rate `{s}` (expected e.g. 1.54M)"))?;
         if !(v.is_finite() && v > 0.0) {
             return Err(format!("bad link rate `{s}`: must be > 0"));
         }
-        Ok(Link { name: format!("{num}{unit}bps"), bps: v * mult })
+        Ok(Link {
+            name: format!("{num}{unit}bps"),
+            bps: v * mult,
+        })
     }
 }
 
@@ -134,7 +162,10 @@ impl Default for Env {
     /// The paper's: five links at 80%, IPv6/TCP, MTU 1280.
     fn default() -> Self {
         Env {
-            links: DEFAULT_LINKS.split(',').map(|l| Link::parse(l).expect("default links parse")).collect(),
+            links: DEFAULT_LINKS
+                .split(',')
+                .map(|l| Link::parse(l).expect("default links parse"))
+                .collect(),
             efficiency: DEFAULT_EFFICIENCY,
             overheads: Overheads::default(),
         }
@@ -213,12 +244,21 @@ const BITS_PER_MBIT: f64 = 1e6;
 
 /// Per-packet times of `pkt` under `suite` at payload index `pi`; `secnet` is 0 without a link.
 fn sec_times(rates: &Rates, suite: &Suite, pi: usize, pkt: &PacketBytes, link_bps: Option<f64>) -> SecTimes {
-    let rate = |name: &Option<String>| name.as_deref().map(|n| rates.alg(n).expect("suite from rates").mbps[pi]);
+    let rate = |name: &Option<String>| {
+        name.as_deref()
+            .map(|n| rates.alg(n).expect("suite from rates").mbps[pi])
+    };
     let bits = |bytes: usize| bytes as f64 * 8.0;
     let e = rate(&suite.cipher).map_or(0.0, |r| bits(pkt.encrypted) / (r * BITS_PER_MBIT));
     let h = rate(&suite.integrity).map_or(0.0, |r| bits(pkt.authenticated) / (r * BITS_PER_MBIT));
     let secnet = link_bps.map_or(0.0, |b| bits(pkt.wire) / b);
-    SecTimes { e, d: e, hc: h, hv: h, secnet }
+    SecTimes {
+        e,
+        d: e,
+        hc: h,
+        hv: h,
+        secnet,
+    }
 }
 
 /// TCP payload bytes actually carried after compression, *excluding* the IPComp header, or
@@ -260,8 +300,11 @@ pub fn evaluate(rates: &Rates, env: &Env, models: &[Model]) -> Vec<Row> {
         }
         for comp in &rates.compressors {
             for (pi, p) in rates.payloads.iter().enumerate() {
-                let links: Vec<Option<&Link>> =
-                    if model.uses_link() { env.links.iter().map(Some).collect() } else { vec![None] };
+                let links: Vec<Option<&Link>> = if model.uses_link() {
+                    env.links.iter().map(Some).collect()
+                } else {
+                    vec![None]
+                };
                 for link in links {
                     let bps = link.map(|l| l.bps * env.efficiency);
                     for ds in &comp.datasets {
@@ -307,13 +350,19 @@ pub fn break_even_rows(rates: &Rates, env: &Env, models: &[Model]) -> Vec<Row> {
     for &model in models.iter().filter(|m| m.uses_compression()) {
         for comp in &rates.compressors {
             for (pi, p) in rates.payloads.iter().enumerate() {
-                let links: Vec<Option<&Link>> =
-                    if model.uses_link() { env.links.iter().map(Some).collect() } else { vec![None] };
+                let links: Vec<Option<&Link>> = if model.uses_link() {
+                    env.links.iter().map(Some).collect()
+                } else {
+                    vec![None]
+                };
                 for link in links {
                     for ds in &comp.datasets {
                         let (rc, rd) = (ds.comp_mbps[pi] * BITS_PER_MBIT, ds.decomp_mbps[pi] * BITS_PER_MBIT);
                         for s in &suites {
-                            let r = |n: &Option<String>| n.as_deref().map(|n| rates.alg(n).expect("suite").mbps[pi] * BITS_PER_MBIT);
+                            let r = |n: &Option<String>| {
+                                n.as_deref()
+                                    .map(|n| rates.alg(n).expect("suite").mbps[pi] * BITS_PER_MBIT)
+                            };
                             let (re, rh) = (r(&s.cipher), r(&s.integrity));
                             // One side of each inequality: the crypto work compression shrinks.
                             let mut gain: Vec<f64> = Vec::new();
@@ -359,7 +408,8 @@ pub enum Format {
     Markdown,
 }
 
-/// `ipsec model` arguments.
+/// Evaluate the McGregor-Lee speedup models (IPsec-only slowdown, Local Send, Local Receive,
+/// Complete) from measured crypto and (de)compression rates.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ModelArgs {
     /// Directory with the input CSVs (table1_crypto_rates_mbps.csv, table4_compression_ratios.csv,
@@ -394,27 +444,40 @@ pub fn run(args: &ModelArgs) -> Result<String, String> {
     let env = Env {
         links: args.links.iter().map(|l| Link::parse(l)).collect::<Result<_, _>>()?,
         efficiency: args.efficiency,
-        overheads: Overheads { mtu: args.mtu, ..Overheads::default() },
+        overheads: Overheads {
+            mtu: args.mtu,
+            ..Overheads::default()
+        },
     };
     env.validate()?;
     let mut notes = Vec::new();
     let models: Vec<Model> = if args.models.is_empty() {
         if rates.compressors.is_empty() {
-            notes.push(format!("no compression inputs in {}: only the ipsec-only model is evaluated", dir.display()));
+            notes.push(format!(
+                "no compression inputs in {}: only the ipsec-only model is evaluated",
+                dir.display()
+            ));
             vec![Model::IpsecOnly]
         } else {
             Model::ALL.to_vec()
         }
     } else {
         if rates.compressors.is_empty() && args.models.iter().any(|m| m.uses_compression()) {
-            return Err(format!("{}: no compression inputs (table 4 and rate tables) for the compression models", dir.display()));
+            return Err(format!(
+                "{}: no compression inputs (table 4 and rate tables) for the compression models",
+                dir.display()
+            ));
         }
         args.models.clone()
     };
     if args.break_even && !models.iter().any(|m| m.uses_compression()) {
         return Err("break-even ratios exist only for the compression models".into());
     }
-    let rows = if args.break_even { break_even_rows(&rates, &env, &models) } else { evaluate(&rates, &env, &models) };
+    let rows = if args.break_even {
+        break_even_rows(&rates, &env, &models)
+    } else {
+        evaluate(&rates, &env, &models)
+    };
     Ok(match args.format {
         Format::Csv => to_csv(&rows, if args.break_even { "break_even" } else { "speedup" }),
         Format::Markdown => {
@@ -471,7 +534,11 @@ pub fn to_markdown(rows: &[Row], break_even: bool) -> String {
     type Key<'a> = (Model, Option<&'a str>, &'a str, Option<&'a str>);
     let mut groups: Vec<(Key, Vec<&Row>)> = Vec::new();
     for r in rows {
-        let net = if r.model == Model::IpsecOnly { None } else { r.network.as_deref() };
+        let net = if r.model == Model::IpsecOnly {
+            None
+        } else {
+            r.network.as_deref()
+        };
         let key = (r.model, r.compressor.as_deref(), r.payload.as_str(), net);
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, v)) => v.push(r),
@@ -480,7 +547,15 @@ pub fn to_markdown(rows: &[Row], break_even: bool) -> String {
     }
     let mut s = String::new();
     for ((model, comp, payload, net), rs) in groups {
-        let mut title = format!("{}{}", model.title(), if break_even { " break-even compression ratio" } else { "" });
+        let mut title = format!(
+            "{}{}",
+            model.title(),
+            if break_even {
+                " break-even compression ratio"
+            } else {
+                ""
+            }
+        );
         if let Some(c) = comp {
             let _ = write!(title, ", {c}");
         }
@@ -510,14 +585,20 @@ pub fn to_markdown(rows: &[Row], break_even: bool) -> String {
                 suites.push(&r.suite);
             }
         }
-        let head = if model == Model::IpsecOnly { "network" } else { "data set" };
+        let head = if model == Model::IpsecOnly {
+            "network"
+        } else {
+            "data set"
+        };
         let _ = writeln!(s, "| {head} | {} |", suites.join(" | "));
         let _ = writeln!(s, "|---|{}", "---:|".repeat(suites.len()));
         for l in &labels {
             let cells: Vec<String> = suites
                 .iter()
                 .map(|su| {
-                    rs.iter().find(|r| label(r) == *l && r.suite == *su).map_or(String::new(), |r| md_value(r.value))
+                    rs.iter()
+                        .find(|r| label(r) == *l && r.suite == *su)
+                        .map_or(String::new(), |r| md_value(r.value))
                 })
                 .collect();
             let _ = writeln!(s, "| {l} | {} |", cells.join(" | "));
@@ -536,14 +617,32 @@ mod tests {
         Rates {
             payloads: vec![p("4k")],
             crypto: vec![
-                AlgRates { name: "rc5-cbc".into(), kind: AlgKind::Cipher, mbps: vec![100.0] },
-                AlgRates { name: "hmac-md5".into(), kind: AlgKind::Integrity, mbps: vec![300.0] },
+                AlgRates {
+                    name: "rc5-cbc".into(),
+                    kind: AlgKind::Cipher,
+                    mbps: vec![100.0],
+                },
+                AlgRates {
+                    name: "hmac-md5".into(),
+                    kind: AlgKind::Integrity,
+                    mbps: vec![300.0],
+                },
             ],
             compressors: vec![CompressorRates {
                 name: "lzs".into(),
                 datasets: vec![
-                    DataSetRates { name: "text".into(), ratio: vec![2.0], comp_mbps: vec![200.0], decomp_mbps: vec![250.0] },
-                    DataSetRates { name: "random".into(), ratio: vec![0.89], comp_mbps: vec![180.0], decomp_mbps: vec![0.0] },
+                    DataSetRates {
+                        name: "text".into(),
+                        ratio: vec![2.0],
+                        comp_mbps: vec![200.0],
+                        decomp_mbps: vec![250.0],
+                    },
+                    DataSetRates {
+                        name: "random".into(),
+                        ratio: vec![0.89],
+                        comp_mbps: vec![180.0],
+                        decomp_mbps: vec![0.0],
+                    },
                 ],
             }],
         }
@@ -573,12 +672,20 @@ mod tests {
         // 100 Mbps at 80%, rc5-cbc+hmac-md5, 4 KB: T_NET = 4308 B, T_SECNET = 4352 B on the wire,
         // 4120 B encrypted (twice), 4200 B authenticated (twice).
         let rates = tiny_rates();
-        let env = Env { links: vec![Link::parse("100M").unwrap()], ..Env::default() };
+        let env = Env {
+            links: vec![Link::parse("100M").unwrap()],
+            ..Env::default()
+        };
         let rows = evaluate(&rates, &env, &[Model::IpsecOnly]);
-        let v = rows.iter().find(|r| r.suite == "rc5-cbc+hmac-md5").unwrap().value.unwrap();
+        let v = rows
+            .iter()
+            .find(|r| r.suite == "rc5-cbc+hmac-md5")
+            .unwrap()
+            .value
+            .unwrap();
         let bps = 80e6;
-        let want = (4308.0 * 8.0 / bps)
-            / (4352.0 * 8.0 / bps + 2.0 * 4120.0 * 8.0 / 100e6 + 2.0 * 4200.0 * 8.0 / 300e6);
+        let want =
+            (4308.0 * 8.0 / bps) / (4352.0 * 8.0 / bps + 2.0 * 4120.0 * 8.0 / 100e6 + 2.0 * 4200.0 * 8.0 / 300e6);
         assert!((v - want).abs() < 1e-12, "{v} vs {want}");
         let null = rows.iter().find(|r| r.suite == "null").unwrap().value.unwrap();
         assert!((null - 1.0).abs() < 1e-12);
@@ -587,10 +694,16 @@ mod tests {
     #[test]
     fn compression_models_hand() {
         let rates = tiny_rates();
-        let env = Env { links: vec![Link::parse("10M").unwrap()], ..Env::default() };
+        let env = Env {
+            links: vec![Link::parse("10M").unwrap()],
+            ..Env::default()
+        };
         let rows = evaluate(&rates, &env, &[Model::LocalSend, Model::LocalReceive, Model::Complete]);
         let get = |m: Model, ds: &str, s: &str| {
-            rows.iter().find(|r| r.model == m && r.dataset.as_deref() == Some(ds) && r.suite == s).unwrap().value
+            rows.iter()
+                .find(|r| r.model == m && r.dataset.as_deref() == Some(ds) && r.suite == s)
+                .unwrap()
+                .value
         };
         // text, ratio 2: 4096 / 2 = 2048 bytes including IPComp header -> 2044 + 4 + 20 = 2068
         // upper layer; ESP: 2068 + 2 -> 2072 encrypted; AH authenticates 40 + 24 + 16 + 2072.
@@ -635,13 +748,18 @@ mod tests {
     #[test]
     fn break_even_rows_satisfy_equality() {
         let rates = tiny_rates();
-        let env = Env { links: vec![Link::parse("1.54M").unwrap()], ..Env::default() };
+        let env = Env {
+            links: vec![Link::parse("1.54M").unwrap()],
+            ..Env::default()
+        };
         let rows = break_even_rows(&rates, &env, &Model::ALL);
         assert!(rows.iter().all(|r| r.model != Model::IpsecOnly));
         // Complete, text, rc5+md5: gain = 2/R_E + 2/R_H + 1/R_NET, cost = 1/R_C + 1/R_DC.
         let r = rows
             .iter()
-            .find(|r| r.model == Model::Complete && r.dataset.as_deref() == Some("text") && r.suite == "rc5-cbc+hmac-md5")
+            .find(|r| {
+                r.model == Model::Complete && r.dataset.as_deref() == Some("text") && r.suite == "rc5-cbc+hmac-md5"
+            })
             .unwrap();
         let x = r.value.unwrap();
         let gain = 2.0 / 100e6 + 2.0 / 300e6 + 1.0 / (1.54e6 * 0.8);
@@ -650,15 +768,23 @@ mod tests {
         // Local Send with LZS at 200 Mbps against rc5 (100) + md5 (300): X = gain / (gain - cost).
         let r = rows
             .iter()
-            .find(|r| r.model == Model::LocalSend && r.dataset.as_deref() == Some("text") && r.suite == "rc5-cbc+hmac-md5")
+            .find(|r| {
+                r.model == Model::LocalSend && r.dataset.as_deref() == Some("text") && r.suite == "rc5-cbc+hmac-md5"
+            })
             .unwrap();
         let (g, c) = (1.0 / 100e6 + 1.0 / 300e6, 1.0 / 200e6);
         assert!((r.value.unwrap() - g / (g - c)).abs() < 1e-12);
         assert!(((1.0 - 1.0 / r.value.unwrap()) * g - c).abs() < 1e-9 * c);
         // Null suite never pays locally; no decompression rate: undefined.
-        let null = rows.iter().find(|r| r.model == Model::LocalSend && r.suite == "null").unwrap();
+        let null = rows
+            .iter()
+            .find(|r| r.model == Model::LocalSend && r.suite == "null")
+            .unwrap();
         assert_eq!(null.value, Some(f64::INFINITY));
-        let random = rows.iter().find(|r| r.model == Model::LocalReceive && r.dataset.as_deref() == Some("random")).unwrap();
+        let random = rows
+            .iter()
+            .find(|r| r.model == Model::LocalReceive && r.dataset.as_deref() == Some("random"))
+            .unwrap();
         assert_eq!(random.value, None);
     }
 

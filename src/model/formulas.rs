@@ -55,7 +55,11 @@ pub fn break_even(gain: f64, cost: f64) -> f64 {
 /// Both sides of an inequality, as inverse rates (s/bit); `None` when a rate is 0 (not measured:
 /// nothing was decompressed).
 pub fn gain_cost(gain_rates: &[f64], cost_rates: &[f64]) -> Option<(f64, f64)> {
-    let inv = |rs: &[f64]| rs.iter().map(|&r| if r > 0.0 { Some(1.0 / r) } else { None }).sum::<Option<f64>>();
+    let inv = |rs: &[f64]| {
+        rs.iter()
+            .map(|&r| if r > 0.0 { Some(1.0 / r) } else { None })
+            .sum::<Option<f64>>()
+    };
     Some((inv(gain_rates)?, inv(cost_rates)?))
 }
 
@@ -67,14 +71,35 @@ mod tests {
         (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1.0)
     }
 
-    const T: SecTimes = SecTimes { e: 0.1, d: 0.1, hc: 0.2, hv: 0.2, secnet: 1.2 };
-    const C: SecTimes = SecTimes { e: 0.05, d: 0.05, hc: 0.1, hv: 0.1, secnet: 0.6 };
+    const T: SecTimes = SecTimes {
+        e: 0.1,
+        d: 0.1,
+        hc: 0.2,
+        hv: 0.2,
+        secnet: 1.2,
+    };
+    const C: SecTimes = SecTimes {
+        e: 0.05,
+        d: 0.05,
+        hc: 0.1,
+        hv: 0.1,
+        secnet: 0.6,
+    };
 
     #[test]
     fn ipsec_only_hand() {
         // 1 / (0.1 + 0.2 + 1.2 + 0.2 + 0.1) = 1 / 1.8
         assert!(close(ipsec_only(1.0, &T), 1.0 / 1.8));
-        assert!(close(ipsec_only(1.0, &SecTimes { secnet: 1.0, ..Default::default() }), 1.0));
+        assert!(close(
+            ipsec_only(
+                1.0,
+                &SecTimes {
+                    secnet: 1.0,
+                    ..Default::default()
+                }
+            ),
+            1.0
+        ));
     }
 
     #[test]

@@ -32,11 +32,16 @@ impl PayloadSize {
             Some('m' | 'M') => (&l[..l.len() - 1], 1024 * 1024),
             _ => (l, 1),
         };
-        let n: usize = num.parse().map_err(|_| format!("bad payload size `{label}` (expected e.g. 4k)"))?;
+        let n: usize = num
+            .parse()
+            .map_err(|_| format!("bad payload size `{label}` (expected e.g. 4k)"))?;
         if n == 0 {
             return Err(format!("bad payload size `{label}`: zero"));
         }
-        Ok(PayloadSize { label: l.to_string(), bytes: n * mult })
+        Ok(PayloadSize {
+            label: l.to_string(),
+            bytes: n * mult,
+        })
     }
 }
 
@@ -110,25 +115,39 @@ impl Rates {
             fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))
         };
         let (payloads, crypto) = parse_crypto_csv(&read(CRYPTO_FILE)?).map_err(|e| format!("{CRYPTO_FILE}: {e}"))?;
-        let mut rates = Rates { payloads, crypto, compressors: Vec::new() };
+        let mut rates = Rates {
+            payloads,
+            crypto,
+            compressors: Vec::new(),
+        };
         if !dir.join(RATIOS_FILE).exists() {
             return Ok(rates);
         }
-        let ratios = parse_ratios_csv(&read(RATIOS_FILE)?, &rates.payloads).map_err(|e| format!("{RATIOS_FILE}: {e}"))?;
+        let ratios =
+            parse_ratios_csv(&read(RATIOS_FILE)?, &rates.payloads).map_err(|e| format!("{RATIOS_FILE}: {e}"))?;
         let entries: Vec<String> = fs::read_dir(dir)
             .map_err(|e| format!("{}: {e}", dir.display()))?
             .filter_map(|e| e.ok().and_then(|e| e.file_name().into_string().ok()))
             .collect();
         for (comp, sets) in ratios {
             let suffix = format!("_{comp}{COMPRESSOR_RATES_SUFFIX}");
-            let mut files: Vec<&String> = entries.iter().filter(|n| n.ends_with(&suffix) || **n == suffix[1..]).collect();
+            let mut files: Vec<&String> = entries
+                .iter()
+                .filter(|n| n.ends_with(&suffix) || **n == suffix[1..])
+                .collect();
             files.sort();
             let file = match files.as_slice() {
                 [one] => *one,
                 [] => return Err(format!("{}: no *{suffix} file for compressor `{comp}`", dir.display())),
-                _ => return Err(format!("{}: several *{suffix} files for compressor `{comp}`", dir.display())),
+                _ => {
+                    return Err(format!(
+                        "{}: several *{suffix} files for compressor `{comp}`",
+                        dir.display()
+                    ))
+                }
             };
-            let datasets = parse_compressor_csv(&read(file)?, &rates.payloads, sets).map_err(|e| format!("{file}: {e}"))?;
+            let datasets =
+                parse_compressor_csv(&read(file)?, &rates.payloads, sets).map_err(|e| format!("{file}: {e}"))?;
             rates.compressors.push(CompressorRates { name: comp, datasets });
         }
         Ok(rates)
@@ -154,12 +173,22 @@ impl Rates {
 /// A small CSV reader: comma-separated, no quoting; blank lines skipped.
 fn parse_table(text: &str) -> Result<(Vec<String>, Vec<Vec<String>>), String> {
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
-    let header: Vec<String> = lines.next().ok_or("empty file")?.split(',').map(|s| s.trim().to_string()).collect();
+    let header: Vec<String> = lines
+        .next()
+        .ok_or("empty file")?
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .collect();
     let mut rows = Vec::new();
     for (i, line) in lines.enumerate() {
         let row: Vec<String> = line.split(',').map(|s| s.trim().to_string()).collect();
         if row.len() != header.len() {
-            return Err(format!("row {}: {} fields, header has {}", i + 1, row.len(), header.len()));
+            return Err(format!(
+                "row {}: {} fields, header has {}",
+                i + 1,
+                row.len(),
+                header.len()
+            ));
         }
         rows.push(row);
     }
@@ -200,25 +229,37 @@ pub fn parse_crypto_csv(text: &str) -> Result<(Vec<PayloadSize>, Vec<AlgRates>),
                 Ok(v)
             })
             .collect::<Result<Vec<f64>, String>>()?;
-        algs.push(AlgRates { kind: AlgKind::guess(&name), name, mbps });
+        algs.push(AlgRates {
+            kind: AlgKind::guess(&name),
+            name,
+            mbps,
+        });
     }
     Ok((cols.into_iter().map(|(_, p)| p).collect(), algs))
 }
 
+/// One data set's compression ratios, indexed like the payloads.
+pub type DataSetRatios = (String, Vec<f64>);
+
 /// Table 4: `benchmark,<comp>_<size>,...`. Returns, per compressor in column order, the data sets
 /// with their ratios (indexed like `payloads`).
-pub fn parse_ratios_csv(text: &str, payloads: &[PayloadSize]) -> Result<Vec<(String, Vec<(String, Vec<f64>)>)>, String> {
+pub fn parse_ratios_csv(text: &str, payloads: &[PayloadSize]) -> Result<Vec<(String, Vec<DataSetRatios>)>, String> {
     let (header, rows) = parse_table(text)?;
     let mut comps: Vec<String> = Vec::new();
     for h in &header[1..] {
-        let (c, _) = h.rsplit_once('_').ok_or_else(|| format!("column `{h}` is not <compressor>_<size>"))?;
+        let (c, _) = h
+            .rsplit_once('_')
+            .ok_or_else(|| format!("column `{h}` is not <compressor>_<size>"))?;
         if !comps.iter().any(|x| x == c) {
             comps.push(c.to_string());
         }
     }
     let col = |c: &str, p: &PayloadSize| {
         let name = format!("{c}_{}", p.label);
-        header.iter().position(|h| *h == name).ok_or_else(|| format!("missing column `{name}`"))
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| format!("missing column `{name}`"))
     };
     let mut out = Vec::new();
     for c in comps {
@@ -241,18 +282,24 @@ pub fn parse_ratios_csv(text: &str, payloads: &[PayloadSize]) -> Result<Vec<(Str
 pub fn parse_compressor_csv(
     text: &str,
     payloads: &[PayloadSize],
-    ratios: Vec<(String, Vec<f64>)>,
+    ratios: Vec<DataSetRatios>,
 ) -> Result<Vec<DataSetRates>, String> {
     let (header, rows) = parse_table(text)?;
     let col = |prefix: &str, p: &PayloadSize| {
         let name = format!("{prefix}_{}", p.label);
-        header.iter().position(|h| *h == name).ok_or_else(|| format!("missing column `{name}`"))
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| format!("missing column `{name}`"))
     };
     let comp_idx: Vec<usize> = payloads.iter().map(|p| col("comp", p)).collect::<Result<_, _>>()?;
     let decomp_idx: Vec<usize> = payloads.iter().map(|p| col("decomp", p)).collect::<Result<_, _>>()?;
     let mut out = Vec::new();
     for (name, ratio) in ratios {
-        let row = rows.iter().find(|r| r[0] == name).ok_or_else(|| format!("no row for data set `{name}`"))?;
+        let row = rows
+            .iter()
+            .find(|r| r[0] == name)
+            .ok_or_else(|| format!("no row for data set `{name}`"))?;
         let get = |idx: &[usize]| {
             idx.iter()
                 .map(|&i| number(&row[i], &format!("{name} {}", header[i])))
@@ -262,7 +309,13 @@ pub fn parse_compressor_csv(
         if let Some(i) = comp_mbps.iter().position(|&v| v == 0.0) {
             return Err(format!("{name}: compression rate at {} must be > 0", payloads[i].label));
         }
-        out.push(DataSetRates { name, ratio, comp_mbps, decomp_mbps: get(&decomp_idx)? });
+        let decomp_mbps = get(&decomp_idx)?;
+        out.push(DataSetRates {
+            name,
+            ratio,
+            comp_mbps,
+            decomp_mbps,
+        });
     }
     Ok(out)
 }
@@ -290,11 +343,17 @@ mod tests {
 
     #[test]
     fn parses_tables() {
-        let (p, a) = parse_crypto_csv("algorithm,payload_1k,payload_4k,average\nhmac-md5,229,299,287\nrc5-cbc,96,97,96\n").unwrap();
+        let (p, a) =
+            parse_crypto_csv("algorithm,payload_1k,payload_4k,average\nhmac-md5,229,299,287\nrc5-cbc,96,97,96\n")
+                .unwrap();
         assert_eq!(p.iter().map(|p| p.bytes).collect::<Vec<_>>(), vec![1024, 4096]);
         assert_eq!(a[0].mbps, vec![229.0, 299.0]);
         assert_eq!(a[1].kind, AlgKind::Cipher);
-        let r = parse_ratios_csv("benchmark,deflate_1k,deflate_4k,lzs_1k,lzs_4k\nobj2,1.76,2.08,1.52,1.67\n", &p).unwrap();
+        let r = parse_ratios_csv(
+            "benchmark,deflate_1k,deflate_4k,lzs_1k,lzs_4k\nobj2,1.76,2.08,1.52,1.67\n",
+            &p,
+        )
+        .unwrap();
         assert_eq!(r.len(), 2);
         assert_eq!(r[1].0, "lzs");
         assert_eq!(r[1].1[0].1, vec![1.52, 1.67]);

@@ -101,7 +101,12 @@ pub fn wire_bytes(payload: usize, suite: &Suite, ipcomp: bool, o: &Overheads) ->
         authenticated = o.ip_header + upper;
     }
     let (wire, fragments) = fragment(upper, o);
-    PacketBytes { wire, fragments, encrypted, authenticated }
+    PacketBytes {
+        wire,
+        fragments,
+        encrypted,
+        authenticated,
+    }
 }
 
 /// IPv6 fragmentation of `fragmentable` bytes (everything after the IPv6 header): each fragment
@@ -120,7 +125,10 @@ mod tests {
     use super::*;
 
     fn suite(c: bool, i: bool) -> Suite {
-        Suite { cipher: c.then(|| "c".to_string()), integrity: i.then(|| "i".to_string()) }
+        Suite {
+            cipher: c.then(|| "c".to_string()),
+            integrity: i.then(|| "i".to_string()),
+        }
     }
 
     #[test]
@@ -128,15 +136,47 @@ mod tests {
         let o = Overheads::default();
         // 4096 + 20 = 4116 fragmentable bytes; 1232 per fragment -> 4 fragments of 48 bytes header.
         let plain = wire_bytes(4096, &suite(false, false), false, &o);
-        assert_eq!(plain, PacketBytes { wire: 4308, fragments: 4, encrypted: 0, authenticated: 0 });
+        assert_eq!(
+            plain,
+            PacketBytes {
+                wire: 4308,
+                fragments: 4,
+                encrypted: 0,
+                authenticated: 0
+            }
+        );
         // AH: +24.
         let ah = wire_bytes(4096, &suite(false, true), false, &o);
-        assert_eq!(ah, PacketBytes { wire: 4332, fragments: 4, encrypted: 0, authenticated: 40 + 24 + 4116 });
+        assert_eq!(
+            ah,
+            PacketBytes {
+                wire: 4332,
+                fragments: 4,
+                encrypted: 0,
+                authenticated: 40 + 24 + 4116
+            }
+        );
         // ESP: 4116 + 2 = 4118 -> padded to 4120; + 8 + 8.
         let esp = wire_bytes(4096, &suite(true, false), false, &o);
-        assert_eq!(esp, PacketBytes { wire: 4308 + 20, fragments: 4, encrypted: 4120, authenticated: 0 });
+        assert_eq!(
+            esp,
+            PacketBytes {
+                wire: 4308 + 20,
+                fragments: 4,
+                encrypted: 4120,
+                authenticated: 0
+            }
+        );
         let both = wire_bytes(4096, &suite(true, true), false, &o);
-        assert_eq!(both, PacketBytes { wire: 4352, fragments: 4, encrypted: 4120, authenticated: 40 + 24 + 4136 });
+        assert_eq!(
+            both,
+            PacketBytes {
+                wire: 4352,
+                fragments: 4,
+                encrypted: 4120,
+                authenticated: 40 + 24 + 4136
+            }
+        );
     }
 
     #[test]
@@ -151,7 +191,7 @@ mod tests {
         let s = wire_bytes(1280 - 60, &suite(false, false), false, &o);
         assert_eq!((s.wire, s.fragments), (1280, 1));
         let s = wire_bytes(1280 - 59, &suite(false, false), false, &o);
-        assert_eq!((s.wire, s.fragments), (1221 + 2 * 48, 2));
+        assert_eq!((s.wire, s.fragments), (1221 + 20 + 2 * 48, 2));
         // ESP padding: 100 + 20 + 2 = 122 -> 128.
         assert_eq!(wire_bytes(100, &suite(true, false), false, &o).encrypted, 128);
     }
