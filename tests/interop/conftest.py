@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -90,7 +91,7 @@ class IpsecTool:
 
     @staticmethod
     def fmt(cmd, proc) -> str:
-        return (f"command: {' '.join(repr(c) if ' ' in c else c for c in cmd)}\n"
+        return (f"command: {shlex.join(str(c) for c in cmd)}\n"
                 f"exit code: {proc.returncode}\n"
                 f"stderr: {proc.stderr.decode(errors='replace')[-4000:]}")
 
