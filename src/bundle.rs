@@ -123,10 +123,7 @@ impl AnySa {
 /// The outermost IPsec header of a packet: (protocol, SPI or CPI), or the first upper-layer
 /// protocol if there is none.
 pub fn outer_ipsec(packet: &[u8]) -> Result<Result<(u8, u32), u8>, Error> {
-    let split = match ip::version(packet)? {
-        4 => ip::find_header(packet, packet.get(9).copied().ok_or(Error::MalformedIp)?)?,
-        _ => ip::walk_ipv6_ext(packet, |_| {})?,
-    };
+    let split = ip::upper_split(packet)?;
     let rest = &packet[split.offset..];
     let spi = match split.next {
         proto::ESP => rest.get(0..4),

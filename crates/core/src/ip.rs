@@ -344,21 +344,33 @@ pub struct Split {
     pub next: u8,
 }
 
-/// The place to insert a transport-mode ESP, AH or IPComp header (RFC 4303 3.1.1, RFC 4302
-/// 3.1.1): after the IPv4 header with its options; for IPv6 after the Hop-by-Hop, Routing and
-/// Routing headers and any Destination Options not preceded by a Routing header (the rule
+/// The IPv4 header (with options) and the protocol after it (RFC 791 section 3.1).
+pub fn ipv4_split(packet: &[u8]) -> Result<Split, Error> {
+    let p = Ipv4Packet::new_checked(packet)?;
+    Ok(Split {
+        nh_offset: ipv4_field::PROTOCOL,
+        offset: p.header_len(),
+        next: p.protocol(),
+    })
+}
+
+/// Where the upper layer (or the first non-extension header, e.g. ESP) of a packet starts:
+/// after the IPv4 header, or after the whole IPv6 extension header chain.
+pub fn upper_split(packet: &[u8]) -> Result<Split, Error> {
+    match version(packet)? {
+        4 => ipv4_split(packet),
+        _ => walk_ipv6_ext(packet, |_| {}),
+    }
+}
+
+/// The place to insert a transport-mode ESP or AH header (RFC 4303 3.1.1, RFC 4302 3.1.1):
+/// after the IPv4 header with its options; for IPv6 after the Hop-by-Hop and Routing headers
+/// and any Destination Options not preceded by a Routing header (the rule
 /// of Linux's `ip6_find_1stfragopt` and scapy; Destination Options after a Routing header go
 /// inside).
 pub fn transport_split(packet: &[u8]) -> Result<Split, Error> {
     match version(packet)? {
-        4 => {
-            let p = Ipv4Packet::new_checked(packet)?;
-            Ok(Split {
-                nh_offset: ipv4_field::PROTOCOL,
-                offset: p.header_len(),
-                next: p.protocol(),
-            })
-        }
+        4 => ipv4_split(packet),
         _ => {
             let p = Ipv6Packet::new_checked(packet)?;
             let end = p.total_len();

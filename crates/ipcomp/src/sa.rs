@@ -150,14 +150,7 @@ pub struct IpcompSa {
 /// header with no Routing header after it is compressed.
 pub fn transport_placement(packet: &[u8]) -> Result<Split, Error> {
     match ip::version(packet)? {
-        4 => {
-            let p = Ipv4Packet::new_checked(packet)?;
-            Ok(Split {
-                nh_offset: ipv4_field::PROTOCOL,
-                offset: p.header_len(),
-                next: p.protocol(),
-            })
-        }
+        4 => ip::ipv4_split(packet).map_err(Error::from),
         _ => {
             let first = packet[ipv6_field::NEXT_HEADER];
             let mut last = Split {
@@ -176,21 +169,6 @@ pub fn transport_placement(packet: &[u8]) -> Result<Split, Error> {
             })?;
             Ok(last)
         }
-    }
-}
-
-/// Where the upper layer (or an IPComp header) of a received packet starts.
-fn upper_split(packet: &[u8]) -> Result<Split, Error> {
-    match ip::version(packet)? {
-        4 => {
-            let p = Ipv4Packet::new_checked(packet)?;
-            Ok(Split {
-                nh_offset: ipv4_field::PROTOCOL,
-                offset: p.header_len(),
-                next: p.protocol(),
-            })
-        }
-        _ => Ok(ip::walk_ipv6_ext(packet, |_| {})?),
     }
 }
 
@@ -436,7 +414,7 @@ impl IpcompSa {
     /// headroom) for the decompressed size.
     pub fn open(&mut self, buf: &mut PacketBuf<'_>) -> Result<OpenOutcome, Error> {
         trim_to_claimed(buf)?;
-        let split = upper_split(buf.packet())?;
+        let split = ip::upper_split(buf.packet())?;
         let tunnel = self.cfg.mode == Mode::Tunnel;
         if split.next != proto::COMP {
             return match (tunnel, split.next) {
