@@ -11,7 +11,7 @@ if ! command -v tshark >/dev/null 2>&1; then
   $SUDO apt-get install -y -qq tshark >/dev/null
 fi
 PY=${PYTHON:-python3}
-if ! "$PY" -c 'import scapy.layers.ipsec, cryptography' >/dev/null 2>&1; then
-  "$PY" -m pip install -q 'scapy==2.6.1' 'cryptography>=41'
+if ! "$PY" -c 'import scapy.layers.ipsec, cryptography, pytest' >/dev/null 2>&1; then
+  "$PY" -m pip install -q 'scapy==2.6.1' 'cryptography>=41' 'pytest>=7'
 fi
 command -v tshark >/dev/null && "$PY" -c 'import scapy.layers.ipsec' && echo "test deps ready: $(tshark --version | head -1), scapy $("$PY" -c 'import scapy; print(scapy.VERSION)')"

@@ -131,8 +131,9 @@ class IpsecTool:
         return lt, got, proc
 
     def open(self, sas: Sequence[str], frames: Sequence[bytes], linktype: int = lib.LINKTYPE_RAW,
-             expect_rc: Optional[int] = 0):
-        lt, got, proc = self._verb("open", sas, frames, linktype, [], expect_rc)
+             seq: Optional[int] = None, expect_rc: Optional[int] = 0):
+        extra = ["--seq", str(seq)] if seq is not None else []
+        lt, got, proc = self._verb("open", sas, frames, linktype, extra, expect_rc)
         if expect_rc == 0:
             assert lt == linktype, f"open wrote link type {lt}, input was {linktype}"
             assert len(got) == len(frames), (

@@ -492,6 +492,12 @@ def scapy_open(suite: Suite, mode: Mode, wire: bytes, spi: int, esn: bool = Fals
     return bytes(sa.decrypt(parse_ip(wire)))
 
 
+def l4_payload_of(inner: bytes) -> bytes:
+    """The UDP/TCP payload of an (unencrypted) IP packet."""
+    p = parse_ip(inner)
+    return bytes(p[Raw].load) if Raw in p else b""
+
+
 def esp_layer(wire: bytes):
     p = parse_ip(wire)
     if ESP not in p:

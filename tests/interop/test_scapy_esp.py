@@ -172,6 +172,32 @@ def test_esn_open_scapy_packets(ipsec, suite: Suite, mode: Mode):
     assert got2 == [], f"packets with an ESN ICV accepted by a non-ESN SA: {len(got2)} written"
 
 
+@pytest.mark.parametrize("start", [0x1_0000_0005, 0xFFFF_FFFE], ids=["seq0x100000005", "wrap0xfffffffe"])
+@pytest.mark.parametrize("suite,mode", ESN_MATRIX, ids=ESN_IDS)
+def test_esn_open_scapy_packets_high_bits(ipsec, suite: Suite, mode: Mode, start: int):
+    """scapy packets with ESN high bits != 0: `open --seq` starts the window there and the
+    receiver must infer the high 32 bits (RFC 4303 A2.2), including across 2^32."""
+    spi = spi_for(suite)
+    pkts = mode.packets()
+    wire = [lib.scapy_seal(suite, mode, p, start + i, spi, esn=True) for i, p in enumerate(pkts)]
+    _, got, _ = ipsec.open([mode.spec(suite, spi, esn=True)], wire, seq=start)
+    assert_packets(got, pkts, f"open --seq {start:#x} (flag esn) of scapy esn_en packets")
+
+
+@pytest.mark.parametrize("suite_id", ["aes128cbc-sha1", "aes192cbc-sha256", "aes256cbc-sha512", "3des-md5"])
+def test_auth_without_trunc_uses_rfc_icv_length(ipsec, suite_id):
+    """`auth NAME KEY` (no explicit length) = the RFC truncation (96/96/128/192/256 bits)."""
+    suite, mode = SUITES[suite_id], MODES["transport-v4"]
+    spi = spi_for(suite)
+    spec = mode.spec(suite, spi).replace(f"auth-trunc '{suite.auth}'", f"auth '{suite.auth}'")
+    spec = spec[: spec.rindex(" ")]  # drop the ICV length word
+    assert "auth-trunc" not in spec and spec.endswith(suite.auth_key.hex())
+    pkts = mode.packets()
+    _, got, _ = ipsec.seal([spec], pkts, seq=3, iv=suite.fixed_iv)
+    exp = [lib.scapy_seal(suite, mode, p, 3 + i, spi, iv=suite.fixed_iv) for i, p in enumerate(pkts)]
+    assert_packets(got, exp, f"seal with `auth '{suite.auth}' KEY`")
+
+
 # ------------------------------------------------------------------------------------------
 # Link types and stdin/stdout
 # ------------------------------------------------------------------------------------------
@@ -199,6 +225,28 @@ def test_ethernet_linktype(ipsec, suite_id, mode_id):
     assert_packets(got, exp, f"Ethernet seal {suite_id} {mode_id} (MACs kept, EtherType of outer IP)")
     lt, opened, _ = ipsec.open([mode.spec(suite, spi)], got, linktype=lib.LINKTYPE_ETHERNET)
     assert_packets(opened, frames, f"Ethernet open {suite_id} {mode_id}")
+
+
+@pytest.mark.parametrize("mode_id", ["transport-v6", "tunnel-6in4"])
+def test_ethernet_vlan_linktype(ipsec, mode_id):
+    """Ethernet with one 802.1Q tag: tag kept, inner EtherType follows the outer IP version."""
+    from scapy.all import Dot1Q, Ether
+
+    suite, mode = SUITES["gcm128-icv16"], MODES[mode_id]
+    spi = spi_for(suite)
+    pkts = mode.packets()
+
+    def tagged(ip: bytes) -> bytes:
+        et = 0x0800 if ip[0] >> 4 == 4 else 0x86DD
+        return bytes(Ether(dst=MAC_DST, src=MAC_SRC, type=0x8100) / Dot1Q(prio=5, vlan=42, type=et)) + ip
+
+    frames = [tagged(p) for p in pkts]
+    _, got, _ = ipsec.seal([mode.spec(suite, spi)], frames, linktype=lib.LINKTYPE_ETHERNET,
+                           seq=SEQ_A, iv=suite.fixed_iv)
+    exp = [tagged(lib.scapy_seal(suite, mode, p, SEQ_A + i, spi, iv=suite.fixed_iv)) for i, p in enumerate(pkts)]
+    assert_packets(got, exp, f"802.1Q Ethernet seal {mode_id}")
+    _, opened, _ = ipsec.open([mode.spec(suite, spi)], got, linktype=lib.LINKTYPE_ETHERNET)
+    assert_packets(opened, frames, f"802.1Q Ethernet open {mode_id}")
 
 
 @pytest.mark.parametrize("linktype,mode_id", [(lib.LINKTYPE_IPV4, "transport-v4"), (lib.LINKTYPE_IPV6, "transport-v6"),
@@ -297,7 +345,8 @@ def test_open_replay_window_drops_duplicate(ipsec, suite_id):
 
 
 def test_open_picks_sa_by_spi(ipsec):
-    """Two --sa options: each packet is opened with the SA whose SPI it carries."""
+    """Two --sa options; `open` finds the SA by SPI, so packets that carry only one of the two
+    ESP SAs are each opened with the right one."""
     s1, m1 = SUITES["aes128cbc-sha1"], MODES["transport-v4"]
     s2, m2 = SUITES["chacha20poly1305"], MODES["transport-v6"]
     p1, p2 = m1.packets()[:2], m2.packets()[:2]
@@ -331,3 +380,47 @@ def test_bad_spec_exit_code_2(ipsec, tmp_path, name, verb):
     proc = ipsec.run([verb, "--sa", BAD_SPECS[name], "--in", str(src), "--out", str(tmp_path / "out.pcap")])
     assert proc.returncode == 2, (f"{name}: exit code {proc.returncode}, expected 2\n"
                                   f"stderr: {proc.stderr.decode(errors='replace')}")
+
+
+def test_open_rejects_left_of_window(ipsec):
+    """`open --seq 200`: as if 199 was the last packet seen; with the default window (64)
+    sequence numbers 1..4 are left of the window and rejected, 200 is accepted."""
+    suite, mode = SUITES["aes128cbc-sha1"], MODES["transport-v4"]
+    spi = spi_for(suite)
+    pkts = mode.packets()
+    wire = [lib.scapy_seal(suite, mode, p, 1 + i, spi) for i, p in enumerate(pkts[:3])]
+    wire.append(lib.scapy_seal(suite, mode, pkts[3], 200, spi))
+    _, got, proc = ipsec.open([mode.spec(suite, spi)], wire, seq=200, expect_rc=1)
+    assert_packets(got, [pkts[3]], "open --seq 200 of packets 1,2,3,200")
+    assert _reported_packets(proc.stderr) in ([1, 2, 3], [0, 1, 2]), proc.stderr.decode(errors="replace")
+
+
+# ------------------------------------------------------------------------------------------
+# Bundles: ESP tunnel, then ESP transport on the outer header (nested ESP)
+# ------------------------------------------------------------------------------------------
+BUNDLE_INNER, BUNDLE_OUTER = SUITES["3des-md5"], SUITES["gcm128-icv16"]  # both 8-byte IVs
+SPI_IN, SPI_OUT = 0x3001, 0x3002
+
+
+def _bundle_specs():
+    return [MODES["tunnel-6in4"].spec(BUNDLE_INNER, SPI_IN), MODES["transport-v4"].spec(BUNDLE_OUTER, SPI_OUT)]
+
+
+def _scapy_bundle(inner: bytes, seq: int, iv):
+    t = lib.scapy_seal(BUNDLE_INNER, MODES["tunnel-6in4"], inner, seq, SPI_IN, iv=iv)
+    return lib.scapy_seal(BUNDLE_OUTER, MODES["transport-v4"], t, seq, SPI_OUT, iv=iv)
+
+
+def test_bundle_seal_matches_scapy_bytes(ipsec):
+    pkts = MODES["tunnel-6in4"].packets()
+    iv = BUNDLE_INNER.fixed_iv
+    _, got, _ = ipsec.seal(_bundle_specs(), pkts, seq=SEQ_A, iv=iv)
+    exp = [_scapy_bundle(p, SEQ_A + i, iv) for i, p in enumerate(pkts)]
+    assert_packets(got, exp, "bundle (ESP tunnel then ESP transport) vs nested scapy SAs")
+
+
+def test_bundle_open_scapy_packets(ipsec):
+    pkts = MODES["tunnel-6in4"].packets()
+    wire = [_scapy_bundle(p, 1 + i, None) for i, p in enumerate(pkts)]
+    _, got, _ = ipsec.open(_bundle_specs(), wire)
+    assert_packets(got, pkts, "open of nested scapy ESP packets")

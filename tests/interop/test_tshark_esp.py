@@ -57,13 +57,6 @@ def uat_for(suite: Suite, mode: Mode, spi: int = SPI) -> str:
     return suite.ws_uat(f"IPv{mode.wire_version}", src, dst, spi)
 
 
-def l4_payload(inner: bytes) -> bytes:
-    p = lib.parse_ip(inner)
-    from scapy.all import Raw
-
-    return bytes(p[Raw].load) if Raw in p else b""
-
-
 def check_frames(rows, suite: Suite, mode: Mode, inners: List[bytes], seqs: List[int], spi: int = SPI):
     assert len(rows) == len(inners), f"tshark saw {len(rows)} frames, expected {len(inners)}"
     for i, (row, inner, seq) in enumerate(zip(rows, inners, seqs)):
@@ -82,7 +75,7 @@ def check_frames(rows, suite: Suite, mode: Mode, inners: List[bytes], seqs: List
         assert int(row["esp.pad_len"]) == len(pad), f"{where}: pad length {row['esp.pad_len']}"
         assert int(row["esp.protocol"], 0) == nh, f"{where}: next header {row['esp.protocol']}"
         got_data = row["data.data"].split("|")[-1] if row["data.data"] else ""
-        assert got_data == l4_payload(inner).hex(), f"{where}: inner L4 payload {got_data!r}"
+        assert got_data == lib.l4_payload_of(inner).hex(), f"{where}: inner L4 payload {got_data!r}"
         if suite.has_integrity:
             assert (row["esp.icv_good"], row["esp.icv_bad"]) == ("1", "0"), (
                 f"{where}: ICV not reported good: icv_good={row['esp.icv_good']!r} "
@@ -130,30 +123,43 @@ NEG_IDS = [f"{s.id}-{m.id}" for s, m in NEG_MATRIX]
 @pytest.mark.parametrize("source", ["scapy", "ours"])
 @pytest.mark.parametrize("suite,mode", NEG_MATRIX, ids=NEG_IDS)
 def test_tshark_flags_flipped_ciphertext(request, tshark_bin, tmp_path, suite: Suite, mode: Mode, source):
-    pkts = mode.packets()
+    """Frames 2 and 4 get one ciphertext byte flipped: tshark must report their ICV bad.
+
+    The flipped byte sits in the middle of a 1000-byte UDP payload, so the garbled plaintext
+    (one CBC block, or one byte for GCM) stays inside the payload and tshark's inner dissection
+    still reaches the ICV check (a garbled inner IP header would stop it earlier).
+    """
+    big = mode.packets()[3]
+    assert len(lib.l4_payload_of(big)) == 1000
+    pkts = [mode.packets()[0], big, mode.packets()[1], big]
     if source == "ours":
         ipsec = request.getfixturevalue("ipsec")
         _, wire, _ = ipsec.seal([mode.spec(suite, SPI)], pkts)
     else:
         wire = [lib.scapy_seal(suite, mode, p, 1 + i, SPI) for i, p in enumerate(pkts)]
-    bad = []
-    for w in wire:
-        b = bytearray(w)
-        b[lib.esp_offset(w) + 8 + suite.iv_len + 2] ^= 0x80  # a ciphertext byte
-        bad.append(bytes(b))
+    for i in (1, 3):
+        start = lib.esp_offset(wire[i]) + 8 + suite.iv_len
+        ct_len = len(wire[i]) - start - suite.icv_len
+        b = bytearray(wire[i])
+        b[start + ct_len // 2] ^= 0x80
+        wire[i] = bytes(b)
     pcap = tmp_path / "bad.pcap"
-    lib.write_pcap(pcap, [wire[0], bad[1], wire[2], bad[3]])
+    lib.write_pcap(pcap, wire)
     rows = run_tshark(tshark_bin, pcap, [uat_for(suite, mode)], tmp_path)
     got = [(r["esp.icv_good"], r["esp.icv_bad"]) for r in rows]
     assert got == [("1", "0"), ("0", "1"), ("1", "0"), ("0", "1")], f"(icv_good, icv_bad) per frame: {got}"
 
 
 def test_tshark_needs_the_right_key(ipsec, tshark_bin, tmp_path):
-    """Control: with a wrong key in the UAT tshark must not report the ICV good."""
+    """Control: with the right encryption key but a wrong authentication key in the UAT,
+    tshark still decrypts but must report every ICV bad."""
     suite, mode = SUITES["aes128cbc-sha1"], MODES["transport-v4"]
-    _, wire, _ = ipsec.seal([mode.spec(suite, SPI)], mode.packets())
+    _, wire, _ = ipsec.seal([mode.spec(suite, SPI)], mode.packets(), seq=5, iv=suite.fixed_iv)
     pcap = tmp_path / "ours.pcap"
     lib.write_pcap(pcap, wire)
-    other = lib.Suite(**{**suite.__dict__, "id": "other-key"})
-    rows = run_tshark(tshark_bin, pcap, [uat_for(other, mode)], tmp_path)
+    uat = uat_for(suite, mode)
+    wrong = bytes(b ^ 0x5A for b in suite.auth_key)
+    assert suite.auth_key.hex() in uat
+    rows = run_tshark(tshark_bin, pcap, [uat.replace(suite.auth_key.hex(), wrong.hex())], tmp_path)
+    assert [r["esp.contained_data"] != "" for r in rows] == [True] * len(wire), "tshark did not decrypt"
     assert [(r["esp.icv_good"], r["esp.icv_bad"]) for r in rows] == [("0", "1")] * len(wire)
