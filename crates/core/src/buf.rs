@@ -88,6 +88,13 @@ impl<'a> PacketBuf<'a> {
         Ok(())
     }
 
+    /// Drops the bytes after the length the IP header claims (link-layer padding), so the
+    /// packet is exactly the IP packet.
+    pub fn trim_to_ip_len(&mut self) -> Result<(), Error> {
+        let claimed = crate::ip::claimed_len(self.packet())?;
+        self.trim_back(self.len - claimed)
+    }
+
     /// Opens a gap of `n` bytes at offset `at` of the packet by moving the first `at` bytes
     /// (the headers) forward into the headroom. The gap's contents are unspecified.
     pub fn insert_gap(&mut self, at: usize, n: usize) -> Result<(), Error> {

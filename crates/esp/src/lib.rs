@@ -260,8 +260,7 @@ impl EspSa {
         let hdr = packet::HEADER_LEN + iv_len;
 
         // Where the protected part starts, what it is, and how long the IP header stays.
-        let claimed = ip::claimed_len(buf.packet())?;
-        buf.trim_back(buf.len() - claimed)?;
+        buf.trim_to_ip_len()?;
         let layout = match self.mode {
             Mode::Transport => Layout::Transport(ip::transport_split(buf.packet())?),
             Mode::Tunnel => Layout::Tunnel(InnerInfo::of(buf.packet())?),
@@ -350,8 +349,7 @@ impl EspSa {
     /// Decapsulates the ESP packet in `buf`, in place: replay check, ICV check (constant
     /// time, before decryption), decryption, padding check, then the window update.
     pub fn open(&mut self, buf: &mut PacketBuf) -> Result<Opened, Error> {
-        let claimed = ip::claimed_len(buf.packet())?;
-        buf.trim_back(buf.len() - claimed)?;
+        buf.trim_to_ip_len()?;
         let split = ip::find_header(buf.packet(), proto::ESP)?;
         let iv_len = self.iv_len();
         let icv_len = self.icv_len();

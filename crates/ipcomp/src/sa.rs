@@ -172,13 +172,6 @@ pub fn transport_placement(packet: &[u8]) -> Result<Split, Error> {
     }
 }
 
-/// Trims link-layer padding after the IP packet's claimed length.
-fn trim_to_claimed(buf: &mut PacketBuf<'_>) -> Result<(), Error> {
-    let claimed = ip::claimed_len(buf.packet())?;
-    buf.trim_back(buf.len() - claimed)?;
-    Ok(())
-}
-
 /// Resizes the part of the packet after `at` from its current length to `new_len`, using
 /// tailroom first and headroom (moving the first `at` bytes) if the tailroom is short.
 fn resize_tail(buf: &mut PacketBuf<'_>, at: usize, new_len: usize) -> Result<(), Error> {
@@ -295,7 +288,7 @@ impl IpcompSa {
     ///
     /// Tunnel mode needs 20 (IPv4) or 40 (IPv6) bytes of headroom.
     pub fn seal(&mut self, buf: &mut PacketBuf<'_>) -> Result<SealOutcome, Error> {
-        trim_to_claimed(buf)?;
+        buf.trim_to_ip_len()?;
         match self.cfg.mode {
             Mode::Transport => self.seal_transport(buf),
             Mode::Tunnel => self.seal_tunnel(buf),
@@ -413,7 +406,7 @@ impl IpcompSa {
     /// beyond that is [`Error::DecompressedTooBig`]. The buffer needs room (tailroom, or else
     /// headroom) for the decompressed size.
     pub fn open(&mut self, buf: &mut PacketBuf<'_>) -> Result<OpenOutcome, Error> {
-        trim_to_claimed(buf)?;
+        buf.trim_to_ip_len()?;
         let split = ip::upper_split(buf.packet())?;
         let tunnel = self.cfg.mode == Mode::Tunnel;
         if split.next != proto::COMP {
