@@ -104,7 +104,7 @@ fn main() -> ExitCode {
                 return usage_error(format!("--seq {n} with --sa #{}: {e}", i + 1));
             }
         }
-        let mut sa = match AnySa::new(&parsed) {
+        let mut sa = match AnySa::new(&parsed.params, parsed.comp) {
             Ok(sa) => sa,
             Err(e) => return usage_error(format!("--sa #{}: {e}", i + 1)),
         };

@@ -4,6 +4,7 @@
 
 use ipsec_core::sa::{Keyed, Mode, Proto, SaParams, Tunnel};
 use ipsec_core::{AeadAlg, EncAlg, IntegAlg};
+use ipsec_ipcomp::Algorithm;
 use std::fmt;
 use std::net::IpAddr;
 
@@ -87,20 +88,13 @@ fn parse_bits(s: &str) -> Result<usize, SpecError> {
         .map_err(|_| SpecError(format!("bad ICV length {s:?}: expected a number of bits")))
 }
 
-/// The IPComp algorithm named in a `comp` clause.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CompSpec {
-    /// `deflate`, `lzs` or `lzf`.
-    pub alg: String,
-}
-
 /// One parsed SA: the core parameters plus what only some protocols use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SaSpec {
     /// The parameters.
     pub params: SaParams,
     /// The compression algorithm of an IPComp SA.
-    pub comp: Option<CompSpec>,
+    pub comp: Option<Algorithm>,
 }
 
 /// Parses one SPEC and validates it (key lengths, combinations).
@@ -188,9 +182,9 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
             }
             "comp" => {
                 let name = next(&mut it, "comp")?;
-                match name {
-                    "deflate" | "lzs" | "lzf" => comp = Some(CompSpec { alg: name.to_string() }),
-                    _ => return err(format!("unknown comp algorithm {name:?}: use deflate, lzs or lzf")),
+                match Algorithm::from_name(name) {
+                    Some(a) => comp = Some(a),
+                    None => return err(format!("unknown comp algorithm {name:?}: use deflate, lzs or lzf")),
                 }
             }
             "replay-window" => window = Some(parse_u32(next(&mut it, "replay-window")?, "replay-window")?),

@@ -23,7 +23,10 @@ fn bundle(specs: &[&str]) -> Bundle {
     Bundle::new(
         specs
             .iter()
-            .map(|s| AnySa::new(&spec::parse(s).unwrap()).unwrap())
+            .map(|s| {
+                let p = spec::parse(s).unwrap();
+                AnySa::new(&p.params, p.comp).unwrap()
+            })
             .collect(),
     )
 }

@@ -1,18 +1,20 @@
-//! SA bundles for the offline tool: `seal` applies the SAs in the order given (so
-//! `--sa comp --sa esp --sa ah` compresses, encrypts, then authenticates); `open` undoes them
-//! from the outside in, finding each SA by the protocol and SPI in the packet.
+//! SA bundles (RFC 4301 section 4.5): `seal` applies the SAs in the order given (IPComp, then
+//! ESP, then AH); `open` undoes them from the outside in, finding each SA by the protocol and
+//! SPI in the packet.
 
-use crate::spec::SaSpec;
+use alloc::vec::Vec;
+use core::fmt;
 use ipsec_ah::AhSa;
 use ipsec_core::ip::{self, proto};
 use ipsec_core::sa::Proto;
+use ipsec_core::rng::IvRng;
 use ipsec_core::{Error, PacketBuf};
 use ipsec_esp::EspSa;
-use ipsec_ipcomp::{Algorithm, IpcompConfig, IpcompSa};
-use std::fmt;
+use ipsec_core::sa::SaParams;
+use ipsec_ipcomp::{Algorithm, IpcompConfig, IpcompSa, SealOutcome};
 
 /// Why one packet could not be sealed or opened.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PacketError {
     /// A transform refused it.
     Ipsec(Error),
@@ -63,21 +65,28 @@ pub enum AnySa {
 }
 
 impl AnySa {
-    /// Sets up the SA a spec describes.
-    pub fn new(spec: &SaSpec) -> Result<Self, PacketError> {
-        match spec.params.proto {
-            Proto::Esp => Ok(AnySa::Esp(EspSa::new(&spec.params)?)),
-            Proto::Ah => Ok(AnySa::Ah(AhSa::new(&spec.params)?)),
+    /// Sets up (keys) the SA that `params` describe; an IPComp SA also needs its algorithm.
+    /// ESP CBC IVs come from a CSPRNG seeded by the operating system.
+    #[cfg(feature = "std")]
+    pub fn new(params: &SaParams, comp: Option<Algorithm>) -> Result<Self, PacketError> {
+        Self::with_rng(params, comp, IvRng::from_os()?)
+    }
+
+    /// As [`AnySa::new`], with a caller-seeded IV generator (for `no_std` targets).
+    pub fn with_rng(params: &SaParams, comp: Option<Algorithm>, rng: IvRng) -> Result<Self, PacketError> {
+        match params.proto {
+            Proto::Esp => Ok(AnySa::Esp(EspSa::with_rng(params, rng)?)),
+            Proto::Ah => Ok(AnySa::Ah(AhSa::new(params)?)),
             Proto::Comp => {
-                let name = spec.comp.as_ref().map(|c| c.alg.as_str()).unwrap_or("");
-                let alg = Algorithm::from_name(name).ok_or(Error::InvalidSa("unknown compression algorithm"))?;
-                let cfg = IpcompConfig::from_sa_params(&spec.params, alg)?;
+                let alg = comp.ok_or(Error::InvalidSa("an IPComp SA needs a compression algorithm"))?;
+                let cfg = IpcompConfig::from_sa_params(params, alg)?;
                 Ok(AnySa::Comp(IpcompSa::new(cfg)?))
             }
         }
     }
 
-    fn proto(&self) -> u8 {
+    /// The IP protocol number of the header this SA adds.
+    pub fn proto(&self) -> u8 {
         match self {
             AnySa::Esp(_) => proto::ESP,
             AnySa::Ah(_) => proto::AH,
@@ -85,7 +94,8 @@ impl AnySa {
         }
     }
 
-    fn spi(&self) -> u32 {
+    /// The SPI (for IPComp, the CPI).
+    pub fn spi(&self) -> u32 {
         match self {
             AnySa::Esp(s) => s.spi(),
             AnySa::Ah(s) => s.spi(),
@@ -101,16 +111,18 @@ impl AnySa {
         }
     }
 
-    fn seal(&mut self, buf: &mut PacketBuf) -> Result<(), PacketError> {
+    /// Applies the SA to an outbound packet. `Ok(false)` when IPComp left the packet as it
+    /// was (non-expansion, RFC 3173 section 2.2).
+    pub fn seal(&mut self, buf: &mut PacketBuf) -> Result<bool, PacketError> {
         match self {
-            AnySa::Esp(s) => s.seal(buf).map(|_| ())?,
-            AnySa::Ah(s) => s.seal(buf).map(|_| ())?,
-            AnySa::Comp(s) => s.seal(buf).map(|_| ())?,
+            AnySa::Esp(s) => s.seal(buf).map(|_| true).map_err(Into::into),
+            AnySa::Ah(s) => s.seal(buf).map(|_| true).map_err(Into::into),
+            AnySa::Comp(s) => Ok(matches!(s.seal(buf)?, SealOutcome::Compressed { .. })),
         }
-        Ok(())
     }
 
-    fn open(&mut self, buf: &mut PacketBuf) -> Result<(), PacketError> {
+    /// Removes the SA's header from an inbound packet whose outermost IPsec header is this SA's.
+    pub fn open(&mut self, buf: &mut PacketBuf) -> Result<(), PacketError> {
         match self {
             AnySa::Esp(s) => s.open(buf).map(|_| ())?,
             AnySa::Ah(s) => s.open(buf).map(|_| ())?,
@@ -182,3 +194,6 @@ impl Bundle {
         }
     }
 }
+
+#[cfg(feature = "std")]
+impl std::error::Error for PacketError {}

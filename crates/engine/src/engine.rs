@@ -1,0 +1,440 @@
+//! Packet processing through the SPD and SAD (RFC 4301 sections 5.1 and 5.2): outbound
+//! packets are matched to a policy and sealed with its bundle; inbound packets are opened SA
+//! by SA from the outside in, then checked against the inbound policy their inner headers
+//! match. Sans-IO: the caller passes the packet buffer and the time.
+
+use crate::bundle::{outer_ipsec, PacketError};
+use crate::counters::{Counters, DropReason, Drops};
+use crate::lifetime::{Limit, State, Usage};
+use crate::sad::{InstallError, Sad, SaConfig, SaEntry, SaId};
+use crate::spd::{Action, Direction, Flow, Policy, Spd};
+use alloc::collections::VecDeque;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+use core::net::IpAddr;
+use core::time::Duration;
+use ipsec_core::ip::{self, Ipv4Packet, Ipv6Packet};
+use ipsec_core::sa::{Mode, Proto};
+use ipsec_core::rng::IvRng;
+use ipsec_core::PacketBuf;
+
+/// The most SAs one inbound packet may be opened with (IPComp + ESP + AH, and one more for
+/// a nested tunnel). Deeper nesting is dropped as malformed.
+pub const MAX_DEPTH: usize = 4;
+
+/// Something the caller should know about, in the order it happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A soft limit was reached: the SA still works; negotiate its replacement.
+    SoftExpired {
+        /// The SA.
+        sa: SaId,
+        /// The limit reached.
+        limit: Limit,
+    },
+    /// A hard limit was reached (or the sequence space ran out): the SA drops its packets.
+    HardExpired {
+        /// The SA.
+        sa: SaId,
+        /// The limit reached.
+        limit: Limit,
+    },
+}
+
+/// A packet the engine dropped: why, and at which SA if one was involved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dropped {
+    /// The reason it was counted under.
+    pub reason: DropReason,
+    /// The SA whose counters it went to (`None`: the engine's own counters).
+    pub sa: Option<SaId>,
+    /// The transform error behind it, if there was one.
+    pub error: Option<PacketError>,
+}
+
+impl fmt::Display for Dropped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.reason.name())?;
+        if let Some(e) = &self.error {
+            write!(f, " ({e})")?;
+        }
+        if let Some(id) = self.sa {
+            write!(f, " at SA {}", id.0)?;
+        }
+        Ok(())
+    }
+}
+
+/// What happened to a packet that was not dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Sealed (outbound) or opened (inbound) by this many SAs, as the policy requires. An
+    /// IPComp SA that left a packet uncompressed is not counted.
+    Protected(usize),
+    /// A bypass policy let it through unchanged.
+    Bypass,
+}
+
+/// One SA in a [`Snapshot`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct SaSnapshot {
+    /// Its id.
+    pub id: SaId,
+    /// Its configured name.
+    pub name: String,
+    /// `esp`, `ah` or `comp`.
+    pub proto: &'static str,
+    /// SPI (IPComp: CPI).
+    pub spi: u32,
+    /// `transport` or `tunnel`.
+    pub mode: &'static str,
+    /// Mature, dying or expired.
+    pub state: State,
+    /// The hard limit that expired it.
+    pub expired_by: Option<Limit>,
+    /// Bytes and packets counted against the lifetime.
+    pub usage: Usage,
+    /// Seconds since it was installed.
+    pub age_seconds: u64,
+    /// Inbound traffic and drops.
+    pub inbound: Counters,
+    /// Outbound traffic and drops.
+    pub outbound: Counters,
+}
+
+/// All counters at one moment; serializes to JSON with the `serde` feature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Snapshot {
+    /// Each SA, in install order.
+    pub sas: Vec<SaSnapshot>,
+    /// Inbound drops not charged to an SA (no SA, policy).
+    pub inbound_drops: Drops,
+    /// Outbound drops not charged to an SA (policy).
+    pub outbound_drops: Drops,
+}
+
+/// The SPD and SAD with their event queue and engine-level drop counters.
+#[derive(Debug, Default)]
+pub struct Engine {
+    spd: Spd,
+    sad: Sad,
+    events: VecDeque<Event>,
+    inbound_drops: Drops,
+    outbound_drops: Drops,
+}
+
+fn rank(p: Proto) -> u8 {
+    match p {
+        Proto::Comp => 0,
+        Proto::Esp => 1,
+        Proto::Ah => 2,
+    }
+}
+
+fn dst_addr(packet: &[u8]) -> Result<IpAddr, ipsec_core::Error> {
+    Ok(match ip::version(packet)? {
+        4 => IpAddr::V4(Ipv4Packet::new_checked(packet)?.dst()),
+        _ => IpAddr::V6(Ipv6Packet::new_checked(packet)?.dst()),
+    })
+}
+
+impl Engine {
+    /// An engine with no SAs and no policies (so every packet is discarded).
+    pub fn new() -> Self {
+        Engine::default()
+    }
+
+    /// Keys and installs an SA at time `now` (the start of its time limits).
+    #[cfg(feature = "std")]
+    pub fn add_sa(&mut self, config: SaConfig, now: Duration) -> Result<SaId, InstallError> {
+        self.sad.install(config, now)
+    }
+
+    /// As [`Engine::add_sa`], with a caller-seeded IV generator (for `no_std` targets).
+    pub fn add_sa_with_rng(&mut self, config: SaConfig, rng: IvRng, now: Duration) -> Result<SaId, InstallError> {
+        self.sad.install_with_rng(config, rng, now)
+    }
+
+    /// Appends a policy after the others of its direction. A protect policy's bundle must
+    /// name installed SAs in seal order: IPComp, then ESP, then AH, each at most once.
+    pub fn add_policy(&mut self, policy: Policy) -> Result<(), InstallError> {
+        if let Action::Protect(ids) = &policy.action {
+            if ids.is_empty() || ids.len() > 3 {
+                return Err(InstallError::BundleOrder);
+            }
+            let mut last = None;
+            for &id in ids {
+                let e = self.sad.get(id).ok_or(InstallError::UnknownSa(id))?;
+                let r = rank(e.config.params.proto);
+                if last.is_some_and(|l| r <= l) {
+                    return Err(InstallError::BundleOrder);
+                }
+                last = Some(r);
+            }
+        }
+        self.spd.push(policy);
+        Ok(())
+    }
+
+    /// The policies.
+    pub fn spd(&self) -> &Spd {
+        &self.spd
+    }
+
+    /// The SAs.
+    pub fn sad(&self) -> &Sad {
+        &self.sad
+    }
+
+    /// The oldest event not yet taken.
+    pub fn next_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn expire(&mut self, id: SaId, limit: Limit) {
+        if let Some(e) = self.sad.get_mut(id) {
+            if e.state != State::Expired {
+                e.state = State::Expired;
+                e.expired_by = Some(limit);
+                self.events.push_back(Event::HardExpired { sa: id, limit });
+            }
+        }
+    }
+
+    /// Checks the SA's hard limits before it processes a packet.
+    fn admit(&mut self, id: SaId, now: Duration) -> Result<(), DropReason> {
+        let e = self.sad.get(id).ok_or(DropReason::NoSa)?;
+        if e.state == State::Expired {
+            return Err(DropReason::Expired);
+        }
+        if let Some(l) = e.config.lifetime.hard.reached(&e.usage, now) {
+            self.expire(id, l);
+            return Err(DropReason::Expired);
+        }
+        Ok(())
+    }
+
+    /// Charges a processed packet to the SA's lifetime and raises what it reached.
+    fn charge(&mut self, id: SaId, bytes: usize, now: Duration) {
+        if let Some(e) = self.sad.get_mut(id) {
+            e.usage.charge(bytes);
+        }
+        self.check_limits(id, now);
+    }
+
+    /// Moves the SA to dying or expired if its usage or age reached a limit.
+    fn check_limits(&mut self, id: SaId, now: Duration) {
+        let Some(e) = self.sad.get_mut(id) else { return };
+        if e.state == State::Mature {
+            if let Some(limit) = e.config.lifetime.soft.reached(&e.usage, now) {
+                e.state = State::Dying;
+                self.events.push_back(Event::SoftExpired { sa: id, limit });
+            }
+        }
+        if let Some(limit) = e.config.lifetime.hard.reached(&e.usage, now) {
+            self.expire(id, limit);
+        }
+    }
+
+    fn drop_at(&mut self, dir: Direction, id: SaId, reason: DropReason, error: Option<PacketError>) -> Dropped {
+        if let Some(e) = self.sad.get_mut(id) {
+            let c = match dir {
+                Direction::In => &mut e.inbound,
+                Direction::Out => &mut e.outbound,
+            };
+            c.drops.count(reason);
+        }
+        Dropped {
+            reason,
+            sa: Some(id),
+            error,
+        }
+    }
+
+    fn drop_engine(&mut self, dir: Direction, reason: DropReason, error: Option<PacketError>) -> Dropped {
+        match dir {
+            Direction::In => self.inbound_drops.count(reason),
+            Direction::Out => self.outbound_drops.count(reason),
+        }
+        Dropped {
+            reason,
+            sa: None,
+            error,
+        }
+    }
+
+    /// Processes an outbound packet (RFC 4301 5.1): the first matching outbound policy
+    /// decides; a protect policy seals the packet in place with its bundle, in order.
+    pub fn outbound(&mut self, buf: &mut PacketBuf, now: Duration) -> Result<Verdict, Dropped> {
+        let flow = match Flow::from_packet(buf.packet()) {
+            Ok(f) => f,
+            Err(e) => return Err(self.drop_engine(Direction::Out, DropReason::Malformed, Some(e.into()))),
+        };
+        let bundle: [Option<SaId>; 3] = match self.spd.lookup(Direction::Out, &flow).map(|(_, p)| &p.action) {
+            None | Some(Action::Discard) => return Err(self.drop_engine(Direction::Out, DropReason::PolicyDiscard, None)),
+            Some(Action::Bypass) => return Ok(Verdict::Bypass),
+            Some(Action::Protect(ids)) => {
+                let mut b = [None; 3];
+                for (slot, id) in b.iter_mut().zip(ids) {
+                    *slot = Some(*id);
+                }
+                b
+            }
+        };
+        let mut applied = 0;
+        for id in bundle.into_iter().flatten() {
+            if let Err(r) = self.admit(id, now) {
+                return Err(self.drop_at(Direction::Out, id, r, None));
+            }
+            let before = buf.len();
+            let e = self.sad.get_mut(id).expect("admitted above");
+            match e.sa.seal(buf) {
+                Ok(compressed) => {
+                    let after = buf.len();
+                    e.outbound.count(before, after, after as i64 - before as i64);
+                    if e.config.params.proto == Proto::Comp && !compressed {
+                        e.outbound.not_compressed += 1;
+                    } else {
+                        applied += 1;
+                    }
+                    self.charge(id, before, now);
+                }
+                Err(err) => {
+                    let reason = DropReason::of(&err);
+                    if reason == DropReason::Expired {
+                        self.expire(id, Limit::Sequence);
+                    }
+                    return Err(self.drop_at(Direction::Out, id, reason, Some(err)));
+                }
+            }
+        }
+        Ok(Verdict::Protected(applied))
+    }
+
+    /// Processes an inbound packet (RFC 4301 5.2): opens it in place SA by SA, from the
+    /// outside in, while the outer header is ESP, AH or IPComp with an SA here; then the
+    /// first inbound policy matching the result must ask for exactly the SAs used (an IPComp
+    /// SA may be missing: its peer sent the packet uncompressed).
+    pub fn inbound(&mut self, buf: &mut PacketBuf, now: Duration) -> Result<Verdict, Dropped> {
+        let mut used = [SaId(0); MAX_DEPTH];
+        let mut depth = 0;
+        loop {
+            let outer = outer_ipsec(buf.packet()).and_then(|o| Ok((o, dst_addr(buf.packet())?)));
+            let ((p, spi), dst) = match outer {
+                Ok((Ok(hdr), dst)) => (hdr, dst),
+                Ok((Err(_upper), _)) => break,
+                Err(e) => return Err(self.drop_engine(Direction::In, DropReason::Malformed, Some(e.into()))),
+            };
+            let Some(id) = self.sad.lookup(p, spi, dst) else {
+                if depth == 0 {
+                    let err = PacketError::Ipsec(ipsec_core::Error::UnknownSpi(spi));
+                    return Err(self.drop_engine(Direction::In, DropReason::NoSa, Some(err)));
+                }
+                break;
+            };
+            if depth == MAX_DEPTH {
+                return Err(self.drop_engine(Direction::In, DropReason::Malformed, None));
+            }
+            if let Err(r) = self.admit(id, now) {
+                return Err(self.drop_at(Direction::In, id, r, None));
+            }
+            let before = buf.len();
+            let e = self.sad.get_mut(id).expect("admitted above");
+            if let Err(err) = e.sa.open(buf) {
+                return Err(self.drop_at(Direction::In, id, DropReason::of(&err), Some(err)));
+            }
+            let after = buf.len();
+            e.inbound.count(before, after, before as i64 - after as i64);
+            self.charge(id, after, now);
+            used[depth] = id;
+            depth += 1;
+        }
+        let flow = match Flow::from_packet(buf.packet()) {
+            Ok(f) => f,
+            Err(e) => return Err(self.drop_engine(Direction::In, DropReason::Malformed, Some(e.into()))),
+        };
+        let used = &used[..depth];
+        let ok = match self.spd.lookup(Direction::In, &flow).map(|(_, p)| &p.action) {
+            None | Some(Action::Discard) => false,
+            Some(Action::Bypass) => used.is_empty(),
+            Some(Action::Protect(ids)) => {
+                // Opened outside-in = the bundle's seal order reversed.
+                let mut rest = used.iter().copied().peekable();
+                let mut skipped: [Option<SaId>; 3] = [None; 3];
+                let mut ok = true;
+                for (i, &want) in ids.iter().rev().enumerate() {
+                    if rest.peek() == Some(&want) {
+                        rest.next();
+                    } else if self.sad.get(want).is_some_and(|e| e.config.params.proto == Proto::Comp) {
+                        if let Some(slot) = skipped.get_mut(i) {
+                            *slot = Some(want);
+                        }
+                    } else {
+                        ok = false;
+                        break;
+                    }
+                }
+                let ok = ok && rest.next().is_none();
+                if ok {
+                    for id in skipped.into_iter().flatten() {
+                        if let Some(e) = self.sad.get_mut(id) {
+                            e.inbound.not_compressed += 1;
+                        }
+                    }
+                }
+                ok
+            }
+        };
+        if !ok {
+            return Err(self.drop_engine(Direction::In, DropReason::PolicyDiscard, None));
+        }
+        Ok(if used.is_empty() {
+            Verdict::Bypass
+        } else {
+            Verdict::Protected(depth)
+        })
+    }
+
+    /// Expires SAs whose time limits have passed without traffic, raising their events.
+    pub fn poll(&mut self, now: Duration) {
+        for i in 0..self.sad.len() {
+            self.check_limits(SaId(i as u32), now);
+        }
+    }
+
+    /// Every counter, now.
+    pub fn snapshot(&self, now: Duration) -> Snapshot {
+        Snapshot {
+            sas: self.sad.iter().map(|(id, e)| sa_snapshot(id, e, now)).collect(),
+            inbound_drops: self.inbound_drops,
+            outbound_drops: self.outbound_drops,
+        }
+    }
+}
+
+fn sa_snapshot(id: SaId, e: &SaEntry, now: Duration) -> SaSnapshot {
+    let p = &e.config.params;
+    SaSnapshot {
+        id,
+        name: e.config.name.clone(),
+        proto: match p.proto {
+            Proto::Esp => "esp",
+            Proto::Ah => "ah",
+            Proto::Comp => "comp",
+        },
+        spi: p.spi,
+        mode: match p.mode {
+            Mode::Transport => "transport",
+            Mode::Tunnel => "tunnel",
+        },
+        state: e.state,
+        expired_by: e.expired_by,
+        usage: e.usage,
+        age_seconds: e.usage.age(now).as_secs(),
+        inbound: e.inbound,
+        outbound: e.outbound,
+    }
+}

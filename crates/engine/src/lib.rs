@@ -1,0 +1,29 @@
+//! The SA engine of the userspace IPsec data plane (RFC 4301): a Security Policy Database
+//! ([`spd`]), a Security Association Database ([`sad`]) with SA bundles ([`bundle`]),
+//! lifetimes ([`lifetime`]), per-SA counters ([`counters`]), and the overhead/MTU calculator
+//! ([`overhead`]).
+//!
+//! Sans-IO and `no_std` with `alloc`: [`Engine::outbound`] and [`Engine::inbound`] work in
+//! place on the caller's [`PacketBuf`](ipsec_core::PacketBuf) and take the time as an
+//! argument; nothing is allocated per packet. Feature `serde` makes [`Snapshot`] serializable.
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod bundle;
+pub mod counters;
+pub mod engine;
+pub mod lifetime;
+pub mod sad;
+pub mod spd;
+
+pub use bundle::{AnySa, Bundle, PacketError};
+pub use counters::{Counters, DropReason, Drops};
+pub use engine::{Dropped, Engine, Event, SaSnapshot, Snapshot, Verdict, MAX_DEPTH};
+pub use lifetime::{Lifetime, Limit, Limits, State, Usage};
+pub use sad::{InstallError, Sad, SaConfig, SaEntry, SaId};
+pub use spd::{Action, Direction, Flow, Policy, Prefix, PortRange, Selector, Spd};
