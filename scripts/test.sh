@@ -9,6 +9,6 @@ python3 crates/ah/tests/vectors/gen_scapy.py | diff -u crates/ah/tests/vectors/s
   { echo "crates/ah/tests/vectors/scapy.txt differs from what scapy produces now"; exit 1; }
 cargo build --release --locked --bin ipsec
 # The transform crates must build without std.
-cargo build --locked -p ipsec-core -p ipsec-esp --no-default-features
+cargo build --locked -p ipsec-core -p ipsec-esp -p ipsec-ah -p ipsec-ipcomp -p ipsec-engine --no-default-features
 cargo test --workspace --locked
 IPSEC_BIN="$PWD/target/release/ipsec" python3 -m pytest tests/interop -q -p no:cacheprovider

@@ -6,11 +6,11 @@ use alloc::vec::Vec;
 use core::fmt;
 use ipsec_ah::AhSa;
 use ipsec_core::ip::{self, proto};
-use ipsec_core::sa::Proto;
 use ipsec_core::rng::IvRng;
+use ipsec_core::sa::Proto;
+use ipsec_core::sa::SaParams;
 use ipsec_core::{Error, PacketBuf};
 use ipsec_esp::EspSa;
-use ipsec_core::sa::SaParams;
 use ipsec_ipcomp::{Algorithm, IpcompConfig, IpcompSa, SealOutcome};
 
 /// Why one packet could not be sealed or opened.

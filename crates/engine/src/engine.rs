@@ -6,7 +6,7 @@
 use crate::bundle::{outer_ipsec, PacketError};
 use crate::counters::{Counters, DropReason, Drops};
 use crate::lifetime::{Limit, State, Usage};
-use crate::sad::{InstallError, Sad, SaConfig, SaEntry, SaId};
+use crate::sad::{InstallError, SaConfig, SaEntry, SaId, Sad};
 use crate::spd::{Action, Direction, Flow, Policy, Spd};
 use alloc::collections::VecDeque;
 use alloc::string::String;
@@ -15,8 +15,8 @@ use core::fmt;
 use core::net::IpAddr;
 use core::time::Duration;
 use ipsec_core::ip::{self, Ipv4Packet, Ipv6Packet};
-use ipsec_core::sa::{Mode, Proto};
 use ipsec_core::rng::IvRng;
+use ipsec_core::sa::{Mode, Proto};
 use ipsec_core::PacketBuf;
 
 /// The most SAs one inbound packet may be opened with (IPComp + ESP + AH, and one more for
@@ -274,7 +274,9 @@ impl Engine {
             Err(e) => return Err(self.drop_engine(Direction::Out, DropReason::Malformed, Some(e.into()))),
         };
         let bundle: [Option<SaId>; 3] = match self.spd.lookup(Direction::Out, &flow).map(|(_, p)| &p.action) {
-            None | Some(Action::Discard) => return Err(self.drop_engine(Direction::Out, DropReason::PolicyDiscard, None)),
+            None | Some(Action::Discard) => {
+                return Err(self.drop_engine(Direction::Out, DropReason::PolicyDiscard, None))
+            }
             Some(Action::Bypass) => return Ok(Verdict::Bypass),
             Some(Action::Protect(ids)) => {
                 let mut b = [None; 3];

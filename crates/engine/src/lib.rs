@@ -25,5 +25,5 @@ pub use bundle::{AnySa, Bundle, PacketError};
 pub use counters::{Counters, DropReason, Drops};
 pub use engine::{Dropped, Engine, Event, SaSnapshot, Snapshot, Verdict, MAX_DEPTH};
 pub use lifetime::{Lifetime, Limit, Limits, State, Usage};
-pub use sad::{InstallError, Sad, SaConfig, SaEntry, SaId};
-pub use spd::{Action, Direction, Flow, Policy, Prefix, PortRange, Selector, Spd};
+pub use sad::{InstallError, SaConfig, SaEntry, SaId, Sad};
+pub use spd::{Action, Direction, Flow, Policy, PortRange, Prefix, Selector, Spd};

@@ -12,8 +12,8 @@ use core::fmt;
 use core::net::IpAddr;
 use core::time::Duration;
 use hashbrown::HashMap;
-use ipsec_core::sa::SaParams;
 use ipsec_core::rng::IvRng;
+use ipsec_core::sa::SaParams;
 use ipsec_ipcomp::Algorithm;
 
 /// The handle of an SA in the [`Sad`].
@@ -47,7 +47,11 @@ impl SaConfig {
 
     /// The SAD key: (IP protocol, SPI or CPI, destination if the SA names one).
     pub fn key(&self) -> (u8, u32, Option<IpAddr>) {
-        (self.params.proto.number(), self.params.spi, self.params.tunnel.map(|t| t.dst))
+        (
+            self.params.proto.number(),
+            self.params.spi,
+            self.params.tunnel.map(|t| t.dst),
+        )
     }
 }
 
@@ -78,9 +82,9 @@ impl fmt::Display for InstallError {
                 write!(f, "same protocol, SPI and destination as SA `{existing}`")
             }
             InstallError::UnknownSa(id) => write!(f, "no SA with id {}", id.0),
-            InstallError::BundleOrder => f.write_str(
-                "a bundle applies IPComp, then ESP, then AH (any subset, each at most once) on output",
-            ),
+            InstallError::BundleOrder => {
+                f.write_str("a bundle applies IPComp, then ESP, then AH (any subset, each at most once) on output")
+            }
         }
     }
 }
@@ -133,12 +137,15 @@ impl SaEntry {
     }
 }
 
+/// One SA of a (protocol, SPI) pair: its destination (if it names one) and id.
+type DstEntry = (Option<IpAddr>, SaId);
+
 /// The installed SAs.
 #[derive(Debug, Default)]
 pub struct Sad {
     entries: Vec<SaEntry>,
     /// (protocol, SPI) → the SAs with that pair, each with its destination (if any).
-    by_spi: HashMap<(u8, u32), Vec<(Option<IpAddr>, SaId)>>,
+    by_spi: HashMap<(u8, u32), Vec<DstEntry>>,
 }
 
 impl Sad {

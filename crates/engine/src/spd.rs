@@ -216,7 +216,14 @@ impl Selector {
 impl fmt::Display for Selector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let any = |p: &Option<Prefix>| p.map_or("any".into(), |p| alloc::format!("{p}"));
-        write!(f, "src {}[{}] dst {}[{}] proto ", any(&self.src), self.src_ports, any(&self.dst), self.dst_ports)?;
+        write!(
+            f,
+            "src {}[{}] dst {}[{}] proto ",
+            any(&self.src),
+            self.src_ports,
+            any(&self.dst),
+            self.dst_ports
+        )?;
         match self.proto {
             Some(p) => write!(f, "{p}"),
             None => f.write_str("any"),
