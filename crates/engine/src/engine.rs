@@ -179,6 +179,47 @@ impl Engine {
         Ok(())
     }
 
+    /// Rekeying: installs `config` and points every policy that names `old` at it. The old SA
+    /// stays in the SAD, so packets already in flight on it are still accepted (inbound
+    /// policies match SAs by protocol, mode and endpoints); take it out with
+    /// [`Engine::remove_sa`] when its peer has switched, or let its hard lifetime end it.
+    #[cfg(feature = "std")]
+    pub fn replace_sa(&mut self, old: SaId, config: SaConfig, now: Duration) -> Result<SaId, InstallError> {
+        let rng = IvRng::from_os().map_err(|e| InstallError::Sa(e.into()))?;
+        self.replace_sa_with_rng(old, config, rng, now)
+    }
+
+    /// As [`Engine::replace_sa`], with a caller-seeded IV generator.
+    pub fn replace_sa_with_rng(
+        &mut self,
+        old: SaId,
+        config: SaConfig,
+        rng: IvRng,
+        now: Duration,
+    ) -> Result<SaId, InstallError> {
+        let old_proto = self
+            .sad
+            .get(old)
+            .ok_or(InstallError::UnknownSa(old))?
+            .config
+            .params
+            .proto;
+        if config.params.proto != old_proto {
+            return Err(InstallError::ReplaceProtocol);
+        }
+        let new = self.sad.install_with_rng(config, rng, now)?;
+        self.spd.repoint(old, new);
+        Ok(new)
+    }
+
+    /// Takes an SA out: inbound packets for it find no SA, and outbound policies that still
+    /// name it drop their packets as `no_sa`. Its counters stay in snapshots.
+    pub fn remove_sa(&mut self, id: SaId) -> Result<(), InstallError> {
+        self.sad.get(id).ok_or(InstallError::UnknownSa(id))?;
+        self.sad.unindex(id);
+        Ok(())
+    }
+
     /// The policies.
     pub fn spd(&self) -> &Spd {
         &self.spd
@@ -196,7 +237,7 @@ impl Engine {
 
     fn expire(&mut self, id: SaId, limit: Limit) {
         if let Some(e) = self.sad.get_mut(id) {
-            if e.state != State::Expired {
+            if matches!(e.state, State::Mature | State::Dying) {
                 e.state = State::Expired;
                 e.expired_by = Some(limit);
                 self.events.push_back(Event::HardExpired { sa: id, limit });
@@ -207,8 +248,10 @@ impl Engine {
     /// Checks the SA's hard limits before it processes a packet.
     fn admit(&mut self, id: SaId, now: Duration) -> Result<(), DropReason> {
         let e = self.sad.get(id).ok_or(DropReason::NoSa)?;
-        if e.state == State::Expired {
-            return Err(DropReason::Expired);
+        match e.state {
+            State::Expired => return Err(DropReason::Expired),
+            State::Removed => return Err(DropReason::NoSa),
+            State::Mature | State::Dying => {}
         }
         if let Some(l) = e.config.lifetime.hard.reached(&e.usage, now) {
             self.expire(id, l);
@@ -264,6 +307,16 @@ impl Engine {
             sa: None,
             error,
         }
+    }
+
+    /// Whether SA `got` satisfies a policy that names `want`: the same SA, or one with its
+    /// protocol, mode and endpoints (its predecessor or successor across a rekey).
+    fn stands_in(&self, got: SaId, want: SaId) -> bool {
+        got == want
+            || match (self.sad.get(got), self.sad.get(want)) {
+                (Some(g), Some(w)) => g.same_template(w),
+                _ => false,
+            }
     }
 
     /// Processes an outbound packet (RFC 4301 5.1): the first matching outbound policy
@@ -368,7 +421,7 @@ impl Engine {
                 let mut skipped: [Option<SaId>; 3] = [None; 3];
                 let mut ok = true;
                 for (i, &want) in ids.iter().rev().enumerate() {
-                    if rest.peek() == Some(&want) {
+                    if rest.peek().is_some_and(|&got| self.stands_in(got, want)) {
                         rest.next();
                     } else if self.sad.get(want).is_some_and(|e| e.config.params.proto == Proto::Comp) {
                         if let Some(slot) = skipped.get_mut(i) {

@@ -133,4 +133,7 @@ pub enum State {
     Dying,
     /// A hard limit was reached: its packets are dropped.
     Expired,
+    /// Taken out of the SAD by the caller (`Engine::remove_sa`): no longer found inbound, and
+    /// policies that still name it drop their packets as `no_sa`.
+    Removed,
 }

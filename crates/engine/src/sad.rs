@@ -71,6 +71,8 @@ pub enum InstallError {
     UnknownSa(SaId),
     /// A policy's bundle is not IPComp → ESP → AH (a subset, each at most once).
     BundleOrder,
+    /// A replacement SA must be of the same protocol as the SA it replaces.
+    ReplaceProtocol,
 }
 
 impl fmt::Display for InstallError {
@@ -82,6 +84,9 @@ impl fmt::Display for InstallError {
                 write!(f, "same protocol, SPI and destination as SA `{existing}`")
             }
             InstallError::UnknownSa(id) => write!(f, "no SA with id {}", id.0),
+            InstallError::ReplaceProtocol => {
+                f.write_str("a replacement SA must have the protocol of the SA it replaces")
+            }
             InstallError::BundleOrder => {
                 f.write_str("a bundle applies IPComp, then ESP, then AH (any subset, each at most once) on output")
             }
@@ -106,6 +111,13 @@ pub struct SaEntry {
 }
 
 impl SaEntry {
+    /// Whether `other` can stand in for this SA in a policy: the same protocol, mode and
+    /// endpoints (a rekeyed SA; RFC 4301 4.4.1.2 matches SAs to a policy by template).
+    pub fn same_template(&self, other: &SaEntry) -> bool {
+        let (a, b) = (&self.config.params, &other.config.params);
+        a.proto == b.proto && a.mode == b.mode && a.tunnel == b.tunnel
+    }
+
     /// The keyed transform.
     pub fn sa(&self) -> &AnySa {
         &self.sa
@@ -194,6 +206,21 @@ impl Sad {
             .find(|(d, _)| *d == Some(dst))
             .or_else(|| list.iter().find(|(d, _)| d.is_none()))
             .map(|&(_, id)| id)
+    }
+
+    /// Takes an SA out of the inbound index; its entry (and counters) stay, marked removed.
+    pub(crate) fn unindex(&mut self, id: SaId) {
+        let Some(e) = self.entries.get_mut(id.0 as usize) else {
+            return;
+        };
+        e.state = State::Removed;
+        let (p, spi, _) = e.config.key();
+        if let Some(list) = self.by_spi.get_mut(&(p, spi)) {
+            list.retain(|&(_, i)| i != id);
+            if list.is_empty() {
+                self.by_spi.remove(&(p, spi));
+            }
+        }
     }
 
     /// An SA by id.

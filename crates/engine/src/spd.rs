@@ -344,6 +344,17 @@ impl Spd {
         &self.policies
     }
 
+    /// Points every protect policy that names `old` at `new` instead.
+    pub(crate) fn repoint(&mut self, old: SaId, new: SaId) {
+        for p in &mut self.policies {
+            if let Action::Protect(ids) = &mut p.action {
+                for id in ids.iter_mut().filter(|id| **id == old) {
+                    *id = new;
+                }
+            }
+        }
+    }
+
     /// The first policy of direction `dir` that matches `flow`, with its index.
     pub fn lookup(&self, dir: Direction, flow: &Flow) -> Option<(usize, &Policy)> {
         self.policies

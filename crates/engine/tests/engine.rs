@@ -804,3 +804,47 @@ fn mutated_packets_never_panic_and_every_drop_is_counted_once() {
         Ok(Verdict::Protected(1))
     );
 }
+
+#[test]
+fn rekey_replaces_the_sa_and_keeps_packets_in_flight() {
+    let old = SaConfig::new("esp-1", esp_params(0x100, Mode::Transport, None), None);
+    let (mut a, mut b, ids) = pair(std::slice::from_ref(&old), Selector::default());
+    let old_id = ids[0];
+    let pkt = udp("10.0.0.1", "10.0.0.2", 40);
+    let in_flight = process(&pkt, |buf| a.outbound(buf, secs(0))).1;
+
+    let mut p = esp_params(0x101, Mode::Transport, None);
+    p.enc = Some(Keyed::new(EncAlg::AesCbc, &[0x55; 16], 0));
+    let new = SaConfig::new("esp-2", p, None);
+    let new_a = a.replace_sa(old_id, new.clone(), secs(5)).unwrap();
+    let new_b = b.replace_sa(old_id, new, secs(5)).unwrap();
+    assert_eq!(new_a, new_b);
+    let fresh = process(&pkt, |buf| a.outbound(buf, secs(5))).1;
+    assert_eq!(&fresh[20..24], &0x101u32.to_be_bytes(), "outbound uses the new SPI");
+    assert_eq!(
+        process(&fresh, |buf| b.inbound(buf, secs(5))).0,
+        Ok(Verdict::Protected(1))
+    );
+    assert_eq!(
+        process(&in_flight, |buf| b.inbound(buf, secs(5))).0,
+        Ok(Verdict::Protected(1)),
+        "a packet sealed before the rekey still opens"
+    );
+    b.remove_sa(old_id).unwrap();
+    let late = process(&pkt, |buf| a.outbound(buf, secs(5))).1;
+    assert_eq!(
+        process(&late, |buf| b.inbound(buf, secs(6))).0,
+        Ok(Verdict::Protected(1))
+    );
+    assert_eq!(
+        process(&in_flight, |buf| b.inbound(buf, secs(6))).0.unwrap_err().reason,
+        DropReason::NoSa
+    );
+    let s = b.snapshot(secs(6));
+    assert_eq!(s.sas[old_id.0 as usize].state, State::Removed);
+    assert_eq!(s.sas[old_id.0 as usize].inbound.packets, 1, "counters survive removal");
+    assert_eq!(serde_json::to_value(&s).unwrap()["sas"][0]["state"], "removed");
+    let ah = SaConfig::new("ah", ah_params(0x200, Mode::Transport, None), None);
+    assert_eq!(a.replace_sa(new_a, ah, secs(7)), Err(InstallError::ReplaceProtocol));
+    assert_eq!(a.remove_sa(SaId(42)), Err(InstallError::UnknownSa(SaId(42))));
+}
