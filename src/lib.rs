@@ -8,9 +8,11 @@
 pub use ipsec_ah as ah;
 pub use ipsec_core as core;
 pub use ipsec_engine as engine;
-pub use ipsec_esp as esp;
 pub use ipsec_engine::bundle;
+pub use ipsec_esp as esp;
 
+pub mod check_config;
+pub mod config;
 pub mod model;
 pub mod pcapio;
 pub mod spec;

@@ -29,6 +29,8 @@ enum Cmd {
     /// Evaluate the McGregor–Lee speedup models (Local Send, Local Receive, Complete) and
     /// the IPsec-only slowdown from measured rates.
     Model(ipsec::model::ModelArgs),
+    /// Check a config file (TOML or setkey) and print its effective SAs and policies.
+    CheckConfig(ipsec::check_config::CheckConfigArgs),
 }
 
 #[derive(Args)]
@@ -82,6 +84,7 @@ fn main() -> ExitCode {
     let (dir, common, seq, iv) = match cli.cmd {
         Cmd::Seal(a) => (Direction::Seal, a.common, a.seq, a.iv),
         Cmd::Open(a) => (Direction::Open, a.common, a.seq, None),
+        Cmd::CheckConfig(a) => return ipsec::check_config::run(&a),
         Cmd::Model(a) => {
             return match ipsec::model::run(&a) {
                 Ok(text) => {

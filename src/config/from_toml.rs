@@ -1,0 +1,744 @@
+//! The TOML config format (see [the module above](super) for an example): `[[sa]]` and
+//! `[[policy]]` tables, read with serde and `toml::Spanned` so that every error, syntax or
+//! semantic, names the line of the value at fault.
+
+use super::{check_selector, proto_by_name, ActionConfig, Config, ConfigError, ErrorKind, Item, PolicyConfig};
+use crate::spec;
+use ipsec_core::sa::{Keyed, Mode, Proto, SaParams, Tunnel};
+use ipsec_core::{AeadAlg, EncAlg, IntegAlg};
+use ipsec_engine::{Direction, Lifetime, Limits, PortRange, Prefix, SaConfig, Selector};
+use ipsec_ipcomp::Algorithm;
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use toml::Spanned;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    sa: Vec<Spanned<SaToml>>,
+    #[serde(default)]
+    policy: Vec<Spanned<PolicyToml>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SaToml {
+    name: Spanned<String>,
+    xfrm: Option<Spanned<String>>,
+    proto: Option<Spanned<String>>,
+    spi: Option<Spanned<u32>>,
+    mode: Option<Spanned<String>>,
+    src: Option<Spanned<String>>,
+    dst: Option<Spanned<String>>,
+    enc: Option<Spanned<EncToml>>,
+    auth: Option<Spanned<AuthToml>>,
+    aead: Option<Spanned<AeadToml>>,
+    comp: Option<Spanned<String>>,
+    replay_window: Option<Spanned<u32>>,
+    esn: Option<Spanned<bool>>,
+    lifetime: Option<Spanned<LifetimeToml>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EncToml {
+    alg: Spanned<String>,
+    #[serde(default)]
+    key: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuthToml {
+    alg: Spanned<String>,
+    #[serde(default)]
+    key: Option<Spanned<String>>,
+    /// ICV length in bits.
+    trunc: Option<Spanned<usize>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AeadToml {
+    alg: Spanned<String>,
+    key: Spanned<String>,
+    /// ICV length in bits (default 128).
+    icv: Option<Spanned<usize>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct LimitsToml {
+    bytes: Option<u64>,
+    packets: Option<u64>,
+    seconds: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LifetimeToml {
+    #[serde(default)]
+    soft: LimitsToml,
+    #[serde(default)]
+    hard: LimitsToml,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyToml {
+    name: Option<String>,
+    dir: Spanned<String>,
+    src: Option<Spanned<String>>,
+    dst: Option<Spanned<String>>,
+    proto: Option<Spanned<ProtoToml>>,
+    src_port: Option<Spanned<PortToml>>,
+    dst_port: Option<Spanned<PortToml>>,
+    action: Spanned<String>,
+    bundle: Option<Spanned<Vec<Spanned<String>>>>,
+}
+
+/// `proto = 6` or `proto = "tcp"` (or "any").
+struct ProtoToml(Option<u8>);
+
+impl<'de> Deserialize<'de> for ProtoToml {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = ProtoToml;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an IP protocol number (0-255) or name (tcp, udp, icmp, icmp6, sctp, gre, ...), or \"any\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<ProtoToml, E> {
+                u8::try_from(v)
+                    .map(|p| ProtoToml(Some(p)))
+                    .map_err(|_| E::custom(format!("IP protocol {v} is not in 0-255")))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ProtoToml, E> {
+                if v.eq_ignore_ascii_case("any") {
+                    return Ok(ProtoToml(None));
+                }
+                proto_by_name(v).map(|p| ProtoToml(Some(p))).ok_or_else(|| {
+                    E::custom(format!(
+                        "unknown IP protocol `{v}`: use a number or tcp, udp, icmp, icmp6, sctp, gre, ..."
+                    ))
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `80`, `"1024-65535"` or `"any"`.
+struct PortToml(PortRange);
+
+fn parse_port_range(v: &str) -> Option<PortRange> {
+    if v.eq_ignore_ascii_case("any") {
+        return Some(PortRange::ANY);
+    }
+    match v.split_once('-') {
+        Some((lo, hi)) => Some(PortRange {
+            lo: lo.trim().parse().ok()?,
+            hi: hi.trim().parse().ok()?,
+        }),
+        None => v.trim().parse().ok().map(PortRange::single),
+    }
+}
+
+impl<'de> Deserialize<'de> for PortToml {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = PortToml;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a port (0-65535), a range \"lo-hi\" or \"any\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<PortToml, E> {
+                u16::try_from(v)
+                    .map(|p| PortToml(PortRange::single(p)))
+                    .map_err(|_| E::custom(format!("port {v} is not in 0-65535")))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<PortToml, E> {
+                parse_port_range(v)
+                    .map(PortToml)
+                    .ok_or_else(|| E::custom(format!("bad port `{v}`: use a number, \"lo-hi\" or \"any\"")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Byte offset → 1-based line.
+struct LineIndex(Vec<usize>);
+
+impl LineIndex {
+    fn new(text: &str) -> Self {
+        LineIndex(text.match_indices('\n').map(|(i, _)| i).collect())
+    }
+    fn line(&self, offset: usize) -> usize {
+        self.0.partition_point(|&nl| nl < offset) + 1
+    }
+    fn of<T>(&self, s: &Spanned<T>) -> usize {
+        self.line(s.span().start)
+    }
+}
+
+const ENC_NAMES: &str = "cipher_null, cbc(des), cbc(des3_ede) or cbc(aes)";
+const AUTH_NAMES: &str = "digest_null, hmac(md5), hmac(sha1), hmac(sha256), hmac(sha384) or hmac(sha512)";
+const AEAD_NAMES: &str = "rfc4106(gcm(aes)) or rfc7539esp(chacha20,poly1305)";
+const COMP_NAMES: &str = "deflate, lzs or lzf";
+
+/// Parses and checks a TOML config: syntax, field names and types, algorithm names, key and
+/// ICV lengths, SA consistency, addresses, selectors, bundle names. Errors name the line.
+/// Installing the SAs (duplicate SPIs, bundle order) is left to [`Config::build`].
+pub fn parse(text: &str) -> Result<Config, ConfigError> {
+    let lines = LineIndex::new(text);
+    let file: File = toml::from_str(text).map_err(|e| ConfigError {
+        line: e.span().map(|s| lines.line(s.start)),
+        item: None,
+        kind: ErrorKind::Syntax(e.message().trim_end().to_string()),
+    })?;
+    let mut config = Config::default();
+    let mut names: HashMap<String, usize> = HashMap::new();
+    for sa in &file.sa {
+        let name = sa.get_ref().name.get_ref().clone();
+        let item = Item::Sa(name.clone());
+        let cfg = sa_config(sa.get_ref(), &lines, lines.of(sa)).map_err(|e| e.about(item.clone()))?;
+        if name.is_empty() {
+            return Err(ConfigError::at(
+                lines.of(&sa.get_ref().name),
+                ErrorKind::Invalid("an SA needs a non-empty name".into()),
+            ));
+        }
+        if let Some(first) = names.insert(name.clone(), lines.of(sa)) {
+            return Err(ConfigError::at(
+                lines.of(&sa.get_ref().name),
+                ErrorKind::Invalid(format!("another SA is already named `{name}` (line {first})")),
+            )
+            .about(item));
+        }
+        config.sas.push(cfg);
+        config.lines.sas.push(lines.of(sa));
+    }
+    for (i, p) in file.policy.iter().enumerate() {
+        let item = Item::Policy {
+            index: i + 1,
+            name: p.get_ref().name.clone(),
+        };
+        let pc = policy_config(p.get_ref(), &lines, lines.of(p), &names).map_err(|e| e.about(item))?;
+        config.policies.push(pc);
+        config.lines.policies.push(lines.of(p));
+    }
+    Ok(config)
+}
+
+fn key_bytes(
+    k: &Option<Spanned<String>>,
+    lines: &LineIndex,
+    table_line: usize,
+) -> Result<(Vec<u8>, usize), ConfigError> {
+    match k {
+        None => Ok((Vec::new(), table_line)),
+        Some(k) => spec::parse_key(k.get_ref())
+            .map(|b| (b, lines.of(k)))
+            .map_err(|e| ConfigError::at(lines.of(k), ErrorKind::Invalid(e.0))),
+    }
+}
+
+fn addr(s: &Spanned<String>, what: &str, lines: &LineIndex) -> Result<IpAddr, ConfigError> {
+    s.get_ref().trim().parse().map_err(|_| {
+        ConfigError::at(
+            lines.of(s),
+            ErrorKind::Invalid(format!("bad {what} address `{}`", s.get_ref())),
+        )
+    })
+}
+
+fn limits(l: &LimitsToml) -> Limits {
+    let nz = |v: Option<u64>| v.filter(|&v| v != 0);
+    Limits {
+        bytes: nz(l.bytes),
+        packets: nz(l.packets),
+        seconds: nz(l.seconds),
+    }
+}
+
+fn sa_config(t: &SaToml, lines: &LineIndex, line: usize) -> Result<SaConfig, ConfigError> {
+    let name = t.name.get_ref().clone();
+    let lifetime = match &t.lifetime {
+        None => Lifetime::default(),
+        Some(l) => {
+            let lt = Lifetime {
+                soft: limits(&l.get_ref().soft),
+                hard: limits(&l.get_ref().hard),
+            };
+            lt.validate()
+                .map_err(|m| ConfigError::at(lines.of(l), ErrorKind::Invalid(format!("lifetime: {m}"))))?;
+            lt
+        }
+    };
+    if let Some(x) = &t.xfrm {
+        let others: [(&str, Option<usize>); 11] = [
+            ("proto", t.proto.as_ref().map(|v| lines.of(v))),
+            ("spi", t.spi.as_ref().map(|v| lines.of(v))),
+            ("mode", t.mode.as_ref().map(|v| lines.of(v))),
+            ("src", t.src.as_ref().map(|v| lines.of(v))),
+            ("dst", t.dst.as_ref().map(|v| lines.of(v))),
+            ("enc", t.enc.as_ref().map(|v| lines.of(v))),
+            ("auth", t.auth.as_ref().map(|v| lines.of(v))),
+            ("aead", t.aead.as_ref().map(|v| lines.of(v))),
+            ("comp", t.comp.as_ref().map(|v| lines.of(v))),
+            ("replay_window", t.replay_window.as_ref().map(|v| lines.of(v))),
+            ("esn", t.esn.as_ref().map(|v| lines.of(v))),
+        ];
+        if let Some((field, Some(l))) = others.iter().find(|(_, l)| l.is_some()) {
+            return Err(ConfigError::at(
+                *l,
+                ErrorKind::Invalid(format!(
+                    "`{field}` cannot be used with `xfrm` (the xfrm words give the whole SA; only `name` and `lifetime` go beside them)"
+                )),
+            ));
+        }
+        let s = spec::parse(x.get_ref())
+            .map_err(|e| ConfigError::at(lines.of(x), ErrorKind::Invalid(format!("xfrm: {e}"))))?;
+        return Ok(SaConfig {
+            name,
+            params: s.params,
+            comp: s.comp,
+            lifetime,
+        });
+    }
+    let proto_s = t.proto.as_ref().ok_or_else(|| {
+        ConfigError::at(
+            line,
+            ErrorKind::Syntax("missing field `proto` (esp, ah or comp), or give the SA as `xfrm = \"...\"`".into()),
+        )
+    })?;
+    let proto = match proto_s.get_ref().as_str() {
+        "esp" => Proto::Esp,
+        "ah" => Proto::Ah,
+        "comp" | "ipcomp" => Proto::Comp,
+        other => {
+            return Err(ConfigError::at(
+                lines.of(proto_s),
+                ErrorKind::Invalid(format!("unknown proto `{other}`: use esp, ah or comp")),
+            ))
+        }
+    };
+    let comp = match &t.comp {
+        None => None,
+        Some(c) => Some(Algorithm::from_name(c.get_ref()).ok_or_else(|| {
+            ConfigError::at(
+                lines.of(c),
+                ErrorKind::UnknownAlgorithm {
+                    kind: "comp",
+                    name: c.get_ref().clone(),
+                    expected: COMP_NAMES,
+                },
+            )
+        })?),
+    };
+    let spi = match (&t.spi, proto, comp) {
+        (Some(s), _, _) => *s.get_ref(),
+        (None, Proto::Comp, Some(a)) => a.cpi() as u32,
+        (None, _, _) => {
+            return Err(ConfigError::at(line, ErrorKind::Syntax("missing field `spi`".into())));
+        }
+    };
+    let mut p = SaParams::new(proto, spi);
+    if let Some(m) = &t.mode {
+        p.mode = match m.get_ref().as_str() {
+            "transport" => Mode::Transport,
+            "tunnel" => Mode::Tunnel,
+            other => {
+                return Err(ConfigError::at(
+                    lines.of(m),
+                    ErrorKind::Invalid(format!("unknown mode `{other}`: use transport or tunnel")),
+                ))
+            }
+        };
+    }
+    p.tunnel = match (&t.src, &t.dst) {
+        (Some(s), Some(d)) => Some(Tunnel {
+            src: addr(s, "src", lines)?,
+            dst: addr(d, "dst", lines)?,
+        }),
+        (None, None) => None,
+        (Some(one), None) | (None, Some(one)) => {
+            return Err(ConfigError::at(
+                lines.of(one),
+                ErrorKind::Invalid("give both src and dst, or neither".into()),
+            ))
+        }
+    };
+    if let Some(e) = &t.enc {
+        let e_ref = e.get_ref();
+        let alg = EncAlg::from_name(e_ref.alg.get_ref()).ok_or_else(|| {
+            ConfigError::at(
+                lines.of(&e_ref.alg),
+                ErrorKind::UnknownAlgorithm {
+                    kind: "enc",
+                    name: e_ref.alg.get_ref().clone(),
+                    expected: ENC_NAMES,
+                },
+            )
+        })?;
+        let (key, key_line) = key_bytes(&e_ref.key, lines, lines.of(e))?;
+        alg.check_key(key.len())
+            .map_err(|err| ConfigError::at(key_line, ErrorKind::Sa(err)))?;
+        p.enc = Some(Keyed::new(alg, &key, 0));
+    }
+    if let Some(a) = &t.auth {
+        let a_ref = a.get_ref();
+        let alg = IntegAlg::from_name(a_ref.alg.get_ref()).ok_or_else(|| {
+            ConfigError::at(
+                lines.of(&a_ref.alg),
+                ErrorKind::UnknownAlgorithm {
+                    kind: "auth",
+                    name: a_ref.alg.get_ref().clone(),
+                    expected: AUTH_NAMES,
+                },
+            )
+        })?;
+        let (key, key_line) = key_bytes(&a_ref.key, lines, lines.of(a))?;
+        alg.check_key(key.len())
+            .map_err(|err| ConfigError::at(key_line, ErrorKind::Sa(err)))?;
+        let icv = match &a_ref.trunc {
+            None => alg.default_icv_len(),
+            Some(bits) => alg
+                .check_icv_bits(*bits.get_ref())
+                .map_err(|err| ConfigError::at(lines.of(bits), ErrorKind::Sa(err)))?,
+        };
+        p.integ = Some(Keyed::new(alg, &key, icv));
+    }
+    if let Some(a) = &t.aead {
+        let a_ref = a.get_ref();
+        let alg = AeadAlg::from_name(a_ref.alg.get_ref()).ok_or_else(|| {
+            ConfigError::at(
+                lines.of(&a_ref.alg),
+                ErrorKind::UnknownAlgorithm {
+                    kind: "aead",
+                    name: a_ref.alg.get_ref().clone(),
+                    expected: AEAD_NAMES,
+                },
+            )
+        })?;
+        let (key, key_line) = key_bytes(&Some(a_ref.key.clone()), lines, lines.of(a))?;
+        alg.check_key(key.len())
+            .map_err(|err| ConfigError::at(key_line, ErrorKind::Sa(err)))?;
+        let icv = match &a_ref.icv {
+            None => 16,
+            Some(bits) => alg
+                .check_icv_bits(*bits.get_ref())
+                .map_err(|err| ConfigError::at(lines.of(bits), ErrorKind::Sa(err)))?,
+        };
+        p.aead = Some(Keyed::new(alg, &key, icv));
+    }
+    if proto == Proto::Comp {
+        // IPComp has no sequence numbers: no replay window.
+        p.replay_window = 0;
+    }
+    if let Some(w) = &t.replay_window {
+        if proto == Proto::Comp && *w.get_ref() != 0 {
+            return Err(ConfigError::at(
+                lines.of(w),
+                ErrorKind::Invalid("IPComp has no sequence numbers: no replay_window".into()),
+            ));
+        }
+        p.replay_window = *w.get_ref();
+        ipsec_core::replay::ReplayWindow::new(p.replay_window, false)
+            .map_err(|err| ConfigError::at(lines.of(w), ErrorKind::Sa(err)))?;
+    }
+    if let Some(e) = &t.esn {
+        p.esn = *e.get_ref();
+    }
+    match (proto, comp) {
+        (Proto::Comp, None) => {
+            return Err(ConfigError::at(
+                line,
+                ErrorKind::Syntax(format!("an IPComp SA needs `comp = \"...\"` ({COMP_NAMES})")),
+            ))
+        }
+        (Proto::Esp | Proto::Ah, Some(_)) => {
+            let l = t.comp.as_ref().map_or(line, |c| lines.of(c));
+            return Err(ConfigError::at(
+                l,
+                ErrorKind::Invalid("`comp` belongs to proto = \"comp\" SAs only".into()),
+            ));
+        }
+        _ => {}
+    }
+    if proto == Proto::Comp && p.spi > u16::MAX as u32 {
+        let l = t.spi.as_ref().map_or(line, |s| lines.of(s));
+        return Err(ConfigError::at(
+            l,
+            ErrorKind::Invalid(format!("an IPComp CPI is 16 bits; {:#x} is too large", p.spi)),
+        ));
+    }
+    p.validate().map_err(|err| ConfigError::at(line, ErrorKind::Sa(err)))?;
+    Ok(SaConfig {
+        name,
+        params: p,
+        comp,
+        lifetime,
+    })
+}
+
+fn prefix(s: &Option<Spanned<String>>, what: &str, lines: &LineIndex) -> Result<Option<Prefix>, ConfigError> {
+    let Some(s) = s else { return Ok(None) };
+    let v = s.get_ref().trim();
+    if v.eq_ignore_ascii_case("any") {
+        return Ok(None);
+    }
+    v.parse::<Prefix>()
+        .map(Some)
+        .map_err(|e| ConfigError::at(lines.of(s), ErrorKind::Invalid(format!("bad {what} prefix `{v}`: {e}"))))
+}
+
+fn policy_config(
+    t: &PolicyToml,
+    lines: &LineIndex,
+    line: usize,
+    names: &HashMap<String, usize>,
+) -> Result<PolicyConfig, ConfigError> {
+    let dir = match t.dir.get_ref().as_str() {
+        "in" => Direction::In,
+        "out" => Direction::Out,
+        other => {
+            return Err(ConfigError::at(
+                lines.of(&t.dir),
+                ErrorKind::Invalid(format!(
+                    "unknown dir `{other}`: use in or out (a forwarding gateway needs no `fwd`: inbound policies check forwarded packets too)"
+                )),
+            ))
+        }
+    };
+    let selector = Selector {
+        src: prefix(&t.src, "src", lines)?,
+        dst: prefix(&t.dst, "dst", lines)?,
+        proto: t.proto.as_ref().and_then(|p| p.get_ref().0),
+        src_ports: t.src_port.as_ref().map_or(PortRange::ANY, |p| p.get_ref().0),
+        dst_ports: t.dst_port.as_ref().map_or(PortRange::ANY, |p| p.get_ref().0),
+    };
+    let sel_line = [
+        t.src_port.as_ref().map(|v| lines.of(v)),
+        t.dst_port.as_ref().map(|v| lines.of(v)),
+        t.dst.as_ref().map(|v| lines.of(v)),
+    ]
+    .into_iter()
+    .flatten()
+    .next()
+    .unwrap_or(line);
+    check_selector(&selector).map_err(|m| ConfigError::at(sel_line, ErrorKind::Invalid(m)))?;
+    let action = match t.action.get_ref().as_str() {
+        "protect" => {
+            let b = t.bundle.as_ref().ok_or_else(|| {
+                ConfigError::at(
+                    lines.of(&t.action),
+                    ErrorKind::Syntax("action = \"protect\" needs `bundle = [\"sa-name\", ...]`".into()),
+                )
+            })?;
+            if b.get_ref().is_empty() {
+                return Err(ConfigError::at(
+                    lines.of(b),
+                    ErrorKind::Invalid("the bundle is empty: name one to three SAs".into()),
+                ));
+            }
+            for n in b.get_ref() {
+                if !names.contains_key(n.get_ref()) {
+                    return Err(ConfigError::at(lines.of(n), ErrorKind::UnknownSa(n.get_ref().clone())));
+                }
+            }
+            ActionConfig::Protect(b.get_ref().iter().map(|n| n.get_ref().clone()).collect())
+        }
+        a @ ("bypass" | "discard") => {
+            if let Some(b) = &t.bundle {
+                return Err(ConfigError::at(
+                    lines.of(b),
+                    ErrorKind::Invalid(format!("`bundle` goes with action = \"protect\", not \"{a}\"")),
+                ));
+            }
+            if a == "bypass" {
+                ActionConfig::Bypass
+            } else {
+                ActionConfig::Discard
+            }
+        }
+        other => {
+            return Err(ConfigError::at(
+                lines.of(&t.action),
+                ErrorKind::Invalid(format!("unknown action `{other}`: use protect, bypass or discard")),
+            ))
+        }
+    };
+    Ok(PolicyConfig {
+        name: t.name.clone(),
+        dir,
+        selector,
+        action,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K16: &str = "0x000102030405060708090a0b0c0d0e0f";
+    const K20: &str = "0x000102030405060708090a0b0c0d0e0f10111213";
+
+    fn err(text: &str) -> ConfigError {
+        parse(text).expect_err("should fail")
+    }
+
+    fn esp(extra: &str) -> String {
+        format!(
+            "[[sa]]\nname = \"e\"\nproto = \"esp\"\nspi = 0x1000\nenc = {{ alg = \"cbc(aes)\", key = \"{K16}\" }}\nauth = {{ alg = \"hmac(sha1)\", key = \"{K20}\" }}\n{extra}"
+        )
+    }
+
+    #[test]
+    fn minimal_sa_and_policy() {
+        let c = parse(&format!(
+            "{}\n[[policy]]\ndir = \"out\"\nproto = \"tcp\"\ndst_port = \"1-1023\"\naction = \"protect\"\nbundle = [\"e\"]\n",
+            esp("")
+        ))
+        .unwrap();
+        assert_eq!(c.sas.len(), 1);
+        let p = &c.sas[0].params;
+        assert_eq!((p.spi, p.replay_window, p.esn), (0x1000, 64, false));
+        assert_eq!(p.integ.as_ref().unwrap().icv_len, 12);
+        assert_eq!(c.lines.sas, [1]);
+        assert_eq!(c.lines.policies, [8]);
+        let pol = &c.policies[0];
+        assert_eq!(pol.selector.proto, Some(6));
+        assert_eq!(pol.selector.dst_ports, PortRange { lo: 1, hi: 1023 });
+        assert_eq!(pol.action, ActionConfig::Protect(vec!["e".into()]));
+        c.build(std::time::Duration::ZERO).unwrap();
+    }
+
+    #[test]
+    fn syntax_error_names_its_line() {
+        let e = err("[[sa]]\nname = \"a\"\nspi = 0x10\nproto = esp\n");
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(matches!(e.kind, ErrorKind::Syntax(_)));
+    }
+
+    #[test]
+    fn unknown_field_names_its_line() {
+        let e = err(&esp("replay = 32\n"));
+        assert_eq!(e.line, Some(7), "{e}");
+        assert!(e.to_string().contains("unknown field `replay`"), "{e}");
+    }
+
+    #[test]
+    fn bad_key_length_names_the_key_line() {
+        let text = esp("").replace(K16, "0x0011");
+        let e = err(&text);
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(
+            matches!(e.kind, ErrorKind::Sa(ipsec_core::Error::KeyLength { got: 2, .. })),
+            "{e}"
+        );
+        assert_eq!(e.item, Some(Item::Sa("e".into())));
+    }
+
+    #[test]
+    fn unknown_algorithm_and_bad_trunc() {
+        let e = err(&esp("").replace("hmac(sha1)", "hmac(sha3)"));
+        assert_eq!(e.line, Some(6));
+        assert!(
+            matches!(e.kind, ErrorKind::UnknownAlgorithm { kind: "auth", .. }),
+            "{e}"
+        );
+        let text = format!(
+            "[[sa]]\nname = \"e\"\nproto = \"ah\"\nspi = 1\n[sa.auth]\nalg = \"hmac(sha1)\"\nkey = \"{K20}\"\ntrunc = 100\n"
+        );
+        let e = err(&text);
+        assert_eq!(e.line, Some(8), "{e}");
+        assert!(matches!(
+            e.kind,
+            ErrorKind::Sa(ipsec_core::Error::IcvLength { bits: 100, .. })
+        ));
+    }
+
+    #[test]
+    fn sa_level_errors_name_the_sa_header() {
+        // Tunnel mode without endpoints: found by SaParams::validate, reported at [[sa]].
+        let e = err(&format!("# comment\n\n{}", esp("mode = \"tunnel\"\n")));
+        assert_eq!(e.line, Some(3), "{e}");
+        let e = err(&esp("replay_window = 48\n"));
+        assert_eq!(e.line, Some(7));
+        assert!(matches!(e.kind, ErrorKind::Sa(ipsec_core::Error::ReplayWindowSize(48))));
+    }
+
+    #[test]
+    fn xfrm_words_and_conflicts() {
+        let text = format!(
+            "[[sa]]\nname = \"x\"\nxfrm = \"proto esp spi 7 mode transport aead 'rfc4106(gcm(aes))' {K20} 96\"\nlifetime = {{ hard = {{ packets = 10 }} }}\n"
+        );
+        let c = parse(&text).unwrap();
+        assert_eq!(c.sas[0].params.aead.as_ref().unwrap().icv_len, 12);
+        assert_eq!(c.sas[0].lifetime.hard.packets, Some(10));
+        let e = err(&format!("{text}spi = 9\n"));
+        assert_eq!(e.line, Some(5));
+        let e = err("[[sa]]\nname = \"x\"\nxfrm = \"proto esp spi 7 enc 'cbc(aes)' 0x00\"\n");
+        assert_eq!(e.line, Some(3));
+        assert!(e.to_string().contains("16, 24 or 32"), "{e}");
+    }
+
+    #[test]
+    fn policy_errors() {
+        let base = esp("");
+        let e = err(&format!(
+            "{base}\n[[policy]]\ndir = \"out\"\naction = \"protect\"\nbundle = [\"e\",\n  \"nope\"]\n"
+        ));
+        assert_eq!(e.line, Some(12), "{e}");
+        assert_eq!(e.kind, ErrorKind::UnknownSa("nope".into()));
+        assert_eq!(e.item, Some(Item::Policy { index: 1, name: None }));
+        let e = err(&format!("{base}\n[[policy]]\ndir = \"fwd\"\naction = \"bypass\"\n"));
+        assert_eq!(e.line, Some(9));
+        let e = err(&format!(
+            "{base}\n[[policy]]\ndir = \"out\"\ndst_port = 80\naction = \"bypass\"\n"
+        ));
+        assert_eq!(e.line, Some(10));
+        assert!(e.to_string().contains("ports need proto"), "{e}");
+        let e = err(&format!(
+            "{base}\n[[policy]]\ndir = \"out\"\nproto = \"tcp\"\ndst_port = 70000\naction = \"bypass\"\n"
+        ));
+        assert_eq!(e.line, Some(11));
+        let e = err(&format!(
+            "{base}\n[[policy]]\ndir = \"out\"\nsrc = \"10.0.0.0/33\"\naction = \"bypass\"\n"
+        ));
+        assert_eq!(e.line, Some(10));
+        let e = err(&format!(
+            "{base}\n[[policy]]\ndir = \"out\"\naction = \"bypass\"\nbundle = [\"e\"]\n"
+        ));
+        assert_eq!(e.line, Some(11));
+    }
+
+    #[test]
+    fn duplicate_names() {
+        let e = err(&format!("{}\n{}", esp(""), esp("").replace("0x1000", "0x1001")));
+        assert_eq!(e.line, Some(9), "{e}");
+        assert!(e.to_string().contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn comp_defaults_to_the_well_known_cpi() {
+        let c = parse("[[sa]]\nname = \"c\"\nproto = \"comp\"\ncomp = \"lzs\"\n").unwrap();
+        assert_eq!(c.sas[0].params.spi, 3);
+        let e = err("[[sa]]\nname = \"c\"\nproto = \"comp\"\nspi = 0x10000\ncomp = \"deflate\"\n");
+        assert_eq!(e.line, Some(4));
+        let e = err("[[sa]]\nname = \"c\"\nproto = \"comp\"\ncomp = \"zstd\"\n");
+        assert!(matches!(e.kind, ErrorKind::UnknownAlgorithm { kind: "comp", .. }));
+        assert_eq!(e.line, Some(4));
+    }
+
+    #[test]
+    fn lifetime_soft_above_hard() {
+        let e = err(&esp("\n[sa.lifetime]\nsoft = { bytes = 10 }\nhard = { bytes = 5 }\n"));
+        assert_eq!(e.line, Some(8), "{e}");
+    }
+}

@@ -1,0 +1,463 @@
+//! Configuration files: SAs and policies in TOML ([`from_toml`]) or in setkey(8) statements
+//! ([`setkey`]), checked and built into an [`Engine`].
+//!
+//! A [`Config`] is a list of named SAs ([`SaConfig`]) and an ordered list of policies
+//! ([`PolicyConfig`]) whose protect action names SAs in seal order (IPComp, then ESP, then AH).
+//! [`Config::build`] installs the SAs (keying them), resolves the names to [`SaId`]s and adds
+//! the policies; every error says which SA or policy, and the line when the config came from a
+//! file.
+//!
+//! # TOML
+//!
+//! ```toml
+//! [[sa]]
+//! name = "esp-ab"
+//! proto = "esp"                 # esp | ah | comp
+//! spi = 0x1000                  # for comp: the CPI (default: the algorithm's well-known CPI)
+//! mode = "transport"            # transport (default) | tunnel
+//! src = "192.0.2.1"             # SA endpoints (required in tunnel mode)
+//! dst = "192.0.2.2"
+//! enc = { alg = "cbc(aes)", key = "0x00112233445566778899aabbccddeeff" }
+//! auth = { alg = "hmac(sha256)", key = "0x...", trunc = 128 }   # trunc: ICV bits, default per RFC
+//! # aead = { alg = "rfc4106(gcm(aes))", key = "0x<key><salt>", icv = 128 }
+//! # comp = "deflate"            # deflate | lzs | lzf, for proto = "comp"
+//! replay_window = 64            # packets; 0 = off; default 64 (comp SAs: none)
+//! esn = false
+//! lifetime = { soft = { seconds = 3000, bytes = 1_000_000_000 }, hard = { seconds = 3600 } }
+//!
+//! [[sa]]
+//! name = "esp-ba"
+//! xfrm = "proto esp spi 0x1001 mode transport src 192.0.2.2 dst 192.0.2.1 enc 'cbc(aes)' 0x... auth 'hmac(sha256)' 0x..."
+//!
+//! [[policy]]
+//! dir = "out"                   # in | out
+//! src = "192.0.2.1/32"          # prefix or address; omitted or "any" = any
+//! dst = "192.0.2.2"
+//! proto = "tcp"                 # name or number; omitted or "any" = any
+//! dst_port = "1024-65535"       # number, "lo-hi" or "any"; ICMP: src_port = type, dst_port = code
+//! action = "protect"            # protect | bypass | discard
+//! bundle = ["esp-ab"]           # SA names in seal order
+//! ```
+//!
+//! Keys are `"0x<hex>"` or a plain string whose bytes are the key (as `ip xfrm` takes them).
+//! Unknown fields are errors. Algorithm names are those of `ip xfrm` (see `ipsec_core::alg`).
+//! A `[[sa]]` with `xfrm` takes the whole SA from those `ip xfrm state` words (the syntax of
+//! `ipsec seal --sa`) and admits only `name` and `lifetime` beside it.
+//!
+//! # setkey(8)
+//!
+//! `add`, `spdadd`, `flush` and `spdflush` statements, as [`setkey`] documents, with the
+//! choices made where setkey implementations differ (Linux's where it matters for interop).
+//!
+//! # Policy order
+//!
+//! Policies match in the order given, per direction; the first match wins. An outbound or
+//! inbound packet that matches no policy is discarded (RFC 4301 5.1, 5.2).
+
+pub mod from_toml;
+pub mod setkey;
+pub mod show;
+
+use ipsec_engine::{Action, Direction, Engine, InstallError, SaConfig, SaId, Selector};
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+/// What a policy does, with SAs named rather than installed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionConfig {
+    /// Apply (outbound) or require (inbound) these SAs, named, in seal order.
+    Protect(Vec<String>),
+    /// Let the packet through unprotected.
+    Bypass,
+    /// Drop it.
+    Discard,
+}
+
+/// One policy of a [`Config`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyConfig {
+    /// An optional name, for messages.
+    pub name: Option<String>,
+    /// Direction.
+    pub dir: Direction,
+    /// Selectors.
+    pub selector: Selector,
+    /// Action.
+    pub action: ActionConfig,
+}
+
+/// Where each SA and policy of a [`Config`] came from (1-based lines), when it came from a
+/// file. Empty for a config built in code.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lines {
+    /// The line of each SA, in the order of [`Config::sas`].
+    pub sas: Vec<usize>,
+    /// The line of each policy, in the order of [`Config::policies`].
+    pub policies: Vec<usize>,
+}
+
+/// SAs and policies, before they are keyed and installed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Config {
+    /// The SAs; each has a unique, non-empty name.
+    pub sas: Vec<SaConfig>,
+    /// The policies, in match order (per direction).
+    pub policies: Vec<PolicyConfig>,
+    /// Source lines, if the config came from a file.
+    pub lines: Lines,
+}
+
+/// A configuration file format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The TOML format of [`from_toml`].
+    Toml,
+    /// setkey(8) statements ([`setkey`]).
+    Setkey,
+}
+
+impl Format {
+    /// The format's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Toml => "toml",
+            Format::Setkey => "setkey",
+        }
+    }
+
+    /// The format of a file: by extension (`.toml`; `.conf`, `.setkey`), else by content (a
+    /// first statement `add`, `spdadd`, `flush` or `spdflush` means setkey).
+    pub fn detect(path: &Path, text: &str) -> Format {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("toml") => return Format::Toml,
+            Some("conf") | Some("setkey") => return Format::Setkey,
+            _ => {}
+        }
+        let first = text
+            .lines()
+            .map(|l| l.split('#').next().unwrap_or("").trim())
+            .find(|l| !l.is_empty())
+            .and_then(|l| l.split(|c: char| c.is_whitespace() || c == ';').next())
+            .unwrap_or("");
+        match first {
+            "add" | "spdadd" | "flush" | "spdflush" => Format::Setkey,
+            _ => Format::Toml,
+        }
+    }
+}
+
+/// A note about something accepted but not taken literally (setkey options with no
+/// equivalent here, `fwd` policies skipped, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// The line it is about.
+    pub line: usize,
+    /// What was done.
+    pub message: String,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+/// A config read from a file.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The config.
+    pub config: Config,
+    /// The format it was read as.
+    pub format: Format,
+    /// Things accepted with a caveat.
+    pub warnings: Vec<Warning>,
+}
+
+/// The SA or policy an error is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    /// An SA, by name.
+    Sa(String),
+    /// A policy, by position (1-based, over all policies) and name if it has one.
+    Policy {
+        /// Position in the file (1-based).
+        index: usize,
+        /// Its name, if any.
+        name: Option<String>,
+    },
+}
+
+impl fmt::Display for Item {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Item::Sa(n) => write!(f, "SA `{n}`"),
+            Item::Policy { index, name: Some(n) } => write!(f, "policy #{index} `{n}`"),
+            Item::Policy { index, name: None } => write!(f, "policy #{index}"),
+        }
+    }
+}
+
+/// What is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The file could not be read.
+    Io(String),
+    /// Not well-formed: TOML syntax, a missing or unknown field, a value of the wrong type, a
+    /// setkey statement that does not parse.
+    Syntax(String),
+    /// An algorithm name not known here.
+    UnknownAlgorithm {
+        /// `enc`, `auth`, `aead` or `comp`.
+        kind: &'static str,
+        /// The name given.
+        name: String,
+        /// The names accepted.
+        expected: &'static str,
+    },
+    /// Something valid in the format that this data plane does not implement.
+    Unsupported(String),
+    /// A value that is well-formed but not acceptable (bad address, port range, ...).
+    Invalid(String),
+    /// The SA's parameters are rejected (key or ICV length, algorithm combination, replay
+    /// window, ...).
+    Sa(ipsec_core::Error),
+    /// Two SAs have the same name.
+    DuplicateName(String),
+    /// A policy names an SA that does not exist.
+    UnknownSa(String),
+    /// A setkey policy request matches no SA, or several.
+    Unresolved(String),
+    /// The engine refused the SA or policy (duplicate SPI, bundle order, lifetime).
+    Install(InstallError),
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorKind::Io(m) | ErrorKind::Syntax(m) | ErrorKind::Invalid(m) | ErrorKind::Unresolved(m) => {
+                f.write_str(m)
+            }
+            ErrorKind::UnknownAlgorithm { kind, name, expected } => {
+                write!(f, "unknown {kind} algorithm `{name}`: use {expected}")
+            }
+            ErrorKind::Unsupported(m) => write!(f, "not supported: {m}"),
+            ErrorKind::Sa(e) => e.fmt(f),
+            ErrorKind::DuplicateName(n) => write!(f, "another SA is already named `{n}`"),
+            ErrorKind::UnknownSa(n) => write!(f, "no SA named `{n}`"),
+            ErrorKind::Install(e) => e.fmt(f),
+        }
+    }
+}
+
+/// A config error: what, about which SA or policy, at which line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// 1-based line in the file, when known.
+    pub line: Option<usize>,
+    /// The SA or policy concerned, when there is one.
+    pub item: Option<Item>,
+    /// What is wrong.
+    pub kind: ErrorKind,
+}
+
+impl ConfigError {
+    /// An error at a line.
+    pub fn at(line: usize, kind: ErrorKind) -> Self {
+        ConfigError {
+            line: Some(line),
+            item: None,
+            kind,
+        }
+    }
+
+    /// Sets the SA or policy concerned (if not set yet).
+    pub fn about(mut self, item: Item) -> Self {
+        self.item.get_or_insert(item);
+        self
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(l) = self.line {
+            write!(f, "line {l}: ")?;
+        }
+        if let Some(i) = &self.item {
+            write!(f, "{i}: ")?;
+        }
+        self.kind.fmt(f)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// IP protocol names accepted in selectors, with their numbers (`/etc/protocols` names plus
+/// setkey's `icmp6` and `ip4`).
+pub const PROTOCOLS: &[(&str, u8)] = &[
+    ("icmp", 1),
+    ("igmp", 2),
+    ("ipip", 4),
+    ("ip4", 4),
+    ("ipencap", 4),
+    ("tcp", 6),
+    ("udp", 17),
+    ("ipv6", 41),
+    ("gre", 47),
+    ("esp", 50),
+    ("ah", 51),
+    ("icmp6", 58),
+    ("ipv6-icmp", 58),
+    ("icmpv6", 58),
+    ("ospf", 89),
+    ("pim", 103),
+    ("ipcomp", 108),
+    ("vrrp", 112),
+    ("l2tp", 115),
+    ("sctp", 132),
+    ("udplite", 136),
+];
+
+/// The number of an IP protocol name (case-insensitive), or a decimal number.
+pub fn proto_by_name(name: &str) -> Option<u8> {
+    if let Ok(n) = name.parse::<u8>() {
+        return Some(n);
+    }
+    PROTOCOLS
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|&(_, p)| p)
+}
+
+/// The usual name of an IP protocol number, if it has one here.
+pub fn proto_name(p: u8) -> Option<&'static str> {
+    PROTOCOLS.iter().find(|&&(_, n)| n == p).map(|&(name, _)| name)
+}
+
+/// Whether packets of this protocol carry ports (or ICMP type and code) a selector can match.
+pub fn has_ports(p: u8) -> bool {
+    matches!(p, 1 | 6 | 17 | 58 | 132 | 136)
+}
+
+/// Checks a selector: same family on both sides, ports only where the protocol has them.
+pub(crate) fn check_selector(s: &Selector) -> Result<(), String> {
+    if let (Some(a), Some(b)) = (s.src, s.dst) {
+        if a.addr().is_ipv4() != b.addr().is_ipv4() {
+            return Err(format!(
+                "src {a} and dst {b} are of different IP versions: the policy would never match"
+            ));
+        }
+    }
+    let any_port = s.src_ports.is_any() && s.dst_ports.is_any();
+    if !any_port && !s.proto.is_some_and(has_ports) {
+        return Err("ports need proto tcp, udp, sctp, udplite, icmp or icmp6 (ICMP: type and code)".into());
+    }
+    for r in [s.src_ports, s.dst_ports] {
+        if r.lo > r.hi {
+            return Err(format!("port range {}-{} is empty", r.lo, r.hi));
+        }
+    }
+    Ok(())
+}
+
+impl Config {
+    /// The line of SA `i`, if known.
+    pub fn sa_line(&self, i: usize) -> Option<usize> {
+        self.lines.sas.get(i).copied()
+    }
+
+    /// The line of policy `i`, if known.
+    pub fn policy_line(&self, i: usize) -> Option<usize> {
+        self.lines.policies.get(i).copied()
+    }
+
+    fn policy_item(&self, i: usize) -> Item {
+        Item::Policy {
+            index: i + 1,
+            name: self.policies[i].name.clone(),
+        }
+    }
+
+    /// Checks names, installs (keys) every SA at time `now`, resolves bundle names and adds
+    /// the policies in order.
+    pub fn build(&self, now: Duration) -> Result<Engine, ConfigError> {
+        let mut engine = Engine::new();
+        let mut ids: HashMap<&str, SaId> = HashMap::new();
+        for (i, sa) in self.sas.iter().enumerate() {
+            let err = |kind| ConfigError {
+                line: self.sa_line(i),
+                item: Some(Item::Sa(sa.name.clone())),
+                kind,
+            };
+            if sa.name.is_empty() {
+                return Err(err(ErrorKind::Invalid("an SA needs a non-empty name".into())));
+            }
+            if ids.contains_key(sa.name.as_str()) {
+                return Err(err(ErrorKind::DuplicateName(sa.name.clone())));
+            }
+            sa.params.validate().map_err(|e| err(ErrorKind::Sa(e)))?;
+            let id = engine.add_sa(sa.clone(), now).map_err(|e| err(ErrorKind::Install(e)))?;
+            ids.insert(&sa.name, id);
+        }
+        for (i, p) in self.policies.iter().enumerate() {
+            let err = |kind| ConfigError {
+                line: self.policy_line(i),
+                item: Some(self.policy_item(i)),
+                kind,
+            };
+            check_selector(&p.selector).map_err(|m| err(ErrorKind::Invalid(m)))?;
+            let action = match &p.action {
+                ActionConfig::Bypass => Action::Bypass,
+                ActionConfig::Discard => Action::Discard,
+                ActionConfig::Protect(names) => {
+                    let mut v = Vec::with_capacity(names.len());
+                    for n in names {
+                        v.push(
+                            *ids.get(n.as_str())
+                                .ok_or_else(|| err(ErrorKind::UnknownSa(n.clone())))?,
+                        );
+                    }
+                    Action::Protect(v)
+                }
+            };
+            engine
+                .add_policy(ipsec_engine::Policy {
+                    dir: p.dir,
+                    selector: p.selector,
+                    action,
+                })
+                .map_err(|e| err(ErrorKind::Install(e)))?;
+        }
+        Ok(engine)
+    }
+}
+
+/// Reads a config file in `format` (detected from the name and content when `None`).
+pub fn load(path: &Path, format: Option<Format>) -> Result<Loaded, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        line: None,
+        item: None,
+        kind: ErrorKind::Io(format!("{}: {e}", path.display())),
+    })?;
+    parse(&text, format.unwrap_or_else(|| Format::detect(path, &text)))
+}
+
+/// Parses config text in `format`.
+pub fn parse(text: &str, format: Format) -> Result<Loaded, ConfigError> {
+    match format {
+        Format::Toml => Ok(Loaded {
+            config: from_toml::parse(text)?,
+            format,
+            warnings: Vec::new(),
+        }),
+        Format::Setkey => {
+            let (config, warnings) = setkey::parse(text, &setkey::Options::default())?;
+            Ok(Loaded {
+                config,
+                format,
+                warnings,
+            })
+        }
+    }
+}

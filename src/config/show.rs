@@ -1,0 +1,317 @@
+//! What an [`Engine`] built from a config holds, as `ipsec check-config` prints it: the SAs
+//! (without keys) and the policies in match order, as text or JSON.
+
+use super::{proto_name, Config};
+use ipsec_core::sa::{Keyed, Mode, Proto};
+use ipsec_core::AeadAlg;
+use ipsec_engine::{Action, Direction, Engine, Lifetime, Limits, PortRange, Prefix};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// An algorithm as shown: name and sizes, never the key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AlgView {
+    /// The `ip xfrm` name.
+    pub alg: &'static str,
+    /// Key length in bits (for an AEAD, without the 32-bit salt).
+    pub key_bits: usize,
+    /// ICV length in bits, for integrity and AEAD algorithms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub icv_bits: Option<usize>,
+}
+
+/// One installed SA.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SaView {
+    /// Its name.
+    pub name: String,
+    /// Its line in the file, if it came from one.
+    pub line: Option<usize>,
+    /// `esp`, `ah` or `comp`.
+    pub proto: &'static str,
+    /// SPI (IPComp: CPI).
+    pub spi: u32,
+    /// `transport` or `tunnel`.
+    pub mode: &'static str,
+    /// Source endpoint, if given.
+    pub src: Option<String>,
+    /// Destination endpoint, if given.
+    pub dst: Option<String>,
+    /// ESP cipher.
+    pub enc: Option<AlgView>,
+    /// Integrity algorithm.
+    pub auth: Option<AlgView>,
+    /// ESP combined mode.
+    pub aead: Option<AlgView>,
+    /// IPComp algorithm.
+    pub comp: Option<&'static str>,
+    /// Replay window in packets (0: off).
+    pub replay_window: u32,
+    /// Extended sequence numbers.
+    pub esn: bool,
+    /// Soft and hard limits.
+    pub lifetime: Lifetime,
+}
+
+/// One installed policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PolicyView {
+    /// `in` or `out`.
+    pub dir: Direction,
+    /// Position among the policies of its direction (1 = matched first).
+    pub order: usize,
+    /// Its line in the file, if it came from one.
+    pub line: Option<usize>,
+    /// Source prefix or `any`.
+    pub src: String,
+    /// Destination prefix or `any`.
+    pub dst: String,
+    /// Protocol name or number, or `any`.
+    pub proto: String,
+    /// Source ports (ICMP type): `any`, `N` or `lo-hi`.
+    pub src_port: String,
+    /// Destination ports (ICMP code).
+    pub dst_port: String,
+    /// `protect`, `bypass` or `discard`.
+    pub action: &'static str,
+    /// The SAs of a protect action, by name, in seal order.
+    pub bundle: Vec<String>,
+}
+
+/// Everything an engine holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Effective {
+    /// The SAs, in install order.
+    pub sas: Vec<SaView>,
+    /// The policies: outbound in match order, then inbound in match order.
+    pub policies: Vec<PolicyView>,
+}
+
+fn alg<A: Copy>(k: &Option<Keyed<A>>, name: impl Fn(A) -> &'static str, icv: bool, salt: usize) -> Option<AlgView> {
+    k.as_ref().map(|k| AlgView {
+        alg: name(k.alg),
+        key_bits: k.key.len().saturating_sub(salt) * 8,
+        icv_bits: icv.then_some(k.icv_len * 8),
+    })
+}
+
+fn prefix(p: Option<Prefix>) -> String {
+    p.map_or_else(|| "any".into(), |p| p.to_string())
+}
+
+fn ports(r: PortRange) -> String {
+    r.to_string()
+}
+
+impl Effective {
+    /// Reads the SAs and policies of `engine`, which `config` built (for the line numbers).
+    pub fn new(engine: &Engine, config: &Config) -> Self {
+        let sad = engine.sad();
+        let sas = sad
+            .iter()
+            .enumerate()
+            .map(|(i, (_, e))| {
+                let p = &e.config.params;
+                SaView {
+                    name: e.config.name.clone(),
+                    line: config.sa_line(i),
+                    proto: match p.proto {
+                        Proto::Esp => "esp",
+                        Proto::Ah => "ah",
+                        Proto::Comp => "comp",
+                    },
+                    spi: p.spi,
+                    mode: match p.mode {
+                        Mode::Transport => "transport",
+                        Mode::Tunnel => "tunnel",
+                    },
+                    src: p.tunnel.map(|t| t.src.to_string()),
+                    dst: p.tunnel.map(|t| t.dst.to_string()),
+                    enc: alg(&p.enc, |a| a.name(), false, 0),
+                    auth: alg(&p.integ, |a| a.name(), true, 0),
+                    aead: alg(&p.aead, |a| a.name(), true, AeadAlg::SALT_LEN),
+                    comp: e.config.comp.map(|c| c.name()),
+                    replay_window: p.replay_window,
+                    esn: p.esn,
+                    lifetime: e.config.lifetime,
+                }
+            })
+            .collect();
+        let mut policies = Vec::new();
+        for dir in [Direction::Out, Direction::In] {
+            let mut order = 0;
+            for (i, p) in engine.spd().policies().iter().enumerate() {
+                if p.dir != dir {
+                    continue;
+                }
+                order += 1;
+                let s = &p.selector;
+                let (action, bundle) = match &p.action {
+                    Action::Bypass => ("bypass", Vec::new()),
+                    Action::Discard => ("discard", Vec::new()),
+                    Action::Protect(ids) => (
+                        "protect",
+                        ids.iter()
+                            .map(|&id| {
+                                sad.get(id)
+                                    .map_or_else(|| format!("#{}", id.0), |e| e.config.name.clone())
+                            })
+                            .collect(),
+                    ),
+                };
+                policies.push(PolicyView {
+                    dir,
+                    order,
+                    line: config.policy_line(i),
+                    src: prefix(s.src),
+                    dst: prefix(s.dst),
+                    proto: s.proto.map_or_else(
+                        || "any".into(),
+                        |n| proto_name(n).map_or_else(|| n.to_string(), str::to_string),
+                    ),
+                    src_port: ports(s.src_ports),
+                    dst_port: ports(s.dst_ports),
+                    action,
+                    bundle,
+                });
+            }
+        }
+        Effective { sas, policies }
+    }
+
+    /// The text `ipsec check-config` prints: each SA, then a table of the policies.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "SAs ({}), in install order (keys not shown):", self.sas.len());
+        for s in &self.sas {
+            let at = s.line.map_or_else(String::new, |l| format!(" (line {l})"));
+            let ends = match (&s.src, &s.dst) {
+                (Some(a), Some(b)) => format!(" {a} -> {b}"),
+                _ => String::new(),
+            };
+            let id = if s.proto == "comp" { "cpi" } else { "spi" };
+            let _ = writeln!(out, "  {}{at}: {} {id} {:#x} {}{ends}", s.name, s.proto, s.spi, s.mode);
+            if let Some(a) = &s.enc {
+                let _ = writeln!(out, "      enc      {}, {}-bit key", a.alg, a.key_bits);
+            }
+            if let Some(a) = &s.auth {
+                let _ = writeln!(
+                    out,
+                    "      auth     {}, {}-bit key, {}-bit ICV",
+                    a.alg,
+                    a.key_bits,
+                    a.icv_bits.unwrap_or(0)
+                );
+            }
+            if let Some(a) = &s.aead {
+                let _ = writeln!(
+                    out,
+                    "      aead     {}, {}-bit key + 32-bit salt, {}-bit ICV",
+                    a.alg,
+                    a.key_bits,
+                    a.icv_bits.unwrap_or(0)
+                );
+            }
+            if let Some(c) = s.comp {
+                let _ = writeln!(out, "      comp     {c}");
+            }
+            if s.proto != "comp" {
+                let window = match s.replay_window {
+                    0 => "off".to_string(),
+                    w => format!("{w} packets"),
+                };
+                let esn = if s.esn { "on" } else { "off" };
+                let _ = writeln!(out, "      replay   window {window}, esn {esn}");
+            }
+            let _ = writeln!(out, "      lifetime {}", lifetime(&s.lifetime));
+        }
+        let _ = writeln!(
+            out,
+            "\nPolicies, in match order per direction (first match wins; no match: discard):"
+        );
+        let mut rows = vec![row(&[
+            "LINE", "DIR", "#", "SRC", "DST", "PROTO", "SPORT", "DPORT", "ACTION",
+        ])];
+        for p in &self.policies {
+            rows.push(vec![
+                line(p.line),
+                p.dir.to_string(),
+                p.order.to_string(),
+                p.src.clone(),
+                p.dst.clone(),
+                p.proto.clone(),
+                p.src_port.clone(),
+                p.dst_port.clone(),
+                if p.bundle.is_empty() {
+                    p.action.into()
+                } else {
+                    format!("{} {}", p.action, p.bundle.join(", "))
+                },
+            ]);
+        }
+        table(&mut out, &rows);
+        out
+    }
+}
+
+fn row(cells: &[&str]) -> Vec<String> {
+    cells.iter().map(|c| c.to_string()).collect()
+}
+
+fn line(l: Option<usize>) -> String {
+    l.map_or_else(|| "-".into(), |l| l.to_string())
+}
+
+fn limits(l: &Limits) -> Option<String> {
+    let mut v = Vec::new();
+    if let Some(s) = l.seconds {
+        v.push(format!("{s} s"));
+    }
+    if let Some(b) = l.bytes {
+        v.push(format!("{b} bytes"));
+    }
+    if let Some(p) = l.packets {
+        v.push(format!("{p} packets"));
+    }
+    (!v.is_empty()).then(|| v.join(", "))
+}
+
+fn lifetime(l: &Lifetime) -> String {
+    match (limits(&l.soft), limits(&l.hard)) {
+        (None, None) => "none".into(),
+        (s, h) => {
+            let mut v = Vec::new();
+            if let Some(s) = s {
+                v.push(format!("soft {s}"));
+            }
+            if let Some(h) = h {
+                v.push(format!("hard {h}"));
+            }
+            v.join("; ")
+        }
+    }
+}
+
+fn table(out: &mut String, rows: &[Vec<String>]) {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for r in rows {
+        let mut l = String::from(" ");
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 == r.len() {
+                l.push(' ');
+                l.push_str(cell);
+            } else {
+                let _ = write!(l, " {cell:<w$}", w = widths[c]);
+            }
+        }
+        let _ = writeln!(out, "{}", l.trim_end());
+    }
+}
