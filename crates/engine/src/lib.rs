@@ -18,6 +18,7 @@ pub mod bundle;
 pub mod counters;
 pub mod engine;
 pub mod lifetime;
+pub mod overhead;
 pub mod sad;
 pub mod spd;
 
