@@ -13,9 +13,10 @@
 //!   ESP (8 header + 8 IV + padding to 8 + 2 trailer), IPComp (4) inside ESP, fragmented at the
 //!   MTU (1280) with an 8-byte fragment header on each fragment;
 //! - `T_NET`, `T_SECNET`, `C_SECNET` = all wire bytes (every fragment's headers) / (link × efficiency);
-//! - `T_E` = `T_D` = ESP-encrypted bytes (TCP segment + padding + trailer) / cipher rate;
-//! - `T_HC` = `T_HV` = AH-authenticated bytes (the whole IPv6 packet before fragmentation) / HMAC
-//!   rate; computation and verification both count;
+//! - `T_E`, `T_D` = ESP-encrypted bytes (TCP segment + padding + trailer) / encryption,
+//!   decryption rate (equal in the paper's tables; measured apart by the criterion bench);
+//! - `T_HC`, `T_HV` = AH-authenticated bytes (the whole IPv6 packet before fragmentation) / ICV
+//!   computation, verification rate; both count;
 //! - rates are those measured at the packet's payload size (table 2 uses 4 KB);
 //! - `T_COMP`, `T_DECOMP` = uncompressed TCP payload bytes / (de)compression rate (the TCP header
 //!   is not compressed: only the payload was measured);
@@ -28,9 +29,17 @@
 //! `(1 - 1/X)(sum of 1/R saved) >= sum of 1/R added`, per model, compressor, data set, payload,
 //! suite (and link for Complete, where `R_SECNET` = link × efficiency). `inf` when no ratio
 //! pays; undefined where a decompression rate is 0.
+//!
+//! Inputs: the paper's CSV tables (`--inputs`, [`Rates::from_paper_dir`]) or this machine's
+//! criterion results (`--from-criterion`, [`criterion::rates_from_criterion`]). Every cell is
+//! one `Cell` of one walk (`cells`) that both the speedups and the break-even ratios use;
+//! inconsistent inputs are a [`ModelError`], never a panic. `--plot` draws the same functions
+//! (see `plot`).
 
+pub mod criterion;
 mod formulas;
 mod inputs;
+mod plot;
 mod wire;
 
 pub use formulas::{break_even, complete, gain_cost, ipsec_only, local_receive, local_send, SecTimes};
@@ -161,11 +170,19 @@ pub struct Env {
 impl Default for Env {
     /// The paper's: five links at 80%, IPv6/TCP, MTU 1280.
     fn default() -> Self {
+        let link = |name: &str, bps: f64| Link {
+            name: name.to_string(),
+            bps,
+        };
         Env {
-            links: DEFAULT_LINKS
-                .split(',')
-                .map(|l| Link::parse(l).expect("default links parse"))
-                .collect(),
+            // DEFAULT_LINKS, parsed (a test checks they agree).
+            links: vec![
+                link("56kbps", 56e3),
+                link("1.54Mbps", 1.54e6),
+                link("10Mbps", 10e6),
+                link("100Mbps", 100e6),
+                link("1Gbps", 1e9),
+            ],
             efficiency: DEFAULT_EFFICIENCY,
             overheads: Overheads::default(),
         }
@@ -242,22 +259,186 @@ pub struct Row {
 
 const BITS_PER_MBIT: f64 = 1e6;
 
-/// Per-packet times of `pkt` under `suite` at payload index `pi`; `secnet` is 0 without a link.
-fn sec_times(rates: &Rates, suite: &Suite, pi: usize, pkt: &PacketBytes, link_bps: Option<f64>) -> SecTimes {
-    let rate = |name: &Option<String>| {
-        name.as_deref()
-            .map(|n| rates.alg(n).expect("suite from rates").mbps[pi])
-    };
+/// Why the models could not be evaluated.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    /// The rates are inconsistent (see [`Rates::validate`]).
+    #[error("inconsistent rates: {0}")]
+    Rates(String),
+    /// The assumed environment is unusable (see [`Env`]).
+    #[error("{0}")]
+    Env(String),
+    /// A suite names an algorithm the rates do not have.
+    #[error("suite `{suite}` names `{alg}`, which has no rates")]
+    UnknownAlgorithm { suite: String, alg: String },
+}
+
+/// A suite with its algorithms' rates looked up once.
+#[derive(Clone, Copy, Debug)]
+struct SuiteRates<'a> {
+    cipher: Option<&'a AlgRates>,
+    integrity: Option<&'a AlgRates>,
+}
+
+impl<'a> SuiteRates<'a> {
+    fn resolve(rates: &'a Rates, s: &Suite) -> Result<Self, ModelError> {
+        let find = |name: &Option<String>| match name {
+            None => Ok(None),
+            Some(n) => rates.alg(n).map(Some).ok_or_else(|| ModelError::UnknownAlgorithm {
+                suite: s.name(),
+                alg: n.clone(),
+            }),
+        };
+        Ok(SuiteRates {
+            cipher: find(&s.cipher)?,
+            integrity: find(&s.integrity)?,
+        })
+    }
+
+    /// Per-bit inverse rates (s/bit) at payload `pi`: encryption, decryption, computation,
+    /// verification; 0 for a missing algorithm.
+    fn inverse(&self, pi: usize) -> [f64; 4] {
+        let inv = |a: Option<&AlgRates>, reverse: bool| {
+            a.map_or(0.0, |a| {
+                1.0 / (if reverse { a.reverse_mbps[pi] } else { a.mbps[pi] } * BITS_PER_MBIT)
+            })
+        };
+        [
+            inv(self.cipher, false),
+            inv(self.cipher, true),
+            inv(self.integrity, false),
+            inv(self.integrity, true),
+        ]
+    }
+}
+
+/// The three models with compression.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CompModel {
+    LocalSend,
+    LocalReceive,
+    Complete,
+}
+
+impl Model {
+    fn compression_model(self) -> Option<CompModel> {
+        match self {
+            Model::IpsecOnly => None,
+            Model::LocalSend => Some(CompModel::LocalSend),
+            Model::LocalReceive => Some(CompModel::LocalReceive),
+            Model::Complete => Some(CompModel::Complete),
+        }
+    }
+}
+
+/// What a cell evaluates: IPsec alone, or one compression model on one data set.
+#[derive(Clone, Copy, Debug)]
+enum Subject<'a> {
+    IpsecOnly,
+    Compression {
+        model: CompModel,
+        comp: &'a CompressorRates,
+        ds: &'a DataSetRates,
+    },
+}
+
+/// One output value's coordinates: model, link (models that use one), compressor and data set
+/// (compression models), payload and suite.
+#[derive(Clone, Copy, Debug)]
+struct Cell<'a> {
+    model: Model,
+    subject: Subject<'a>,
+    link: Option<&'a Link>,
+    pi: usize,
+    payload: &'a PayloadSize,
+    suite: &'a Suite,
+    rates: SuiteRates<'a>,
+}
+
+impl Cell<'_> {
+    fn row(&self, value: Option<f64>) -> Row {
+        let (compressor, dataset) = match self.subject {
+            Subject::IpsecOnly => (None, None),
+            Subject::Compression { comp, ds, .. } => (Some(comp.name.clone()), Some(ds.name.clone())),
+        };
+        Row {
+            model: self.model,
+            network: self.link.map(|l| l.name.clone()),
+            compressor,
+            dataset,
+            payload: self.payload.label.clone(),
+            suite: self.suite.name(),
+            value,
+        }
+    }
+}
+
+/// Every cell of `models`, in output order: per model, compressor (compression models),
+/// payload, link (models that use one), data set (compression models), suite.
+fn cells<'a>(
+    rates: &'a Rates,
+    env: &'a Env,
+    models: &'a [Model],
+    suites: &'a [(Suite, SuiteRates<'a>)],
+) -> impl Iterator<Item = Cell<'a>> + 'a {
+    models.iter().flat_map(move |&model| {
+        let comps: Vec<Option<(CompModel, &'a CompressorRates)>> = match model.compression_model() {
+            Some(cm) => rates.compressors.iter().map(|c| Some((cm, c))).collect(),
+            None => vec![None],
+        };
+        comps.into_iter().flat_map(move |comp| {
+            rates.payloads.iter().enumerate().flat_map(move |(pi, payload)| {
+                let links: Vec<Option<&'a Link>> = if model.uses_link() {
+                    env.links.iter().map(Some).collect()
+                } else {
+                    vec![None]
+                };
+                links.into_iter().flat_map(move |link| {
+                    let subjects: Vec<Subject<'a>> = match comp {
+                        Some((cm, c)) => c
+                            .datasets
+                            .iter()
+                            .map(|ds| Subject::Compression { model: cm, comp: c, ds })
+                            .collect(),
+                        None => vec![Subject::IpsecOnly],
+                    };
+                    subjects.into_iter().flat_map(move |subject| {
+                        suites.iter().map(move |(suite, sr)| Cell {
+                            model,
+                            subject,
+                            link,
+                            pi,
+                            payload,
+                            suite,
+                            rates: *sr,
+                        })
+                    })
+                })
+            })
+        })
+    })
+}
+
+/// Checks rates and environment and looks the suites' algorithms up.
+fn prepare<'a>(rates: &'a Rates, env: &Env) -> Result<Vec<(Suite, SuiteRates<'a>)>, ModelError> {
+    rates.validate().map_err(ModelError::Rates)?;
+    env.validate().map_err(ModelError::Env)?;
+    suites(rates)
+        .into_iter()
+        .map(|s| SuiteRates::resolve(rates, &s).map(|r| (s, r)))
+        .collect()
+}
+
+/// Per-packet times of `pkt` under a suite at payload index `pi`; `secnet` is 0 without a link.
+fn sec_times(s: SuiteRates, pi: usize, pkt: &PacketBytes, link_bps: Option<f64>) -> SecTimes {
+    let [e, d, hc, hv] = s.inverse(pi);
     let bits = |bytes: usize| bytes as f64 * 8.0;
-    let e = rate(&suite.cipher).map_or(0.0, |r| bits(pkt.encrypted) / (r * BITS_PER_MBIT));
-    let h = rate(&suite.integrity).map_or(0.0, |r| bits(pkt.authenticated) / (r * BITS_PER_MBIT));
-    let secnet = link_bps.map_or(0.0, |b| bits(pkt.wire) / b);
     SecTimes {
-        e,
-        d: e,
-        hc: h,
-        hv: h,
-        secnet,
+        e: bits(pkt.encrypted) * e,
+        d: bits(pkt.encrypted) * d,
+        hc: bits(pkt.authenticated) * hc,
+        hv: bits(pkt.authenticated) * hv,
+        secnet: link_bps.map_or(0.0, |b| bits(pkt.wire) / b),
     }
 }
 
@@ -271,134 +452,96 @@ pub fn compressed_payload(payload: usize, ratio: f64, decomp_mbps: f64, o: &Over
     (with_header < payload).then(|| with_header.saturating_sub(o.ipcomp_header))
 }
 
-/// Evaluates `models` for every link, compressor, data set, payload and suite.
-pub fn evaluate(rates: &Rates, env: &Env, models: &[Model]) -> Vec<Row> {
-    let o = &env.overheads;
-    let suites = suites(rates);
-    let mut rows = Vec::new();
-    for &model in models {
-        if model == Model::IpsecOnly {
-            for (pi, p) in rates.payloads.iter().enumerate() {
-                for link in &env.links {
-                    let bps = link.bps * env.efficiency;
-                    let t_net = wire_bytes(p.bytes, &Suite::null(), false, o).wire as f64 * 8.0 / bps;
-                    for s in &suites {
-                        let t = sec_times(rates, s, pi, &wire_bytes(p.bytes, s, false, o), Some(bps));
-                        rows.push(Row {
-                            model,
-                            network: Some(link.name.clone()),
-                            compressor: None,
-                            dataset: None,
-                            payload: p.label.clone(),
-                            suite: s.name(),
-                            value: Some(ipsec_only(t_net, &t)),
-                        });
-                    }
-                }
-            }
-            continue;
+/// The value of `subject` for one packet of `payload` bytes under suite `s` at payload index
+/// `pi`, with a sustained link rate of `bps` (bit/s; `None`: no link, for the local models;
+/// for `ipsec-only` an infinitely fast link, so 0).
+fn speedup(
+    subject: &Subject,
+    suite: &Suite,
+    s: SuiteRates,
+    pi: usize,
+    payload: usize,
+    bps: Option<f64>,
+    o: &Overheads,
+) -> Option<f64> {
+    let t = sec_times(s, pi, &wire_bytes(payload, suite, false, o), bps);
+    match *subject {
+        Subject::IpsecOnly => {
+            let t_net = bps.map_or(0.0, |b| {
+                wire_bytes(payload, &Suite::null(), false, o).wire as f64 * 8.0 / b
+            });
+            Some(ipsec_only(t_net, &t))
         }
-        for comp in &rates.compressors {
-            for (pi, p) in rates.payloads.iter().enumerate() {
-                let links: Vec<Option<&Link>> = if model.uses_link() {
-                    env.links.iter().map(Some).collect()
-                } else {
-                    vec![None]
-                };
-                for link in links {
-                    let bps = link.map(|l| l.bps * env.efficiency);
-                    for ds in &comp.datasets {
-                        let sent = compressed_payload(p.bytes, ds.ratio[pi], ds.decomp_mbps[pi], o);
-                        let t_comp = p.bytes as f64 * 8.0 / (ds.comp_mbps[pi] * BITS_PER_MBIT);
-                        let t_decomp = sent.map(|_| p.bytes as f64 * 8.0 / (ds.decomp_mbps[pi] * BITS_PER_MBIT));
-                        for s in &suites {
-                            let t = sec_times(rates, s, pi, &wire_bytes(p.bytes, s, false, o), bps);
-                            let c = match sent {
-                                Some(n) => sec_times(rates, s, pi, &wire_bytes(n, s, true, o), bps),
-                                None => t,
-                            };
-                            let value = match model {
-                                Model::LocalSend => Some(local_send(&t, &c, t_comp)),
-                                Model::LocalReceive => local_receive(&t, &c, t_decomp),
-                                Model::Complete => Some(complete(&t, &c, t_comp, t_decomp.unwrap_or(0.0))),
-                                Model::IpsecOnly => unreachable!(),
-                            };
-                            rows.push(Row {
-                                model,
-                                network: link.map(|l| l.name.clone()),
-                                compressor: Some(comp.name.clone()),
-                                dataset: Some(ds.name.clone()),
-                                payload: p.label.clone(),
-                                suite: s.name(),
-                                value,
-                            });
-                        }
-                    }
-                }
+        Subject::Compression { model, ds, .. } => {
+            let sent = compressed_payload(payload, ds.ratio[pi], ds.decomp_mbps[pi], o);
+            let t_comp = payload as f64 * 8.0 / (ds.comp_mbps[pi] * BITS_PER_MBIT);
+            let t_decomp = sent.map(|_| payload as f64 * 8.0 / (ds.decomp_mbps[pi] * BITS_PER_MBIT));
+            let c = match sent {
+                Some(n) => sec_times(s, pi, &wire_bytes(n, suite, true, o), bps),
+                None => t,
+            };
+            match model {
+                CompModel::LocalSend => Some(local_send(&t, &c, t_comp)),
+                CompModel::LocalReceive => local_receive(&t, &c, t_decomp),
+                CompModel::Complete => Some(complete(&t, &c, t_comp, t_decomp.unwrap_or(0.0))),
             }
         }
     }
-    rows
+}
+
+/// The gain side of a model's break-even inequality (s/bit): the inverse rates of the work
+/// compression shrinks, under suite `s` at payload index `pi` with a sustained link rate of
+/// `bps` (Complete only; `None`: no network term).
+fn gain(model: CompModel, s: SuiteRates, pi: usize, bps: Option<f64>) -> f64 {
+    let [e, d, hc, hv] = s.inverse(pi);
+    match model {
+        CompModel::LocalSend => e + hc,
+        CompModel::LocalReceive => d + hv,
+        CompModel::Complete => e + d + hc + hv + bps.map_or(0.0, |b| 1.0 / b),
+    }
+}
+
+/// Both sides of a model's break-even inequality (s/bit) for `ds`; `None` where a rate the
+/// cost side needs is 0 (nothing was decompressed).
+fn inequality(model: CompModel, ds: &DataSetRates, s: SuiteRates, pi: usize, bps: Option<f64>) -> Option<(f64, f64)> {
+    let (rc, rd) = (ds.comp_mbps[pi] * BITS_PER_MBIT, ds.decomp_mbps[pi] * BITS_PER_MBIT);
+    let cost_rates: &[f64] = match model {
+        CompModel::LocalSend => &[rc],
+        CompModel::LocalReceive => &[rd],
+        CompModel::Complete => &[rc, rd],
+    };
+    let (_, cost) = gain_cost(&[], cost_rates)?;
+    Some((gain(model, s, pi, bps), cost))
+}
+
+/// Evaluates `models` for every link, compressor, data set, payload and suite.
+pub fn evaluate(rates: &Rates, env: &Env, models: &[Model]) -> Result<Vec<Row>, ModelError> {
+    let suites = prepare(rates, env)?;
+    let o = &env.overheads;
+    Ok(cells(rates, env, models, &suites)
+        .map(|c| {
+            let bps = c.link.map(|l| l.bps * env.efficiency);
+            c.row(speedup(&c.subject, c.suite, c.rates, c.pi, c.payload.bytes, bps, o))
+        })
+        .collect())
 }
 
 /// Break-even compression ratios of the README's inequalities (rates header-free). `ipsec-only`
 /// has none and is skipped. `value` is `Some(inf)` when compression never pays and `None` when
 /// undefined (no decompression rate).
-pub fn break_even_rows(rates: &Rates, env: &Env, models: &[Model]) -> Vec<Row> {
-    let suites = suites(rates);
-    let mut rows = Vec::new();
-    for &model in models.iter().filter(|m| m.uses_compression()) {
-        for comp in &rates.compressors {
-            for (pi, p) in rates.payloads.iter().enumerate() {
-                let links: Vec<Option<&Link>> = if model.uses_link() {
-                    env.links.iter().map(Some).collect()
-                } else {
-                    vec![None]
-                };
-                for link in links {
-                    for ds in &comp.datasets {
-                        let (rc, rd) = (ds.comp_mbps[pi] * BITS_PER_MBIT, ds.decomp_mbps[pi] * BITS_PER_MBIT);
-                        for s in &suites {
-                            let r = |n: &Option<String>| {
-                                n.as_deref()
-                                    .map(|n| rates.alg(n).expect("suite").mbps[pi] * BITS_PER_MBIT)
-                            };
-                            let (re, rh) = (r(&s.cipher), r(&s.integrity));
-                            // One side of each inequality: the crypto work compression shrinks.
-                            let mut gain: Vec<f64> = Vec::new();
-                            let cost: Vec<f64> = match model {
-                                Model::LocalSend => {
-                                    gain.extend(re.into_iter().chain(rh));
-                                    vec![rc]
-                                }
-                                Model::LocalReceive => {
-                                    // Decryption and verification run at the encryption and computation rates.
-                                    gain.extend(re.into_iter().chain(rh));
-                                    vec![rd]
-                                }
-                                _ => {
-                                    gain.extend(re.into_iter().chain(re).chain(rh).chain(rh));
-                                    gain.extend(link.map(|l| l.bps * env.efficiency));
-                                    vec![rc, rd]
-                                }
-                            };
-                            let value = gain_cost(&gain, &cost).map(|(g, c)| break_even(g, c));
-                            rows.push(Row {
-                                model,
-                                network: link.map(|l| l.name.clone()),
-                                compressor: Some(comp.name.clone()),
-                                dataset: Some(ds.name.clone()),
-                                payload: p.label.clone(),
-                                suite: s.name(),
-                                value,
-                            });
-                        }
-                    }
-                }
+pub fn break_even_rows(rates: &Rates, env: &Env, models: &[Model]) -> Result<Vec<Row>, ModelError> {
+    let suites = prepare(rates, env)?;
+    let models: Vec<Model> = models.iter().copied().filter(|m| m.uses_compression()).collect();
+    Ok(cells(rates, env, &models, &suites)
+        .filter_map(|c| match c.subject {
+            Subject::IpsecOnly => None,
+            Subject::Compression { model, ds, .. } => {
+                let bps = c.link.map(|l| l.bps * env.efficiency);
+                let value = inequality(model, ds, c.rates, c.pi, bps).map(|(g, k)| break_even(g, k));
+                Some(c.row(value))
             }
-        }
-    }
-    rows
+        })
+        .collect())
 }
 
 /// Output format.
@@ -413,10 +556,19 @@ pub enum Format {
 #[derive(clap::Args, Clone, Debug)]
 pub struct ModelArgs {
     /// Directory with the input CSVs (table1_crypto_rates_mbps.csv, table4_compression_ratios.csv,
-    /// *_<compressor>_rates_mbps.csv) [default: $IPSEC_PAPER, else ../shared/paper from the
+    /// `*_<compressor>_rates_mbps.csv`) [default: $IPSEC_PAPER, else ../shared/paper from the
     /// workspace root].
     #[arg(long, value_name = "DIR")]
     pub inputs: Option<PathBuf>,
+    /// Read the rates measured on this machine instead: the criterion directory of
+    /// `cargo bench --bench throughput` (e.g. target/criterion), with the ipsec-ratios.csv the
+    /// bench writes there.
+    #[arg(long, value_name = "DIR", conflicts_with = "inputs")]
+    pub from_criterion: Option<PathBuf>,
+    /// Only these algorithms (names as in the inputs, e.g. aes128-gcm,hmac-sha1), comma-separated
+    /// [default: all].
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub algs: Vec<String>,
     /// Links, comma-separated nominal rates (k/M/G = 10^3/10^6/10^9 bit/s).
     #[arg(long, value_name = "RATES", value_delimiter = ',', default_value = DEFAULT_LINKS)]
     pub links: Vec<String>,
@@ -435,12 +587,70 @@ pub struct ModelArgs {
     /// Print the break-even compression ratios instead of the speedups.
     #[arg(long)]
     pub break_even: bool,
+    /// Write SVG plots into DIR instead of printing tables: speedup.svg (Complete-model speedup
+    /// against link rate per suite class) and break-even.svg (R_COMP needed against the
+    /// compression ratio X, with the measured compressors as points).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Data set of speedup.svg [default: paper2 if present, else the first data set].
+    #[arg(long, value_name = "NAME", requires = "plot")]
+    pub plot_dataset: Option<String>,
+    /// Payload of both plots [default: 4k if present, else the first].
+    #[arg(long, value_name = "LABEL", requires = "plot")]
+    pub plot_payload: Option<String>,
+}
+
+impl Default for ModelArgs {
+    /// What the command line gives without options.
+    fn default() -> Self {
+        ModelArgs {
+            inputs: None,
+            from_criterion: None,
+            algs: Vec::new(),
+            links: DEFAULT_LINKS.split(',').map(String::from).collect(),
+            efficiency: DEFAULT_EFFICIENCY,
+            mtu: 1280,
+            models: Vec::new(),
+            format: Format::Markdown,
+            break_even: false,
+            plot: None,
+            plot_dataset: None,
+            plot_payload: None,
+        }
+    }
+}
+
+/// Keeps only the algorithms named in `names` (all when empty).
+pub fn restrict_algs(mut rates: Rates, names: &[String]) -> Result<Rates, String> {
+    if names.is_empty() {
+        return Ok(rates);
+    }
+    if let Some(n) = names.iter().find(|n| rates.alg(n).is_none()) {
+        let known: Vec<&str> = rates.crypto.iter().map(|a| a.name.as_str()).collect();
+        return Err(format!(
+            "--algs: no algorithm `{n}` in the inputs (have: {})",
+            known.join(", ")
+        ));
+    }
+    rates.crypto.retain(|a| names.contains(&a.name));
+    Ok(rates)
 }
 
 /// Runs `ipsec model`; returns the text to print.
 pub fn run(args: &ModelArgs) -> Result<String, String> {
-    let dir = args.inputs.clone().unwrap_or_else(default_inputs_dir);
-    let rates = Rates::from_paper_dir(&dir)?;
+    let (rates, dir, source) = match &args.from_criterion {
+        Some(d) => (
+            criterion::rates_from_criterion(d)?,
+            d.clone(),
+            format!("criterion results in {} (measured on this machine)", d.display()),
+        ),
+        None => {
+            let d = args.inputs.clone().unwrap_or_else(default_inputs_dir);
+            let r = Rates::from_paper_dir(&d)?;
+            (r, d.clone(), format!("the paper's tables in {}", d.display()))
+        }
+    };
+    let rates = restrict_algs(rates, &args.algs)?;
     let env = Env {
         links: args.links.iter().map(|l| Link::parse(l)).collect::<Result<_, _>>()?,
         efficiency: args.efficiency,
@@ -450,7 +660,20 @@ pub fn run(args: &ModelArgs) -> Result<String, String> {
         },
     };
     env.validate()?;
-    let mut notes = Vec::new();
+    if let Some(out) = &args.plot {
+        if rates.compressors.is_empty() {
+            return Err(format!("{}: no compression inputs to plot", dir.display()));
+        }
+        let files = plot::write_plots(
+            &rates,
+            &env,
+            out,
+            args.plot_dataset.as_deref(),
+            args.plot_payload.as_deref(),
+        )?;
+        return Ok(files.iter().map(|f| format!("wrote {}\n", f.display())).collect());
+    }
+    let mut notes = vec![format!("Rates: {source}.")];
     let models: Vec<Model> = if args.models.is_empty() {
         if rates.compressors.is_empty() {
             notes.push(format!(
@@ -464,7 +687,7 @@ pub fn run(args: &ModelArgs) -> Result<String, String> {
     } else {
         if rates.compressors.is_empty() && args.models.iter().any(|m| m.uses_compression()) {
             return Err(format!(
-                "{}: no compression inputs (table 4 and rate tables) for the compression models",
+                "{}: no compression inputs (ratios and rates) for the compression models",
                 dir.display()
             ));
         }
@@ -477,7 +700,8 @@ pub fn run(args: &ModelArgs) -> Result<String, String> {
         break_even_rows(&rates, &env, &models)
     } else {
         evaluate(&rates, &env, &models)
-    };
+    }
+    .map_err(|e| e.to_string())?;
     Ok(match args.format {
         Format::Csv => to_csv(&rows, if args.break_even { "break_even" } else { "speedup" }),
         Format::Markdown => {
@@ -621,11 +845,13 @@ mod tests {
                     name: "rc5-cbc".into(),
                     kind: AlgKind::Cipher,
                     mbps: vec![100.0],
+                    reverse_mbps: vec![100.0],
                 },
                 AlgRates {
                     name: "hmac-md5".into(),
                     kind: AlgKind::Integrity,
                     mbps: vec![300.0],
+                    reverse_mbps: vec![300.0],
                 },
             ],
             compressors: vec![CompressorRates {
@@ -659,6 +885,8 @@ mod tests {
         assert!(Link::parse("0M").is_err());
         let names: Vec<String> = Env::default().links.into_iter().map(|l| l.name).collect();
         assert_eq!(names, ["56kbps", "1.54Mbps", "10Mbps", "100Mbps", "1Gbps"]);
+        let parsed: Vec<Link> = DEFAULT_LINKS.split(',').map(|l| Link::parse(l).unwrap()).collect();
+        assert_eq!(parsed, Env::default().links);
     }
 
     #[test]
@@ -676,7 +904,7 @@ mod tests {
             links: vec![Link::parse("100M").unwrap()],
             ..Env::default()
         };
-        let rows = evaluate(&rates, &env, &[Model::IpsecOnly]);
+        let rows = evaluate(&rates, &env, &[Model::IpsecOnly]).unwrap();
         let v = rows
             .iter()
             .find(|r| r.suite == "rc5-cbc+hmac-md5")
@@ -698,7 +926,7 @@ mod tests {
             links: vec![Link::parse("10M").unwrap()],
             ..Env::default()
         };
-        let rows = evaluate(&rates, &env, &[Model::LocalSend, Model::LocalReceive, Model::Complete]);
+        let rows = evaluate(&rates, &env, &[Model::LocalSend, Model::LocalReceive, Model::Complete]).unwrap();
         let get = |m: Model, ds: &str, s: &str| {
             rows.iter()
                 .find(|r| r.model == m && r.dataset.as_deref() == Some(ds) && r.suite == s)
@@ -752,7 +980,7 @@ mod tests {
             links: vec![Link::parse("1.54M").unwrap()],
             ..Env::default()
         };
-        let rows = break_even_rows(&rates, &env, &Model::ALL);
+        let rows = break_even_rows(&rates, &env, &Model::ALL).unwrap();
         assert!(rows.iter().all(|r| r.model != Model::IpsecOnly));
         // Complete, text, rc5+md5: gain = 2/R_E + 2/R_H + 1/R_NET, cost = 1/R_C + 1/R_DC.
         let r = rows
@@ -792,7 +1020,7 @@ mod tests {
     fn outputs() {
         let rates = tiny_rates();
         let env = Env::default();
-        let rows = evaluate(&rates, &env, &Model::ALL);
+        let rows = evaluate(&rates, &env, &Model::ALL).unwrap();
         let csv = to_csv(&rows, "speedup");
         assert!(csv.starts_with("model,network,compressor,dataset,payload,suite,speedup\n"));
         assert!(csv.contains("\nipsec-only,1Gbps,,,4k,rc5-cbc+hmac-md5,0."));
@@ -803,5 +1031,117 @@ mod tests {
         assert!(md.contains("| network | null | rc5-cbc | hmac-md5 | rc5-cbc+hmac-md5 |"));
         assert!(md.contains("| random | n/a | n/a | n/a | n/a |"));
         assert!(md.contains("### Complete, lzs, 4k payload, 56kbps"));
+    }
+
+    #[test]
+    fn typed_errors_not_panics() {
+        let env = Env::default();
+        // A rate vector shorter than the payload list.
+        let mut r = tiny_rates();
+        r.crypto[0].reverse_mbps.clear();
+        assert!(matches!(evaluate(&r, &env, &Model::ALL), Err(ModelError::Rates(_))));
+        // A zero crypto rate.
+        let mut r = tiny_rates();
+        r.crypto[1].mbps[0] = 0.0;
+        assert!(matches!(
+            break_even_rows(&r, &env, &Model::ALL),
+            Err(ModelError::Rates(_))
+        ));
+        // A compression ratio that is not a number.
+        let mut r = tiny_rates();
+        r.compressors[0].datasets[0].ratio[0] = f64::NAN;
+        assert!(matches!(evaluate(&r, &env, &Model::ALL), Err(ModelError::Rates(_))));
+        // No links; efficiency out of range.
+        let no_links = Env {
+            links: Vec::new(),
+            ..Env::default()
+        };
+        assert!(matches!(
+            evaluate(&tiny_rates(), &no_links, &Model::ALL),
+            Err(ModelError::Env(_))
+        ));
+        let bad_eff = Env {
+            efficiency: 1.5,
+            ..Env::default()
+        };
+        assert!(matches!(
+            break_even_rows(&tiny_rates(), &bad_eff, &Model::ALL),
+            Err(ModelError::Env(_))
+        ));
+        // A suite naming an algorithm without rates.
+        let r = tiny_rates();
+        let s = Suite {
+            cipher: Some("twofish-cbc".into()),
+            integrity: None,
+        };
+        assert_eq!(
+            SuiteRates::resolve(&r, &s).unwrap_err(),
+            ModelError::UnknownAlgorithm {
+                suite: "twofish-cbc".into(),
+                alg: "twofish-cbc".into()
+            }
+        );
+    }
+
+    #[test]
+    fn one_cell_walk_for_both() {
+        // Speedups and break-even ratios are reported for the same coordinates, in the same order.
+        let rates = tiny_rates();
+        let env = Env::default();
+        let key = |r: &Row| {
+            (
+                r.model,
+                r.network.clone(),
+                r.compressor.clone(),
+                r.dataset.clone(),
+                r.payload.clone(),
+                r.suite.clone(),
+            )
+        };
+        let models = [Model::LocalSend, Model::LocalReceive, Model::Complete];
+        let sp: Vec<_> = evaluate(&rates, &env, &models).unwrap().iter().map(key).collect();
+        let be: Vec<_> = break_even_rows(&rates, &env, &Model::ALL)
+            .unwrap()
+            .iter()
+            .map(key)
+            .collect();
+        assert_eq!(sp, be);
+        // 4 suites x 2 data sets x (1 + 1 + 5 links).
+        assert_eq!(sp.len(), 4 * 2 * 7);
+        let only: Vec<_> = evaluate(&rates, &env, &[Model::IpsecOnly]).unwrap();
+        assert_eq!(only.len(), 4 * 5);
+        assert!(only.iter().all(|r| r.compressor.is_none() && r.network.is_some()));
+    }
+
+    #[test]
+    fn reverse_rates_are_used_where_they_belong() {
+        // Decryption twice as fast as encryption: Local Send unchanged, Local Receive changes.
+        let env = Env::default();
+        let base = evaluate(&tiny_rates(), &env, &Model::ALL).unwrap();
+        let mut fast_dec = tiny_rates();
+        fast_dec.crypto[0].reverse_mbps = vec![200.0];
+        let fast = evaluate(&fast_dec, &env, &Model::ALL).unwrap();
+        let pick = |rows: &[Row], m: Model| {
+            rows.iter()
+                .find(|r| r.model == m && r.dataset.as_deref() == Some("text") && r.suite == "rc5-cbc")
+                .unwrap()
+                .value
+                .unwrap()
+        };
+        assert_eq!(pick(&base, Model::LocalSend), pick(&fast, Model::LocalSend));
+        assert_ne!(pick(&base, Model::LocalReceive), pick(&fast, Model::LocalReceive));
+        // Local Receive by hand: T_D = 4120 B / 200 Mbps, C_D = 2072 B / 200 Mbps.
+        let (t_d, c_d, t_dc) = (4120.0 * 8.0 / 200e6, 2072.0 * 8.0 / 200e6, 4096.0 * 8.0 / 250e6);
+        assert!((pick(&fast, Model::LocalReceive) - t_d / (c_d + t_dc)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn restricting_algorithms() {
+        let r = restrict_algs(tiny_rates(), &["hmac-md5".to_string()]).unwrap();
+        let names: Vec<String> = suites(&r).iter().map(Suite::name).collect();
+        assert_eq!(names, ["null", "hmac-md5"]);
+        assert!(restrict_algs(tiny_rates(), &["rc6".to_string()])
+            .unwrap_err()
+            .contains("have: rc5-cbc, hmac-md5"));
     }
 }

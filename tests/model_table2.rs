@@ -45,7 +45,7 @@ fn suite_for(column: &str, rates: &Rates) -> String {
 fn reproduces_table2() {
     let Some(dir) = paper_dir() else { return };
     let rates = Rates::from_paper_dir(&dir).unwrap();
-    let rows = model::evaluate(&rates, &Env::default(), &[Model::IpsecOnly]);
+    let rows = model::evaluate(&rates, &Env::default(), &[Model::IpsecOnly]).unwrap();
     let table2: Vec<Row> = rows.into_iter().filter(|r| r.payload == "4k").collect();
     println!("{}", model::to_markdown(&table2, false));
 
@@ -87,12 +87,9 @@ fn run_outputs_every_combination() {
     let Some(dir) = paper_dir() else { return };
     let args = |format, break_even| ModelArgs {
         inputs: Some(dir.clone()),
-        links: model::DEFAULT_LINKS.split(',').map(String::from).collect(),
-        efficiency: model::DEFAULT_EFFICIENCY,
-        mtu: 1280,
-        models: Vec::new(),
         format,
         break_even,
+        ..ModelArgs::default()
     };
     let csv = model::run(&args(Format::Csv, false)).unwrap();
     let mut lines = csv.lines();

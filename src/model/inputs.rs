@@ -1,5 +1,5 @@
 //! Model inputs: measured (de)compression ratios and rates, read from the paper's CSV tables
-//! (later also from criterion results).
+//! (criterion results are read by `super::criterion`).
 //!
 //! All rates are in Mbps (10^6 bit/s) of *input* bytes processed: plaintext for ciphers and
 //! hashes, uncompressed bytes for both compression and decompression.
@@ -71,8 +71,12 @@ impl AlgKind {
 pub struct AlgRates {
     pub name: String,
     pub kind: AlgKind,
-    /// Mbps, indexed like [`Rates::payloads`]. Encryption = decryption, compute = verify.
+    /// Encryption (cipher) or ICV computation (integrity) rate, Mbps, indexed like
+    /// [`Rates::payloads`].
     pub mbps: Vec<f64>,
+    /// Decryption or ICV verification rate, Mbps. The paper measured one rate for both
+    /// directions, so its tables give `reverse_mbps == mbps`.
+    pub reverse_mbps: Vec<f64>,
 }
 
 /// Compression figures of one data set for one compressor, indexed like [`Rates::payloads`].
@@ -121,6 +125,7 @@ impl Rates {
             compressors: Vec::new(),
         };
         if !dir.join(RATIOS_FILE).exists() {
+            rates.validate()?;
             return Ok(rates);
         }
         let ratios =
@@ -150,7 +155,51 @@ impl Rates {
                 parse_compressor_csv(&read(file)?, &rates.payloads, sets).map_err(|e| format!("{file}: {e}"))?;
             rates.compressors.push(CompressorRates { name: comp, datasets });
         }
+        rates.validate()?;
         Ok(rates)
+    }
+
+    /// Checks what the models rely on: every rate vector has one entry per payload, crypto and
+    /// compression rates are finite and > 0, decompression rates finite and >= 0, ratios
+    /// finite and > 0, names unique.
+    pub fn validate(&self) -> Result<(), String> {
+        let n = self.payloads.len();
+        if n == 0 {
+            return Err("no payload sizes".into());
+        }
+        let check = |what: &str, v: &[f64], zero_ok: bool| -> Result<(), String> {
+            if v.len() != n {
+                return Err(format!("{what}: {} values for {n} payload sizes", v.len()));
+            }
+            match v
+                .iter()
+                .position(|&x| !(x.is_finite() && (x > 0.0 || (zero_ok && x == 0.0))))
+            {
+                Some(i) => Err(format!(
+                    "{what} at {}: {} must be finite and {}",
+                    self.payloads[i].label,
+                    v[i],
+                    if zero_ok { ">= 0" } else { "> 0" }
+                )),
+                None => Ok(()),
+            }
+        };
+        for (i, a) in self.crypto.iter().enumerate() {
+            if self.crypto[..i].iter().any(|b| b.name == a.name) {
+                return Err(format!("algorithm `{}` appears twice", a.name));
+            }
+            check(&a.name, &a.mbps, false)?;
+            check(&format!("{} (reverse)", a.name), &a.reverse_mbps, false)?;
+        }
+        for c in &self.compressors {
+            for d in &c.datasets {
+                let what = |w: &str| format!("{} {} {w}", c.name, d.name);
+                check(&what("ratio"), &d.ratio, false)?;
+                check(&what("compression rate"), &d.comp_mbps, false)?;
+                check(&what("decompression rate"), &d.decomp_mbps, true)?;
+            }
+        }
+        Ok(())
     }
 
     pub fn ciphers(&self) -> impl Iterator<Item = &AlgRates> {
@@ -232,6 +281,7 @@ pub fn parse_crypto_csv(text: &str) -> Result<(Vec<PayloadSize>, Vec<AlgRates>),
         algs.push(AlgRates {
             kind: AlgKind::guess(&name),
             name,
+            reverse_mbps: mbps.clone(),
             mbps,
         });
     }
@@ -348,6 +398,7 @@ mod tests {
                 .unwrap();
         assert_eq!(p.iter().map(|p| p.bytes).collect::<Vec<_>>(), vec![1024, 4096]);
         assert_eq!(a[0].mbps, vec![229.0, 299.0]);
+        assert_eq!(a[0].reverse_mbps, a[0].mbps);
         assert_eq!(a[1].kind, AlgKind::Cipher);
         let r = parse_ratios_csv(
             "benchmark,deflate_1k,deflate_4k,lzs_1k,lzs_4k\nobj2,1.76,2.08,1.52,1.67\n",
