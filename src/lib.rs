@@ -14,6 +14,7 @@ pub use ipsec_esp as esp;
 pub mod check_config;
 pub mod config;
 pub mod model;
+pub mod overhead_cmd;
 pub mod pcapio;
 pub mod spec;
 pub mod tool;

@@ -31,6 +31,9 @@ enum Cmd {
     Model(ipsec::model::ModelArgs),
     /// Check a config file (TOML or setkey) and print its effective SAs and policies.
     CheckConfig(ipsec::check_config::CheckConfigArgs),
+    /// Bytes a bundle adds per packet, the largest inner packet that fits a link MTU, and
+    /// packets and wire bytes for a payload.
+    Overhead(ipsec::overhead_cmd::OverheadArgs),
 }
 
 #[derive(Args)]
@@ -85,6 +88,7 @@ fn main() -> ExitCode {
         Cmd::Seal(a) => (Direction::Seal, a.common, a.seq, a.iv),
         Cmd::Open(a) => (Direction::Open, a.common, a.seq, None),
         Cmd::CheckConfig(a) => return ipsec::check_config::run(&a),
+        Cmd::Overhead(a) => return ipsec::overhead_cmd::run(&a),
         Cmd::Model(a) => {
             return match ipsec::model::run(&a) {
                 Ok(text) => {

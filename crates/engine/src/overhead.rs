@@ -267,7 +267,9 @@ impl Inner {
     pub fn new(version: IpVersion, header_len: usize) -> Result<Self, OverheadError> {
         let ok = match version {
             IpVersion::V4 => (20..=60).contains(&header_len) && header_len.is_multiple_of(4),
-            IpVersion::V6 => header_len >= 40 && (header_len - 40).is_multiple_of(8) && header_len < version.max_packet(),
+            IpVersion::V6 => {
+                header_len >= 40 && (header_len - 40).is_multiple_of(8) && header_len < version.max_packet()
+            }
         };
         if ok {
             Ok(Inner { version, header_len })
