@@ -33,7 +33,9 @@
 //! a UDP application that sizes its datagrams the same way), and [`Calculator::fragmented`]
 //! seals one packet carrying the whole payload and fragments it at the link MTU after IPsec
 //! (IPv4 fragments of `(MTU - IHL)` rounded down to 8; IPv6 with an 8-byte Fragment header on
-//! every fragment), as RFC 4301's post-IPsec fragmentation does.
+//! every fragment), as RFC 4301's post-IPsec fragmentation does. The IPv4 Don't Fragment bit
+//! is not looked at: with DF set (and a tunnel copies it from the inner header) a real sender
+//! would drop the packet with an ICMP error instead of fragmenting it.
 //!
 //! No function panics: impossible inputs are [`OverheadError`]s.
 
