@@ -1,20 +1,24 @@
-//! A userspace IPsec data plane: ESP (RFC 4303/2406) transforms that work in place on a
-//! caller's buffer, and the pieces of the `ipsec` offline tool (SA specs in `ip xfrm` words,
-//! bundles, pcap processing).
+//! A userspace IPsec data plane: ESP (RFC 4303/2406), AH (RFC 4302/2402) and IPComp (RFC 3173)
+//! transforms that work in place on a caller's buffer, an RFC 4301 SA engine, and the pieces
+//! of the `ipsec` offline tool (SA specs in `ip xfrm` words, config files, pcap processing,
+//! overhead figures, speedup models).
 //!
-//! The transforms live in their own `no_std` crates, re-exported here: [`core`] (shared SA
-//! parameters, algorithms, anti-replay), [`esp`].
+//! The transforms and the engine live in their own `no_std` crates, re-exported here:
+//! [`core`] (shared SA parameters, algorithms, anti-replay), [`esp`], [`ah`], [`ipcomp`],
+//! [`engine`] (SPD, SAD, bundles, lifetimes, counters).
 
 pub use ipsec_ah as ah;
 pub use ipsec_core as core;
 pub use ipsec_engine as engine;
 pub use ipsec_engine::bundle;
 pub use ipsec_esp as esp;
+pub use ipsec_ipcomp as ipcomp;
 
 pub mod check_config;
 pub mod config;
 pub mod model;
 pub mod overhead_cmd;
 pub mod pcapio;
+pub mod process_cmd;
 pub mod spec;
 pub mod tool;

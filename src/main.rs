@@ -34,6 +34,9 @@ enum Cmd {
     /// Bytes a bundle adds per packet, the largest inner packet that fits a link MTU, and
     /// packets and wire bytes for a payload.
     Overhead(ipsec::overhead_cmd::OverheadArgs),
+    /// Run a capture through the SA engine built from a config file (policies, bundles,
+    /// lifetimes on the capture's clock); --stats writes the counters as JSON.
+    Process(ipsec::process_cmd::ProcessArgs),
 }
 
 #[derive(Args)]
@@ -89,6 +92,7 @@ fn main() -> ExitCode {
         Cmd::Open(a) => (Direction::Open, a.common, a.seq, None),
         Cmd::CheckConfig(a) => return ipsec::check_config::run(&a),
         Cmd::Overhead(a) => return ipsec::overhead_cmd::run(&a),
+        Cmd::Process(a) => return ipsec::process_cmd::run(&a),
         Cmd::Model(a) => {
             return match ipsec::model::run(&a) {
                 Ok(text) => {

@@ -6,6 +6,7 @@ use crate::pcapio::Link;
 use ipsec_core::PacketBuf;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use std::io::{Read, Write};
+use std::time::Duration;
 
 /// Seal or open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,16 +44,16 @@ impl std::fmt::Display for RunError {
     }
 }
 
-/// Processes one frame in place in `scratch`. Returns the frame's range in `scratch`.
-fn process(
-    dir: Direction,
+/// Processes one frame in place in `scratch` with `apply`. Returns the frame's range in
+/// `scratch`.
+fn process<E: From<PacketError>>(
     link: Link,
-    bundle: &mut Bundle,
+    apply: &mut impl FnMut(&mut PacketBuf) -> Result<(), E>,
     scratch: &mut [u8],
     frame: &[u8],
-) -> Result<(usize, usize), PacketError> {
+) -> Result<(usize, usize), E> {
     if frame.len() > MAX_FRAME {
-        return Err(PacketError::Ipsec(ipsec_core::Error::TooBig));
+        return Err(PacketError::Ipsec(ipsec_core::Error::TooBig).into());
     }
     let l2 = link.ip_offset(frame)?;
     // The transforms grow the packet into the headroom, over the link-layer header: keep it.
@@ -61,13 +62,8 @@ fn process(
     let start = HEADROOM;
     scratch[start..start + frame.len()].copy_from_slice(frame);
     let (ip_start, ip_len) = {
-        let mut buf = PacketBuf::new(scratch, start + l2, frame.len() - l2)?;
-        match dir {
-            Direction::Seal => bundle.seal(&mut buf)?,
-            Direction::Open => {
-                bundle.open(&mut buf)?;
-            }
-        }
+        let mut buf = PacketBuf::new(scratch, start + l2, frame.len() - l2).map_err(PacketError::from)?;
+        apply(&mut buf)?;
         (buf.head(), buf.len())
     };
     // Put the link-layer header back in front of the transformed packet.
@@ -85,7 +81,23 @@ pub fn run<R: Read, W: Write>(
     bundle: &mut Bundle,
     input: R,
     output: W,
-    mut report: impl FnMut(usize, &PacketError),
+    report: impl FnMut(usize, &PacketError),
+) -> Result<Summary, RunError> {
+    let apply = |buf: &mut PacketBuf, _: Duration| match dir {
+        Direction::Seal => bundle.seal(buf),
+        Direction::Open => bundle.open(buf).map(|_| ()),
+    };
+    run_with(apply, input, output, report)
+}
+
+/// The loop of [`run`] with any per-packet step: `apply` gets each packet's IP buffer and
+/// its capture timestamp, and either transforms it in place (written out) or rejects it
+/// (reported, not written).
+pub fn run_with<R: Read, W: Write, E: From<PacketError>>(
+    mut apply: impl FnMut(&mut PacketBuf, Duration) -> Result<(), E>,
+    input: R,
+    output: W,
+    mut report: impl FnMut(usize, &E),
 ) -> Result<Summary, RunError> {
     let mut reader = PcapReader::new(input).map_err(|e| RunError(format!("reading pcap header: {e}")))?;
     let header = reader.header();
@@ -101,7 +113,8 @@ pub fn run<R: Read, W: Write>(
     while let Some(pkt) = reader.next_packet() {
         let pkt = pkt.map_err(|e| RunError(format!("reading packet {}: {e}", summary.read + 1)))?;
         summary.read += 1;
-        match process(dir, link, bundle, &mut scratch, &pkt.data) {
+        let ts = pkt.timestamp;
+        match process(link, &mut |buf: &mut PacketBuf| apply(buf, ts), &mut scratch, &pkt.data) {
             Ok((s, l)) => {
                 let data = &scratch[s..s + l];
                 writer
