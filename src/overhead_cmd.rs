@@ -188,13 +188,14 @@ pub fn report(args: &OverheadArgs) -> Result<String, String> {
         let sas: Vec<_> = specs
             .iter()
             .zip(&shapes)
-            .zip(&o.per_sa)
-            .map(|((s, shape), b)| {
+            .zip(o.per_sa.iter().zip(&o.len_after))
+            .map(|((s, shape), (b, len_after))| {
                 json!({
                     "sa": sa_label(&s.params, s.comp),
                     "spi": s.params.spi,
                     "shape": shape,
                     "overhead_bytes": b.total(),
+                    "len_after": len_after,
                     "breakdown": b,
                 })
             })

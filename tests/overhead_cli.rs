@@ -140,6 +140,7 @@ fn json_figures_match_sealed_packets() {
             .sum();
         assert_eq!(per, fits - max);
         assert_eq!(j["sas"].as_array().unwrap().len(), sas.len());
+        assert_eq!(n(j["sas"].as_array().unwrap().last().unwrap(), "len_after"), fits);
 
         // A given size.
         let j = overhead_json(
@@ -388,6 +389,17 @@ fn paper_setup_matches_the_model_accounting() {
                         (want.fragments, want.wire),
                         "{suite:?} ipcomp {ipcomp} payload {payload}"
                     );
+                    // The bytes ESP encrypts and AH authenticates, from the lengths after each SA.
+                    let o = calc.overhead(Inner::ipv6(), 40 + 20 + payload).unwrap();
+                    let encrypted = if cipher {
+                        let i = o.len_after.len() - 1 - integrity as usize;
+                        let b = o.per_sa[i];
+                        o.len_after[i] - 40 - b.esp_header - b.esp_iv - b.esp_icv
+                    } else {
+                        0
+                    };
+                    let authenticated = if integrity { o.sealed_len } else { 0 };
+                    assert_eq!((encrypted, authenticated), (want.encrypted, want.authenticated));
                 }
             }
         }

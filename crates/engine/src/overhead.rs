@@ -393,6 +393,10 @@ pub struct Overhead {
     pub breakdown: Breakdown,
     /// The bytes each SA added, in seal order.
     pub per_sa: Vec<Breakdown>,
+    /// The packet's length after each SA, in seal order (the last is `sealed_len`). With
+    /// `per_sa` this gives what each SA processes, e.g. the bytes an AH ICV covers (the
+    /// packet after AH) or an ESP cipher encrypts (what ESP protects, padding and trailer).
+    pub len_after: Vec<usize>,
     /// The IP version of the sealed packet.
     pub outer_version: IpVersion,
     /// The sealed packet's header(s) in front of the first IPsec header: what fragmentation
@@ -640,11 +644,13 @@ impl Calculator {
             len,
         };
         let mut per_sa = Vec::with_capacity(self.sas.len());
+        let mut len_after = Vec::with_capacity(self.sas.len());
         let mut breakdown = Breakdown::default();
         for sa in &self.sas {
             let b = self.apply(sa, &mut w)?;
             breakdown.add(&b);
             per_sa.push(b);
+            len_after.push(w.len);
         }
         Ok(Overhead {
             inner_len: len,
@@ -652,6 +658,7 @@ impl Calculator {
             bytes: w.len - len,
             breakdown,
             per_sa,
+            len_after,
             outer_version: w.version,
             unfragmentable_len: w.front,
         })

@@ -101,13 +101,20 @@ fn inner_of(v: V, opts: bool) -> Inner {
 }
 
 fn seal_with(sas: &mut [AnySa], pkt: &[u8]) -> Vec<u8> {
+    seal_steps(sas, pkt).0
+}
+
+/// Seals with each SA in turn: the result and the length after each SA.
+fn seal_steps(sas: &mut [AnySa], pkt: &[u8]) -> (Vec<u8>, Vec<usize>) {
     let mut raw = vec![0u8; HEAD + pkt.len() + TAIL];
     raw[HEAD..HEAD + pkt.len()].copy_from_slice(pkt);
     let mut buf = PacketBuf::new(&mut raw, HEAD, pkt.len()).unwrap();
+    let mut lens = Vec::new();
     for sa in sas.iter_mut() {
         sa.seal(&mut buf).unwrap();
+        lens.push(buf.len());
     }
-    buf.packet().to_vec()
+    (buf.packet().to_vec(), lens)
 }
 
 // ---------------------------------------------------------------- SAs
@@ -470,10 +477,11 @@ fn bundles_with_incompressible_payloads_match_sealed_packets() {
             let sizes = payload_sizes().into_iter().chain([200, 201, 202, 203, 1300]);
             for n in sizes {
                 let pkt = packet(iv, opts, Upper::Tcp, &noise(n, 7 + n as u64));
-                let sealed = seal_with(&mut tx, &pkt);
+                let (sealed, lens) = seal_steps(&mut tx, &pkt);
                 let o = calc.overhead(inner, pkt.len()).unwrap();
                 let ctx = format!("{name} inner {iv:?} opts {opts} len {}", pkt.len());
                 assert_eq!(sealed.len(), o.sealed_len, "{ctx}");
+                assert_eq!(o.len_after, lens, "{ctx}");
                 assert_eq!(o.per_sa.len(), ps.len(), "{ctx}");
                 assert_eq!(o.breakdown.ipcomp, 0, "{ctx}");
                 assert_eq!(version_of(&sealed), o.outer_version, "{ctx}");
