@@ -587,6 +587,10 @@ pub struct ModelArgs {
     /// Print the break-even compression ratios instead of the speedups.
     #[arg(long)]
     pub break_even: bool,
+    /// Print the input rates and ratios as read (tables in the layout of the paper's tables 1,
+    /// 4, 5 and 6) instead of evaluating the models.
+    #[arg(long, conflicts_with_all = ["break_even", "plot"])]
+    pub print_rates: bool,
     /// Write SVG plots into DIR instead of printing tables: speedup.svg (Complete-model speedup
     /// against link rate per suite class) and break-even.svg (R_COMP needed against the
     /// compression ratio X, with the measured compressors as points).
@@ -613,6 +617,7 @@ impl Default for ModelArgs {
             models: Vec::new(),
             format: Format::Markdown,
             break_even: false,
+            print_rates: false,
             plot: None,
             plot_dataset: None,
             plot_payload: None,
@@ -673,6 +678,12 @@ pub fn run(args: &ModelArgs) -> Result<String, String> {
         )?;
         return Ok(files.iter().map(|f| format!("wrote {}\n", f.display())).collect());
     }
+    if args.print_rates {
+        return Ok(match args.format {
+            Format::Csv => rates_csv(&rates),
+            Format::Markdown => format!("> Rates: {source}.\n\n{}", rates_markdown(&rates)),
+        });
+    }
     let mut notes = vec![format!("Rates: {source}.")];
     let models: Vec<Model> = if args.models.is_empty() {
         if rates.compressors.is_empty() {
@@ -712,6 +723,108 @@ pub fn run(args: &ModelArgs) -> Result<String, String> {
             s + &to_markdown(&rows, args.break_even)
         }
     })
+}
+
+/// `--print-rates --format csv`: one row per algorithm or compressor, data set and payload:
+/// `kind,name,dataset,payload,forward_mbps,reverse_mbps,ratio`. Crypto: encryption/computation
+/// and decryption/verification; compressors: compression and decompression, and the ratio.
+pub fn rates_csv(r: &Rates) -> String {
+    let mut s = String::from("kind,name,dataset,payload,forward_mbps,reverse_mbps,ratio\n");
+    for a in &r.crypto {
+        let kind = match a.kind {
+            AlgKind::Cipher => "cipher",
+            AlgKind::Integrity => "integrity",
+        };
+        for (i, p) in r.payloads.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "{kind},{},,{},{:.3},{:.3},",
+                a.name, p.label, a.mbps[i], a.reverse_mbps[i]
+            );
+        }
+    }
+    for c in &r.compressors {
+        for d in &c.datasets {
+            for (i, p) in r.payloads.iter().enumerate() {
+                let _ = writeln!(
+                    s,
+                    "compressor,{},{},{},{:.3},{:.3},{:.4}",
+                    c.name, d.name, p.label, d.comp_mbps[i], d.decomp_mbps[i], d.ratio[i]
+                );
+            }
+        }
+    }
+    s
+}
+
+/// `--print-rates`: the inputs as markdown tables laid out like the paper's tables 1, 4, 5
+/// and 6. Crypto cells are `forward / reverse` where the two differ.
+pub fn rates_markdown(r: &Rates) -> String {
+    let labels: Vec<&str> = r.payloads.iter().map(|p| p.label.as_str()).collect();
+    let mut s = String::from("### Crypto rates, Mbps (table 1 layout; encrypt / decrypt, compute / verify)\n\n");
+    let _ = writeln!(s, "| algorithm | {} |", labels.join(" | "));
+    let _ = writeln!(s, "|---|{}", "---:|".repeat(labels.len()));
+    for a in &r.crypto {
+        let cells: Vec<String> = (0..labels.len())
+            .map(|i| {
+                let (f, b) = (a.mbps[i], a.reverse_mbps[i]);
+                if (f - b).abs() < 1e-9 * f.max(b) {
+                    format!("{f:.0}")
+                } else {
+                    format!("{f:.0} / {b:.0}")
+                }
+            })
+            .collect();
+        let _ = writeln!(s, "| {} | {} |", a.name, cells.join(" | "));
+    }
+    if r.compressors.is_empty() {
+        return s;
+    }
+    s.push_str("\n### Compression ratios (table 4 layout; header counted)\n\n");
+    let head: Vec<String> = r
+        .compressors
+        .iter()
+        .flat_map(|c| labels.iter().map(move |l| format!("{}_{l}", c.name)))
+        .collect();
+    let _ = writeln!(s, "| data set | {} |", head.join(" | "));
+    let _ = writeln!(s, "|---|{}", "---:|".repeat(head.len()));
+    let mut names: Vec<&str> = Vec::new();
+    for d in r.compressors.iter().flat_map(|c| &c.datasets) {
+        if !names.contains(&d.name.as_str()) {
+            names.push(&d.name);
+        }
+    }
+    let find = |c: &CompressorRates, n: &str| c.datasets.iter().find(|d| d.name == n).cloned();
+    for n in &names {
+        let cells: Vec<String> = r
+            .compressors
+            .iter()
+            .flat_map(|c| {
+                let d = find(c, n);
+                (0..labels.len()).map(move |i| d.as_ref().map_or(String::new(), |d| format!("{:.2}", d.ratio[i])))
+            })
+            .collect();
+        let _ = writeln!(s, "| {n} | {} |", cells.join(" | "));
+    }
+    for c in &r.compressors {
+        let _ = writeln!(s, "\n### {} rates, Mbps (tables 5 and 6 layout)\n", c.name);
+        let cols: Vec<String> = ["comp", "decomp"]
+            .iter()
+            .flat_map(|k| labels.iter().map(move |l| format!("{k}_{l}")))
+            .collect();
+        let _ = writeln!(s, "| data set | {} |", cols.join(" | "));
+        let _ = writeln!(s, "|---|{}", "---:|".repeat(cols.len()));
+        for d in &c.datasets {
+            let cells: Vec<String> = d
+                .comp_mbps
+                .iter()
+                .chain(&d.decomp_mbps)
+                .map(|v| format!("{v:.0}"))
+                .collect();
+            let _ = writeln!(s, "| {} | {} |", d.name, cells.join(" | "));
+        }
+    }
+    s
 }
 
 fn csv_value(v: Option<f64>) -> String {
@@ -1143,5 +1256,21 @@ mod tests {
         assert!(restrict_algs(tiny_rates(), &["rc6".to_string()])
             .unwrap_err()
             .contains("have: rc5-cbc, hmac-md5"));
+    }
+
+    #[test]
+    fn printing_rates() {
+        let mut r = tiny_rates();
+        r.crypto[0].reverse_mbps = vec![150.0];
+        let md = rates_markdown(&r);
+        assert!(md.contains("| rc5-cbc | 100 / 150 |"), "{md}");
+        assert!(md.contains("| hmac-md5 | 300 |"));
+        assert!(md.contains("| data set | lzs_4k |"));
+        assert!(md.contains("| random | 0.89 |"));
+        assert!(md.contains("| text | 200 | 250 |"));
+        let csv = rates_csv(&r);
+        assert!(csv.contains("\ncipher,rc5-cbc,,4k,100.000,150.000,\n"));
+        assert!(csv.contains("\ncompressor,lzs,random,4k,180.000,0.000,0.8900\n"));
+        assert_eq!(csv.lines().count(), 1 + 2 + 2);
     }
 }
