@@ -44,7 +44,7 @@ mod wire;
 
 pub use formulas::{break_even, complete, gain_cost, ipsec_only, local_receive, local_send, SecTimes};
 pub use inputs::{AlgKind, AlgRates, CompressorRates, DataSetRates, PayloadSize, Rates, CRYPTO_FILE};
-pub use wire::{wire_bytes, Overheads, PacketBytes};
+pub use wire::{wire_bytes, Overheads, PacketBytes, IPCOMP_HEADER};
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -271,6 +271,13 @@ pub enum ModelError {
     /// A suite names an algorithm the rates do not have.
     #[error("suite `{suite}` names `{alg}`, which has no rates")]
     UnknownAlgorithm { suite: String, alg: String },
+    /// A packet's wire bytes cannot be computed (e.g. a payload too big for one IPv6 packet).
+    #[error("{payload}-byte payload under suite `{suite}`: {error}")]
+    Overhead {
+        suite: String,
+        payload: usize,
+        error: ipsec_engine::overhead::OverheadError,
+    },
 }
 
 /// A suite with its algorithms' rates looked up once.
@@ -444,12 +451,12 @@ fn sec_times(s: SuiteRates, pi: usize, pkt: &PacketBytes, link_bps: Option<f64>)
 
 /// TCP payload bytes actually carried after compression, *excluding* the IPComp header, or
 /// `None` when the packet is sent uncompressed (non-expansion). `ratio` counts the header.
-pub fn compressed_payload(payload: usize, ratio: f64, decomp_mbps: f64, o: &Overheads) -> Option<usize> {
+pub fn compressed_payload(payload: usize, ratio: f64, decomp_mbps: f64) -> Option<usize> {
     if ratio <= 1.0 || decomp_mbps <= 0.0 {
         return None;
     }
     let with_header = (payload as f64 / ratio).ceil() as usize;
-    (with_header < payload).then(|| with_header.saturating_sub(o.ipcomp_header))
+    (with_header < payload).then(|| with_header.saturating_sub(IPCOMP_HEADER))
 }
 
 /// The value of `subject` for one packet of `payload` bytes under suite `s` at payload index
@@ -463,21 +470,29 @@ fn speedup(
     payload: usize,
     bps: Option<f64>,
     o: &Overheads,
-) -> Option<f64> {
-    let t = sec_times(s, pi, &wire_bytes(payload, suite, false, o), bps);
-    match *subject {
+) -> Result<Option<f64>, ModelError> {
+    let bytes = |payload: usize, suite: &Suite, ipcomp: bool| {
+        wire_bytes(payload, suite, ipcomp, o).map_err(|error| ModelError::Overhead {
+            suite: suite.name(),
+            payload,
+            error,
+        })
+    };
+    let t = sec_times(s, pi, &bytes(payload, suite, false)?, bps);
+    Ok(match *subject {
         Subject::IpsecOnly => {
-            let t_net = bps.map_or(0.0, |b| {
-                wire_bytes(payload, &Suite::null(), false, o).wire as f64 * 8.0 / b
-            });
+            let t_net = match bps {
+                Some(b) => bytes(payload, &Suite::null(), false)?.wire as f64 * 8.0 / b,
+                None => 0.0,
+            };
             Some(ipsec_only(t_net, &t))
         }
         Subject::Compression { model, ds, .. } => {
-            let sent = compressed_payload(payload, ds.ratio[pi], ds.decomp_mbps[pi], o);
+            let sent = compressed_payload(payload, ds.ratio[pi], ds.decomp_mbps[pi]);
             let t_comp = payload as f64 * 8.0 / (ds.comp_mbps[pi] * BITS_PER_MBIT);
             let t_decomp = sent.map(|_| payload as f64 * 8.0 / (ds.decomp_mbps[pi] * BITS_PER_MBIT));
             let c = match sent {
-                Some(n) => sec_times(s, pi, &wire_bytes(n, suite, true, o), bps),
+                Some(n) => sec_times(s, pi, &bytes(n, suite, true)?, bps),
                 None => t,
             };
             match model {
@@ -486,7 +501,7 @@ fn speedup(
                 CompModel::Complete => Some(complete(&t, &c, t_comp, t_decomp.unwrap_or(0.0))),
             }
         }
-    }
+    })
 }
 
 /// The gain side of a model's break-even inequality (s/bit): the inverse rates of the work
@@ -518,12 +533,12 @@ fn inequality(model: CompModel, ds: &DataSetRates, s: SuiteRates, pi: usize, bps
 pub fn evaluate(rates: &Rates, env: &Env, models: &[Model]) -> Result<Vec<Row>, ModelError> {
     let suites = prepare(rates, env)?;
     let o = &env.overheads;
-    Ok(cells(rates, env, models, &suites)
+    cells(rates, env, models, &suites)
         .map(|c| {
             let bps = c.link.map(|l| l.bps * env.efficiency);
-            c.row(speedup(&c.subject, c.suite, c.rates, c.pi, c.payload.bytes, bps, o))
+            Ok(c.row(speedup(&c.subject, c.suite, c.rates, c.pi, c.payload.bytes, bps, o)?))
         })
-        .collect())
+        .collect()
 }
 
 /// Break-even compression ratios of the README's inequalities (rates header-free). `ipsec-only`
@@ -1060,7 +1075,11 @@ mod tests {
         assert!((lr - (t_h + t_e) / (c_h + c_e + t_decomp)).abs() < 1e-12);
         let bps = 8e6;
         let t_net = 4352.0 * 8.0 / bps;
-        let c_net = wire_bytes(2044, &suites(&rates)[3], true, &Overheads::default()).wire as f64 * 8.0 / bps;
+        let c_net = wire_bytes(2044, &suites(&rates)[3], true, &Overheads::default())
+            .unwrap()
+            .wire as f64
+            * 8.0
+            / bps;
         let cp = get(Model::Complete, "text", "rc5-cbc+hmac-md5").unwrap();
         let want = (2.0 * t_e + 2.0 * t_h + t_net) / (t_comp + 2.0 * c_e + 2.0 * c_h + c_net + t_decomp);
         assert!((cp - want).abs() < 1e-12);
@@ -1078,12 +1097,11 @@ mod tests {
 
     #[test]
     fn compressed_sizes() {
-        let o = Overheads::default();
-        assert_eq!(compressed_payload(4096, 2.0, 100.0, &o), Some(2044));
-        assert_eq!(compressed_payload(4096, 1.0, 100.0, &o), None);
-        assert_eq!(compressed_payload(4096, 0.89, 0.0, &o), None);
-        assert_eq!(compressed_payload(4096, 2.0, 0.0, &o), None);
-        assert_eq!(compressed_payload(1024, 1000.0, 1.0, &o), Some(0));
+        assert_eq!(compressed_payload(4096, 2.0, 100.0), Some(2044));
+        assert_eq!(compressed_payload(4096, 1.0, 100.0), None);
+        assert_eq!(compressed_payload(4096, 0.89, 0.0), None);
+        assert_eq!(compressed_payload(4096, 2.0, 0.0), None);
+        assert_eq!(compressed_payload(1024, 1000.0, 1.0), Some(0));
     }
 
     #[test]

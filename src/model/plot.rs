@@ -293,21 +293,13 @@ fn speedup_svg(
                 ds,
             };
             for (k, (suite, sr)) in ext.iter().enumerate() {
-                let points = links
-                    .iter()
-                    .filter_map(|&l| {
-                        speedup(
-                            &subject,
-                            suite,
-                            *sr,
-                            pi,
-                            payload.bytes,
-                            Some(l * env.efficiency),
-                            &env.overheads,
-                        )
-                        .map(|s| (l, s))
-                    })
-                    .collect();
+                let mut points = Vec::new();
+                for &l in &links {
+                    let bps = Some(l * env.efficiency);
+                    let s = speedup(&subject, suite, *sr, pi, payload.bytes, bps, &env.overheads)
+                        .map_err(|e| e.to_string())?;
+                    points.extend(s.map(|s| (l, s)));
+                }
                 let which = match (ext.len(), k) {
                     (1, _) => "",
                     (_, 0) => " (fastest)",
@@ -339,8 +331,8 @@ fn speedup_svg(
 }
 
 /// The header-free compression ratio of `ds` at payload `pi`, when it compressed at all.
-fn header_free_ratio(ds: &DataSetRates, pi: usize, payload: usize, env: &Env) -> Option<f64> {
-    let n = super::compressed_payload(payload, ds.ratio[pi], ds.decomp_mbps[pi], &env.overheads)?;
+fn header_free_ratio(ds: &DataSetRates, pi: usize, payload: usize) -> Option<f64> {
+    let n = super::compressed_payload(payload, ds.ratio[pi], ds.decomp_mbps[pi])?;
     (n > 0).then(|| payload as f64 / n as f64)
 }
 
@@ -365,7 +357,7 @@ fn break_even_svg(
                 .datasets
                 .iter()
                 .filter_map(|d| {
-                    header_free_ratio(d, pi, payload.bytes, env).map(|x| (x, d.comp_mbps[pi], d.decomp_mbps[pi]))
+                    header_free_ratio(d, pi, payload.bytes).map(|x| (x, d.comp_mbps[pi], d.decomp_mbps[pi]))
                 })
                 .collect();
             (c.name.as_str(), pts)

@@ -1,69 +1,84 @@
-//! Bytes on the wire for one TCP segment in the paper's setup (transport mode over IPv6):
+//! Bytes on the wire for one TCP segment in the paper's setup (transport mode over IPv6),
+//! computed with the SA engine's overhead calculator ([`ipsec_engine::overhead`]):
 //!
 //! `IPv6 [Frag] AH ESP-hdr IV [IPComp] TCP payload pad pad-len next-hdr`
 //!
-//! AH (authentication only, never ESP auth) precedes ESP; IPComp sits inside ESP. IPsec is
+//! AH (authentication only, never ESP auth) is outside ESP; IPComp sits inside ESP. IPsec is
 //! applied before fragmentation, so AH/ESP/IPComp are part of the fragmentable part of the
-//! packet. A stand-in until a general overhead calculator replaces it.
+//! packet, and each fragment repeats the IPv6 header and adds an 8-byte Fragment header.
 
 use super::Suite;
+use ipsec_engine::overhead::{Calculator, CompAssumption, Encap, Inner, OverheadError, SaShape, Upper};
 
-/// Header and trailer sizes (bytes) and the MTU.
+/// The IPComp header (RFC 3173 section 2.1), counted in compression ratios.
+pub const IPCOMP_HEADER: usize = ipsec_ipcomp::HEADER_LEN;
+/// IPv6 header.
+const IPV6_HEADER: usize = 40;
+/// TCP header without options.
+const TCP_HEADER: usize = 20;
+
+/// The setup's adjustable sizes (bytes); the protocol headers are fixed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Overheads {
-    /// IPv6 header (40), repeated on every fragment.
-    pub ip_header: usize,
-    /// TCP header (20).
-    pub transport_header: usize,
     /// Network MTU (1280).
     pub mtu: usize,
-    /// IPv6 fragment header on each fragment when fragmented (8).
-    pub fragment_header: usize,
-    /// AH fixed part: next header, length, reserved, SPI, sequence number (12).
-    pub ah_fixed: usize,
     /// Integrity check value carried in AH: HMAC truncated to 96 bits (12).
     pub icv: usize,
-    /// ESP header: SPI and sequence number (8).
-    pub esp_header: usize,
     /// Explicit CBC IV (8).
     pub esp_iv: usize,
     /// Cipher block the ESP payload + trailer is padded to (8).
     pub esp_block: usize,
-    /// Pad length and next header (2).
-    pub esp_trailer: usize,
-    /// IPComp header (4).
-    pub ipcomp_header: usize,
 }
 
 impl Default for Overheads {
     /// The paper's setup.
     fn default() -> Self {
         Overheads {
-            ip_header: 40,
-            transport_header: 20,
             mtu: 1280,
-            fragment_header: 8,
-            ah_fixed: 12,
             icv: 12,
-            esp_header: 8,
             esp_iv: 8,
             esp_block: 8,
-            esp_trailer: 2,
-            ipcomp_header: 4,
         }
     }
 }
 
 impl Overheads {
-    /// Checks that fragments can carry data at all.
+    /// Checks that the sizes make sense and fragments can carry data.
     pub fn validate(&self) -> Result<(), String> {
-        if self.mtu < self.ip_header + self.fragment_header + 8 {
-            return Err(format!("MTU {} too small for IPv6 fragments", self.mtu));
+        let suite = Suite {
+            cipher: Some(String::new()),
+            integrity: Some(String::new()),
+        };
+        self.calculator(&suite, true)
+            .and_then(|c| c.fragmented(Inner::ipv6(), Upper::Tcp, 1, self.mtu))
+            .map(|_| ())
+            .map_err(|e| format!("overheads (MTU {}): {e}", self.mtu))
+    }
+
+    /// The calculator for `suite`: IPComp (payload taken as already compressed), then ESP
+    /// without ESP authentication, then AH, all in transport mode.
+    fn calculator(&self, suite: &Suite, ipcomp: bool) -> Result<Calculator, OverheadError> {
+        let mut shapes = Vec::new();
+        if ipcomp {
+            shapes.push(SaShape::Comp {
+                encap: Encap::Transport,
+            });
         }
-        if self.esp_block == 0 {
-            return Err("ESP block size must be > 0".into());
+        if suite.cipher.is_some() {
+            shapes.push(SaShape::Esp {
+                encap: Encap::Transport,
+                iv_len: self.esp_iv,
+                block_size: self.esp_block,
+                icv_len: 0,
+            });
         }
-        Ok(())
+        if suite.integrity.is_some() {
+            shapes.push(SaShape::Ah {
+                encap: Encap::Transport,
+                icv_len: self.icv,
+            });
+        }
+        Ok(Calculator::new(shapes)?.comp_assumption(CompAssumption::Compressed))
     }
 }
 
@@ -83,41 +98,32 @@ pub struct PacketBytes {
 }
 
 /// Bytes for a TCP segment carrying `payload` bytes (already compressed, *without* the IPComp
-/// header, when `ipcomp`) protected by `suite`.
-pub fn wire_bytes(payload: usize, suite: &Suite, ipcomp: bool, o: &Overheads) -> PacketBytes {
-    let mut upper = o.transport_header + payload;
-    if ipcomp {
-        upper += o.ipcomp_header;
-    }
-    let mut encrypted = 0;
-    if suite.cipher.is_some() {
-        encrypted = (upper + o.esp_trailer).div_ceil(o.esp_block) * o.esp_block;
-        upper = o.esp_header + o.esp_iv + encrypted;
-    }
-    let mut authenticated = 0;
-    if suite.integrity.is_some() {
-        // IPv6 extension headers are multiples of 8 bytes.
-        upper += (o.ah_fixed + o.icv).div_ceil(8) * 8;
-        authenticated = o.ip_header + upper;
-    }
-    let (wire, fragments) = fragment(upper, o);
-    PacketBytes {
-        wire,
-        fragments,
+/// header, when `ipcomp`) protected by `suite`. An error when the sealed segment would not fit
+/// an IPv6 packet (65535 bytes of payload) or the MTU cannot carry a fragment.
+pub fn wire_bytes(payload: usize, suite: &Suite, ipcomp: bool, o: &Overheads) -> Result<PacketBytes, OverheadError> {
+    let calc = o.calculator(suite, ipcomp)?;
+    let frag = calc.fragmented(Inner::ipv6(), Upper::Tcp, payload, o.mtu)?;
+    let sealed = calc.overhead(Inner::ipv6(), IPV6_HEADER + TCP_HEADER + payload)?;
+    // ESP is the last SA but one with AH, else the last; it encrypts what follows its header
+    // and IV up to its ICV (none here).
+    let encrypted = match suite.cipher {
+        None => 0,
+        Some(_) => {
+            let i = sealed.len_after.len() - 1 - usize::from(suite.integrity.is_some());
+            let b = &sealed.per_sa[i];
+            sealed.len_after[i] - IPV6_HEADER - b.esp_header - b.esp_iv - b.esp_icv
+        }
+    };
+    Ok(PacketBytes {
+        wire: frag.wire_bytes,
+        fragments: frag.packets,
         encrypted,
-        authenticated,
-    }
-}
-
-/// IPv6 fragmentation of `fragmentable` bytes (everything after the IPv6 header): each fragment
-/// carries a multiple of 8 bytes except the last, plus the IPv6 and fragment headers.
-fn fragment(fragmentable: usize, o: &Overheads) -> (usize, usize) {
-    if o.ip_header + fragmentable <= o.mtu {
-        return (o.ip_header + fragmentable, 1);
-    }
-    let per = (o.mtu - o.ip_header - o.fragment_header) / 8 * 8;
-    let n = fragmentable.div_ceil(per);
-    (fragmentable + n * (o.ip_header + o.fragment_header), n)
+        authenticated: if suite.integrity.is_some() {
+            sealed.sealed_len
+        } else {
+            0
+        },
+    })
 }
 
 #[cfg(test)]
@@ -135,7 +141,7 @@ mod tests {
     fn four_kilobytes() {
         let o = Overheads::default();
         // 4096 + 20 = 4116 fragmentable bytes; 1232 per fragment -> 4 fragments of 48 bytes header.
-        let plain = wire_bytes(4096, &suite(false, false), false, &o);
+        let plain = wire_bytes(4096, &suite(false, false), false, &o).unwrap();
         assert_eq!(
             plain,
             PacketBytes {
@@ -146,7 +152,7 @@ mod tests {
             }
         );
         // AH: +24.
-        let ah = wire_bytes(4096, &suite(false, true), false, &o);
+        let ah = wire_bytes(4096, &suite(false, true), false, &o).unwrap();
         assert_eq!(
             ah,
             PacketBytes {
@@ -157,7 +163,7 @@ mod tests {
             }
         );
         // ESP: 4116 + 2 = 4118 -> padded to 4120; + 8 + 8.
-        let esp = wire_bytes(4096, &suite(true, false), false, &o);
+        let esp = wire_bytes(4096, &suite(true, false), false, &o).unwrap();
         assert_eq!(
             esp,
             PacketBytes {
@@ -167,7 +173,7 @@ mod tests {
                 authenticated: 0
             }
         );
-        let both = wire_bytes(4096, &suite(true, true), false, &o);
+        let both = wire_bytes(4096, &suite(true, true), false, &o).unwrap();
         assert_eq!(
             both,
             PacketBytes {
@@ -182,17 +188,17 @@ mod tests {
     #[test]
     fn small_and_boundary() {
         let o = Overheads::default();
-        let s = wire_bytes(100, &suite(false, false), false, &o);
+        let s = wire_bytes(100, &suite(false, false), false, &o).unwrap();
         assert_eq!((s.wire, s.fragments), (160, 1));
         // IPComp adds its 4-byte header.
-        let s = wire_bytes(100, &suite(false, false), true, &o);
+        let s = wire_bytes(100, &suite(false, false), true, &o).unwrap();
         assert_eq!((s.wire, s.fragments), (164, 1));
         // Exactly the MTU: not fragmented; one byte more: 2 fragments.
-        let s = wire_bytes(1280 - 60, &suite(false, false), false, &o);
+        let s = wire_bytes(1280 - 60, &suite(false, false), false, &o).unwrap();
         assert_eq!((s.wire, s.fragments), (1280, 1));
-        let s = wire_bytes(1280 - 59, &suite(false, false), false, &o);
+        let s = wire_bytes(1280 - 59, &suite(false, false), false, &o).unwrap();
         assert_eq!((s.wire, s.fragments), (1221 + 20 + 2 * 48, 2));
         // ESP padding: 100 + 20 + 2 = 122 -> 128.
-        assert_eq!(wire_bytes(100, &suite(true, false), false, &o).encrypted, 128);
+        assert_eq!(wire_bytes(100, &suite(true, false), false, &o).unwrap().encrypted, 128);
     }
 }
