@@ -9,9 +9,11 @@
 //!   (T_COMP + C_E + C_HC + C_SECNET + C_HV + C_D + T_DECOMP)`.
 //!
 //! Accounting (the one that reproduces table 2 within 0.01, see `tests/model_table2.rs`):
-//! - byte counts come from [`wire_bytes`]: IPv6 (40) + TCP (20), AH (12 + 96-bit ICV) before
-//!   ESP (8 header + 8 IV + padding to 8 + 2 trailer), IPComp (4) inside ESP, fragmented at the
-//!   MTU (1280) with an 8-byte fragment header on each fragment;
+//! - byte counts come from [`wire_bytes`], which asks the SA engine's overhead calculator
+//!   (`ipsec_engine::overhead`, checked against packets the transforms really seal): IPv6 (40) +
+//!   TCP (20), AH (12 + 96-bit ICV) outside ESP (8 header + 8 IV + padding to 8 + 2 trailer),
+//!   IPComp (4) inside ESP, fragmented at the MTU (1280) with an 8-byte fragment header on each
+//!   fragment;
 //! - `T_NET`, `T_SECNET`, `C_SECNET` = all wire bytes (every fragment's headers) / (link × efficiency);
 //! - `T_E`, `T_D` = ESP-encrypted bytes (TCP segment + padding + trailer) / encryption,
 //!   decryption rate (equal in the paper's tables; measured apart by the criterion bench);
