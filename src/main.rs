@@ -4,8 +4,6 @@ use clap::{Args, Parser, Subcommand};
 use ipsec::bundle::{AnySa, Bundle};
 use ipsec::spec;
 use ipsec::tool::{self, Direction};
-use std::fs::File;
-use std::io::{self, BufReader, BufWriter, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -132,24 +130,13 @@ fn main() -> ExitCode {
     }
     let mut bundle = Bundle::new(sas);
 
-    let input: Box<dyn Read> = match &common.input {
-        Some(p) => match File::open(p) {
-            Ok(f) => Box::new(BufReader::new(f)),
-            Err(e) => return usage_error(format!("{}: {e}", p.display())),
-        },
-        None => Box::new(BufReader::new(io::stdin().lock())),
+    let input = match tool::open_input(common.input.as_deref()) {
+        Ok(i) => i,
+        Err(e) => return usage_error(e),
     };
-    let output: Box<dyn Write> = match &common.output {
-        Some(p) => match File::create(p) {
-            Ok(f) => Box::new(BufWriter::new(f)),
-            Err(e) => return usage_error(format!("{}: {e}", p.display())),
-        },
-        None => {
-            if io::stdout().is_terminal() {
-                return usage_error("refusing to write a pcap to a terminal: use --out F.pcap or a pipe");
-            }
-            Box::new(BufWriter::new(io::stdout().lock()))
-        }
+    let output = match tool::open_output(common.output.as_deref()) {
+        Ok(o) => o,
+        Err(e) => return usage_error(e),
     };
     let verb = if dir == Direction::Seal { "seal" } else { "open" };
     let result = tool::run(dir, &mut bundle, input, output, |i, e| eprintln!("packet {i}: {e}"));

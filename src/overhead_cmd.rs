@@ -73,7 +73,7 @@ pub fn run(args: &OverheadArgs) -> ExitCode {
 }
 
 fn sa_label(p: &SaParams, comp: Option<ipsec_ipcomp::Algorithm>) -> String {
-    let mut words = vec![format!("{} spi {:#x}", proto_name(p), p.spi)];
+    let mut words = vec![format!("{} spi {:#x}", p.proto.name(), p.spi)];
     words.push(match (p.mode, p.tunnel) {
         (Mode::Tunnel, Some(t)) => format!("tunnel {} -> {}", t.src, t.dst),
         _ => "transport".into(),
@@ -97,14 +97,6 @@ fn sa_label(p: &SaParams, comp: Option<ipsec_ipcomp::Algorithm>) -> String {
         words.push(c.name().into());
     }
     words.join(" ")
-}
-
-fn proto_name(p: &SaParams) -> &'static str {
-    match p.proto {
-        ipsec_core::sa::Proto::Esp => "esp",
-        ipsec_core::sa::Proto::Ah => "ah",
-        ipsec_core::sa::Proto::Comp => "comp",
-    }
 }
 
 /// The rows of the breakdown that apply to this bundle: (label, bytes).
@@ -274,7 +266,7 @@ pub fn report(args: &OverheadArgs) -> Result<String, String> {
         let per: Vec<String> = specs
             .iter()
             .zip(&o.per_sa)
-            .map(|(s, b)| format!("{} {}", proto_name(&s.params), b.total()))
+            .map(|(s, b)| format!("{} {}", s.params.proto.name(), b.total()))
             .collect();
         let _ = writeln!(w, "  by SA: {}", per.join(", "));
     }

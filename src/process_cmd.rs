@@ -13,8 +13,6 @@ use crate::config::{self, Format};
 use crate::tool::{self, RunError};
 use ipsec_engine::{Direction, Dropped, Engine, Event, Verdict};
 use std::fmt;
-use std::fs::File;
-use std::io::{self, BufReader, BufWriter, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -112,24 +110,13 @@ pub fn run(args: &ProcessArgs) -> ExitCode {
             return usage_error(format!("{at}: {}", e.kind));
         }
     };
-    let input: Box<dyn Read> = match &args.input {
-        Some(p) => match File::open(p) {
-            Ok(f) => Box::new(BufReader::new(f)),
-            Err(e) => return usage_error(format!("{}: {e}", p.display())),
-        },
-        None => Box::new(BufReader::new(io::stdin().lock())),
+    let input = match tool::open_input(args.input.as_deref()) {
+        Ok(i) => i,
+        Err(e) => return usage_error(e),
     };
-    let output: Box<dyn Write> = match &args.output {
-        Some(p) => match File::create(p) {
-            Ok(f) => Box::new(BufWriter::new(f)),
-            Err(e) => return usage_error(format!("{}: {e}", p.display())),
-        },
-        None => {
-            if io::stdout().is_terminal() {
-                return usage_error("refusing to write a pcap to a terminal: use --out F.pcap or a pipe");
-            }
-            Box::new(BufWriter::new(io::stdout().lock()))
-        }
+    let output = match tool::open_output(args.output.as_deref()) {
+        Ok(o) => o,
+        Err(e) => return usage_error(e),
     };
     let dir = match args.dir {
         DirArg::Out => Direction::Out,

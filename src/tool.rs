@@ -5,7 +5,9 @@ use crate::bundle::{Bundle, PacketError};
 use crate::pcapio::Link;
 use ipsec_core::PacketBuf;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
-use std::io::{Read, Write};
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, IsTerminal, Read, Write};
+use std::path::Path;
 use std::time::Duration;
 
 /// Seal or open.
@@ -133,4 +135,27 @@ pub fn run_with<R: Read, W: Write, E: From<PacketError>>(
         .flush()
         .map_err(|e| RunError(format!("flushing output: {e}")))?;
     Ok(summary)
+}
+
+/// The capture to read: the file, or standard input.
+pub fn open_input(path: Option<&Path>) -> Result<Box<dyn Read>, String> {
+    Ok(match path {
+        Some(p) => Box::new(BufReader::new(
+            File::open(p).map_err(|e| format!("{}: {e}", p.display()))?,
+        )),
+        None => Box::new(BufReader::new(io::stdin().lock())),
+    })
+}
+
+/// Where to write a capture: the file, or standard output unless it is a terminal.
+pub fn open_output(path: Option<&Path>) -> Result<Box<dyn Write>, String> {
+    Ok(match path {
+        Some(p) => Box::new(BufWriter::new(
+            File::create(p).map_err(|e| format!("{}: {e}", p.display()))?,
+        )),
+        None if io::stdout().is_terminal() => {
+            return Err("refusing to write a pcap to a terminal: use --out F.pcap or a pipe".into())
+        }
+        None => Box::new(BufWriter::new(io::stdout().lock())),
+    })
 }

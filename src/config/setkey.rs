@@ -350,14 +350,6 @@ struct PolicyDraft {
     ordinal: usize,
 }
 
-fn proto_name(p: Proto) -> &'static str {
-    match p {
-        Proto::Esp => "esp",
-        Proto::Ah => "ah",
-        Proto::Comp => "comp",
-    }
-}
-
 fn parse_add(stmt: &[Tok], opts: &Options, warnings: &mut Vec<Warning>) -> Result<SaDraft, ConfigError> {
     let line = stmt[0].line;
     let mut c = Cursor::new(stmt);
@@ -951,7 +943,7 @@ fn resolve(
             ErrorKind::Unresolved(format!(
                 "`{}`: no `add`ed {} SA in {mode} mode {between}{}",
                 req.text,
-                proto_name(req.proto),
+                req.proto.name(),
                 match req.level {
                     Level::Unique(Some(id)) => format!(" with -u {id}"),
                     _ => String::new(),
@@ -1048,7 +1040,7 @@ pub fn parse(text: &str, opts: &Options) -> Result<(Config, Vec<Warning>), Confi
     let mut taken = std::collections::HashSet::new();
     for s in &mut sas {
         let p = &s.config.params;
-        let base = format!("{}-{:#x}", proto_name(p.proto), p.spi);
+        let base = format!("{}-{:#x}", p.proto.name(), p.spi);
         let (_, dst) = s.endpoints();
         let name = [base.clone(), format!("{base}-{dst}"), format!("{base}-line{}", s.line)]
             .into_iter()

@@ -2,7 +2,7 @@
 //! (without keys) and the policies in match order, as text or JSON.
 
 use super::{proto_name, Config};
-use ipsec_core::sa::{Keyed, Mode, Proto};
+use ipsec_core::sa::Keyed;
 use ipsec_core::AeadAlg;
 use ipsec_engine::{Action, Direction, Engine, Lifetime, Limits, PortRange, Prefix};
 use serde::Serialize;
@@ -115,16 +115,9 @@ impl Effective {
                 SaView {
                     name: e.config.name.clone(),
                     line: config.sa_line(i),
-                    proto: match p.proto {
-                        Proto::Esp => "esp",
-                        Proto::Ah => "ah",
-                        Proto::Comp => "comp",
-                    },
+                    proto: p.proto.name(),
                     spi: p.spi,
-                    mode: match p.mode {
-                        Mode::Transport => "transport",
-                        Mode::Tunnel => "tunnel",
-                    },
+                    mode: p.mode.name(),
                     src: p.tunnel.map(|t| t.src.to_string()),
                     dst: p.tunnel.map(|t| t.dst.to_string()),
                     enc: alg(&p.enc, |a| a.name(), false, 0),

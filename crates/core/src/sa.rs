@@ -23,6 +23,15 @@ pub enum Proto {
 }
 
 impl Proto {
+    /// `esp`, `ah` or `comp`, as `ip xfrm` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::Esp => "esp",
+            Proto::Ah => "ah",
+            Proto::Comp => "comp",
+        }
+    }
+
     /// The IP protocol number.
     pub fn number(self) -> u8 {
         match self {
@@ -41,6 +50,16 @@ pub enum Mode {
     Transport,
     /// The whole packet goes inside a new outer IP header.
     Tunnel,
+}
+
+impl Mode {
+    /// `transport` or `tunnel`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Transport => "transport",
+            Mode::Tunnel => "tunnel",
+        }
+    }
 }
 
 /// The SA's source and destination addresses. In tunnel mode they make the outer header;

@@ -16,7 +16,7 @@ use core::net::IpAddr;
 use core::time::Duration;
 use ipsec_core::ip::{self, Ipv4Packet, Ipv6Packet};
 use ipsec_core::rng::IvRng;
-use ipsec_core::sa::{Mode, Proto};
+use ipsec_core::sa::Proto;
 use ipsec_core::PacketBuf;
 
 /// The most SAs one inbound packet may be opened with (IPComp + ESP + AH, and one more for
@@ -475,16 +475,9 @@ fn sa_snapshot(id: SaId, e: &SaEntry, now: Duration) -> SaSnapshot {
     SaSnapshot {
         id,
         name: e.config.name.clone(),
-        proto: match p.proto {
-            Proto::Esp => "esp",
-            Proto::Ah => "ah",
-            Proto::Comp => "comp",
-        },
+        proto: p.proto.name(),
         spi: p.spi,
-        mode: match p.mode {
-            Mode::Transport => "transport",
-            Mode::Tunnel => "tunnel",
-        },
+        mode: p.mode.name(),
         state: e.state,
         expired_by: e.expired_by,
         usage: e.usage,
