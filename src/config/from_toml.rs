@@ -2,7 +2,9 @@
 //! `[[policy]]` tables, read with serde and `toml::Spanned` so that every error, syntax or
 //! semantic, names the line of the value at fault.
 
-use super::{check_selector, proto_by_name, ActionConfig, Config, ConfigError, ErrorKind, Item, PolicyConfig};
+use super::{
+    check_selector, proto_by_name, ActionConfig, Config, ConfigError, ErrorKind, Item, PolicyConfig, TunnelConfig,
+};
 use crate::spec;
 use ipsec_core::sa::{Keyed, Mode, Proto, SaParams, Tunnel};
 use ipsec_core::{AeadAlg, EncAlg, IntegAlg};
@@ -21,6 +23,17 @@ struct File {
     sa: Vec<Spanned<SaToml>>,
     #[serde(default)]
     policy: Vec<Spanned<PolicyToml>>,
+    tunnel: Option<Spanned<TunnelToml>>,
+}
+
+/// `[tunnel]`: tunneld's settings.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TunnelToml {
+    tun: Option<Spanned<String>>,
+    mtu: Option<Spanned<u32>>,
+    local: Option<Spanned<String>>,
+    peer: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -231,7 +244,45 @@ pub fn parse(text: &str) -> Result<Config, ConfigError> {
         config.policies.push(pc);
         config.lines.policies.push(lines.of(p));
     }
+    if let Some(t) = &file.tunnel {
+        config.tunnel = Some(tunnel_config(t.get_ref(), &lines, lines.of(t))?);
+    }
     Ok(config)
+}
+
+fn tunnel_config(t: &TunnelToml, lines: &LineIndex, line: usize) -> Result<TunnelConfig, ConfigError> {
+    let invalid = |s: usize, m: String| ConfigError::at(s, ErrorKind::Invalid(format!("[tunnel]: {m}")));
+    if let Some(n) = &t.tun {
+        let b = n.get_ref().as_bytes();
+        if b.is_empty() || b.len() > 15 || b.iter().any(|&c| c == b'/' || c.is_ascii_whitespace() || c == 0) {
+            return Err(invalid(
+                lines.of(n),
+                format!("bad TUN name `{}`: 1 to 15 bytes, no '/' or spaces", n.get_ref()),
+            ));
+        }
+    }
+    if let Some(m) = &t.mtu {
+        if !(68..=65535).contains(m.get_ref()) {
+            return Err(invalid(lines.of(m), format!("mtu {} is not in 68-65535", m.get_ref())));
+        }
+    }
+    let v4 = |a: &Option<Spanned<String>>, what: &str| -> Result<Option<std::net::Ipv4Addr>, ConfigError> {
+        let Some(a) = a else { return Ok(None) };
+        match addr(a, what, lines)? {
+            IpAddr::V4(v) => Ok(Some(v)),
+            IpAddr::V6(_) => Err(ConfigError::at(
+                lines.of(a),
+                ErrorKind::Unsupported(format!("[tunnel]: {what} {}: the underlay is IPv4 only", a.get_ref())),
+            )),
+        }
+    };
+    Ok(TunnelConfig {
+        tun: t.tun.as_ref().map(|n| n.get_ref().clone()),
+        mtu: t.mtu.as_ref().map(|m| *m.get_ref()),
+        local: v4(&t.local, "local")?,
+        peer: v4(&t.peer, "peer")?,
+        line: Some(line),
+    })
 }
 
 fn key_bytes(
@@ -740,5 +791,42 @@ mod tests {
     fn lifetime_soft_above_hard() {
         let e = err(&esp("\n[sa.lifetime]\nsoft = { bytes = 10 }\nhard = { bytes = 5 }\n"));
         assert_eq!(e.line, Some(8), "{e}");
+    }
+
+    #[test]
+    fn tunnel_table() {
+        assert_eq!(parse(&esp("")).unwrap().tunnel, None);
+        let c = parse(&format!(
+            "{}\n[tunnel]\ntun = \"ipsec0\"\nmtu = 1400\nlocal = \"10.99.0.1\"\npeer = \"10.99.0.2\"\n",
+            esp("")
+        ))
+        .unwrap();
+        let t = c.tunnel.unwrap();
+        assert_eq!(t.tun.as_deref(), Some("ipsec0"));
+        assert_eq!(t.mtu, Some(1400));
+        assert_eq!(t.local, Some("10.99.0.1".parse().unwrap()));
+        assert_eq!(t.peer, Some("10.99.0.2".parse().unwrap()));
+        assert_eq!(t.line, Some(8));
+        // Every field is optional; the table may come first.
+        let c = parse(&format!("[tunnel]\n\n{}", esp(""))).unwrap();
+        assert_eq!(c.tunnel.unwrap().line, Some(1));
+    }
+
+    #[test]
+    fn tunnel_table_errors_name_their_line() {
+        let t = |body: &str| err(&format!("{}\n[tunnel]\n{body}\n", esp("")));
+        let e = t("tun = \"a-name-far-too-long\"");
+        assert_eq!(e.line, Some(9), "{e}");
+        assert!(e.to_string().contains("bad TUN name"), "{e}");
+        let e = t("mtu = 40");
+        assert!(e.to_string().contains("mtu 40 is not in 68-65535"), "{e}");
+        let e = t("peer = \"2001:db8::2\"");
+        assert_eq!(e.line, Some(9), "{e}");
+        assert!(e.to_string().contains("IPv4 only"), "{e}");
+        let e = t("local = \"10.0.0\"");
+        assert!(e.to_string().contains("bad local address"), "{e}");
+        let e = t("\n\nremote = \"10.0.0.1\"");
+        assert_eq!(e.line, Some(11), "{e}");
+        assert!(e.to_string().contains("unknown field `remote`"), "{e}");
     }
 }

@@ -107,6 +107,32 @@ pub struct Config {
     pub policies: Vec<PolicyConfig>,
     /// Source lines, if the config came from a file.
     pub lines: Lines,
+    /// The TOML `[tunnel]` table, for `tunneld` (the engine does not use it).
+    pub tunnel: Option<TunnelConfig>,
+}
+
+/// `tunneld`'s settings (the TOML `[tunnel]` table): every field optional.
+///
+/// ```toml
+/// [tunnel]
+/// tun = "ipsec0"          # TUN device name (tunneld --tun overrides it)
+/// mtu = 1400              # TUN MTU; default: the largest inner packet every outbound
+///                         # bundle fits into a 1500-byte underlay packet
+/// local = "10.99.0.1"     # this host's underlay IPv4 address (raw sockets bind to it)
+/// peer = "10.99.0.2"      # the peer's: sealed packets to other addresses are dropped
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TunnelConfig {
+    /// The TUN device's name: 1 to 15 bytes, no '/' or spaces (`%d`: the kernel numbers it).
+    pub tun: Option<String>,
+    /// The TUN device's MTU, 68 to 65535.
+    pub mtu: Option<u32>,
+    /// This host's underlay address (IPv4: the underlay has no IPv6).
+    pub local: Option<std::net::Ipv4Addr>,
+    /// The peer's underlay address (IPv4).
+    pub peer: Option<std::net::Ipv4Addr>,
+    /// The line of the `[tunnel]` header.
+    pub line: Option<usize>,
 }
 
 /// A configuration file format.

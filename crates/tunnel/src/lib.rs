@@ -1,3 +1,29 @@
-//! The TUN-to-peer tunnel daemon's I/O layer. Not implemented yet: this crate is an empty
-//! placeholder so the workspace layout is in place. Nothing here claims to work.
-#![forbid(unsafe_code)]
+//! `tunneld`'s core and I/O: the daemon that carries a TUN device's packets to a peer host
+//! through the SA engine (ESP, AH, IPComp), over IPv4 raw sockets.
+//!
+//! - [`tunnel`]: the core, with no I/O of its own: [`Tunnel`] holds the engine behind a mutex
+//!   and the daemon's counters; [`run_outbound`] (TUN → engine → underlay) and
+//!   [`run_inbound`] (underlay → engine → TUN) are the loops, over the [`TunIo`],
+//!   [`UnderlayTx`] and [`UnderlayRx`] traits (tested on in-memory fakes).
+//! - [`sys`]: the real devices (`tun-tap`, `socket2` raw sockets) and the interface ioctls;
+//!   the crate's only `unsafe` code.
+//! - [`daemon`]: wires them together with one thread per device, a 1 s ticker (lifetimes,
+//!   events, the stats file) and a clean stop.
+//!
+//! The binary is `tunneld` in the root package (`src/bin/tunneld.rs`), which reads the config
+//! file and builds the [`Engine`](ipsec_engine::Engine) this crate is handed.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod counters;
+pub mod daemon;
+pub mod stats;
+pub mod sys;
+pub mod tunnel;
+
+pub use counters::{DaemonCounters, DaemonSnapshot};
+pub use daemon::{run, Options};
+pub use tunnel::{
+    inbound_protocols, run_inbound, run_outbound, tun_mtu_for, DaemonDrop, Outcome, PacketBuffer, Report, TunIo,
+    Tunnel, UnderlayRx, UnderlayTx,
+};

@@ -1,0 +1,218 @@
+//! The daemon: opens the TUN device and the raw sockets, runs one thread per device (the TUN
+//! reader, one reader per raw socket), ticks once a second on the calling thread (engine
+//! lifetimes, events logged, the stats file rewritten) and stops cleanly when the stop flag is
+//! set: every loop wakes at least every [`WAIT`] to look at it, the threads are joined, and
+//! the final counters are written before [`run`] returns.
+
+use crate::stats;
+use crate::sys::{self, RawRx, RawTx, Tun};
+use crate::tunnel::{inbound_protocols, run_inbound, run_outbound, tun_mtu_for, Report, Tunnel};
+use ipsec_engine::Engine;
+use std::io;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+use tracing::{info, warn};
+
+/// How often the ticker runs.
+pub const TICK: Duration = Duration::from_secs(1);
+/// The longest a device read waits before its loop looks at the stop flag again.
+pub const WAIT: Duration = Duration::from_millis(200);
+/// The underlay MTU assumed when choosing the TUN MTU.
+pub const UNDERLAY_MTU: u32 = 1500;
+/// The TUN MTU when there is no outbound bundle to compute it from.
+pub const FALLBACK_MTU: u32 = 1400;
+
+/// What the daemon needs besides the engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The TUN device's name (`%d` lets the kernel pick a number).
+    pub tun: String,
+    /// The TUN MTU; `None`: the largest inner packet every outbound bundle fits into an
+    /// `underlay_mtu`-byte packet ([`tun_mtu_for`]).
+    pub mtu: Option<u32>,
+    /// The underlay's MTU, for the default TUN MTU.
+    pub underlay_mtu: u32,
+    /// This host's underlay address: the raw sockets receive only packets addressed to it.
+    pub local: Option<Ipv4Addr>,
+    /// The peer's underlay address: sealed packets to any other address are dropped.
+    pub peer: Option<Ipv4Addr>,
+    /// Where to write the counters as JSON every tick.
+    pub stats: Option<PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            tun: "ipsec0".into(),
+            mtu: None,
+            underlay_mtu: UNDERLAY_MTU,
+            local: None,
+            peer: None,
+            stats: None,
+        }
+    }
+}
+
+fn context(what: String) -> impl FnOnce(io::Error) -> io::Error {
+    move |e| io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// A flag that SIGINT and SIGTERM set (the signal handler does nothing else); a second
+/// signal while it is already set ends the process with status 1, for a stop that hangs.
+pub fn stop_on_signals() -> io::Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 1, Arc::clone(&stop))?;
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    Ok(stop)
+}
+
+/// Logs to standard error at `level` (`error`, `warn`, `info`, `debug`, `trace`).
+pub fn init_logging(level: &str) -> Result<(), String> {
+    let level: tracing::Level = level
+        .parse()
+        .map_err(|_| format!("bad log level `{level}`: use error, warn, info, debug or trace"))?;
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(io::stderr)
+        .with_target(false)
+        .try_init()
+        .map_err(|e| e.to_string())
+}
+
+/// Runs the daemon until `stop` is set; returns the final counters (also written to the
+/// stats file). Fails only while setting up (device, sockets, interface settings).
+pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Report> {
+    let protocols = inbound_protocols(&engine);
+    if protocols.is_empty() {
+        warn!("no inbound policy protects anything: nothing will be received from the peer");
+    }
+    let mtu = opts
+        .mtu
+        .unwrap_or_else(|| tun_mtu_for(&engine, opts.underlay_mtu as usize).map_or(FALLBACK_MTU, |m| m as u32));
+    let tun = Tun::open(&opts.tun, WAIT).map_err(context(format!("creating TUN device {}", opts.tun)))?;
+    let name = tun.name().to_string();
+    sys::set_mtu(&name, mtu)?;
+    sys::set_up(&name)?;
+    let tx = RawTx::open().map_err(context("opening the raw sending socket".into()))?;
+    let rxs = protocols
+        .iter()
+        .map(|&p| RawRx::open(p, opts.local, WAIT).map_err(context(format!("opening the raw socket for protocol {p}"))))
+        .collect::<io::Result<Vec<_>>>()?;
+    info!(
+        "tunneld: {name} up with MTU {mtu}; underlay {} -> {}; receiving IP protocols {protocols:?}",
+        opts.local.map_or("any".to_string(), |a| a.to_string()),
+        opts.peer.map_or("any".to_string(), |a| a.to_string()),
+    );
+    let tunnel = Tunnel::new(engine, opts.peer);
+    let spawned = thread::scope(|s| -> io::Result<()> {
+        let (t, tun, tx) = (&tunnel, &tun, &tx);
+        let mut result = thread::Builder::new()
+            .name("tun-reader".into())
+            .spawn_scoped(s, move || run_outbound(t, tun, tx, stop))
+            .map(drop);
+        for rx in &rxs {
+            if result.is_err() {
+                break;
+            }
+            result = thread::Builder::new()
+                .name(format!("underlay-{}", rx.proto()))
+                .spawn_scoped(s, move || run_inbound(t, rx, tun, stop))
+                .map(drop);
+        }
+        if result.is_err() {
+            // Let the threads already started end, so the scope can.
+            stop.store(true, Ordering::Relaxed);
+            return result;
+        }
+        ticker(t, opts.stats.as_deref(), stop);
+        Ok(())
+    });
+    spawned?;
+    let (report, _) = tunnel.tick();
+    if let Some(p) = &opts.stats {
+        if let Err(e) = stats::write_json(p, &report) {
+            warn!("writing {}: {e}", p.display());
+        }
+    }
+    let d = &report.daemon;
+    info!(
+        "tunneld: stopped; {} packets sealed and sent, {} received and opened; {} dropped by the engine, {} by the daemon, {} I/O errors",
+        d.underlay_tx_packets,
+        d.tun_tx_packets,
+        d.engine_in_drops + d.engine_out_drops,
+        d.not_ip + d.bypass_dropped + d.not_to_peer,
+        d.tun_read_errors + d.tun_write_errors + d.underlay_recv_errors + d.underlay_send_errors,
+    );
+    Ok(report)
+}
+
+/// Every [`TICK`] until `stop`: lifetimes and events, and the stats file.
+fn ticker(t: &Tunnel, stats_path: Option<&Path>, stop: &AtomicBool) {
+    let mut failures: u64 = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let (report, _) = t.tick();
+        if let Some(p) = stats_path {
+            match stats::write_json(p, &report) {
+                Ok(()) => failures = 0,
+                Err(e) => {
+                    failures += 1;
+                    if failures.is_power_of_two() {
+                        warn!("writing {}: {e} ({failures} times in a row)", p.display());
+                    }
+                }
+            }
+        }
+        let until = Instant::now() + TICK;
+        while !stop.load(Ordering::Relaxed) && Instant::now() < until {
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logging_levels_are_checked() {
+        assert!(init_logging("loud").unwrap_err().contains("bad log level"));
+    }
+
+    #[test]
+    fn setup_errors_name_what_failed() {
+        // A name the kernel would truncate is refused before anything is created.
+        let opts = Options {
+            tun: "a-name-far-too-long".into(),
+            ..Options::default()
+        };
+        let e = run(Engine::new(), &opts, &AtomicBool::new(true)).unwrap_err();
+        assert!(e.to_string().contains("creating TUN device a-name-far-too-long"), "{e}");
+    }
+
+    #[test]
+    fn ticker_writes_stats_until_stopped() {
+        let dir = std::env::temp_dir().join(format!("tunnel-ticker-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("s.json");
+        let t = Tunnel::new(Engine::new(), None);
+        let stop = AtomicBool::new(false);
+        thread::scope(|s| {
+            s.spawn(|| ticker(&t, Some(&p), &stop));
+            let t0 = Instant::now();
+            while !p.exists() && t0.elapsed() < Duration::from_secs(5) {
+                thread::sleep(Duration::from_millis(5));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        assert_eq!(v["daemon"]["tun_rx_packets"], 0);
+        assert!(v["engine"]["sas"].as_array().unwrap().is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,338 @@
+//! The real devices: the TUN device (`tun-tap`), IPv4 raw sockets (`socket2`), and the two
+//! interface settings tunneld makes (MTU, up).
+//!
+//! This is the only module with `unsafe` code, in three small places, each with its reason:
+//! `poll(2)` on the TUN descriptor (so the reader can wake up to check for shutdown), a zeroed
+//! `struct ifreq`, and the `SIOC[GS]IF{MTU,FLAGS}` ioctls with the reads of the union field
+//! the kernel filled in. `libc` has no safe wrapper for either call.
+#![allow(unsafe_code)]
+
+use crate::tunnel::{TunIo, UnderlayRx, UnderlayTx};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::io::{self, Read};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+/// The receive buffer asked for on each raw socket (the kernel caps it at
+/// `net.core.rmem_max`).
+pub const RECV_BUFFER: usize = 4 << 20;
+
+/// Waits up to `timeout` for `fd` to become readable (or to report an error or hang-up, which
+/// the following read returns). `Ok(false)` on timeout or when a signal interrupted the wait.
+pub fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(libc::c_int::MAX as u128) as libc::c_int;
+    // SAFETY: `pfd` is one initialized `pollfd` that lives across the call, and nfds = 1 says
+    // so; poll(2) writes only its `revents`. An fd that is not open is not undefined behaviour
+    // (poll reports POLLNVAL for it).
+    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(r > 0 && pfd.revents != 0)
+}
+
+/// The TUN device, in TUN mode without the packet-information header: reads and writes are
+/// bare IPv4 and IPv6 packets.
+pub struct Tun {
+    iface: tun_tap::Iface,
+    wait: Duration,
+}
+
+impl Tun {
+    /// Creates (or attaches to) the TUN device `name`; reads wait at most `wait` so the
+    /// reader can check for shutdown. Needs CAP_NET_ADMIN.
+    pub fn open(name: &str, wait: Duration) -> io::Result<Tun> {
+        ifreq(name)?; // the name checks, before tun-tap silently truncates a long name
+        let iface = tun_tap::Iface::without_packet_info(name, tun_tap::Mode::Tun)?;
+        Ok(Tun { iface, wait })
+    }
+
+    /// The device's name as the kernel gave it.
+    pub fn name(&self) -> &str {
+        self.iface.name()
+    }
+}
+
+impl TunIo for Tun {
+    fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        if !poll_readable(self.iface.as_raw_fd(), self.wait)? {
+            return Ok(None);
+        }
+        self.iface.recv(buf).map(Some)
+    }
+
+    fn send(&self, packet: &[u8]) -> io::Result<()> {
+        let n = self.iface.send(packet)?;
+        if n == packet.len() {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("short TUN write: {n} of {} bytes", packet.len()),
+            ))
+        }
+    }
+}
+
+/// The sending side of the underlay: one raw IPv4 socket with IP_HDRINCL, so each packet
+/// goes on the wire exactly as the engine built it (the kernel fills in only the header
+/// checksum). It is an `IPPROTO_RAW` socket, which sends any protocol and receives nothing.
+pub struct RawTx {
+    sock: Socket,
+}
+
+impl RawTx {
+    /// Opens the socket. Needs CAP_NET_RAW.
+    pub fn open() -> io::Result<RawTx> {
+        let sock = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::from(libc::IPPROTO_RAW)))?;
+        sock.set_header_included_v4(true)?;
+        Ok(RawTx { sock })
+    }
+}
+
+impl UnderlayTx for RawTx {
+    fn send_to(&self, packet: &[u8], dst: Ipv4Addr) -> io::Result<()> {
+        let n = self.sock.send_to(packet, &SockAddr::from(SocketAddrV4::new(dst, 0)))?;
+        if n == packet.len() {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("short send: {n} of {} bytes", packet.len()),
+            ))
+        }
+    }
+}
+
+/// One receiving socket of the underlay: a raw IPv4 socket for one IP protocol (50 ESP,
+/// 51 AH, 108 IPComp), bound to the local underlay address when one is given. The kernel
+/// hands it whole IPv4 packets (header included), reassembled if they came in fragments.
+pub struct RawRx {
+    sock: Socket,
+    proto: u8,
+}
+
+impl RawRx {
+    /// Opens the socket for `proto`; reads wait at most `wait`. Needs CAP_NET_RAW.
+    pub fn open(proto: u8, local: Option<Ipv4Addr>, wait: Duration) -> io::Result<RawRx> {
+        let sock = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::from(i32::from(proto))))?;
+        if let Some(a) = local {
+            sock.bind(&SockAddr::from(SocketAddrV4::new(a, 0)))?;
+        }
+        sock.set_read_timeout(Some(wait))?;
+        // Best effort: a bigger queue rides out bursts; the kernel caps it.
+        let _ = sock.set_recv_buffer_size(RECV_BUFFER);
+        Ok(RawRx { sock, proto })
+    }
+
+    /// The IP protocol it receives.
+    pub fn proto(&self) -> u8 {
+        self.proto
+    }
+}
+
+impl UnderlayRx for RawRx {
+    fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        match (&self.sock).read(buf) {
+            Ok(n) => Ok(Some(n)),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A `struct ifreq` naming interface `name`, the rest zero.
+fn ifreq(name: &str) -> io::Result<libc::ifreq> {
+    let b = name.as_bytes();
+    if b.is_empty() || b.len() >= libc::IFNAMSIZ || b.iter().any(|&c| c == 0 || c == b'/' || c.is_ascii_whitespace()) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("bad interface name `{name}`: 1 to 15 bytes, no '/', spaces or NUL"),
+        ));
+    }
+    // SAFETY: `ifreq` is plain C data (a char array and a union of integers, socket addresses,
+    // char arrays and a raw pointer); all-zero bytes are a valid value of every field.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, &s) in ifr.ifr_name.iter_mut().zip(b) {
+        *d = s as libc::c_char;
+    }
+    Ok(ifr)
+}
+
+/// Issues one of the `SIOC[GS]IF*` requests that read or write a `struct ifreq`.
+fn ifreq_ioctl(request: libc::c_ulong, ifr: &mut libc::ifreq) -> io::Result<()> {
+    let sock = Socket::new(Domain::IPV4, Type::DGRAM, None)?;
+    // SAFETY: every request passed here (SIOCGIFMTU, SIOCSIFMTU, SIOCGIFFLAGS, SIOCSIFFLAGS)
+    // takes a pointer to one `struct ifreq`, which `ifr` is: valid, exclusively borrowed and
+    // alive across the call. The socket's fd is open until `sock` drops after the call.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), request as _, ifr as *mut libc::ifreq) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn with_name(name: &str, e: io::Error, what: &str) -> io::Error {
+    io::Error::new(e.kind(), format!("{what} of {name}: {e}"))
+}
+
+/// The MTU of interface `name`.
+pub fn mtu(name: &str) -> io::Result<u32> {
+    let mut ifr = ifreq(name)?;
+    ifreq_ioctl(libc::SIOCGIFMTU, &mut ifr).map_err(|e| with_name(name, e, "reading the MTU"))?;
+    // SAFETY: SIOCGIFMTU succeeded, so the kernel wrote `ifru_mtu`; any bit pattern is a
+    // valid c_int anyway.
+    let m = unsafe { ifr.ifr_ifru.ifru_mtu };
+    Ok(m.max(0) as u32)
+}
+
+/// Sets the MTU of interface `name`. Needs CAP_NET_ADMIN.
+pub fn set_mtu(name: &str, mtu: u32) -> io::Result<()> {
+    let mut ifr = ifreq(name)?;
+    ifr.ifr_ifru.ifru_mtu = libc::c_int::try_from(mtu)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("MTU {mtu} too large")))?;
+    ifreq_ioctl(libc::SIOCSIFMTU, &mut ifr).map_err(|e| with_name(name, e, "setting the MTU"))
+}
+
+/// The interface flags of `name` (`IFF_UP`, ...).
+pub fn flags(name: &str) -> io::Result<libc::c_short> {
+    let mut ifr = ifreq(name)?;
+    ifreq_ioctl(libc::SIOCGIFFLAGS, &mut ifr).map_err(|e| with_name(name, e, "reading the flags"))?;
+    // SAFETY: SIOCGIFFLAGS succeeded, so the kernel wrote `ifru_flags`; any bit pattern is a
+    // valid c_short anyway.
+    Ok(unsafe { ifr.ifr_ifru.ifru_flags })
+}
+
+/// Brings interface `name` up. Needs CAP_NET_ADMIN.
+pub fn set_up(name: &str) -> io::Result<()> {
+    let f = flags(name)?;
+    let mut ifr = ifreq(name)?;
+    ifr.ifr_ifru.ifru_flags = f | libc::IFF_UP as libc::c_short;
+    ifreq_ioctl(libc::SIOCSIFFLAGS, &mut ifr).map_err(|e| with_name(name, e, "bringing up"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixDatagram;
+    use std::time::Instant;
+
+    fn privileged() -> bool {
+        // SAFETY: geteuid(2) has no preconditions and cannot fail.
+        (unsafe { libc::geteuid() }) == 0 && std::path::Path::new("/dev/net/tun").exists()
+    }
+
+    #[test]
+    fn poll_waits_then_sees_data() {
+        let (a, b) = UnixDatagram::pair().unwrap();
+        let t0 = Instant::now();
+        assert!(!poll_readable(a.as_raw_fd(), Duration::from_millis(50)).unwrap());
+        assert!(t0.elapsed() >= Duration::from_millis(40));
+        b.send(b"x").unwrap();
+        assert!(poll_readable(a.as_raw_fd(), Duration::from_secs(5)).unwrap());
+        let mut buf = [0u8; 4];
+        assert_eq!(a.recv(&mut buf).unwrap(), 1);
+        assert!(!poll_readable(a.as_raw_fd(), Duration::ZERO).unwrap());
+        // A bad fd is an answer too, not undefined behaviour.
+        assert!(poll_readable(-1, Duration::from_millis(1)).is_ok());
+    }
+
+    #[test]
+    fn interface_names_are_checked() {
+        for bad in ["", "0123456789abcdef", "a/b", "a b", "a\0"] {
+            assert_eq!(ifreq(bad).unwrap_err().kind(), io::ErrorKind::InvalidInput, "{bad:?}");
+        }
+        let r = ifreq("ipsec0").unwrap();
+        assert_eq!(
+            r.ifr_name[..7].iter().map(|&c| c as u8).collect::<Vec<_>>(),
+            b"ipsec0\0"
+        );
+    }
+
+    #[test]
+    fn ioctls_read_loopback_and_fail_cleanly() {
+        // Reading needs no privilege.
+        assert!(mtu("lo").unwrap() >= 1280);
+        assert_ne!(flags("lo").unwrap() & libc::IFF_UP as libc::c_short, 0);
+        let missing = "tnl-missing-x";
+        assert!(mtu(missing).unwrap_err().to_string().contains(missing));
+        assert!(set_mtu(missing, 1400).is_err());
+        assert!(set_up(missing).is_err());
+        assert_eq!(set_mtu("lo", u32::MAX).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+    }
+
+    /// As root: a TUN device gets its MTU and comes up; raw sockets carry an ESP packet over
+    /// loopback exactly as sent. Skipped (passes) without privileges.
+    #[test]
+    fn privileged_tun_and_raw_sockets() {
+        if !privileged() {
+            eprintln!("skipped: needs root and /dev/net/tun");
+            return;
+        }
+        let tun = Tun::open("tnltest%d", Duration::from_millis(20)).unwrap();
+        let name = tun.name().to_string();
+        set_mtu(&name, 1300).unwrap();
+        assert_eq!(mtu(&name).unwrap(), 1300);
+        set_up(&name).unwrap();
+        assert_ne!(flags(&name).unwrap() & libc::IFF_UP as libc::c_short, 0);
+        let mut buf = [0u8; 2048];
+        // Nothing is routed to it: reads time out instead of blocking.
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(100) {
+            if let Some(n) = tun.recv(&mut buf).unwrap() {
+                assert!(n > 0); // the kernel's own IPv6 chatter, if any
+            }
+        }
+        // A truncated packet written to it is the kernel's to drop, not an error here.
+        tun.send(&[0x45, 0, 0, 20]).ok();
+
+        let rx = RawRx::open(50, Some(Ipv4Addr::LOCALHOST), Duration::from_millis(50)).unwrap();
+        assert_eq!(rx.proto(), 50);
+        let tx = RawTx::open().unwrap();
+        let mut p = vec![
+            0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, 50, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1,
+        ];
+        let spi = 0x7e57_0000u32 | (std::process::id() & 0xffff);
+        p.extend_from_slice(&spi.to_be_bytes());
+        p.extend_from_slice(&[0, 0, 0, 1]);
+        p.extend_from_slice(&[0xab; 40]);
+        let total = p.len() as u16;
+        p[2..4].copy_from_slice(&total.to_be_bytes());
+        tx.send_to(&p, Ipv4Addr::LOCALHOST).unwrap();
+        let t0 = Instant::now();
+        loop {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "the ESP packet did not come back"
+            );
+            let Some(n) = rx.recv(&mut buf).unwrap() else { continue };
+            if buf[20..24] != spi.to_be_bytes() {
+                continue; // someone else's
+            }
+            assert_eq!(n, p.len());
+            // The kernel filled in the checksum; everything else is as sent.
+            assert_eq!(&buf[..10], &p[..10]);
+            assert_eq!(&buf[12..n], &p[12..]);
+            break;
+        }
+    }
+}

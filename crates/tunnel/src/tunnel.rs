@@ -1,0 +1,403 @@
+//! The daemon's core, with no I/O of its own: packets read from the TUN device go through
+//! [`Engine::outbound`] and out to the underlay; packets read from the underlay go through
+//! [`Engine::inbound`] and into the TUN device. The devices are traits ([`TunIo`],
+//! [`UnderlayTx`], [`UnderlayRx`]), so the whole loop runs in tests on in-memory fakes; the
+//! real ones are in [`crate::sys`].
+//!
+//! Every packet that does not make it is counted: by the engine (per SA and reason) when the
+//! engine dropped it, else in [`DaemonCounters`]. Nothing a peer or the TUN device sends can
+//! stop the loops: errors are counted and logged (the first, then at each power of two).
+
+use crate::counters::{add, inc, DaemonCounters, DaemonSnapshot};
+use ipsec_core::PacketBuf;
+use ipsec_engine::overhead::{Calculator, Inner};
+use ipsec_engine::{Action, Direction, Dropped, Engine, Event, SaConfig, Snapshot, Verdict};
+use serde::Serialize;
+use std::io;
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tracing::{debug, info, warn};
+
+/// Bytes kept free in front of every packet for the headers a bundle adds. The worst bundle
+/// the engine accepts is three tunnel-mode SAs with IPv6 outer headers (3 × 40) plus the AH
+/// header with the largest ICV and its padding (12 + 32 + 4), the ESP header and the largest
+/// IV (8 + 16) and the IPComp header (4): 212 bytes. The test
+/// `headroom_and_tailroom_fit_the_worst_bundle` seals through such a bundle.
+pub const HEADROOM: usize = 512;
+/// The largest IP packet read from a device (the IPv4 and IPv6 length fields' limit without
+/// jumbograms); inbound IPComp decompresses into the room up to this size.
+pub const MAX_PACKET: usize = 65535;
+/// Bytes kept free after the packet for the ESP trailer (padding, pad length, next header)
+/// and ICV: at most 32 + 2 + a block and alignment; generously rounded.
+pub const TAILROOM: usize = 1024;
+/// The size of one [`PacketBuffer`].
+pub const BUF_LEN: usize = HEADROOM + MAX_PACKET + TAILROOM;
+
+/// One packet buffer with head- and tailroom, allocated once per thread and reused for every
+/// packet (the loops allocate nothing per packet).
+pub struct PacketBuffer {
+    data: Box<[u8]>,
+}
+
+impl Default for PacketBuffer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PacketBuffer {
+    /// A zeroed buffer of [`BUF_LEN`] bytes.
+    pub fn new() -> Self {
+        PacketBuffer {
+            data: vec![0; BUF_LEN].into_boxed_slice(),
+        }
+    }
+
+    /// Where a device reads the next packet into: [`MAX_PACKET`] bytes after the headroom.
+    pub fn recv_area(&mut self) -> &mut [u8] {
+        &mut self.data[HEADROOM..HEADROOM + MAX_PACKET]
+    }
+
+    /// Copies `packet` into the receive area (for tests and fakes); returns its length.
+    ///
+    /// # Panics
+    ///
+    /// If the packet is longer than [`MAX_PACKET`].
+    pub fn load(&mut self, packet: &[u8]) -> usize {
+        self.recv_area()[..packet.len()].copy_from_slice(packet);
+        packet.len()
+    }
+
+    /// The `len` bytes at the start of the receive area as an engine packet buffer.
+    fn packet_buf(&mut self, len: usize) -> PacketBuf<'_> {
+        let len = len.min(MAX_PACKET);
+        PacketBuf::new(&mut self.data, HEADROOM, len).expect("HEADROOM + MAX_PACKET <= BUF_LEN")
+    }
+}
+
+/// The TUN device: inner IPv4 and IPv6 packets, without any packet-info header.
+pub trait TunIo: Sync {
+    /// Reads one packet into `buf`; `Ok(None)` when none came within the device's wait
+    /// interval (so the caller can check whether to stop).
+    fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>>;
+    /// Writes one packet.
+    fn send(&self, packet: &[u8]) -> io::Result<()>;
+}
+
+/// The underlay's sending side: whole IPv4 packets, headers included, as the engine built them.
+pub trait UnderlayTx: Sync {
+    /// Sends `packet` (a complete IPv4 packet) towards `dst`.
+    fn send_to(&self, packet: &[u8], dst: Ipv4Addr) -> io::Result<()>;
+}
+
+/// One of the underlay's receiving sockets: whole IPv4 packets, headers included.
+pub trait UnderlayRx: Sync {
+    /// Reads one packet into `buf`; `Ok(None)` when none came within the wait interval.
+    fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>>;
+}
+
+/// What the daemon (not the engine) dropped a packet for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DaemonDrop {
+    /// From the TUN device, and not IPv4 or IPv6 ([`DaemonCounters::not_ip`]).
+    NotIp,
+    /// A bypass policy let it through in the clear ([`DaemonCounters::bypass_dropped`]).
+    Bypass,
+    /// Sealed, but not an IPv4 packet to the peer ([`DaemonCounters::not_to_peer`]).
+    NotToPeer,
+}
+
+/// What became of one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Sealed and sent to the peer, or opened and written to the TUN device.
+    Forwarded,
+    /// The engine dropped it (and counted it under its reason, at its SA if it had one).
+    Engine(Dropped),
+    /// The daemon dropped it (and counted it).
+    Daemon(DaemonDrop),
+    /// Writing it failed; counted as a send or TUN write error.
+    Lost(io::ErrorKind),
+}
+
+/// Every counter at one moment: the stats file's content.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Seconds since the daemon started.
+    pub uptime_seconds: u64,
+    /// The daemon's counters.
+    pub daemon: DaemonSnapshot,
+    /// The engine's counters (per SA and direction, drops by reason).
+    pub engine: Snapshot,
+}
+
+/// The engine behind a mutex, the daemon's counters and its clock.
+pub struct Tunnel {
+    engine: Mutex<Engine>,
+    counters: DaemonCounters,
+    start: Instant,
+    peer: Option<Ipv4Addr>,
+}
+
+fn is_ip(p: &[u8]) -> bool {
+    p.first().is_some_and(|b| matches!(b >> 4, 4 | 6))
+}
+
+/// The destination of an IPv4 packet (`None` for anything else).
+fn ipv4_dst(p: &[u8]) -> Option<Ipv4Addr> {
+    if p.len() >= 20 && p[0] >> 4 == 4 {
+        Some(Ipv4Addr::new(p[16], p[17], p[18], p[19]))
+    } else {
+        None
+    }
+}
+
+/// Counts one error and logs it: the first one, then at every power of two, so a peer that
+/// floods errors cannot flood the log.
+fn count_error(c: &AtomicU64, what: &str, e: &io::Error) {
+    let n = c.fetch_add(1, Ordering::Relaxed) + 1;
+    if n.is_power_of_two() {
+        warn!("{what}: {e} ({n} so far)");
+    } else {
+        debug!("{what}: {e}");
+    }
+}
+
+/// Whether a device error means "nothing yet" rather than a failure.
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
+impl Tunnel {
+    /// A tunnel around `engine`; sealed packets go only to `peer` when it is given.
+    pub fn new(engine: Engine, peer: Option<Ipv4Addr>) -> Self {
+        Tunnel {
+            engine: Mutex::new(engine),
+            counters: DaemonCounters::default(),
+            start: Instant::now(),
+            peer,
+        }
+    }
+
+    /// The engine. A thread that panicked while holding it cannot have left it half-updated
+    /// in a way that matters more than stopping would, so a poisoned lock is taken anyway.
+    pub fn engine(&self) -> MutexGuard<'_, Engine> {
+        self.engine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The daemon's counters.
+    pub fn counters(&self) -> &DaemonCounters {
+        &self.counters
+    }
+
+    /// Time since the tunnel started: the engine's clock.
+    pub fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    /// One packet read from the TUN device (`len` bytes in `pkt`'s receive area): sealed by
+    /// the engine and sent to the peer.
+    pub fn outbound(&self, pkt: &mut PacketBuffer, len: usize, tx: &dyn UnderlayTx) -> Outcome {
+        let c = &self.counters;
+        inc(&c.tun_rx_packets);
+        add(&c.tun_rx_bytes, len as u64);
+        let mut buf = pkt.packet_buf(len);
+        if !is_ip(buf.packet()) {
+            inc(&c.not_ip);
+            debug!(len, "packet from the TUN device is not IPv4 or IPv6: dropped");
+            return Outcome::Daemon(DaemonDrop::NotIp);
+        }
+        let verdict = {
+            let mut e = self.engine();
+            let now = self.now();
+            e.outbound(&mut buf, now)
+        };
+        match verdict {
+            Ok(Verdict::Protected(_)) => {}
+            Ok(Verdict::Bypass) => {
+                inc(&c.bypass_dropped);
+                debug!("outbound packet matches a bypass policy: tunneld sends nothing in the clear");
+                return Outcome::Daemon(DaemonDrop::Bypass);
+            }
+            Err(d) => {
+                inc(&c.engine_out_drops);
+                debug!("outbound packet dropped: {d}");
+                return Outcome::Engine(d);
+            }
+        }
+        let packet = buf.packet();
+        let Some(dst) = ipv4_dst(packet).filter(|d| self.peer.is_none_or(|p| p == *d)) else {
+            inc(&c.not_to_peer);
+            debug!("sealed packet is not IPv4 to the peer: dropped (is the outermost SA a tunnel to the peer?)");
+            return Outcome::Daemon(DaemonDrop::NotToPeer);
+        };
+        match tx.send_to(packet, dst) {
+            Ok(()) => {
+                inc(&c.underlay_tx_packets);
+                add(&c.underlay_tx_bytes, packet.len() as u64);
+                Outcome::Forwarded
+            }
+            Err(e) => {
+                count_error(&c.underlay_send_errors, "sending on the underlay", &e);
+                Outcome::Lost(e.kind())
+            }
+        }
+    }
+
+    /// One packet read from the underlay (`len` bytes in `pkt`'s receive area): opened by the
+    /// engine and written to the TUN device.
+    pub fn inbound(&self, pkt: &mut PacketBuffer, len: usize, tun: &dyn TunIo) -> Outcome {
+        let c = &self.counters;
+        inc(&c.underlay_rx_packets);
+        add(&c.underlay_rx_bytes, len as u64);
+        let mut buf = pkt.packet_buf(len);
+        let verdict = {
+            let mut e = self.engine();
+            let now = self.now();
+            e.inbound(&mut buf, now)
+        };
+        match verdict {
+            Ok(Verdict::Protected(_)) => {}
+            Ok(Verdict::Bypass) => {
+                inc(&c.bypass_dropped);
+                debug!("inbound packet matches a bypass policy: not written to the TUN device");
+                return Outcome::Daemon(DaemonDrop::Bypass);
+            }
+            Err(d) => {
+                inc(&c.engine_in_drops);
+                debug!("inbound packet dropped: {d}");
+                return Outcome::Engine(d);
+            }
+        }
+        let packet = buf.packet();
+        match tun.send(packet) {
+            Ok(()) => {
+                inc(&c.tun_tx_packets);
+                add(&c.tun_tx_bytes, packet.len() as u64);
+                Outcome::Forwarded
+            }
+            Err(e) => {
+                count_error(&c.tun_write_errors, "writing the TUN device", &e);
+                Outcome::Lost(e.kind())
+            }
+        }
+    }
+
+    /// Expires SAs whose time is up, logs the engine's events and returns every counter.
+    pub fn tick(&self) -> (Report, Vec<Event>) {
+        let mut e = self.engine();
+        let now = self.now();
+        e.poll(now);
+        let mut events = Vec::new();
+        while let Some(ev) = e.next_event() {
+            let (sa, limit, hard) = match ev {
+                Event::SoftExpired { sa, limit } => (sa, limit, false),
+                Event::HardExpired { sa, limit } => (sa, limit, true),
+            };
+            let name = e.sad().get(sa).map_or("?", |s| s.config.name.as_str());
+            if hard {
+                warn!("SA `{name}` reached its hard {limit:?} limit: its packets are dropped from now on");
+            } else {
+                info!("SA `{name}` reached its soft {limit:?} limit: it still works; replace it");
+            }
+            events.push(ev);
+        }
+        let report = Report {
+            uptime_seconds: now.as_secs(),
+            daemon: self.counters.snapshot(),
+            engine: e.snapshot(now),
+        };
+        (report, events)
+    }
+
+    /// Counts and logs a device read error.
+    fn read_error(&self, c: &AtomicU64, what: &str, e: &io::Error) {
+        count_error(c, what, e);
+        // A device that fails every read would otherwise spin.
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The outbound loop: TUN device → engine → underlay, until `stop` is set.
+pub fn run_outbound(t: &Tunnel, tun: &dyn TunIo, tx: &dyn UnderlayTx, stop: &AtomicBool) {
+    let mut pkt = PacketBuffer::new();
+    while !stop.load(Ordering::Relaxed) {
+        match tun.recv(pkt.recv_area()) {
+            Ok(Some(n)) => {
+                t.outbound(&mut pkt, n, tx);
+            }
+            Ok(None) => {}
+            Err(e) if is_transient(&e) => {}
+            Err(e) => t.read_error(&t.counters.tun_read_errors, "reading the TUN device", &e),
+        }
+    }
+}
+
+/// One inbound loop: underlay socket → engine → TUN device, until `stop` is set.
+pub fn run_inbound(t: &Tunnel, rx: &dyn UnderlayRx, tun: &dyn TunIo, stop: &AtomicBool) {
+    let mut pkt = PacketBuffer::new();
+    while !stop.load(Ordering::Relaxed) {
+        match rx.recv(pkt.recv_area()) {
+            Ok(Some(n)) => {
+                t.inbound(&mut pkt, n, tun);
+            }
+            Ok(None) => {}
+            Err(e) if is_transient(&e) => {}
+            Err(e) => t.read_error(&t.counters.underlay_recv_errors, "reading the underlay", &e),
+        }
+    }
+}
+
+fn protect_bundles(engine: &Engine, dir: Direction) -> impl Iterator<Item = Vec<SaConfig>> + '_ {
+    engine
+        .spd()
+        .policies()
+        .iter()
+        .filter(move |p| p.dir == dir)
+        .filter_map(|p| match &p.action {
+            Action::Protect(ids) => Some(
+                ids.iter()
+                    .filter_map(|&id| engine.sad().get(id).map(|e| e.config.clone()))
+                    .collect(),
+            ),
+            _ => None,
+        })
+}
+
+/// The IP protocols (50 ESP, 51 AH, 108 IPComp) of the SAs the inbound policies require:
+/// the raw sockets to open. Sorted, without repeats.
+pub fn inbound_protocols(engine: &Engine) -> Vec<u8> {
+    let mut v: Vec<u8> = protect_bundles(engine, Direction::In)
+        .flatten()
+        .map(|c| c.params.proto.number())
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The largest inner packet, IPv4 or IPv6, that every outbound bundle can seal into an
+/// `underlay_mtu`-byte packet (IPComp counted as not compressing): the TUN MTU to use.
+/// `None` when there is no outbound bundle.
+pub fn tun_mtu_for(engine: &Engine, underlay_mtu: usize) -> Option<usize> {
+    let mut best: Option<usize> = None;
+    for bundle in protect_bundles(engine, Direction::Out) {
+        let Ok(calc) = Calculator::from_configs(&bundle) else {
+            continue;
+        };
+        for inner in [Inner::ipv4(), Inner::ipv6()] {
+            if let Ok(m) = calc.max_inner_mtu(inner, underlay_mtu) {
+                best = Some(best.map_or(m, |b| b.min(m)));
+            }
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,99 @@
+//! `tunneld`: carries a TUN device's packets to a peer host through the SA engine. Packets
+//! the kernel routes into the TUN device are sealed (ESP, AH, IPComp, as the config's
+//! outbound policies say) and sent to the peer over IPv4 raw sockets; ESP/AH/IPComp packets
+//! from the peer are opened, checked against the inbound policies and written to the TUN
+//! device. Counters go to `--stats FILE` as JSON every second; SIGINT or SIGTERM stops it.
+//!
+//! The config is the `ipsec check-config` format (TOML or setkey) plus, in TOML, a
+//! `[tunnel]` table (`tun`, `mtu`, `local`, `peer`: see `ipsec::config::TunnelConfig`).
+//! The daemon itself is the `ipsec-tunnel` crate; this binary reads the config, builds the
+//! engine and hands it over.
+//!
+//! Exit status: 0 after a clean stop, 1 when setting up the devices failed, 2 for a bad
+//! command line or config.
+
+use clap::Parser;
+use ipsec::config::{self, ConfigError, Format};
+use ipsec_tunnel::daemon::{self, Options};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "tunneld",
+    version,
+    about = "Carry a TUN device's packets to a peer through ESP, AH and IPComp (userspace IPsec over IPv4 raw sockets)"
+)]
+struct Args {
+    /// The config file: SAs and policies (TOML or setkey, as `ipsec check-config` takes
+    /// them) and, in TOML, the [tunnel] table.
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// The TUN device's name (default: [tunnel] tun, else ipsec0).
+    #[arg(long, value_name = "NAME")]
+    tun: Option<String>,
+    /// Write the counters as JSON to FILE every second and on exit (replaced atomically).
+    #[arg(long, value_name = "FILE")]
+    stats: Option<PathBuf>,
+    /// Log level: error, warn, info, debug (every dropped packet) or trace.
+    #[arg(long, value_name = "LEVEL", default_value = "info")]
+    log: String,
+}
+
+fn config_error(file: &str, e: &ConfigError) -> String {
+    let at = e.line.map_or(file.to_string(), |l| format!("{file}:{l}"));
+    let what = e.item.as_ref().map_or(String::new(), |i| format!("{i}: "));
+    format!("{at}: {what}{}", e.kind)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Err(e) = daemon::init_logging(&args.log) {
+        eprintln!("tunneld: {e}");
+        return ExitCode::from(2);
+    }
+    let file = args.config.display().to_string();
+    let loaded = match config::load(&args.config, None) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("tunneld: {}", config_error(&file, &e));
+            return ExitCode::from(2);
+        }
+    };
+    if loaded.format == Format::Setkey {
+        for w in &loaded.warnings {
+            eprintln!("tunneld: {file}:{}: warning: {}", w.line, w.message);
+        }
+    }
+    let engine = match loaded.config.build(Duration::ZERO) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("tunneld: {}", config_error(&file, &e));
+            return ExitCode::from(2);
+        }
+    };
+    let stop = match daemon::stop_on_signals() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("tunneld: installing the signal handlers: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let t = loaded.config.tunnel.clone().unwrap_or_default();
+    let opts = Options {
+        tun: args.tun.or(t.tun).unwrap_or_else(|| Options::default().tun),
+        mtu: t.mtu,
+        local: t.local,
+        peer: t.peer,
+        stats: args.stats,
+        ..Options::default()
+    };
+    match daemon::run(engine, &opts, &stop) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tunneld: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! `tunneld` without privileges: the example configs of examples/tunnel/ carry packets
+//! between two in-memory hosts through the daemon's core, and the binary's errors.
+//! (scripts/netns-test.sh runs the real thing, as root, in two network namespaces.)
+
+use ipsec::config;
+use ipsec_tunnel::{Outcome, PacketBuffer, TunIo, Tunnel, UnderlayTx};
+use std::io;
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Remembers the one packet written to it.
+#[derive(Default)]
+struct Catch(Mutex<Vec<(Vec<u8>, Option<Ipv4Addr>)>>);
+
+impl Catch {
+    fn take(&self) -> (Vec<u8>, Option<Ipv4Addr>) {
+        let mut v = self.0.lock().unwrap();
+        assert_eq!(v.len(), 1, "one packet out");
+        v.pop().unwrap()
+    }
+}
+
+impl TunIo for Catch {
+    fn recv(&self, _: &mut [u8]) -> io::Result<Option<usize>> {
+        Ok(None)
+    }
+    fn send(&self, packet: &[u8]) -> io::Result<()> {
+        self.0.lock().unwrap().push((packet.to_vec(), None));
+        Ok(())
+    }
+}
+
+impl UnderlayTx for Catch {
+    fn send_to(&self, packet: &[u8], dst: Ipv4Addr) -> io::Result<()> {
+        self.0.lock().unwrap().push((packet.to_vec(), Some(dst)));
+        Ok(())
+    }
+}
+
+fn host(file: &str) -> Tunnel {
+    let loaded = config::load(Path::new(file), None).unwrap();
+    let t = loaded.config.tunnel.clone().expect("a [tunnel] table");
+    assert_eq!(t.tun.as_deref(), Some("ipsec0"));
+    Tunnel::new(loaded.config.build(Duration::ZERO).unwrap(), t.peer)
+}
+
+fn ping(v6: bool, from_a: bool, len: usize) -> Vec<u8> {
+    let payload = vec![b'x'; len];
+    let mut out = Vec::new();
+    let (a, b) = (1u8, 2u8);
+    let (s, d) = if from_a { (a, b) } else { (b, a) };
+    if v6 {
+        let mut src = [0u8; 16];
+        src[..4].copy_from_slice(&[0xfd, 0, 1, 0]);
+        let mut dst = src;
+        src[15] = s;
+        dst[15] = d;
+        etherparse::PacketBuilder::ipv6(src, dst, 64)
+            .icmpv6_echo_request(1, 1)
+            .write(&mut out, &payload)
+            .unwrap();
+    } else {
+        etherparse::PacketBuilder::ipv4([10, 100, 0, s], [10, 100, 0, d], 64)
+            .icmpv4_echo_request(1, 1)
+            .write(&mut out, &payload)
+            .unwrap();
+    }
+    out
+}
+
+/// `inner` from `from`'s TUN to `to`'s TUN; returns the wire packet.
+fn carry(from: &Tunnel, to: &Tunnel, inner: &[u8], peer: Ipv4Addr) -> Vec<u8> {
+    let (wire, tun) = (Catch::default(), Catch::default());
+    let mut pkt = PacketBuffer::new();
+    let n = pkt.load(inner);
+    assert_eq!(from.outbound(&mut pkt, n, &wire), Outcome::Forwarded);
+    let (sealed, dst) = wire.take();
+    assert_eq!(dst, Some(peer));
+    let n = pkt.load(&sealed);
+    assert_eq!(to.inbound(&mut pkt, n, &tun), Outcome::Forwarded);
+    assert_eq!(tun.take().0, inner);
+    sealed
+}
+
+#[test]
+fn example_configs_carry_packets_between_the_two_hosts() {
+    let (ua, ub): (Ipv4Addr, Ipv4Addr) = ("10.99.0.1".parse().unwrap(), "10.99.0.2".parse().unwrap());
+    for (variant, wire_proto) in [("esp", 50u8), ("comp-esp", 50), ("esp-ah", 51)] {
+        let a = host(&format!("examples/tunnel/{variant}-a.toml"));
+        let b = host(&format!("examples/tunnel/{variant}-b.toml"));
+        for v6 in [false, true] {
+            for len in [16, 1000] {
+                let w = carry(&a, &b, &ping(v6, true, len), ub);
+                assert_eq!((w[9], &w[12..20]), (wire_proto, &[10, 99, 0, 1, 10, 99, 0, 2][..]));
+                let w = carry(&b, &a, &ping(v6, false, len), ua);
+                assert_eq!((w[9], &w[12..20]), (wire_proto, &[10, 99, 0, 2, 10, 99, 0, 1][..]));
+            }
+        }
+        let (ra, _) = a.tick();
+        let (rb, _) = b.tick();
+        for r in [&ra, &rb] {
+            assert_eq!(
+                (r.daemon.underlay_tx_packets, r.daemon.tun_tx_packets),
+                (4, 4),
+                "{variant}"
+            );
+            assert_eq!(r.daemon.engine_in_drops + r.daemon.engine_out_drops, 0, "{variant}");
+        }
+        if variant == "comp-esp" {
+            let comp = ra.engine.sas.iter().find(|s| s.name == "comp-ab").unwrap();
+            assert_eq!(
+                (comp.outbound.packets, comp.outbound.not_compressed),
+                (4, 2),
+                "the 1000-byte pings shrink"
+            );
+        }
+    }
+}
+
+fn tunneld(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tunneld")).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn tunneld_reports_bad_configs_and_setup_errors() {
+    let dir = std::env::temp_dir().join(format!("tunneld-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let base = std::fs::read_to_string("examples/tunnel/esp-a.toml").unwrap();
+
+    let v6 = write(
+        "v6.toml",
+        &base.replace("peer = \"10.99.0.2\"", "peer = \"2001:db8::2\""),
+    );
+    let (code, err) = tunneld(&["--config", &v6]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("{v6}:17:")) && err.contains("IPv4 only"), "{err}");
+
+    let unknown = write("unknown.toml", &format!("{base}\n[tunnel.extra]\n"));
+    let (code, err) = tunneld(&["--config", &unknown]);
+    assert_eq!(code, 2, "{err}");
+
+    let (code, err) = tunneld(&["--config", "examples/tunnel/esp-a.toml", "--log", "loud"]);
+    assert_eq!((code, err.contains("bad log level")), (2, true), "{err}");
+
+    // A name the kernel would refuse or truncate: nothing is created.
+    let (code, err) = tunneld(&["--config", "examples/tunnel/esp-a.toml", "--tun", "no/slash"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("creating TUN device no/slash"), "{err}");
+
+    let (code, err) = tunneld(&["--config", &dir.join("missing.toml").display().to_string()]);
+    assert_eq!(code, 2, "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
