@@ -11,4 +11,7 @@ cargo build --release --locked --bin ipsec
 # The transform crates must build without std.
 cargo build --locked -p ipsec-core -p ipsec-esp -p ipsec-ah -p ipsec-ipcomp -p ipsec-engine --no-default-features
 cargo test --workspace --locked
+# tunneld end to end in two network namespaces: only as root with /dev/net/tun and a working
+# `ip netns` (otherwise it says why it was skipped); about 40 s.
+bash scripts/netns-test.sh --if-possible
 IPSEC_BIN="$PWD/target/release/ipsec" python3 -m pytest tests/interop -q -p no:cacheprovider

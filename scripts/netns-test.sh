@@ -1,0 +1,337 @@
+#!/usr/bin/env bash
+# tunneld end to end, as root: two network namespaces joined by a veth pair (the underlay,
+# 10.99.0.1/24 <-> 10.99.0.2/24), tunneld in each with a TUN device carrying 10.100.0.0/24 and
+# fd00:100::/64, for three configs from examples/tunnel/:
+#
+#   esp       ESP tunnel, AES-CBC + HMAC-SHA-256: pings both ways over IPv4 and IPv6; tshark
+#             on the veth decrypts every ESP frame with the config's keys and reports its ICV
+#             good; bad packets sent into the underlay (unknown SPIs, a wrong ICV, truncated
+#             ESP, a replayed captured packet) are dropped and counted under their reasons
+#             and the tunnel still works; iperf3 TCP for 3 s; the two daemons' counters agree
+#   comp-esp  IPComp (DEFLATE) + ESP tunnel, AES-GCM: compressible pings are compressed (and
+#             counted), small ones go uncompressed, tshark decrypts; iperf3 TCP over IPv6
+#   esp-ah    ESP tunnel + AH on the outer header: AH on the wire, both SAs count every packet
+#
+# Every daemon must stop cleanly on SIGTERM (exit 0) and log no warning. Installs iproute2,
+# iputils-ping, iperf3 and tshark if missing. Bounded: every wait has a deadline; about 40 s.
+# Exits non-zero with a message naming the failed check; the logs are kept then. iperf3 is
+# capped at IPERF_RATE (default 200M; 0 = unlimited) so the run is bounded in bytes too.
+#
+#   sudo bash scripts/netns-test.sh            # builds tunneld (release) first
+#   TUNNELD_BIN=path/to/tunneld sudo -E bash scripts/netns-test.sh
+#   bash scripts/netns-test.sh --if-possible   # scripts/test.sh: without root, /dev/net/tun
+#                                              # or working `ip netns`, say why and exit 0
+set -euo pipefail
+cd "$(dirname "$0")/.."
+START=$SECONDS
+log() { echo "netns-test: $*"; }
+fail() {
+  echo "netns-test: FAIL: $*" >&2
+  exit 1
+}
+IF_POSSIBLE=0
+[ "${1:-}" = "--if-possible" ] && IF_POSSIBLE=1
+cannot() {
+  if [ $IF_POSSIBLE -eq 1 ]; then
+    log "skipped: $*"
+    exit 0
+  fi
+  fail "$*"
+}
+
+[ "$(id -u)" -eq 0 ] || cannot "needs root (network namespaces, TUN devices, raw sockets)"
+[ -c /dev/net/tun ] || cannot "/dev/net/tun is missing"
+
+# ---- what it needs ----------------------------------------------------------------------
+pkgs=()
+command -v ip >/dev/null || pkgs+=(iproute2)
+command -v ping >/dev/null || pkgs+=(iputils-ping)
+command -v iperf3 >/dev/null || pkgs+=(iperf3)
+command -v tshark >/dev/null || pkgs+=(tshark)
+command -v python3 >/dev/null || pkgs+=(python3)
+if [ ${#pkgs[@]} -gt 0 ]; then
+  log "installing ${pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  { echo "wireshark-common wireshark-common/install-setuid boolean false"
+    echo "iperf3 iperf3/start_daemon boolean false"; } | debconf-set-selections 2>/dev/null || true
+  apt_log=$(mktemp)
+  { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${pkgs[@]}"; } >"$apt_log" 2>&1 ||
+    { cat "$apt_log"; rm -f "$apt_log"; fail "could not install ${pkgs[*]}"; }
+  rm -f "$apt_log"
+fi
+
+PROBE=tnl-probe-$$
+ip netns add "$PROBE" 2>/dev/null || cannot "\`ip netns add\` does not work here"
+ip netns exec "$PROBE" true 2>/dev/null || { ip netns del "$PROBE"; cannot "\`ip netns exec\` does not work here"; }
+ip netns del "$PROBE"
+
+if [ -n "${TUNNELD_BIN:-}" ]; then
+  BIN=$TUNNELD_BIN
+else
+  cargo build --release --locked --quiet --bin tunneld
+  TD=${CARGO_TARGET_DIR:-target}
+  case $TD in /*) ;; *) TD=$PWD/$TD ;; esac
+  BIN=$TD/release/tunneld
+fi
+[ -x "$BIN" ] || fail "no tunneld binary at $BIN"
+HELPER="python3 $PWD/scripts/netns_helper.py"
+
+# ---- namespaces -------------------------------------------------------------------------
+ID=$$
+NSA=tnl-a-$ID
+NSB=tnl-b-$ID
+VA=tnva$ID
+VB=tnvb$ID
+A4=10.99.0.1
+B4=10.99.0.2
+WORK=$(mktemp -d /tmp/netns-test.XXXXXX)
+BG=() # background processes we started (daemons, tshark, iperf3 server)
+
+cleanup() {
+  local rc=$?
+  for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  for p in "${BG[@]}"; do wait "$p" 2>/dev/null || true; done
+  ip netns del "$NSA" 2>/dev/null || true
+  ip netns del "$NSB" 2>/dev/null || true
+  if [ $rc -ne 0 ]; then
+    for f in "$WORK"/*.log; do
+      [ -s "$f" ] && { echo "---- $f (last lines)"; tail -n 15 "$f"; }
+    done
+    log "files kept in $WORK"
+  else
+    rm -rf "$WORK"
+  fi
+}
+trap cleanup EXIT
+trap 'fail "interrupted"' INT TERM
+
+ip netns add "$NSA"
+ip netns add "$NSB"
+ip link add "$VA" netns "$NSA" type veth peer name "$VB" netns "$NSB"
+ip -n "$NSA" addr add $A4/24 dev "$VA"
+ip -n "$NSB" addr add $B4/24 dev "$VB"
+for ns in "$NSA" "$NSB"; do ip -n "$ns" link set lo up; done
+ip -n "$NSA" link set "$VA" up
+ip -n "$NSB" link set "$VB" up
+
+# wait_for SECONDS DESCRIPTION COMMAND...: until COMMAND succeeds, or fail.
+wait_for() {
+  local deadline=$((SECONDS + $1)) what=$2
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || fail "timed out waiting for $what"
+    sleep 0.1
+  done
+}
+
+# stop_pid PID NAME: SIGTERM, at most 5 s, then the exit status must be 0.
+stop_pid() {
+  local pid=$1 name=$2 rc=0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$pid" 2>/dev/null && { kill -KILL "$pid"; fail "$name did not stop within 5 s of SIGTERM"; }
+  wait "$pid" || rc=$?
+  [ $rc -eq 0 ] || fail "$name exited with status $rc"
+}
+
+# ---- one variant ------------------------------------------------------------------------
+V='' DA='' DB='' CAP=''
+SA='' SB=''
+
+start() { # VARIANT
+  V=$1
+  SA=$WORK/$V-a.json
+  SB=$WORK/$V-b.json
+  ip netns exec "$NSA" "$BIN" --config "examples/tunnel/$V-a.toml" --stats "$SA" 2>"$WORK/$V-a.log" &
+  DA=$!
+  BG+=("$DA")
+  ip netns exec "$NSB" "$BIN" --config "examples/tunnel/$V-b.toml" --stats "$SB" 2>"$WORK/$V-b.log" &
+  DB=$!
+  BG+=("$DB")
+  wait_for 10 "tunneld ($V) in $NSA to write its stats" test -s "$SA"
+  wait_for 10 "tunneld ($V) in $NSB to write its stats" test -s "$SB"
+  ip -n "$NSA" addr add 10.100.0.1/24 dev ipsec0
+  ip -n "$NSA" addr add fd00:100::1/64 dev ipsec0 nodad
+  ip -n "$NSB" addr add 10.100.0.2/24 dev ipsec0
+  ip -n "$NSB" addr add fd00:100::2/64 dev ipsec0 nodad
+  log "$V: tunneld running in both namespaces ($(ip -n "$NSA" -o link show ipsec0 | grep -o 'mtu [0-9]*'))"
+}
+
+stop() {
+  stop_pid "$DA" "tunneld ($V) in $NSA"
+  stop_pid "$DB" "tunneld ($V) in $NSB"
+  for h in a b; do
+    if grep -E ' (WARN|ERROR) ' "$WORK/$V-$h.log" >/dev/null; then
+      fail "tunneld ($V, host $h) logged warnings: $(grep -E ' (WARN|ERROR) ' "$WORK/$V-$h.log" | head -3)"
+    fi
+    grep -q 'tunneld: stopped' "$WORK/$V-$h.log" || fail "tunneld ($V, host $h) did not log its clean stop"
+  done
+}
+
+# ping_ok NS DST COUNT [ping options]: exactly COUNT echo requests, every one answered.
+ping_ok() {
+  local ns=$1 dst=$2 n=$3
+  shift 3
+  ip netns exec "$ns" ping -q -n -c "$n" -i 0.2 -W 2 -w 10 "$@" "$dst" >"$WORK/ping.out" 2>&1 ||
+    fail "$V: ping $* $dst from $ns: $(tail -n 2 "$WORK/ping.out" | head -n 1)"
+  grep -q "$n packets transmitted, $n received" "$WORK/ping.out" ||
+    fail "$V: ping $dst from $ns: $(grep transmitted "$WORK/ping.out")"
+}
+
+expect() { # WHAT EXPR...: over the two stats files, retried while the once-a-second stats catch up
+  local what=$1
+  shift
+  $HELPER expect --what "$V: $what" "$SA" "$SB" "$@" || fail "$V: $what (see above)"
+}
+
+cap_start() { # FILE: tshark on B's veth, IPsec protocols only
+  : >"$WORK/tshark.log"
+  ip netns exec "$NSB" tshark -n -q -i "$VB" -f "ip proto 50 or ip proto 51 or ip proto 108" \
+    -F pcap -w "$1" -a duration:60 2>"$WORK/tshark.log" &
+  CAP=$!
+  BG+=("$CAP")
+  wait_for 15 "tshark to start capturing" grep -q "Capturing on" "$WORK/tshark.log"
+  # dumpcap may still be opening the interface; tshark 4.0 says when it is done.
+  for _ in $(seq 30); do
+    grep -q "Capture started" "$WORK/tshark.log" && break
+    sleep 0.1
+  done
+  sleep 0.5
+}
+
+cap_stop() {
+  sleep 0.3 # the last replies
+  kill -INT "$CAP" 2>/dev/null || true
+  for _ in $(seq 100); do
+    kill -0 "$CAP" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$CAP" 2>/dev/null && fail "tshark did not stop"
+  wait "$CAP" || true
+}
+
+iperf() { # SERVER_ADDR SECONDS [client options]
+  local addr=$1 t=$2 rc=0
+  shift 2
+  ip netns exec "$NSB" timeout 30 iperf3 -s -1 -B "$addr" -p 5201 >"$WORK/iperf-server.log" 2>&1 &
+  local srv=$!
+  BG+=("$srv")
+  wait_for 10 "the iperf3 server" ip netns exec "$NSB" sh -c "ss -Hltn 'sport = :5201' | grep -q ."
+  timeout 30 ip netns exec "$NSA" iperf3 -c "$addr" -p 5201 -t "$t" -b "${IPERF_RATE:-200M}" -J "$@" >"$WORK/iperf.json" 2>&1 || rc=$?
+  wait "$srv" || true
+  [ $rc -eq 0 ] || fail "$V: iperf3 to $addr failed: $(grep -m1 '"error"' "$WORK/iperf.json" || tail -n 3 "$WORK/iperf.json")"
+  python3 - "$WORK/iperf.json" <<'EOF' || fail "$V: iperf3 to $addr moved too little"
+import json, sys
+r = json.load(open(sys.argv[1]))["end"]
+got = r["sum_received"]["bytes"]
+print(f"netns-test: iperf3: {got / 1e6:.1f} MB received ({r['sum_received']['bits_per_second'] / 1e6:.0f} Mbit/s), "
+      f"{r['sum_sent'].get('retransmits', 0)} retransmits")
+sys.exit(0 if got > 1_000_000 else 1)
+EOF
+}
+
+rawdrops() { ip netns exec "$1" $HELPER rawdrops; }
+
+# ---- esp --------------------------------------------------------------------------------
+start esp
+cap_start "$WORK/esp.pcap"
+ping_ok "$NSA" 10.100.0.2 3
+ping_ok "$NSA" fd00:100::2 3
+ping_ok "$NSB" 10.100.0.1 3
+ping_ok "$NSB" fd00:100::1 3
+cap_stop
+# 12 packets each way: 6 echo requests and 6 replies.
+expect "ping packets counted by both daemons" \
+  "A.sas.esp_ab.outbound.packets == 12" "B.sas.esp_ab.inbound.packets == 12" \
+  "B.sas.esp_ba.outbound.packets == 12" "A.sas.esp_ba.inbound.packets == 12" \
+  "A.daemon.underlay_tx_packets == B.daemon.underlay_rx_packets == 12" \
+  "B.daemon.underlay_tx_packets == A.daemon.underlay_rx_packets == 12" \
+  "A.daemon.tun_tx_packets == B.daemon.tun_tx_packets == 12" \
+  "A.daemon.engine_in_drops == B.daemon.engine_in_drops == 0"
+$HELPER esp "$WORK/esp.pcap" --frames 24 \
+  --uat "$($HELPER uat examples/tunnel/esp-a.toml esp-ab)" \
+  --uat "$($HELPER uat examples/tunnel/esp-a.toml esp-ba)" || fail "esp: tshark did not decrypt every frame"
+
+# Bad input into B's underlay, from A: 5 unknown SPIs, 3 wrong ICVs on the real SPI, 2
+# truncated ESP headers, and the first captured A->B packet again.
+log "esp: sending bad packets: $(ip netns exec "$NSA" $HELPER inject --dst $B4 --spi 0x1001 \
+  --unknown-spi 5 --bad-icv 3 --truncated 2 --replay "$WORK/esp.pcap" --replay-src $A4)"
+expect "bad packets dropped and counted under their reasons" \
+  "B.engine.inbound_drops.no_sa == 5" "B.engine.inbound_drops.malformed == 2" \
+  "B.sas.esp_ab.inbound.drops.bad_icv == 3" "B.sas.esp_ab.inbound.drops.replay == 1" \
+  "B.daemon.underlay_rx_packets == 12 + 11" "B.daemon.engine_in_drops == 11" \
+  "B.sas.esp_ab.inbound.packets == 12" "B.daemon.tun_tx_packets == 12"
+ping_ok "$NSA" 10.100.0.2 2
+ping_ok "$NSB" fd00:100::1 2
+expect "the tunnel still works after the bad packets" \
+  "A.sas.esp_ab.outbound.packets == B.sas.esp_ab.inbound.packets == 16" \
+  "B.sas.esp_ba.outbound.packets == A.sas.esp_ba.inbound.packets == 16"
+iperf 10.100.0.2 3
+DROPS_A=$(rawdrops "$NSA")
+DROPS_B=$(rawdrops "$NSB")
+stop
+# Every packet one daemon sealed and sent, the other received and opened, except those the
+# kernel dropped on a full raw socket queue (reported, and accounted for exactly).
+log "esp: raw socket queue drops: A $DROPS_A, B $DROPS_B"
+expect "final counters agree" \
+  "A.sas.esp_ab.outbound.packets - A.daemon.underlay_send_errors == B.sas.esp_ab.inbound.packets + $DROPS_B" \
+  "B.sas.esp_ba.outbound.packets - B.daemon.underlay_send_errors == A.sas.esp_ba.inbound.packets + $DROPS_A" \
+  "A.daemon.underlay_tx_packets == A.sas.esp_ab.outbound.packets - A.daemon.underlay_send_errors" \
+  "B.daemon.tun_tx_packets + B.daemon.tun_write_errors == B.sas.esp_ab.inbound.packets" \
+  "sum(B.sas.esp_ab.inbound.drops.values()) == 4" "sum(B.engine.inbound_drops.values()) == 7" \
+  "sum(A.sas.esp_ba.inbound.drops.values()) == 0" "sum(A.engine.inbound_drops.values()) == 0" \
+  "A.daemon.tun_read_errors + A.daemon.underlay_recv_errors + B.daemon.tun_read_errors + B.daemon.underlay_recv_errors == 0" \
+  "A.sas.esp_ab.outbound.packets > 1000"
+
+# ---- comp-esp -----------------------------------------------------------------------------
+start comp-esp
+cap_start "$WORK/comp-esp.pcap"
+ping_ok "$NSA" 10.100.0.2 3 -s 1000 -p 61 # compressible, both ways
+ping_ok "$NSB" fd00:100::1 3 -s 1000 -p 62
+ping_ok "$NSA" fd00:100::2 3 -s 16 # under IPComp's 90-byte threshold: not compressed
+cap_stop
+expect "IPComp compresses the large pings and passes the small ones as they are" \
+  "A.sas.comp_ab.outbound.packets == A.sas.esp_ab.outbound.packets == 9" \
+  "B.sas.comp_ba.outbound.packets == B.sas.esp_ba.outbound.packets == 9" \
+  "A.sas.comp_ab.outbound.packets - A.sas.comp_ab.outbound.not_compressed == 6" \
+  "B.sas.comp_ba.outbound.packets - B.sas.comp_ba.outbound.not_compressed == 6" \
+  "A.sas.comp_ab.outbound.overhead_bytes < -3000" "B.sas.comp_ba.outbound.overhead_bytes < -3000" \
+  "B.sas.comp_ab.inbound.packets == 6" "B.sas.comp_ab.inbound.not_compressed == 3" \
+  "A.sas.comp_ba.inbound.packets == 6" "A.sas.comp_ba.inbound.not_compressed == 3" \
+  "B.sas.esp_ab.inbound.packets == A.sas.esp_ba.inbound.packets == 9" \
+  "A.daemon.engine_in_drops == B.daemon.engine_in_drops == 0"
+$HELPER esp "$WORK/comp-esp.pcap" --frames 18 \
+  --uat "$($HELPER uat examples/tunnel/comp-esp-a.toml esp-ab)" \
+  --uat "$($HELPER uat examples/tunnel/comp-esp-a.toml esp-ba)" || fail "comp-esp: tshark did not decrypt every frame"
+iperf fd00:100::2 2
+DROPS_A=$(rawdrops "$NSA")
+DROPS_B=$(rawdrops "$NSB")
+stop
+expect "final counters agree" \
+  "A.sas.esp_ab.outbound.packets - A.daemon.underlay_send_errors == B.sas.esp_ab.inbound.packets + $DROPS_B" \
+  "B.sas.esp_ba.outbound.packets - B.daemon.underlay_send_errors == A.sas.esp_ba.inbound.packets + $DROPS_A" \
+  "B.sas.comp_ab.inbound.packets + B.sas.comp_ab.inbound.not_compressed == B.sas.esp_ab.inbound.packets" \
+  "sum(B.engine.inbound_drops.values()) + sum(A.engine.inbound_drops.values()) == 0"
+
+# ---- esp-ah -------------------------------------------------------------------------------
+start esp-ah
+cap_start "$WORK/esp-ah.pcap"
+ping_ok "$NSA" 10.100.0.2 3
+ping_ok "$NSB" fd00:100::1 3 -s 1200
+cap_stop
+expect "ESP and AH count every packet" \
+  "A.sas.esp_ab.outbound.packets == A.sas.ah_ab.outbound.packets == 6" \
+  "B.sas.ah_ab.inbound.packets == B.sas.esp_ab.inbound.packets == 6" \
+  "B.sas.esp_ba.outbound.packets == B.sas.ah_ba.outbound.packets == 6" \
+  "A.sas.ah_ba.inbound.packets == A.sas.esp_ba.inbound.packets == 6" \
+  "A.daemon.engine_in_drops == B.daemon.engine_in_drops == 0"
+$HELPER count "$WORK/esp-ah.pcap" "ah && esp && !ipcomp" --frames 12 || fail "esp-ah: not AH around ESP on the wire"
+$HELPER esp "$WORK/esp-ah.pcap" --frames 12 \
+  --uat "$($HELPER uat examples/tunnel/esp-ah-a.toml esp-ab)" \
+  --uat "$($HELPER uat examples/tunnel/esp-ah-a.toml esp-ba)" || fail "esp-ah: tshark did not decrypt every frame"
+stop
+
+log "all checks passed: esp, comp-esp, esp-ah ($((SECONDS - START)) s)"
