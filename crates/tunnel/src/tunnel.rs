@@ -24,7 +24,8 @@ use tracing::{debug, info, warn};
 /// the engine accepts is three tunnel-mode SAs with IPv6 outer headers (3 × 40) plus the AH
 /// header with the largest ICV and its padding (12 + 32 + 4), the ESP header and the largest
 /// IV (8 + 16) and the IPComp header (4): 212 bytes. The test
-/// `headroom_and_tailroom_fit_the_worst_bundle` seals through such a bundle.
+/// `headroom_and_tailroom_fit_the_worst_bundle` seals a 60 KB packet through IPComp, ESP and
+/// AH with IPv6 tunnels and the largest ICVs and checks the headers it took.
 pub const HEADROOM: usize = 512;
 /// The largest IP packet read from a device (the IPv4 and IPv6 length fields' limit without
 /// jumbograms); inbound IPComp decompresses into the room up to this size.
