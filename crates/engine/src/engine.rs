@@ -16,7 +16,7 @@ use core::net::IpAddr;
 use core::time::Duration;
 use ipsec_core::ip::{self, Ipv4Packet, Ipv6Packet};
 use ipsec_core::rng::IvRng;
-use ipsec_core::sa::Proto;
+use ipsec_core::sa::{Mode, Proto};
 use ipsec_core::PacketBuf;
 
 /// The most SAs one inbound packet may be opened with (IPComp + ESP + AH, and one more for
@@ -69,8 +69,10 @@ impl fmt::Display for Dropped {
 /// What happened to a packet that was not dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// Sealed (outbound) or opened (inbound) by this many SAs, as the policy requires. An
-    /// IPComp SA that left a packet uncompressed is not counted.
+    /// A protect policy matched. Outbound: sealed by this many SAs (an IPComp SA that left
+    /// the packet uncompressed is not counted). Inbound: opened by this many SAs, as the
+    /// policy requires (a transport-mode IPComp SA whose peer did not compress is not counted;
+    /// a tunnel-mode one, which removed the IP-in-IP header, is).
     Protected(usize),
     /// A bypass policy let it through unchanged.
     Bypass,
@@ -134,10 +136,17 @@ fn rank(p: Proto) -> u8 {
     }
 }
 
-fn dst_addr(packet: &[u8]) -> Result<IpAddr, ipsec_core::Error> {
+/// (source, destination) of an IP packet.
+fn addrs(packet: &[u8]) -> Result<(IpAddr, IpAddr), ipsec_core::Error> {
     Ok(match ip::version(packet)? {
-        4 => IpAddr::V4(Ipv4Packet::new_checked(packet)?.dst()),
-        _ => IpAddr::V6(Ipv6Packet::new_checked(packet)?.dst()),
+        4 => {
+            let p = Ipv4Packet::new_checked(packet)?;
+            (IpAddr::V4(p.src()), IpAddr::V4(p.dst()))
+        }
+        _ => {
+            let p = Ipv6Packet::new_checked(packet)?;
+            (IpAddr::V6(p.src()), IpAddr::V6(p.dst()))
+        }
     })
 }
 
@@ -377,18 +386,26 @@ impl Engine {
         let mut used = [SaId(0); MAX_DEPTH];
         let mut depth = 0;
         loop {
-            let outer = outer_ipsec(buf.packet()).and_then(|o| Ok((o, dst_addr(buf.packet())?)));
-            let ((p, spi), dst) = match outer {
-                Ok((Ok(hdr), dst)) => (hdr, dst),
+            let outer = outer_ipsec(buf.packet()).and_then(|o| Ok((o, addrs(buf.packet())?)));
+            // An IP-in-IP packet between the endpoints of a tunnel-mode IPComp SA is that SA's
+            // packet sent uncompressed (RFC 3173 2.2): the SA removes the outer header.
+            let (id, uncompressed) = match outer {
+                Ok((Ok((p, spi)), (_, dst))) => match self.sad.lookup(p, spi, dst) {
+                    Some(id) => (id, false),
+                    None if depth == 0 => {
+                        let err = PacketError::Ipsec(ipsec_core::Error::UnknownSpi(spi));
+                        return Err(self.drop_engine(Direction::In, DropReason::NoSa, Some(err)));
+                    }
+                    None => break,
+                },
+                Ok((Err(ip::proto::IPIP | ip::proto::IPV6), (src, dst))) => {
+                    match self.sad.lookup_ipcomp_tunnel(src, dst) {
+                        Some(id) if !used[..depth].contains(&id) => (id, true),
+                        _ => break,
+                    }
+                }
                 Ok((Err(_upper), _)) => break,
                 Err(e) => return Err(self.drop_engine(Direction::In, DropReason::Malformed, Some(e.into()))),
-            };
-            let Some(id) = self.sad.lookup(p, spi, dst) else {
-                if depth == 0 {
-                    let err = PacketError::Ipsec(ipsec_core::Error::UnknownSpi(spi));
-                    return Err(self.drop_engine(Direction::In, DropReason::NoSa, Some(err)));
-                }
-                break;
             };
             if depth == MAX_DEPTH {
                 return Err(self.drop_engine(Direction::In, DropReason::Malformed, None));
@@ -403,6 +420,9 @@ impl Engine {
             }
             let after = buf.len();
             e.inbound.count(before, after, before as i64 - after as i64);
+            if uncompressed {
+                e.inbound.not_compressed += 1;
+            }
             self.charge(id, after, now);
             used[depth] = id;
             depth += 1;
@@ -412,7 +432,9 @@ impl Engine {
             Err(e) => return Err(self.drop_engine(Direction::In, DropReason::Malformed, Some(e.into()))),
         };
         let used = &used[..depth];
-        let ok = match self.spd.lookup(Direction::In, &flow).map(|(_, p)| &p.action) {
+        let action = self.spd.lookup(Direction::In, &flow).map(|(_, p)| &p.action);
+        let bypass = matches!(action, Some(Action::Bypass));
+        let ok = match action {
             None | Some(Action::Discard) => false,
             Some(Action::Bypass) => used.is_empty(),
             Some(Action::Protect(ids)) => {
@@ -423,7 +445,11 @@ impl Engine {
                 for (i, &want) in ids.iter().rev().enumerate() {
                     if rest.peek().is_some_and(|&got| self.stands_in(got, want)) {
                         rest.next();
-                    } else if self.sad.get(want).is_some_and(|e| e.config.params.proto == Proto::Comp) {
+                    } else if self.sad.get(want).is_some_and(|e| {
+                        // A transport-mode IPComp packet sent uncompressed is the plain packet;
+                        // a tunnel-mode one arrives as IP-in-IP and went through the SA above.
+                        e.config.params.proto == Proto::Comp && e.config.params.mode == Mode::Transport
+                    }) {
                         if let Some(slot) = skipped.get_mut(i) {
                             *slot = Some(want);
                         }
@@ -446,7 +472,7 @@ impl Engine {
         if !ok {
             return Err(self.drop_engine(Direction::In, DropReason::PolicyDiscard, None));
         }
-        Ok(if used.is_empty() {
+        Ok(if bypass {
             Verdict::Bypass
         } else {
             Verdict::Protected(depth)

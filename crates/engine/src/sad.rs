@@ -13,7 +13,7 @@ use core::net::IpAddr;
 use core::time::Duration;
 use hashbrown::HashMap;
 use ipsec_core::rng::IvRng;
-use ipsec_core::sa::SaParams;
+use ipsec_core::sa::{Mode, Proto, SaParams, Tunnel};
 use ipsec_ipcomp::Algorithm;
 
 /// The handle of an SA in the [`Sad`].
@@ -158,6 +158,8 @@ pub struct Sad {
     entries: Vec<SaEntry>,
     /// (protocol, SPI) → the SAs with that pair, each with its destination (if any).
     by_spi: HashMap<(u8, u32), Vec<DstEntry>>,
+    /// The tunnel-mode IPComp SAs (few; searched by endpoints).
+    ipcomp_tunnels: Vec<SaId>,
 }
 
 impl Sad {
@@ -195,6 +197,10 @@ impl Sad {
             outbound: Counters::default(),
         });
         self.by_spi.entry((p, spi)).or_default().push((dst, id));
+        let e = &self.entries[id.0 as usize].config.params;
+        if e.proto == Proto::Comp && e.mode == Mode::Tunnel {
+            self.ipcomp_tunnels.push(id);
+        }
         Ok(id)
     }
 
@@ -221,6 +227,16 @@ impl Sad {
                 self.by_spi.remove(&(p, spi));
             }
         }
+    }
+
+    /// The tunnel-mode IPComp SA between `src` and `dst` (which receives IP-in-IP packets its
+    /// peer did not compress), if one is installed.
+    pub fn lookup_ipcomp_tunnel(&self, src: IpAddr, dst: IpAddr) -> Option<SaId> {
+        let want = Some(Tunnel { src, dst });
+        self.ipcomp_tunnels.iter().copied().find(|&id| {
+            self.get(id)
+                .is_some_and(|e| e.state != State::Removed && e.config.params.tunnel == want)
+        })
     }
 
     /// An SA by id.

@@ -848,3 +848,48 @@ fn rekey_replaces_the_sa_and_keeps_packets_in_flight() {
     assert_eq!(a.replace_sa(new_a, ah, secs(7)), Err(InstallError::ReplaceProtocol));
     assert_eq!(a.remove_sa(SaId(42)), Err(InstallError::UnknownSa(SaId(42))));
 }
+
+#[test]
+fn tunnel_mode_ipcomp_sends_uncompressed_packets_as_ip_in_ip() {
+    let mut comp = comp_params(2);
+    comp.mode = Mode::Tunnel;
+    comp.tunnel = Some(Tunnel {
+        src: ip("192.0.2.1"),
+        dst: ip("192.0.2.2"),
+    });
+    let comp = SaConfig::new("comp-tun", comp, Some(Algorithm::Deflate));
+    let esp = SaConfig::new("esp", esp_params(0x100, Mode::Transport, None), None);
+    for bundle in [vec![comp.clone()], vec![comp.clone(), esp.clone()]] {
+        let (mut a, mut b, ids) = pair(&bundle, Selector::default());
+        let small = udp("10.0.0.1", "10.0.0.2", 20);
+        let big = udp("2001:db8::1", "2001:db8::2", 800);
+        for (pkt, compressed) in [(&small, false), (&big, true), (&small, false)] {
+            let (r, sealed) = process(pkt, |buf| a.outbound(buf, secs(0)));
+            let layers = bundle.len() - usize::from(!compressed);
+            assert_eq!(r, Ok(Verdict::Protected(layers)), "{bundle:?}");
+            if !compressed && bundle.len() == 1 {
+                assert_eq!(sealed[9], 4, "IP-in-IP");
+            }
+            let (r, opened) = process(&sealed, |buf| b.inbound(buf, secs(0)));
+            assert_eq!(
+                r,
+                Ok(Verdict::Protected(bundle.len())),
+                "{bundle:?} compressed {compressed}"
+            );
+            assert_eq!(&opened, pkt);
+        }
+        let c = b.sad().get(ids[0]).unwrap().inbound();
+        assert_eq!((c.packets, c.not_compressed), (3, 2));
+        // IP-in-IP between other endpoints is not the SA's: the policy refuses it.
+        let mut stray = udp("192.0.2.7", "192.0.2.2", 0)[..20].to_vec();
+        stray[9] = 4;
+        stray.extend_from_slice(&small);
+        let len = stray.len() as u16;
+        stray[2..4].copy_from_slice(&len.to_be_bytes());
+        stray[10..12].fill(0);
+        let sum = ipsec_core::ip::checksum(&stray[..20]);
+        stray[10..12].copy_from_slice(&sum.to_be_bytes());
+        let (r, _) = process(&stray, |buf| b.inbound(buf, secs(0)));
+        assert_eq!(r.unwrap_err().reason, DropReason::PolicyDiscard);
+    }
+}
