@@ -12,6 +12,7 @@
 //! | `integrity/<xfrm name>` | `compute`, `verify` | buffer size | the buffer |
 //! | `compression/<algorithm>/<data set>` | `compress`, `decompress` | block size: 1024, 4096, 64512 | uncompressed bytes of all sampled blocks (`decompress`: of those that compressed) |
 //! | `esp/<enc>/<key bits>[+<auth>]`, `ah/<auth>`, `ipcomp/<algorithm>` | `primitive-seal`, `seal`, `primitive-open`, `open` | IPv4 packet size | the packet |
+//! | `engine/<enc>/<key bits>` | `sa-seal`, `outbound`, `sa-open`, `inbound` | IPv4 packet size | the packet |
 //!
 //! Sizes: 64, 576, 1024, 1400, 4096 and 64512 bytes. Names are `ip xfrm`'s; keys are fixed
 //! bytes, expanded once outside the timed code, with ipsec-core's `CbcCipher`, `Aead` and
@@ -41,6 +42,13 @@
 //! would skip both; a fresh SA per batch would time key expansion's cache effects.) IPComp has no
 //! sequence numbers: `open` decompresses copies of one sealed packet.
 //!
+//! # The SA engine beside the bare SA
+//!
+//! `engine/...` puts `Engine::outbound` (flow extraction, SPD lookup through a bypass policy
+//! to the protect policy, lifetime checks, counters) beside `EspSa::seal` of the same suite,
+//! and `Engine::inbound` (SAD lookup, open, policy check on the decapsulated packet) beside
+//! `EspSa::open`, fresh in-order packets as for `open` above.
+//!
 //! # Compression, sampled as the paper did
 //!
 //! McGregor and Lee average the first 40 1-KB blocks of a file (1k), the first 10 4-KB blocks
@@ -68,6 +76,7 @@ use ipsec_core::integrity::Integrity;
 use ipsec_core::ip::{proto, Ipv4Repr};
 use ipsec_core::sa::{Keyed, Proto};
 use ipsec_core::{AeadAlg, EncAlg, IntegAlg, PacketBuf, SaParams};
+use ipsec_engine::{Action, Direction, Engine, Policy, PortRange, SaConfig, Selector};
 use ipsec_esp::EspSa;
 use ipsec_ipcomp::{Algorithm, Compressor, IpcompConfig, IpcompSa, SealOutcome};
 use std::hint::black_box;
@@ -374,6 +383,86 @@ fn esp(c: &mut Criterion) {
     }
 }
 
+/// A sender and a receiver engine sharing one ESP SA, with an IKE bypass policy in front of
+/// the protect policy in each direction.
+fn engines(params: &SaParams) -> (Engine, Engine) {
+    let make = |dir: Direction| {
+        let mut e = Engine::new();
+        let id = e
+            .add_sa(SaConfig::new("esp", params.clone(), None), Duration::ZERO)
+            .expect("SA");
+        let ike = Selector {
+            proto: Some(proto::UDP),
+            src_ports: PortRange::single(500),
+            dst_ports: PortRange::single(500),
+            ..Selector::default()
+        };
+        for (selector, action) in [(ike, Action::Bypass), (Selector::default(), Action::Protect(vec![id]))] {
+            e.add_policy(Policy { dir, selector, action }).expect("policy");
+        }
+        e
+    };
+    (make(Direction::Out), make(Direction::In))
+}
+
+fn engine(c: &mut Criterion) {
+    let params = esp_params(None, None, Some((AeadAlg::AesGcm, 16)));
+    let mut sa_tx = EspSa::new(&params).expect("ESP SA");
+    let mut sa_rx = EspSa::new(&params).expect("ESP SA");
+    let (mut tx, mut rx) = engines(&params);
+    let (mut feed, _) = engines(&params);
+    let mut g = c.benchmark_group("engine/rfc4106(gcm(aes))/128");
+    let now = Duration::ZERO;
+    for size in SIZES {
+        g.throughput(Throughput::Bytes(size as u64));
+        let packet = ipv4_packet(size, &filler(size));
+        let template = framed(&packet, ROOM);
+        g.bench_function(BenchmarkId::new("sa-seal", size), |b| {
+            b.iter_batched_ref(
+                || template.clone(),
+                |v| {
+                    sa_tx
+                        .seal(&mut PacketBuf::new(v, ROOM, size).expect("buffer"))
+                        .expect("seal")
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        g.bench_function(BenchmarkId::new("outbound", size), |b| {
+            b.iter_batched_ref(
+                || template.clone(),
+                |v| {
+                    tx.outbound(&mut PacketBuf::new(v, ROOM, size).expect("buffer"), now)
+                        .expect("outbound")
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        g.bench_function(BenchmarkId::new("sa-open", size), |b| {
+            b.iter_batched_ref(
+                sealed_by(&packet, |pb| sa_tx.seal(pb)),
+                |(v, h, l)| {
+                    sa_rx
+                        .open(&mut PacketBuf::new(v, *h, *l).expect("buffer"))
+                        .expect("open")
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        g.bench_function(BenchmarkId::new("inbound", size), |b| {
+            b.iter_batched_ref(
+                sealed_by(&packet, |pb| feed.outbound(pb, now).map(|_| 0)),
+                |(v, h, l)| {
+                    rx.inbound(&mut PacketBuf::new(v, *h, *l).expect("buffer"), now)
+                        .expect("inbound")
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+}
+
 fn ah(c: &mut Criterion) {
     for alg in [IntegAlg::HmacSha1, IntegAlg::HmacSha256] {
         let mut params = SaParams::new(Proto::Ah, 0x2000);
@@ -591,6 +680,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = ciphers, integrity, esp, ah, ipcomp, compression
+    targets = ciphers, integrity, esp, engine, ah, ipcomp, compression
 }
 criterion_main!(benches);
