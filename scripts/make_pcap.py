@@ -1,8 +1,15 @@
 #!/usr/bin/env python3
 """Writes a small LINKTYPE_RAW capture of IPv4 and IPv6 UDP packets (standard library only),
-or with --compare A B checks that two captures hold the same packets."""
+or with --compare A B checks that two captures hold the same packets.
+
+    make_pcap.py OUT [V4SRC V4DST V6SRC V6DST]   (default 10.0.0.1 10.0.0.2 2001:db8::1 2001:db8::2)
+"""
+import ipaddress
 import struct
 import sys
+
+ADDRS = sys.argv[2:6] if len(sys.argv) >= 6 else ["10.0.0.1", "10.0.0.2", "2001:db8::1", "2001:db8::2"]
+V4SRC, V4DST, V6SRC, V6DST = (ipaddress.ip_address(a).packed for a in ADDRS)
 
 
 def csum(b: bytes) -> int:
@@ -18,7 +25,7 @@ def v4(i: int) -> bytes:
     payload = (b"hello, ipsec %d " % i) * (i + 1)
     udp = struct.pack("!HHHH", 4000 + i, 5000, 8 + len(payload), 0) + payload
     hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), i, 0x4000, 64, 17, 0,
-                      bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]))
+                      V4SRC, V4DST)
     hdr = hdr[:10] + struct.pack("!H", csum(hdr)) + hdr[12:]
     return hdr + udp
 
@@ -26,9 +33,7 @@ def v4(i: int) -> bytes:
 def v6(i: int) -> bytes:
     payload = b"v6 payload %d" % i
     udp = struct.pack("!HHHH", 4000 + i, 5000, 8 + len(payload), 0) + payload
-    src = bytes.fromhex("20010db8000000000000000000000001")
-    dst = bytes.fromhex("20010db8000000000000000000000002")
-    return struct.pack("!IHBB", 6 << 28, len(udp), 17, 64) + src + dst + udp
+    return struct.pack("!IHBB", 6 << 28, len(udp), 17, 64) + V6SRC + V6DST + udp
 
 
 def read(path):
