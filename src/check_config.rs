@@ -110,6 +110,7 @@ pub fn run(args: &CheckConfigArgs) -> ExitCode {
             "warnings": loaded.warnings.iter().map(|w| json!({"line": w.line, "message": w.message})).collect::<Vec<_>>(),
             "sas": eff.sas,
             "policies": eff.policies,
+            "tunnel": eff.tunnel,
         });
         println!("{}", serde_json::to_string_pretty(&v).expect("JSON of plain values"));
     } else {

@@ -548,3 +548,37 @@ bundle = ["{in_sa}"]
     assert_eq!(r, Ok(Verdict::Protected(1)));
     assert_eq!(inner, pkt);
 }
+
+#[test]
+fn check_config_prints_the_tunnel_table() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/tunnel/esp-a.toml");
+    let run = |json: bool| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_ipsec"));
+        c.arg("check-config").arg(&file);
+        if json {
+            c.arg("--json");
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = run(false);
+    assert!(text.contains("\ntunneld settings (line 14):\n"), "{text}");
+    assert!(text.contains("  tun   ipsec0\n"), "{text}");
+    assert!(
+        text.contains("  mtu   default (largest inner packet that fits 1500 bytes)\n"),
+        "{text}"
+    );
+    assert!(text.contains("  local 10.99.0.1\n  peer  10.99.0.2\n"), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&run(true)).unwrap();
+    assert_eq!(v["tunnel"]["peer"], "10.99.0.2");
+    assert_eq!(v["tunnel"]["mtu"], serde_json::Value::Null);
+    // A file without the table prints none.
+    let host = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/config/host-a.toml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ipsec"))
+        .arg("check-config")
+        .arg(host)
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("tunneld settings"));
+}

@@ -78,6 +78,21 @@ pub struct PolicyView {
     pub bundle: Vec<String>,
 }
 
+/// `tunneld`'s settings from the `[tunnel]` table (`None`: not set, tunneld's default).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TunnelView {
+    /// The line of the `[tunnel]` header.
+    pub line: Option<usize>,
+    /// TUN device name.
+    pub tun: Option<String>,
+    /// TUN MTU.
+    pub mtu: Option<u32>,
+    /// This host's underlay address.
+    pub local: Option<String>,
+    /// The peer's underlay address.
+    pub peer: Option<String>,
+}
+
 /// Everything an engine holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Effective {
@@ -85,6 +100,8 @@ pub struct Effective {
     pub sas: Vec<SaView>,
     /// The policies: outbound in match order, then inbound in match order.
     pub policies: Vec<PolicyView>,
+    /// The `[tunnel]` table, if the file has one.
+    pub tunnel: Option<TunnelView>,
 }
 
 fn alg<A: Copy>(k: &Option<Keyed<A>>, name: impl Fn(A) -> &'static str, icv: bool, salt: usize) -> Option<AlgView> {
@@ -169,7 +186,14 @@ impl Effective {
                 });
             }
         }
-        Effective { sas, policies }
+        let tunnel = config.tunnel.as_ref().map(|t| TunnelView {
+            line: t.line,
+            tun: t.tun.clone(),
+            mtu: t.mtu,
+            local: t.local.map(|a| a.to_string()),
+            peer: t.peer.map(|a| a.to_string()),
+        });
+        Effective { sas, policies, tunnel }
     }
 
     /// The text `ipsec check-config` prints: each SA, then a table of the policies.
@@ -243,6 +267,19 @@ impl Effective {
             ]);
         }
         table(&mut out, &rows);
+        if let Some(t) = &self.tunnel {
+            let at = t.line.map_or_else(String::new, |l| format!(" (line {l})"));
+            let or_default = |v: Option<String>, d: &str| v.unwrap_or_else(|| format!("default ({d})"));
+            let _ = writeln!(out, "\ntunneld settings{at}:");
+            let _ = writeln!(out, "  tun   {}", or_default(t.tun.clone(), "ipsec0, or --tun"));
+            let mtu = or_default(
+                t.mtu.map(|m| m.to_string()),
+                "largest inner packet that fits 1500 bytes",
+            );
+            let _ = writeln!(out, "  mtu   {mtu}");
+            let _ = writeln!(out, "  local {}", or_default(t.local.clone(), "any"));
+            let _ = writeln!(out, "  peer  {}", or_default(t.peer.clone(), "any"));
+        }
         out
     }
 }
