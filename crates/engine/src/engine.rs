@@ -379,9 +379,10 @@ impl Engine {
     }
 
     /// Processes an inbound packet (RFC 4301 5.2): opens it in place SA by SA, from the
-    /// outside in, while the outer header is ESP, AH or IPComp with an SA here; then the
-    /// first inbound policy matching the result must ask for exactly the SAs used (an IPComp
-    /// SA may be missing: its peer sent the packet uncompressed).
+    /// outside in, while the outer header is ESP, AH or IPComp with an SA here (or IP-in-IP
+    /// between a tunnel-mode IPComp SA's endpoints); then the first inbound policy matching the
+    /// result must ask for exactly the SAs used (a transport-mode IPComp SA may be missing: its
+    /// peer sent the packet uncompressed).
     pub fn inbound(&mut self, buf: &mut PacketBuf, now: Duration) -> Result<Verdict, Dropped> {
         let mut used = [SaId(0); MAX_DEPTH];
         let mut depth = 0;
