@@ -114,6 +114,32 @@ impl Matcher {
         best
     }
 
+    /// Hands `sink` the match `(len, dist)` starting at `start`, and enters the positions it
+    /// covers after `pos` (the last one already in the hash chains) into the chains. Returns
+    /// where parsing resumes, or `None` if `sink` refused the token.
+    #[inline]
+    fn take_match(
+        &mut self,
+        data: &[u8],
+        p: &Params,
+        sink: &mut impl FnMut(Token) -> bool,
+        pos: usize,
+        start: usize,
+        (len, dist): (usize, usize),
+    ) -> Option<usize> {
+        if !sink(Token::Match {
+            len: len as u32,
+            dist: dist as u32,
+        }) {
+            return None;
+        }
+        let end = start + len;
+        for q in pos + 1..end {
+            self.insert(data, q, p);
+        }
+        Some(end)
+    }
+
     /// Parses `data` into tokens handed to `sink`, in order. `sink` returns false to stop
     /// early (the output is full); then `parse` returns false.
     pub fn parse(&mut self, data: &[u8], p: &Params, mut sink: impl FnMut(Token) -> bool) -> bool {
@@ -131,33 +157,20 @@ impl Matcher {
                         return false;
                     }
                     if len >= p.nice_len {
-                        if !sink(Token::Match {
-                            len: len as u32,
-                            dist: dist as u32,
-                        }) {
-                            return false;
+                        match self.take_match(data, p, &mut sink, pos, pos, (len, dist)) {
+                            Some(end) => pos = end,
+                            None => return false,
                         }
-                        for q in pos + 1..pos + len {
-                            self.insert(data, q, p);
-                        }
-                        pos += len;
                     } else {
                         pending = Some((len, dist));
                         pos += 1;
                     }
                     continue;
                 }
-                if !sink(Token::Match {
-                    len: plen as u32,
-                    dist: pdist as u32,
-                }) {
-                    return false;
+                match self.take_match(data, p, &mut sink, pos, pos - 1, (plen, pdist)) {
+                    Some(end) => pos = end,
+                    None => return false,
                 }
-                let end = pos - 1 + plen;
-                for q in pos + 1..end {
-                    self.insert(data, q, p);
-                }
-                pos = end;
                 continue;
             }
             if len >= p.min_len {
@@ -166,16 +179,10 @@ impl Matcher {
                     pos += 1;
                     continue;
                 }
-                if !sink(Token::Match {
-                    len: len as u32,
-                    dist: dist as u32,
-                }) {
-                    return false;
+                match self.take_match(data, p, &mut sink, pos, pos, (len, dist)) {
+                    Some(end) => pos = end,
+                    None => return false,
                 }
-                for q in pos + 1..pos + len {
-                    self.insert(data, q, p);
-                }
-                pos += len;
             } else {
                 if !sink(Token::Lit(data[pos])) {
                     return false;
