@@ -34,29 +34,18 @@ pub struct CheckConfigArgs {
     pub sha256_96: bool,
 }
 
-fn describe(e: &ConfigError) -> String {
-    match &e.item {
-        Some(i) => format!("{i}: {}", e.kind),
-        None => e.kind.to_string(),
-    }
-}
-
 /// Runs the command, printing to standard output and error; returns the exit code.
 pub fn run(args: &CheckConfigArgs) -> ExitCode {
     let file = args.file.display().to_string();
     let fail = |e: ConfigError| {
-        let at = match e.line {
-            Some(l) => format!("{file}:{l}"),
-            None => file.clone(),
-        };
-        eprintln!("ipsec: {at}: {}", describe(&e));
+        eprintln!("ipsec: {}", e.in_file(&file));
         if args.json {
             let v = json!({
                 "valid": false,
                 "file": file,
                 "line": e.line,
                 "item": e.item.as_ref().map(|i| i.to_string()),
-                "error": describe(&e),
+                "error": e.describe(),
             });
             println!("{}", serde_json::to_string_pretty(&v).expect("JSON of plain values"));
         }

@@ -3,7 +3,7 @@
 use clap::{Args, Parser, Subcommand};
 use ipsec::bundle::{AnySa, Bundle};
 use ipsec::spec;
-use ipsec::tool::{self, Direction};
+use ipsec::tool::{self, usage_error, Direction};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -78,11 +78,6 @@ struct OpenArgs {
     seq: Option<u64>,
 }
 
-fn usage_error(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("ipsec: {msg}");
-    ExitCode::from(2)
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let (dir, common, seq, iv) = match cli.cmd {
@@ -148,11 +143,7 @@ fn main() -> ExitCode {
                     s.read, s.written, s.rejected
                 );
             }
-            if s.rejected > 0 {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            }
+            s.exit_code()
         }
         Err(e) => usage_error(e),
     }

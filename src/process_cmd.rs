@@ -10,7 +10,7 @@
 
 use crate::bundle::PacketError;
 use crate::config::{self, Format};
-use crate::tool::{self, RunError};
+use crate::tool::{self, usage_error, RunError};
 use ipsec_engine::{Direction, Dropped, Engine, Event, Verdict};
 use std::fmt;
 use std::path::PathBuf;
@@ -73,11 +73,6 @@ impl fmt::Display for Rejected {
     }
 }
 
-fn usage_error(msg: impl fmt::Display) -> ExitCode {
-    eprintln!("ipsec: {msg}");
-    ExitCode::from(2)
-}
-
 fn describe(engine: &Engine, ev: &Event) -> String {
     let (sa, what, limit) = match *ev {
         Event::SoftExpired { sa, limit } => (sa, "soft", limit),
@@ -92,11 +87,7 @@ pub fn run(args: &ProcessArgs) -> ExitCode {
     let file = args.config.display().to_string();
     let loaded = match config::load(&args.config, None) {
         Ok(l) => l,
-        Err(e) => {
-            let at = e.line.map_or(file.clone(), |l| format!("{file}:{l}"));
-            let what = e.item.as_ref().map_or(String::new(), |i| format!("{i}: "));
-            return usage_error(format!("{at}: {what}{}", e.kind));
-        }
+        Err(e) => return usage_error(e.in_file(&file)),
     };
     if loaded.format == Format::Setkey {
         for w in &loaded.warnings {
@@ -105,10 +96,7 @@ pub fn run(args: &ProcessArgs) -> ExitCode {
     }
     let mut engine = match loaded.config.build(Duration::ZERO) {
         Ok(e) => e,
-        Err(e) => {
-            let at = e.line.map_or(file.clone(), |l| format!("{file}:{l}"));
-            return usage_error(format!("{at}: {}", e.kind));
-        }
+        Err(e) => return usage_error(e.in_file(&file)),
     };
     let input = match tool::open_input(args.input.as_deref()) {
         Ok(i) => i,
@@ -164,9 +152,5 @@ pub fn run(args: &ProcessArgs) -> ExitCode {
             summary.read, summary.written, summary.rejected
         );
     }
-    if summary.rejected > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+    summary.exit_code()
 }

@@ -8,6 +8,7 @@ use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, IsTerminal, Read, Write};
 use std::path::Path;
+use std::process::ExitCode;
 use std::time::Duration;
 
 /// Seal or open.
@@ -34,6 +35,23 @@ pub struct Summary {
     pub written: usize,
     /// Packets rejected.
     pub rejected: usize,
+}
+
+impl Summary {
+    /// The exit code of a run that finished: 1 if any packet was rejected, else 0.
+    pub fn exit_code(&self) -> ExitCode {
+        if self.rejected > 0 {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// Prints `ipsec: <msg>` on standard error; the exit code of a usage, config or I/O error (2).
+pub fn usage_error(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("ipsec: {msg}");
+    ExitCode::from(2)
 }
 
 /// A failure that stops the whole run (I/O, a broken capture).

@@ -13,7 +13,7 @@
 //! command line or config.
 
 use clap::Parser;
-use ipsec::config::{self, ConfigError, Format};
+use ipsec::config::{self, Format};
 use ipsec_tunnel::daemon::{self, Options};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,12 +41,6 @@ struct Args {
     log: String,
 }
 
-fn config_error(file: &str, e: &ConfigError) -> String {
-    let at = e.line.map_or(file.to_string(), |l| format!("{file}:{l}"));
-    let what = e.item.as_ref().map_or(String::new(), |i| format!("{i}: "));
-    format!("{at}: {what}{}", e.kind)
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     if let Err(e) = daemon::init_logging(&args.log) {
@@ -57,7 +51,7 @@ fn main() -> ExitCode {
     let loaded = match config::load(&args.config, None) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("tunneld: {}", config_error(&file, &e));
+            eprintln!("tunneld: {}", e.in_file(&file));
             return ExitCode::from(2);
         }
     };
@@ -69,7 +63,7 @@ fn main() -> ExitCode {
     let engine = match loaded.config.build(Duration::ZERO) {
         Ok(e) => e,
         Err(e) => {
-            eprintln!("tunneld: {}", config_error(&file, &e));
+            eprintln!("tunneld: {}", e.in_file(&file));
             return ExitCode::from(2);
         }
     };

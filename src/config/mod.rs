@@ -303,6 +303,22 @@ impl ConfigError {
         self.item.get_or_insert(item);
         self
     }
+
+    /// What is wrong, about which SA or policy: `SA `x`: message`.
+    pub fn describe(&self) -> String {
+        match &self.item {
+            Some(i) => format!("{i}: {}", self.kind),
+            None => self.kind.to_string(),
+        }
+    }
+
+    /// The error as tools print it for `file`: `file:line: SA `x`: message`.
+    pub fn in_file(&self, file: &str) -> String {
+        match self.line {
+            Some(l) => format!("{file}:{l}: {}", self.describe()),
+            None => format!("{file}: {}", self.describe()),
+        }
+    }
 }
 
 impl fmt::Display for ConfigError {
