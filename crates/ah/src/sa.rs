@@ -80,18 +80,15 @@ impl AhSa {
             .as_ref()
             .ok_or(Error::InvalidSa("AH needs an auth algorithm"))?;
         let integ = Integrity::new(i.alg, &i.key, i.icv_len)?;
-        let mut replay = ReplayWindow::new(params.replay_window, params.esn)?;
-        if params.initial_seq > 1 {
-            replay.set_last(params.initial_seq - 1);
-        }
         Ok(AhSa {
             spi: params.spi,
             mode: params.mode,
             tunnel: params.tunnel,
             esn: params.esn,
             integ,
-            seq: SeqCounter::new(params.initial_seq, params.esn)?,
-            replay,
+            // A bad window size is reported before a bad first sequence number.
+            replay: ReplayWindow::for_sa(params)?,
+            seq: SeqCounter::for_sa(params)?,
         })
     }
 

@@ -6,6 +6,7 @@
 
 use crate::error::Error;
 use crate::esn;
+use crate::sa::SaParams;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -48,6 +49,16 @@ impl ReplayWindow {
             top: 0,
             bitmap: vec![0; blocks],
         })
+    }
+
+    /// The receive window of an SA: its size and ESN, started just below its first sequence
+    /// number (so an SA set up mid-sequence accepts from there).
+    pub fn for_sa(params: &SaParams) -> Result<Self, Error> {
+        let mut w = ReplayWindow::new(params.replay_window, params.esn)?;
+        if params.initial_seq > 1 {
+            w.set_last(params.initial_seq - 1);
+        }
+        Ok(w)
     }
 
     /// Starts the window as if `last` had been the last packet received (for resuming an SA
@@ -155,6 +166,11 @@ pub struct SeqCounter {
 }
 
 impl SeqCounter {
+    /// The send counter of an SA: from its first sequence number, with its ESN setting.
+    pub fn for_sa(params: &SaParams) -> Result<Self, Error> {
+        SeqCounter::new(params.initial_seq, params.esn)
+    }
+
     /// A counter whose first number is `first` (1 for a new SA).
     pub fn new(first: u64, esn: bool) -> Result<Self, Error> {
         if first == 0 {

@@ -143,10 +143,6 @@ impl EspSa {
             };
             (crypto, IvMode::Random(rng))
         };
-        let mut replay = ReplayWindow::new(params.replay_window, params.esn)?;
-        if params.initial_seq > 1 {
-            replay.set_last(params.initial_seq - 1);
-        }
         Ok(EspSa {
             spi: params.spi,
             mode: params.mode,
@@ -154,8 +150,9 @@ impl EspSa {
             esn: params.esn,
             crypto,
             iv,
-            seq: SeqCounter::new(params.initial_seq, params.esn)?,
-            replay,
+            // A bad window size is reported before a bad first sequence number.
+            replay: ReplayWindow::for_sa(params)?,
+            seq: SeqCounter::for_sa(params)?,
             check_padding: true,
         })
     }
