@@ -37,5 +37,5 @@ pub mod sa;
 pub mod wire;
 
 pub use mutable_fields::MAX_ICV_HEADER;
-pub use sa::{AhSa, Opened, Room};
+pub use sa::{Ah, AhSa, Opened, Room};
 pub use wire::{AhPacket, AhRepr};

@@ -5,8 +5,9 @@ use crate::mutable_fields::{zeroed_copy, MAX_ICV_HEADER};
 use crate::wire::{self, AhPacket, AhRepr, FIXED_LEN};
 use ipsec_core::integrity::{Integrity, MAX_DIGEST};
 use ipsec_core::ip::{self, ipv4_field, ipv6_field, proto, Ipv4Packet};
-use ipsec_core::replay::{ReplayWindow, SeqCounter};
-use ipsec_core::sa::{Mode, Proto, Tunnel};
+use ipsec_core::replay::ReplayWindow;
+use ipsec_core::sa::{Mode, Proto};
+use ipsec_core::sa_core::SaCore;
 use ipsec_core::tunnel::{self, InnerInfo};
 use ipsec_core::{esn, Error, PacketBuf, SaParams};
 
@@ -31,26 +32,52 @@ pub struct Room {
     pub tailroom: usize,
 }
 
-/// One AH security association, for one direction or both: [`AhSa::seal`] uses the sequence
-/// counter, [`AhSa::open`] the replay window.
-pub struct AhSa {
-    spi: u32,
-    mode: Mode,
-    tunnel: Option<Tunnel>,
-    esn: bool,
+/// One keyed AH SA that any number of threads may use at once: [`Ah::seal`] draws from the
+/// atomic sequence counter, [`Ah::open`] locks the replay window only for its bitmap test and
+/// update (see [`SaCore`]).
+pub struct Ah {
+    core: SaCore,
     integ: Integrity,
-    seq: SeqCounter,
-    replay: ReplayWindow,
 }
 
-impl core::fmt::Debug for AhSa {
+impl core::fmt::Debug for Ah {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("AhSa")
-            .field("spi", &format_args!("{:#010x}", self.spi))
-            .field("mode", &self.mode)
-            .field("esn", &self.esn)
+        f.debug_struct("Ah")
+            .field("spi", &format_args!("{:#010x}", self.core.spi()))
+            .field("mode", &self.core.mode())
+            .field("esn", &self.core.esn())
             .field("integ", &self.integ)
             .finish_non_exhaustive()
+    }
+}
+
+/// One AH SA for a single owner: the `&mut self` face of [`Ah`] (which it derefs to).
+#[derive(Debug)]
+pub struct AhSa(Ah);
+
+impl core::ops::Deref for AhSa {
+    type Target = Ah;
+    fn deref(&self) -> &Ah {
+        &self.0
+    }
+}
+
+impl AhSa {
+    /// Sets up an SA (see [`Ah::new`]).
+    pub fn new(params: &SaParams) -> Result<Self, Error> {
+        Ok(AhSa(Ah::new(params)?))
+    }
+    /// The shared SA.
+    pub fn into_shared(self) -> Ah {
+        self.0
+    }
+    /// [`Ah::seal`].
+    pub fn seal(&mut self, buf: &mut PacketBuf) -> Result<u64, Error> {
+        self.0.seal(buf)
+    }
+    /// [`Ah::open`].
+    pub fn open(&mut self, buf: &mut PacketBuf) -> Result<Opened, Error> {
+        self.0.open(buf)
     }
 }
 
@@ -68,41 +95,33 @@ fn icv_parts<'a>(headers: &'a [u8], ah: &'a [u8], icv_len: usize, rest: &'a [u8]
     ]
 }
 
-impl AhSa {
+impl Ah {
     /// Sets up an SA: checks the parameters and keys the integrity algorithm once.
     pub fn new(params: &SaParams) -> Result<Self, Error> {
-        params.validate()?;
-        if params.proto != Proto::Ah {
-            return Err(Error::InvalidSa("not an AH SA"));
-        }
+        let core = SaCore::new(params, Proto::Ah)?;
         let i = params
             .integ
             .as_ref()
             .ok_or(Error::InvalidSa("AH needs an auth algorithm"))?;
         let integ = Integrity::new(i.alg, &i.key, i.icv_len)?;
-        Ok(AhSa {
-            spi: params.spi,
-            mode: params.mode,
-            tunnel: params.tunnel,
-            esn: params.esn,
-            integ,
-            // A bad window size is reported before a bad first sequence number.
-            replay: ReplayWindow::for_sa(params)?,
-            seq: SeqCounter::for_sa(params)?,
-        })
+        Ok(Ah { core, integ })
     }
 
+    /// What AH shares with ESP: SPI, mode, endpoints, sequence counter, replay window.
+    pub fn core(&self) -> &SaCore {
+        &self.core
+    }
     /// The SPI.
     pub fn spi(&self) -> u32 {
-        self.spi
+        self.core.spi()
     }
     /// The mode.
     pub fn mode(&self) -> Mode {
-        self.mode
+        self.core.mode()
     }
-    /// The receive window.
-    pub fn replay_window(&self) -> &ReplayWindow {
-        &self.replay
+    /// The receive window as it is now.
+    pub fn replay_window(&self) -> ReplayWindow {
+        self.core.replay().snapshot()
     }
     /// ICV length in bytes.
     pub fn icv_len(&self) -> usize {
@@ -113,22 +132,15 @@ impl AhSa {
         wire::header_len(self.icv_len(), ipv6)
     }
 
-    fn outer_len(&self) -> usize {
-        match (self.mode, &self.tunnel) {
-            (Mode::Tunnel, Some(t)) => tunnel::outer_len(t),
-            _ => 0,
-        }
-    }
-
     /// The room [`AhSa::seal`] needs. In transport mode the headroom is the IPv6 header
     /// length, the larger of the two.
     pub fn room(&self) -> Room {
-        let v6 = match (self.mode, &self.tunnel) {
+        let v6 = match (self.core.mode(), self.core.tunnel()) {
             (Mode::Tunnel, Some(t)) => t.dst.is_ipv6(),
             _ => true,
         };
         Room {
-            headroom: self.outer_len() + self.header_len(v6),
+            headroom: self.core.outer_len() + self.header_len(v6),
             tailroom: 0,
         }
     }
@@ -147,16 +159,14 @@ impl AhSa {
     /// and an outer header built by [`tunnel::push_outer`]. Bytes after the length the IP
     /// header claims are dropped. On error the packet is left as it was and no sequence
     /// number is used up.
-    pub fn seal(&mut self, buf: &mut PacketBuf) -> Result<u64, Error> {
-        let seq = self.seq.peek()?;
-        let hi_bytes = esn::high(seq).to_be_bytes();
-        let hi: &[u8] = if self.esn { &hi_bytes } else { &[] };
+    pub fn seal(&self, buf: &mut PacketBuf) -> Result<u64, Error> {
+        self.core.seq().peek()?;
         let icv_len = self.icv_len();
         let claimed = ip::claimed_len(buf.packet())?;
         let mut icv = [0u8; MAX_DIGEST];
         let mut scratch = [0u8; MAX_ICV_HEADER];
 
-        match (self.mode, self.tunnel) {
+        match (self.core.mode(), self.core.tunnel().copied()) {
             (Mode::Transport, _) => {
                 let pkt = &buf.packet()[..claimed];
                 let split = ip::transport_split(pkt)?;
@@ -172,9 +182,7 @@ impl AhSa {
                 }
                 let ah_len = wire::header_len(icv_len, v6);
                 let new_len = claimed + ah_len;
-                if new_len > ip::MAX_PACKET + if v6 { ipv6_field::HEADER_LEN } else { 0 } {
-                    return Err(Error::TooBig);
-                }
+                self.core.check_size(pkt, new_len)?;
                 if buf.headroom() < ah_len {
                     return Err(Error::NoHeadroom);
                 }
@@ -188,12 +196,14 @@ impl AhSa {
                 } else {
                     scratch[ipv4_field::LENGTH].copy_from_slice(&(new_len as u16).to_be_bytes());
                 }
-                self.seq.next()?;
+                let seq = self.core.seq().take()?;
+                let mut hi = [0u8; 4];
+                let hi = self.core.esn_hi(seq, &mut hi);
 
                 buf.trim_back(buf.len() - claimed)?;
                 buf.insert_gap(split.offset, ah_len)?;
                 let p = buf.packet_mut();
-                AhRepr::new(split.next, self.spi, esn::low(seq), icv_len, v6).emit(&mut p[split.offset..])?;
+                AhRepr::new(split.next, self.core.spi(), esn::low(seq), icv_len, v6).emit(&mut p[split.offset..])?;
                 p[split.nh_offset] = proto::AH;
                 ip::fix_length(p)?;
                 let (_, ah_rest) = p.split_at_mut(split.offset);
@@ -201,23 +211,25 @@ impl AhSa {
                 self.integ
                     .digest(&icv_parts(&scratch[..hl], ah, icv_len, rest, hi), &mut icv);
                 ah[FIXED_LEN..FIXED_LEN + icv_len].copy_from_slice(&icv[..icv_len]);
+                Ok(seq)
             }
             (Mode::Tunnel, Some(t)) => {
                 let info = InnerInfo::of(&buf.packet()[..claimed])?;
                 let v6 = t.dst.is_ipv6();
                 let ah_len = wire::header_len(icv_len, v6);
                 let outer = tunnel::outer_len(&t);
-                if claimed + ah_len + outer > ip::MAX_PACKET + if v6 { ipv6_field::HEADER_LEN } else { 0 } {
-                    return Err(Error::TooBig);
-                }
+                self.core
+                    .check_size(&buf.packet()[..claimed], claimed + ah_len + outer)?;
                 if buf.headroom() < ah_len + outer {
                     return Err(Error::NoHeadroom);
                 }
-                self.seq.next()?;
+                let seq = self.core.seq().take()?;
+                let mut hi = [0u8; 4];
+                let hi = self.core.esn_hi(seq, &mut hi);
 
                 buf.trim_back(buf.len() - claimed)?;
                 buf.push_front(ah_len)?;
-                AhRepr::new(info.next_header, self.spi, esn::low(seq), icv_len, v6).emit(buf.packet_mut())?;
+                AhRepr::new(info.next_header, self.core.spi(), esn::low(seq), icv_len, v6).emit(buf.packet_mut())?;
                 tunnel::push_outer(buf, &t, proto::AH, info, seq as u16)?;
                 let p = buf.packet_mut();
                 let (head, ah_rest) = p.split_at_mut(outer);
@@ -225,10 +237,10 @@ impl AhSa {
                 let hdr = zeroed_copy(head, &mut scratch)?;
                 self.integ.digest(&icv_parts(hdr, ah, icv_len, rest, hi), &mut icv);
                 ah[FIXED_LEN..FIXED_LEN + icv_len].copy_from_slice(&icv[..icv_len]);
+                Ok(seq)
             }
-            (Mode::Tunnel, None) => return Err(Error::InvalidSa("tunnel mode needs src and dst addresses")),
+            (Mode::Tunnel, None) => Err(Error::InvalidSa("tunnel mode needs src and dst addresses")),
         }
-        Ok(seq)
     }
 
     /// Verifies and removes AH from the packet in `buf`, in place: SPI, replay check, ICV
@@ -236,46 +248,40 @@ impl AhSa {
     /// decapsulable, the window update and the decapsulation.
     ///
     /// On any error the buffer is left exactly as it was (content and length).
-    pub fn open(&mut self, buf: &mut PacketBuf) -> Result<Opened, Error> {
+    pub fn open(&self, buf: &mut PacketBuf) -> Result<Opened, Error> {
         let icv_len = self.icv_len();
         let pkt = buf.packet();
         let claimed = ip::claimed_len(pkt)?;
         let pkt = &pkt[..claimed];
         let v6 = ip::version(pkt)? == 6;
-        if !v6 && Ipv4Packet::new_checked(pkt)?.is_fragment() {
-            // RFC 4302 3.4.1: fragments are discarded (IPv6: a Fragment header in front of
-            // AH is refused by the mutable-field walk).
-            return Err(Error::MalformedIp);
-        }
-        let split = ip::find_header(pkt, proto::AH)?;
+        // RFC 4302 3.4.1: fragments are discarded.
+        let split = SaCore::find_header(pkt, proto::AH)?;
         let (head, ah_rest) = pkt.split_at(split.offset);
         let ahp = AhPacket::new_checked(ah_rest)?;
         let repr = AhRepr::parse(&ahp, icv_len)?;
-        if repr.spi != self.spi {
+        if repr.spi != self.core.spi() {
             return Err(Error::UnknownSpi(repr.spi));
         }
         let ah_len = ahp.header_len();
         if ah_len != wire::header_len(icv_len, v6) {
             return Err(Error::MalformedIp);
         }
-        let seq = self.replay.check(repr.seq)?;
-        let hi_bytes = esn::high(seq).to_be_bytes();
-        let hi: &[u8] = if self.esn { &hi_bytes } else { &[] };
-
         let (ah, rest) = ah_rest.split_at(ah_len);
-        let mut scratch = [0u8; MAX_ICV_HEADER];
-        let hdr = zeroed_copy(head, &mut scratch)?;
-        self.integ.verify(
-            &icv_parts(hdr, ah, icv_len, rest, hi),
-            &ah[FIXED_LEN..FIXED_LEN + icv_len],
-        )?;
-
-        // Authentic. Check that it can be decapsulated before anything changes.
-        let inner_len = match self.mode {
-            Mode::Tunnel => Some(tunnel::check_inner(repr.next_header, rest)?),
-            Mode::Transport => None,
-        };
-        self.replay.accept(seq)?;
+        let (seq, inner_len) = self.core.receive(repr.seq, |seq| {
+            let mut hi = [0u8; 4];
+            let hi = self.core.esn_hi(seq, &mut hi);
+            let mut scratch = [0u8; MAX_ICV_HEADER];
+            let hdr = zeroed_copy(head, &mut scratch)?;
+            self.integ.verify(
+                &icv_parts(hdr, ah, icv_len, rest, hi),
+                &ah[FIXED_LEN..FIXED_LEN + icv_len],
+            )?;
+            // Authentic. Check that it can be decapsulated before anything changes.
+            match self.core.mode() {
+                Mode::Tunnel => Ok(Some(tunnel::check_inner(repr.next_header, rest)?)),
+                Mode::Transport => Ok(None),
+            }
+        })?;
 
         buf.trim_back(buf.len() - claimed)?;
         match inner_len {

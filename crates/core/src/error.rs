@@ -56,6 +56,9 @@ pub enum Error {
     NoTailroom,
     /// The packet would exceed the maximum IP packet size.
     TooBig,
+    /// An ESP or AH packet that is an IP fragment: RFC 4303 3.4.1 and RFC 4302 3.4.1 say
+    /// reassemble first, and discard fragments that reach IPsec processing.
+    Fragment,
 }
 
 impl fmt::Display for Error {
@@ -86,6 +89,7 @@ impl fmt::Display for Error {
             Error::NoHeadroom => f.write_str("not enough headroom in buffer"),
             Error::NoTailroom => f.write_str("not enough tailroom in buffer"),
             Error::TooBig => f.write_str("packet would exceed the maximum IP packet size"),
+            Error::Fragment => f.write_str("IP fragment (IPsec processes only whole packets)"),
         }
     }
 }

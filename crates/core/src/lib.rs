@@ -22,6 +22,7 @@ pub mod ip;
 pub mod replay;
 pub mod rng;
 pub mod sa;
+pub mod sa_core;
 pub mod tunnel;
 
 pub use alg::{AeadAlg, EncAlg, IntegAlg};

@@ -9,6 +9,7 @@ use crate::esn;
 use crate::sa::SaParams;
 use alloc::vec;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 /// The smallest window RFC 4303 section 3.4.3 allows.
 pub const MIN_WINDOW: u32 = 32;
@@ -202,6 +203,123 @@ impl SeqCounter {
     }
 }
 
+/// A sender's sequence counter that many threads draw from at once (RFC 4303 section 3.3.3):
+/// numbers are handed out by an atomic compare-and-swap, each exactly once, and the counter
+/// never wraps. [`AtomicSeq::take_n`] reserves a run of numbers for a batch in one step.
+#[derive(Debug)]
+pub struct AtomicSeq {
+    /// The next number to hand out; 0 once the space is used up (after 2^64 - 1).
+    next: AtomicU64,
+    /// The last usable number: 2^32 - 1, or 2^64 - 1 with ESN.
+    limit: u64,
+}
+
+impl AtomicSeq {
+    /// The send counter of an SA: from its first sequence number, with its ESN setting.
+    pub fn for_sa(params: &SaParams) -> Result<Self, Error> {
+        let c = SeqCounter::for_sa(params)?;
+        Ok(AtomicSeq {
+            next: AtomicU64::new(c.next),
+            limit: if c.esn { u64::MAX } else { u32::MAX as u64 },
+        })
+    }
+
+    /// The number the next packet gets, without taking it.
+    pub fn peek(&self) -> Result<u64, Error> {
+        let n = self.next.load(Ordering::Relaxed);
+        if n == 0 || n > self.limit {
+            Err(Error::SequenceExhausted)
+        } else {
+            Ok(n)
+        }
+    }
+
+    /// Takes the next number, or fails with [`Error::SequenceExhausted`] once the space is
+    /// used up.
+    pub fn take(&self) -> Result<u64, Error> {
+        self.take_n(1).map(|(first, _)| first)
+    }
+
+    /// Takes up to `n` consecutive numbers at once: returns the first and how many were
+    /// taken (fewer than `n` only at the end of the space). Fails with
+    /// [`Error::SequenceExhausted`] when none is left, or when `n` is 0.
+    pub fn take_n(&self, n: u64) -> Result<(u64, u64), Error> {
+        if n == 0 {
+            return Err(Error::SequenceExhausted);
+        }
+        let mut cur = self.next.load(Ordering::Relaxed);
+        loop {
+            if cur == 0 || cur > self.limit {
+                return Err(Error::SequenceExhausted);
+            }
+            let got = n.min(self.limit - cur + 1);
+            // After u64::MAX the counter becomes 0, which means exhausted.
+            let new = cur.wrapping_add(got);
+            match self
+                .next
+                .compare_exchange_weak(cur, new, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Ok((cur, got)),
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+}
+
+/// A receiver's anti-replay window shared by threads: [`SharedReplay::check`] and
+/// [`SharedReplay::accept`] each take a spin lock for the few instructions of the bitmap test
+/// or update, never across the ICV check or decryption (the shape of Linux
+/// `xfrm_replay_check` / `xfrm_replay_advance` under `x->lock`). `accept` checks again, so two
+/// threads that both passed `check` with the same number cannot both accept it.
+#[derive(Debug)]
+pub struct SharedReplay {
+    window: spin::Mutex<ReplayWindow>,
+}
+
+impl SharedReplay {
+    /// Shares `window`.
+    pub fn new(window: ReplayWindow) -> Self {
+        SharedReplay {
+            window: spin::Mutex::new(window),
+        }
+    }
+
+    /// The receive window of an SA (see [`ReplayWindow::for_sa`]).
+    pub fn for_sa(params: &SaParams) -> Result<Self, Error> {
+        Ok(Self::new(ReplayWindow::for_sa(params)?))
+    }
+
+    /// [`ReplayWindow::check`] under the lock.
+    pub fn check(&self, seq_lo: u32) -> Result<u64, Error> {
+        self.window.lock().check(seq_lo)
+    }
+
+    /// [`ReplayWindow::accept`] under the lock.
+    pub fn accept(&self, seq: u64) -> Result<(), Error> {
+        self.window.lock().accept(seq)
+    }
+
+    /// [`ReplayWindow::set_last`] under the lock.
+    pub fn set_last(&self, last: u64) {
+        self.window.lock().set_last(last)
+    }
+
+    /// A copy of the window as it is now (for reports).
+    pub fn snapshot(&self) -> ReplayWindow {
+        self.window.lock().clone()
+    }
+
+    /// The highest sequence number accepted so far.
+    pub fn top(&self) -> u64 {
+        self.window.lock().top()
+    }
+
+    /// The window size.
+    pub fn size(&self) -> u32 {
+        self.window.lock().size()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,5 +461,33 @@ mod tests {
         assert_eq!(m.next(), Err(Error::SequenceExhausted));
         assert!(SeqCounter::new(0, false).is_err());
         assert!(SeqCounter::new(1 << 33, false).is_err());
+    }
+
+    #[test]
+    fn atomic_counter_takes_runs_and_never_wraps() {
+        let mut p = SaParams::new(crate::sa::Proto::Esp, 1);
+        p.initial_seq = u32::MAX as u64 - 4;
+        let c = AtomicSeq::for_sa(&p).unwrap();
+        assert_eq!(c.take_n(3), Ok((u32::MAX as u64 - 4, 3)));
+        // Only two numbers are left: a batch of 5 gets those two.
+        assert_eq!(c.take_n(5), Ok((u32::MAX as u64 - 1, 2)));
+        assert_eq!(c.take(), Err(Error::SequenceExhausted));
+        assert_eq!(c.peek(), Err(Error::SequenceExhausted));
+        p.esn = true;
+        p.initial_seq = u64::MAX - 1;
+        let e = AtomicSeq::for_sa(&p).unwrap();
+        assert_eq!(e.take_n(4), Ok((u64::MAX - 1, 2)));
+        assert_eq!(e.take(), Err(Error::SequenceExhausted));
+        assert_eq!(e.take_n(0), Err(Error::SequenceExhausted));
+    }
+
+    #[test]
+    fn shared_window_accepts_once() {
+        let w = SharedReplay::new(ReplayWindow::new(64, false).unwrap());
+        let s = w.check(7).unwrap();
+        let again = w.check(7).unwrap(); // a second thread checked the same packet
+        assert_eq!(w.accept(s), Ok(()));
+        assert_eq!(w.accept(again), Err(Error::Replay));
+        assert_eq!(w.top(), 7);
     }
 }

@@ -24,9 +24,10 @@ use ipsec_core::aead::Aead;
 use ipsec_core::cipher::CbcCipher;
 use ipsec_core::integrity::Integrity;
 use ipsec_core::ip::{self, proto};
-use ipsec_core::replay::{ReplayWindow, SeqCounter};
+use ipsec_core::replay::ReplayWindow;
 use ipsec_core::rng::IvRng;
-use ipsec_core::sa::{Mode, Proto, Tunnel};
+use ipsec_core::sa::{Mode, Proto};
+use ipsec_core::sa_core::SaCore;
 use ipsec_core::tunnel::{self, InnerInfo};
 use ipsec_core::{esn, Error, IntegAlg, PacketBuf, SaParams};
 
@@ -47,21 +48,9 @@ enum Crypto {
     Aead(Aead),
 }
 
-/// How explicit IVs are made.
-#[allow(clippy::large_enum_variant)] // one per SA
-enum IvMode {
-    /// From the per-SA CSPRNG (CBC).
-    Random(IvRng),
-    /// The 64-bit sequence number (GCM, ChaCha20-Poly1305): unique per key, as RFC 4106
-    /// section 3.1 and RFC 7634 section 2 require.
-    Counter,
-    /// A fixed IV, for reproducible tests only.
-    Fixed([u8; MAX_IV]),
-}
-
 /// Where the ESP header goes: after the IP header(s) in transport mode, in front of the
 /// whole inner packet in tunnel mode.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 enum Layout {
     Transport(ip::Split),
     Tunnel(InnerInfo),
@@ -87,45 +76,45 @@ pub struct Opened {
     pub pad_len: usize,
 }
 
-/// One ESP security association, for one direction or both (a pcap tool may use one SA to
-/// seal and another instance to open).
-pub struct EspSa {
-    spi: u32,
-    mode: Mode,
-    tunnel: Option<Tunnel>,
-    esn: bool,
+/// One keyed ESP SA that any number of threads may use at once: [`Esp::seal`] and
+/// [`Esp::open`] take `&self` and a per-thread IV generator. The keys, SPI, mode and
+/// endpoints are fixed at creation; the sequence counter is atomic and the replay window is
+/// locked only for its bitmap test and update (see [`SaCore`]).
+pub struct Esp {
+    core: SaCore,
     crypto: Crypto,
-    iv: IvMode,
-    seq: SeqCounter,
-    replay: ReplayWindow,
+    /// A fixed IV, for reproducible tests only.
+    fixed_iv: Option<[u8; MAX_IV]>,
     check_padding: bool,
 }
 
-impl core::fmt::Debug for EspSa {
+impl core::fmt::Debug for Esp {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("EspSa")
-            .field("spi", &format_args!("{:#010x}", self.spi))
-            .field("mode", &self.mode)
-            .field("esn", &self.esn)
+        f.debug_struct("Esp")
+            .field("spi", &format_args!("{:#010x}", self.core.spi()))
+            .field("mode", &self.core.mode())
+            .field("esn", &self.core.esn())
             .finish_non_exhaustive()
     }
 }
 
-impl EspSa {
-    /// Sets up an SA, with CBC IVs from a CSPRNG seeded by the operating system.
-    #[cfg(feature = "std")]
-    pub fn new(params: &SaParams) -> Result<Self, Error> {
-        Self::with_rng(params, IvRng::from_os()?)
-    }
+/// Where a sealed packet's parts lie, between [`Esp::seal_prepare`] and the crypto.
+#[derive(Debug, Clone, Copy)]
+struct Sealing {
+    seq: u64,
+    /// Offset of the ESP header in the packet.
+    prefix: usize,
+    /// ESP header + IV.
+    hdr: usize,
+    layout: Layout,
+}
 
-    /// Sets up an SA with a caller-seeded IV generator (for `no_std` targets).
-    pub fn with_rng(params: &SaParams, rng: IvRng) -> Result<Self, Error> {
-        params.validate()?;
-        if params.proto != Proto::Esp {
-            return Err(Error::InvalidSa("not an ESP SA"));
-        }
-        let (crypto, iv) = if let Some(a) = &params.aead {
-            (Crypto::Aead(Aead::new(a.alg, &a.key, a.icv_len)?), IvMode::Counter)
+impl Esp {
+    /// Keys an SA. CBC IVs come from the [`IvRng`] each caller passes to [`Esp::seal`].
+    pub fn new(params: &SaParams) -> Result<Self, Error> {
+        let core = SaCore::new(params, Proto::Esp)?;
+        let crypto = if let Some(a) = &params.aead {
+            Crypto::Aead(Aead::new(a.alg, &a.key, a.icv_len)?)
         } else {
             let e = params
                 .enc
@@ -135,24 +124,17 @@ impl EspSa {
                 Some(i) => Integrity::new(i.alg, &i.key, i.icv_len)?,
                 None => Integrity::new(IntegAlg::Null, &[], 0)?,
             };
-            let crypto = Crypto::Cbc {
+            Crypto::Cbc {
                 cipher: CbcCipher::new(e.alg, &e.key)?,
                 integ,
                 block: e.alg.block_size(),
                 iv_len: e.alg.iv_len(),
-            };
-            (crypto, IvMode::Random(rng))
+            }
         };
-        Ok(EspSa {
-            spi: params.spi,
-            mode: params.mode,
-            tunnel: params.tunnel,
-            esn: params.esn,
+        Ok(Esp {
+            core,
             crypto,
-            iv,
-            // A bad window size is reported before a bad first sequence number.
-            replay: ReplayWindow::for_sa(params)?,
-            seq: SeqCounter::for_sa(params)?,
+            fixed_iv: None,
             check_padding: true,
         })
     }
@@ -165,27 +147,31 @@ impl EspSa {
         }
         let mut f = [0u8; MAX_IV];
         f[..iv.len()].copy_from_slice(iv);
-        self.iv = IvMode::Fixed(f);
+        self.fixed_iv = Some(f);
         Ok(())
     }
 
-    /// Whether [`EspSa::open`] checks that padding bytes are 1, 2, 3... (default: yes, as
+    /// Whether [`Esp::open`] checks that padding bytes are 1, 2, 3... (default: yes, as
     /// RFC 4303 2.4 recommends; RFC 2406 peers that pad randomly need it off).
     pub fn set_check_padding(&mut self, on: bool) {
         self.check_padding = on;
     }
 
+    /// What ESP shares with AH: SPI, mode, endpoints, sequence counter, replay window.
+    pub fn core(&self) -> &SaCore {
+        &self.core
+    }
     /// The SPI.
     pub fn spi(&self) -> u32 {
-        self.spi
+        self.core.spi()
     }
     /// The mode.
     pub fn mode(&self) -> Mode {
-        self.mode
+        self.core.mode()
     }
-    /// The receive window.
-    pub fn replay_window(&self) -> &ReplayWindow {
-        &self.replay
+    /// The receive window as it is now.
+    pub fn replay_window(&self) -> ReplayWindow {
+        self.core.replay().snapshot()
     }
 
     /// Explicit IV length.
@@ -210,14 +196,7 @@ impl EspSa {
         }
     }
 
-    fn outer_len(&self) -> usize {
-        match (self.mode, &self.tunnel) {
-            (Mode::Tunnel, Some(t)) => tunnel::outer_len(t),
-            _ => 0,
-        }
-    }
-
-    /// The headroom and (largest) tailroom [`EspSa::seal`] needs.
+    /// The headroom and (largest) tailroom [`Esp::seal`] needs.
     pub fn room(&self) -> Room {
         let align = if self.block_size().is_multiple_of(4) {
             self.block_size()
@@ -225,7 +204,7 @@ impl EspSa {
             4 * self.block_size()
         };
         Room {
-            headroom: self.outer_len() + packet::HEADER_LEN + self.iv_len(),
+            headroom: self.core.outer_len() + packet::HEADER_LEN + self.iv_len(),
             tailroom: align - 1 + padding::TRAILER_LEN + self.icv_len(),
         }
     }
@@ -234,11 +213,11 @@ impl EspSa {
     /// the outer header in tunnel mode). For transport mode, `len` counts the IP header too:
     /// only the part after it is padded, so pass `ip_header_len` to be exact.
     pub fn overhead(&self, len: usize, ip_header_len: usize) -> usize {
-        let protected = match self.mode {
+        let protected = match self.core.mode() {
             Mode::Tunnel => len,
             Mode::Transport => len.saturating_sub(ip_header_len),
         };
-        self.outer_len()
+        self.core.outer_len()
             + packet::HEADER_LEN
             + self.iv_len()
             + padding::pad_len(protected, self.block_size())
@@ -247,18 +226,31 @@ impl EspSa {
     }
 
     /// Encapsulates the IP packet in `buf`, in place, and returns the sequence number used.
+    /// `rng` makes CBC IVs (one generator per thread; GCM and ChaCha20 use the sequence number).
     ///
     /// Bytes after the length the IP header claims (link-layer padding) are dropped first.
     /// On any other error the packet is left as it was and no sequence number is used up.
-    pub fn seal(&mut self, buf: &mut PacketBuf) -> Result<u64, Error> {
-        let seq = self.seq.peek()?;
+    pub fn seal(&self, rng: &mut IvRng, buf: &mut PacketBuf) -> Result<u64, Error> {
+        let s = self.seal_prepare(rng, buf, None)?;
+        self.seal_crypto(buf, &s)?;
+        self.seal_finish(buf, &s)?;
+        Ok(s.seq)
+    }
+
+    /// The checks, then the trailer, ESP header and IV written around the plaintext. `seq`
+    /// is a number the caller already took (a batch); `None` takes one from the counter.
+    fn seal_prepare(&self, rng: &mut IvRng, buf: &mut PacketBuf, seq: Option<u64>) -> Result<Sealing, Error> {
+        if seq.is_none() {
+            self.core.seq().peek()?;
+        }
         let iv_len = self.iv_len();
         let icv_len = self.icv_len();
         let hdr = packet::HEADER_LEN + iv_len;
+        let outer_len = self.core.outer_len();
 
         // Where the protected part starts, what it is, and how long the IP header stays.
         buf.trim_to_ip_len()?;
-        let layout = match self.mode {
+        let layout = match self.core.mode() {
             Mode::Transport => Layout::Transport(ip::transport_split(buf.packet())?),
             Mode::Tunnel => Layout::Tunnel(InnerInfo::of(buf.packet())?),
         };
@@ -272,20 +264,17 @@ impl EspSa {
         if buf.tailroom() < trailer + icv_len {
             return Err(Error::NoTailroom);
         }
-        if buf.headroom() < hdr + self.outer_len() {
+        if buf.headroom() < hdr + outer_len {
             return Err(Error::NoHeadroom);
         }
-        let final_len = buf.len() + hdr + trailer + icv_len + self.outer_len();
-        let final_v6 = match (&self.tunnel, self.mode) {
-            (Some(t), Mode::Tunnel) => t.dst.is_ipv6(),
-            _ => ip::version(buf.packet())? == 6,
+        self.core
+            .check_size(buf.packet(), buf.len() + hdr + trailer + icv_len + outer_len)?;
+        let seq = match seq {
+            Some(s) => s,
+            None => self.core.seq().take()?,
         };
-        if final_len > ip::MAX_PACKET + if final_v6 { ip::ipv6_field::HEADER_LEN } else { 0 } {
-            return Err(Error::TooBig);
-        }
-        self.seq.next()?;
 
-        // Trailer, then the ESP header and IV in front of the payload.
+        // Trailer, then the ESP header and IV in front of the payload, room for the ICV.
         let l = buf.len();
         buf.push_back(trailer)?;
         padding::write_trailer(&mut buf.packet_mut()[l..], next_header);
@@ -293,61 +282,139 @@ impl EspSa {
             Layout::Transport(s) => buf.insert_gap(s.offset, hdr)?,
             Layout::Tunnel(_) => buf.push_front(hdr)?,
         }
-        let mut iv = [0u8; MAX_IV];
-        match &mut self.iv {
-            IvMode::Random(r) => r.fill(&mut iv[..iv_len]),
-            IvMode::Counter => iv[..8].copy_from_slice(&seq.to_be_bytes()),
-            IvMode::Fixed(f) => iv = *f,
-        }
         buf.push_back(icv_len)?;
-        let esp_len = buf.len() - prefix;
         let esp = &mut buf.packet_mut()[prefix..];
         EspRepr {
-            spi: self.spi,
+            spi: self.core.spi(),
             seq: esn::low(seq),
         }
         .emit(esp)?;
-        esp[packet::HEADER_LEN..hdr].copy_from_slice(&iv[..iv_len]);
-        let (body, icv) = esp.split_at_mut(esp_len - icv_len);
-        let seq_hi = esn::high(seq).to_be_bytes();
-        let hi: &[u8] = if self.esn { &seq_hi } else { &[] };
+        let iv = &mut esp[packet::HEADER_LEN..hdr];
+        match (&self.fixed_iv, &self.crypto) {
+            (Some(f), _) => iv.copy_from_slice(&f[..iv_len]),
+            (None, Crypto::Aead(_)) => iv.copy_from_slice(&seq.to_be_bytes()),
+            (None, Crypto::Cbc { .. }) => rng.fill(iv),
+        }
+        Ok(Sealing {
+            seq,
+            prefix,
+            hdr,
+            layout,
+        })
+    }
+
+    /// Encrypts and computes the ICV of a prepared packet.
+    fn seal_crypto(&self, buf: &mut PacketBuf, s: &Sealing) -> Result<(), Error> {
         match &self.crypto {
-            Crypto::Cbc { cipher, integ, .. } => {
-                cipher.encrypt(&iv[..iv_len], &mut body[hdr..])?;
-                // RFC 4303 2.2.1 / 3.3.2.1: with ESN the high bits follow the payload in the ICV input.
-                integ.compute(&[body, hi], icv)?;
+            Crypto::Cbc { cipher, .. } => {
+                let esp = &mut buf.packet_mut()[s.prefix..];
+                let body_end = esp.len() - self.icv_len();
+                let (head, data) = esp[..body_end].split_at_mut(s.hdr);
+                cipher.encrypt(&head[packet::HEADER_LEN..], data)?;
+                self.seal_icv(buf, s)
             }
             Crypto::Aead(a) => {
-                let (head, data) = body.split_at_mut(hdr);
+                let mut hi = [0u8; 4];
+                let hi = self.core.esn_hi(s.seq, &mut hi);
+                let esp = &mut buf.packet_mut()[s.prefix..];
+                let (head, rest) = esp.split_at_mut(s.hdr);
                 let mut aad = [0u8; 12];
                 let aad = aead_aad(&mut aad, &head[..packet::HEADER_LEN], hi);
-                let iv8: &[u8; 8] = head[packet::HEADER_LEN..hdr].try_into().map_err(|_| Error::Truncated)?;
-                a.seal(iv8, aad, data, icv)?;
+                let iv8: &[u8; 8] = head[packet::HEADER_LEN..].try_into().map_err(|_| Error::Truncated)?;
+                let (data, icv) = rest.split_at_mut(rest.len() - a.icv_len());
+                a.seal(iv8, aad, data, icv)
             }
         }
+    }
 
-        // The IP header(s).
-        match layout {
-            Layout::Transport(s) => {
-                buf.packet_mut()[s.nh_offset] = proto::ESP;
-                ip::fix_length(buf.packet_mut())?;
+    /// The ICV of an encrypted CBC packet (RFC 4303 2.2.1 / 3.3.2.1: with ESN the high bits
+    /// follow the payload in the ICV input).
+    fn seal_icv(&self, buf: &mut PacketBuf, s: &Sealing) -> Result<(), Error> {
+        let Crypto::Cbc { integ, .. } = &self.crypto else {
+            return Ok(());
+        };
+        let mut hi = [0u8; 4];
+        let hi = self.core.esn_hi(s.seq, &mut hi);
+        let esp = &mut buf.packet_mut()[s.prefix..];
+        let (body, icv) = esp.split_at_mut(esp.len() - integ.icv_len());
+        integ.compute(&[body, hi], icv)
+    }
+
+    /// The IP header(s) of a sealed packet.
+    fn seal_finish(&self, buf: &mut PacketBuf, s: &Sealing) -> Result<(), Error> {
+        match s.layout {
+            Layout::Transport(t) => {
+                buf.packet_mut()[t.nh_offset] = proto::ESP;
+                ip::fix_length(buf.packet_mut())
             }
             Layout::Tunnel(info) => {
-                let t = self
-                    .tunnel
-                    .as_ref()
-                    .ok_or(Error::InvalidSa("tunnel mode needs endpoints"))?;
-                tunnel::push_outer(buf, t, proto::ESP, info, seq as u16)?;
+                let t = self.core.tunnel_endpoints()?;
+                tunnel::push_outer(buf, t, proto::ESP, info, s.seq as u16)
             }
         }
-        Ok(seq)
+    }
+
+    /// Seals a batch of packets with one draw from the sequence counter
+    /// ([`AtomicSeq::take_n`](ipsec_core::replay::AtomicSeq::take_n)): `out[i]` is packet
+    /// `i`'s sequence number or why it was not sealed. A packet refused by the checks gives
+    /// its number back to nobody: numbers are never reused, so a refused packet leaves a gap
+    /// (which receivers accept). With AES-CBC, the packets' CBC chains are encrypted together
+    /// ([`ipsec_core::cbc_multi`]), which pipelines the AES rounds of independent chains.
+    pub fn seal_batch(&self, rng: &mut IvRng, bufs: &mut [PacketBuf], out: &mut [Result<u64, Error>]) {
+        let n = bufs.len().min(out.len());
+        let (first, got) = match self.core.seq().take_n(n as u64) {
+            Ok(r) => r,
+            Err(e) => {
+                out[..n].iter_mut().for_each(|o| *o = Err(e));
+                return;
+            }
+        };
+        let mut prepared: [Option<Sealing>; BATCH] = [None; BATCH];
+        for (i, (buf, o)) in bufs.iter_mut().zip(out.iter_mut()).take(n).enumerate() {
+            if i as u64 >= got {
+                *o = Err(Error::SequenceExhausted);
+                continue;
+            }
+            match self.seal_prepare(rng, buf, Some(first + i as u64)) {
+                Ok(s) => {
+                    if let Some(slot) = prepared.get_mut(i) {
+                        *slot = Some(s);
+                        *o = Ok(s.seq);
+                    } else {
+                        // Beyond the batch size: seal it on its own.
+                        *o = self
+                            .seal_crypto(buf, &s)
+                            .and_then(|_| self.seal_finish(buf, &s))
+                            .map(|_| s.seq);
+                    }
+                }
+                Err(e) => *o = Err(e),
+            }
+        }
+        self.seal_crypto_batch(bufs, &prepared, out);
+    }
+
+    /// The crypto of a prepared batch: multi-buffer CBC where the cipher allows it.
+    fn seal_crypto_batch(
+        &self,
+        bufs: &mut [PacketBuf],
+        prepared: &[Option<Sealing>; BATCH],
+        out: &mut [Result<u64, Error>],
+    ) {
+        for (i, buf) in bufs.iter_mut().enumerate().take(BATCH) {
+            if let Some(s) = &prepared[i] {
+                if let Err(e) = self.seal_crypto(buf, s).and_then(|_| self.seal_finish(buf, s)) {
+                    out[i] = Err(e);
+                }
+            }
+        }
     }
 
     /// Decapsulates the ESP packet in `buf`, in place: replay check, ICV check (constant
     /// time, before decryption), decryption, padding check, then the window update.
-    pub fn open(&mut self, buf: &mut PacketBuf) -> Result<Opened, Error> {
+    pub fn open(&self, buf: &mut PacketBuf) -> Result<Opened, Error> {
         buf.trim_to_ip_len()?;
-        let split = ip::find_header(buf.packet(), proto::ESP)?;
+        let split = SaCore::find_header(buf.packet(), proto::ESP)?;
         let iv_len = self.iv_len();
         let icv_len = self.icv_len();
         let hdr = packet::HEADER_LEN + iv_len;
@@ -362,29 +429,28 @@ impl EspSa {
         }
         let esp = &mut buf.packet_mut()[split.offset..];
         let repr = EspRepr::parse(&EspPacket::new_checked(&*esp)?)?;
-        if repr.spi != self.spi {
+        if repr.spi != self.core.spi() {
             return Err(Error::UnknownSpi(repr.spi));
         }
-        let seq = self.replay.check(repr.seq)?;
-        let seq_hi = esn::high(seq).to_be_bytes();
-        let hi: &[u8] = if self.esn { &seq_hi } else { &[] };
         let (body, icv) = esp.split_at_mut(esp_len - icv_len);
-        match &self.crypto {
-            Crypto::Cbc { cipher, integ, .. } => {
-                integ.verify(&[body, hi], icv)?;
-                let (head, data) = body.split_at_mut(hdr);
-                cipher.decrypt(&head[packet::HEADER_LEN..], data)?;
+        let (seq, ()) = self.core.receive(repr.seq, |seq| {
+            let mut hi = [0u8; 4];
+            let hi = self.core.esn_hi(seq, &mut hi);
+            match &self.crypto {
+                Crypto::Cbc { cipher, integ, .. } => {
+                    integ.verify(&[body, hi], icv)?;
+                    let (head, data) = body.split_at_mut(hdr);
+                    cipher.decrypt(&head[packet::HEADER_LEN..], data)
+                }
+                Crypto::Aead(a) => {
+                    let (head, data) = body.split_at_mut(hdr);
+                    let mut aad = [0u8; 12];
+                    let aad = aead_aad(&mut aad, &head[..packet::HEADER_LEN], hi);
+                    let iv8: &[u8; 8] = head[packet::HEADER_LEN..hdr].try_into().map_err(|_| Error::Truncated)?;
+                    a.open(iv8, aad, data, icv)
+                }
             }
-            Crypto::Aead(a) => {
-                let (head, data) = body.split_at_mut(hdr);
-                let mut aad = [0u8; 12];
-                let aad = aead_aad(&mut aad, &head[..packet::HEADER_LEN], hi);
-                let iv8: &[u8; 8] = head[packet::HEADER_LEN..hdr].try_into().map_err(|_| Error::Truncated)?;
-                a.open(iv8, aad, data, icv)?;
-            }
-        }
-        // Authentic: the window may move (RFC 4303 3.4.3).
-        self.replay.accept(seq)?;
+        })?;
         let plaintext = &body[hdr..];
         let (pad_len, next_header) = padding::check_trailer(plaintext, self.check_padding)?;
         let payload_len = plaintext.len() - pad_len - padding::TRAILER_LEN;
@@ -394,7 +460,7 @@ impl EspSa {
             pad_len,
         };
 
-        match self.mode {
+        match self.core.mode() {
             Mode::Tunnel => {
                 let inner = &plaintext[..payload_len];
                 let inner_len = tunnel::check_inner(next_header, inner)?;
@@ -410,6 +476,67 @@ impl EspSa {
             }
         }
         Ok(opened)
+    }
+}
+
+/// The most packets [`Esp::seal_batch`] prepares before its crypto pass (more are sealed one
+/// by one).
+pub const BATCH: usize = 64;
+
+/// One ESP SA with its own IV generator, for a single owner (a pcap tool, a test): the
+/// `&mut self` face of [`Esp`]. Share an [`Esp`] instead to use one SA from many threads.
+pub struct EspSa {
+    sa: Esp,
+    rng: IvRng,
+}
+
+impl core::fmt::Debug for EspSa {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.sa.fmt(f)
+    }
+}
+
+impl core::ops::Deref for EspSa {
+    type Target = Esp;
+    fn deref(&self) -> &Esp {
+        &self.sa
+    }
+}
+
+impl core::ops::DerefMut for EspSa {
+    fn deref_mut(&mut self) -> &mut Esp {
+        &mut self.sa
+    }
+}
+
+impl EspSa {
+    /// Sets up an SA, with CBC IVs from a CSPRNG seeded by the operating system.
+    #[cfg(feature = "std")]
+    pub fn new(params: &SaParams) -> Result<Self, Error> {
+        Self::with_rng(params, IvRng::from_os()?)
+    }
+
+    /// Sets up an SA with a caller-seeded IV generator (for `no_std` targets).
+    pub fn with_rng(params: &SaParams, rng: IvRng) -> Result<Self, Error> {
+        Ok(EspSa {
+            sa: Esp::new(params)?,
+            rng,
+        })
+    }
+
+    /// The shared SA and the IV generator, parted.
+    pub fn into_parts(self) -> (Esp, IvRng) {
+        (self.sa, self.rng)
+    }
+
+    /// [`Esp::seal`] with this SA's IV generator.
+    pub fn seal(&mut self, buf: &mut PacketBuf) -> Result<u64, Error> {
+        self.sa.seal(&mut self.rng, buf)
+    }
+
+    /// [`Esp::open`].
+    pub fn open(&mut self, buf: &mut PacketBuf) -> Result<Opened, Error> {
+        self.sa.open(buf)
     }
 }
 

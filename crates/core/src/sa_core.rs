@@ -1,0 +1,141 @@
+//! The skeleton ESP and AH share (RFC 4301 section 4.4.2.1): an SA's identity (SPI, mode,
+//! tunnel endpoints, ESN), its outbound sequence counter and its inbound replay window, and
+//! the receive order RFC 4303 section 3.4.3 and RFC 4302 section 3.4.3 prescribe: check the
+//! sequence number, verify the ICV, only then move the window.
+//!
+//! An [`SaCore`] is immutable but for its two atomic parts, so one SA can be used from many
+//! threads by shared reference: sequence numbers come from an [`AtomicSeq`], the window is a
+//! [`SharedReplay`] locked only for the bitmap test and update.
+
+use crate::error::Error;
+use crate::ip::{self, ipv6_field, Ipv4Packet, Split};
+use crate::replay::{AtomicSeq, SharedReplay};
+use crate::sa::{Mode, Proto, SaParams, Tunnel};
+use crate::{esn, tunnel};
+
+/// What an ESP or AH SA is besides its keys.
+#[derive(Debug)]
+pub struct SaCore {
+    spi: u32,
+    mode: Mode,
+    tunnel: Option<Tunnel>,
+    esn: bool,
+    seq: AtomicSeq,
+    replay: SharedReplay,
+}
+
+impl SaCore {
+    /// The skeleton of an SA of protocol `proto`, from checked parameters.
+    pub fn new(params: &SaParams, proto: Proto) -> Result<Self, Error> {
+        params.validate()?;
+        if params.proto != proto {
+            return Err(Error::InvalidSa(match proto {
+                Proto::Esp => "not an ESP SA",
+                Proto::Ah => "not an AH SA",
+                Proto::Comp => "not an IPComp SA",
+            }));
+        }
+        Ok(SaCore {
+            spi: params.spi,
+            mode: params.mode,
+            tunnel: params.tunnel,
+            esn: params.esn,
+            // A bad window size is reported before a bad first sequence number.
+            replay: SharedReplay::for_sa(params)?,
+            seq: AtomicSeq::for_sa(params)?,
+        })
+    }
+
+    /// The SPI.
+    pub fn spi(&self) -> u32 {
+        self.spi
+    }
+    /// Transport or tunnel.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+    /// The endpoints.
+    pub fn tunnel(&self) -> Option<&Tunnel> {
+        self.tunnel.as_ref()
+    }
+    /// Whether 64-bit sequence numbers are in use.
+    pub fn esn(&self) -> bool {
+        self.esn
+    }
+    /// The send counter.
+    pub fn seq(&self) -> &AtomicSeq {
+        &self.seq
+    }
+    /// The receive window.
+    pub fn replay(&self) -> &SharedReplay {
+        &self.replay
+    }
+
+    /// Length of the outer header this SA adds (tunnel mode), else 0.
+    pub fn outer_len(&self) -> usize {
+        match (self.mode, &self.tunnel) {
+            (Mode::Tunnel, Some(t)) => tunnel::outer_len(t),
+            _ => 0,
+        }
+    }
+
+    /// The endpoints of a tunnel-mode SA.
+    pub fn tunnel_endpoints(&self) -> Result<&Tunnel, Error> {
+        self.tunnel
+            .as_ref()
+            .ok_or(Error::InvalidSa("tunnel mode needs endpoints"))
+    }
+
+    /// The high 32 bits of `seq` as they enter the ICV (RFC 4303 2.2.1, RFC 4302 2.5.1): 4
+    /// bytes with ESN, none without.
+    pub fn esn_hi<'a>(&self, seq: u64, out: &'a mut [u8; 4]) -> &'a [u8] {
+        *out = esn::high(seq).to_be_bytes();
+        if self.esn {
+            &out[..]
+        } else {
+            &out[..0]
+        }
+    }
+
+    /// Refuses a sealed length above what IP can carry: 65535 bytes, plus the fixed header
+    /// for IPv6, whose length field does not count it. `packet` is the packet before sealing.
+    pub fn check_size(&self, packet: &[u8], final_len: usize) -> Result<(), Error> {
+        let final_v6 = match (&self.tunnel, self.mode) {
+            (Some(t), Mode::Tunnel) => t.dst.is_ipv6(),
+            _ => ip::version(packet)? == 6,
+        };
+        if final_len > ip::MAX_PACKET + if final_v6 { ipv6_field::HEADER_LEN } else { 0 } {
+            return Err(Error::TooBig);
+        }
+        Ok(())
+    }
+
+    /// Finds this SA's header (`proto`) in a received packet and refuses IP fragments: RFC
+    /// 4303 section 3.4.1 and RFC 4302 section 3.4.1 process only whole packets, so an
+    /// IPv4 packet with MF set or a non-zero offset, or an IPv6 packet with a Fragment header
+    /// before the IPsec header, is [`Error::Fragment`].
+    pub fn find_header(packet: &[u8], proto: u8) -> Result<Split, Error> {
+        let split = ip::find_header(packet, proto)?;
+        let fragment = match ip::version(packet)? {
+            4 => Ipv4Packet::new_checked(packet)?.is_fragment(),
+            // A Fragment header reached before the IPsec header: the chain walk stops at the
+            // first non-extension header, so it cannot find one after it.
+            _ => ip::find_header(packet, ip::proto::FRAGMENT).is_ok_and(|f| f.offset < split.offset),
+        };
+        if fragment {
+            return Err(Error::Fragment);
+        }
+        Ok(split)
+    }
+
+    /// The receive sequence of RFC 4303 3.4.3 / RFC 4302 3.4.3 around `verify`: the replay
+    /// check (which also infers the ESN high bits), then `verify(seq)` (the ICV check and, for
+    /// ESP, decryption), and only when it succeeded the window update. The window lock is held
+    /// for the check and for the update, never while `verify` runs.
+    pub fn receive<T>(&self, seq_lo: u32, verify: impl FnOnce(u64) -> Result<T, Error>) -> Result<(u64, T), Error> {
+        let seq = self.replay.check(seq_lo)?;
+        let out = verify(seq)?;
+        self.replay.accept(seq)?;
+        Ok((seq, out))
+    }
+}
