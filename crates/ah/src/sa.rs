@@ -249,13 +249,25 @@ impl Ah {
     ///
     /// On any error the buffer is left exactly as it was (content and length).
     pub fn open(&self, buf: &mut PacketBuf) -> Result<Opened, Error> {
+        let pkt = buf.packet();
+        let claimed = ip::claimed_len(pkt)?;
+        // RFC 4302 3.4.1: fragments are discarded.
+        let split = SaCore::find_header(&pkt[..claimed], proto::AH)?;
+        self.open_at(buf, split)
+    }
+
+    /// [`Ah::open`] for a caller that already found the AH header with
+    /// [`SaCore::find_header`] (which also refuses fragments): the headers are not parsed
+    /// again.
+    pub fn open_at(&self, buf: &mut PacketBuf, split: ip::Split) -> Result<Opened, Error> {
         let icv_len = self.icv_len();
         let pkt = buf.packet();
         let claimed = ip::claimed_len(pkt)?;
         let pkt = &pkt[..claimed];
         let v6 = ip::version(pkt)? == 6;
-        // RFC 4302 3.4.1: fragments are discarded.
-        let split = SaCore::find_header(pkt, proto::AH)?;
+        if split.offset > pkt.len() || split.next != proto::AH {
+            return Err(Error::WrongProtocol(split.next));
+        }
         let (head, ah_rest) = pkt.split_at(split.offset);
         let ahp = AhPacket::new_checked(ah_rest)?;
         let repr = AhRepr::parse(&ahp, icv_len)?;

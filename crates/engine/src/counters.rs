@@ -3,6 +3,7 @@
 
 use crate::bundle::PacketError;
 use core::fmt;
+use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use ipsec_core::Error;
 
 /// Why a packet was dropped.
@@ -26,11 +27,13 @@ pub enum DropReason {
     PolicyDiscard,
     /// The caller's buffer has too little room, or the packet would exceed 65535 bytes.
     NoRoom,
+    /// An ESP or AH packet that is an IP fragment (RFC 4303 3.4.1, RFC 4302 3.4.1).
+    Fragment,
 }
 
 impl DropReason {
     /// Every reason, in the order snapshots list them.
-    pub const ALL: [DropReason; 8] = [
+    pub const ALL: [DropReason; 9] = [
         DropReason::BadIcv,
         DropReason::Replay,
         DropReason::BadPadding,
@@ -39,6 +42,7 @@ impl DropReason {
         DropReason::NoSa,
         DropReason::PolicyDiscard,
         DropReason::NoRoom,
+        DropReason::Fragment,
     ];
 
     /// The name used in snapshots and logs.
@@ -52,6 +56,7 @@ impl DropReason {
             DropReason::NoSa => "no_sa",
             DropReason::PolicyDiscard => "policy_discard",
             DropReason::NoRoom => "no_room",
+            DropReason::Fragment => "fragment",
         }
     }
 
@@ -71,6 +76,7 @@ impl DropReason {
             Error::SequenceExhausted => DropReason::Expired,
             Error::UnknownSpi(_) => DropReason::NoSa,
             Error::NoHeadroom | Error::NoTailroom | Error::TooBig => DropReason::NoRoom,
+            Error::Fragment => DropReason::Fragment,
             _ => DropReason::Malformed,
         }
     }
@@ -102,6 +108,8 @@ pub struct Drops {
     pub policy_discard: u64,
     /// [`DropReason::NoRoom`].
     pub no_room: u64,
+    /// [`DropReason::Fragment`].
+    pub fragment: u64,
 }
 
 impl Drops {
@@ -115,6 +123,7 @@ impl Drops {
             DropReason::NoSa => &mut self.no_sa,
             DropReason::PolicyDiscard => &mut self.policy_discard,
             DropReason::NoRoom => &mut self.no_room,
+            DropReason::Fragment => &mut self.fragment,
         }
     }
 
@@ -164,5 +173,71 @@ impl Counters {
         self.bytes_before = self.bytes_before.saturating_add(before as u64);
         self.bytes_after = self.bytes_after.saturating_add(after as u64);
         self.overhead_bytes = self.overhead_bytes.saturating_add(wire_minus_plain);
+    }
+}
+
+/// Drop counts by reason that many threads add to at once.
+#[derive(Debug, Default)]
+pub struct AtomicDrops([AtomicU64; DropReason::ALL.len()]);
+
+impl AtomicDrops {
+    /// Counts one drop.
+    pub fn count(&self, r: DropReason) {
+        let i = DropReason::ALL.iter().position(|&x| x == r).unwrap_or(0);
+        self.0[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts now.
+    pub fn load(&self) -> Drops {
+        let mut d = Drops::default();
+        for (r, a) in DropReason::ALL.iter().zip(&self.0) {
+            *d.slot(*r) = a.load(Ordering::Relaxed);
+        }
+        d
+    }
+}
+
+/// [`Counters`] that many threads add to at once (relaxed atomics: each figure is exact,
+/// a snapshot taken while packets flow may mix figures a few packets apart).
+#[derive(Debug, Default)]
+pub struct AtomicCounters {
+    packets: AtomicU64,
+    bytes_before: AtomicU64,
+    bytes_after: AtomicU64,
+    overhead_bytes: AtomicI64,
+    not_compressed: AtomicU64,
+    drops: AtomicDrops,
+}
+
+impl AtomicCounters {
+    /// Counts `packets` packets that the transform turned from `before` bytes into `after`
+    /// bytes in all (a batch adds once).
+    pub fn count_n(&self, packets: u64, before: u64, after: u64, wire_minus_plain: i64) {
+        self.packets.fetch_add(packets, Ordering::Relaxed);
+        self.bytes_before.fetch_add(before, Ordering::Relaxed);
+        self.bytes_after.fetch_add(after, Ordering::Relaxed);
+        self.overhead_bytes.fetch_add(wire_minus_plain, Ordering::Relaxed);
+    }
+
+    /// Counts packets that went (or came) uncompressed through an IPComp SA.
+    pub fn count_not_compressed(&self, n: u64) {
+        self.not_compressed.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts one drop.
+    pub fn count_drop(&self, r: DropReason) {
+        self.drops.count(r);
+    }
+
+    /// The counts now.
+    pub fn load(&self) -> Counters {
+        Counters {
+            packets: self.packets.load(Ordering::Relaxed),
+            bytes_before: self.bytes_before.load(Ordering::Relaxed),
+            bytes_after: self.bytes_after.load(Ordering::Relaxed),
+            overhead_bytes: self.overhead_bytes.load(Ordering::Relaxed),
+            not_compressed: self.not_compressed.load(Ordering::Relaxed),
+            drops: self.drops.load(),
+        }
     }
 }

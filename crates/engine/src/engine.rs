@@ -2,19 +2,30 @@
 //! packets are matched to a policy and sealed with its bundle; inbound packets are opened SA
 //! by SA from the outside in, then checked against the inbound policy their inner headers
 //! match. Sans-IO: the caller passes the packet buffer and the time.
+//!
+//! Split into a control side and a data plane, as Linux XFRM splits configuration (under
+//! `xfrm_cfg_mutex`) from `xfrm_output_one`/`xfrm_input` (per-SA state only): the [`Engine`]
+//! (`&mut self`) adds, replaces and removes SAs and policies, collects events and expires SAs,
+//! and after every change publishes an immutable [`DataPlane`] (SPD + SAD of shared SAs). Any
+//! number of threads process packets through a `&DataPlane` at once, each with its own
+//! [`Worker`] (IV generator). Counters, lifetime usage and SA states are atomics on the
+//! shared SAs, so the control side reads them without stopping the workers and each soft or
+//! hard event is raised once.
 
-use crate::bundle::{outer_ipsec, PacketError};
-use crate::counters::{Counters, DropReason, Drops};
+use crate::bundle::PacketError;
+use crate::counters::{AtomicDrops, Counters, DropReason, Drops};
 use crate::lifetime::{Limit, State, Usage};
-use crate::sad::{InstallError, SaConfig, SaEntry, SaId, Sad};
+use crate::sad::{InstallError, SaConfig, SaEntry, SaId, Sad, SharedSa};
 use crate::spd::{Action, Direction, Flow, Policy, Spd};
 use alloc::collections::VecDeque;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 use core::net::IpAddr;
+use core::sync::atomic::{AtomicBool, Ordering};
 use core::time::Duration;
-use ipsec_core::ip::{self, Ipv4Packet, Ipv6Packet};
+use ipsec_core::ip::{self, proto, Ipv4Packet, Ipv6Packet, Split};
 use ipsec_core::rng::IvRng;
 use ipsec_core::sa::{Mode, Proto};
 use ipsec_core::PacketBuf;
@@ -118,118 +129,124 @@ pub struct Snapshot {
     pub outbound_drops: Drops,
 }
 
-/// The SPD and SAD with their event queue and engine-level drop counters.
+/// A worker's own context: what a thread needs besides the shared data plane. Today the
+/// CSPRNG that makes ESP CBC IVs (RFC 3602 section 3: unpredictable IVs); one per thread, so
+/// no thread waits for another's IV.
+#[derive(Debug)]
+pub struct Worker {
+    rng: IvRng,
+}
+
+impl Worker {
+    /// A worker whose IV generator is seeded by the operating system.
+    #[cfg(feature = "std")]
+    pub fn new() -> Result<Self, PacketError> {
+        Ok(Worker { rng: IvRng::from_os()? })
+    }
+
+    /// A worker with a caller-seeded IV generator (for `no_std` targets and reproducible tests).
+    pub fn with_rng(rng: IvRng) -> Self {
+        Worker { rng }
+    }
+}
+
+/// Counters and flags shared by every data plane an engine publishes.
 #[derive(Debug, Default)]
-pub struct Engine {
+struct Shared {
+    inbound_drops: AtomicDrops,
+    outbound_drops: AtomicDrops,
+    /// Set when an SA raised an event the control side has not collected.
+    events: AtomicBool,
+}
+
+/// The packet path: an immutable SPD and SAD of shared SAs. Published by [`Engine`] after
+/// every change; `outbound`/`inbound` take `&self`, so threads share one `Arc<DataPlane>`
+/// (or an `ArcSwap`, see [`Engine::plane_handle`]) and never take a global lock.
+#[derive(Debug, Clone, Default)]
+pub struct DataPlane {
     spd: Spd,
     sad: Sad,
-    events: VecDeque<Event>,
-    inbound_drops: Drops,
-    outbound_drops: Drops,
+    shared: Arc<Shared>,
 }
 
-fn rank(p: Proto) -> u8 {
-    match p {
-        Proto::Comp => 0,
-        Proto::Esp => 1,
-        Proto::Ah => 2,
-    }
+/// The outermost header of a packet, parsed once per layer: the split before the first
+/// non-extension header, the addresses, and whether the packet is an IP fragment.
+struct Outer {
+    split: Split,
+    src: IpAddr,
+    dst: IpAddr,
+    fragment: bool,
 }
 
-/// (source, destination) of an IP packet.
-fn addrs(packet: &[u8]) -> Result<(IpAddr, IpAddr), ipsec_core::Error> {
-    Ok(match ip::version(packet)? {
-        4 => {
-            let p = Ipv4Packet::new_checked(packet)?;
-            (IpAddr::V4(p.src()), IpAddr::V4(p.dst()))
-        }
-        _ => {
-            let p = Ipv6Packet::new_checked(packet)?;
-            (IpAddr::V6(p.src()), IpAddr::V6(p.dst()))
-        }
-    })
-}
-
-impl Engine {
-    /// An engine with no SAs and no policies (so every packet is discarded).
-    pub fn new() -> Self {
-        Engine::default()
-    }
-
-    /// Keys and installs an SA at time `now` (the start of its time limits).
-    #[cfg(feature = "std")]
-    pub fn add_sa(&mut self, config: SaConfig, now: Duration) -> Result<SaId, InstallError> {
-        self.sad.install(config, now)
-    }
-
-    /// As [`Engine::add_sa`], with a caller-seeded IV generator (for `no_std` targets).
-    pub fn add_sa_with_rng(&mut self, config: SaConfig, rng: IvRng, now: Duration) -> Result<SaId, InstallError> {
-        self.sad.install_with_rng(config, rng, now)
-    }
-
-    /// Appends a policy after the others of its direction. A protect policy's bundle must
-    /// name installed SAs in seal order: IPComp, then ESP, then AH, each at most once.
-    pub fn add_policy(&mut self, policy: Policy) -> Result<(), InstallError> {
-        if let Action::Protect(ids) = &policy.action {
-            if ids.is_empty() || ids.len() > 3 {
-                return Err(InstallError::BundleOrder);
+impl Outer {
+    fn of(packet: &[u8]) -> Result<Outer, ipsec_core::Error> {
+        match ip::version(packet)? {
+            4 => {
+                let p = Ipv4Packet::new_checked(packet)?;
+                Ok(Outer {
+                    split: ip::ipv4_split(packet)?,
+                    src: IpAddr::V4(p.src()),
+                    dst: IpAddr::V4(p.dst()),
+                    fragment: p.is_fragment(),
+                })
             }
-            let mut last = None;
-            for &id in ids {
-                let e = self.sad.get(id).ok_or(InstallError::UnknownSa(id))?;
-                let r = rank(e.config.params.proto);
-                if last.is_some_and(|l| r <= l) {
-                    return Err(InstallError::BundleOrder);
-                }
-                last = Some(r);
+            _ => {
+                let p = Ipv6Packet::new_checked(packet)?;
+                let mut fragment = false;
+                let split = ip::walk_ipv6_ext(packet, |h| fragment |= h.kind == proto::FRAGMENT)?;
+                Ok(Outer {
+                    split,
+                    src: IpAddr::V6(p.src()),
+                    dst: IpAddr::V6(p.dst()),
+                    fragment,
+                })
             }
         }
-        self.spd.push(policy);
-        Ok(())
     }
 
-    /// Rekeying: installs `config` and points every policy that names `old` at it. The old SA
-    /// stays in the SAD, so packets already in flight on it are still accepted (inbound
-    /// policies match SAs by protocol, mode and endpoints); take it out with
-    /// [`Engine::remove_sa`] when its peer has switched, or let its hard lifetime end it.
-    #[cfg(feature = "std")]
-    pub fn replace_sa(&mut self, old: SaId, config: SaConfig, now: Duration) -> Result<SaId, InstallError> {
-        let rng = IvRng::from_os().map_err(|e| InstallError::Sa(e.into()))?;
-        self.replace_sa_with_rng(old, config, rng, now)
-    }
-
-    /// As [`Engine::replace_sa`], with a caller-seeded IV generator.
-    pub fn replace_sa_with_rng(
-        &mut self,
-        old: SaId,
-        config: SaConfig,
-        rng: IvRng,
-        now: Duration,
-    ) -> Result<SaId, InstallError> {
-        let old_proto = self
-            .sad
-            .get(old)
-            .ok_or(InstallError::UnknownSa(old))?
-            .config
-            .params
-            .proto;
-        if config.params.proto != old_proto {
-            return Err(InstallError::ReplaceProtocol);
+    /// The SPI (IPComp: CPI) of an ESP, AH or IPComp header at the split.
+    fn spi(&self, packet: &[u8]) -> Result<u32, ipsec_core::Error> {
+        let rest = &packet[self.split.offset..];
+        let b = match self.split.next {
+            proto::ESP => rest.get(0..4),
+            proto::AH => rest.get(4..8),
+            _ => rest.get(0..4),
         }
-        let new = self.sad.install_with_rng(config, rng, now)?;
-        self.spd.repoint(old, new);
-        Ok(new)
+        .ok_or(ipsec_core::Error::Truncated)?;
+        let v = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        Ok(if self.split.next == proto::COMP { v & 0xffff } else { v })
     }
+}
 
-    /// Takes an SA out: inbound packets for it find no SA, and outbound policies that still
-    /// name it drop their packets as `no_sa`. Its counters stay in snapshots.
-    pub fn remove_sa(&mut self, id: SaId) -> Result<(), InstallError> {
-        self.sad.get(id).ok_or(InstallError::UnknownSa(id))?;
-        self.sad.unindex(id);
-        Ok(())
-    }
+/// One layer an inbound packet was opened with, counted only once its policy accepts it.
+#[derive(Debug, Clone, Copy)]
+struct Layer {
+    id: SaId,
+    before: usize,
+    after: usize,
+    uncompressed: bool,
+}
 
-    /// The policies.
+/// What a batch run adds to one SA, added to its atomics once.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    packets: u64,
+    before: u64,
+    after: u64,
+    overhead: i64,
+    not_compressed: u64,
+    /// Bytes charged to the lifetime.
+    charged: u64,
+}
+
+/// An outbound packet's protect policy (its index), its verdict if no SA applies, or its drop.
+type Classified = Result<Result<usize, Verdict>, Dropped>;
+
+/// Packets a batch call prepares at once (more are processed in chunks of this size).
+pub const BATCH: usize = ipsec_esp::BATCH;
+
+impl DataPlane {
+    /// The policies this plane matches against.
     pub fn spd(&self) -> &Spd {
         &self.spd
     }
@@ -239,65 +256,32 @@ impl Engine {
         &self.sad
     }
 
-    /// The oldest event not yet taken.
-    pub fn next_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+    fn raise(&self) {
+        self.shared.events.store(true, Ordering::Release);
     }
 
-    fn expire(&mut self, id: SaId, limit: Limit) {
-        if let Some(e) = self.sad.get_mut(id) {
-            if matches!(e.state, State::Mature | State::Dying) {
-                e.state = State::Expired;
-                e.expired_by = Some(limit);
-                self.events.push_back(Event::HardExpired { sa: id, limit });
+    fn drop_engine(&self, dir: Direction, reason: DropReason, error: Option<PacketError>) -> Dropped {
+        match dir {
+            Direction::In => self.shared.inbound_drops.count(reason),
+            Direction::Out => self.shared.outbound_drops.count(reason),
+        }
+        Dropped {
+            reason,
+            sa: None,
+            error,
+        }
+    }
+
+    fn drop_at(&self, dir: Direction, id: SaId, reason: DropReason, error: Option<PacketError>) -> Dropped {
+        if let Some(e) = self.sad.get(id) {
+            match dir {
+                Direction::In => e.inbound.count_drop(reason),
+                Direction::Out => e.outbound.count_drop(reason),
             }
-        }
-    }
-
-    /// Checks the SA's hard limits before it processes a packet.
-    fn admit(&mut self, id: SaId, now: Duration) -> Result<(), DropReason> {
-        let e = self.sad.get(id).ok_or(DropReason::NoSa)?;
-        match e.state {
-            State::Expired => return Err(DropReason::Expired),
-            State::Removed => return Err(DropReason::NoSa),
-            State::Mature | State::Dying => {}
-        }
-        if let Some(l) = e.config.lifetime.hard.reached(&e.usage, now) {
-            self.expire(id, l);
-            return Err(DropReason::Expired);
-        }
-        Ok(())
-    }
-
-    /// Charges a processed packet to the SA's lifetime and raises what it reached.
-    fn charge(&mut self, id: SaId, bytes: usize, now: Duration) {
-        if let Some(e) = self.sad.get_mut(id) {
-            e.usage.charge(bytes);
-        }
-        self.check_limits(id, now);
-    }
-
-    /// Moves the SA to dying or expired if its usage or age reached a limit.
-    fn check_limits(&mut self, id: SaId, now: Duration) {
-        let Some(e) = self.sad.get_mut(id) else { return };
-        if e.state == State::Mature {
-            if let Some(limit) = e.config.lifetime.soft.reached(&e.usage, now) {
-                e.state = State::Dying;
-                self.events.push_back(Event::SoftExpired { sa: id, limit });
+            let exhausted = matches!(error, Some(PacketError::Ipsec(ipsec_core::Error::SequenceExhausted)));
+            if exhausted && e.hard_expire(Limit::Sequence) {
+                self.raise();
             }
-        }
-        if let Some(limit) = e.config.lifetime.hard.reached(&e.usage, now) {
-            self.expire(id, limit);
-        }
-    }
-
-    fn drop_at(&mut self, dir: Direction, id: SaId, reason: DropReason, error: Option<PacketError>) -> Dropped {
-        if let Some(e) = self.sad.get_mut(id) {
-            let c = match dir {
-                Direction::In => &mut e.inbound,
-                Direction::Out => &mut e.outbound,
-            };
-            c.drops.count(reason);
         }
         Dropped {
             reason,
@@ -306,15 +290,70 @@ impl Engine {
         }
     }
 
-    fn drop_engine(&mut self, dir: Direction, reason: DropReason, error: Option<PacketError>) -> Dropped {
-        match dir {
-            Direction::In => self.inbound_drops.count(reason),
-            Direction::Out => self.outbound_drops.count(reason),
+    /// Checks the SA's state and hard limits before it processes packets: `Ok(n)` is how many
+    /// of the next packets (of the byte lengths `lens` gives) it may still process, following
+    /// Linux's rule that an SA works while its counts are below the hard limit.
+    fn admit(&self, e: &SaEntry, now: Duration, lens: impl Iterator<Item = usize>) -> Result<usize, DropReason> {
+        match e.state() {
+            State::Expired => return Err(DropReason::Expired),
+            State::Removed => return Err(DropReason::NoSa),
+            State::Mature | State::Dying => {}
         }
-        Dropped {
-            reason,
-            sa: None,
-            error,
+        let hard = &e.config.lifetime.hard;
+        let mut u = e.usage();
+        if let Some(l) = hard.reached(&u, now) {
+            if e.hard_expire(l) {
+                self.raise();
+            }
+            return Err(DropReason::Expired);
+        }
+        if hard.bytes.is_none() && hard.packets.is_none() {
+            return Ok(usize::MAX);
+        }
+        let mut n = 0;
+        for len in lens {
+            if hard.reached(&u, now).is_some() {
+                break;
+            }
+            u.charge(len);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Moves the SA to dying or expired if its usage or age reached a limit.
+    fn check_limits(&self, e: &SaEntry, now: Duration) {
+        let u = e.usage();
+        if e.state() == State::Mature {
+            if let Some(limit) = e.config.lifetime.soft.reached(&u, now) {
+                if e.soft_expire(limit) {
+                    self.raise();
+                }
+            }
+        }
+        if let Some(limit) = e.config.lifetime.hard.reached(&u, now) {
+            if e.hard_expire(limit) {
+                self.raise();
+            }
+        }
+    }
+
+    /// Adds a tally to an SA's counters and lifetime in one step and checks its limits.
+    fn apply(&self, dir: Direction, id: SaId, t: &Tally, now: Duration) {
+        let Some(e) = self.sad.get(id) else { return };
+        let c = match dir {
+            Direction::In => &e.inbound,
+            Direction::Out => &e.outbound,
+        };
+        if t.packets > 0 {
+            c.count_n(t.packets, t.before, t.after, t.overhead);
+            e.charge(t.packets, t.charged);
+        }
+        if t.not_compressed > 0 {
+            c.count_not_compressed(t.not_compressed);
+        }
+        if t.packets > 0 {
+            self.check_limits(e, now);
         }
     }
 
@@ -328,104 +367,353 @@ impl Engine {
             }
     }
 
-    /// Processes an outbound packet (RFC 4301 5.1): the first matching outbound policy
-    /// decides; a protect policy seals the packet in place with its bundle, in order.
-    pub fn outbound(&mut self, buf: &mut PacketBuf, now: Duration) -> Result<Verdict, Dropped> {
-        let flow = match Flow::from_packet(buf.packet()) {
+    /// The outbound policy's bundle for a packet, or its verdict if it is not protected.
+    fn classify_out(&self, packet: &[u8]) -> Classified {
+        let flow = match Flow::from_packet(packet) {
             Ok(f) => f,
             Err(e) => return Err(self.drop_engine(Direction::Out, DropReason::Malformed, Some(e.into()))),
         };
-        let bundle: [Option<SaId>; 3] = match self.spd.lookup(Direction::Out, &flow).map(|(_, p)| &p.action) {
-            None | Some(Action::Discard) => {
-                return Err(self.drop_engine(Direction::Out, DropReason::PolicyDiscard, None))
-            }
-            Some(Action::Bypass) => return Ok(Verdict::Bypass),
-            Some(Action::Protect(ids)) => {
-                let mut b = [None; 3];
-                for (slot, id) in b.iter_mut().zip(ids) {
-                    *slot = Some(*id);
-                }
-                b
-            }
-        };
-        let mut applied = 0;
-        for id in bundle.into_iter().flatten() {
-            if let Err(r) = self.admit(id, now) {
-                return Err(self.drop_at(Direction::Out, id, r, None));
-            }
-            let before = buf.len();
-            let e = self.sad.get_mut(id).expect("admitted above");
-            match e.sa.seal(buf) {
-                Ok(compressed) => {
-                    let after = buf.len();
-                    e.outbound.count(before, after, after as i64 - before as i64);
-                    if e.config.params.proto == Proto::Comp && !compressed {
-                        e.outbound.not_compressed += 1;
-                    } else {
-                        applied += 1;
-                    }
-                    self.charge(id, before, now);
-                }
-                Err(err) => {
-                    let reason = DropReason::of(&err);
-                    if reason == DropReason::Expired {
-                        self.expire(id, Limit::Sequence);
-                    }
-                    return Err(self.drop_at(Direction::Out, id, reason, Some(err)));
-                }
-            }
+        self.classify_flow(&flow)
+    }
+
+    fn classify_flow(&self, flow: &Flow) -> Classified {
+        match self.spd.lookup(Direction::Out, flow) {
+            None
+            | Some((
+                _,
+                Policy {
+                    action: Action::Discard,
+                    ..
+                },
+            )) => Err(self.drop_engine(Direction::Out, DropReason::PolicyDiscard, None)),
+            Some((
+                _,
+                Policy {
+                    action: Action::Bypass, ..
+                },
+            )) => Ok(Err(Verdict::Bypass)),
+            Some((i, _)) => Ok(Ok(i)),
         }
-        Ok(Verdict::Protected(applied))
+    }
+
+    fn bundle(&self, policy: usize) -> &[SaId] {
+        match self.spd.policies().get(policy).map(|p| &p.action) {
+            Some(Action::Protect(ids)) => ids,
+            _ => &[],
+        }
+    }
+
+    /// Processes an outbound packet (RFC 4301 5.1): the first matching outbound policy
+    /// decides; a protect policy seals the packet in place with its bundle, in order.
+    pub fn outbound(&self, w: &mut Worker, buf: &mut PacketBuf, now: Duration) -> Result<Verdict, Dropped> {
+        let policy = match self.classify_out(buf.packet())? {
+            Ok(p) => p,
+            Err(v) => return Ok(v),
+        };
+        let mut out = [Ok(Verdict::Protected(0))];
+        self.seal_run(w, core::slice::from_mut(buf), &mut out, policy, now);
+        out[0]
+    }
+
+    /// Processes a batch of outbound packets: `out[i]` is packet `i`'s verdict. Packets are
+    /// classified one by one (a packet whose flow equals the previous one's reuses its policy
+    /// lookup); each run of consecutive packets under the same protect policy is sealed
+    /// together, with one draw from each SA's sequence counter
+    /// ([`AtomicSeq::take_n`](ipsec_core::replay::AtomicSeq::take_n)), one lifetime charge
+    /// and one counter update per SA, and multi-buffer crypto where the SA supports it.
+    pub fn outbound_batch(
+        &self,
+        w: &mut Worker,
+        bufs: &mut [PacketBuf],
+        out: &mut [Result<Verdict, Dropped>],
+        now: Duration,
+    ) {
+        let n = bufs.len().min(out.len());
+        let mut start = 0;
+        while start < n {
+            let end = (start + BATCH).min(n);
+            let mut policy = [usize::MAX; BATCH];
+            let mut last: Option<(Flow, Classified)> = None;
+            for i in start..end {
+                let r = match Flow::from_packet(bufs[i].packet()) {
+                    Err(e) => Err(self.drop_engine(Direction::Out, DropReason::Malformed, Some(e.into()))),
+                    Ok(f) => match &last {
+                        Some((lf, r)) if *lf == f => match r {
+                            Err(d) => Err(self.drop_engine(Direction::Out, d.reason, None)),
+                            Ok(v) => Ok(*v),
+                        },
+                        _ => {
+                            let r = self.classify_flow(&f);
+                            last = Some((f, r));
+                            r
+                        }
+                    },
+                };
+                match r {
+                    Ok(Ok(p)) => {
+                        policy[i - start] = p;
+                        out[i] = Ok(Verdict::Protected(0));
+                    }
+                    Ok(Err(v)) => out[i] = Ok(v),
+                    Err(d) => out[i] = Err(d),
+                }
+            }
+            let mut i = start;
+            while i < end {
+                let p = policy[i - start];
+                if p == usize::MAX {
+                    i += 1;
+                    continue;
+                }
+                let mut j = i + 1;
+                while j < end && policy[j - start] == p {
+                    j += 1;
+                }
+                self.seal_run(w, &mut bufs[i..j], &mut out[i..j], p, now);
+                i = j;
+            }
+            start = end;
+        }
+    }
+
+    /// Seals a run of packets under one protect policy. On entry `out[i]` is
+    /// `Ok(Protected(0))` for each packet; on return each is its verdict.
+    fn seal_run(
+        &self,
+        w: &mut Worker,
+        bufs: &mut [PacketBuf],
+        out: &mut [Result<Verdict, Dropped>],
+        policy: usize,
+        now: Duration,
+    ) {
+        let n = bufs.len().min(out.len()).min(BATCH);
+        for &id in self.bundle(policy) {
+            let Some(e) = self.sad.get(id) else {
+                for o in out[..n].iter_mut().filter(|o| o.is_ok()) {
+                    *o = Err(self.drop_at(Direction::Out, id, DropReason::NoSa, None));
+                }
+                continue;
+            };
+            let live = |out: &[Result<Verdict, Dropped>], b: &[PacketBuf]| {
+                out.iter()
+                    .zip(b)
+                    .filter(|(o, _)| o.is_ok())
+                    .map(|(_, b)| b.len())
+                    .collect_lens()
+            };
+            let lens = live(&out[..n], &bufs[..n]);
+            let allowed = match self.admit(e, now, lens.iter()) {
+                Ok(a) => a,
+                Err(r) => {
+                    for o in out[..n].iter_mut().filter(|o| o.is_ok()) {
+                        *o = Err(self.drop_at(Direction::Out, id, r, None));
+                    }
+                    continue;
+                }
+            };
+            // Packets past the hard limit are dropped as expired; the SA expires after them.
+            for (seen, o) in out[..n].iter_mut().filter(|o| o.is_ok()).enumerate() {
+                if seen >= allowed {
+                    *o = Err(self.drop_at(Direction::Out, id, DropReason::Expired, None));
+                }
+            }
+            let mut before = [0usize; BATCH];
+            for (b, l) in bufs[..n].iter().zip(before.iter_mut()) {
+                *l = b.len();
+            }
+            let mut t = Tally::default();
+            let mut sealed = [false; BATCH];
+            match &e.sa {
+                SharedSa::Esp(esp) => {
+                    let mut res: [Result<u64, ipsec_core::Error>; BATCH] = [Ok(0); BATCH];
+                    for (r, o) in res.iter_mut().zip(&out[..n]) {
+                        if o.is_err() {
+                            *r = Err(ipsec_core::Error::Truncated);
+                        }
+                    }
+                    let live: [bool; BATCH] = core::array::from_fn(|i| i < n && out[i].is_ok());
+                    esp.seal_batch(&mut w.rng, &mut bufs[..n], &mut res[..n]);
+                    for i in 0..n {
+                        if !live[i] {
+                            continue;
+                        }
+                        match res[i] {
+                            Ok(_) => sealed[i] = true,
+                            Err(err) => {
+                                let err = PacketError::Ipsec(err);
+                                out[i] = Err(self.drop_at(Direction::Out, id, DropReason::of(&err), Some(err)));
+                            }
+                        }
+                    }
+                }
+                sa => {
+                    for i in 0..n {
+                        if out[i].is_err() {
+                            continue;
+                        }
+                        match sa.seal(&mut w.rng, &mut bufs[i]) {
+                            Ok(true) => sealed[i] = true,
+                            Ok(false) => {
+                                // IPComp left it uncompressed: counted, not "applied".
+                                t.not_compressed += 1;
+                                t.packets += 1;
+                                t.before += before[i] as u64;
+                                t.after += bufs[i].len() as u64;
+                                t.overhead += bufs[i].len() as i64 - before[i] as i64;
+                                t.charged += before[i] as u64;
+                            }
+                            Err(err) => {
+                                out[i] = Err(self.drop_at(Direction::Out, id, DropReason::of(&err), Some(err)));
+                            }
+                        }
+                    }
+                }
+            }
+            for i in 0..n {
+                if sealed[i] {
+                    let after = bufs[i].len();
+                    t.packets += 1;
+                    t.before += before[i] as u64;
+                    t.after += after as u64;
+                    t.overhead += after as i64 - before[i] as i64;
+                    t.charged += before[i] as u64;
+                    if let Ok(Verdict::Protected(k)) = &mut out[i] {
+                        *k += 1;
+                    }
+                }
+            }
+            self.apply(Direction::Out, id, &t, now);
+        }
     }
 
     /// Processes an inbound packet (RFC 4301 5.2): opens it in place SA by SA, from the
     /// outside in, while the outer header is ESP, AH or IPComp with an SA here (or IP-in-IP
     /// between a tunnel-mode IPComp SA's endpoints); then the first inbound policy matching the
     /// result must ask for exactly the SAs used (a transport-mode IPComp SA may be missing: its
-    /// peer sent the packet uncompressed).
-    pub fn inbound(&mut self, buf: &mut PacketBuf, now: Duration) -> Result<Verdict, Dropped> {
-        let mut used = [SaId(0); MAX_DEPTH];
+    /// peer sent the packet uncompressed). Each header is parsed once per layer and its offset
+    /// handed to the SA. SAs are charged (counters and lifetime) only once the policy has
+    /// accepted the packet, so packets the policy refuses cannot use up an SA's lifetime.
+    /// IPComp inside IPComp is refused (RFC 3173 section 2: never compress twice).
+    pub fn inbound(&self, _w: &mut Worker, buf: &mut PacketBuf, now: Duration) -> Result<Verdict, Dropped> {
+        let mut tallies = Tallies::default();
+        let r = self.inbound_one(buf, now, &mut tallies);
+        tallies.flush(self, now);
+        r
+    }
+
+    /// Processes a batch of inbound packets: `out[i]` is packet `i`'s verdict. Each SA's
+    /// counters and lifetime are updated once per batch (its hard limits still hold packet
+    /// by packet).
+    pub fn inbound_batch(
+        &self,
+        _w: &mut Worker,
+        bufs: &mut [PacketBuf],
+        out: &mut [Result<Verdict, Dropped>],
+        now: Duration,
+    ) {
+        let mut tallies = Tallies::default();
+        for (buf, o) in bufs.iter_mut().zip(out.iter_mut()) {
+            *o = self.inbound_one(buf, now, &mut tallies);
+        }
+        tallies.flush(self, now);
+    }
+
+    fn inbound_one(&self, buf: &mut PacketBuf, now: Duration, tallies: &mut Tallies) -> Result<Verdict, Dropped> {
+        let mut used = [Layer {
+            id: SaId(0),
+            before: 0,
+            after: 0,
+            uncompressed: false,
+        }; MAX_DEPTH];
         let mut depth = 0;
+        let mut decompressed = false;
         loop {
-            let outer = outer_ipsec(buf.packet()).and_then(|o| Ok((o, addrs(buf.packet())?)));
+            if let Err(e) = buf.trim_to_ip_len() {
+                return Err(self.drop_engine(Direction::In, DropReason::Malformed, Some(e.into())));
+            }
+            let outer = match Outer::of(buf.packet()) {
+                Ok(o) => o,
+                Err(e) => return Err(self.drop_engine(Direction::In, DropReason::Malformed, Some(e.into()))),
+            };
+            let next = outer.split.next;
+            let ipsec = matches!(next, proto::ESP | proto::AH | proto::COMP);
+            if decompressed && next == proto::COMP {
+                // RFC 3173 section 2: a packet is never compressed twice.
+                let err = PacketError::Comp(ipsec_ipcomp::Error::Malformed("IPComp inside IPComp"));
+                return Err(self.drop_engine(Direction::In, DropReason::Malformed, Some(err)));
+            }
             // An IP-in-IP packet between the endpoints of a tunnel-mode IPComp SA is that SA's
             // packet sent uncompressed (RFC 3173 2.2): the SA removes the outer header.
-            let (id, uncompressed) = match outer {
-                Ok((Ok((p, spi)), (_, dst))) => match self.sad.lookup(p, spi, dst) {
+            let (id, uncompressed) = if ipsec {
+                let spi = match outer.spi(buf.packet()) {
+                    Ok(s) => s,
+                    Err(e) => return Err(self.drop_engine(Direction::In, DropReason::Malformed, Some(e.into()))),
+                };
+                match self.sad.lookup(next, spi, outer.dst) {
                     Some(id) => (id, false),
                     None if depth == 0 => {
                         let err = PacketError::Ipsec(ipsec_core::Error::UnknownSpi(spi));
                         return Err(self.drop_engine(Direction::In, DropReason::NoSa, Some(err)));
                     }
                     None => break,
-                },
-                Ok((Err(ip::proto::IPIP | ip::proto::IPV6), (src, dst))) => {
-                    match self.sad.lookup_ipcomp_tunnel(src, dst) {
-                        Some(id) if !used[..depth].contains(&id) => (id, true),
-                        _ => break,
-                    }
                 }
-                Ok((Err(_upper), _)) => break,
-                Err(e) => return Err(self.drop_engine(Direction::In, DropReason::Malformed, Some(e.into()))),
+            } else if matches!(next, proto::IPIP | proto::IPV6) && !decompressed {
+                match self.sad.lookup_ipcomp_tunnel(outer.src, outer.dst) {
+                    Some(id) if !used[..depth].iter().any(|l| l.id == id) => (id, true),
+                    _ => break,
+                }
+            } else {
+                break;
             };
             if depth == MAX_DEPTH {
                 return Err(self.drop_engine(Direction::In, DropReason::Malformed, None));
             }
-            if let Err(r) = self.admit(id, now) {
+            let Some(e) = self.sad.get(id) else {
+                return Err(self.drop_engine(Direction::In, DropReason::NoSa, None));
+            };
+            if outer.fragment && matches!(next, proto::ESP | proto::AH) {
+                let err = PacketError::Ipsec(ipsec_core::Error::Fragment);
+                return Err(self.drop_at(Direction::In, id, DropReason::Fragment, Some(err)));
+            }
+            let pending = tallies.get(id);
+            let admitted = {
+                // Usage already tallied in this batch counts against the hard limits too.
+                let hard = &e.config.lifetime.hard;
+                let mut u = e.usage();
+                u.packets += pending.packets;
+                u.bytes += pending.charged;
+                match e.state() {
+                    State::Expired => Err(DropReason::Expired),
+                    State::Removed => Err(DropReason::NoSa),
+                    _ => match hard.reached(&u, now) {
+                        Some(l) => {
+                            if pending.packets == 0 && e.hard_expire(l) {
+                                self.raise();
+                            }
+                            Err(DropReason::Expired)
+                        }
+                        None => Ok(()),
+                    },
+                }
+            };
+            if let Err(r) = admitted {
                 return Err(self.drop_at(Direction::In, id, r, None));
             }
             let before = buf.len();
-            let e = self.sad.get_mut(id).expect("admitted above");
-            if let Err(err) = e.sa.open(buf) {
-                return Err(self.drop_at(Direction::In, id, DropReason::of(&err), Some(err)));
+            let r = e.sa.open(buf, outer.split);
+            let was_decompressed = match r {
+                Ok(d) => d,
+                Err(err) => return Err(self.drop_at(Direction::In, id, DropReason::of(&err), Some(err))),
+            };
+            if e.config.params.proto == Proto::Comp {
+                decompressed |= was_decompressed;
             }
-            let after = buf.len();
-            e.inbound.count(before, after, before as i64 - after as i64);
-            if uncompressed {
-                e.inbound.not_compressed += 1;
-            }
-            self.charge(id, after, now);
-            used[depth] = id;
+            used[depth] = Layer {
+                id,
+                before,
+                after: buf.len(),
+                uncompressed,
+            };
             depth += 1;
         }
         let flow = match Flow::from_packet(buf.packet()) {
@@ -435,13 +723,13 @@ impl Engine {
         let used = &used[..depth];
         let action = self.spd.lookup(Direction::In, &flow).map(|(_, p)| &p.action);
         let bypass = matches!(action, Some(Action::Bypass));
+        let mut skipped: [Option<SaId>; 3] = [None; 3];
         let ok = match action {
             None | Some(Action::Discard) => false,
             Some(Action::Bypass) => used.is_empty(),
             Some(Action::Protect(ids)) => {
                 // Opened outside-in = the bundle's seal order reversed.
-                let mut rest = used.iter().copied().peekable();
-                let mut skipped: [Option<SaId>; 3] = [None; 3];
+                let mut rest = used.iter().map(|l| l.id).peekable();
                 let mut ok = true;
                 for (i, &want) in ids.iter().rev().enumerate() {
                     if rest.peek().is_some_and(|&got| self.stands_in(got, want)) {
@@ -459,19 +747,26 @@ impl Engine {
                         break;
                     }
                 }
-                let ok = ok && rest.next().is_none();
-                if ok {
-                    for id in skipped.into_iter().flatten() {
-                        if let Some(e) = self.sad.get_mut(id) {
-                            e.inbound.not_compressed += 1;
-                        }
-                    }
-                }
-                ok
+                ok && rest.next().is_none()
             }
         };
         if !ok {
             return Err(self.drop_engine(Direction::In, DropReason::PolicyDiscard, None));
+        }
+        // Accepted: now the SAs are charged.
+        for l in used {
+            let t = tallies.entry(self, l.id, now);
+            t.packets += 1;
+            t.before += l.before as u64;
+            t.after += l.after as u64;
+            t.overhead += l.before as i64 - l.after as i64;
+            t.charged += l.after as u64;
+            if l.uncompressed {
+                t.not_compressed += 1;
+            }
+        }
+        for id in skipped.into_iter().flatten() {
+            tallies.entry(self, id, now).not_compressed += 1;
         }
         Ok(if bypass {
             Verdict::Bypass
@@ -479,37 +774,355 @@ impl Engine {
             Verdict::Protected(depth)
         })
     }
+}
+
+/// Per-SA tallies of an inbound batch, applied once at its end.
+#[derive(Default)]
+struct Tallies {
+    slots: [(Option<SaId>, Tally); 8],
+}
+
+impl Tallies {
+    fn get(&self, id: SaId) -> Tally {
+        self.slots
+            .iter()
+            .find(|(s, _)| *s == Some(id))
+            .map(|(_, t)| *t)
+            .unwrap_or_default()
+    }
+
+    /// The tally of `id`, making room (by applying the oldest) when all slots are taken.
+    fn entry(&mut self, plane: &DataPlane, id: SaId, now: Duration) -> &mut Tally {
+        let i = match self.slots.iter().position(|(s, _)| *s == Some(id)) {
+            Some(i) => i,
+            None => {
+                let i = match self.slots.iter().position(|(s, _)| s.is_none()) {
+                    Some(i) => i,
+                    None => {
+                        let (s, t) = self.slots[0];
+                        if let Some(s) = s {
+                            plane.apply(Direction::In, s, &t, now);
+                        }
+                        0
+                    }
+                };
+                self.slots[i] = (Some(id), Tally::default());
+                i
+            }
+        };
+        &mut self.slots[i].1
+    }
+
+    fn flush(&mut self, plane: &DataPlane, now: Duration) {
+        for (s, t) in self.slots.iter_mut() {
+            if let Some(id) = s.take() {
+                plane.apply(Direction::In, id, t, now);
+            }
+        }
+    }
+}
+
+/// Lengths of the live packets of a run, on the stack.
+trait CollectLens {
+    fn collect_lens(self) -> LenList;
+}
+
+/// Up to [`BATCH`] packet lengths.
+struct LenList {
+    lens: [usize; BATCH],
+    n: usize,
+}
+
+impl LenList {
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.lens[..self.n].iter().copied()
+    }
+}
+
+impl<I: Iterator<Item = usize>> CollectLens for I {
+    fn collect_lens(self) -> LenList {
+        let mut l = LenList { lens: [0; BATCH], n: 0 };
+        for (slot, v) in l.lens.iter_mut().zip(self) {
+            *slot = v;
+            l.n += 1;
+        }
+        l
+    }
+}
+
+/// The control side: SAs and policies are added, replaced and removed here (`&mut self`),
+/// events collected and SAs expired; every change publishes a new [`DataPlane`] that workers
+/// pick up. [`Engine::outbound`] and [`Engine::inbound`] run the current plane with the
+/// engine's own worker, for single-threaded callers.
+#[derive(Debug)]
+pub struct Engine {
+    plane: DataPlane,
+    published: Arc<DataPlane>,
+    #[cfg(feature = "std")]
+    handle: PlaneHandle,
+    events: VecDeque<Event>,
+    worker: Option<Worker>,
+}
+
+/// A data plane that workers load per batch and the control side replaces after each change
+/// (a read-copy-update pointer, `arc_swap::ArcSwap`: loading is a few atomic operations and
+/// never waits for the control side).
+#[cfg(feature = "std")]
+pub type PlaneHandle = Arc<arc_swap::ArcSwap<DataPlane>>;
+
+impl Default for Engine {
+    fn default() -> Self {
+        let plane = DataPlane::default();
+        let published = Arc::new(plane.clone());
+        Engine {
+            #[cfg(feature = "std")]
+            handle: Arc::new(arc_swap::ArcSwap::new(Arc::clone(&published))),
+            plane,
+            published,
+            events: VecDeque::new(),
+            worker: None,
+        }
+    }
+}
+
+fn rank(p: Proto) -> u8 {
+    match p {
+        Proto::Comp => 0,
+        Proto::Esp => 1,
+        Proto::Ah => 2,
+    }
+}
+
+impl Engine {
+    /// An engine with no SAs and no policies (so every packet is discarded).
+    pub fn new() -> Self {
+        Engine::default()
+    }
+
+    fn publish(&mut self) {
+        self.published = Arc::new(self.plane.clone());
+        #[cfg(feature = "std")]
+        self.handle.store(Arc::clone(&self.published));
+    }
+
+    /// The data plane as of the last change.
+    pub fn data_plane(&self) -> Arc<DataPlane> {
+        Arc::clone(&self.published)
+    }
+
+    /// The pointer workers load the current data plane from; it follows every change.
+    #[cfg(feature = "std")]
+    pub fn plane_handle(&self) -> PlaneHandle {
+        Arc::clone(&self.handle)
+    }
+
+    /// Keys and installs an SA at time `now` (the start of its time limits).
+    #[cfg(feature = "std")]
+    pub fn add_sa(&mut self, config: SaConfig, now: Duration) -> Result<SaId, InstallError> {
+        let id = self.plane.sad.install(config, now)?;
+        self.publish();
+        Ok(id)
+    }
+
+    /// As [`Engine::add_sa`], for `no_std` targets: `rng` seeds the IV generator of the
+    /// engine's own worker (used by [`Engine::outbound`]) if it has none yet.
+    pub fn add_sa_with_rng(&mut self, config: SaConfig, rng: IvRng, now: Duration) -> Result<SaId, InstallError> {
+        let id = self.plane.sad.install(config, now)?;
+        self.worker.get_or_insert_with(|| Worker::with_rng(rng));
+        self.publish();
+        Ok(id)
+    }
+
+    /// Appends a policy after the others of its direction. A protect policy's bundle must
+    /// name installed SAs in seal order: IPComp, then ESP, then AH, each at most once.
+    pub fn add_policy(&mut self, policy: Policy) -> Result<(), InstallError> {
+        if let Action::Protect(ids) = &policy.action {
+            if ids.is_empty() || ids.len() > 3 {
+                return Err(InstallError::BundleOrder);
+            }
+            let mut last = None;
+            for &id in ids {
+                let e = self.plane.sad.get(id).ok_or(InstallError::UnknownSa(id))?;
+                let r = rank(e.config.params.proto);
+                if last.is_some_and(|l| r <= l) {
+                    return Err(InstallError::BundleOrder);
+                }
+                last = Some(r);
+            }
+        }
+        self.plane.spd.push(policy);
+        self.publish();
+        Ok(())
+    }
+
+    /// Rekeying: installs `config` and points every policy that names `old` at it. The old SA
+    /// stays in the SAD, so packets already in flight on it are still accepted (inbound
+    /// policies match SAs by protocol, mode and endpoints); take it out with
+    /// [`Engine::remove_sa`] when its peer has switched, or let its hard lifetime end it.
+    #[cfg(feature = "std")]
+    pub fn replace_sa(&mut self, old: SaId, config: SaConfig, now: Duration) -> Result<SaId, InstallError> {
+        self.replace(old, config, now)
+    }
+
+    /// As [`Engine::replace_sa`], for `no_std` targets (see [`Engine::add_sa_with_rng`]).
+    pub fn replace_sa_with_rng(
+        &mut self,
+        old: SaId,
+        config: SaConfig,
+        rng: IvRng,
+        now: Duration,
+    ) -> Result<SaId, InstallError> {
+        self.worker.get_or_insert_with(|| Worker::with_rng(rng));
+        self.replace(old, config, now)
+    }
+
+    fn replace(&mut self, old: SaId, config: SaConfig, now: Duration) -> Result<SaId, InstallError> {
+        let old_proto = self
+            .plane
+            .sad
+            .get(old)
+            .ok_or(InstallError::UnknownSa(old))?
+            .config
+            .params
+            .proto;
+        if config.params.proto != old_proto {
+            return Err(InstallError::ReplaceProtocol);
+        }
+        let new = self.plane.sad.install(config, now)?;
+        self.plane.spd.repoint(old, new);
+        self.publish();
+        Ok(new)
+    }
+
+    /// Takes an SA out: inbound packets for it find no SA, and outbound policies that still
+    /// name it drop their packets as `no_sa`. Its counters stay in snapshots.
+    pub fn remove_sa(&mut self, id: SaId) -> Result<(), InstallError> {
+        self.plane.sad.get(id).ok_or(InstallError::UnknownSa(id))?;
+        self.plane.sad.unindex(id);
+        self.publish();
+        Ok(())
+    }
+
+    /// The policies.
+    pub fn spd(&self) -> &Spd {
+        &self.plane.spd
+    }
+
+    /// The SAs.
+    pub fn sad(&self) -> &Sad {
+        &self.plane.sad
+    }
+
+    /// Collects the events the SAs raised into the queue, SA by SA (soft before hard).
+    fn collect_events(&mut self) {
+        if !self.plane.shared.events.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        for (id, e) in self.plane.sad.iter() {
+            if !e.has_events() {
+                continue;
+            }
+            let (soft, hard) = e.take_events();
+            if let Some(limit) = soft {
+                self.events.push_back(Event::SoftExpired { sa: id, limit });
+            }
+            if let Some(limit) = hard {
+                self.events.push_back(Event::HardExpired { sa: id, limit });
+            }
+        }
+    }
+
+    /// The oldest event not yet taken.
+    pub fn next_event(&mut self) -> Option<Event> {
+        self.collect_events();
+        self.events.pop_front()
+    }
+
+    fn worker(&mut self) -> Result<&mut Worker, Dropped> {
+        #[cfg(feature = "std")]
+        if self.worker.is_none() {
+            self.worker = Some(Worker::new().map_err(|e| Dropped {
+                reason: DropReason::NoRoom,
+                sa: None,
+                error: Some(e),
+            })?);
+        }
+        self.worker.as_mut().ok_or(Dropped {
+            reason: DropReason::NoSa,
+            sa: None,
+            error: None,
+        })
+    }
+
+    /// [`DataPlane::outbound`] on the current plane with the engine's own worker.
+    pub fn outbound(&mut self, buf: &mut PacketBuf, now: Duration) -> Result<Verdict, Dropped> {
+        let plane = Arc::clone(&self.published);
+        let r = plane.outbound(self.worker()?, buf, now);
+        self.collect_events();
+        r
+    }
+
+    /// [`DataPlane::inbound`] on the current plane with the engine's own worker.
+    pub fn inbound(&mut self, buf: &mut PacketBuf, now: Duration) -> Result<Verdict, Dropped> {
+        let plane = Arc::clone(&self.published);
+        let r = plane.inbound(self.worker()?, buf, now);
+        self.collect_events();
+        r
+    }
 
     /// Expires SAs whose time limits have passed without traffic, raising their events.
     pub fn poll(&mut self, now: Duration) {
-        for i in 0..self.sad.len() {
-            self.check_limits(SaId(i as u32), now);
+        for (_, e) in self.plane.sad.iter() {
+            self.plane.check_limits(e, now);
         }
+        self.collect_events();
+    }
+
+    /// When [`Engine::poll`] next has something to do: the earliest time limit (soft for a
+    /// mature SA, hard for a live one) on the caller's clock, or `None` if no SA has one
+    /// (the shape of quinn's `poll_timeout`). Byte and packet limits are checked on traffic.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        let mut next: Option<Duration> = None;
+        for (_, e) in self.plane.sad.iter() {
+            let lt = &e.config.lifetime;
+            let installed = e.usage().installed;
+            let at = |secs: Option<u64>| secs.map(|s| installed + Duration::from_secs(s));
+            let candidates = match e.state() {
+                State::Mature => [at(lt.soft.seconds), at(lt.hard.seconds)],
+                State::Dying => [None, at(lt.hard.seconds)],
+                State::Expired | State::Removed => [None, None],
+            };
+            for t in candidates.into_iter().flatten() {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        }
+        next
     }
 
     /// Every counter, now.
     pub fn snapshot(&self, now: Duration) -> Snapshot {
         Snapshot {
-            sas: self.sad.iter().map(|(id, e)| sa_snapshot(id, e, now)).collect(),
-            inbound_drops: self.inbound_drops,
-            outbound_drops: self.outbound_drops,
+            sas: self.plane.sad.iter().map(|(id, e)| sa_snapshot(id, e, now)).collect(),
+            inbound_drops: self.plane.shared.inbound_drops.load(),
+            outbound_drops: self.plane.shared.outbound_drops.load(),
         }
     }
 }
 
 fn sa_snapshot(id: SaId, e: &SaEntry, now: Duration) -> SaSnapshot {
     let p = &e.config.params;
+    let usage = e.usage();
     SaSnapshot {
         id,
         name: e.config.name.clone(),
         proto: p.proto.name(),
         spi: p.spi,
         mode: p.mode.name(),
-        state: e.state,
-        expired_by: e.expired_by,
-        usage: e.usage,
-        age_seconds: e.usage.age(now).as_secs(),
-        inbound: e.inbound,
-        outbound: e.outbound,
+        state: e.state(),
+        expired_by: e.expired_by(),
+        usage,
+        age_seconds: usage.age(now).as_secs(),
+        inbound: e.inbound(),
+        outbound: e.outbound(),
     }
 }

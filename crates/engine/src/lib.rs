@@ -24,7 +24,9 @@ pub mod spd;
 
 pub use bundle::{AnySa, Bundle, PacketError};
 pub use counters::{Counters, DropReason, Drops};
-pub use engine::{Dropped, Engine, Event, SaSnapshot, Snapshot, Verdict, MAX_DEPTH};
+#[cfg(feature = "std")]
+pub use engine::PlaneHandle;
+pub use engine::{DataPlane, Dropped, Engine, Event, SaSnapshot, Snapshot, Verdict, Worker, BATCH, MAX_DEPTH};
 pub use lifetime::{Lifetime, Limit, Limits, State, Usage};
-pub use sad::{InstallError, SaConfig, SaEntry, SaId, Sad};
+pub use sad::{InstallError, SaConfig, SaEntry, SaId, Sad, SharedSa};
 pub use spd::{Action, Direction, Flow, Policy, PortRange, Prefix, Selector, Spd};

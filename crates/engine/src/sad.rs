@@ -3,18 +3,24 @@
 //! 4.1: the SPI, plus the destination where SAs share an SPI); outbound SAs are reached
 //! through the SPD's policies by [`SaId`].
 
-use crate::bundle::{AnySa, PacketError};
-use crate::counters::Counters;
+use crate::bundle::PacketError;
+use crate::counters::{AtomicCounters, Counters};
 use crate::lifetime::{Lifetime, Limit, State, Usage};
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 use core::net::IpAddr;
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use core::time::Duration;
 use hashbrown::HashMap;
+use ipsec_ah::Ah;
+use ipsec_core::ip::Split;
 use ipsec_core::rng::IvRng;
 use ipsec_core::sa::{Mode, Proto, SaParams, Tunnel};
-use ipsec_ipcomp::Algorithm;
+use ipsec_core::PacketBuf;
+use ipsec_esp::Esp;
+use ipsec_ipcomp::{Algorithm, IpcompConfig, IpcompSa, OpenOutcome, SealOutcome};
 
 /// The handle of an SA in the [`Sad`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -97,20 +103,138 @@ impl fmt::Display for InstallError {
 #[cfg(feature = "std")]
 impl std::error::Error for InstallError {}
 
-/// An installed SA.
+/// An SA's keyed transform, shared by every thread that uses the SA: ESP and AH by `&self`
+/// (atomic sequence counter, replay window locked only for its bitmap), IPComp behind a lock
+/// (its codec state and scratch are per SA today, so one IPComp SA compresses on one thread
+/// at a time).
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // one per SA, never per packet
+pub enum SharedSa {
+    /// ESP.
+    Esp(Esp),
+    /// AH.
+    Ah(Ah),
+    /// IPComp.
+    Comp(spin::Mutex<IpcompSa>),
+}
+
+impl SharedSa {
+    /// Keys the SA that `params` describe; an IPComp SA also needs its algorithm.
+    pub fn new(params: &SaParams, comp: Option<Algorithm>) -> Result<Self, PacketError> {
+        Ok(match params.proto {
+            Proto::Esp => SharedSa::Esp(Esp::new(params)?),
+            Proto::Ah => SharedSa::Ah(Ah::new(params)?),
+            Proto::Comp => {
+                let alg = comp.ok_or(ipsec_core::Error::InvalidSa(
+                    "an IPComp SA needs a compression algorithm",
+                ))?;
+                let cfg = IpcompConfig::from_sa_params(params, alg)?;
+                SharedSa::Comp(spin::Mutex::new(IpcompSa::new(cfg)?))
+            }
+        })
+    }
+
+    /// Applies the SA to an outbound packet with the worker's IV generator. `Ok(false)` when
+    /// IPComp left the packet as it was (non-expansion, RFC 3173 section 2.2).
+    pub fn seal(&self, rng: &mut IvRng, buf: &mut PacketBuf) -> Result<bool, PacketError> {
+        match self {
+            SharedSa::Esp(s) => s.seal(rng, buf).map(|_| true).map_err(Into::into),
+            SharedSa::Ah(s) => s.seal(buf).map(|_| true).map_err(Into::into),
+            SharedSa::Comp(s) => Ok(matches!(s.lock().seal(buf)?, SealOutcome::Compressed { .. })),
+        }
+    }
+
+    /// Removes the SA's header from an inbound packet whose outermost IPsec header is this
+    /// SA's, found at `split` (ESP and AH; IPComp finds its own). `Ok(true)` when IPComp
+    /// decompressed the packet, `Ok(false)` when it arrived uncompressed.
+    pub fn open(&self, buf: &mut PacketBuf, split: Split) -> Result<bool, PacketError> {
+        match self {
+            SharedSa::Esp(s) => s.open_at(buf, split).map(|_| true).map_err(Into::into),
+            SharedSa::Ah(s) => s.open_at(buf, split).map(|_| true).map_err(Into::into),
+            SharedSa::Comp(s) => Ok(matches!(s.lock().open(buf)?, OpenOutcome::Decompressed { .. })),
+        }
+    }
+}
+
+/// Event bits an SA raised that the control side has not collected yet.
+const PENDING_SOFT: u8 = 1;
+const PENDING_HARD: u8 = 2;
+
+fn state_code(s: State) -> u8 {
+    match s {
+        State::Mature => 0,
+        State::Dying => 1,
+        State::Expired => 2,
+        State::Removed => 3,
+    }
+}
+
+fn state_of(c: u8) -> State {
+    match c {
+        0 => State::Mature,
+        1 => State::Dying,
+        2 => State::Expired,
+        _ => State::Removed,
+    }
+}
+
+fn limit_code(l: Option<Limit>) -> u8 {
+    match l {
+        None => 0,
+        Some(Limit::Bytes) => 1,
+        Some(Limit::Packets) => 2,
+        Some(Limit::Seconds) => 3,
+        Some(Limit::Sequence) => 4,
+    }
+}
+
+fn limit_of(c: u8) -> Option<Limit> {
+    match c {
+        1 => Some(Limit::Bytes),
+        2 => Some(Limit::Packets),
+        3 => Some(Limit::Seconds),
+        4 => Some(Limit::Sequence),
+        _ => None,
+    }
+}
+
+/// An installed SA: its keyed transform, lifetime state and counters, shared by the control
+/// side and every worker. Everything that changes per packet is atomic; state moves (soft
+/// and hard expiry) are compare-and-swaps, so each event is raised exactly once however many
+/// threads reach the limit together.
 #[derive(Debug)]
 pub struct SaEntry {
     /// How it was configured.
     pub config: SaConfig,
-    pub(crate) sa: AnySa,
-    pub(crate) state: State,
-    pub(crate) usage: Usage,
-    pub(crate) expired_by: Option<Limit>,
-    pub(crate) inbound: Counters,
-    pub(crate) outbound: Counters,
+    pub(crate) sa: SharedSa,
+    state: AtomicU8,
+    expired_by: AtomicU8,
+    soft_by: AtomicU8,
+    pending: AtomicU8,
+    bytes: AtomicU64,
+    packets: AtomicU64,
+    installed: Duration,
+    pub(crate) inbound: AtomicCounters,
+    pub(crate) outbound: AtomicCounters,
 }
 
 impl SaEntry {
+    fn new(config: SaConfig, sa: SharedSa, now: Duration) -> Self {
+        SaEntry {
+            config,
+            sa,
+            state: AtomicU8::new(state_code(State::Mature)),
+            expired_by: AtomicU8::new(0),
+            soft_by: AtomicU8::new(0),
+            pending: AtomicU8::new(0),
+            bytes: AtomicU64::new(0),
+            packets: AtomicU64::new(0),
+            installed: now,
+            inbound: AtomicCounters::default(),
+            outbound: AtomicCounters::default(),
+        }
+    }
+
     /// Whether `other` can stand in for this SA in a policy: the same protocol, mode and
     /// endpoints (a rekeyed SA; RFC 4301 4.4.1.2 matches SAs to a policy by template).
     pub fn same_template(&self, other: &SaEntry) -> bool {
@@ -119,43 +243,109 @@ impl SaEntry {
     }
 
     /// The keyed transform.
-    pub fn sa(&self) -> &AnySa {
+    pub fn sa(&self) -> &SharedSa {
         &self.sa
     }
 
-    /// Mature, dying (soft limit reached) or expired.
+    /// Mature, dying (soft limit reached), expired or removed.
     pub fn state(&self) -> State {
-        self.state
+        state_of(self.state.load(Ordering::Acquire))
     }
 
     /// Bytes and packets so far.
-    pub fn usage(&self) -> &Usage {
-        &self.usage
+    pub fn usage(&self) -> Usage {
+        Usage {
+            bytes: self.bytes.load(Ordering::Relaxed),
+            packets: self.packets.load(Ordering::Relaxed),
+            installed: self.installed,
+        }
     }
 
     /// The hard limit that stopped the SA, if one did.
     pub fn expired_by(&self) -> Option<Limit> {
-        self.expired_by
+        limit_of(self.expired_by.load(Ordering::Acquire))
     }
 
-    /// Inbound counters.
-    pub fn inbound(&self) -> &Counters {
-        &self.inbound
+    /// Inbound counters, now.
+    pub fn inbound(&self) -> Counters {
+        self.inbound.load()
     }
 
-    /// Outbound counters.
-    pub fn outbound(&self) -> &Counters {
-        &self.outbound
+    /// Outbound counters, now.
+    pub fn outbound(&self) -> Counters {
+        self.outbound.load()
+    }
+
+    /// Charges `packets` packets of `bytes` bytes in all to the lifetime.
+    pub(crate) fn charge(&self, packets: u64, bytes: u64) {
+        self.packets.fetch_add(packets, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Mature → dying, raising the soft event, if no other thread did it first.
+    pub(crate) fn soft_expire(&self, limit: Limit) -> bool {
+        let (m, d) = (state_code(State::Mature), state_code(State::Dying));
+        if self
+            .state
+            .compare_exchange(m, d, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            self.soft_by.store(limit_code(Some(limit)), Ordering::Release);
+            self.pending.fetch_or(PENDING_SOFT, Ordering::AcqRel);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Mature or dying → expired, raising the hard event, if no other thread did it first.
+    pub(crate) fn hard_expire(&self, limit: Limit) -> bool {
+        let mut cur = self.state.load(Ordering::Acquire);
+        loop {
+            if !matches!(state_of(cur), State::Mature | State::Dying) {
+                return false;
+            }
+            match self
+                .state
+                .compare_exchange_weak(cur, state_code(State::Expired), Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(c) => cur = c,
+            }
+        }
+        self.expired_by.store(limit_code(Some(limit)), Ordering::Release);
+        self.pending.fetch_or(PENDING_HARD, Ordering::AcqRel);
+        true
+    }
+
+    pub(crate) fn mark_removed(&self) {
+        self.state.store(state_code(State::Removed), Ordering::Release);
+    }
+
+    /// The events raised since the last call: (soft limit, hard limit).
+    pub(crate) fn take_events(&self) -> (Option<Limit>, Option<Limit>) {
+        let p = self.pending.swap(0, Ordering::AcqRel);
+        let soft = (p & PENDING_SOFT != 0)
+            .then(|| limit_of(self.soft_by.load(Ordering::Acquire)))
+            .flatten();
+        let hard = (p & PENDING_HARD != 0).then(|| self.expired_by()).flatten();
+        (soft, hard)
+    }
+
+    /// Whether events are waiting for the control side.
+    pub(crate) fn has_events(&self) -> bool {
+        self.pending.load(Ordering::Acquire) != 0
     }
 }
 
 /// One SA of a (protocol, SPI) pair: its destination (if it names one) and id.
 type DstEntry = (Option<IpAddr>, SaId);
 
-/// The installed SAs.
-#[derive(Debug, Default)]
+/// The installed SAs. Cloning is cheap in SAs (they are shared): the control side clones the
+/// SAD to publish a new data plane.
+#[derive(Debug, Default, Clone)]
 pub struct Sad {
-    entries: Vec<SaEntry>,
+    entries: Vec<Arc<SaEntry>>,
     /// (protocol, SPI) → the SAs with that pair, each with its destination (if any).
     by_spi: HashMap<(u8, u32), Vec<DstEntry>>,
     /// The tunnel-mode IPComp SAs (few; searched by endpoints).
@@ -168,15 +358,8 @@ impl Sad {
         Sad::default()
     }
 
-    /// Keys and installs an SA at time `now`, with ESP IVs from the operating system's CSPRNG.
-    #[cfg(feature = "std")]
+    /// Keys and installs an SA at time `now` (the start of its time limits).
     pub fn install(&mut self, config: SaConfig, now: Duration) -> Result<SaId, InstallError> {
-        let rng = IvRng::from_os().map_err(|e| InstallError::Sa(e.into()))?;
-        self.install_with_rng(config, rng, now)
-    }
-
-    /// Keys and installs an SA at time `now` with a caller-seeded IV generator.
-    pub fn install_with_rng(&mut self, config: SaConfig, rng: IvRng, now: Duration) -> Result<SaId, InstallError> {
         config.lifetime.validate().map_err(InstallError::Lifetime)?;
         let (p, spi, dst) = config.key();
         if let Some(list) = self.by_spi.get(&(p, spi)) {
@@ -185,20 +368,12 @@ impl Sad {
                 return Err(InstallError::Duplicate { existing });
             }
         }
-        let sa = AnySa::with_rng(&config.params, config.comp, rng).map_err(InstallError::Sa)?;
+        let sa = SharedSa::new(&config.params, config.comp).map_err(InstallError::Sa)?;
         let id = SaId(self.entries.len() as u32);
-        self.entries.push(SaEntry {
-            config,
-            sa,
-            state: State::Mature,
-            usage: Usage::new(now),
-            expired_by: None,
-            inbound: Counters::default(),
-            outbound: Counters::default(),
-        });
+        let ipcomp_tunnel = config.params.proto == Proto::Comp && config.params.mode == Mode::Tunnel;
+        self.entries.push(Arc::new(SaEntry::new(config, sa, now)));
         self.by_spi.entry((p, spi)).or_default().push((dst, id));
-        let e = &self.entries[id.0 as usize].config.params;
-        if e.proto == Proto::Comp && e.mode == Mode::Tunnel {
+        if ipcomp_tunnel {
             self.ipcomp_tunnels.push(id);
         }
         Ok(id)
@@ -216,10 +391,10 @@ impl Sad {
 
     /// Takes an SA out of the inbound index; its entry (and counters) stay, marked removed.
     pub(crate) fn unindex(&mut self, id: SaId) {
-        let Some(e) = self.entries.get_mut(id.0 as usize) else {
+        let Some(e) = self.entries.get(id.0 as usize) else {
             return;
         };
-        e.state = State::Removed;
+        e.mark_removed();
         let (p, spi, _) = e.config.key();
         if let Some(list) = self.by_spi.get_mut(&(p, spi)) {
             list.retain(|&(_, i)| i != id);
@@ -235,22 +410,18 @@ impl Sad {
         let want = Some(Tunnel { src, dst });
         self.ipcomp_tunnels.iter().copied().find(|&id| {
             self.get(id)
-                .is_some_and(|e| e.state != State::Removed && e.config.params.tunnel == want)
+                .is_some_and(|e| e.state() != State::Removed && e.config.params.tunnel == want)
         })
     }
 
     /// An SA by id.
     pub fn get(&self, id: SaId) -> Option<&SaEntry> {
-        self.entries.get(id.0 as usize)
-    }
-
-    pub(crate) fn get_mut(&mut self, id: SaId) -> Option<&mut SaEntry> {
-        self.entries.get_mut(id.0 as usize)
+        self.entries.get(id.0 as usize).map(|e| &**e)
     }
 
     /// Every SA with its id, in install order.
     pub fn iter(&self) -> impl Iterator<Item = (SaId, &SaEntry)> {
-        self.entries.iter().enumerate().map(|(i, e)| (SaId(i as u32), e))
+        self.entries.iter().enumerate().map(|(i, e)| (SaId(i as u32), &**e))
     }
 
     /// Number of SAs.

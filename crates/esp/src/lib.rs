@@ -355,41 +355,50 @@ impl Esp {
     }
 
     /// Seals a batch of packets with one draw from the sequence counter
-    /// ([`AtomicSeq::take_n`](ipsec_core::replay::AtomicSeq::take_n)): `out[i]` is packet
-    /// `i`'s sequence number or why it was not sealed. A packet refused by the checks gives
-    /// its number back to nobody: numbers are never reused, so a refused packet leaves a gap
-    /// (which receivers accept). With AES-CBC, the packets' CBC chains are encrypted together
-    /// ([`ipsec_core::cbc_multi`]), which pipelines the AES rounds of independent chains.
+    /// ([`AtomicSeq::take_n`](ipsec_core::replay::AtomicSeq::take_n)). On entry, `out[i]` says
+    /// whether to seal packet `i` (`Ok`) or leave it alone (`Err`, kept); on return it is the
+    /// packet's sequence number or why it was not sealed. A packet refused by the checks does
+    /// not give its number back (numbers are never reused), which leaves a gap receivers
+    /// accept. The numbers follow the packets' order.
     pub fn seal_batch(&self, rng: &mut IvRng, bufs: &mut [PacketBuf], out: &mut [Result<u64, Error>]) {
         let n = bufs.len().min(out.len());
-        let (first, got) = match self.core.seq().take_n(n as u64) {
+        let live = out[..n].iter().filter(|o| o.is_ok()).count() as u64;
+        if live == 0 {
+            return;
+        }
+        let (first, got) = match self.core.seq().take_n(live) {
             Ok(r) => r,
             Err(e) => {
-                out[..n].iter_mut().for_each(|o| *o = Err(e));
+                out[..n].iter_mut().filter(|o| o.is_ok()).for_each(|o| *o = Err(e));
                 return;
             }
         };
         let mut prepared: [Option<Sealing>; BATCH] = [None; BATCH];
+        let mut k = 0u64;
         for (i, (buf, o)) in bufs.iter_mut().zip(out.iter_mut()).take(n).enumerate() {
-            if i as u64 >= got {
+            if o.is_err() {
+                continue;
+            }
+            let seq = first + k;
+            k += 1;
+            if k > got {
                 *o = Err(Error::SequenceExhausted);
                 continue;
             }
-            match self.seal_prepare(rng, buf, Some(first + i as u64)) {
-                Ok(s) => {
-                    if let Some(slot) = prepared.get_mut(i) {
+            *o = match self.seal_prepare(rng, buf, Some(seq)) {
+                Ok(s) => match prepared.get_mut(i) {
+                    Some(slot) => {
                         *slot = Some(s);
-                        *o = Ok(s.seq);
-                    } else {
-                        // Beyond the batch size: seal it on its own.
-                        *o = self
-                            .seal_crypto(buf, &s)
-                            .and_then(|_| self.seal_finish(buf, &s))
-                            .map(|_| s.seq);
+                        Ok(seq)
                     }
-                }
-                Err(e) => *o = Err(e),
-            }
+                    // Beyond the batch size: sealed on its own.
+                    None => self
+                        .seal_crypto(buf, &s)
+                        .and_then(|_| self.seal_finish(buf, &s))
+                        .map(|_| seq),
+                },
+                Err(e) => Err(e),
+            };
         }
         self.seal_crypto_batch(bufs, &prepared, out);
     }
@@ -415,6 +424,16 @@ impl Esp {
     pub fn open(&self, buf: &mut PacketBuf) -> Result<Opened, Error> {
         buf.trim_to_ip_len()?;
         let split = SaCore::find_header(buf.packet(), proto::ESP)?;
+        self.open_at(buf, split)
+    }
+
+    /// [`Esp::open`] for a caller that already found the ESP header with
+    /// [`SaCore::find_header`] (which also refuses fragments) on a packet trimmed to its IP
+    /// length: the headers are not parsed again.
+    pub fn open_at(&self, buf: &mut PacketBuf, split: ip::Split) -> Result<Opened, Error> {
+        if split.offset > buf.len() || split.next != proto::ESP {
+            return Err(Error::WrongProtocol(split.next));
+        }
         let iv_len = self.iv_len();
         let icv_len = self.icv_len();
         let hdr = packet::HEADER_LEN + iv_len;
