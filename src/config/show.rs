@@ -252,13 +252,13 @@ impl Effective {
              # is the policy's number in the file, as error messages give it:"
         );
         let mut rows = vec![row(&[
-            "#", "LINE", "DIR", "SRC", "DST", "PROTO", "SPORT", "DPORT", "ACTION",
+            "LINE", "DIR", "#", "SRC", "DST", "PROTO", "SPORT", "DPORT", "ACTION",
         ])];
         for p in &self.policies {
             rows.push(vec![
-                p.number.to_string(),
                 line(p.line),
                 p.dir.to_string(),
+                p.number.to_string(),
                 p.src.clone(),
                 p.dst.clone(),
                 p.proto.clone(),
