@@ -39,11 +39,10 @@ enum Cmd {
 
 #[derive(Args)]
 struct Common {
-    /// One SA in `ip xfrm state` words, e.g. "proto esp spi 0x1000 mode tunnel src 192.0.2.1
-    /// dst 192.0.2.2 enc 'cbc(aes)' 0x<key> auth-trunc 'hmac(sha1)' 0x<key> 96". Repeat for
-    /// a bundle.
-    #[arg(long = "sa", value_name = "SPEC", required = true)]
+    #[arg(long = "sa", value_name = "SPEC", help = spec::SA_HELP, required_unless_present = "sa_file", conflicts_with = "sa_file")]
     sas: Vec<String>,
+    #[arg(long = "sa-file", value_name = "FILE", help = spec::SA_FILE_HELP)]
+    sa_file: Option<PathBuf>,
     /// Input pcap (default: standard input).
     #[arg(long = "in", value_name = "F.pcap")]
     input: Option<PathBuf>,
@@ -88,29 +87,45 @@ fn main() -> ExitCode {
         Cmd::Process(a) => return ipsec::process_cmd::run(&a),
         Cmd::Model(a) => {
             return match ipsec::model::run(&a) {
-                Ok(text) => {
-                    print!("{text}");
-                    ExitCode::SUCCESS
-                }
+                Ok(text) => tool::print_stdout(&text, ExitCode::SUCCESS),
                 Err(e) => usage_error(e),
             }
         }
     };
+    if common.sa_file.as_deref().is_some_and(|p| p.as_os_str() == "-") && common.input.is_none() {
+        return usage_error("--sa-file - reads the SAs from standard input: give the capture with --in");
+    }
+    let texts = match spec::collect(&common.sas, common.sa_file.as_deref()) {
+        Ok(t) => t,
+        Err(e) => return usage_error(e),
+    };
+    let mut specs = Vec::new();
+    for t in &texts {
+        match spec::parse(&t.text) {
+            Ok(p) => specs.push((t.label.as_str(), p)),
+            Err(e) => return usage_error(format!("{}: {e}", t.label)),
+        }
+    }
+    let params: Vec<_> = specs.iter().map(|(l, p)| (*l, &p.params)).collect();
+    if let Err(e) = spec::check_distinct(&params) {
+        return usage_error(e);
+    }
     let mut sas = Vec::new();
-    for (i, s) in common.sas.iter().enumerate() {
-        let mut parsed = match spec::parse(s) {
-            Ok(p) => p,
-            Err(e) => return usage_error(format!("--sa #{}: {e}", i + 1)),
-        };
+    for (label, mut parsed) in specs {
+        if let Some(w) = spec::unauthenticated_esp(&parsed.params) {
+            if !common.quiet {
+                eprintln!("ipsec: {label}: warning: {w}");
+            }
+        }
         if let Some(n) = seq {
             parsed.params.initial_seq = n;
             if let Err(e) = parsed.params.validate() {
-                return usage_error(format!("--seq {n} with --sa #{}: {e}", i + 1));
+                return usage_error(format!("--seq {n} with {label}: {e}"));
             }
         }
         let mut sa = match AnySa::new(&parsed.params, parsed.comp) {
             Ok(sa) => sa,
-            Err(e) => return usage_error(format!("--sa #{}: {e}", i + 1)),
+            Err(e) => return usage_error(format!("{label}: {e}")),
         };
         if let Some(h) = &iv {
             let bytes = match hex::decode(h.trim_start_matches("0x")) {
@@ -118,7 +133,7 @@ fn main() -> ExitCode {
                 Err(e) => return usage_error(format!("--iv: bad hex: {e}")),
             };
             if let Err(e) = sa.set_fixed_iv_for_testing(&bytes) {
-                return usage_error(format!("--iv with --sa #{}: {e}", i + 1));
+                return usage_error(format!("--iv with {label}: {e}"));
             }
         }
         sas.push(sa);
@@ -145,6 +160,9 @@ fn main() -> ExitCode {
             }
             s.exit_code()
         }
-        Err(e) => usage_error(e),
+        Err(e) => e.exit(
+            &tool::input_name(common.input.as_deref()),
+            &tool::output_name(common.output.as_deref()),
+        ),
     }
 }

@@ -23,10 +23,10 @@ pub enum UpperArg {
 /// The arguments of `ipsec overhead`.
 #[derive(Debug, clap::Args)]
 pub struct OverheadArgs {
-    /// One SA in `ip xfrm state` words, as `ipsec seal` takes it. Repeat for a bundle, in
-    /// seal order (IPComp, ESP, AH).
-    #[arg(long = "sa", value_name = "SPEC", required = true)]
+    #[arg(long = "sa", value_name = "SPEC", help = spec::SA_HELP, required_unless_present = "sa_file", conflicts_with = "sa_file")]
     pub sas: Vec<String>,
+    #[arg(long = "sa-file", value_name = "FILE", help = spec::SA_FILE_HELP)]
+    pub sa_file: Option<std::path::PathBuf>,
     /// The link MTU in bytes (IP packet size, no link-layer header).
     #[arg(long, value_name = "N")]
     pub link_mtu: usize,
@@ -61,10 +61,7 @@ pub struct OverheadArgs {
 /// Runs the command: prints the report, or the error on standard error with exit code 2.
 pub fn run(args: &OverheadArgs) -> ExitCode {
     match report(args) {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
+        Ok(text) => crate::tool::print_stdout(&text, ExitCode::SUCCESS),
         Err(e) => {
             eprintln!("ipsec overhead: {e}");
             ExitCode::from(2)
@@ -131,13 +128,14 @@ fn err(e: OverheadError) -> String {
 
 /// The report `ipsec overhead` prints (text or JSON), or the error message.
 pub fn report(args: &OverheadArgs) -> Result<String, String> {
+    let texts = spec::collect(&args.sas, args.sa_file.as_deref())?;
     let mut specs = Vec::new();
-    for (i, s) in args.sas.iter().enumerate() {
-        specs.push(spec::parse(s).map_err(|e| format!("--sa #{}: {e}", i + 1))?);
+    for t in &texts {
+        specs.push(spec::parse(&t.text).map_err(|e| format!("{}: {e}", t.label))?);
     }
     let mut shapes = Vec::new();
-    for (i, s) in specs.iter().enumerate() {
-        shapes.push(SaShape::from_params(&s.params).map_err(|e| format!("--sa #{}: {e}", i + 1))?);
+    for (t, s) in texts.iter().zip(&specs) {
+        shapes.push(SaShape::from_params(&s.params).map_err(|e| format!("{}: {e}", t.label))?);
     }
     let calc = Calculator::new(shapes.clone()).map_err(err)?.udp_encap(args.udp_encap);
 

@@ -9,7 +9,7 @@
 //! in seconds run on the capture's clock (useful to replay a long trace offline).
 
 use crate::bundle::PacketError;
-use crate::config::{self, Format};
+use crate::config;
 use crate::tool::{self, usage_error, RunError};
 use ipsec_engine::{Direction, Dropped, Engine, Event, Verdict};
 use std::fmt;
@@ -89,9 +89,13 @@ pub fn run(args: &ProcessArgs) -> ExitCode {
         Ok(l) => l,
         Err(e) => return usage_error(e.in_file(&file)),
     };
-    if loaded.format == Format::Setkey {
-        for w in &loaded.warnings {
-            eprintln!("ipsec: {file}:{}: warning: {}", w.line, w.message);
+    for w in &loaded.warnings {
+        eprintln!("ipsec: {file}:{}: warning: {}", w.line, w.message);
+    }
+    // Found out now, not after the whole capture has been processed.
+    if let Some(p) = &args.stats {
+        if let Err(e) = tool::check_writable(p) {
+            return usage_error(format!("--stats {e}"));
         }
     }
     let mut engine = match loaded.config.build(Duration::ZERO) {
@@ -138,12 +142,17 @@ pub fn run(args: &ProcessArgs) -> ExitCode {
     let result: Result<tool::Summary, RunError> = tool::run_with(apply, input, output, report);
     let summary = match result {
         Ok(s) => s,
-        Err(e) => return usage_error(e),
+        Err(e) => {
+            return e.exit(
+                &tool::input_name(args.input.as_deref()),
+                &tool::output_name(args.output.as_deref()),
+            )
+        }
     };
     if let Some(p) = &args.stats {
         let json = serde_json::to_string_pretty(&engine.snapshot(now)).expect("snapshot is plain data");
         if let Err(e) = std::fs::write(p, json + "\n") {
-            return usage_error(format!("{}: {e}", p.display()));
+            return usage_error(format!("{}: {}", p.display(), tool::io_reason(&e)));
         }
     }
     if !args.quiet {

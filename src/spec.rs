@@ -7,6 +7,7 @@ use ipsec_core::{AeadAlg, EncAlg, IntegAlg};
 use ipsec_ipcomp::Algorithm;
 use std::fmt;
 use std::net::IpAddr;
+use zeroize::Zeroizing;
 
 /// A SPEC that could not be understood, with the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,11 +63,54 @@ pub fn tokenize(s: &str) -> Result<Vec<String>, SpecError> {
 }
 
 /// A key as `ip xfrm` takes it: `0x` followed by hex digits, or the bytes of a string.
-pub fn parse_key(s: &str) -> Result<Vec<u8>, SpecError> {
+///
+/// The key is held in a buffer that is zeroed when dropped, and an error says what is wrong
+/// with it (odd length, the first digit that is not hex) but never shows it.
+pub fn parse_key(s: &str) -> Result<Zeroizing<Vec<u8>>, SpecError> {
     match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) => hex::decode(h).map_err(|e| SpecError(format!("bad hex key {s:?}: {e}"))),
-        None => Ok(s.as_bytes().to_vec()),
+        Some(h) => decode_hex_key(h).map_err(SpecError),
+        None => Ok(Zeroizing::new(s.as_bytes().to_vec())),
     }
+}
+
+/// Decodes the hex digits of a key (without `0x`) into a zeroed-on-drop buffer. The error
+/// names the problem and its position, not the digits: `odd number of hex digits (37)`, `not
+/// hex at digit 5` (digits counted from 1 after `0x`).
+pub fn decode_hex_key(h: &str) -> Result<Zeroizing<Vec<u8>>, String> {
+    if let Some(i) = h.chars().position(|c| !c.is_ascii_hexdigit()) {
+        return Err(format!("not hex at digit {}", i + 1));
+    }
+    if h.len() % 2 == 1 {
+        return Err(format!("odd number of hex digits ({})", h.len()));
+    }
+    let mut out = Zeroizing::new(vec![0u8; h.len() / 2]);
+    hex::decode_to_slice(h, &mut out[..]).map_err(|_| "not hex".to_string())?;
+    Ok(out)
+}
+
+/// A word of the user's input as an error message may show it: as it is, unless it could be
+/// key material (8 or more hex digits in a row, or longer than 40 characters), which is
+/// described instead of shown. Used wherever a message quotes a word that was not expected
+/// to be a key but may be one that slipped out of place.
+pub fn shown(word: &str) -> String {
+    redacted(word).unwrap_or_else(|| format!("{word:?}"))
+}
+
+/// [`shown`], quoting a word that is shown in backticks (the config formats' style).
+pub fn shown_bt(word: &str) -> String {
+    redacted(word).unwrap_or_else(|| format!("`{word}`"))
+}
+
+/// What stands in for a word that may be key material, or `None` if it can be shown.
+fn redacted(word: &str) -> Option<String> {
+    let mut run = 0usize;
+    let mut longest = 0usize;
+    for c in word.chars() {
+        run = if c.is_ascii_hexdigit() { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let n = word.chars().count();
+    (longest >= 8 || n > 40).then(|| format!("<a {n}-character word, not shown: it may be a key>"))
 }
 
 fn parse_u64(s: &str, what: &str) -> Result<u64, SpecError> {
@@ -74,18 +118,32 @@ fn parse_u64(s: &str, what: &str) -> Result<u64, SpecError> {
         Some(h) => u64::from_str_radix(h, 16),
         None => s.parse(),
     };
-    r.map_err(|_| SpecError(format!("bad {what} {s:?}: expected a number")))
+    r.map_err(|_| SpecError(format!("bad {what} {}: expected a number", shown(s))))
 }
 
 fn parse_u32(s: &str, what: &str) -> Result<u32, SpecError> {
     let v = parse_u64(s, what)?;
-    u32::try_from(v).map_err(|_| SpecError(format!("{what} {s} does not fit in 32 bits")))
+    u32::try_from(v).map_err(|_| SpecError(format!("{what} {} does not fit in 32 bits", shown(s))))
 }
 
 /// A number of bits (for `auth-trunc` and `aead`).
 fn parse_bits(s: &str) -> Result<usize, SpecError> {
     s.parse()
-        .map_err(|_| SpecError(format!("bad ICV length {s:?}: expected a number of bits")))
+        .map_err(|_| SpecError(format!("bad ICV length {}: expected a number of bits", shown(s))))
+}
+
+/// Why an SA is unsafe though RFC 4303 allows it: ESP with encryption and no integrity
+/// (RFC 4303 3.2.2 permits confidentiality-only ESP but warns of active attacks), or `None`.
+/// An AH SA in the same bundle would authenticate its packets; the warning says so.
+pub fn unauthenticated_esp(p: &SaParams) -> Option<&'static str> {
+    let encrypts = p.enc.as_ref().is_some_and(|e| e.alg != EncAlg::Null);
+    let authenticates = p.integ.as_ref().is_some_and(|i| i.alg != IntegAlg::Null);
+    (p.proto == Proto::Esp && p.aead.is_none() && encrypts && !authenticates).then_some(
+        "ESP with encryption and no integrity is UNSAFE: RFC 4303 3.2.2 allows it, but \
+         anyone on the path can alter packets undetected (and CBC without integrity is open to \
+         attacks that recover plaintext); add auth or use an AEAD, unless an AH SA in the same \
+         bundle authenticates the packets",
+    )
 }
 
 /// One parsed SA: the core parameters plus what only some protocols use.
@@ -99,7 +157,8 @@ pub struct SaSpec {
 
 /// Parses one SPEC and validates it (key lengths, combinations).
 pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
-    let words = tokenize(spec)?;
+    // The words include the keys: zeroed when dropped.
+    let words = Zeroizing::new(tokenize(spec)?);
     let mut it = words.iter().map(String::as_str).peekable();
     let mut proto = None;
     let mut spi = None;
@@ -122,7 +181,7 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
                     "esp" => Proto::Esp,
                     "ah" => Proto::Ah,
                     "comp" | "ipcomp" => Proto::Comp,
-                    p => return err(format!("unknown proto {p:?}: use esp, ah or comp")),
+                    p => return err(format!("unknown proto {}: use esp, ah or comp", shown(p))),
                 })
             }
             "spi" => spi = Some(parse_u32(next(&mut it, "spi")?, "spi")?),
@@ -130,12 +189,14 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
                 mode = match next(&mut it, "mode")? {
                     "transport" => Mode::Transport,
                     "tunnel" => Mode::Tunnel,
-                    m => return err(format!("unsupported mode {m:?}: use transport or tunnel")),
+                    m => return err(format!("unsupported mode {}: use transport or tunnel", shown(m))),
                 }
             }
             "src" | "dst" => {
                 let v = next(&mut it, w)?;
-                let a: IpAddr = v.parse().map_err(|_| SpecError(format!("bad {w} address {v:?}")))?;
+                let a: IpAddr = v
+                    .parse()
+                    .map_err(|_| SpecError(format!("bad {w} address {}", shown(v))))?;
                 if w == "src" {
                     src = Some(a)
                 } else {
@@ -146,20 +207,22 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
                 let name = next(&mut it, "enc")?;
                 let alg = EncAlg::from_name(name).ok_or_else(|| {
                     SpecError(format!(
-                        "unknown enc algorithm {name:?}: use cipher_null, cbc(des), cbc(des3_ede) or cbc(aes)"
+                        "unknown enc algorithm {}: use cipher_null, cbc(des), cbc(des3_ede) or cbc(aes)",
+                        shown(name)
                     ))
                 })?;
-                let key = parse_key(next(&mut it, "enc key")?)?;
+                let key = parse_key(next(&mut it, "enc key")?).map_err(|e| SpecError(format!("enc key: {e}")))?;
                 enc = Some(Keyed::new(alg, &key, 0));
             }
             "auth" | "auth-trunc" => {
                 let name = next(&mut it, w)?;
                 let alg = IntegAlg::from_name(name).ok_or_else(|| {
                     SpecError(format!(
-                        "unknown auth algorithm {name:?}: use digest_null, hmac(md5), hmac(sha1), hmac(sha256), hmac(sha384) or hmac(sha512)"
+                        "unknown auth algorithm {}: use digest_null, hmac(md5), hmac(sha1), hmac(sha256), hmac(sha384) or hmac(sha512)",
+                        shown(name)
                     ))
                 })?;
-                let key = parse_key(next(&mut it, "auth key")?)?;
+                let key = parse_key(next(&mut it, "auth key")?).map_err(|e| SpecError(format!("auth key: {e}")))?;
                 let icv = if w == "auth-trunc" {
                     let bits = parse_bits(next(&mut it, "auth-trunc length")?)?;
                     alg.check_icv_bits(bits).map_err(|e| SpecError(e.to_string()))?
@@ -172,10 +235,11 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
                 let name = next(&mut it, "aead")?;
                 let alg = AeadAlg::from_name(name).ok_or_else(|| {
                     SpecError(format!(
-                        "unknown aead algorithm {name:?}: use rfc4106(gcm(aes)) or rfc7539esp(chacha20,poly1305)"
+                        "unknown aead algorithm {}: use rfc4106(gcm(aes)) or rfc7539esp(chacha20,poly1305)",
+                        shown(name)
                     ))
                 })?;
-                let key = parse_key(next(&mut it, "aead key")?)?;
+                let key = parse_key(next(&mut it, "aead key")?).map_err(|e| SpecError(format!("aead key: {e}")))?;
                 let bits = parse_bits(next(&mut it, "aead ICV length")?)?;
                 let icv = alg.check_icv_bits(bits).map_err(|e| SpecError(e.to_string()))?;
                 aead = Some(Keyed::new(alg, &key, icv));
@@ -184,7 +248,12 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
                 let name = next(&mut it, "comp")?;
                 match Algorithm::from_name(name) {
                     Some(a) => comp = Some(a),
-                    None => return err(format!("unknown comp algorithm {name:?}: use deflate, lzs or lzf")),
+                    None => {
+                        return err(format!(
+                            "unknown comp algorithm {}: use deflate, lzs or lzf",
+                            shown(name)
+                        ))
+                    }
                 }
             }
             "replay-window" => window = Some(parse_u32(next(&mut it, "replay-window")?, "replay-window")?),
@@ -192,7 +261,7 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
                 let f = next(&mut it, "flag")?;
                 match f {
                     "esn" => esn = true,
-                    _ => return err(format!("unsupported flag {f:?} (only esn)")),
+                    _ => return err(format!("unsupported flag {} (only esn)", shown(f))),
                 }
                 // `flag esn noecn ...` style lists: take further flags while they are flags.
                 while let Some(&f) = it.peek() {
@@ -208,7 +277,7 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
             "reqid" => {
                 next(&mut it, "reqid")?;
             }
-            other => return err(format!("unexpected word {other:?} in SA spec")),
+            other => return err(format!("unexpected word {} in SA spec", shown(other))),
         }
     }
     let proto = proto.ok_or_else(|| SpecError("SA spec needs `proto esp|ah|comp`".into()))?;
@@ -235,6 +304,84 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
     }
     p.validate().map_err(|e| SpecError(e.to_string()))?;
     Ok(SaSpec { params: p, comp })
+}
+
+/// What `--sa` says in a command's help: the SPEC syntax and the warning about `/proc`.
+pub const SA_HELP: &str = "One SA in `ip xfrm state` words, e.g. \"proto esp spi 0x1000 mode tunnel src 192.0.2.1 \
+dst 192.0.2.2 enc 'cbc(aes)' 0x<key> auth-trunc 'hmac(sha1)' 0x<key> 96\". Repeat for a bundle, in seal order. \
+WARNING: a command line is visible to every local user (ps, /proc/PID/cmdline): keys given with --sa are exposed; \
+use --sa-file for real keys.";
+
+/// What `--sa-file` says in a command's help.
+pub const SA_FILE_HELP: &str = "Read the SAs from FILE instead of --sa: one SPEC per line, in seal order; blank \
+lines and lines starting with # are skipped. `-` reads standard input. Keeps the keys off the command line.";
+
+/// Where an SA's SPEC came from, as messages name it (`--sa #2`, `keys.sa:3`), and its
+/// text (zeroed when dropped: it has keys).
+pub struct SpecText {
+    /// `--sa #N` or `FILE:LINE`.
+    pub label: String,
+    /// The SPEC.
+    pub text: Zeroizing<String>,
+}
+
+/// The SPECs of a command: the `--sa` values, or the lines of `--sa-file` (`-`: standard
+/// input). Errors name the file, never its content.
+pub fn collect(sas: &[String], file: Option<&std::path::Path>) -> Result<Vec<SpecText>, String> {
+    let Some(path) = file else {
+        return Ok(sas
+            .iter()
+            .enumerate()
+            .map(|(i, s)| SpecText {
+                label: format!("--sa #{}", i + 1),
+                text: Zeroizing::new(s.clone()),
+            })
+            .collect());
+    };
+    let stdin = path.as_os_str() == "-";
+    let name = if stdin {
+        "standard input".to_string()
+    } else {
+        path.display().to_string()
+    };
+    let mut text = Zeroizing::new(String::new());
+    let read = if stdin {
+        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text)
+    } else if path.is_dir() {
+        return Err(format!("--sa-file {name}: is a directory"));
+    } else {
+        std::fs::File::open(path).and_then(|mut f| std::io::Read::read_to_string(&mut f, &mut text))
+    };
+    read.map_err(|e| format!("--sa-file {name}: {}", crate::tool::io_reason(&e)))?;
+    let specs: Vec<SpecText> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .map(|(i, l)| SpecText {
+            label: format!("{name}:{}", i + 1),
+            text: Zeroizing::new(l.trim().to_string()),
+        })
+        .collect();
+    if specs.is_empty() {
+        return Err(format!("--sa-file {name}: no SA (one SPEC per line)"));
+    }
+    Ok(specs)
+}
+
+/// Refuses a bundle that names the same SA (protocol and SPI) twice: each SA is applied
+/// once, and `open` could not undo a bundle that repeats one (the second SA's replay window
+/// and sequence numbers are the first's). Returns the message naming both.
+pub fn check_distinct(specs: &[(&str, &SaParams)]) -> Result<(), String> {
+    for (j, (label, p)) in specs.iter().enumerate() {
+        if let Some((first, _)) = specs[..j].iter().find(|(_, q)| q.proto == p.proto && q.spi == p.spi) {
+            return Err(format!(
+                "{label}: the same SA as {first} ({} SPI {:#x}): a bundle applies each SA once",
+                p.proto.name(),
+                p.spi
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

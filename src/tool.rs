@@ -5,10 +5,13 @@ use crate::bundle::{Bundle, PacketError};
 use crate::pcapio::Link;
 use ipsec_core::PacketBuf;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::PcapError;
+use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, IsTerminal, Read, Write};
 use std::path::Path;
 use std::process::ExitCode;
+use std::rc::Rc;
 use std::time::Duration;
 
 /// Seal or open.
@@ -54,13 +57,129 @@ pub fn usage_error(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// A failure that stops the whole run (I/O, a broken capture).
+/// A failure that stops the whole run.
 #[derive(Debug)]
-pub struct RunError(pub String);
+pub enum RunError {
+    /// The input capture cannot be read: the cause, without the file's name (see
+    /// [`RunError::describe`]).
+    Input(String),
+    /// The output cannot be written (the cause, without the file's name).
+    Output(String),
+    /// The output is a pipe whose reader has gone (`ipsec seal ... | head -c 100`): not an
+    /// error to report; the command ends quietly.
+    BrokenPipe,
+}
+
+impl RunError {
+    /// The message to print, naming the input or output.
+    pub fn describe(&self, input: &str, output: &str) -> String {
+        match self {
+            RunError::Input(m) => format!("{input}: {m}"),
+            RunError::Output(m) => format!("{output}: {m}"),
+            RunError::BrokenPipe => format!("{output}: the reader closed the pipe"),
+        }
+    }
+
+    /// The exit code: 0 for [`RunError::BrokenPipe`] (printing nothing), else the message on
+    /// standard error and 2.
+    pub fn exit(&self, input: &str, output: &str) -> ExitCode {
+        match self {
+            RunError::BrokenPipe => ExitCode::SUCCESS,
+            _ => usage_error(self.describe(input, output)),
+        }
+    }
+}
 
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            RunError::Input(m) | RunError::Output(m) => f.write_str(m),
+            RunError::BrokenPipe => f.write_str("broken pipe"),
+        }
+    }
+}
+
+/// An I/O error's cause as a message, without Rust's `(os error N)` suffix: `is a directory`,
+/// `No such file or directory`, ...
+pub fn io_reason(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::IsADirectory => "is a directory".into(),
+        io::ErrorKind::UnexpectedEof => "unexpected end of file".into(),
+        _ => {
+            let s = e.to_string();
+            match s.find(" (os error") {
+                Some(i) => s[..i].to_string(),
+                None => s,
+            }
+        }
+    }
+}
+
+/// The length of a pcap file header.
+const PCAP_HEADER_LEN: u64 = 24;
+/// The length of a pcap record header.
+const PCAP_RECORD_HEADER_LEN: u64 = 16;
+
+/// Why a pcap read failed, in words: the file's I/O error, or which part is missing.
+/// `consumed` is how many bytes the reader had taken from the input when it failed.
+fn pcap_read_error(e: PcapError, at: Option<(usize, u64)>, consumed: u64) -> RunError {
+    let eof = matches!(&e, PcapError::IoError(io) if io.kind() == io::ErrorKind::UnexpectedEof);
+    RunError::Input(match (e, at) {
+        (_, None) if eof && consumed == 0 => "empty file (no pcap header)".into(),
+        (_, None) if eof => {
+            format!("truncated pcap header ({consumed} of {PCAP_HEADER_LEN} bytes): not a pcap capture")
+        }
+        (_, Some((n, offset))) if eof => format!("truncated pcap record at packet {n} (byte {offset})"),
+        (PcapError::IoError(io), None) => format!("reading the pcap header: {}", io_reason(&io)),
+        (PcapError::IoError(io), Some((n, _))) => format!("reading packet {n}: {}", io_reason(&io)),
+        (other, None) => format!("not a pcap capture: {other}"),
+        (other, Some((n, offset))) => format!("bad pcap record at packet {n} (byte {offset}): {other}"),
+    })
+}
+
+/// A pcap write error: [`RunError::BrokenPipe`] when the reader of a pipe has gone.
+fn pcap_write_error(e: PcapError, what: String) -> RunError {
+    match e {
+        PcapError::IoError(io) => io_write_error(io, what),
+        other => RunError::Output(format!("{what}: {other}")),
+    }
+}
+
+fn io_write_error(e: io::Error, what: String) -> RunError {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        RunError::BrokenPipe
+    } else {
+        RunError::Output(format!("{what}: {}", io_reason(&e)))
+    }
+}
+
+/// Counts the bytes taken from a reader (to tell an empty input from a truncated one).
+struct Counting<R> {
+    inner: R,
+    count: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.set(self.count.get() + n as u64);
+        Ok(n)
+    }
+}
+
+/// Writes `text` to standard output. A closed pipe (`ipsec check-config f | head -1`) is not
+/// an error: the output is simply not wanted any more, and `code` is returned as if all had
+/// been written. Another write error is reported (exit 2).
+///
+/// Why not restore SIGPIPE's default action instead: that needs `libc` and `unsafe` in
+/// `main`, and a process killed by SIGPIPE exits with status 141, which `set -o pipefail`
+/// scripts take as a failure; treating `BrokenPipe` as a quiet end gives status 0 everywhere.
+pub fn print_stdout(text: &str, code: ExitCode) -> ExitCode {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => code,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => code,
+        Err(e) => usage_error(format!("standard output: {}", io_reason(&e))),
     }
 }
 
@@ -119,19 +238,27 @@ pub fn run_with<R: Read, W: Write, E: From<PacketError>>(
     output: W,
     mut report: impl FnMut(usize, &E),
 ) -> Result<Summary, RunError> {
-    let mut reader = PcapReader::new(input).map_err(|e| RunError(format!("reading pcap header: {e}")))?;
+    let consumed = Rc::new(Cell::new(0u64));
+    let input = Counting {
+        inner: input,
+        count: Rc::clone(&consumed),
+    };
+    let mut reader = PcapReader::new(input).map_err(|e| pcap_read_error(e, None, consumed.get()))?;
     let header = reader.header();
-    let link = Link::from_datalink(header.datalink).map_err(RunError)?;
+    let link = Link::from_datalink(header.datalink).map_err(RunError::Input)?;
     let out_header = PcapHeader {
         snaplen: 262_144,
         ..header
     };
-    let mut writer =
-        PcapWriter::with_header(output, out_header).map_err(|e| RunError(format!("writing pcap header: {e}")))?;
+    let mut writer = PcapWriter::with_header(output, out_header)
+        .map_err(|e| pcap_write_error(e, "writing the pcap header".into()))?;
     let mut scratch = vec![0u8; HEADROOM + MAX_FRAME + TAILROOM];
     let mut summary = Summary::default();
+    // Where the next record starts in the input, for messages about a broken one.
+    let mut offset = PCAP_HEADER_LEN;
     while let Some(pkt) = reader.next_packet() {
-        let pkt = pkt.map_err(|e| RunError(format!("reading packet {}: {e}", summary.read + 1)))?;
+        let pkt = pkt.map_err(|e| pcap_read_error(e, Some((summary.read + 1, offset)), consumed.get()))?;
+        offset += PCAP_RECORD_HEADER_LEN + pkt.data.len() as u64;
         summary.read += 1;
         let ts = pkt.timestamp;
         match process(link, &mut |buf: &mut PacketBuf| apply(buf, ts), &mut scratch, &pkt.data) {
@@ -139,7 +266,7 @@ pub fn run_with<R: Read, W: Write, E: From<PacketError>>(
                 let data = &scratch[s..s + l];
                 writer
                     .write_packet(&PcapPacket::new(pkt.timestamp, l as u32, data))
-                    .map_err(|e| RunError(format!("writing packet {}: {e}", summary.read)))?;
+                    .map_err(|e| pcap_write_error(e, format!("writing packet {}", summary.read)))?;
                 summary.written += 1;
             }
             Err(e) => {
@@ -151,15 +278,54 @@ pub fn run_with<R: Read, W: Write, E: From<PacketError>>(
     writer
         .into_writer()
         .flush()
-        .map_err(|e| RunError(format!("flushing output: {e}")))?;
+        .map_err(|e| io_write_error(e, "flushing the output".into()))?;
     Ok(summary)
 }
 
-/// The capture to read: the file, or standard input.
+/// Checks, before any work, that a file can be written at `path`: not a directory, in a
+/// directory that exists, with permission to create or write it. A file created to find out
+/// is removed again. The message names the path and the cause.
+pub fn check_writable(path: &Path) -> Result<(), String> {
+    let shown = path.display();
+    if path.is_dir() {
+        return Err(format!("{shown}: is a directory"));
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(format!("{shown}: directory {} does not exist", parent.display()));
+    }
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| format!("{shown}: cannot write: {}", io_reason(&e)))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+/// How messages name an input: its path, or `standard input`.
+pub fn input_name(path: Option<&Path>) -> String {
+    path.map_or_else(|| "standard input".into(), |p| p.display().to_string())
+}
+
+/// How messages name an output: its path, or `standard output`.
+pub fn output_name(path: Option<&Path>) -> String {
+    path.map_or_else(|| "standard output".into(), |p| p.display().to_string())
+}
+
+/// The capture to read: the file, or standard input. A directory is refused here, naming
+/// it, rather than failing at the first read.
 pub fn open_input(path: Option<&Path>) -> Result<Box<dyn Read>, String> {
     Ok(match path {
+        Some(p) if p.is_dir() => return Err(format!("{}: is a directory, not a pcap file", p.display())),
         Some(p) => Box::new(BufReader::new(
-            File::open(p).map_err(|e| format!("{}: {e}", p.display()))?,
+            File::open(p).map_err(|e| format!("{}: {}", p.display(), io_reason(&e)))?,
         )),
         None => Box::new(BufReader::new(io::stdin().lock())),
     })
@@ -169,7 +335,7 @@ pub fn open_input(path: Option<&Path>) -> Result<Box<dyn Read>, String> {
 pub fn open_output(path: Option<&Path>) -> Result<Box<dyn Write>, String> {
     Ok(match path {
         Some(p) => Box::new(BufWriter::new(
-            File::create(p).map_err(|e| format!("{}: {e}", p.display()))?,
+            File::create(p).map_err(|e| format!("{}: {}", p.display(), io_reason(&e)))?,
         )),
         None if io::stdout().is_terminal() => {
             return Err("refusing to write a pcap to a terminal: use --out F.pcap or a pipe".into())

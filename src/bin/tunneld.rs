@@ -13,9 +13,10 @@
 //! command line or config.
 
 use clap::Parser;
-use ipsec::config::{self, Format};
+use ipsec::config;
+use ipsec::tool;
 use ipsec_tunnel::daemon::{self, Options};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -55,18 +56,31 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if loaded.format == Format::Setkey {
-        for w in &loaded.warnings {
-            eprintln!("tunneld: {file}:{}: warning: {}", w.line, w.message);
-        }
+    for w in &loaded.warnings {
+        eprintln!("tunneld: {file}:{}: warning: {}", w.line, w.message);
     }
-    let engine = match loaded.config.build(Duration::ZERO) {
+    let t = loaded.config.tunnel.clone().unwrap_or_default();
+    let engine = match loaded
+        .config
+        .build(Duration::ZERO)
+        .and_then(|e| loaded.config.check_for_tunneld(t.peer).map(|()| e))
+    {
         Ok(e) => e,
         Err(e) => {
             eprintln!("tunneld: {}", e.in_file(&file));
             return ExitCode::from(2);
         }
     };
+    // The stats file is written as FILE.tmp, then renamed: both must be possible, and that
+    // is found out now rather than every second once running.
+    if let Some(p) = &args.stats {
+        let mut tmp = p.clone().into_os_string();
+        tmp.push(".tmp");
+        if let Err(e) = tool::check_writable(p).and_then(|()| tool::check_writable(Path::new(&tmp))) {
+            eprintln!("tunneld: --stats {e}");
+            return ExitCode::from(2);
+        }
+    }
     let stop = match daemon::stop_on_signals() {
         Ok(s) => s,
         Err(e) => {
@@ -74,7 +88,6 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let t = loaded.config.tunnel.clone().unwrap_or_default();
     let opts = Options {
         tun: args.tun.or(t.tun).unwrap_or_else(|| Options::default().tun),
         mtu: t.mtu,

@@ -15,6 +15,51 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use toml::Spanned;
+use zeroize::Zeroizing;
+
+/// A string that holds key material (`key = "..."`, `xfrm = "..."`): zeroed when dropped,
+/// and a value of the wrong type is described, never shown.
+struct Secret(Zeroizing<String>);
+
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Secret;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string (a key is \"0x<hex>\" or the key's bytes as a string)")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Secret, E> {
+                Ok(Secret(Zeroizing::new(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Secret, E> {
+                Ok(Secret(Zeroizing::new(v)))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Secret, E> {
+                Err(E::custom(
+                    "expected a string, found an integer (not shown): write key = \"0x<hex>\" in quotes",
+                ))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Secret, E> {
+                Err(E::custom(
+                    "expected a string, found an integer (not shown): write key = \"0x<hex>\" in quotes",
+                ))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Secret, E> {
+                Err(E::custom(
+                    "expected a string, found a number (not shown): write key = \"0x<hex>\" in quotes",
+                ))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Secret {
+    fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -40,7 +85,7 @@ struct TunnelToml {
 #[serde(deny_unknown_fields)]
 struct SaToml {
     name: Spanned<String>,
-    xfrm: Option<Spanned<String>>,
+    xfrm: Option<Spanned<Secret>>,
     proto: Option<Spanned<String>>,
     spi: Option<Spanned<u32>>,
     mode: Option<Spanned<String>>,
@@ -60,7 +105,7 @@ struct SaToml {
 struct EncToml {
     alg: Spanned<String>,
     #[serde(default)]
-    key: Option<Spanned<String>>,
+    key: Option<Spanned<Secret>>,
 }
 
 #[derive(Deserialize)]
@@ -68,7 +113,7 @@ struct EncToml {
 struct AuthToml {
     alg: Spanned<String>,
     #[serde(default)]
-    key: Option<Spanned<String>>,
+    key: Option<Spanned<Secret>>,
     /// ICV length in bits.
     trunc: Option<Spanned<usize>>,
 }
@@ -77,7 +122,7 @@ struct AuthToml {
 #[serde(deny_unknown_fields)]
 struct AeadToml {
     alg: Spanned<String>,
-    key: Spanned<String>,
+    key: Spanned<Secret>,
     /// ICV length in bits (default 128).
     icv: Option<Spanned<usize>>,
 }
@@ -243,6 +288,7 @@ pub fn parse(text: &str) -> Result<Config, ConfigError> {
         let pc = policy_config(p.get_ref(), &lines, lines.of(p), &names).map_err(|e| e.about(item))?;
         config.policies.push(pc);
         config.lines.policies.push(lines.of(p));
+        config.lines.policy_numbers.push(i + 1);
     }
     if let Some(t) = &file.tunnel {
         config.tunnel = Some(tunnel_config(t.get_ref(), &lines, lines.of(t))?);
@@ -285,16 +331,18 @@ fn tunnel_config(t: &TunnelToml, lines: &LineIndex, line: usize) -> Result<Tunne
     })
 }
 
+/// The bytes of a `key = "..."` (none if absent) and the line to blame for them; an error
+/// says what is wrong with the key, never the key.
 fn key_bytes(
-    k: &Option<Spanned<String>>,
+    k: Option<&Spanned<Secret>>,
     lines: &LineIndex,
     table_line: usize,
-) -> Result<(Vec<u8>, usize), ConfigError> {
+) -> Result<(Zeroizing<Vec<u8>>, usize), ConfigError> {
     match k {
-        None => Ok((Vec::new(), table_line)),
-        Some(k) => spec::parse_key(k.get_ref())
+        None => Ok((Zeroizing::new(Vec::new()), table_line)),
+        Some(k) => spec::parse_key(k.get_ref().as_str())
             .map(|b| (b, lines.of(k)))
-            .map_err(|e| ConfigError::at(lines.of(k), ErrorKind::Invalid(e.0))),
+            .map_err(|e| ConfigError::at(lines.of(k), ErrorKind::Invalid(format!("key: {e}")))),
     }
 }
 
@@ -352,7 +400,7 @@ fn sa_config(t: &SaToml, lines: &LineIndex, line: usize) -> Result<SaConfig, Con
                 )),
             ));
         }
-        let s = spec::parse(x.get_ref())
+        let s = spec::parse(x.get_ref().as_str())
             .map_err(|e| ConfigError::at(lines.of(x), ErrorKind::Invalid(format!("xfrm: {e}"))))?;
         return Ok(SaConfig {
             name,
@@ -436,7 +484,7 @@ fn sa_config(t: &SaToml, lines: &LineIndex, line: usize) -> Result<SaConfig, Con
                 },
             )
         })?;
-        let (key, key_line) = key_bytes(&e_ref.key, lines, lines.of(e))?;
+        let (key, key_line) = key_bytes(e_ref.key.as_ref(), lines, lines.of(e))?;
         alg.check_key(key.len())
             .map_err(|err| ConfigError::at(key_line, ErrorKind::Sa(err)))?;
         p.enc = Some(Keyed::new(alg, &key, 0));
@@ -453,7 +501,7 @@ fn sa_config(t: &SaToml, lines: &LineIndex, line: usize) -> Result<SaConfig, Con
                 },
             )
         })?;
-        let (key, key_line) = key_bytes(&a_ref.key, lines, lines.of(a))?;
+        let (key, key_line) = key_bytes(a_ref.key.as_ref(), lines, lines.of(a))?;
         alg.check_key(key.len())
             .map_err(|err| ConfigError::at(key_line, ErrorKind::Sa(err)))?;
         let icv = match &a_ref.trunc {
@@ -476,7 +524,7 @@ fn sa_config(t: &SaToml, lines: &LineIndex, line: usize) -> Result<SaConfig, Con
                 },
             )
         })?;
-        let (key, key_line) = key_bytes(&Some(a_ref.key.clone()), lines, lines.of(a))?;
+        let (key, key_line) = key_bytes(Some(&a_ref.key), lines, lines.of(a))?;
         alg.check_key(key.len())
             .map_err(|err| ConfigError::at(key_line, ErrorKind::Sa(err)))?;
         let icv = match &a_ref.icv {

@@ -58,6 +58,7 @@ pub mod from_toml;
 pub mod setkey;
 pub mod show;
 
+use ipsec_core::sa::Mode;
 use ipsec_engine::{Action, Direction, Engine, InstallError, SaConfig, SaId, Selector};
 use std::collections::HashMap;
 use std::fmt;
@@ -96,6 +97,11 @@ pub struct Lines {
     pub sas: Vec<usize>,
     /// The line of each policy, in the order of [`Config::policies`].
     pub policies: Vec<usize>,
+    /// The number of each policy, in the order of [`Config::policies`]: its position among
+    /// the file's policies, counted from 1 (the Nth `[[policy]]` table or `spdadd`
+    /// statement). Error messages (`policy #N`) and `check-config`'s table use it; a policy
+    /// without one is numbered by its position in [`Config::policies`].
+    pub policy_numbers: Vec<usize>,
 }
 
 /// SAs and policies, before they are keyed and installed.
@@ -266,7 +272,12 @@ impl fmt::Display for ErrorKind {
                 f.write_str(m)
             }
             ErrorKind::UnknownAlgorithm { kind, name, expected } => {
-                write!(f, "unknown {kind} algorithm `{name}`: use {expected}")
+                // A key written where the name belongs is not echoed.
+                write!(
+                    f,
+                    "unknown {kind} algorithm {}: use {expected}",
+                    crate::spec::shown_bt(name)
+                )
             }
             ErrorKind::Unsupported(m) => write!(f, "not supported: {m}"),
             ErrorKind::Sa(e) => e.fmt(f),
@@ -414,9 +425,79 @@ impl Config {
         self.lines.policies.get(i).copied()
     }
 
+    /// The number of policy `i` as messages show it (`policy #N`): see [`Lines::policy_numbers`].
+    pub fn policy_number(&self, i: usize) -> usize {
+        self.lines.policy_numbers.get(i).copied().unwrap_or(i + 1)
+    }
+
+    /// Warnings about SAs that are valid but unsafe: ESP with encryption and no integrity.
+    pub fn unsafe_sa_warnings(&self) -> Vec<Warning> {
+        self.sas
+            .iter()
+            .enumerate()
+            .filter_map(|(i, sa)| {
+                crate::spec::unauthenticated_esp(&sa.params).map(|m| Warning {
+                    line: self.sa_line(i).unwrap_or(0),
+                    message: format!("SA `{}`: {m}", sa.name),
+                })
+            })
+            .collect()
+    }
+
+    /// What `tunneld` needs of a config, checked at start-up rather than found per packet:
+    /// the outer header of every packet an outbound bundle seals is made by the bundle's
+    /// last tunnel-mode SA (transport SAs after it, such as AH on the outer header, keep
+    /// that header), so each outbound bundle needs a tunnel-mode SA, the last of which
+    /// tunnels to an IPv4 address, and to `peer` when one is set: tunneld sends every sealed
+    /// packet to the peer over IPv4 and drops the others.
+    pub fn check_for_tunneld(&self, peer: Option<std::net::Ipv4Addr>) -> Result<(), ConfigError> {
+        let why = "tunneld sends every sealed packet to the peer, so an outbound bundle needs a tunnel-mode \
+                   SA to the peer (the last tunnel-mode SA of the bundle makes the outer header)";
+        for (i, p) in self.policies.iter().enumerate() {
+            let ActionConfig::Protect(names) = &p.action else {
+                continue;
+            };
+            if p.dir != Direction::Out {
+                continue;
+            }
+            let err = |m: String| ConfigError {
+                line: self.policy_line(i),
+                item: Some(self.policy_item(i)),
+                kind: ErrorKind::Invalid(m),
+            };
+            let outer = names.iter().rev().find_map(|n| {
+                let sa = self.sas.iter().find(|s| &s.name == n)?;
+                match (sa.params.mode, sa.params.tunnel) {
+                    (Mode::Tunnel, Some(t)) => Some((n, t.dst)),
+                    _ => None,
+                }
+            });
+            match (outer, peer) {
+                (None, _) => {
+                    return Err(err(format!(
+                        "no SA of its bundle [{}] is in tunnel mode: {why}",
+                        names.join(", ")
+                    )))
+                }
+                (Some((n, std::net::IpAddr::V6(d))), _) => {
+                    return Err(err(format!(
+                        "SA `{n}` tunnels to {d}, but tunneld's underlay is IPv4 only"
+                    )))
+                }
+                (Some((n, std::net::IpAddr::V4(d))), Some(p)) if d != p => {
+                    return Err(err(format!(
+                        "SA `{n}` tunnels to {d}, not to the peer {p} ([tunnel] peer): {why}"
+                    )))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     fn policy_item(&self, i: usize) -> Item {
         Item::Policy {
-            index: i + 1,
+            index: self.policy_number(i),
             name: self.policies[i].name.clone(),
         }
     }
@@ -475,31 +556,45 @@ impl Config {
     }
 }
 
-/// Reads a config file in `format` (detected from the name and content when `None`).
-pub fn load(path: &Path, format: Option<Format>) -> Result<Loaded, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+/// Reads a config file's text (held in a buffer zeroed when dropped: it has keys). The error
+/// says why, without the path ([`ConfigError::in_file`] adds it).
+pub fn read(path: &Path) -> Result<zeroize::Zeroizing<String>, ConfigError> {
+    let io = |m: String| ConfigError {
         line: None,
         item: None,
-        kind: ErrorKind::Io(format!("{}: {e}", path.display())),
-    })?;
+        kind: ErrorKind::Io(m),
+    };
+    if path.is_dir() {
+        return Err(io("is a directory, not a config file".into()));
+    }
+    std::fs::read_to_string(path)
+        .map(zeroize::Zeroizing::new)
+        .map_err(|e| io(crate::tool::io_reason(&e)))
+}
+
+/// Reads a config file in `format` (detected from the name and content when `None`).
+pub fn load(path: &Path, format: Option<Format>) -> Result<Loaded, ConfigError> {
+    let text = read(path)?;
     parse(&text, format.unwrap_or_else(|| Format::detect(path, &text)))
 }
 
 /// Parses config text in `format`.
 pub fn parse(text: &str, format: Format) -> Result<Loaded, ConfigError> {
-    match format {
-        Format::Toml => Ok(Loaded {
-            config: from_toml::parse(text)?,
-            format,
-            warnings: Vec::new(),
-        }),
-        Format::Setkey => {
-            let (config, warnings) = setkey::parse(text, &setkey::Options::default())?;
-            Ok(Loaded {
-                config,
-                format,
-                warnings,
-            })
-        }
-    }
+    parse_with(text, format, &setkey::Options::default())
+}
+
+/// Parses config text in `format`, setkey text with `opts`. The warnings include those of
+/// [`Config::unsafe_sa_warnings`].
+pub fn parse_with(text: &str, format: Format, opts: &setkey::Options) -> Result<Loaded, ConfigError> {
+    let (config, mut warnings) = match format {
+        Format::Toml => (from_toml::parse(text)?, Vec::new()),
+        Format::Setkey => setkey::parse(text, opts)?,
+    };
+    warnings.extend(config.unsafe_sa_warnings());
+    warnings.sort_by_key(|w| w.line);
+    Ok(Loaded {
+        config,
+        format,
+        warnings,
+    })
 }

@@ -83,11 +83,13 @@
 //! so `spdadd` may come before the `add`s it uses.
 
 use super::{check_selector, proto_by_name, ActionConfig, Config, ConfigError, ErrorKind, Item, PolicyConfig, Warning};
+use crate::spec::{decode_hex_key, shown, shown_bt};
 use ipsec_core::sa::{Keyed, Mode, Proto, SaParams, Tunnel};
 use ipsec_core::{AeadAlg, EncAlg, IntegAlg};
 use ipsec_engine::{Direction, Lifetime, PortRange, Prefix, SaConfig, Selector};
 use ipsec_ipcomp::Algorithm;
 use std::net::IpAddr;
+use zeroize::Zeroizing;
 
 /// Import options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,7 +198,10 @@ fn statements(src: &str) -> Result<Vec<Vec<Tok>>, ConfigError> {
     }
     flush(&mut word, &mut stmt, word_line);
     if let Some(t) = stmt.first() {
-        return Err(syntax(t.line, format!("statement `{}` is not ended with `;`", t.text)));
+        return Err(syntax(
+            t.line,
+            format!("statement {} is not ended with `;`", shown_bt(&t.text)),
+        ));
     }
     Ok(out)
 }
@@ -254,22 +259,28 @@ fn number(t: &Tok, what: &str) -> Result<u64, ConfigError> {
         Some(h) => u64::from_str_radix(h, 16),
         None => s.parse(),
     };
-    r.map_err(|_| syntax(t.line, format!("bad {what} `{s}`: expected a number")))
+    r.map_err(|_| syntax(t.line, format!("bad {what} {}: expected a number", shown(s))))
 }
 
 fn number_u32(t: &Tok, what: &str) -> Result<u32, ConfigError> {
-    u32::try_from(number(t, what)?).map_err(|_| invalid(t.line, format!("{what} {} does not fit in 32 bits", t.text)))
+    u32::try_from(number(t, what)?)
+        .map_err(|_| invalid(t.line, format!("{what} {} does not fit in 32 bits", shown(&t.text))))
 }
 
-fn key(t: &Tok) -> Result<Vec<u8>, ConfigError> {
+/// A key token (`0x<hex>` or `"string"`) in a zeroed-on-drop buffer; errors say what is
+/// wrong (`what`: `-E key`, `-A key`), never the key.
+fn key(t: &Tok, what: &str) -> Result<Zeroizing<Vec<u8>>, ConfigError> {
     if t.quoted {
-        return Ok(t.text.as_bytes().to_vec());
+        return Ok(Zeroizing::new(t.text.as_bytes().to_vec()));
     }
     match t.text.strip_prefix("0x").or_else(|| t.text.strip_prefix("0X")) {
-        Some(h) => hex::decode(h).map_err(|e| invalid(t.line, format!("bad hex key: {e}"))),
+        Some(h) => decode_hex_key(h).map_err(|e| invalid(t.line, format!("{what}: {e}"))),
         None => Err(syntax(
             t.line,
-            format!("bad key `{}`: write 0x<hex> or \"string\"", t.text),
+            format!(
+                "{what}: expected 0x-prefixed hex or a \"string\" ({} characters given, not shown)",
+                t.text.chars().count()
+            ),
         )),
     }
 }
@@ -296,7 +307,10 @@ fn address(t: &Tok, fam: Option<u8>) -> Result<IpAddr, ConfigError> {
     let a: IpAddr = t.text.parse().map_err(|_| {
         invalid(
             t.line,
-            format!("`{}` is not a numeric IP address (host names are not resolved)", t.text),
+            format!(
+                "{} is not a numeric IP address (host names are not resolved)",
+                shown_bt(&t.text)
+            ),
         )
     })?;
     check_family(t, a, fam)?;
@@ -375,7 +389,7 @@ fn parse_add(stmt: &[Tok], opts: &Options, warnings: &mut Vec<Warning>) -> Resul
         other => {
             return Err(syntax(
                 pt.line,
-                format!("unknown protocol `{other}`: use esp, ah or ipcomp"),
+                format!("unknown protocol {}: use esp, ah or ipcomp", shown_bt(other)),
             ))
         }
     };
@@ -399,7 +413,7 @@ fn parse_add(stmt: &[Tok], opts: &Options, warnings: &mut Vec<Warning>) -> Resul
                     other => {
                         return Err(syntax(
                             m.line,
-                            format!("unknown mode `{other}`: use transport, tunnel or any"),
+                            format!("unknown mode {}: use transport, tunnel or any", shown_bt(other)),
                         ))
                     }
                 };
@@ -435,7 +449,10 @@ fn parse_add(stmt: &[Tok], opts: &Options, warnings: &mut Vec<Warning>) -> Resul
                     other => {
                         return Err(syntax(
                             f.line,
-                            format!("unknown -f option `{other}`: use seq-pad, random-pad, zero-pad or nocyclic-seq"),
+                            format!(
+                                "unknown -f option {}: use seq-pad, random-pad, zero-pad or nocyclic-seq",
+                                shown_bt(other)
+                            ),
                         ))
                     }
                 }
@@ -474,10 +491,10 @@ fn parse_add(stmt: &[Tok], opts: &Options, warnings: &mut Vec<Warning>) -> Resul
                     }
                 };
                 let k = match enc {
-                    Ok(EncAlg::Null) if !c.peek().is_some_and(is_key) => Vec::new(),
+                    Ok(EncAlg::Null) if !c.peek().is_some_and(is_key) => Zeroizing::new(Vec::new()),
                     _ => {
                         let kt = c.next("a key")?;
-                        let k = key(kt)?;
+                        let k = key(kt, "-E key")?;
                         match enc {
                             Ok(e) => e.check_key(k.len()),
                             Err(a) => a.check_key(k.len()),
@@ -515,10 +532,10 @@ fn parse_add(stmt: &[Tok], opts: &Options, warnings: &mut Vec<Warning>) -> Resul
                     }
                 };
                 let k = if alg == IntegAlg::Null && !c.peek().is_some_and(is_key) {
-                    Vec::new()
+                    Zeroizing::new(Vec::new())
                 } else {
                     let kt = c.next("a key")?;
-                    let k = key(kt)?;
+                    let k = key(kt, "-A key")?;
                     alg.check_key(k.len())
                         .map_err(|e| ConfigError::at(kt.line, ErrorKind::Sa(e)))?;
                     k
@@ -554,7 +571,10 @@ fn parse_add(stmt: &[Tok], opts: &Options, warnings: &mut Vec<Warning>) -> Resul
             other => {
                 return Err(syntax(
                     t.line,
-                    format!("unexpected `{other}` in `add` (options: -m -r -u -f -lh -ls -bh -bs -E -A -C -R)"),
+                    format!(
+                        "unexpected {} in `add` (options: -m -r -u -f -lh -ls -bh -bs -E -A -C -R)",
+                        shown_bt(other)
+                    ),
                 ))
             }
         }
@@ -884,7 +904,10 @@ fn parse_spdadd(stmt: &[Tok], warnings: &mut Vec<Warning>) -> Result<Option<Poli
         }
     };
     if let Some(t) = c.peek() {
-        return Err(syntax(t.line, format!("unexpected `{}` after the policy", t.text)));
+        return Err(syntax(
+            t.line,
+            format!("unexpected {} after the policy", shown_bt(&t.text)),
+        ));
     }
     Ok(Some(PolicyDraft {
         dir,
@@ -1033,7 +1056,7 @@ pub fn parse(text: &str, opts: &Options) -> Result<(Config, Vec<Warning>), Confi
                     format!("`{w}`: a configuration file takes add, spdadd, flush and spdflush"),
                 ))
             }
-            other => return Err(syntax(head.line, format!("unknown statement `{other}`"))),
+            other => return Err(syntax(head.line, format!("unknown statement {}", shown_bt(other)))),
         }
     }
     // Names: <proto>-<spi>, made unique with the destination, then the line.
@@ -1080,6 +1103,7 @@ pub fn parse(text: &str, opts: &Options) -> Result<(Config, Vec<Warning>), Confi
             action,
         });
         config.lines.policies.push(p.line);
+        config.lines.policy_numbers.push(p.ordinal);
     }
     for s in sas {
         config.lines.sas.push(s.line);

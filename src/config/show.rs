@@ -56,6 +56,9 @@ pub struct SaView {
 /// One installed policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PolicyView {
+    /// The policy's number, as error messages give it (`policy #N`): its position among the
+    /// file's policies, from 1 ([`Config::policy_number`]).
+    pub number: usize,
     /// `in` or `out`.
     pub dir: Direction,
     /// Position among the policies of its direction (1 = matched first).
@@ -170,6 +173,7 @@ impl Effective {
                     ),
                 };
                 policies.push(PolicyView {
+                    number: config.policy_number(i),
                     dir,
                     order,
                     line: config.policy_line(i),
@@ -244,7 +248,8 @@ impl Effective {
         }
         let _ = writeln!(
             out,
-            "\nPolicies, in match order per direction (first match wins; no match: discard):"
+            "\nPolicies, in match order per direction (first match wins; no match: discard);\n\
+             # is the policy's number in the file, as error messages give it:"
         );
         let mut rows = vec![row(&[
             "LINE", "DIR", "#", "SRC", "DST", "PROTO", "SPORT", "DPORT", "ACTION",
@@ -253,7 +258,7 @@ impl Effective {
             rows.push(vec![
                 line(p.line),
                 p.dir.to_string(),
-                p.order.to_string(),
+                p.number.to_string(),
                 p.src.clone(),
                 p.dst.clone(),
                 p.proto.clone(),

@@ -36,6 +36,40 @@ impl core::fmt::Debug for Integrity {
     }
 }
 
+/// The HMAC states are as good as the key (RFC 2104: the hashed `K ^ ipad` and `K ^ opad`
+/// blocks let anyone compute the MAC). `hmac` 0.12 and `digest` 0.10 have no `zeroize`
+/// feature, and this crate forbids `unsafe`, so a dropped state cannot be wiped with
+/// volatile writes: instead each state is overwritten in place with the state of an empty
+/// key (a write of the whole value over the same memory) and the result passed through
+/// `black_box`, so the compiler must assume it is read and cannot drop the writes. What this
+/// does not reach: the copy of a state each packet's MAC works on, on the stack, which later
+/// calls overwrite. The key bytes themselves are held in `Zeroizing` buffers (`sa::Key`).
+impl Keyed {
+    /// Overwrites the state in place with that of an empty key (see above).
+    fn wipe(&mut self) {
+        fn blank<M: Mac + hmac::digest::KeyInit>(m: &mut M) {
+            if let Ok(empty) = <M as hmac::digest::KeyInit>::new_from_slice(&[]) {
+                *m = empty;
+            }
+            core::hint::black_box(&*m);
+        }
+        match self {
+            Keyed::Null => {}
+            Keyed::Md5(m) => blank(m),
+            Keyed::Sha1(m) => blank(m),
+            Keyed::Sha256(m) => blank(m),
+            Keyed::Sha384(m) => blank(m),
+            Keyed::Sha512(m) => blank(m),
+        }
+    }
+}
+
+impl Drop for Keyed {
+    fn drop(&mut self) {
+        self.wipe();
+    }
+}
+
 fn mac_parts<M: Mac + Clone>(m: &M, parts: &[&[u8]], out: &mut [u8; MAX_DIGEST]) -> usize {
     let mut m = m.clone();
     for p in parts {
@@ -316,5 +350,29 @@ mod tests {
         assert!(Integrity::new(IntegAlg::HmacSha1, &[0; 16], 12).is_err());
         assert!(Integrity::new(IntegAlg::HmacSha256, &[0; 32], 12).is_ok());
         assert!(Integrity::new(IntegAlg::HmacMd5, &[0; 16], 20).is_err());
+    }
+
+    /// The wipe on drop replaces a state with the state of an empty key: after it, the MAC
+    /// is HMAC with an empty key (RFC 2104 pads the key with zeros, so HMAC-SHA-256 of "" with
+    /// an empty key is the known value below), not the keyed one.
+    #[test]
+    fn drop_overwrites_the_keyed_state() {
+        let mut k = Keyed::Sha256(Hmac::new_from_slice(&[0x0b; 20]).unwrap());
+        let mut before = [0u8; MAX_DIGEST];
+        if let Keyed::Sha256(m) = &k {
+            mac_parts(m, &[b""], &mut before);
+        }
+        // Run what Drop runs, then look at the state it left.
+        k.wipe();
+        let mut after = [0u8; MAX_DIGEST];
+        if let Keyed::Sha256(m) = &k {
+            mac_parts(m, &[b""], &mut after);
+        }
+        assert_ne!(before[..32], after[..32]);
+        // HMAC-SHA256(key = "", msg = ""), as computed by Python's hmac module and OpenSSL.
+        assert_eq!(
+            hex::encode(&after[..32]),
+            "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad"
+        );
     }
 }
