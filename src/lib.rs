@@ -5,7 +5,8 @@
 //!
 //! The transforms and the engine live in their own `no_std` crates, re-exported here:
 //! [`core`] (shared SA parameters, algorithms, anti-replay), [`esp`], [`ah`], [`ipcomp`],
-//! [`engine`] (SPD, SAD, bundles, lifetimes, counters).
+//! [`engine`] (SPD, SAD, bundles, lifetimes, counters); the speedup models are the `std` crate
+//! [`model`].
 
 pub use ipsec_ah as ah;
 pub use ipsec_core as core;
@@ -13,10 +14,11 @@ pub use ipsec_engine as engine;
 pub use ipsec_engine::bundle;
 pub use ipsec_esp as esp;
 pub use ipsec_ipcomp as ipcomp;
+pub use ipsec_model as model;
 
 pub mod check_config;
 pub mod config;
-pub mod model;
+pub mod model_cmd;
 pub mod overhead_cmd;
 pub mod pcapio;
 pub mod process_cmd;

@@ -26,7 +26,7 @@ enum Cmd {
     Open(OpenArgs),
     /// Evaluate the McGregor–Lee speedup models (Local Send, Local Receive, Complete) and
     /// the IPsec-only slowdown from measured rates.
-    Model(ipsec::model::ModelArgs),
+    Model(ipsec::model_cmd::ModelArgs),
     /// Check a config file (TOML or setkey) and print its effective SAs and policies.
     CheckConfig(ipsec::check_config::CheckConfigArgs),
     /// Bytes a bundle adds per packet, the largest inner packet that fits a link MTU, and
@@ -86,7 +86,7 @@ fn main() -> ExitCode {
         Cmd::Overhead(a) => return ipsec::overhead_cmd::run(&a),
         Cmd::Process(a) => return ipsec::process_cmd::run(&a),
         Cmd::Model(a) => {
-            return match ipsec::model::run(&a) {
+            return match ipsec::model_cmd::run(a) {
                 Ok(text) => tool::print_stdout(&text, ExitCode::SUCCESS),
                 Err(e) => usage_error(e),
             }

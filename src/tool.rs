@@ -1,8 +1,10 @@
 //! The `ipsec seal` / `ipsec open` loop: one output packet per input packet, rejected packets
 //! reported with their index and reason, nothing allocated per packet.
 
-use crate::bundle::{Bundle, PacketError};
+use crate::bundle::{outer_ipsec, AnySa, Bundle, PacketError};
 use crate::pcapio::Link;
+use ipsec_core::ip::{self, proto};
+use ipsec_core::sa::Mode;
 use ipsec_core::PacketBuf;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::PcapError;
@@ -224,9 +226,71 @@ pub fn run<R: Read, W: Write>(
 ) -> Result<Summary, RunError> {
     let apply = |buf: &mut PacketBuf, _: Duration| match dir {
         Direction::Seal => bundle.seal(buf),
-        Direction::Open => bundle.open(buf).map(|_| ()),
+        Direction::Open => open_packet(bundle, buf),
     };
     run_with(apply, input, output, report)
+}
+
+/// `ipsec open` of one packet: [`Bundle::open`], then, if no IPComp SA of the bundle took part,
+/// the one that takes a packet its peer sent uncompressed (RFC 3173 section 2.2), as the
+/// engine's inbound does: in transport mode the plain packet, left as it is; in tunnel mode an
+/// IP-in-IP packet between the SA's endpoints, whose outer header the SA removes. A packet
+/// with no IPsec header at all is taken so only by a bundle of IPComp SAs alone: any other SA
+/// of the bundle must have left its header.
+fn open_packet(bundle: &mut Bundle, buf: &mut PacketBuf) -> Result<(), PacketError> {
+    let before = comp_received(bundle);
+    let result = bundle.open(buf).map(|_| ());
+    if comp_received(bundle) != before {
+        return result;
+    }
+    let plain = match outer_ipsec(buf.packet()) {
+        Ok(Err(next)) => next,
+        _ => return result,
+    };
+    match result {
+        Ok(()) => take_uncompressed(bundle, buf, plain).map(|_| ()),
+        Err(e) if bundle.sas_mut().iter().all(|s| matches!(s, AnySa::Comp(_))) => {
+            match take_uncompressed(bundle, buf, plain)? {
+                true => Ok(()),
+                false => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Packets the bundle's IPComp SAs have received, compressed or not.
+fn comp_received(bundle: &mut Bundle) -> u64 {
+    let count = |s: &AnySa| match s {
+        AnySa::Comp(c) => c.counters().decompressed + c.counters().received_uncompressed,
+        _ => 0,
+    };
+    bundle.sas_mut().iter().map(count).sum()
+}
+
+/// Gives a packet without an IPsec header (`next`: its first upper-layer protocol) to the
+/// IPComp SA that takes it as sent uncompressed, if any: a tunnel-mode one when it is IP-in-IP
+/// between that SA's endpoints, else a transport-mode one.
+fn take_uncompressed(bundle: &mut Bundle, buf: &mut PacketBuf, next: u8) -> Result<bool, PacketError> {
+    let (src, dst) = ip::addrs(buf.packet())?;
+    let ipip = matches!(next, proto::IPIP | proto::IPV6);
+    let takes = |s: &&mut AnySa, mode: Mode| match s {
+        AnySa::Comp(c) => {
+            let cfg = c.config();
+            cfg.mode == mode
+                && (mode == Mode::Transport || (ipip && cfg.tunnel.is_some_and(|t| (t.src, t.dst) == (src, dst))))
+        }
+        _ => false,
+    };
+    let sas = bundle.sas_mut();
+    let sa = match sas.iter_mut().find(|s| takes(s, Mode::Tunnel)) {
+        Some(sa) => Some(sa),
+        None => sas.iter_mut().find(|s| takes(s, Mode::Transport)),
+    };
+    match sa {
+        Some(sa) => sa.open(buf).map(|()| true),
+        None => Ok(false),
+    }
 }
 
 /// The loop of [`run`] with any per-packet step: `apply` gets each packet's IP buffer and

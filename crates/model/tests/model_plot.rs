@@ -1,6 +1,6 @@
 //! `ipsec model --plot DIR` writes both SVGs with the series it should have.
 
-use ipsec::model::{self, ModelArgs};
+use ipsec_model::{self as model, Options};
 use std::fs;
 use std::path::PathBuf;
 
@@ -55,10 +55,10 @@ fn texts(svg: &str) -> Vec<String> {
 fn writes_both_plots() {
     let input = inputs();
     let out = temp_dir("out").join("plots");
-    let printed = model::run(&ModelArgs {
+    let printed = model::run(&Options {
         inputs: Some(input.clone()),
         plot: Some(out.clone()),
-        ..ModelArgs::default()
+        ..Options::default()
     })
     .unwrap();
     assert!(
@@ -112,12 +112,12 @@ fn writes_both_plots() {
 
     // Another payload and data set; unknown ones are errors.
     let out2 = temp_dir("out2");
-    model::run(&ModelArgs {
+    model::run(&Options {
         inputs: Some(input.clone()),
         plot: Some(out2.clone()),
         plot_payload: Some("1k".into()),
         plot_dataset: Some("pic".into()),
-        ..ModelArgs::default()
+        ..Options::default()
     })
     .unwrap();
     let speed = fs::read_to_string(out2.join("speedup.svg")).unwrap();
@@ -125,12 +125,12 @@ fn writes_both_plots() {
         .iter()
         .any(|x| x == "IPComp speedup (Complete model), data set pic, 1k payload"));
     let bad = |payload: Option<&str>, ds: Option<&str>| {
-        model::run(&ModelArgs {
+        model::run(&Options {
             inputs: Some(input.clone()),
             plot: Some(out2.clone()),
             plot_payload: payload.map(String::from),
             plot_dataset: ds.map(String::from),
-            ..ModelArgs::default()
+            ..Options::default()
         })
         .unwrap_err()
     };

@@ -1,5 +1,6 @@
-//! `ipsec model`: the speedup models of McGregor & Lee, "Performance Impact of Data Compression
-//! on Virtual Private Network Transactions", evaluated from measured rates.
+//! The speedup models of McGregor & Lee, "Performance Impact of Data Compression on Virtual
+//! Private Network Transactions", evaluated from measured rates (`ipsec model`; the command-line
+//! glue is in the `ipsec` binary, this crate computes and formats).
 //!
 //! Four models, per packet (one TCP segment), `S >= 1` meaning compression helps:
 //! - `ipsec-only` (the paper's table 2): `T_NET / (T_E + T_HC + T_SECNET + T_HV + T_D)`;
@@ -24,23 +25,25 @@
 //!   is not compressed: only the payload was measured);
 //! - the compressed payload *including* the IPComp header is `ceil(payload / ratio)` bytes (the
 //!   paper's ratios count that header). Non-expansion (ratio <= 1, or a decompression rate of 0):
-//!   the packet is sent uncompressed (`C_* = T_*`), compression time is still spent, nothing is
-//!   decompressed, and Local Receive is undefined (empty in CSV, `n/a` in markdown).
+//!   the packet is sent uncompressed (`C_* = T_*`, RFC 3173 section 2.2), compression time is
+//!   still spent, nothing is decompressed, and the receiver does exactly the work it would do
+//!   without compression: Local Receive is 1.
 //!
 //! Break-even (`--break-even`): the smallest header-free ratio X with
 //! `(1 - 1/X)(sum of 1/R saved) >= sum of 1/R added`, per model, compressor, data set, payload,
 //! suite (and link for Complete, where `R_SECNET` = link × efficiency). `inf` when no ratio
 //! pays; undefined where a decompression rate is 0.
 //!
-//! Inputs: the paper's CSV tables (`--inputs`, [`Rates::from_paper_dir`]) or this machine's
-//! criterion results (`--from-criterion`, [`criterion::rates_from_criterion`]). Every cell is
-//! one `Cell` of one walk (`cells`) that both the speedups and the break-even ratios use;
-//! inconsistent inputs are a [`ModelError`], never a panic. `--plot` draws the same functions
-//! (see `plot`).
+//! Inputs: the paper's CSV tables, built in ([`paper`], from the repository's
+//! `data/mcgregor-lee/`) or read from a directory ([`Rates::from_paper_dir`]), or this machine's
+//! criterion results ([`criterion::rates_from_criterion`]). Every cell is one `Cell` of one walk
+//! (`cells`) that both the speedups and the break-even ratios use; inconsistent inputs are a
+//! [`ModelError`], never a panic. [`Options::plot`] draws the same functions (see `plot`).
 
 pub mod criterion;
 mod formulas;
 mod inputs;
+pub mod paper;
 mod plot;
 mod wire;
 
@@ -49,27 +52,14 @@ pub use inputs::{AlgKind, AlgRates, CompressorRates, DataSetRates, PayloadSize, 
 pub use wire::{wire_bytes, Overheads, PacketBytes, IPCOMP_HEADER};
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Links evaluated by default (nominal rates).
 pub const DEFAULT_LINKS: &str = "56k,1.54M,10M,100M,1G";
 /// Fraction of the nominal link rate sustained, by default.
 pub const DEFAULT_EFFICIENCY: f64 = 0.8;
-/// Environment variable naming the input directory (overridden by `--inputs`).
-pub const PAPER_ENV: &str = "IPSEC_PAPER";
-
-/// Where inputs are read from without `--inputs`: `$IPSEC_PAPER`, else `../shared/paper`
-/// relative to the workspace root.
-pub fn default_inputs_dir() -> PathBuf {
-    match std::env::var_os(PAPER_ENV) {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join("shared")
-            .join("paper"),
-    }
-}
-
+/// Network MTU, by default (the paper's).
+pub const DEFAULT_MTU: usize = 1280;
 /// An IPsec suite: at most one ESP cipher and at most one AH integrity algorithm.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Suite {
@@ -204,7 +194,8 @@ impl Env {
 }
 
 /// The models.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Model {
     IpsecOnly,
     LocalSend,
@@ -255,7 +246,7 @@ pub struct Row {
     pub payload: String,
     /// [`Suite::name`].
     pub suite: String,
-    /// `None` when undefined (Local Receive with nothing decompressed).
+    /// `None` when undefined (a break-even ratio that needs a decompression rate of 0).
     pub value: Option<f64>,
 }
 
@@ -499,7 +490,7 @@ fn speedup(
             };
             match model {
                 CompModel::LocalSend => Some(local_send(&t, &c, t_comp)),
-                CompModel::LocalReceive => local_receive(&t, &c, t_decomp),
+                CompModel::LocalReceive => Some(local_receive(&t, &c, t_decomp)),
                 CompModel::Complete => Some(complete(&t, &c, t_comp, t_decomp.unwrap_or(0.0))),
             }
         }
@@ -562,75 +553,57 @@ pub fn break_even_rows(rates: &Rates, env: &Env, models: &[Model]) -> Result<Vec
 }
 
 /// Output format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Format {
     Csv,
     Markdown,
 }
 
-/// Evaluate the McGregor-Lee speedup models (IPsec-only slowdown, Local Send, Local Receive,
-/// Complete) from measured crypto and (de)compression rates.
-#[derive(clap::Args, Clone, Debug)]
-pub struct ModelArgs {
-    /// Directory with the input CSVs (table1_crypto_rates_mbps.csv, table4_compression_ratios.csv,
-    /// `*_<compressor>_rates_mbps.csv`) [default: $IPSEC_PAPER, else ../shared/paper from the
-    /// workspace root].
-    #[arg(long, value_name = "DIR")]
+/// What [`run`] evaluates and prints (the `ipsec model` command line, without the parsing).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// A directory with the input CSVs in the paper's layout (`table1_crypto_rates_mbps.csv`,
+    /// `table4_compression_ratios.csv`, `*_<compressor>_rates_mbps.csv`). `None`: the
+    /// built-in [`paper`] tables.
     pub inputs: Option<PathBuf>,
-    /// Read the rates measured on this machine instead: the criterion directory of
-    /// `cargo bench --bench throughput` (e.g. target/criterion), with the ipsec-ratios.csv the
-    /// bench writes there.
-    #[arg(long, value_name = "DIR", conflicts_with = "inputs")]
+    /// Read the rates measured on this machine instead: a criterion directory
+    /// ([`criterion::rates_from_criterion`]); takes precedence over `inputs`.
     pub from_criterion: Option<PathBuf>,
-    /// Only these algorithms (names as in the inputs, e.g. aes128-gcm,hmac-sha1), comma-separated
-    /// [default: all].
-    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    /// Only these algorithms (all when empty), see [`restrict_algs`].
     pub algs: Vec<String>,
-    /// Links, comma-separated nominal rates (k/M/G = 10^3/10^6/10^9 bit/s).
-    #[arg(long, value_name = "RATES", value_delimiter = ',', default_value = DEFAULT_LINKS)]
+    /// Links, nominal rates as [`Link::parse`] reads them.
     pub links: Vec<String>,
     /// Fraction of each link's nominal rate actually sustained.
-    #[arg(long, value_name = "E", default_value_t = DEFAULT_EFFICIENCY)]
     pub efficiency: f64,
     /// Network MTU (bytes); larger packets are fragmented.
-    #[arg(long, value_name = "BYTES", default_value_t = 1280)]
     pub mtu: usize,
-    /// Models to evaluate, comma-separated [default: all].
-    #[arg(long = "model", value_name = "MODEL", value_enum, value_delimiter = ',')]
+    /// Models to evaluate (all when empty).
     pub models: Vec<Model>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Markdown)]
     pub format: Format,
-    /// Print the break-even compression ratios instead of the speedups.
-    #[arg(long)]
+    /// Break-even compression ratios instead of speedups.
     pub break_even: bool,
-    /// Print the input rates and ratios as read (tables in the layout of the paper's tables 1,
-    /// 4, 5 and 6) instead of evaluating the models.
-    #[arg(long, conflicts_with_all = ["break_even", "plot"])]
+    /// The input rates and ratios as read instead of the models.
     pub print_rates: bool,
-    /// Write SVG plots into DIR instead of printing tables: speedup.svg (Complete-model speedup
-    /// against link rate per suite class) and break-even.svg (R_COMP needed against the
-    /// compression ratio X, with the measured compressors as points).
-    #[arg(long, value_name = "DIR")]
+    /// Write the SVG plots into this directory instead of printing tables.
     pub plot: Option<PathBuf>,
-    /// Data set of speedup.svg [default: paper2 if present, else the first data set].
-    #[arg(long, value_name = "NAME", requires = "plot")]
+    /// Data set of speedup.svg (default: paper2 if present, else the first data set).
     pub plot_dataset: Option<String>,
-    /// Payload of both plots [default: 4k if present, else the first].
-    #[arg(long, value_name = "LABEL", requires = "plot")]
+    /// Payload of both plots (default: 4k if present, else the first).
     pub plot_payload: Option<String>,
 }
 
-impl Default for ModelArgs {
+impl Default for Options {
     /// What the command line gives without options.
     fn default() -> Self {
-        ModelArgs {
+        Options {
             inputs: None,
             from_criterion: None,
             algs: Vec::new(),
             links: DEFAULT_LINKS.split(',').map(String::from).collect(),
             efficiency: DEFAULT_EFFICIENCY,
-            mtu: 1280,
+            mtu: DEFAULT_MTU,
             models: Vec::new(),
             format: Format::Markdown,
             break_even: false,
@@ -658,19 +631,28 @@ pub fn restrict_algs(mut rates: Rates, names: &[String]) -> Result<Rates, String
     Ok(rates)
 }
 
-/// Runs `ipsec model`; returns the text to print.
-pub fn run(args: &ModelArgs) -> Result<String, String> {
-    let (rates, dir, source) = match &args.from_criterion {
-        Some(d) => (
+/// Runs `ipsec model`; returns the text to print (or, with [`Options::plot`], the list of
+/// files written).
+pub fn run(args: &Options) -> Result<String, String> {
+    let (rates, place, source) = match (&args.from_criterion, &args.inputs) {
+        (Some(d), _) => (
             criterion::rates_from_criterion(d)?,
-            d.clone(),
+            d.display().to_string(),
             format!("criterion results in {} (measured on this machine)", d.display()),
         ),
-        None => {
-            let d = args.inputs.clone().unwrap_or_else(default_inputs_dir);
-            let r = Rates::from_paper_dir(&d)?;
-            (r, d.clone(), format!("the paper's tables in {}", d.display()))
+        (None, Some(d)) => {
+            let r = Rates::from_paper_dir(d)?;
+            (
+                r,
+                d.display().to_string(),
+                format!("the paper's tables in {}", d.display()),
+            )
         }
+        (None, None) => (
+            paper::rates()?,
+            format!("the built-in {}", paper::SOURCE),
+            format!("the paper's tables, built in ({})", paper::SOURCE),
+        ),
     };
     let rates = restrict_algs(rates, &args.algs)?;
     let env = Env {
@@ -684,7 +666,7 @@ pub fn run(args: &ModelArgs) -> Result<String, String> {
     env.validate()?;
     if let Some(out) = &args.plot {
         if rates.compressors.is_empty() {
-            return Err(format!("{}: no compression inputs to plot", dir.display()));
+            return Err(format!("{}: no compression inputs to plot", place));
         }
         let files = plot::write_plots(
             &rates,
@@ -706,7 +688,7 @@ pub fn run(args: &ModelArgs) -> Result<String, String> {
         if rates.compressors.is_empty() {
             notes.push(format!(
                 "no compression inputs in {}: only the ipsec-only model is evaluated",
-                dir.display()
+                place
             ));
             vec![Model::IpsecOnly]
         } else {
@@ -716,7 +698,7 @@ pub fn run(args: &ModelArgs) -> Result<String, String> {
         if rates.compressors.is_empty() && args.models.iter().any(|m| m.uses_compression()) {
             return Err(format!(
                 "{}: no compression inputs (ratios and rates) for the compression models",
-                dir.display()
+                place
             ));
         }
         args.models.clone()
@@ -1085,8 +1067,11 @@ mod tests {
         let cp = get(Model::Complete, "text", "rc5-cbc+hmac-md5").unwrap();
         let want = (2.0 * t_e + 2.0 * t_h + t_net) / (t_comp + 2.0 * c_e + 2.0 * c_h + c_net + t_decomp);
         assert!((cp - want).abs() < 1e-12);
-        // Non-expansion: sent uncompressed, compression time wasted, nothing decompressed.
-        assert_eq!(get(Model::LocalReceive, "random", "rc5-cbc"), None);
+        // Non-expansion: sent uncompressed, compression time wasted, nothing decompressed, so
+        // the receiver's work is unchanged (Local Receive 1, also for the null suite's 0/0).
+        for suite in ["null", "rc5-cbc", "hmac-md5", "rc5-cbc+hmac-md5"] {
+            assert_eq!(get(Model::LocalReceive, "random", suite), Some(1.0), "{suite}");
+        }
         let ls = get(Model::LocalSend, "random", "rc5-cbc").unwrap();
         let t_comp = 4096.0 * 8.0 / 180e6;
         assert!((ls - t_e / (t_comp + t_e)).abs() < 1e-12);
@@ -1157,12 +1142,16 @@ mod tests {
         let csv = to_csv(&rows, "speedup");
         assert!(csv.starts_with("model,network,compressor,dataset,payload,suite,speedup\n"));
         assert!(csv.contains("\nipsec-only,1Gbps,,,4k,rc5-cbc+hmac-md5,0."));
-        assert!(csv.contains("\nlocal-receive,,lzs,random,4k,rc5-cbc,\n"));
+        assert!(csv.contains("\nlocal-receive,,lzs,random,4k,rc5-cbc,1.000000\n"));
         assert_eq!(csv.lines().count(), 1 + rows.len());
         let md = to_markdown(&rows, false);
         assert!(md.contains("### IPsec-only slowdown, 4k payload (the paper's table 2)"));
         assert!(md.contains("| network | null | rc5-cbc | hmac-md5 | rc5-cbc+hmac-md5 |"));
-        assert!(md.contains("| random | n/a | n/a | n/a | n/a |"));
+        assert!(md.contains("| random | 1.00 | 1.00 | 1.00 | 1.00 |"));
+        assert!(!md.contains("n/a"));
+        // Break-even: Local Receive of a data set never decompressed has no R_DECOMP to compare.
+        let be = to_markdown(&break_even_rows(&rates, &env, &Model::ALL).unwrap(), true);
+        assert!(be.contains("| random | n/a | n/a | n/a | n/a |"), "{be}");
         assert!(md.contains("### Complete, lzs, 4k payload, 56kbps"));
     }
 

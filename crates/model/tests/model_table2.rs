@@ -1,26 +1,10 @@
 //! `ipsec model` fed the paper's table 1 reproduces its table 2 (IPsec-only slowdowns, 4 KB
-//! payloads) to within 0.01 in every cell.
-//!
-//! Skips (with a message) when the paper directory is absent, unless `CI` is set.
+//! payloads) to within 0.01 in every cell. Both tables are the built-in ones
+//! (`data/mcgregor-lee/`), so this always runs.
 
-use ipsec::model::{self, Env, Format, Model, ModelArgs, Rates, Row};
-use std::path::PathBuf;
+use ipsec_model::{self as model, paper, Env, Format, Model, Options, Rates, Row};
 
-const TABLE2: &str = "table2_ipsec_slowdowns.csv";
 const TOLERANCE: f64 = 0.01;
-
-fn paper_dir() -> Option<PathBuf> {
-    let dir = model::default_inputs_dir();
-    if dir.join(model::CRYPTO_FILE).is_file() && dir.join(TABLE2).is_file() {
-        return Some(dir);
-    }
-    let msg = format!("paper inputs not found in {} (set {})", dir.display(), model::PAPER_ENV);
-    if std::env::var_os("CI").is_some() {
-        panic!("{msg}");
-    }
-    eprintln!("SKIPPED: {msg}");
-    None
-}
 
 /// Table 2 column (`rc5_md5`) -> suite name (`rc5-cbc+hmac-md5`): each `_`-separated token names
 /// the input algorithm having it as a `-`-separated word.
@@ -43,14 +27,12 @@ fn suite_for(column: &str, rates: &Rates) -> String {
 
 #[test]
 fn reproduces_table2() {
-    let Some(dir) = paper_dir() else { return };
-    let rates = Rates::from_paper_dir(&dir).unwrap();
+    let rates = paper::rates().unwrap();
     let rows = model::evaluate(&rates, &Env::default(), &[Model::IpsecOnly]).unwrap();
     let table2: Vec<Row> = rows.into_iter().filter(|r| r.payload == "4k").collect();
     println!("{}", model::to_markdown(&table2, false));
 
-    let text = std::fs::read_to_string(dir.join(TABLE2)).unwrap();
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let mut lines = paper::TABLE2.lines().filter(|l| !l.trim().is_empty());
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     assert_eq!(header[0], "network");
     let suites: Vec<String> = header[1..].iter().map(|c| suite_for(c, &rates)).collect();
@@ -84,14 +66,13 @@ fn reproduces_table2() {
 
 #[test]
 fn run_outputs_every_combination() {
-    let Some(dir) = paper_dir() else { return };
-    let args = |format, break_even| ModelArgs {
-        inputs: Some(dir.clone()),
+    let args = |format, break_even| Options {
         format,
         break_even,
-        ..ModelArgs::default()
+        ..Options::default()
     };
     let csv = model::run(&args(Format::Csv, false)).unwrap();
+    let md = model::run(&args(Format::Markdown, false)).unwrap();
     let mut lines = csv.lines();
     assert_eq!(
         lines.next(),
@@ -103,15 +84,22 @@ fn run_outputs_every_combination() {
     assert_eq!(count("local-send"), 9 * 3 * 2 * 8);
     assert_eq!(count("local-receive"), 9 * 3 * 2 * 8);
     assert_eq!(count("complete"), 9 * 3 * 5 * 2 * 8);
-    // Local Receive is undefined exactly where nothing is decompressed (gif, random).
+    // Every cell has a value; Local Receive is exactly 1 where nothing is decompressed (gif,
+    // random: every payload's decompression rate is 0 in tables 5 and 6), and differs from 1
+    // elsewhere.
+    assert!(csv.lines().all(|l| !l.ends_with(',')), "an empty cell");
+    let mut unchanged = 0;
     for l in csv.lines().filter(|l| l.starts_with("local-receive,")) {
-        let undefined = l.ends_with(',');
+        let v: f64 = l.rsplit(',').next().unwrap().parse().unwrap();
         let non_expanding = l.contains(",gif,") || l.contains(",random,");
-        assert_eq!(undefined, non_expanding, "{l}");
+        assert_eq!(v == 1.0, non_expanding, "{l}");
+        unchanged += usize::from(non_expanding);
     }
+    assert_eq!(unchanged, 9 * 3 * 2 * 2);
+    assert!(md.contains("### Local Receive, lzs, 4k payload"));
     assert!(csv.contains("\nipsec-only,1Gbps,,,4k,3des-cbc+hmac-sha1,0.016"));
 
-    let md = model::run(&args(Format::Markdown, false)).unwrap();
+    assert!(md.contains("> Rates: the paper's tables, built in (data/mcgregor-lee)."));
     assert!(md.contains("### IPsec-only slowdown, 4k payload (the paper's table 2)"));
     assert!(md.contains("### Complete, deflate, 63k payload, 1Gbps"));
 

@@ -118,41 +118,48 @@ impl Rates {
             let p = dir.join(name);
             fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))
         };
-        let (payloads, crypto) = parse_crypto_csv(&read(CRYPTO_FILE)?).map_err(|e| format!("{CRYPTO_FILE}: {e}"))?;
+        let crypto = read(CRYPTO_FILE)?;
+        let ratios = match dir.join(RATIOS_FILE).exists() {
+            true => Some(read(RATIOS_FILE)?),
+            false => None,
+        };
+        let mut entries: Option<Vec<String>> = None;
+        Rates::from_paper_tables(&crypto, ratios.as_deref(), |suffix| {
+            if entries.is_none() {
+                let listed = fs::read_dir(dir)
+                    .map_err(|e| format!("{}: {e}", dir.display()))?
+                    .filter_map(|e| e.ok().and_then(|e| e.file_name().into_string().ok()))
+                    .collect();
+                entries = Some(listed);
+            }
+            let names = entries.iter().flatten().map(String::as_str);
+            let file = compressor_file(names, suffix).map_err(|e| format!("{}: {e}", dir.display()))?;
+            Ok((file.to_string(), read(file)?))
+        })
+    }
+
+    /// Reads the paper's tables from their texts: table 1 (`crypto`), table 4 (`ratios`; `None`:
+    /// no compressors), and per compressor of table 4 the rate table `find` returns for the
+    /// file-name suffix `_<compressor>_rates_mbps.csv`, as (file name, text).
+    pub fn from_paper_tables(
+        crypto: &str,
+        ratios: Option<&str>,
+        mut find: impl FnMut(&str) -> Result<(String, String), String>,
+    ) -> Result<Rates, String> {
+        let (payloads, crypto) = parse_crypto_csv(crypto).map_err(|e| format!("{CRYPTO_FILE}: {e}"))?;
         let mut rates = Rates {
             payloads,
             crypto,
             compressors: Vec::new(),
         };
-        if !dir.join(RATIOS_FILE).exists() {
+        let Some(ratios) = ratios else {
             rates.validate()?;
             return Ok(rates);
-        }
-        let ratios =
-            parse_ratios_csv(&read(RATIOS_FILE)?, &rates.payloads).map_err(|e| format!("{RATIOS_FILE}: {e}"))?;
-        let entries: Vec<String> = fs::read_dir(dir)
-            .map_err(|e| format!("{}: {e}", dir.display()))?
-            .filter_map(|e| e.ok().and_then(|e| e.file_name().into_string().ok()))
-            .collect();
+        };
+        let ratios = parse_ratios_csv(ratios, &rates.payloads).map_err(|e| format!("{RATIOS_FILE}: {e}"))?;
         for (comp, sets) in ratios {
-            let suffix = format!("_{comp}{COMPRESSOR_RATES_SUFFIX}");
-            let mut files: Vec<&String> = entries
-                .iter()
-                .filter(|n| n.ends_with(&suffix) || **n == suffix[1..])
-                .collect();
-            files.sort();
-            let file = match files.as_slice() {
-                [one] => *one,
-                [] => return Err(format!("{}: no *{suffix} file for compressor `{comp}`", dir.display())),
-                _ => {
-                    return Err(format!(
-                        "{}: several *{suffix} files for compressor `{comp}`",
-                        dir.display()
-                    ))
-                }
-            };
-            let datasets =
-                parse_compressor_csv(&read(file)?, &rates.payloads, sets).map_err(|e| format!("{file}: {e}"))?;
+            let (file, text) = find(&format!("_{comp}{COMPRESSOR_RATES_SUFFIX}"))?;
+            let datasets = parse_compressor_csv(&text, &rates.payloads, sets).map_err(|e| format!("{file}: {e}"))?;
             rates.compressors.push(CompressorRates { name: comp, datasets });
         }
         rates.validate()?;
@@ -216,6 +223,23 @@ impl Rates {
 
     pub fn payload_index(&self, label: &str) -> Option<usize> {
         self.payloads.iter().position(|p| p.label == label)
+    }
+}
+
+/// The one file among `names` holding a compressor's rates: named `*<suffix>` or `suffix`
+/// without its leading `_` (`suffix` is `_<compressor>_rates_mbps.csv`).
+pub fn compressor_file<'a>(names: impl Iterator<Item = &'a str>, suffix: &str) -> Result<&'a str, String> {
+    let comp = suffix
+        .strip_prefix('_')
+        .and_then(|s| s.strip_suffix(COMPRESSOR_RATES_SUFFIX))
+        .unwrap_or(suffix);
+    let bare = suffix.strip_prefix('_').unwrap_or(suffix);
+    let mut files: Vec<&str> = names.filter(|n| n.ends_with(suffix) || *n == bare).collect();
+    files.sort();
+    match files.as_slice() {
+        [one] => Ok(one),
+        [] => Err(format!("no *{suffix} file for compressor `{comp}`")),
+        _ => Err(format!("several *{suffix} files for compressor `{comp}`")),
     }
 }
 
