@@ -1,6 +1,9 @@
 //! The daemon's core, with no I/O of its own: packets read from the TUN device go through
-//! [`Engine::outbound`] and out to the underlay; packets read from the underlay go through
-//! [`Engine::inbound`] and into the TUN device. The devices are traits ([`TunIo`],
+//! the engine's data plane ([`DataPlane::outbound`]) and out to the underlay; packets read
+//! from the underlay go through [`DataPlane::inbound`] and into the TUN device. Each thread
+//! loads the current data plane per packet (a lock-free pointer load) and brings its own
+//! [`Worker`] in its [`PacketBuffer`]; only the ticker takes the control side's lock, so the
+//! packet threads never wait for each other or for it. The devices are traits ([`TunIo`],
 //! [`UnderlayTx`], [`UnderlayRx`]), so the whole loop runs in tests on in-memory fakes; the
 //! real ones are in [`crate::sys`].
 //!
@@ -11,7 +14,9 @@
 use crate::counters::{add, inc, DaemonCounters, DaemonSnapshot};
 use ipsec_core::PacketBuf;
 use ipsec_engine::overhead::{Calculator, Inner};
-use ipsec_engine::{Action, Direction, Dropped, Engine, Event, SaConfig, Snapshot, Verdict};
+use ipsec_engine::{
+    Action, DataPlane, Direction, Dropped, Engine, Event, PlaneHandle, SaConfig, Snapshot, Verdict, Worker,
+};
 use serde::Serialize;
 use std::io;
 use std::net::Ipv4Addr;
@@ -36,10 +41,12 @@ pub const TAILROOM: usize = 1024;
 /// The size of one [`PacketBuffer`].
 pub const BUF_LEN: usize = HEADROOM + MAX_PACKET + TAILROOM;
 
-/// One packet buffer with head- and tailroom, allocated once per thread and reused for every
-/// packet (the loops allocate nothing per packet).
+/// One thread's packet buffer with head- and tailroom, allocated once and reused for every
+/// packet (the loops allocate nothing per packet), and the thread's [`Worker`] (its IV
+/// generator).
 pub struct PacketBuffer {
     data: Box<[u8]>,
+    worker: Worker,
 }
 
 impl Default for PacketBuffer {
@@ -49,10 +56,16 @@ impl Default for PacketBuffer {
 }
 
 impl PacketBuffer {
-    /// A zeroed buffer of [`BUF_LEN`] bytes.
+    /// A zeroed buffer of [`BUF_LEN`] bytes and a worker whose IV generator is seeded by the
+    /// operating system.
+    ///
+    /// # Panics
+    ///
+    /// If the operating system has no entropy to give (`getrandom` fails).
     pub fn new() -> Self {
         PacketBuffer {
             data: vec![0; BUF_LEN].into_boxed_slice(),
+            worker: Worker::new().expect("the OS entropy source works"),
         }
     }
 
@@ -71,10 +84,12 @@ impl PacketBuffer {
         packet.len()
     }
 
-    /// The `len` bytes at the start of the receive area as an engine packet buffer.
-    fn packet_buf(&mut self, len: usize) -> PacketBuf<'_> {
+    /// The `len` bytes at the start of the receive area as an engine packet buffer, and the
+    /// worker.
+    fn parts(&mut self, len: usize) -> (PacketBuf<'_>, &mut Worker) {
         let len = len.min(MAX_PACKET);
-        PacketBuf::new(&mut self.data, HEADROOM, len).expect("HEADROOM + MAX_PACKET <= BUF_LEN")
+        let buf = PacketBuf::new(&mut self.data, HEADROOM, len).expect("HEADROOM + MAX_PACKET <= BUF_LEN");
+        (buf, &mut self.worker)
     }
 }
 
@@ -134,9 +149,11 @@ pub struct Report {
     pub engine: Snapshot,
 }
 
-/// The engine behind a mutex, the daemon's counters and its clock.
+/// The engine's control side behind a mutex (for the ticker and configuration), the data
+/// plane the packet threads load, the daemon's counters and its clock.
 pub struct Tunnel {
     engine: Mutex<Engine>,
+    plane: PlaneHandle,
     counters: DaemonCounters,
     start: Instant,
     peer: Option<Ipv4Addr>,
@@ -178,6 +195,7 @@ impl Tunnel {
     /// A tunnel around `engine`; sealed packets go only to `peer` when it is given.
     pub fn new(engine: Engine, peer: Option<Ipv4Addr>) -> Self {
         Tunnel {
+            plane: engine.plane_handle(),
             engine: Mutex::new(engine),
             counters: DaemonCounters::default(),
             start: Instant::now(),
@@ -185,8 +203,9 @@ impl Tunnel {
         }
     }
 
-    /// The engine. A thread that panicked while holding it cannot have left it half-updated
-    /// in a way that matters more than stopping would, so a poisoned lock is taken anyway.
+    /// The engine's control side (the packet path never takes this lock). A thread that
+    /// panicked while holding it cannot have left it half-updated in a way that matters more
+    /// than stopping would, so a poisoned lock is taken anyway.
     pub fn engine(&self) -> MutexGuard<'_, Engine> {
         self.engine.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -194,6 +213,11 @@ impl Tunnel {
     /// The daemon's counters.
     pub fn counters(&self) -> &DaemonCounters {
         &self.counters
+    }
+
+    /// The current data plane (a lock-free load).
+    fn plane(&self) -> arc_swap::Guard<std::sync::Arc<DataPlane>> {
+        self.plane.load()
     }
 
     /// Time since the tunnel started: the engine's clock.
@@ -207,17 +231,13 @@ impl Tunnel {
         let c = &self.counters;
         inc(&c.tun_rx_packets);
         add(&c.tun_rx_bytes, len as u64);
-        let mut buf = pkt.packet_buf(len);
+        let (mut buf, worker) = pkt.parts(len);
         if !is_ip(buf.packet()) {
             inc(&c.not_ip);
             debug!(len, "packet from the TUN device is not IPv4 or IPv6: dropped");
             return Outcome::Daemon(DaemonDrop::NotIp);
         }
-        let verdict = {
-            let mut e = self.engine();
-            let now = self.now();
-            e.outbound(&mut buf, now)
-        };
+        let verdict = self.plane().outbound(worker, &mut buf, self.now());
         match verdict {
             Ok(Verdict::Protected(_)) => {}
             Ok(Verdict::Bypass) => {
@@ -256,12 +276,8 @@ impl Tunnel {
         let c = &self.counters;
         inc(&c.underlay_rx_packets);
         add(&c.underlay_rx_bytes, len as u64);
-        let mut buf = pkt.packet_buf(len);
-        let verdict = {
-            let mut e = self.engine();
-            let now = self.now();
-            e.inbound(&mut buf, now)
-        };
+        let (mut buf, worker) = pkt.parts(len);
+        let verdict = self.plane().inbound(worker, &mut buf, self.now());
         match verdict {
             Ok(Verdict::Protected(_)) => {}
             Ok(Verdict::Bypass) => {

@@ -505,7 +505,7 @@ fn headroom_and_tailroom_fit_the_worst_bundle() {
     inner[4..6].copy_from_slice(&plen.to_be_bytes());
     let mut pkt = PacketBuffer::new();
     let n = pkt.load(&inner);
-    let mut buf = pkt.packet_buf(n);
+    let (mut buf, _) = pkt.parts(n);
     assert!(matches!(
         tx.outbound(&mut buf, Duration::ZERO),
         Ok(Verdict::Protected(_))
