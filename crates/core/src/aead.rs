@@ -18,8 +18,10 @@
 //! separate slice, and [`Aead::seal_in_place`] / [`Aead::open_in_place`] over one slice that ends
 //! in the ICV, as ESP lays it out (RFC 4303 section 2: the ICV follows the trailer). Opening
 //! verifies the ICV, in constant time, before any plaintext is given back: the RustCrypto GCM
-//! path checks the tag before it decrypts; ring and `chacha20poly1305` compare first too, and
-//! ring overwrites the buffer with zeros when the tag does not match.
+//! path and `chacha20poly1305` check the tag before they decrypt and leave the buffer as it
+//! was on a mismatch; ring decrypts and authenticates in one pass, compares the tags, and
+//! overwrites the buffer with zeros on a mismatch, so no unauthenticated plaintext leaves
+//! [`Aead::open`] either way.
 
 use crate::alg::AeadAlg;
 use crate::error::Error;
