@@ -298,9 +298,10 @@ impl Aead {
         Ok(())
     }
 
-    /// Verifies `icv` over `aad` and the ciphertext `data`, in constant time, and only then
-    /// decrypts `data` in place. On [`Error::BadIcv`] no plaintext is given back: the
-    /// RustCrypto backend leaves `data` as it was, ring overwrites it with zeros.
+    /// Verifies `icv` over `aad` and the ciphertext `data` in constant time and decrypts `data`
+    /// in place. On [`Error::BadIcv`] no plaintext is given back: the RustCrypto backend checks
+    /// before it decrypts and leaves `data` as it was; ring decrypts and authenticates in one
+    /// pass and overwrites `data` with zeros when the tags differ.
     pub fn open(&self, iv: &[u8; 8], aad: &[u8], data: &mut [u8], icv: &[u8]) -> Result<(), Error> {
         if icv.len() != self.icv_len {
             return Err(Error::Truncated);
