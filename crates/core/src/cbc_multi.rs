@@ -99,12 +99,11 @@ fn check(block: usize, jobs: &[CbcJob<'_>]) -> Result<(), Error> {
 
 type Block = GenericArray<u8, U16>;
 
-/// XORs the 16 bytes `src` into `dst`.
+/// XORs the block `src` into `dst`, as one 128-bit word.
 #[inline(always)]
-fn xor_into(dst: &mut Block, src: &[u8]) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d ^= s;
-    }
+fn xor_into(dst: &mut Block, src: &[u8; AES_BLOCK]) {
+    let d: &mut [u8; AES_BLOCK] = dst.as_mut();
+    *d = (u128::from_ne_bytes(*d) ^ u128::from_ne_bytes(*src)).to_ne_bytes();
 }
 
 /// The lanes: which job each runs, the byte offset of its current block, and its state (the
@@ -126,12 +125,13 @@ impl Lanes {
         while let Some(job) = jobs.get(self.next) {
             let j = self.next;
             self.next += 1;
-            if job.data.is_empty() {
+            // Lengths were checked: a job with data has a whole first block and a 16-byte IV.
+            let (Some(first), Ok(iv)) = (job.data.first_chunk(), <&[u8; AES_BLOCK]>::try_from(job.iv)) else {
                 continue;
-            }
+            };
             let s = &mut self.state[lane];
-            s.copy_from_slice(job.iv);
-            xor_into(s, &job.data[..AES_BLOCK]);
+            s.copy_from_slice(iv);
+            xor_into(s, first);
             self.job[lane] = j;
             self.pos[lane] = 0;
             return true;
@@ -160,14 +160,13 @@ where
         cipher.encrypt_blocks(&mut l.state[..l.active]);
         let mut i = 0;
         while i < l.active {
-            let data = &mut *jobs[l.job[i]].data;
             let at = l.pos[i];
-            data[at..at + AES_BLOCK].copy_from_slice(&l.state[i]);
-            let at = at + AES_BLOCK;
-            if at < data.len() {
+            let (out, rest) = jobs[l.job[i]].data[at..].split_at_mut(AES_BLOCK);
+            out.copy_from_slice(&l.state[i]);
+            if let Some(next) = rest.first_chunk() {
                 // C[i] is already in the state: XOR in P[i+1] (RFC 3602 section 2).
-                xor_into(&mut l.state[i], &data[at..at + AES_BLOCK]);
-                l.pos[i] = at;
+                xor_into(&mut l.state[i], next);
+                l.pos[i] = at + AES_BLOCK;
                 i += 1;
             } else if l.load(i, jobs) {
                 i += 1;
@@ -183,16 +182,14 @@ where
     }
     if l.active == 1 {
         // One chain left and nothing to interleave it with.
-        let data = &mut *jobs[l.job[0]].data;
-        let mut at = l.pos[0];
+        let mut rest = &mut jobs[l.job[0]].data[l.pos[0]..];
         loop {
             cipher.encrypt_block(&mut l.state[0]);
-            data[at..at + AES_BLOCK].copy_from_slice(&l.state[0]);
-            at += AES_BLOCK;
-            if at >= data.len() {
-                break;
-            }
-            xor_into(&mut l.state[0], &data[at..at + AES_BLOCK]);
+            let (out, tail) = rest.split_at_mut(AES_BLOCK);
+            out.copy_from_slice(&l.state[0]);
+            let Some(next) = tail.first_chunk() else { break };
+            xor_into(&mut l.state[0], next);
+            rest = tail;
         }
     }
     for s in l.state.iter_mut() {
