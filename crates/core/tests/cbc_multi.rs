@@ -142,8 +142,11 @@ fn h(s: &str) -> Vec<u8> {
     hex::decode(s).unwrap()
 }
 
-/// RFC 3602 section 4, cases #1..#4 (AES-128-CBC): (key, IV, plaintext, ciphertext).
-fn rfc3602_cases() -> [(Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>); 4] {
+/// (key, IV, plaintext, ciphertext)
+type Vector = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>);
+
+/// RFC 3602 section 4, cases #1..#4 (AES-128-CBC).
+fn rfc3602_cases() -> [Vector; 4] {
     [
         (
             h("06a9214036b8a15b512e03d534120006"),
