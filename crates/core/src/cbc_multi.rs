@@ -106,93 +106,73 @@ fn xor_into(dst: &mut Block, src: &[u8; AES_BLOCK]) {
     *d = (u128::from_ne_bytes(*d) ^ u128::from_ne_bytes(*src)).to_ne_bytes();
 }
 
-/// The lanes: which job each runs, the byte offset of its current block, and its state (the
-/// block about to be encrypted, then the ciphertext just produced). Lanes `0..active` are in
-/// use, so the blocks to encrypt are always the prefix `state[..active]`.
-struct Lanes {
-    state: [Block; LANES],
-    job: [usize; LANES],
-    pos: [usize; LANES],
-    active: usize,
-    /// The next job not yet given to a lane.
-    next: usize,
-}
-
-impl Lanes {
-    /// Puts the next job with at least one block into lane `lane`: its first block XOR its IV.
-    /// Returns false when no job is left.
-    fn load(&mut self, lane: usize, jobs: &[CbcJob<'_>]) -> bool {
-        while let Some(job) = jobs.get(self.next) {
-            let j = self.next;
-            self.next += 1;
-            // Lengths were checked: a job with data has a whole first block and a 16-byte IV.
-            let (Some(first), Ok(iv)) = (job.data.first_chunk(), <&[u8; AES_BLOCK]>::try_from(job.iv)) else {
-                continue;
-            };
-            let s = &mut self.state[lane];
-            s.copy_from_slice(iv);
-            xor_into(s, first);
-            self.job[lane] = j;
-            self.pos[lane] = 0;
-            return true;
-        }
-        false
+/// Loads the next pending job with at least one block into a lane: `state` gets its first
+/// block XOR its IV, `rest` its data from that block on. Returns false when no job is left.
+fn load<'b>(pending: &mut core::slice::IterMut<'b, CbcJob<'_>>, state: &mut Block, rest: &mut &'b mut [u8]) -> bool {
+    for job in pending.by_ref() {
+        // Lengths were checked: a job with data has a whole first block and a 16-byte IV.
+        let (Some(first), Ok(iv)) = (job.data.first_chunk(), <&[u8; AES_BLOCK]>::try_from(job.iv)) else {
+            continue;
+        };
+        *state.as_mut() = *iv;
+        xor_into(state, first);
+        *rest = &mut *job.data;
+        return true;
     }
+    false
 }
 
 /// The scheduler: fill the lanes, then per step encrypt all lanes' blocks in one call, store
 /// them, and chain (or refill) each lane.
+///
+/// Lane `i` is `state[i]` (the block about to be encrypted, then the ciphertext just made,
+/// which chains into the next block) and `rest[i]` (the job's data from that block on). Lanes
+/// `0..active` are in use, so the blocks to encrypt are always the prefix `state[..active]`.
 fn interleave<C>(cipher: &C, jobs: &mut [CbcJob<'_>])
 where
     C: BlockEncrypt + BlockSizeUser<BlockSize = U16>,
 {
-    let mut l = Lanes {
-        state: Default::default(),
-        job: [0; LANES],
-        pos: [0; LANES],
-        active: 0,
-        next: 0,
-    };
-    while l.active < LANES && l.load(l.active, jobs) {
-        l.active += 1;
+    let mut pending = jobs.iter_mut();
+    let mut state: [Block; LANES] = Default::default();
+    let mut rest: [&mut [u8]; LANES] = Default::default();
+    let mut active = 0;
+    while active < LANES && load(&mut pending, &mut state[active], &mut rest[active]) {
+        active += 1;
     }
-    while l.active > 1 {
-        cipher.encrypt_blocks(&mut l.state[..l.active]);
+    while active > 1 {
+        cipher.encrypt_blocks(&mut state[..active]);
         let mut i = 0;
-        while i < l.active {
-            let at = l.pos[i];
-            let (out, rest) = jobs[l.job[i]].data[at..].split_at_mut(AES_BLOCK);
-            out.copy_from_slice(&l.state[i]);
-            if let Some(next) = rest.first_chunk() {
+        while i < active {
+            let (out, tail) = core::mem::take(&mut rest[i]).split_at_mut(AES_BLOCK);
+            out.copy_from_slice(&state[i]);
+            if let Some(next) = tail.first_chunk() {
                 // C[i] is already in the state: XOR in P[i+1] (RFC 3602 section 2).
-                xor_into(&mut l.state[i], next);
-                l.pos[i] = at + AES_BLOCK;
+                xor_into(&mut state[i], next);
+                rest[i] = tail;
                 i += 1;
-            } else if l.load(i, jobs) {
+            } else if load(&mut pending, &mut state[i], &mut rest[i]) {
                 i += 1;
             } else {
                 // No job left: the last lane moves here and is handled in this same pass.
-                l.active -= 1;
-                let last = l.active;
-                l.state.swap(i, last);
-                l.job.swap(i, last);
-                l.pos.swap(i, last);
+                active -= 1;
+                state.swap(i, active);
+                rest.swap(i, active);
             }
         }
     }
-    if l.active == 1 {
+    if active == 1 {
         // One chain left and nothing to interleave it with.
-        let mut rest = &mut jobs[l.job[0]].data[l.pos[0]..];
+        let mut rest = core::mem::take(&mut rest[0]);
         loop {
-            cipher.encrypt_block(&mut l.state[0]);
+            cipher.encrypt_block(&mut state[0]);
             let (out, tail) = rest.split_at_mut(AES_BLOCK);
-            out.copy_from_slice(&l.state[0]);
+            out.copy_from_slice(&state[0]);
             let Some(next) = tail.first_chunk() else { break };
-            xor_into(&mut l.state[0], next);
+            xor_into(&mut state[0], next);
             rest = tail;
         }
     }
-    for s in l.state.iter_mut() {
+    for s in state.iter_mut() {
         s.as_mut_slice().zeroize();
     }
 }
