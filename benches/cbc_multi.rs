@@ -43,6 +43,37 @@ fn bench(c: &mut Criterion) {
             }
             g.finish();
         }
+        // Mixed sizes, IMIX-like (7 x 64 B, 4 x 576 B, 1 x 1408 B per 12 packets), 36 packets:
+        // lanes finish at different times, so this exercises the refill scheduler and the
+        // drain at the end of the batch.
+        let sizes: Vec<usize> = (0..36)
+            .map(|i| match i % 12 {
+                0..=6 => 64,
+                7..=10 => 576,
+                _ => 1408,
+            })
+            .collect();
+        let total: usize = sizes.iter().sum();
+        let mut g = c.benchmark_group(format!("cbc_multi/aes{}/imix", key_len * 8));
+        let ivs: Vec<[u8; 16]> = (0..sizes.len()).map(|i| [i as u8 ^ 0x3c; 16]).collect();
+        let mut bufs: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![n as u8; n]).collect();
+        let mut jobs: Vec<CbcJob<'_>> = ivs
+            .iter()
+            .zip(bufs.iter_mut())
+            .map(|(iv, d)| CbcJob { iv, data: d })
+            .collect();
+        g.throughput(Throughput::Bytes(total as u64));
+        g.bench_function(BenchmarkId::new("multi", sizes.len()), |b| {
+            b.iter(|| encrypt_many(&cipher, black_box(&mut jobs)).expect("encrypt_many"))
+        });
+        g.bench_function(BenchmarkId::new("single", sizes.len()), |b| {
+            b.iter(|| {
+                for job in black_box(&mut jobs).iter_mut() {
+                    cipher.encrypt(job.iv, job.data).expect("encrypt");
+                }
+            })
+        });
+        g.finish();
     }
 }
 
