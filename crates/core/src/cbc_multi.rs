@@ -8,10 +8,11 @@
 //! one chain leaves most of the unit idle.
 //!
 //! The multi-buffer technique (Intel's IPsec-MB library, "Processing Multiple Buffers in
-//! Parallel to Increase Performance on Intel Architecture Processors", Guilford et al., 2010)
-//! fills that gap with *other packets*: up to [`LANES`] chains of different packets, all under
-//! the same key, advance one block each per step, and the blocks of all active lanes are
-//! encrypted by one multi-block call. Packets have different lengths, so a lane that finishes
+//! Parallel to Increase Performance on Intel Architecture Processors", V. Gopal et al., Intel
+//! white paper, July 2010) fills that gap with *other packets*: up to [`LANES`] chains of
+//! different packets, all under the same key, advance one block each per step, and the blocks
+//! of all active lanes are encrypted by one multi-block call (`BlockEncrypt::encrypt_blocks`;
+//! the `aes` crate picks its AES-NI backend at run time). Packets have different lengths, so a lane that finishes
 //! is refilled at once from the pending jobs (IPsec-MB's "job manager" scheduler); lanes run
 //! dry only when no job is left. When a single lane is left it finishes as one ordinary chain,
 //! since nothing remains to interleave it with.
