@@ -12,9 +12,9 @@
 //! white paper, July 2010) fills that gap with *other packets*: up to [`LANES`] chains of
 //! different packets, all under the same key, advance one block each per step, and the blocks
 //! of all active lanes are encrypted by one multi-block call (`BlockEncrypt::encrypt_blocks`;
-//! the `aes` crate picks its AES-NI backend at run time). Packets have different lengths, so a lane that finishes
-//! is refilled at once from the pending jobs (IPsec-MB's "job manager" scheduler); lanes run
-//! dry only when no job is left. When a single lane is left it finishes as one ordinary chain,
+//! the `aes` crate picks its AES-NI backend at run time). Packets have different lengths, so a
+//! lane that finishes is refilled at once from the pending jobs (IPsec-MB's "job manager"
+//! scheduler); lanes run dry only when no job is left. When a single lane is left it finishes as one ordinary chain,
 //! since nothing remains to interleave it with.
 //!
 //! Each job's ciphertext is exactly what [`CbcCipher::encrypt`] gives for it alone; only the
