@@ -14,6 +14,7 @@ extern crate std;
 pub mod aead;
 pub mod alg;
 pub mod buf;
+pub mod cbc_multi;
 pub mod cipher;
 pub mod error;
 pub mod esn;
