@@ -21,6 +21,7 @@ pub mod padding;
 pub use packet::{EspPacket, EspRepr};
 
 use ipsec_core::aead::Aead;
+use ipsec_core::cbc_multi::{self, CbcJob};
 use ipsec_core::cipher::CbcCipher;
 use ipsec_core::integrity::Integrity;
 use ipsec_core::ip::{self, proto};
@@ -33,6 +34,9 @@ use ipsec_core::{esn, Error, IntegAlg, PacketBuf, SaParams};
 
 /// The largest explicit IV (AES-CBC).
 pub const MAX_IV: usize = 16;
+
+/// The IV of the empty filler jobs of a multi-buffer CBC call.
+static NO_IV: [u8; MAX_IV] = [0; MAX_IV];
 
 // One per SA, never per packet: the size difference between variants does not matter.
 #[allow(clippy::large_enum_variant)]
@@ -403,16 +407,48 @@ impl Esp {
         self.seal_crypto_batch(bufs, &prepared, out);
     }
 
-    /// The crypto of a prepared batch: multi-buffer CBC where the cipher allows it.
+    /// The crypto of a prepared batch: with a CBC cipher the packets' chains are encrypted
+    /// together ([`cbc_multi::encrypt_many`]), then each gets its ICV and IP header; AEADs
+    /// seal packet by packet.
     fn seal_crypto_batch(
         &self,
         bufs: &mut [PacketBuf],
         prepared: &[Option<Sealing>; BATCH],
         out: &mut [Result<u64, Error>],
     ) {
+        let mut encrypted = false;
+        if let Crypto::Cbc { cipher, .. } = &self.crypto {
+            let icv_len = self.icv_len();
+            let iv_len = self.iv_len();
+            let count = prepared.iter().filter(|p| p.is_some()).count();
+            let mut it = bufs.iter_mut().zip(prepared.iter());
+            let mut jobs: [CbcJob; BATCH] = core::array::from_fn(|_| {
+                for (buf, s) in it.by_ref() {
+                    if let Some(s) = s {
+                        let esp = &mut buf.packet_mut()[s.prefix..];
+                        let body_end = esp.len() - icv_len;
+                        let (head, data) = esp[..body_end].split_at_mut(s.hdr);
+                        return CbcJob {
+                            iv: &head[packet::HEADER_LEN..],
+                            data,
+                        };
+                    }
+                }
+                CbcJob {
+                    iv: &NO_IV[..iv_len],
+                    data: &mut [],
+                }
+            });
+            encrypted = cbc_multi::encrypt_many(cipher, &mut jobs[..count]).is_ok();
+        }
         for (i, buf) in bufs.iter_mut().enumerate().take(BATCH) {
             if let Some(s) = &prepared[i] {
-                if let Err(e) = self.seal_crypto(buf, s).and_then(|_| self.seal_finish(buf, s)) {
+                let r = if encrypted {
+                    self.seal_icv(buf, s)
+                } else {
+                    self.seal_crypto(buf, s)
+                };
+                if let Err(e) = r.and_then(|_| self.seal_finish(buf, s)) {
                     out[i] = Err(e);
                 }
             }
