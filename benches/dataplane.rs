@@ -135,7 +135,7 @@ fn batch(c: &mut Criterion) {
                 })
             });
             let (tx, rx) = planes(&params);
-            let mut verdicts = [Ok(Verdict::Bypass); BATCH];
+            let mut verdicts = [Ok(Verdict::Protected(1)); BATCH];
             g.bench_function(BenchmarkId::new("batch", size), |b| {
                 b.iter(|| {
                     let mut it = raws.iter_mut();

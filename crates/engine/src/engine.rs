@@ -410,9 +410,34 @@ impl DataPlane {
             Ok(p) => p,
             Err(v) => return Ok(v),
         };
-        let mut out = [Ok(Verdict::Protected(0))];
-        self.seal_run(w, core::slice::from_mut(buf), &mut out, policy, now);
-        out[0]
+        let mut applied = 0;
+        for &id in self.bundle(policy) {
+            let Some(e) = self.sad.get(id) else {
+                return Err(self.drop_at(Direction::Out, id, DropReason::NoSa, None));
+            };
+            let before = buf.len();
+            match self.admit(e, now, core::iter::once(before)) {
+                Ok(0) => return Err(self.drop_at(Direction::Out, id, DropReason::Expired, None)),
+                Ok(_) => {}
+                Err(r) => return Err(self.drop_at(Direction::Out, id, r, None)),
+            }
+            let applies = match e.sa.seal(&mut w.rng, buf) {
+                Ok(a) => a,
+                Err(err) => return Err(self.drop_at(Direction::Out, id, DropReason::of(&err), Some(err))),
+            };
+            let after = buf.len();
+            let t = Tally {
+                packets: 1,
+                before: before as u64,
+                after: after as u64,
+                overhead: after as i64 - before as i64,
+                not_compressed: u64::from(!applies),
+                charged: before as u64,
+            };
+            applied += usize::from(applies);
+            self.apply(Direction::Out, id, &t, now);
+        }
+        Ok(Verdict::Protected(applied))
     }
 
     /// Processes a batch of outbound packets: `out[i]` is packet `i`'s verdict. Packets are
