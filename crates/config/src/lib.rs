@@ -57,6 +57,7 @@
 pub mod from_toml;
 pub mod setkey;
 pub mod show;
+pub mod spec;
 
 use ipsec_core::sa::Mode;
 use ipsec_engine::{Action, Direction, Engine, InstallError, SaConfig, SaId, Selector};
@@ -569,7 +570,7 @@ pub fn read(path: &Path) -> Result<zeroize::Zeroizing<String>, ConfigError> {
     }
     std::fs::read_to_string(path)
         .map(zeroize::Zeroizing::new)
-        .map_err(|e| io(crate::tool::io_reason(&e)))
+        .map_err(|e| io(io_reason(&e)))
 }
 
 /// Reads a config file in `format` (detected from the name and content when `None`).
@@ -597,4 +598,19 @@ pub fn parse_with(text: &str, format: Format, opts: &setkey::Options) -> Result<
         format,
         warnings,
     })
+}
+
+/// An I/O error's reason as messages show it: the OS's words without `(os error N)`.
+pub fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::IsADirectory => "is a directory".into(),
+        std::io::ErrorKind::UnexpectedEof => "unexpected end of file".into(),
+        _ => {
+            let s = e.to_string();
+            match s.find(" (os error") {
+                Some(i) => s[..i].to_string(),
+                None => s,
+            }
+        }
+    }
 }
