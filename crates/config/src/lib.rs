@@ -127,6 +127,7 @@ pub struct Config {
 ///                         # bundle fits into a 1500-byte underlay packet
 /// local = "10.99.0.1"     # this host's underlay IPv4 address (raw sockets bind to it)
 /// peer = "10.99.0.2"      # the peer's: sealed packets to other addresses are dropped
+/// control = "/run/tunneld.sock"  # the control socket (tunneld --control overrides it)
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TunnelConfig {
@@ -138,6 +139,8 @@ pub struct TunnelConfig {
     pub local: Option<std::net::Ipv4Addr>,
     /// The peer's underlay address (IPv4).
     pub peer: Option<std::net::Ipv4Addr>,
+    /// The control socket's path.
+    pub control: Option<std::path::PathBuf>,
     /// The line of the `[tunnel]` header.
     pub line: Option<usize>,
 }
