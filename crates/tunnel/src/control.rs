@@ -565,7 +565,7 @@ pub fn after_tick(engine: &mut Engine, state: &mut State, events: &[Event], now:
     }
     state.retiring = keep;
     // Sequence numbers of SAs without ESN running out (RFC 4303 3.3.3).
-    for (&ref name, &id) in &state.names {
+    for (name, &id) in &state.names {
         let Some(e) = engine.sad().get(id) else { continue };
         let Some(c) = core_of(e) else { continue };
         if c.esn() || state.seq_warned.contains(&id) {
