@@ -9,6 +9,9 @@
 //! [`model`].
 
 pub use ipsec_ah as ah;
+/// The config loaders (TOML, setkey) and SA specs, their own crate `ipsec-config`.
+pub use ipsec_config as config;
+pub use ipsec_config::spec;
 pub use ipsec_core as core;
 pub use ipsec_engine as engine;
 pub use ipsec_engine::bundle;
@@ -17,10 +20,9 @@ pub use ipsec_ipcomp as ipcomp;
 pub use ipsec_model as model;
 
 pub mod check_config;
-pub mod config;
+pub mod ctl_cmd;
 pub mod model_cmd;
 pub mod overhead_cmd;
 pub mod pcapio;
 pub mod process_cmd;
-pub mod spec;
 pub mod tool;

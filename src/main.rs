@@ -35,6 +35,33 @@ enum Cmd {
     /// Run a capture through the SA engine built from a config file (policies, bundles,
     /// lifetimes on the capture's clock); --stats writes the counters as JSON.
     Process(ipsec::process_cmd::ProcessArgs),
+    /// tunneld's SAs over its control socket: add, update (rekey), del, list, get.
+    Sa {
+        #[command(subcommand)]
+        cmd: ipsec::ctl_cmd::SaCmd,
+        #[command(flatten)]
+        opts: ipsec::ctl_cmd::ControlOpts,
+    },
+    /// tunneld's policies over its control socket: add, del, list.
+    Policy {
+        #[command(subcommand)]
+        cmd: ipsec::ctl_cmd::PolicyCmd,
+        #[command(flatten)]
+        opts: ipsec::ctl_cmd::ControlOpts,
+    },
+    /// tunneld's SAs with their counters, drops, lifetime left and replay window (like `wg show`).
+    Show {
+        #[command(flatten)]
+        opts: ipsec::ctl_cmd::ControlOpts,
+    },
+    /// tunneld's events as they happen (SA added, replaced, removed, retired, expired; policy changes).
+    Monitor {
+        #[command(flatten)]
+        opts: ipsec::ctl_cmd::ControlOpts,
+        /// Exit after N events.
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+    },
 }
 
 #[derive(Args)]
@@ -85,6 +112,10 @@ fn main() -> ExitCode {
         Cmd::CheckConfig(a) => return ipsec::check_config::run(&a),
         Cmd::Overhead(a) => return ipsec::overhead_cmd::run(&a),
         Cmd::Process(a) => return ipsec::process_cmd::run(&a),
+        Cmd::Sa { cmd, opts } => return ipsec::ctl_cmd::run_sa(&cmd, &opts),
+        Cmd::Policy { cmd, opts } => return ipsec::ctl_cmd::run_policy(&cmd, &opts),
+        Cmd::Show { opts } => return ipsec::ctl_cmd::run_show(&opts),
+        Cmd::Monitor { opts, count } => return ipsec::ctl_cmd::run_monitor(&opts, count),
         Cmd::Model(a) => {
             return match ipsec::model_cmd::run(a) {
                 Ok(text) => tool::print_stdout(&text, ExitCode::SUCCESS),

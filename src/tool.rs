@@ -102,20 +102,8 @@ impl std::fmt::Display for RunError {
 }
 
 /// An I/O error's cause as a message, without Rust's `(os error N)` suffix: `is a directory`,
-/// `No such file or directory`, ...
-pub fn io_reason(e: &io::Error) -> String {
-    match e.kind() {
-        io::ErrorKind::IsADirectory => "is a directory".into(),
-        io::ErrorKind::UnexpectedEof => "unexpected end of file".into(),
-        _ => {
-            let s = e.to_string();
-            match s.find(" (os error") {
-                Some(i) => s[..i].to_string(),
-                None => s,
-            }
-        }
-    }
-}
+/// `No such file or directory`, ... (shared with the config loaders).
+pub use ipsec_config::io_reason;
 
 /// The length of a pcap file header.
 const PCAP_HEADER_LEN: u64 = 24;

@@ -37,6 +37,14 @@ struct Args {
     /// Write the counters as JSON to FILE every second and on exit (replaced atomically).
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
+    /// The control socket (Unix, mode 0600, root only; `ipsec sa|policy|show|monitor` speak
+    /// to it). Default: [tunnel] control, else none.
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
+    /// Run CMD (by `sh -c`) for every event (SA added, replaced, removed, soft or hard
+    /// expiry, ...) with the event's JSON on its standard input; killed after 10 s.
+    #[arg(long = "on-event", value_name = "CMD")]
+    on_event: Option<String>,
     /// Log level: error, warn, info, debug (every dropped packet) or trace.
     #[arg(long, value_name = "LEVEL", default_value = "info")]
     log: String,
@@ -94,6 +102,8 @@ fn main() -> ExitCode {
         local: t.local,
         peer: t.peer,
         stats: args.stats,
+        control: args.control.or(t.control),
+        on_event: args.on_event,
         ..Options::default()
     };
     match daemon::run(engine, &opts, &stop) {

@@ -980,6 +980,14 @@ impl Engine {
         Ok(())
     }
 
+    /// Takes out the policy at `index` (its position in [`Spd::policies`]) and publishes the
+    /// new data plane; packets no longer match it from the next one a worker processes.
+    pub fn remove_policy(&mut self, index: usize) -> Result<Policy, InstallError> {
+        let p = self.plane.spd.remove(index).ok_or(InstallError::UnknownPolicy(index))?;
+        self.publish();
+        Ok(p)
+    }
+
     /// Rekeying: installs `config` and points every policy that names `old` at it. The old SA
     /// stays in the SAD, so packets already in flight on it are still accepted (inbound
     /// policies match SAs by protocol, mode and endpoints); take it out with

@@ -79,6 +79,8 @@ pub enum InstallError {
     BundleOrder,
     /// A replacement SA must be of the same protocol as the SA it replaces.
     ReplaceProtocol,
+    /// No policy at this index.
+    UnknownPolicy(usize),
 }
 
 impl fmt::Display for InstallError {
@@ -90,6 +92,7 @@ impl fmt::Display for InstallError {
                 write!(f, "same protocol, SPI and destination as SA `{existing}`")
             }
             InstallError::UnknownSa(id) => write!(f, "no SA with id {}", id.0),
+            InstallError::UnknownPolicy(i) => write!(f, "no policy at index {i}"),
             InstallError::ReplaceProtocol => {
                 f.write_str("a replacement SA must have the protocol of the SA it replaces")
             }

@@ -344,6 +344,12 @@ impl Spd {
         &self.policies
     }
 
+    /// Takes out the policy at `index` (as in [`Spd::policies`]) and returns it; `None` if
+    /// there is none there. The policies after it move up one place.
+    pub fn remove(&mut self, index: usize) -> Option<Policy> {
+        (index < self.policies.len()).then(|| self.policies.remove(index))
+    }
+
     /// Points every protect policy that names `old` at `new` instead.
     pub(crate) fn repoint(&mut self, old: SaId, new: SaId) {
         for p in &mut self.policies {

@@ -397,3 +397,35 @@ fn control_changes_are_published_to_workers() {
     assert_eq!(r, Ok(Verdict::Protected(1)));
     assert_eq!(e.sad().get(id).unwrap().outbound().packets, 1);
 }
+
+#[test]
+fn remove_policy_is_published_and_later_policies_move_up() {
+    let mut e = Engine::new();
+    let handle = e.plane_handle();
+    let id = e.add_sa(SaConfig::new("gcm", gcm(0x501, 64), None), secs(0)).unwrap();
+    let protect = Policy {
+        dir: Direction::Out,
+        selector: sel("10.0.0.0/24", "10.0.0.0/24"),
+        action: Action::Protect(vec![id]),
+    };
+    let bypass = Policy {
+        dir: Direction::Out,
+        selector: sel("10.0.0.0/24", "10.0.0.0/24"),
+        action: Action::Bypass,
+    };
+    e.add_policy(protect.clone()).unwrap();
+    e.add_policy(bypass.clone()).unwrap();
+    let mut w = worker(4);
+    let pkt = tagged(1, 64);
+    let (r, _) = process(&pkt, |buf| handle.load().outbound(&mut w, buf, secs(0)));
+    assert_eq!(r, Ok(Verdict::Protected(1)));
+    assert_eq!(e.remove_policy(2), Err(InstallError::UnknownPolicy(2)));
+    assert_eq!(e.remove_policy(0), Ok(protect));
+    assert_eq!(e.spd().policies(), &[bypass]);
+    // Workers see the change: the bypass policy now matches first.
+    let (r, _) = process(&pkt, |buf| handle.load().outbound(&mut w, buf, secs(0)));
+    assert_eq!(r, Ok(Verdict::Bypass));
+    assert_eq!(e.remove_policy(0).map(|p| p.action), Ok(Action::Bypass));
+    let (r, _) = process(&pkt, |buf| handle.load().outbound(&mut w, buf, secs(0)));
+    assert_eq!(r.unwrap_err().reason, DropReason::PolicyDiscard);
+}

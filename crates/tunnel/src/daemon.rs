@@ -4,6 +4,7 @@
 //! set: every loop wakes at least every [`WAIT`] to look at it, the threads are joined, and
 //! the final counters are written before [`run`] returns.
 
+use crate::control::{Control, ControlSocket};
 use crate::stats;
 use crate::sys::{self, RawRx, RawTx, Tun};
 use crate::tunnel::{inbound_protocols, run_inbound, run_outbound, tun_mtu_for, Report, Tunnel};
@@ -42,6 +43,10 @@ pub struct Options {
     pub peer: Option<Ipv4Addr>,
     /// Where to write the counters as JSON every tick.
     pub stats: Option<PathBuf>,
+    /// The control socket's path (`None`: no control socket).
+    pub control: Option<PathBuf>,
+    /// A command run (by `sh -c`) with each event's JSON on its standard input.
+    pub on_event: Option<String>,
 }
 
 impl Default for Options {
@@ -53,6 +58,8 @@ impl Default for Options {
             local: None,
             peer: None,
             stats: None,
+            control: None,
+            on_event: None,
         }
     }
 }
@@ -109,6 +116,13 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
         opts.local.map_or("any".to_string(), |a| a.to_string()),
         opts.peer.map_or("any".to_string(), |a| a.to_string()),
     );
+    let control = Control::new(&engine, opts.on_event.clone());
+    let socket = match &opts.control {
+        Some(p) => {
+            Some(ControlSocket::bind(p).map_err(context(format!("binding the control socket {}", p.display())))?)
+        }
+        None => None,
+    };
     let tunnel = Tunnel::new(engine, opts.peer);
     let spawned = thread::scope(|s| -> io::Result<()> {
         let (t, tun, tx) = (&tunnel, &tun, &tx);
@@ -130,7 +144,18 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
             stop.store(true, Ordering::Relaxed);
             return result;
         }
-        ticker(t, opts.stats.as_deref(), stop);
+        if let Some(sock) = &socket {
+            let c = &control;
+            result = thread::Builder::new()
+                .name("control".into())
+                .spawn_scoped(s, move || sock.serve(t, c, stop))
+                .map(drop);
+            if result.is_err() {
+                stop.store(true, Ordering::Relaxed);
+                return result;
+            }
+        }
+        ticker(t, opts.stats.as_deref(), Some(&control), stop);
         Ok(())
     });
     spawned?;
@@ -153,10 +178,13 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
 }
 
 /// Every [`TICK`] until `stop`: lifetimes and events, and the stats file.
-fn ticker(t: &Tunnel, stats_path: Option<&Path>, stop: &AtomicBool) {
+fn ticker(t: &Tunnel, stats_path: Option<&Path>, control: Option<&Control>, stop: &AtomicBool) {
     let mut failures: u64 = 0;
     while !stop.load(Ordering::Relaxed) {
-        let (report, _) = t.tick();
+        let (report, events) = t.tick();
+        if let Some(c) = control {
+            c.tick(t, &events);
+        }
         if let Some(p) = stats_path {
             match stats::write_json(p, &report) {
                 Ok(()) => failures = 0,
@@ -203,7 +231,7 @@ mod tests {
         let t = Tunnel::new(Engine::new(), None);
         let stop = AtomicBool::new(false);
         thread::scope(|s| {
-            s.spawn(|| ticker(&t, Some(&p), &stop));
+            s.spawn(|| ticker(&t, Some(&p), None, &stop));
             let t0 = Instant::now();
             while !p.exists() && t0.elapsed() < Duration::from_secs(5) {
                 thread::sleep(Duration::from_millis(5));

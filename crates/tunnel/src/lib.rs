@@ -15,6 +15,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod control;
 pub mod counters;
 pub mod daemon;
 pub mod stats;

@@ -1,10 +1,10 @@
 //! The real devices: the TUN device (`tun-tap`), IPv4 raw sockets (`socket2`), and the two
 //! interface settings tunneld makes (MTU, up).
 //!
-//! This is the only module with `unsafe` code, in three small places, each with its reason:
+//! This is the only module with `unsafe` code, in four small places, each with its reason:
 //! `poll(2)` on the TUN descriptor (so the reader can wake up to check for shutdown), a zeroed
-//! `struct ifreq`, and the `SIOC[GS]IF{MTU,FLAGS}` ioctls with the reads of the union field
-//! the kernel filled in. `libc` has no safe wrapper for either call.
+//! `struct ifreq`, the `SIOC[GS]IF{MTU,FLAGS}` ioctls with the reads of the union field
+//! the kernel filled in, and `getsockopt(SO_PEERCRED)` for the control socket's peer. `libc` has no safe wrapper for either call.
 #![allow(unsafe_code)]
 
 use crate::tunnel::{TunIo, UnderlayRx, UnderlayTx};
@@ -228,6 +228,32 @@ pub fn set_up(name: &str) -> io::Result<()> {
     let mut ifr = ifreq(name)?;
     ifr.ifr_ifru.ifru_flags = f | libc::IFF_UP as libc::c_short;
     ifreq_ioctl(libc::SIOCSIFFLAGS, &mut ifr).map_err(|e| with_name(name, e, "bringing up"))
+}
+
+/// The user id of the process at the other end of a Unix stream socket (`SO_PEERCRED`, as
+/// the peer was when it connected): the control socket serves root only.
+pub fn peer_uid(s: &std::os::unix::net::UnixStream) -> io::Result<u32> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: u32::MAX,
+        gid: u32::MAX,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` is a valid, writable ucred and `len` its size, as SO_PEERCRED requires;
+    // the kernel writes at most `len` bytes and the fd is open for the call's duration.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cred.uid)
 }
 
 #[cfg(test)]

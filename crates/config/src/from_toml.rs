@@ -79,6 +79,7 @@ struct TunnelToml {
     mtu: Option<Spanned<u32>>,
     local: Option<Spanned<String>>,
     peer: Option<Spanned<String>>,
+    control: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -252,6 +253,12 @@ const COMP_NAMES: &str = "deflate, lzs or lzf";
 /// ICV lengths, SA consistency, addresses, selectors, bundle names. Errors name the line.
 /// Installing the SAs (duplicate SPIs, bundle order) is left to [`Config::build`].
 pub fn parse(text: &str) -> Result<Config, ConfigError> {
+    parse_known(text, &[])
+}
+
+/// As [`parse`], where policies may also name the SAs `known` (installed elsewhere: the
+/// control socket's `policy.add` names SAs already in the engine).
+pub fn parse_known(text: &str, known: &[&str]) -> Result<Config, ConfigError> {
     let lines = LineIndex::new(text);
     let file: File = toml::from_str(text).map_err(|e| ConfigError {
         line: e.span().map(|s| lines.line(s.start)),
@@ -259,7 +266,7 @@ pub fn parse(text: &str) -> Result<Config, ConfigError> {
         kind: ErrorKind::Syntax(e.message().trim_end().to_string()),
     })?;
     let mut config = Config::default();
-    let mut names: HashMap<String, usize> = HashMap::new();
+    let mut names: HashMap<String, usize> = known.iter().map(|n| (n.to_string(), 0)).collect();
     for sa in &file.sa {
         let name = sa.get_ref().name.get_ref().clone();
         let item = Item::Sa(name.clone());
@@ -327,6 +334,7 @@ fn tunnel_config(t: &TunnelToml, lines: &LineIndex, line: usize) -> Result<Tunne
         mtu: t.mtu.as_ref().map(|m| *m.get_ref()),
         local: v4(&t.local, "local")?,
         peer: v4(&t.peer, "peer")?,
+        control: t.control.as_ref().map(|c| std::path::PathBuf::from(c.get_ref())),
         line: Some(line),
     })
 }

@@ -57,6 +57,7 @@
 pub mod from_toml;
 pub mod setkey;
 pub mod show;
+pub mod spec;
 
 use ipsec_core::sa::Mode;
 use ipsec_engine::{Action, Direction, Engine, InstallError, SaConfig, SaId, Selector};
@@ -126,6 +127,7 @@ pub struct Config {
 ///                         # bundle fits into a 1500-byte underlay packet
 /// local = "10.99.0.1"     # this host's underlay IPv4 address (raw sockets bind to it)
 /// peer = "10.99.0.2"      # the peer's: sealed packets to other addresses are dropped
+/// control = "/run/tunneld.sock"  # the control socket (tunneld --control overrides it)
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TunnelConfig {
@@ -137,6 +139,8 @@ pub struct TunnelConfig {
     pub local: Option<std::net::Ipv4Addr>,
     /// The peer's underlay address (IPv4).
     pub peer: Option<std::net::Ipv4Addr>,
+    /// The control socket's path.
+    pub control: Option<std::path::PathBuf>,
     /// The line of the `[tunnel]` header.
     pub line: Option<usize>,
 }
@@ -569,7 +573,7 @@ pub fn read(path: &Path) -> Result<zeroize::Zeroizing<String>, ConfigError> {
     }
     std::fs::read_to_string(path)
         .map(zeroize::Zeroizing::new)
-        .map_err(|e| io(crate::tool::io_reason(&e)))
+        .map_err(|e| io(io_reason(&e)))
 }
 
 /// Reads a config file in `format` (detected from the name and content when `None`).
@@ -597,4 +601,19 @@ pub fn parse_with(text: &str, format: Format, opts: &setkey::Options) -> Result<
         format,
         warnings,
     })
+}
+
+/// An I/O error's reason as messages show it: the OS's words without `(os error N)`.
+pub fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::IsADirectory => "is a directory".into(),
+        std::io::ErrorKind::UnexpectedEof => "unexpected end of file".into(),
+        _ => {
+            let s = e.to_string();
+            match s.find(" (os error") {
+                Some(i) => s[..i].to_string(),
+                None => s,
+            }
+        }
+    }
 }

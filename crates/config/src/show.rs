@@ -123,6 +123,29 @@ fn ports(r: PortRange) -> String {
     r.to_string()
 }
 
+impl SaView {
+    /// An SA's view (no keys), with its line if it came from a file.
+    pub fn of(c: &ipsec_engine::SaConfig, line: Option<usize>) -> Self {
+        let p = &c.params;
+        SaView {
+            name: c.name.clone(),
+            line,
+            proto: p.proto.name(),
+            spi: p.spi,
+            mode: p.mode.name(),
+            src: p.tunnel.map(|t| t.src.to_string()),
+            dst: p.tunnel.map(|t| t.dst.to_string()),
+            enc: alg(&p.enc, |a| a.name(), false, 0),
+            auth: alg(&p.integ, |a| a.name(), true, 0),
+            aead: alg(&p.aead, |a| a.name(), true, AeadAlg::SALT_LEN),
+            comp: c.comp.map(|c| c.name()),
+            replay_window: p.replay_window,
+            esn: p.esn,
+            lifetime: c.lifetime,
+        }
+    }
+}
+
 impl Effective {
     /// Reads the SAs and policies of `engine`, which `config` built (for the line numbers).
     pub fn new(engine: &Engine, config: &Config) -> Self {
@@ -130,25 +153,7 @@ impl Effective {
         let sas = sad
             .iter()
             .enumerate()
-            .map(|(i, (_, e))| {
-                let p = &e.config.params;
-                SaView {
-                    name: e.config.name.clone(),
-                    line: config.sa_line(i),
-                    proto: p.proto.name(),
-                    spi: p.spi,
-                    mode: p.mode.name(),
-                    src: p.tunnel.map(|t| t.src.to_string()),
-                    dst: p.tunnel.map(|t| t.dst.to_string()),
-                    enc: alg(&p.enc, |a| a.name(), false, 0),
-                    auth: alg(&p.integ, |a| a.name(), true, 0),
-                    aead: alg(&p.aead, |a| a.name(), true, AeadAlg::SALT_LEN),
-                    comp: e.config.comp.map(|c| c.name()),
-                    replay_window: p.replay_window,
-                    esn: p.esn,
-                    lifetime: e.config.lifetime,
-                }
-            })
+            .map(|(i, (_, e))| SaView::of(&e.config, config.sa_line(i)))
             .collect();
         let mut policies = Vec::new();
         for dir in [Direction::Out, Direction::In] {

@@ -352,7 +352,7 @@ pub fn collect(sas: &[String], file: Option<&std::path::Path>) -> Result<Vec<Spe
     } else {
         std::fs::File::open(path).and_then(|mut f| std::io::Read::read_to_string(&mut f, &mut text))
     };
-    read.map_err(|e| format!("--sa-file {name}: {}", crate::tool::io_reason(&e)))?;
+    read.map_err(|e| format!("--sa-file {name}: {}", crate::io_reason(&e)))?;
     let specs: Vec<SpecText> = text
         .lines()
         .enumerate()

@@ -1,0 +1,855 @@
+//! tunneld's control socket: SAs and policies changed while traffic flows, counters read,
+//! events watched.
+//!
+//! The protocol is line-delimited JSON over a Unix-domain stream socket (mode 0600, root
+//! peers only, checked by `SO_PEERCRED`). Each request is one line of at most
+//! [`MAX_REQUEST`] bytes, `{"v":1,"op":"...",...}`; each gets exactly one response line,
+//! `{"v":1,"ok":true,...}` or `{"v":1,"ok":false,"error":"..."}`. After `monitor` the
+//! connection receives one event per line until it closes. The operations and their
+//! fields are in the README ("Control socket").
+//!
+//! [`handle`] is the whole request logic, a pure function of the request, the engine and the
+//! control [`State`] (tested without sockets); [`Control`] adds the socket, the monitors, the
+//! `--on-event` hook and the retiring of SAs replaced by `sa.update`. The packet threads never
+//! take the control lock: every change publishes a new data plane they load lock-free.
+
+use crate::tunnel::Tunnel;
+use ipsec_config::{from_toml, show::SaView, ActionConfig, Config};
+use ipsec_core::sa::Keyed;
+use ipsec_engine::{
+    Action, Engine, Event, InstallError, Limit, Limits, Policy, SaConfig, SaEntry, SaId, SharedSa, State as SaState,
+};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+use tracing::{info, warn};
+use zeroize::Zeroizing;
+
+/// The protocol version this daemon speaks.
+pub const VERSION: u64 = 1;
+/// The longest request line, newline included.
+pub const MAX_REQUEST: usize = 64 * 1024;
+/// How long a client may stay silent before the daemon closes its connection (the socket
+/// serves one client at a time).
+pub const CLIENT_IDLE: Duration = Duration::from_secs(2);
+/// The longest one client may keep the socket, however busy.
+pub const CLIENT_MAX: Duration = Duration::from_secs(10);
+/// How long a write to a client or monitor may block.
+pub const WRITE_TIMEOUT: Duration = Duration::from_millis(500);
+/// An SA replaced by `sa.update` is removed once it has received nothing for this long.
+pub const RETIRE_IDLE: Duration = Duration::from_secs(5);
+/// `sa.seq_near_exhaustion` is raised when an SA without ESN has used this many sequence
+/// numbers (of 2^32 − 1).
+pub const SEQ_WARN: u64 = 0xffff_0000;
+/// The most monitors at once.
+pub const MAX_MONITORS: usize = 16;
+/// How long an `--on-event` command may run before it is killed.
+pub const HOOK_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most `--on-event` commands running at once; events beyond are logged and not run.
+pub const MAX_HOOKS: usize = 8;
+
+/// What the control side knows beside the engine: the live SAs by name, and the SAs that
+/// `sa.update` replaced and that are kept until idle.
+#[derive(Debug, Default)]
+pub struct State {
+    names: BTreeMap<String, SaId>,
+    retiring: Vec<Retiring>,
+    seq_warned: Vec<SaId>,
+}
+
+#[derive(Debug, Clone)]
+struct Retiring {
+    id: SaId,
+    name: String,
+    packets: u64,
+    since: Duration,
+}
+
+impl State {
+    /// The state of an engine built from a config: every installed, not removed SA by name.
+    pub fn from_engine(engine: &Engine) -> Self {
+        let names = engine
+            .sad()
+            .iter()
+            .filter(|(_, e)| e.state() != SaState::Removed)
+            .map(|(id, e)| (e.config.name.clone(), id))
+            .collect();
+        State {
+            names,
+            ..State::default()
+        }
+    }
+
+    /// The id of the live SA `name`.
+    pub fn id(&self, name: &str) -> Option<SaId> {
+        self.names.get(name).copied()
+    }
+
+    /// The SAs replaced by `sa.update` and not yet removed.
+    pub fn retiring(&self) -> Vec<SaId> {
+        self.retiring.iter().map(|r| r.id).collect()
+    }
+}
+
+/// The result of one request.
+#[derive(Debug)]
+pub struct Handled {
+    /// The response line's JSON.
+    pub response: Value,
+    /// Events to send to the monitors (and the hook), in order.
+    pub events: Vec<Value>,
+    /// The request was `monitor`: the connection now receives events.
+    pub monitor: bool,
+}
+
+fn ok(v: Value) -> Value {
+    let mut m = Map::new();
+    m.insert("v".into(), VERSION.into());
+    m.insert("ok".into(), true.into());
+    if let Value::Object(o) = v {
+        m.extend(o);
+    }
+    Value::Object(m)
+}
+
+fn error(msg: impl Into<String>) -> Value {
+    json!({"v": VERSION, "ok": false, "error": msg.into()})
+}
+
+/// An event line: `{"v":1,"event":KIND,"time":SECONDS,...}`.
+pub fn event(kind: &str, now: Duration, fields: Value) -> Value {
+    let mut m = Map::new();
+    m.insert("v".into(), VERSION.into());
+    m.insert("event".into(), kind.into());
+    m.insert("time".into(), now.as_secs().into());
+    if let Value::Object(o) = fields {
+        m.extend(o);
+    }
+    Value::Object(m)
+}
+
+fn str_field<'a>(req: &'a Map<String, Value>, k: &str) -> Result<&'a str, String> {
+    match req.get(k) {
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(format!("`{k}` must be a string")),
+        None => Err(format!("missing `{k}`")),
+    }
+}
+
+fn bool_field(req: &Map<String, Value>, k: &str) -> Result<bool, String> {
+    match req.get(k) {
+        None => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(format!("`{k}` must be true or false")),
+    }
+}
+
+fn only(req: &Map<String, Value>, allowed: &[&str]) -> Result<(), String> {
+    match req
+        .keys()
+        .find(|k| !["v", "op"].contains(&k.as_str()) && !allowed.contains(&k.as_str()))
+    {
+        Some(k) => Err(format!("unknown field `{k}` for this op")),
+        None => Ok(()),
+    }
+}
+
+/// Parses `sa.add`/`sa.update`'s SA exactly as the config file's `[[sa]]` with `xfrm`:
+/// `name`, `spec` (the `ip xfrm state` words) and an optional `lifetime` table.
+fn sa_from_request(req: &Map<String, Value>) -> Result<SaConfig, String> {
+    let name = str_field(req, "name")?;
+    let spec = str_field(req, "spec")?;
+    // A `[[sa]]` table as a config file would have it (inline tables: the loader's line
+    // tracking wants them); the text holds the keys, so it is zeroed when dropped.
+    let tv = |v: &Value| toml::Value::try_from(v).map_err(|e| format!("bad SA: {e}"));
+    let mut text = Zeroizing::new(format!(
+        "[[sa]]\nname = {}\nxfrm = {}\n",
+        toml::Value::String(name.into()),
+        toml::Value::String(spec.into())
+    ));
+    if let Some(l) = req.get("lifetime") {
+        text.push_str(&format!("lifetime = {}\n", tv(l)?));
+    }
+    let mut c = from_toml::parse(&text).map_err(|e| e.describe())?;
+    c.sas.pop().ok_or_else(|| "no SA".to_string())
+}
+
+/// Parses `policy.add`'s policy exactly as a config file's `[[policy]]` table, its bundle
+/// naming installed SAs.
+fn policy_from_request(req: &Map<String, Value>, state: &State) -> Result<Policy, String> {
+    let p = req.get("policy").ok_or("missing `policy`")?;
+    if !p.is_object() {
+        return Err("`policy` must be an object (the fields of a config file's [[policy]])".into());
+    }
+    let doc = json!({ "policy": [p] });
+    let text = toml::to_string(&doc).map_err(|e| format!("bad policy: {e}"))?;
+    let known: Vec<&str> = state.names.keys().map(String::as_str).collect();
+    let c: Config = from_toml::parse_known(&text, &known).map_err(|e| e.describe())?;
+    let pc = c.policies.into_iter().next().ok_or("no policy")?;
+    let action = match pc.action {
+        ActionConfig::Bypass => Action::Bypass,
+        ActionConfig::Discard => Action::Discard,
+        ActionConfig::Protect(names) => Action::Protect(
+            names
+                .iter()
+                .map(|n| state.id(n).ok_or_else(|| format!("no SA named `{n}`")))
+                .collect::<Result<_, _>>()?,
+        ),
+    };
+    Ok(Policy {
+        dir: pc.dir,
+        selector: pc.selector,
+        action,
+    })
+}
+
+fn key_word(k: &[u8], keys: bool) -> Zeroizing<String> {
+    Zeroizing::new(if keys {
+        format!("0x{}", hex::encode(k))
+    } else {
+        format!("<{}-bit key>", k.len() * 8)
+    })
+}
+
+fn keyed<A: Copy>(
+    out: &mut Zeroizing<String>,
+    word: &str,
+    k: &Option<Keyed<A>>,
+    name: fn(A) -> &'static str,
+    icv: bool,
+    keys: bool,
+) {
+    if let Some(k) = k {
+        out.push_str(&format!(" {word} '{}' ", name(k.alg)));
+        out.push_str(&key_word(&k.key, keys));
+        if icv {
+            out.push_str(&format!(" {}", k.icv_len * 8));
+        }
+    }
+}
+
+/// An SA in `ip xfrm state` words; keys as `0x...` only when `keys` is set, else their size.
+pub fn spec_words(c: &SaConfig, keys: bool) -> Zeroizing<String> {
+    let p = &c.params;
+    let mut s = Zeroizing::new(format!(
+        "proto {} spi {:#x} mode {}",
+        p.proto.name(),
+        p.spi,
+        p.mode.name()
+    ));
+    if let Some(t) = p.tunnel {
+        s.push_str(&format!(" src {} dst {}", t.src, t.dst));
+    }
+    keyed(&mut s, "enc", &p.enc, |a| a.name(), false, keys);
+    keyed(&mut s, "auth-trunc", &p.integ, |a| a.name(), true, keys);
+    keyed(&mut s, "aead", &p.aead, |a| a.name(), true, keys);
+    if let Some(a) = c.comp {
+        s.push_str(&format!(" comp {}", a.name()));
+    } else {
+        s.push_str(&format!(" replay-window {}", p.replay_window));
+    }
+    if p.esn {
+        s.push_str(" flag esn");
+    }
+    s
+}
+
+fn sa_json(id: SaId, e: &SaEntry, keys: bool) -> Value {
+    let mut v = serde_json::to_value(SaView::of(&e.config, None)).unwrap_or(Value::Null);
+    if let Value::Object(m) = &mut v {
+        m.remove("line");
+        m.insert("id".into(), id.0.into());
+        m.insert("state".into(), json!(e.state()));
+        m.insert("spec".into(), spec_words(&e.config, false).as_str().into());
+        if keys {
+            m.insert("spec_with_keys".into(), spec_words(&e.config, true).as_str().into());
+        }
+    }
+    v
+}
+
+fn core_of(e: &SaEntry) -> Option<&ipsec_core::sa_core::SaCore> {
+    match e.sa() {
+        SharedSa::Esp(s) => Some(s.core()),
+        SharedSa::Ah(s) => Some(s.core()),
+        SharedSa::Comp(_) => None,
+    }
+}
+
+fn left(limits: &Limits, e: &SaEntry, now: Duration) -> Value {
+    let u = e.usage();
+    let age = u.age(now).as_secs();
+    json!({
+        "seconds": limits.seconds.map(|l| l.saturating_sub(age)),
+        "bytes": limits.bytes.map(|l| l.saturating_sub(u.bytes)),
+        "packets": limits.packets.map(|l| l.saturating_sub(u.packets)),
+    })
+}
+
+/// `show`'s view of one SA: as `sa.list`, plus counters, lifetime left, replay window top
+/// and next sequence number.
+fn show_json(id: SaId, e: &SaEntry, now: Duration, retiring: bool) -> Value {
+    let mut v = sa_json(id, e, false);
+    if let Value::Object(m) = &mut v {
+        m.insert("retiring".into(), retiring.into());
+        m.insert("expired_by".into(), json!(e.expired_by()));
+        m.insert(
+            "usage".into(),
+            json!({"bytes": e.usage().bytes, "packets": e.usage().packets}),
+        );
+        m.insert("age_seconds".into(), e.usage().age(now).as_secs().into());
+        m.insert("inbound".into(), json!(e.inbound()));
+        m.insert("outbound".into(), json!(e.outbound()));
+        m.insert(
+            "lifetime_left".into(),
+            json!({"soft": left(&e.config.lifetime.soft, e, now), "hard": left(&e.config.lifetime.hard, e, now)}),
+        );
+        if let Some(c) = core_of(e) {
+            m.insert("replay_top".into(), c.replay().top().into());
+            m.insert("next_seq".into(), c.seq().peek().ok().into());
+        }
+    }
+    v
+}
+
+fn policy_json(index: usize, p: &Policy, engine: &Engine) -> Value {
+    let s = &p.selector;
+    let any = |x: Option<String>| x.unwrap_or_else(|| "any".into());
+    let (action, bundle): (&str, Vec<String>) = match &p.action {
+        Action::Bypass => ("bypass", vec![]),
+        Action::Discard => ("discard", vec![]),
+        Action::Protect(ids) => (
+            "protect",
+            ids.iter()
+                .map(|&id| {
+                    engine
+                        .sad()
+                        .get(id)
+                        .map_or_else(|| format!("#{}", id.0), |e| e.config.name.clone())
+                })
+                .collect(),
+        ),
+    };
+    json!({
+        "index": index,
+        "dir": p.dir.to_string(),
+        "src": any(s.src.map(|p| p.to_string())),
+        "dst": any(s.dst.map(|p| p.to_string())),
+        "proto": any(s.proto.map(|p| ipsec_config::proto_name(p).map_or_else(|| p.to_string(), String::from))),
+        "src_port": s.src_ports.to_string(),
+        "dst_port": s.dst_ports.to_string(),
+        "action": action,
+        "bundle": bundle,
+    })
+}
+
+fn sa_event(kind: &str, now: Duration, name: &str, id: SaId, e: Option<&SaEntry>, extra: Value) -> Value {
+    let mut f = json!({"sa": name, "id": id.0});
+    if let (Some(e), Value::Object(m)) = (e, &mut f) {
+        m.insert("proto".into(), e.config.params.proto.name().into());
+        m.insert("spi".into(), format!("{:#x}", e.config.params.spi).into());
+    }
+    if let (Value::Object(m), Value::Object(x)) = (&mut f, extra) {
+        m.extend(x);
+    }
+    event(kind, now, f)
+}
+
+fn install_error(e: InstallError) -> String {
+    e.to_string()
+}
+
+/// Handles one request line: parses, validates, applies it to `engine` and `state` at time
+/// `now`, and says what to answer and which events it caused. Never panics on any input.
+pub fn handle(line: &[u8], engine: &mut Engine, state: &mut State, now: Duration) -> Handled {
+    let mut events = Vec::new();
+    let mut monitor = false;
+    let response = match request(line, engine, state, now, &mut events, &mut monitor) {
+        Ok(v) => ok(v),
+        Err(e) => error(e),
+    };
+    Handled {
+        response,
+        events,
+        monitor,
+    }
+}
+
+fn request(
+    line: &[u8],
+    engine: &mut Engine,
+    state: &mut State,
+    now: Duration,
+    events: &mut Vec<Value>,
+    monitor: &mut bool,
+) -> Result<Value, String> {
+    let req: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
+    let Value::Object(req) = req else {
+        return Err("a request is a JSON object".into());
+    };
+    match req.get("v") {
+        Some(v) if v.as_u64() == Some(VERSION) => {}
+        Some(v) => {
+            return Err(format!(
+                "unsupported protocol version {v}: this tunneld speaks v {VERSION}"
+            ))
+        }
+        None => return Err("missing `v` (the protocol version, 1)".into()),
+    }
+    let op = str_field(&req, "op")?;
+    match op {
+        "sa.add" => {
+            only(&req, &["name", "spec", "lifetime"])?;
+            let c = sa_from_request(&req)?;
+            if state.names.contains_key(&c.name) {
+                return Err(format!("SA `{}`: another SA is already named `{}`", c.name, c.name));
+            }
+            let name = c.name.clone();
+            let id = engine.add_sa(c, now).map_err(|e| format!("SA `{name}`: {}", install_error(e)))?;
+            state.names.insert(name.clone(), id);
+            events.push(sa_event("sa.added", now, &name, id, engine.sad().get(id), json!({})));
+            Ok(json!({"id": id.0}))
+        }
+        "sa.update" => {
+            only(&req, &["name", "spec", "lifetime"])?;
+            let c = sa_from_request(&req)?;
+            let name = c.name.clone();
+            let old = state.id(&name).ok_or_else(|| format!("no SA named `{name}`"))?;
+            // Make before break: the new SA is installed and the policies that named the old
+            // one now name it (one published data plane); the old one stays for packets
+            // still in flight on it until it is idle for RETIRE_IDLE or expires.
+            let new = engine
+                .replace_sa(old, c, now)
+                .map_err(|e| format!("SA `{name}`: {}", install_error(e)))?;
+            state.names.insert(name.clone(), new);
+            let packets = engine.sad().get(old).map_or(0, |e| e.inbound().packets);
+            state.retiring.push(Retiring {
+                id: old,
+                name: name.clone(),
+                packets,
+                since: now,
+            });
+            events.push(sa_event("sa.replaced", now, &name, new, engine.sad().get(new), json!({"old_id": old.0})));
+            Ok(json!({"id": new.0, "old_id": old.0}))
+        }
+        "sa.del" => {
+            only(&req, &["name"])?;
+            let name = str_field(&req, "name")?;
+            let id = state.id(name).ok_or_else(|| format!("no SA named `{name}`"))?;
+            engine.remove_sa(id).map_err(install_error)?;
+            state.names.remove(name);
+            events.push(sa_event("sa.removed", now, name, id, engine.sad().get(id), json!({})));
+            Ok(json!({"id": id.0}))
+        }
+        "sa.list" => {
+            only(&req, &["keys"])?;
+            let keys = bool_field(&req, "keys")?;
+            let sas: Vec<Value> = state
+                .names
+                .values()
+                .filter_map(|&id| engine.sad().get(id).map(|e| sa_json(id, e, keys)))
+                .collect();
+            Ok(json!({ "sas": sas }))
+        }
+        "sa.get" => {
+            only(&req, &["name", "keys"])?;
+            let name = str_field(&req, "name")?;
+            let keys = bool_field(&req, "keys")?;
+            let id = state.id(name).ok_or_else(|| format!("no SA named `{name}`"))?;
+            let e = engine.sad().get(id).ok_or_else(|| format!("no SA named `{name}`"))?;
+            Ok(json!({ "sa": sa_json(id, e, keys) }))
+        }
+        "policy.add" => {
+            only(&req, &["policy"])?;
+            let p = policy_from_request(&req, state)?;
+            engine.add_policy(p.clone()).map_err(install_error)?;
+            let index = engine.spd().policies().len();
+            let v = policy_json(index, &p, engine);
+            events.push(event("policy.added", now, json!({ "policy": v })));
+            Ok(json!({ "index": index }))
+        }
+        "policy.del" => {
+            only(&req, &["index"])?;
+            let index = req
+                .get("index")
+                .and_then(Value::as_u64)
+                .filter(|&i| i >= 1)
+                .ok_or("`index` must be a policy's index (1 = first, as policy.list gives it)")?;
+            let i = usize::try_from(index - 1).map_err(|_| "index too large".to_string())?;
+            let p = engine.remove_policy(i).map_err(|_| format!("no policy at index {index}"))?;
+            let v = policy_json(index as usize, &p, engine);
+            events.push(event("policy.removed", now, json!({ "policy": v })));
+            Ok(json!({ "policy": v }))
+        }
+        "policy.list" => {
+            only(&req, &[])?;
+            let ps: Vec<Value> = engine
+                .spd()
+                .policies()
+                .iter()
+                .enumerate()
+                .map(|(i, p)| policy_json(i + 1, p, engine))
+                .collect();
+            Ok(json!({ "policies": ps }))
+        }
+        "show" => {
+            only(&req, &[])?;
+            let retiring = state.retiring();
+            let mut sas: Vec<Value> = state
+                .names
+                .values()
+                .chain(retiring.iter())
+                .filter_map(|&id| engine.sad().get(id).map(|e| show_json(id, e, now, retiring.contains(&id))))
+                .collect();
+            sas.sort_by_key(|v| v["id"].as_u64());
+            let snap = engine.snapshot(now);
+            Ok(json!({
+                "uptime_seconds": now.as_secs(),
+                "sas": sas,
+                "inbound_drops": snap.inbound_drops,
+                "outbound_drops": snap.outbound_drops,
+            }))
+        }
+        "monitor" => {
+            only(&req, &[])?;
+            *monitor = true;
+            Ok(json!({}))
+        }
+        other => Err(format!(
+            "unknown op `{}`: use sa.add, sa.update, sa.del, sa.list, sa.get, policy.add, policy.del, policy.list, show or monitor",
+            other.chars().take(40).collect::<String>()
+        )),
+    }
+}
+
+/// What the ticker adds to the engine's events: names them, retires idle replaced SAs and
+/// warns of sequence numbers running out. Returns the event lines.
+pub fn after_tick(engine: &mut Engine, state: &mut State, events: &[Event], now: Duration) -> Vec<Value> {
+    let mut out = Vec::new();
+    for ev in events {
+        let (kind, sa, limit) = match *ev {
+            Event::SoftExpired { sa, limit } => ("sa.soft_expired", sa, limit),
+            Event::HardExpired { sa, limit } => ("sa.hard_expired", sa, limit),
+        };
+        let e = engine.sad().get(sa);
+        let name = e.map_or_else(|| "?".to_string(), |e| e.config.name.clone());
+        out.push(sa_event(kind, now, &name, sa, e, json!({ "limit": limit })));
+    }
+    // Replaced SAs: removed once idle for RETIRE_IDLE, or when expired.
+    let mut keep = Vec::new();
+    for mut r in std::mem::take(&mut state.retiring) {
+        let Some(e) = engine.sad().get(r.id) else { continue };
+        let packets = e.inbound().packets;
+        let expired = e.state() == SaState::Expired;
+        if packets != r.packets {
+            r.packets = packets;
+            r.since = now;
+        }
+        if expired || now.saturating_sub(r.since) >= RETIRE_IDLE {
+            if engine.remove_sa(r.id).is_ok() {
+                let e = engine.sad().get(r.id);
+                let why = if expired { "expired" } else { "idle" };
+                out.push(sa_event("sa.retired", now, &r.name, r.id, e, json!({ "why": why })));
+            }
+        } else {
+            keep.push(r);
+        }
+    }
+    state.retiring = keep;
+    // Sequence numbers of SAs without ESN running out (RFC 4303 3.3.3).
+    for (name, &id) in &state.names {
+        let Some(e) = engine.sad().get(id) else { continue };
+        let Some(c) = core_of(e) else { continue };
+        if c.esn() || state.seq_warned.contains(&id) {
+            continue;
+        }
+        if c.seq().peek().map_or(true, |s| s >= SEQ_WARN) {
+            state.seq_warned.push(id);
+            out.push(sa_event(
+                "sa.seq_near_exhaustion",
+                now,
+                name,
+                id,
+                Some(e),
+                json!({ "limit": Limit::Sequence }),
+            ));
+        }
+    }
+    out
+}
+
+/// The control side of a running tunneld: its [`State`], the monitors, the hook.
+pub struct Control {
+    state: Mutex<State>,
+    monitors: Mutex<Vec<UnixStream>>,
+    hook: Option<String>,
+    hooks_running: Arc<AtomicUsize>,
+}
+
+impl Control {
+    /// The control side of `engine` (read for the SAs' names); `hook` is `--on-event`'s
+    /// command, run by `sh -c` with each event's JSON on its standard input.
+    pub fn new(engine: &Engine, hook: Option<String>) -> Self {
+        Control {
+            state: Mutex::new(State::from_engine(engine)),
+            monitors: Mutex::new(Vec::new()),
+            hook,
+            hooks_running: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// The control state (lock order: this, then the engine).
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Handles one request against the tunnel's engine and publishes its events.
+    pub fn request(&self, t: &Tunnel, line: &[u8]) -> Handled {
+        let h = {
+            let mut st = self.state();
+            let mut eng = t.engine();
+            handle(line, &mut eng, &mut st, t.now())
+        };
+        for ev in &h.events {
+            info!("control: {ev}");
+        }
+        self.publish(&h.events);
+        h
+    }
+
+    /// After a tick: names the engine's events, retires idle SAs, and publishes.
+    pub fn tick(&self, t: &Tunnel, events: &[Event]) {
+        let out = {
+            let mut st = self.state();
+            let mut eng = t.engine();
+            after_tick(&mut eng, &mut st, events, t.now())
+        };
+        for ev in &out {
+            info!("event: {ev}");
+        }
+        self.publish(&out);
+    }
+
+    /// Sends events to every monitor (dropping those that fail or block) and to the hook.
+    pub fn publish(&self, events: &[Value]) {
+        if events.is_empty() {
+            return;
+        }
+        let mut ms = self.monitors.lock().unwrap_or_else(|p| p.into_inner());
+        for ev in events {
+            let mut line = ev.to_string();
+            line.push('\n');
+            ms.retain_mut(|s| s.write_all(line.as_bytes()).is_ok());
+            self.run_hook(ev);
+        }
+    }
+
+    fn add_monitor(&self, s: UnixStream) -> bool {
+        let mut ms = self.monitors.lock().unwrap_or_else(|p| p.into_inner());
+        if ms.len() >= MAX_MONITORS {
+            return false;
+        }
+        ms.push(s);
+        true
+    }
+
+    /// Runs the hook on a thread of its own, killed after [`HOOK_TIMEOUT`].
+    fn run_hook(&self, ev: &Value) {
+        let Some(cmd) = self.hook.clone() else { return };
+        let running = Arc::clone(&self.hooks_running);
+        if running.fetch_add(1, Ordering::AcqRel) >= MAX_HOOKS {
+            running.fetch_sub(1, Ordering::AcqRel);
+            warn!("--on-event: {MAX_HOOKS} commands still running; not run for {ev}");
+            return;
+        }
+        let input = ev.to_string();
+        let spawned = thread::Builder::new().name("on-event".into()).spawn(move || {
+            run_bounded(&cmd, input.as_bytes(), HOOK_TIMEOUT);
+            running.fetch_sub(1, Ordering::AcqRel);
+        });
+        if spawned.is_err() {
+            self.hooks_running.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// Runs `sh -c cmd` with `input` on its standard input; kills it after `limit`.
+pub fn run_bounded(cmd: &str, input: &[u8], limit: Duration) -> Option<std::process::ExitStatus> {
+    let mut child = match Command::new("/bin/sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            warn!("--on-event: starting the command: {e}");
+            return None;
+        }
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(input);
+    }
+    let deadline = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => {
+                if !st.success() {
+                    warn!("--on-event: the command ended with {st}");
+                }
+                return Some(st);
+            }
+            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
+            _ => {
+                warn!("--on-event: the command ran longer than {limit:?}: killed");
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+/// The control socket, bound: mode 0600, non-blocking accept.
+pub struct ControlSocket {
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+impl ControlSocket {
+    /// Binds `path` (a stale socket file there is replaced; any other file is an error) with
+    /// mode 0600.
+    pub fn bind(path: &Path) -> io::Result<Self> {
+        if let Ok(m) = std::fs::symlink_metadata(path) {
+            use std::os::unix::fs::FileTypeExt;
+            if !m.file_type().is_socket() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} exists and is not a socket", path.display()),
+                ));
+            }
+            if UnixStream::connect(path).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("{}: another tunneld is listening there", path.display()),
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
+        // Connecting needs write permission: with the usual umask (022) nobody else can
+        // connect even before the chmod; SO_PEERCRED is checked per client anyway.
+        let listener = UnixListener::bind(path)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        listener.set_nonblocking(true)?;
+        Ok(ControlSocket {
+            listener,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Serves clients one at a time until `stop` is set.
+    pub fn serve(&self, t: &Tunnel, c: &Control, stop: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) {
+            match self.listener.accept() {
+                Ok((s, _)) => {
+                    if let Err(e) = serve_client(t, c, s, stop) {
+                        info!("control client: {e}");
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => thread::sleep(Duration::from_millis(20)),
+                Err(e) => {
+                    warn!("control socket accept: {e}");
+                    thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Reads one line of at most `max` bytes into `out` (without the newline). `Ok(false)` at
+/// the end of the stream; an over-long line is an error (the rest of it is not read).
+pub fn read_line_bounded<R: BufRead>(r: &mut R, out: &mut Vec<u8>, max: usize) -> io::Result<bool> {
+    out.clear();
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(!out.is_empty());
+        }
+        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        if out.len() + chunk.len() >= max {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("request longer than {max} bytes"),
+            ));
+        }
+        out.extend_from_slice(chunk);
+        let n = done.unwrap_or(buf.len());
+        r.consume(n);
+        if done.is_some() {
+            return Ok(true);
+        }
+    }
+}
+
+fn serve_client(t: &Tunnel, c: &Control, s: UnixStream, stop: &AtomicBool) -> io::Result<()> {
+    s.set_nonblocking(false)?;
+    s.set_read_timeout(Some(CLIENT_IDLE))?;
+    s.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    let mut w = s.try_clone()?;
+    let uid = crate::sys::peer_uid(&s)?;
+    if uid != 0 {
+        let _ = writeln!(w, "{}", error("only root may use the control socket"));
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("refused uid {uid}"),
+        ));
+    }
+    let start = Instant::now();
+    let mut r = BufReader::new(s.take(u64::MAX));
+    let mut line = Zeroizing::new(Vec::new());
+    while !stop.load(Ordering::Relaxed) && start.elapsed() < CLIENT_MAX {
+        match read_line_bounded(&mut r, &mut line, MAX_REQUEST) {
+            Ok(false) => return Ok(()),
+            Ok(true) => {}
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                writeln!(w, "{}", error(e.to_string()))?;
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let h = c.request(t, &line);
+        writeln!(w, "{}", h.response)?;
+        if h.monitor {
+            w.set_read_timeout(None)?;
+            if !c.add_monitor(w) {
+                return Err(io::Error::other("too many monitors"));
+            }
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

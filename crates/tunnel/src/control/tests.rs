@@ -1,0 +1,383 @@
+//! The control protocol without sockets (requests against an engine), then through a real
+//! Unix socket against a tunnel core whose packets go through the in-memory path.
+
+use super::*;
+use ipsec_engine::{DropReason, Verdict, Worker};
+use std::net::Ipv4Addr;
+
+const KEY_OLD: &str = "0x0102030405060708090a0b0c0d0e0f1011121314";
+const KEY_NEW: &str = "0xa1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4";
+
+fn spec(spi: u32, key: &str) -> String {
+    format!("proto esp spi {spi:#x} mode tunnel src 10.99.0.1 dst 10.99.0.2 aead 'rfc4106(gcm(aes))' {key} 128")
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+fn req(e: &mut Engine, st: &mut State, now: u64, v: Value) -> Handled {
+    handle(v.to_string().as_bytes(), e, st, secs(now))
+}
+
+fn ok_of(h: &Handled) -> &Value {
+    assert_eq!(h.response["ok"], true, "{}", h.response);
+    &h.response
+}
+
+fn err_of(h: &Handled) -> String {
+    assert_eq!(h.response["ok"], false, "{}", h.response);
+    assert!(h.events.is_empty());
+    h.response["error"].as_str().unwrap().to_string()
+}
+
+fn add(e: &mut Engine, st: &mut State, name: &str, spi: u32, key: &str) -> Handled {
+    req(e, st, 0, json!({"v":1,"op":"sa.add","name":name,"spec":spec(spi, key)}))
+}
+
+fn policy(dir: &str, sa: &str) -> Value {
+    json!({"v":1,"op":"policy.add","policy":{"dir":dir,"src":"192.168.1.0/24","dst":"192.168.2.0/24","action":"protect","bundle":[sa]}})
+}
+
+#[test]
+fn bad_requests_get_errors_and_change_nothing() {
+    let mut e = Engine::new();
+    let mut st = State::default();
+    let cases: &[(&[u8], &str)] = &[
+        (b"{not json", "not JSON"),
+        (b"[1,2]", "a request is a JSON object"),
+        (br#"{"op":"sa.list"}"#, "missing `v`"),
+        (br#"{"v":2,"op":"sa.list"}"#, "unsupported protocol version 2"),
+        (br#"{"v":1}"#, "missing `op`"),
+        (br#"{"v":1,"op":"sa.frob"}"#, "unknown op `sa.frob`"),
+        (br#"{"v":1,"op":"sa.list","keyz":true}"#, "unknown field `keyz`"),
+        (
+            br#"{"v":1,"op":"sa.list","keys":"yes"}"#,
+            "`keys` must be true or false",
+        ),
+        (br#"{"v":1,"op":"sa.del","name":"nope"}"#, "no SA named `nope`"),
+        (br#"{"v":1,"op":"policy.del","index":0}"#, "`index` must be"),
+        (br#"{"v":1,"op":"policy.del","index":3}"#, "no policy at index 3"),
+        (
+            br#"{"v":1,"op":"policy.add","policy":{"dir":"out","action":"protect","bundle":["x"]}}"#,
+            "no SA named `x`",
+        ),
+        (b"\xff\xfe", "not JSON"),
+    ];
+    for (line, want) in cases {
+        let h = handle(line, &mut e, &mut st, secs(0));
+        let msg = err_of(&h);
+        assert!(msg.contains(want), "{msg:?} should contain {want:?}");
+        assert_eq!(h.response["v"], 1);
+    }
+    assert!(e.sad().is_empty() && e.spd().policies().is_empty());
+}
+
+#[test]
+fn sa_errors_are_the_config_files_and_never_show_keys() {
+    let mut e = Engine::new();
+    let mut st = State::default();
+    // A 16-byte key where GCM-128 needs 20 (key + salt): the config loader's message.
+    let short = "0x00112233445566778899aabbccddeeff";
+    let h = add(&mut e, &mut st, "a", 0x100, short);
+    let msg = err_of(&h);
+    assert!(msg.starts_with("SA `a`:"), "{msg}");
+    assert!(msg.contains("key"), "{msg}");
+    assert!(!msg.contains("00112233"), "key shown: {msg}");
+    // The same SA in a config file gives the same message.
+    let file = format!("[[sa]]\nname = \"a\"\nxfrm = \"{}\"\n", spec(0x100, short));
+    let cfg = ipsec_config::from_toml::parse(&file).unwrap_err();
+    assert_eq!(cfg.describe(), msg);
+    // A key where the algorithm name belongs is not echoed either.
+    let h = req(
+        &mut e,
+        &mut st,
+        0,
+        json!({"v":1,"op":"sa.add","name":"b","spec":"proto esp spi 1 enc 0xdeadbeefdeadbeef 0x00"}),
+    );
+    assert!(!err_of(&h).contains("deadbeef"));
+    let h = req(
+        &mut e,
+        &mut st,
+        0,
+        json!({"v":1,"op":"sa.add","name":"c","spec":spec(0x101, KEY_OLD),"lifetime":{"soft":{"seconds":10},"hard":{"seconds":5}}}),
+    );
+    assert!(err_of(&h).contains("lifetime"));
+    assert!(e.sad().is_empty());
+}
+
+#[test]
+fn sa_add_list_get_del_and_keys_only_when_asked() {
+    let mut e = Engine::new();
+    let mut st = State::default();
+    let h = add(&mut e, &mut st, "ab", 0x1000, KEY_OLD);
+    assert_eq!(ok_of(&h)["id"], 0);
+    assert_eq!(h.events[0]["event"], "sa.added");
+    assert_eq!(h.events[0]["spi"], "0x1000");
+    assert!(err_of(&add(&mut e, &mut st, "ab", 0x1001, KEY_OLD)).contains("already named `ab`"));
+    assert!(err_of(&add(&mut e, &mut st, "other", 0x1000, KEY_OLD)).contains("same protocol, SPI and destination"));
+    let list = req(&mut e, &mut st, 0, json!({"v":1,"op":"sa.list"}));
+    let text = list.response.to_string();
+    assert!(!text.contains("0102030405"), "keys listed: {text}");
+    let sa = &ok_of(&list)["sas"][0];
+    assert_eq!(sa["name"], "ab");
+    assert_eq!(sa["aead"]["alg"], "rfc4106(gcm(aes))");
+    assert_eq!(sa["aead"]["key_bits"], 128);
+    assert_eq!(sa["src"], "10.99.0.1");
+    assert!(sa["spec"].as_str().unwrap().contains("<160-bit key>"));
+    let get = req(&mut e, &mut st, 0, json!({"v":1,"op":"sa.get","name":"ab","keys":true}));
+    let with = ok_of(&get)["sa"]["spec_with_keys"].as_str().unwrap().to_string();
+    assert!(with.contains(KEY_OLD), "{with}");
+    // What sa.get gives back is a SPEC that installs the same SA.
+    assert_eq!(
+        ipsec_config::spec::parse(&with).unwrap().params,
+        e.sad().get(SaId(0)).unwrap().config.params
+    );
+    let del = req(&mut e, &mut st, 0, json!({"v":1,"op":"sa.del","name":"ab"}));
+    assert_eq!(del.events[0]["event"], "sa.removed");
+    assert_eq!(
+        ok_of(&req(&mut e, &mut st, 0, json!({"v":1,"op":"sa.list"})))["sas"],
+        json!([])
+    );
+    // Its SPI is free again.
+    ok_of(&add(&mut e, &mut st, "ab", 0x1000, KEY_OLD));
+}
+
+#[test]
+fn policies_are_added_listed_and_deleted_by_index() {
+    let mut e = Engine::new();
+    let mut st = State::default();
+    ok_of(&add(&mut e, &mut st, "ab", 0x1000, KEY_OLD));
+    let h = req(&mut e, &mut st, 0, policy("out", "ab"));
+    assert_eq!(ok_of(&h)["index"], 1);
+    assert_eq!(h.events[0]["event"], "policy.added");
+    let h = req(
+        &mut e,
+        &mut st,
+        0,
+        json!({"v":1,"op":"policy.add","policy":{"dir":"in","proto":"tcp","dst_port":"22","action":"bypass"}}),
+    );
+    assert_eq!(ok_of(&h)["index"], 2);
+    // The config file's checks and messages.
+    let h = req(
+        &mut e,
+        &mut st,
+        0,
+        json!({"v":1,"op":"policy.add","policy":{"dir":"out","dst_port":"22","action":"bypass"}}),
+    );
+    assert!(err_of(&h).contains("ports need proto"), "{}", h.response);
+    let h = req(
+        &mut e,
+        &mut st,
+        0,
+        json!({"v":1,"op":"policy.add","policy":{"dir":"sideways","action":"bypass"}}),
+    );
+    err_of(&h);
+    let list = req(&mut e, &mut st, 0, json!({"v":1,"op":"policy.list"}));
+    let ps = &ok_of(&list)["policies"];
+    assert_eq!(ps[0]["bundle"], json!(["ab"]));
+    assert_eq!(ps[0]["src"], "192.168.1.0/24");
+    assert_eq!(ps[1]["proto"], "tcp");
+    assert_eq!(ps[1]["dst_port"], "22");
+    let h = req(&mut e, &mut st, 0, json!({"v":1,"op":"policy.del","index":1}));
+    assert_eq!(ok_of(&h)["policy"]["action"], "protect");
+    assert_eq!(h.events[0]["event"], "policy.removed");
+    assert_eq!(e.spd().policies().len(), 1);
+    assert_eq!(e.spd().policies()[0].action, Action::Bypass);
+}
+
+/// A sender engine and a receiver engine, both driven over the protocol.
+fn pair() -> [(Engine, State); 2] {
+    let mut a = (Engine::new(), State::default());
+    let mut b = (Engine::new(), State::default());
+    ok_of(&add(&mut a.0, &mut a.1, "ab", 0x1000, KEY_OLD));
+    ok_of(&req(&mut a.0, &mut a.1, 0, policy("out", "ab")));
+    ok_of(&add(&mut b.0, &mut b.1, "ab", 0x1000, KEY_OLD));
+    ok_of(&req(&mut b.0, &mut b.1, 0, policy("in", "ab")));
+    [a, b]
+}
+
+fn udp_packet() -> Vec<u8> {
+    let mut out = Vec::new();
+    etherparse::PacketBuilder::ipv4([192, 168, 1, 1], [192, 168, 2, 1], 64)
+        .udp(1000, 2000)
+        .write(&mut out, &[7u8; 100])
+        .unwrap();
+    out
+}
+
+fn seal(e: &mut Engine, now: u64) -> Vec<u8> {
+    let mut raw = vec![0u8; 2048];
+    let p = udp_packet();
+    raw[256..256 + p.len()].copy_from_slice(&p);
+    let mut buf = ipsec_core::PacketBuf::new(&mut raw, 256, p.len()).unwrap();
+    assert_eq!(e.outbound(&mut buf, secs(now)), Ok(Verdict::Protected(1)));
+    buf.packet().to_vec()
+}
+
+fn open(e: &Engine, w: &mut Worker, wire: &[u8], now: u64) -> Result<Verdict, ipsec_engine::Dropped> {
+    let mut raw = vec![0u8; 2048];
+    raw[256..256 + wire.len()].copy_from_slice(wire);
+    let mut buf = ipsec_core::PacketBuf::new(&mut raw, 256, wire.len()).unwrap();
+    e.data_plane().inbound(w, &mut buf, secs(now))
+}
+
+#[test]
+fn update_is_make_before_break_and_retires_the_old_sa_when_idle() {
+    let [(mut a, mut sa), (mut b, mut sb)] = pair();
+    let mut w = Worker::new().unwrap();
+    let in_flight = seal(&mut a, 1);
+    // The receiver rekeys first (new inbound SA), then the sender.
+    let upd = |spi, key| json!({"v":1,"op":"sa.update","name":"ab","spec":spec(spi, key)});
+    let h = req(&mut b, &mut sb, 1, upd(0x2000, KEY_NEW));
+    assert_eq!(ok_of(&h)["old_id"], 0);
+    assert_eq!(h.events[0]["event"], "sa.replaced");
+    assert_eq!(h.events[0]["spi"], "0x2000");
+    // Old-SA packets still arrive during the switch: accepted.
+    assert_eq!(open(&b, &mut w, &in_flight, 1), Ok(Verdict::Protected(1)));
+    let before_switch = seal(&mut a, 2);
+    ok_of(&req(&mut a, &mut sa, 2, upd(0x2000, KEY_NEW)));
+    let after_switch = seal(&mut a, 2);
+    assert_eq!(u32::from_be_bytes(after_switch[20..24].try_into().unwrap()), 0x2000);
+    assert_eq!(open(&b, &mut w, &before_switch, 2), Ok(Verdict::Protected(1)));
+    assert_eq!(open(&b, &mut w, &after_switch, 2), Ok(Verdict::Protected(1)));
+    // show lists both, the old one as retiring.
+    let show = req(&mut b, &mut sb, 2, json!({"v":1,"op":"show"}));
+    let sas = ok_of(&show)["sas"].as_array().unwrap().clone();
+    assert_eq!(sas.len(), 2);
+    assert_eq!(sas[0]["retiring"], true);
+    assert_eq!(sas[0]["inbound"]["packets"], 2);
+    assert_eq!(sas[1]["retiring"], false);
+    assert_eq!(sas[1]["replay_top"], 1);
+    assert_eq!(sas[1]["inbound"]["drops"]["bad_icv"], 0);
+    // Ticks see the old SA used, then idle, but not for long enough: kept.
+    assert!(after_tick(&mut b, &mut sb, &[], secs(2)).is_empty());
+    assert!(after_tick(&mut b, &mut sb, &[], secs(2) + RETIRE_IDLE / 2).is_empty());
+    let ev = after_tick(&mut b, &mut sb, &[], secs(2) + RETIRE_IDLE);
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0]["event"], "sa.retired");
+    assert_eq!(ev[0]["why"], "idle");
+    assert!(sb.retiring().is_empty());
+    // Now an old-SA packet finds no SA.
+    assert_eq!(
+        open(&b, &mut w, &before_switch, 9).unwrap_err().reason,
+        DropReason::NoSa
+    );
+}
+
+#[test]
+fn expiry_events_are_named() {
+    let mut e = Engine::new();
+    let mut st = State::default();
+    let h = req(
+        &mut e,
+        &mut st,
+        0,
+        json!({"v":1,"op":"sa.add","name":"x","spec":spec(0x10, KEY_OLD),"lifetime":{"soft":{"seconds":5},"hard":{"seconds":9}}}),
+    );
+    ok_of(&h);
+    e.poll(secs(6));
+    let evs: Vec<Event> = std::iter::from_fn(|| e.next_event()).collect();
+    let out = after_tick(&mut e, &mut st, &evs, secs(6));
+    assert_eq!(out[0]["event"], "sa.soft_expired");
+    assert_eq!(out[0]["sa"], "x");
+    assert_eq!(out[0]["limit"], "seconds");
+    let show = req(&mut e, &mut st, 6, json!({"v":1,"op":"show"}));
+    assert_eq!(ok_of(&show)["sas"][0]["lifetime_left"]["hard"]["seconds"], 3);
+}
+
+#[test]
+fn over_long_lines_are_refused() {
+    let mut r = io::Cursor::new(b"abc\ndef".to_vec());
+    let mut out = Vec::new();
+    assert!(read_line_bounded(&mut r, &mut out, 16).unwrap());
+    assert_eq!(out, b"abc");
+    assert!(read_line_bounded(&mut r, &mut out, 16).unwrap());
+    assert_eq!(out, b"def");
+    assert!(!read_line_bounded(&mut r, &mut out, 16).unwrap());
+    let mut r = io::Cursor::new(vec![b'x'; 100]);
+    let e = read_line_bounded(&mut r, &mut out, 16).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+}
+
+#[test]
+fn hook_runs_with_the_event_and_is_killed_when_slow() {
+    let dir = std::env::temp_dir().join(format!("ctl-hook-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("ev.json");
+    let st = run_bounded(&format!("cat > {}", out.display()), b"{\"event\":\"x\"}", secs(5)).unwrap();
+    assert!(st.success());
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "{\"event\":\"x\"}");
+    let t0 = Instant::now();
+    assert!(run_bounded("sleep 30", b"", Duration::from_millis(200)).is_none());
+    assert!(t0.elapsed() < secs(5));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// ---- through a real Unix socket ---------------------------------------------------------
+
+fn client(path: &Path) -> (BufReader<UnixStream>, UnixStream) {
+    let s = UnixStream::connect(path).unwrap();
+    s.set_read_timeout(Some(secs(5))).unwrap();
+    (BufReader::new(s.try_clone().unwrap()), s)
+}
+
+fn call(c: &mut (BufReader<UnixStream>, UnixStream), line: &str) -> Value {
+    writeln!(c.1, "{line}").unwrap();
+    let mut resp = String::new();
+    c.0.read_line(&mut resp).unwrap();
+    serde_json::from_str(&resp).unwrap()
+}
+
+#[test]
+fn socket_serves_requests_monitors_and_survives_bad_clients() {
+    let dir = std::env::temp_dir().join(format!("ctl-sock-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tunneld.sock");
+    let sock = ControlSocket::bind(&path).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    // A second daemon on the same path is refused; a non-socket file is not replaced.
+    assert!(ControlSocket::bind(&path).is_err());
+    std::fs::write(dir.join("file"), b"x").unwrap();
+    assert!(ControlSocket::bind(&dir.join("file")).is_err());
+    let t = Tunnel::new(Engine::new(), Some(Ipv4Addr::new(10, 99, 0, 2)));
+    let c = Control::new(&t.engine(), None);
+    let stop = AtomicBool::new(false);
+    thread::scope(|s| {
+        s.spawn(|| sock.serve(&t, &c, &stop));
+        // A client that sends an endless line is cut off; the socket keeps serving.
+        {
+            let mut bad = UnixStream::connect(&path).unwrap();
+            let _ = bad.write_all(&vec![b'x'; MAX_REQUEST + 10]);
+            let mut resp = String::new();
+            let _ = BufReader::new(bad).read_line(&mut resp);
+            assert!(resp.contains("request longer than"), "{resp}");
+        }
+        let mut mon = client(&path);
+        assert_eq!(call(&mut mon, r#"{"v":1,"op":"monitor"}"#)["ok"], true);
+        let mut cl = client(&path);
+        let add = json!({"v":1,"op":"sa.add","name":"ab","spec":spec(0x1000, KEY_OLD)}).to_string();
+        assert_eq!(call(&mut cl, &add)["ok"], true);
+        assert_eq!(call(&mut cl, "garbage")["ok"], false);
+        let pol = policy("out", "ab").to_string();
+        assert_eq!(call(&mut cl, &pol)["index"], 1);
+        let list = call(&mut cl, r#"{"v":1,"op":"sa.list"}"#);
+        assert_eq!(list["sas"][0]["name"], "ab");
+        drop(cl);
+        // The monitor saw both changes, in order.
+        let mut line = String::new();
+        mon.0.read_line(&mut line).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&line).unwrap()["event"], "sa.added");
+        line.clear();
+        mon.0.read_line(&mut line).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&line).unwrap()["event"], "policy.added");
+        stop.store(true, Ordering::Relaxed);
+    });
+    // The packet path uses what the socket installed.
+    assert_eq!(crate::tunnel::inbound_protocols(&t.engine()), Vec::<u8>::new());
+    assert_eq!(t.engine().spd().policies().len(), 1);
+    drop(sock);
+    assert!(!path.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
