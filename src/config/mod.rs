@@ -137,6 +137,9 @@ pub struct TunnelConfig {
     pub local: Option<std::net::Ipv4Addr>,
     /// The peer's underlay address (IPv4).
     pub peer: Option<std::net::Ipv4Addr>,
+    /// `encap = "espinudp"`: ESP in UDP (RFC 3948) from port `encap_sport` to `encap_dport`
+    /// (both 4500 by default).
+    pub udp_encap: Option<(u16, u16)>,
     /// The line of the `[tunnel]` header.
     pub line: Option<usize>,
 }
