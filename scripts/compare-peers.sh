@@ -20,7 +20,10 @@
 #   sudo bash scripts/compare-peers.sh                        # everything, ~6 min
 #   DURATION=3 REPS=1 sudo -E bash scripts/compare-peers.sh   # a quick look
 #   VARIANTS="veth tunneld-esp wireguard-go" sudo -E bash scripts/compare-peers.sh
-#   TUNNELD_BIN=target/release/tunneld TUNNELD_ARGS="--workers 1" ...
+#   TUNNELD_BIN=target/release/tunneld TUNNELD_ARGS="--log info" ...
+#   BASE_BIN=/path/to/older/tunneld VARIANTS="base-esp tunneld-esp" ...  # before/after
+#
+# base-esp, base-udp, base-cbc are tunneld-* run with $BASE_BIN (another build) instead.
 #
 # Installs what is missing: iperf3 and wireguard-tools (apt), wireguard-go (go install, into
 # $TOOLS, default /tmp/compare-peers-tools) and boringtun-cli (cargo install, same place; it
@@ -70,6 +73,7 @@ if [[ " $VARIANTS " == *" boringtun "* && ! -x $BORINGTUN ]]; then
   log "cargo install boringtun-cli@$BORINGTUN_VERSION (minutes)"
   timeout 2400 cargo install --quiet --locked --root "$TOOLS" "boringtun-cli@$BORINGTUN_VERSION" >&2 || log "boringtun-cli: install failed"
 fi
+BIN=''
 if [[ " $VARIANTS " == *" tunneld"* ]]; then
   if [ -n "${TUNNELD_BIN:-}" ]; then
     BIN=$TUNNELD_BIN
@@ -144,9 +148,9 @@ tunneld_config() { # KIND(esp|udp|cbc) SIDE(a|b)
   local alg2="aead = { alg = \"rfc4106(gcm(aes))\", key = \"$K2\", icv = 128 }"
   if [ "$kind" = cbc ]; then
     alg1="enc = { alg = \"cbc(aes)\", key = \"$E1\" }
-auth = { alg = \"hmac(sha1)\", key = \"$H1\", icv = 96 }"
+auth = { alg = \"hmac(sha1)\", key = \"$H1\", trunc = 96 }"
     alg2="enc = { alg = \"cbc(aes)\", key = \"$E2\" }
-auth = { alg = \"hmac(sha1)\", key = \"$H2\", icv = 96 }"
+auth = { alg = \"hmac(sha1)\", key = \"$H2\", trunc = 96 }"
   fi
   cat <<EOF
 [tunnel]
@@ -200,14 +204,15 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
     veth)
       TARGET=$B4
       ;;
-    tunneld-*)
-      local kind=${1#tunneld-}
+    tunneld-* | base-*)
+      local kind=${1#*-} bin=$BIN
+      [[ $1 == base-* ]] && bin=${BASE_BIN:?BASE_BIN: the other tunneld build}
       for side in a b; do
         local ns=$NSA
         [ $side = b ] && ns=$NSB
         tunneld_config "$kind" $side >"$WORK/$kind-$side.toml"
         # shellcheck disable=SC2086
-        ip netns exec "$ns" "$BIN" --config "$WORK/$kind-$side.toml" --log warn ${TUNNELD_ARGS:-} 2>"$WORK/tunneld-$kind-$side.log" &
+        ip netns exec "$ns" "$bin" --config "$WORK/$kind-$side.toml" --log warn ${TUNNELD_ARGS:-} 2>"$WORK/tunneld-$kind-$side.log" &
         BG+=($!)
         PIDS+=($!)
       done
