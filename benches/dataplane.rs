@@ -115,7 +115,11 @@ fn engine_threads(c: &mut Criterion) {
         for threads in [1usize, 2] {
             // Fresh SAs per case, so each starts from sequence number 1.
             let (tx, rx) = planes(&gcm());
-            let name = if batched { "gcm128-1400-batch32" } else { "gcm128-1400-single" };
+            let name = if batched {
+                "gcm128-1400-batch32"
+            } else {
+                "gcm128-1400-single"
+            };
             g.bench_function(BenchmarkId::new(name, format!("{threads}-threads")), |b| {
                 b.iter_custom(|iters| {
                     // Whole batches per thread when batched.

@@ -5,7 +5,8 @@
 //! device. Counters go to `--stats FILE` as JSON every second; SIGINT or SIGTERM stops it.
 //!
 //! The config is the `ipsec check-config` format (TOML or setkey) plus, in TOML, a
-//! `[tunnel]` table (`tun`, `mtu`, `local`, `peer`: see `ipsec::config::TunnelConfig`).
+//! `[tunnel]` table (`tun`, `mtu`, `local`, `peer`, `encap = "espinudp"`, `encap_sport`,
+//! `encap_dport`: see `ipsec::config::TunnelConfig`).
 //! The daemon itself is the `ipsec-tunnel` crate; this binary reads the config, builds the
 //! engine and hands it over.
 //!
@@ -101,6 +102,7 @@ fn main() -> ExitCode {
         mtu: t.mtu,
         local: t.local,
         peer: t.peer,
+        udp_encap: t.udp_encap,
         stats: args.stats,
         control: args.control.or(t.control),
         on_event: args.on_event,

@@ -80,6 +80,9 @@ struct TunnelToml {
     local: Option<Spanned<String>>,
     peer: Option<Spanned<String>>,
     control: Option<Spanned<String>>,
+    encap: Option<Spanned<String>>,
+    encap_sport: Option<u16>,
+    encap_dport: Option<u16>,
 }
 
 #[derive(Deserialize)]
@@ -329,7 +332,19 @@ fn tunnel_config(t: &TunnelToml, lines: &LineIndex, line: usize) -> Result<Tunne
             )),
         }
     };
+    let udp_encap = match &t.encap {
+        None => None,
+        Some(e) if e.get_ref() == "espinudp" => Some((t.encap_sport.unwrap_or(4500), t.encap_dport.unwrap_or(4500))),
+        Some(e) if e.get_ref() == "none" => None,
+        Some(e) => {
+            return Err(invalid(
+                lines.of(e),
+                format!("encap `{}`: use \"espinudp\" (RFC 3948) or \"none\"", e.get_ref()),
+            ))
+        }
+    };
     Ok(TunnelConfig {
+        udp_encap,
         tun: t.tun.as_ref().map(|n| n.get_ref().clone()),
         mtu: t.mtu.as_ref().map(|m| *m.get_ref()),
         local: v4(&t.local, "local")?,

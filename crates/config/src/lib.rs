@@ -141,6 +141,9 @@ pub struct TunnelConfig {
     pub peer: Option<std::net::Ipv4Addr>,
     /// The control socket's path.
     pub control: Option<std::path::PathBuf>,
+    /// `encap = "espinudp"`: ESP in UDP (RFC 3948) from port `encap_sport` to `encap_dport`
+    /// (both 4500 by default).
+    pub udp_encap: Option<(u16, u16)>,
     /// The line of the `[tunnel]` header.
     pub line: Option<usize>,
 }

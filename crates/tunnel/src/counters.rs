@@ -61,6 +61,14 @@ counters! {
     /// Sealed packets that are not IPv4, or not addressed to the configured peer (a config
     /// whose outermost SA is not a tunnel to the peer): dropped, never sent.
     not_to_peer,
+    /// RFC 3948 NAT-keepalives received (one 0xFF byte in UDP).
+    udp_keepalives_rx,
+    /// NAT-keepalives sent.
+    udp_keepalives_tx,
+    /// UDP datagrams with the non-ESP marker (IKE, which tunneld does not speak): dropped.
+    udp_non_esp,
+    /// UDP datagrams too short to be ESP or a keepalive: dropped.
+    udp_runts,
     /// Errors reading the TUN device.
     tun_read_errors,
     /// Errors writing the TUN device (the packet is lost).
@@ -98,6 +106,6 @@ mod tests {
         let v = serde_json::to_value(s).unwrap();
         assert_eq!(v["not_ip"], 1);
         assert_eq!(v["tun_rx_bytes"], 1500);
-        assert_eq!(v.as_object().unwrap().len(), 17);
+        assert_eq!(v.as_object().unwrap().len(), 21);
     }
 }

@@ -5,9 +5,12 @@
 //! the final counters are written before [`run`] returns.
 
 use crate::control::{Control, ControlSocket};
+use crate::encap;
 use crate::stats;
-use crate::sys::{self, RawRx, RawTx, Tun};
-use crate::tunnel::{inbound_protocols, run_inbound, run_outbound, tun_mtu_for, Report, Tunnel};
+use crate::sys::{self, RawRx, RawTx, Tun, UdpEncap};
+use crate::tunnel::{
+    inbound_protocols, run_inbound, run_outbound, tun_mtu_for, Report, Tunnel, UnderlayRx, UnderlayTx,
+};
 use ipsec_engine::Engine;
 use std::io;
 use std::net::Ipv4Addr;
@@ -47,6 +50,10 @@ pub struct Options {
     pub control: Option<PathBuf>,
     /// A command run (by `sh -c`) with each event's JSON on its standard input.
     pub on_event: Option<String>,
+    /// ESP in UDP (RFC 3948), `(source port, destination port)`: ESP goes in UDP datagrams
+    /// from `local:sport` to `peer:dport` (NAT-keepalives every 20 s, the peer's endpoint
+    /// learned from authenticated packets). Needs `local` and `peer`. `None`: raw ESP.
+    pub udp_encap: Option<(u16, u16)>,
 }
 
 impl Default for Options {
@@ -60,6 +67,7 @@ impl Default for Options {
             stats: None,
             control: None,
             on_event: None,
+            udp_encap: None,
         }
     }
 }
@@ -106,15 +114,41 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
     let name = tun.name().to_string();
     sys::set_mtu(&name, mtu)?;
     sys::set_up(&name)?;
-    let tx = RawTx::open().map_err(context("opening the raw sending socket".into()))?;
-    let rxs = protocols
+    let udp = match opts.udp_encap {
+        None => None,
+        Some((sport, dport)) => {
+            let (Some(local), Some(peer)) = (opts.local, opts.peer) else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "ESP in UDP needs the local and the peer address",
+                ));
+            };
+            Some(
+                UdpEncap::open(local, sport, peer, dport, WAIT)
+                    .map_err(context(format!("opening UDP port {sport} for ESP in UDP")))?,
+            )
+        }
+    };
+    let raw_tx = match udp {
+        None => Some(RawTx::open().map_err(context("opening the raw sending socket".into()))?),
+        Some(_) => None,
+    };
+    // With ESP in UDP, ESP arrives on the UDP socket; AH and IPComp still on raw sockets.
+    let raw_protocols: Vec<u8> = protocols
+        .iter()
+        .copied()
+        .filter(|&p| udp.is_none() || p != 50)
+        .collect();
+    let rxs = raw_protocols
         .iter()
         .map(|&p| RawRx::open(p, opts.local, WAIT).map_err(context(format!("opening the raw socket for protocol {p}"))))
         .collect::<io::Result<Vec<_>>>()?;
     info!(
-        "tunneld: {name} up with MTU {mtu}; underlay {} -> {}; receiving IP protocols {protocols:?}",
+        "tunneld: {name} up with MTU {mtu}; underlay {} -> {}; receiving IP protocols {protocols:?}{}",
         opts.local.map_or("any".to_string(), |a| a.to_string()),
         opts.peer.map_or("any".to_string(), |a| a.to_string()),
+        opts.udp_encap
+            .map_or(String::new(), |(s, d)| format!("; ESP in UDP {s} -> {d}")),
     );
     let control = Control::new(&engine, opts.on_event.clone());
     let socket = match &opts.control {
@@ -124,18 +158,30 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
         None => None,
     };
     let tunnel = Tunnel::new(engine, opts.peer);
+    let tx: &dyn UnderlayTx = match (&udp, &raw_tx) {
+        (Some(u), _) => u,
+        (None, Some(r)) => r,
+        (None, None) => unreachable!("one of the two is opened above"),
+    };
+    let mut readers: Vec<(String, &dyn UnderlayRx)> = rxs
+        .iter()
+        .map(|rx| (format!("underlay-{}", rx.proto()), rx as &dyn UnderlayRx))
+        .collect();
+    if let Some(u) = &udp {
+        readers.push(("underlay-udp".into(), u));
+    }
     let spawned = thread::scope(|s| -> io::Result<()> {
-        let (t, tun, tx) = (&tunnel, &tun, &tx);
+        let (t, tun) = (&tunnel, &tun);
         let mut result = thread::Builder::new()
             .name("tun-reader".into())
             .spawn_scoped(s, move || run_outbound(t, tun, tx, stop))
             .map(drop);
-        for rx in &rxs {
+        for (thread_name, rx) in readers {
             if result.is_err() {
                 break;
             }
             result = thread::Builder::new()
-                .name(format!("underlay-{}", rx.proto()))
+                .name(thread_name)
                 .spawn_scoped(s, move || run_inbound(t, rx, tun, stop))
                 .map(drop);
         }
@@ -155,7 +201,7 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
                 return result;
             }
         }
-        ticker(t, opts.stats.as_deref(), Some(&control), stop);
+        ticker(t, opts.stats.as_deref(), Some(&control), udp.as_ref(), stop);
         Ok(())
     });
     spawned?;
@@ -177,10 +223,20 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
     Ok(report)
 }
 
-/// Every [`TICK`] until `stop`: lifetimes and events, and the stats file.
-fn ticker(t: &Tunnel, stats_path: Option<&Path>, control: Option<&Control>, stop: &AtomicBool) {
+/// Every [`TICK`] until `stop`: lifetimes and events (handed to the control socket), and the
+/// stats file; with ESP in UDP, a NAT-keepalive every [`encap::KEEPALIVE_INTERVAL_SECS`] (the
+/// first right away).
+fn ticker(t: &Tunnel, stats_path: Option<&Path>, control: Option<&Control>, udp: Option<&UdpEncap>, stop: &AtomicBool) {
     let mut failures: u64 = 0;
+    let mut next_keepalive = Instant::now();
     while !stop.load(Ordering::Relaxed) {
+        if let Some(u) = udp.filter(|_| Instant::now() >= next_keepalive) {
+            next_keepalive = Instant::now() + Duration::from_secs(encap::KEEPALIVE_INTERVAL_SECS);
+            match u.send_keepalive() {
+                Ok(()) => crate::counters::inc(&t.counters().udp_keepalives_tx),
+                Err(e) => warn!("sending a NAT-keepalive: {e}"),
+            }
+        }
         let (report, events) = t.tick();
         if let Some(c) = control {
             c.tick(t, &events);
@@ -231,7 +287,7 @@ mod tests {
         let t = Tunnel::new(Engine::new(), None);
         let stop = AtomicBool::new(false);
         thread::scope(|s| {
-            s.spawn(|| ticker(&t, Some(&p), None, &stop));
+            s.spawn(|| ticker(&t, Some(&p), None, None, &stop));
             let t0 = Instant::now();
             while !p.exists() && t0.elapsed() < Duration::from_secs(5) {
                 thread::sleep(Duration::from_millis(5));

@@ -18,6 +18,7 @@
 pub mod control;
 pub mod counters;
 pub mod daemon;
+pub mod encap;
 pub mod stats;
 pub mod sys;
 pub mod tunnel;
@@ -25,6 +26,6 @@ pub mod tunnel;
 pub use counters::{DaemonCounters, DaemonSnapshot};
 pub use daemon::{run, Options};
 pub use tunnel::{
-    inbound_protocols, run_inbound, run_outbound, tun_mtu_for, DaemonDrop, Outcome, PacketBuffer, Report, TunIo,
-    Tunnel, UnderlayRx, UnderlayTx,
+    inbound_protocols, run_inbound, run_outbound, tun_mtu_for, Batch, DaemonDrop, Outcome, PacketBuffer, Report,
+    RxKind, TunIo, Tunnel, UnderlayRx, UnderlayTx, BATCH,
 };

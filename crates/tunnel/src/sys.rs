@@ -7,11 +7,13 @@
 //! the kernel filled in, and `getsockopt(SO_PEERCRED)` for the control socket's peer. `libc` has no safe wrapper for either call.
 #![allow(unsafe_code)]
 
-use crate::tunnel::{TunIo, UnderlayRx, UnderlayTx};
+use crate::encap::{self, UDP_IPV4_HEADER};
+use crate::tunnel::{Batch, RxKind, TunIo, UnderlayRx, UnderlayTx, BATCH};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::{self, Read};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The receive buffer asked for on each raw socket (the kernel caps it at
@@ -55,6 +57,8 @@ impl Tun {
     pub fn open(name: &str, wait: Duration) -> io::Result<Tun> {
         ifreq(name)?; // the name checks, before tun-tap silently truncates a long name
         let iface = tun_tap::Iface::without_packet_info(name, tun_tap::Mode::Tun)?;
+        // Reads wait in poll(2), never in read(2): recv_more drains the queue until EAGAIN.
+        set_nonblocking(iface.as_raw_fd())?;
         Ok(Tun { iface, wait })
     }
 
@@ -69,7 +73,15 @@ impl TunIo for Tun {
         if !poll_readable(self.iface.as_raw_fd(), self.wait)? {
             return Ok(None);
         }
-        self.iface.recv(buf).map(Some)
+        self.recv_more(buf)
+    }
+
+    fn recv_more(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        match self.iface.recv(buf) {
+            Ok(n) => Ok(Some(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     fn send(&self, packet: &[u8]) -> io::Result<()> {
@@ -113,6 +125,14 @@ impl UnderlayTx for RawTx {
             ))
         }
     }
+
+    fn send_batch(&self, packets: &[&[u8]], dsts: &[Ipv4Addr]) -> io::Result<usize> {
+        let mut to = [sockaddr_in(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)); BATCH];
+        for (t, d) in to.iter_mut().zip(dsts) {
+            *t = sockaddr_in(SocketAddrV4::new(*d, 0));
+        }
+        send_mmsg(self.sock.as_raw_fd(), packets, &to)
+    }
 }
 
 /// One receiving socket of the underlay: a raw IPv4 socket for one IP protocol (50 ESP,
@@ -155,6 +175,264 @@ impl UnderlayRx for RawRx {
                 Ok(None)
             }
             Err(e) => Err(e),
+        }
+    }
+
+    fn recv_batch(&self, batch: &mut Batch) -> io::Result<usize> {
+        let mut lens = [0usize; BATCH];
+        let n = recv_mmsg(self.sock.as_raw_fd(), batch, 0, &mut lens, None)?;
+        for (i, &len) in lens[..n].iter().enumerate() {
+            batch.set(i, len, RxKind::Packet, None);
+        }
+        Ok(n)
+    }
+}
+
+/// Sets O_NONBLOCK on `fd`.
+fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: F_GETFL and F_SETFL take an int argument (or none) and touch only the open file
+    // description's flags; an fd that is not open makes them fail with EBADF.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A `sockaddr_in` for `a`.
+fn sockaddr_in(a: SocketAddrV4) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(a.ip().octets()),
+        },
+        sin_zero: [0; 8],
+    }
+}
+
+/// Sends `packets[i]` to `to[i]` with one sendmmsg(2): how many went (at least one), or the
+/// first one's error.
+fn send_mmsg(fd: RawFd, packets: &[&[u8]], to: &[libc::sockaddr_in; BATCH]) -> io::Result<usize> {
+    let n = packets.len().min(BATCH);
+    if n == 0 {
+        return Ok(0);
+    }
+    // SAFETY: iovec and mmsghdr are plain C structs for which all-zero bytes (null pointers,
+    // zero lengths) are valid values.
+    let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+    let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+    for i in 0..n {
+        iov[i].iov_base = packets[i].as_ptr() as *mut libc::c_void;
+        iov[i].iov_len = packets[i].len();
+        hdrs[i].msg_hdr.msg_iov = &mut iov[i];
+        hdrs[i].msg_hdr.msg_iovlen = 1;
+        hdrs[i].msg_hdr.msg_name = &to[i] as *const libc::sockaddr_in as *mut libc::c_void;
+        hdrs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    }
+    // SAFETY: the first `n` headers each point at one iovec describing a live, borrowed
+    // packet (the kernel only reads it for a send) and at one `sockaddr_in` in `to` with its
+    // true length; `iov`, `hdrs`, `to` and `packets` all outlive the call. The kernel writes
+    // only `msg_len` of the headers.
+    let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), n as libc::c_uint, 0) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok((r as usize).max(1))
+    }
+}
+
+/// Receives up to [`BATCH`] datagrams into `batch`'s receive areas (each from byte `skip`
+/// on) with one recvmmsg(2): waits for the first as long as the socket's receive timeout
+/// allows, then takes what is already queued (MSG_WAITFORONE). `lens[i]` is datagram `i`'s
+/// length (truncated to its area), `srcs[i]` its source when asked for. `Ok(0)` on timeout.
+fn recv_mmsg(
+    fd: RawFd,
+    batch: &mut Batch,
+    skip: usize,
+    lens: &mut [usize; BATCH],
+    mut srcs: Option<&mut [SocketAddrV4; BATCH]>,
+) -> io::Result<usize> {
+    // SAFETY: as in send_mmsg, all-zero iovec, mmsghdr and sockaddr_in are valid values.
+    let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+    let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+    let mut names: [libc::sockaddr_in; BATCH] = unsafe { std::mem::zeroed() };
+    let mut room = [0usize; BATCH];
+    for (i, area) in batch.recv_areas().enumerate().take(BATCH) {
+        let area = &mut area[skip..];
+        room[i] = area.len();
+        iov[i].iov_base = area.as_mut_ptr().cast();
+        iov[i].iov_len = area.len();
+    }
+    for i in 0..BATCH {
+        hdrs[i].msg_hdr.msg_iov = &mut iov[i];
+        hdrs[i].msg_hdr.msg_iovlen = 1;
+        if srcs.is_some() {
+            hdrs[i].msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_in).cast();
+            hdrs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        }
+    }
+    // SAFETY: every header points at one iovec describing a distinct receive area of
+    // `batch` (exclusively borrowed for the call) with its true length, and, when sources
+    // are asked for, at one `sockaddr_in` of `names` with its true length. The kernel writes
+    // at most `iov_len` bytes into each area, at most `msg_namelen` into each name, and the
+    // headers' `msg_len`/`msg_namelen`/`msg_flags`. All of it outlives the call; a null
+    // timeout means the socket's own SO_RCVTIMEO applies.
+    let r = unsafe {
+        libc::recvmmsg(
+            fd,
+            hdrs.as_mut_ptr(),
+            BATCH as libc::c_uint,
+            libc::MSG_WAITFORONE,
+            std::ptr::null_mut(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted => Ok(0),
+            _ => Err(e),
+        };
+    }
+    let n = (r as usize).min(BATCH);
+    for i in 0..n {
+        lens[i] = (hdrs[i].msg_len as usize).min(room[i]);
+        if let Some(s) = srcs.as_deref_mut() {
+            let a = &names[i];
+            s[i] = SocketAddrV4::new(
+                Ipv4Addr::from(a.sin_addr.s_addr.to_ne_bytes()),
+                u16::from_be(a.sin_port),
+            );
+        }
+    }
+    Ok(n)
+}
+
+/// ESP in UDP (RFC 3948) on one UDP socket bound to the local address and port (4500 by
+/// default), for both directions. Sealed packets lose their outer IPv4 header (the socket
+/// adds its own) and go to the peer's current endpoint: the configured address and port
+/// until an authenticated packet arrives from elsewhere (the peer is behind a NAT), then
+/// that packet's source. Received datagrams get back an IPv4 header (peer → local, protocol
+/// 50) in the headroom, so the engine sees what raw ESP would have given it; keepalives and
+/// non-ESP (IKE) datagrams are sorted out before the engine.
+pub struct UdpEncap {
+    sock: Socket,
+    local: Ipv4Addr,
+    peer: Ipv4Addr,
+    configured: SocketAddrV4,
+    /// The learned endpoint: address << 16 | port, with bit 48 set once learned.
+    learned: AtomicU64,
+}
+
+const LEARNED: u64 = 1 << 48;
+
+impl UdpEncap {
+    /// Binds `local:sport`; sends to `peer:dport` until it learns better. Reads wait at most
+    /// `wait`.
+    pub fn open(local: Ipv4Addr, sport: u16, peer: Ipv4Addr, dport: u16, wait: Duration) -> io::Result<UdpEncap> {
+        let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+        sock.set_reuse_address(true)?;
+        sock.bind(&SockAddr::from(SocketAddrV4::new(local, sport)))?;
+        sock.set_read_timeout(Some(wait))?;
+        let _ = sock.set_recv_buffer_size(RECV_BUFFER);
+        let _ = sock.set_send_buffer_size(RECV_BUFFER);
+        Ok(UdpEncap {
+            sock,
+            local,
+            peer,
+            configured: SocketAddrV4::new(peer, dport),
+            learned: AtomicU64::new(0),
+        })
+    }
+
+    /// Where sealed packets go now.
+    pub fn endpoint(&self) -> SocketAddrV4 {
+        let v = self.learned.load(Ordering::Relaxed);
+        if v & LEARNED == 0 {
+            return self.configured;
+        }
+        SocketAddrV4::new(Ipv4Addr::from((v >> 16) as u32), v as u16)
+    }
+
+    /// The port the socket is bound to.
+    pub fn local_port(&self) -> io::Result<u16> {
+        Ok(self.sock.local_addr()?.as_socket().map_or(0, |a| a.port()))
+    }
+
+    /// Sends one NAT-keepalive (a single 0xFF byte) to the peer's endpoint.
+    pub fn send_keepalive(&self) -> io::Result<()> {
+        self.sock
+            .send_to(&[encap::KEEPALIVE], &SockAddr::from(self.endpoint()))
+            .map(drop)
+    }
+}
+
+impl UnderlayTx for UdpEncap {
+    fn send_to(&self, packet: &[u8], dst: Ipv4Addr) -> io::Result<()> {
+        self.send_batch(&[packet], &[dst]).map(drop)
+    }
+
+    fn send_batch(&self, packets: &[&[u8]], dsts: &[Ipv4Addr]) -> io::Result<usize> {
+        let n = packets.len().min(BATCH);
+        let mut esp: [&[u8]; BATCH] = [&[]; BATCH];
+        let to = [sockaddr_in(self.endpoint()); BATCH];
+        for i in 0..n {
+            esp[i] = encap::esp_payload(packets[i]).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidInput, "not an IPv4 ESP packet: cannot go in UDP")
+            })?;
+            if dsts[i] != self.peer {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, "not to the peer"));
+            }
+        }
+        send_mmsg(self.sock.as_raw_fd(), &esp[..n], &to)
+    }
+}
+
+impl UnderlayRx for UdpEncap {
+    fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        // Single reads (the daemon uses recv_batch): the datagram after room for the IPv4
+        // header, which decapsulation writes; anything but ESP reads as nothing.
+        if buf.len() <= UDP_IPV4_HEADER {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "buffer too small"));
+        }
+        let n = match (&self.sock).read(&mut buf[UDP_IPV4_HEADER..]) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) =>
+            {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
+        };
+        let (kind, len) = encap::decapsulate(buf, n, self.peer, self.local);
+        Ok((kind == RxKind::Packet).then_some(len))
+    }
+
+    fn recv_batch(&self, batch: &mut Batch) -> io::Result<usize> {
+        let mut lens = [0usize; BATCH];
+        let mut srcs = [SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0); BATCH];
+        let n = recv_mmsg(
+            self.sock.as_raw_fd(),
+            batch,
+            UDP_IPV4_HEADER,
+            &mut lens,
+            Some(&mut srcs),
+        )?;
+        for i in 0..n {
+            let area = batch.recv_area(i);
+            let (kind, len) = encap::decapsulate(area, lens[i], self.peer, self.local);
+            batch.set(i, len, kind, Some(srcs[i]));
+        }
+        Ok(n)
+    }
+
+    fn authenticated(&self, src: SocketAddrV4) {
+        let v = LEARNED | (u64::from(u32::from(*src.ip())) << 16) | u64::from(src.port());
+        if self.learned.swap(v, Ordering::Relaxed) != v {
+            tracing::info!("ESP-in-UDP: the peer's endpoint is now {src}");
         }
     }
 }

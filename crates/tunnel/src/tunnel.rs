@@ -19,7 +19,7 @@ use ipsec_engine::{
 };
 use serde::Serialize;
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -100,18 +100,121 @@ pub trait TunIo: Sync {
     fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>>;
     /// Writes one packet.
     fn send(&self, packet: &[u8]) -> io::Result<()>;
+    /// Reads one more packet into `buf` if one is ready now, without waiting: how the
+    /// outbound loop fills a batch after [`recv`](Self::recv) woke it. The default: none.
+    fn recv_more(&self, _buf: &mut [u8]) -> io::Result<Option<usize>> {
+        Ok(None)
+    }
 }
 
 /// The underlay's sending side: whole IPv4 packets, headers included, as the engine built them.
 pub trait UnderlayTx: Sync {
     /// Sends `packet` (a complete IPv4 packet) towards `dst`.
     fn send_to(&self, packet: &[u8], dst: Ipv4Addr) -> io::Result<()>;
+    /// Sends `packets[i]` towards `dsts[i]` from the first on, in as few system calls as it
+    /// can; returns how many were sent (at least 1), or the error of the first one (which
+    /// the caller counts and skips). The default sends the first with [`send_to`](Self::send_to).
+    fn send_batch(&self, packets: &[&[u8]], dsts: &[Ipv4Addr]) -> io::Result<usize> {
+        self.send_to(packets[0], dsts[0]).map(|()| 1)
+    }
 }
 
 /// One of the underlay's receiving sockets: whole IPv4 packets, headers included.
 pub trait UnderlayRx: Sync {
     /// Reads one packet into `buf`; `Ok(None)` when none came within the wait interval.
     fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>>;
+    /// Reads up to [`BATCH`] packets into `batch` (waiting for the first as
+    /// [`recv`](Self::recv) does) and returns how many; the default reads one with `recv`.
+    fn recv_batch(&self, batch: &mut Batch) -> io::Result<usize> {
+        Ok(self.recv(batch.recv_area(0))?.map_or(0, |n| {
+            batch.set(0, n, RxKind::Packet, None);
+            1
+        }))
+    }
+    /// The engine accepted a packet that came from `src` (an authenticated packet): an
+    /// encapsulating socket learns the peer's current address and port from it (RFC 3948
+    /// NAT traversal). The default does nothing.
+    fn authenticated(&self, _src: SocketAddrV4) {}
+}
+
+/// How many packets the loops move per wakeup at most.
+pub const BATCH: usize = 32;
+
+/// What a receiving socket found in one datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxKind {
+    /// A packet for the engine (a whole IPv4 packet in the slot's receive area).
+    Packet,
+    /// An RFC 3948 NAT-keepalive (one 0xFF byte): counted, nothing else.
+    Keepalive,
+    /// A UDP datagram with the non-ESP marker (IKE): tunneld has no IKE, so it is counted
+    /// and dropped.
+    NonEsp,
+    /// A datagram too short to be either: counted and dropped.
+    Runt,
+}
+
+/// [`BATCH`] packet buffers (each with head- and tailroom, as [`PacketBuffer`]'s), what was
+/// received in each, and the thread's [`Worker`]. Allocated once per thread.
+pub struct Batch {
+    data: Vec<Box<[u8]>>,
+    len: [usize; BATCH],
+    kind: [RxKind; BATCH],
+    src: [Option<SocketAddrV4>; BATCH],
+    worker: Worker,
+}
+
+impl Default for Batch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Batch {
+    /// [`BATCH`] zeroed buffers of [`BUF_LEN`] bytes and a worker seeded by the OS.
+    ///
+    /// # Panics
+    ///
+    /// If the operating system has no entropy to give (`getrandom` fails).
+    pub fn new() -> Self {
+        Batch {
+            data: (0..BATCH).map(|_| vec![0; BUF_LEN].into_boxed_slice()).collect(),
+            len: [0; BATCH],
+            kind: [RxKind::Packet; BATCH],
+            src: [None; BATCH],
+            worker: Worker::new().expect("the OS entropy source works"),
+        }
+    }
+
+    /// Slot `i`'s receive area: [`MAX_PACKET`] bytes after [`HEADROOM`].
+    pub fn recv_area(&mut self, i: usize) -> &mut [u8] {
+        &mut self.data[i][HEADROOM..HEADROOM + MAX_PACKET]
+    }
+
+    /// Every slot's receive area, in order.
+    pub fn recv_areas(&mut self) -> impl Iterator<Item = &mut [u8]> {
+        self.data.iter_mut().map(|d| &mut d[HEADROOM..HEADROOM + MAX_PACKET])
+    }
+
+    /// Records what slot `i` received: `len` bytes of `kind` from `src`.
+    pub fn set(&mut self, i: usize, len: usize, kind: RxKind, src: Option<SocketAddrV4>) {
+        self.len[i] = len.min(MAX_PACKET);
+        self.kind[i] = kind;
+        self.src[i] = src;
+    }
+
+    /// The `len` bytes in slot `i`'s receive area.
+    pub fn packet(&self, i: usize) -> &[u8] {
+        &self.data[i][HEADROOM..HEADROOM + self.len[i]]
+    }
+
+    /// Moves slot `from` to slot `to` (swapping buffers, not copying bytes).
+    fn swap(&mut self, to: usize, from: usize) {
+        self.data.swap(to, from);
+        self.len.swap(to, from);
+        self.kind.swap(to, from);
+        self.src.swap(to, from);
+    }
 }
 
 /// What the daemon (not the engine) dropped a packet for.
@@ -305,6 +408,152 @@ impl Tunnel {
         }
     }
 
+    /// The first `n` packets of `b` (read from the TUN device): sealed by the engine as one
+    /// batch and sent to the peer with as few system calls as the underlay allows. Counted
+    /// as [`outbound`](Self::outbound) counts them.
+    pub fn outbound_batch(&self, b: &mut Batch, n: usize, tx: &dyn UnderlayTx) {
+        let c = &self.counters;
+        let n = n.min(BATCH);
+        let mut k = 0;
+        for i in 0..n {
+            inc(&c.tun_rx_packets);
+            add(&c.tun_rx_bytes, b.len[i] as u64);
+            if !is_ip(b.packet(i)) {
+                inc(&c.not_ip);
+                debug!(
+                    len = b.len[i],
+                    "packet from the TUN device is not IPv4 or IPv6: dropped"
+                );
+                continue;
+            }
+            b.swap(k, i);
+            k += 1;
+        }
+        if k == 0 {
+            return;
+        }
+        let now = self.now();
+        let plane = self.plane();
+        let Batch { data, len, worker, .. } = b;
+        let mut slots = data.iter_mut().zip(len.iter());
+        let mut bufs: [PacketBuf<'_>; BATCH] = std::array::from_fn(|_| {
+            let (d, &l) = slots.next().expect("a Batch has BATCH buffers");
+            PacketBuf::new(d, HEADROOM, l).expect("HEADROOM + MAX_PACKET <= BUF_LEN")
+        });
+        let mut out = [Ok(Verdict::Bypass); BATCH];
+        plane.outbound_batch(worker, &mut bufs[..k], &mut out[..k], now);
+        let mut pkts: [&[u8]; BATCH] = [&[]; BATCH];
+        let mut dsts = [Ipv4Addr::UNSPECIFIED; BATCH];
+        let mut m = 0;
+        for (buf, verdict) in bufs[..k].iter().zip(&out[..k]) {
+            match verdict {
+                Ok(Verdict::Protected(_)) => {}
+                Ok(Verdict::Bypass) => {
+                    inc(&c.bypass_dropped);
+                    debug!("outbound packet matches a bypass policy: tunneld sends nothing in the clear");
+                    continue;
+                }
+                Err(d) => {
+                    inc(&c.engine_out_drops);
+                    debug!("outbound packet dropped: {d}");
+                    continue;
+                }
+            }
+            let packet = buf.packet();
+            let Some(dst) = ipv4_dst(packet).filter(|d| self.peer.is_none_or(|p| p == *d)) else {
+                inc(&c.not_to_peer);
+                debug!("sealed packet is not IPv4 to the peer: dropped (is the outermost SA a tunnel to the peer?)");
+                continue;
+            };
+            pkts[m] = packet;
+            dsts[m] = dst;
+            m += 1;
+        }
+        let (pkts, dsts) = (&pkts[..m], &dsts[..m]);
+        let mut i = 0;
+        while i < m {
+            match tx.send_batch(&pkts[i..], &dsts[i..]) {
+                Ok(sent) => {
+                    let sent = sent.clamp(1, m - i);
+                    for p in &pkts[i..i + sent] {
+                        inc(&c.underlay_tx_packets);
+                        add(&c.underlay_tx_bytes, p.len() as u64);
+                    }
+                    i += sent;
+                }
+                Err(e) => {
+                    count_error(&c.underlay_send_errors, "sending on the underlay", &e);
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    /// The first `n` slots of `b` (read from `rx`): keepalives and non-ESP datagrams
+    /// counted, the packets opened by the engine as one batch and written to the TUN device;
+    /// the source of each authenticated packet is reported to `rx`
+    /// ([`UnderlayRx::authenticated`]).
+    pub fn inbound_batch(&self, b: &mut Batch, n: usize, rx: &dyn UnderlayRx, tun: &dyn TunIo) {
+        let c = &self.counters;
+        let n = n.min(BATCH);
+        let mut k = 0;
+        for i in 0..n {
+            match b.kind[i] {
+                RxKind::Packet => {
+                    inc(&c.underlay_rx_packets);
+                    add(&c.underlay_rx_bytes, b.len[i] as u64);
+                    b.swap(k, i);
+                    k += 1;
+                }
+                RxKind::Keepalive => inc(&c.udp_keepalives_rx),
+                RxKind::NonEsp => inc(&c.udp_non_esp),
+                RxKind::Runt => inc(&c.udp_runts),
+            }
+        }
+        if k == 0 {
+            return;
+        }
+        let now = self.now();
+        let plane = self.plane();
+        let Batch {
+            data, len, src, worker, ..
+        } = b;
+        let mut slots = data.iter_mut().zip(len.iter());
+        let mut bufs: [PacketBuf<'_>; BATCH] = std::array::from_fn(|_| {
+            let (d, &l) = slots.next().expect("a Batch has BATCH buffers");
+            PacketBuf::new(d, HEADROOM, l).expect("HEADROOM + MAX_PACKET <= BUF_LEN")
+        });
+        let mut out = [Ok(Verdict::Bypass); BATCH];
+        plane.inbound_batch(worker, &mut bufs[..k], &mut out[..k], now);
+        let mut learned = None;
+        for ((buf, verdict), from) in bufs[..k].iter().zip(&out[..k]).zip(&src[..k]) {
+            match verdict {
+                Ok(Verdict::Protected(_)) => learned = from.or(learned),
+                Ok(Verdict::Bypass) => {
+                    inc(&c.bypass_dropped);
+                    debug!("inbound packet matches a bypass policy: not written to the TUN device");
+                    continue;
+                }
+                Err(d) => {
+                    inc(&c.engine_in_drops);
+                    debug!("inbound packet dropped: {d}");
+                    continue;
+                }
+            }
+            let packet = buf.packet();
+            match tun.send(packet) {
+                Ok(()) => {
+                    inc(&c.tun_tx_packets);
+                    add(&c.tun_tx_bytes, packet.len() as u64);
+                }
+                Err(e) => count_error(&c.tun_write_errors, "writing the TUN device", &e),
+            }
+        }
+        if let Some(from) = learned {
+            rx.authenticated(from);
+        }
+    }
+
     /// Expires SAs whose time is up, logs the engine's events and returns every counter.
     pub fn tick(&self) -> (Report, Vec<Event>) {
         let mut e = self.engine();
@@ -340,13 +589,31 @@ impl Tunnel {
     }
 }
 
-/// The outbound loop: TUN device → engine → underlay, until `stop` is set.
+/// The outbound loop: TUN device → engine → underlay, until `stop` is set. Each wakeup
+/// reads what the device has ready (up to [`BATCH`] packets) and seals it as one batch.
 pub fn run_outbound(t: &Tunnel, tun: &dyn TunIo, tx: &dyn UnderlayTx, stop: &AtomicBool) {
-    let mut pkt = PacketBuffer::new();
+    let mut b = Batch::new();
     while !stop.load(Ordering::Relaxed) {
-        match tun.recv(pkt.recv_area()) {
-            Ok(Some(n)) => {
-                t.outbound(&mut pkt, n, tx);
+        match tun.recv(b.recv_area(0)) {
+            Ok(Some(len)) => {
+                b.set(0, len, RxKind::Packet, None);
+                let mut n = 1;
+                while n < BATCH {
+                    match tun.recv_more(b.recv_area(n)) {
+                        Ok(Some(len)) => {
+                            b.set(n, len, RxKind::Packet, None);
+                            n += 1;
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            if !is_transient(&e) {
+                                count_error(&t.counters.tun_read_errors, "reading the TUN device", &e);
+                            }
+                            break;
+                        }
+                    }
+                }
+                t.outbound_batch(&mut b, n, tx);
             }
             Ok(None) => {}
             Err(e) if is_transient(&e) => {}
@@ -355,15 +622,14 @@ pub fn run_outbound(t: &Tunnel, tun: &dyn TunIo, tx: &dyn UnderlayTx, stop: &Ato
     }
 }
 
-/// One inbound loop: underlay socket → engine → TUN device, until `stop` is set.
+/// One inbound loop: underlay socket → engine → TUN device, until `stop` is set. Each
+/// wakeup takes what the socket has queued (up to [`BATCH`] packets) and opens it as one batch.
 pub fn run_inbound(t: &Tunnel, rx: &dyn UnderlayRx, tun: &dyn TunIo, stop: &AtomicBool) {
-    let mut pkt = PacketBuffer::new();
+    let mut b = Batch::new();
     while !stop.load(Ordering::Relaxed) {
-        match rx.recv(pkt.recv_area()) {
-            Ok(Some(n)) => {
-                t.inbound(&mut pkt, n, tun);
-            }
-            Ok(None) => {}
+        match rx.recv_batch(&mut b) {
+            Ok(0) => {}
+            Ok(n) => t.inbound_batch(&mut b, n, rx, tun),
             Err(e) if is_transient(&e) => {}
             Err(e) => t.read_error(&t.counters.underlay_recv_errors, "reading the underlay", &e),
         }

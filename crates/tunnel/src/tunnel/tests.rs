@@ -578,3 +578,94 @@ fn raw_sockets_to_open_and_the_tun_mtu() {
     assert!(seal(&a, &ping4(1, ah - hdr)).len() <= 1500);
     assert!(seal(&a, &ping4(2, ah + 16 - hdr)).len() > 1500);
 }
+
+/// An ESP-in-UDP-like receiver: hands out the batch given to it, with sources; remembers
+/// what it was told was authenticated.
+#[derive(Default)]
+struct FakeBatchRx {
+    datagrams: Mutex<Vec<(Vec<u8>, RxKind)>>,
+    learned: Mutex<Vec<SocketAddrV4>>,
+}
+
+impl UnderlayRx for FakeBatchRx {
+    fn recv(&self, _buf: &mut [u8]) -> io::Result<Option<usize>> {
+        Ok(None)
+    }
+    fn recv_batch(&self, batch: &mut Batch) -> io::Result<usize> {
+        let d: Vec<_> = self.datagrams.lock().unwrap().drain(..).collect();
+        for (i, (p, kind)) in d.iter().enumerate() {
+            batch.recv_area(i)[..p.len()].copy_from_slice(p);
+            batch.set(
+                i,
+                p.len(),
+                *kind,
+                Some(SocketAddrV4::new(v4("203.0.113.9"), 40000 + i as u16)),
+            );
+        }
+        Ok(d.len())
+    }
+    fn authenticated(&self, src: SocketAddrV4) {
+        self.learned.lock().unwrap().push(src);
+    }
+}
+
+#[test]
+fn batches_go_through_and_everything_in_them_is_counted() {
+    let (a, b) = pair(bundle_esp);
+    // Outbound: a batch of IPv4, IPv6 and garbage, sealed in one call.
+    let inner = [ping4(1, 56), vec![0x00; 30], ping6(2, 1200), ping4(3, 1400)];
+    let mut batch = Batch::new();
+    for (i, p) in inner.iter().enumerate() {
+        batch.recv_area(i)[..p.len()].copy_from_slice(p);
+        batch.set(i, p.len(), RxKind::Packet, None);
+    }
+    let wire = FakeWire::default();
+    a.outbound_batch(&mut batch, inner.len(), &wire);
+    let sent = wire.take();
+    assert_eq!(sent.len(), 3);
+    assert!(sent.iter().all(|(_, d)| *d == v4(B)));
+    let ca = a.counters().snapshot();
+    assert_eq!((ca.tun_rx_packets, ca.not_ip, ca.underlay_tx_packets), (4, 1, 3));
+
+    // Inbound: the three sealed packets, a keepalive, a non-ESP datagram, a runt, a replay
+    // of the first and a forgery, opened in one call; only the good three reach the TUN.
+    let mut forged = sent[2].0.clone();
+    *forged.last_mut().unwrap() ^= 1;
+    let rx = FakeBatchRx::default();
+    {
+        let mut d = rx.datagrams.lock().unwrap();
+        d.push((sent[0].0.clone(), RxKind::Packet));
+        d.push((vec![0xff], RxKind::Keepalive));
+        d.push((sent[1].0.clone(), RxKind::Packet));
+        d.push((vec![0; 12], RxKind::NonEsp));
+        d.push((sent[0].0.clone(), RxKind::Packet));
+        d.push((vec![1, 2], RxKind::Runt));
+        d.push((forged, RxKind::Packet));
+        d.push((sent[2].0.clone(), RxKind::Packet));
+    }
+    let tun = FakeTun::default();
+    let n = rx.recv_batch(&mut batch).unwrap();
+    assert_eq!(n, 8);
+    b.inbound_batch(&mut batch, n, &rx, &tun);
+    let kept: Vec<_> = inner.iter().filter(|p| is_ip(p)).cloned().collect();
+    assert_eq!(tun.written(), kept);
+    let cb = b.counters().snapshot();
+    assert_eq!(
+        (
+            cb.underlay_rx_packets,
+            cb.udp_keepalives_rx,
+            cb.udp_non_esp,
+            cb.udp_runts
+        ),
+        (5, 1, 1, 1)
+    );
+    assert_eq!((cb.engine_in_drops, cb.tun_tx_packets), (2, 3));
+    let (report, _) = b.tick();
+    let drops = &sa(&report, "esp-in").inbound.drops;
+    assert_eq!((drops.replay, drops.bad_icv), (1, 1));
+    // The source of the last authenticated packet is learned, once per batch.
+    assert_eq!(
+        *rx.learned.lock().unwrap(),
+        vec![SocketAddrV4::new(v4("203.0.113.9"), 40007)]
+    );
+}

@@ -1,0 +1,346 @@
+#!/usr/bin/env bash
+# Side-by-side throughput of tunneld and other userspace tunnels, as root, in one run: two
+# network namespaces joined by one veth pair (10.98.0.1 <-> 10.98.0.2), and over it, one at a
+# time, each variant:
+#
+#   veth          plain veth, no tunnel (the ceiling)
+#   tunneld-esp   tunneld, ESP tunnel mode AES-128-GCM on raw IP protocol 50
+#   tunneld-udp   tunneld, the same in ESP-in-UDP (RFC 3948, port 4500)
+#   tunneld-cbc   tunneld, ESP-in-UDP AES-128-CBC + HMAC-SHA1-96
+#   wireguard-go  wireguard-go (Go module proxy, pinned below), configured with `wg`
+#   boringtun     boringtun-cli (crates.io), configured with `wg`
+#
+# For each repetition (REPS, default 3) the variants run in a rotated order (so no variant is
+# always first or last), each with iperf3 TCP for 1 and for 4 streams (DURATION seconds,
+# default 10). Printed at the end: per variant and stream count the median goodput (Mbit/s,
+# iperf3's receiver figure) and the median CPU-seconds per GB of the tunnel processes (both
+# ends: utime + stime from /proc/PID/stat over the transfer, divided by the bytes received).
+# The raw figures are kept in $OUT (default /tmp/compare-peers.txt).
+#
+#   sudo bash scripts/compare-peers.sh                        # everything, ~6 min
+#   DURATION=3 REPS=1 sudo -E bash scripts/compare-peers.sh   # a quick look
+#   VARIANTS="veth tunneld-esp wireguard-go" sudo -E bash scripts/compare-peers.sh
+#   TUNNELD_BIN=target/release/tunneld TUNNELD_ARGS="--log info" ...
+#   BASE_BIN=/path/to/older/tunneld VARIANTS="base-esp tunneld-esp" ...  # before/after
+#
+# base-esp, base-udp, base-cbc are tunneld-* run with $BASE_BIN (another build) instead.
+#
+# Installs what is missing: iperf3 and wireguard-tools (apt), wireguard-go (go install, into
+# $TOOLS, default /tmp/compare-peers-tools) and boringtun-cli (cargo install, same place; it
+# takes several minutes to build the first time). A variant whose tool cannot be had is
+# reported as missing, not silently dropped. Every wait has a deadline; the namespaces and
+# every process started are removed on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+log() { echo "compare-peers: $*" >&2; }
+fail() {
+  echo "compare-peers: FAIL: $*" >&2
+  exit 1
+}
+[ "$(id -u)" -eq 0 ] || fail "needs root (network namespaces, TUN devices)"
+
+DURATION=${DURATION:-10}
+REPS=${REPS:-3}
+STREAMS=${STREAMS:-"1 4"}
+VARIANTS=${VARIANTS:-"veth tunneld-esp tunneld-udp tunneld-cbc wireguard-go boringtun"}
+OUT=${OUT:-/tmp/compare-peers.txt}
+TOOLS=${TOOLS:-/tmp/compare-peers-tools}
+WG_GO_VERSION=${WG_GO_VERSION:-v0.0.0-20260522210424-ecfc5a8d5446}
+BORINGTUN_VERSION=${BORINGTUN_VERSION:-0.6.0}
+[[ $DURATION =~ ^[0-9]+$ && $DURATION -ge 1 && $DURATION -le 120 ]] || fail "DURATION: 1 to 120 seconds"
+[[ $REPS =~ ^[0-9]+$ && $REPS -ge 1 && $REPS -le 10 ]] || fail "REPS: 1 to 10"
+mkdir -p "$TOOLS"
+
+# ---- tools ------------------------------------------------------------------------------
+pkgs=()
+command -v iperf3 >/dev/null || pkgs+=(iperf3)
+command -v wg >/dev/null || pkgs+=(wireguard-tools)
+command -v python3 >/dev/null || pkgs+=(python3)
+if [ ${#pkgs[@]} -gt 0 ]; then
+  log "installing ${pkgs[*]}"
+  echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections 2>/dev/null || true
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null 2>&1 ||
+    { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null; } ||
+    fail "could not install ${pkgs[*]}"
+fi
+WG_GO=${WG_GO:-$TOOLS/bin/wireguard}
+if [[ " $VARIANTS " == *" wireguard-go "* && ! -x $WG_GO ]]; then
+  log "go install golang.zx2c4.com/wireguard@$WG_GO_VERSION"
+  GOBIN=$TOOLS/bin timeout 900 go install "golang.zx2c4.com/wireguard@$WG_GO_VERSION" >&2 || log "wireguard-go: install failed"
+fi
+BORINGTUN=${BORINGTUN:-$TOOLS/bin/boringtun-cli}
+if [[ " $VARIANTS " == *" boringtun "* && ! -x $BORINGTUN ]]; then
+  log "cargo install boringtun-cli@$BORINGTUN_VERSION (minutes)"
+  timeout 2400 cargo install --quiet --locked --root "$TOOLS" "boringtun-cli@$BORINGTUN_VERSION" >&2 || log "boringtun-cli: install failed"
+fi
+BIN=''
+if [[ " $VARIANTS " == *" tunneld"* ]]; then
+  if [ -n "${TUNNELD_BIN:-}" ]; then
+    BIN=$TUNNELD_BIN
+  else
+    cargo build --release --locked --quiet --bin tunneld
+    TD=${CARGO_TARGET_DIR:-target}
+    case $TD in /*) ;; *) TD=$PWD/$TD ;; esac
+    BIN=$TD/release/tunneld
+  fi
+  [ -x "$BIN" ] || fail "no tunneld binary at $BIN"
+fi
+
+# ---- namespaces -------------------------------------------------------------------------
+ID=$$
+NSA=cmp-a-$ID
+NSB=cmp-b-$ID
+VA=cpva$ID
+VB=cpvb$ID
+A4=10.98.0.1
+B4=10.98.0.2
+WORK=$(mktemp -d /tmp/compare-peers.XXXXXX)
+BG=()
+cleanup() {
+  local rc=$?
+  for p in "${BG[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  sleep 0.2
+  for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  for p in "${BG[@]}"; do wait "$p" 2>/dev/null || true; done
+  ip netns del "$NSA" 2>/dev/null || true
+  ip netns del "$NSB" 2>/dev/null || true
+  rm -f /var/run/wireguard/cwa"$ID".sock /var/run/wireguard/cwb"$ID".sock
+  if [ $rc -ne 0 ]; then
+    for f in "$WORK"/*.log; do [ -s "$f" ] && { echo "---- $f"; tail -n 10 "$f"; }; done
+    log "files kept in $WORK"
+  else
+    rm -rf "$WORK"
+  fi
+}
+trap cleanup EXIT
+trap 'fail "interrupted"' INT TERM
+
+ip netns add "$NSA"
+ip netns add "$NSB"
+ip link add "$VA" netns "$NSA" type veth peer name "$VB" netns "$NSB"
+ip -n "$NSA" addr add $A4/24 dev "$VA"
+ip -n "$NSB" addr add $B4/24 dev "$VB"
+for ns in "$NSA" "$NSB"; do ip -n "$ns" link set lo up; done
+ip -n "$NSA" link set "$VA" up
+ip -n "$NSB" link set "$VB" up
+
+wait_for() { # SECONDS WHAT COMMAND...
+  local deadline=$((SECONDS + $1)) what=$2
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || fail "timed out waiting for $what"
+    sleep 0.1
+  done
+}
+
+# ---- tunneld configs (AES-128-GCM raw, in UDP; AES-CBC + HMAC-SHA1 in UDP) ----------------
+K1=0x303132333435363738393a3b3c3d3e3f01020304
+K2=0x404142434445464748494a4b4c4d4e4f05060708
+E1=0x000102030405060708090a0b0c0d0e0f
+E2=0x101112131415161718191a1b1c1d1e1f
+H1=0x0001020304050607080910111213141516171819
+H2=0x2021222324252627282930313233343536373839
+tunneld_config() { # KIND(esp|udp|cbc) SIDE(a|b)
+  local kind=$1 side=$2 me=$A4 peer=$B4 out=ab in=ba encap=''
+  [ "$side" = b ] && { me=$B4; peer=$A4; out=ba; in=ab; }
+  [ "$kind" != esp ] && encap='encap = "espinudp"'
+  local alg1="aead = { alg = \"rfc4106(gcm(aes))\", key = \"$K1\", icv = 128 }"
+  local alg2="aead = { alg = \"rfc4106(gcm(aes))\", key = \"$K2\", icv = 128 }"
+  if [ "$kind" = cbc ]; then
+    alg1="enc = { alg = \"cbc(aes)\", key = \"$E1\" }
+auth = { alg = \"hmac(sha1)\", key = \"$H1\", trunc = 96 }"
+    alg2="enc = { alg = \"cbc(aes)\", key = \"$E2\" }
+auth = { alg = \"hmac(sha1)\", key = \"$H2\", trunc = 96 }"
+  fi
+  cat <<EOF
+[tunnel]
+tun = "cmptun0"
+local = "$me"
+peer = "$peer"
+$encap
+
+[[sa]]
+name = "esp-ab"
+proto = "esp"
+spi = 0x2001
+mode = "tunnel"
+src = "$A4"
+dst = "$B4"
+$alg1
+
+[[sa]]
+name = "esp-ba"
+proto = "esp"
+spi = 0x2002
+mode = "tunnel"
+src = "$B4"
+dst = "$A4"
+$alg2
+
+[[policy]]
+name = "out"
+dir = "out"
+src = "10.100.0.0/24"
+dst = "10.100.0.0/24"
+action = "protect"
+bundle = ["esp-$out"]
+
+[[policy]]
+name = "in"
+dir = "in"
+src = "10.100.0.0/24"
+dst = "10.100.0.0/24"
+action = "protect"
+bundle = ["esp-$in"]
+EOF
+}
+
+PIDS=() # the tunnel processes of the current variant (their CPU is measured)
+TARGET=''
+
+up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects to)
+  PIDS=()
+  case $1 in
+    veth)
+      TARGET=$B4
+      ;;
+    tunneld-* | base-*)
+      local kind=${1#*-} bin=$BIN
+      [[ $1 == base-* ]] && bin=${BASE_BIN:?BASE_BIN: the other tunneld build}
+      for side in a b; do
+        local ns=$NSA
+        [ $side = b ] && ns=$NSB
+        tunneld_config "$kind" $side >"$WORK/$kind-$side.toml"
+        # shellcheck disable=SC2086
+        ip netns exec "$ns" "$bin" --config "$WORK/$kind-$side.toml" --log warn ${TUNNELD_ARGS:-} 2>"$WORK/tunneld-$kind-$side.log" &
+        BG+=($!)
+        PIDS+=($!)
+      done
+      wait_for 10 "cmptun0 in both namespaces" sh -c "ip -n $NSA link show cmptun0 && ip -n $NSB link show cmptun0"
+      ip -n "$NSA" addr add 10.100.0.1/24 dev cmptun0
+      ip -n "$NSB" addr add 10.100.0.2/24 dev cmptun0
+      TARGET=10.100.0.2
+      ;;
+    wireguard-go | boringtun)
+      local ka kb
+      ka=$(wg genkey)
+      kb=$(wg genkey)
+      for side in a b; do
+        local ns=$NSA dev=cwa$ID key=$ka peerkey=$kb peer=$B4 addr=10.101.0.1
+        [ $side = b ] && { ns=$NSB; dev=cwb$ID; key=$kb; peerkey=$ka; peer=$A4; addr=10.101.0.2; }
+        if [ "$1" = wireguard-go ]; then
+          ip netns exec "$ns" env WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD=1 "$WG_GO" -f "$dev" >"$WORK/$1-$side.log" 2>&1 &
+        else
+          ip netns exec "$ns" env WG_SUDO=1 "$BORINGTUN" --foreground --disable-drop-privileges "$dev" >"$WORK/$1-$side.log" 2>&1 &
+        fi
+        BG+=($!)
+        PIDS+=($!)
+        wait_for 10 "$1's $dev" ip netns exec "$ns" wg show "$dev"
+        echo "$key" >"$WORK/key"
+        ip netns exec "$ns" wg set "$dev" private-key "$WORK/key" listen-port 51820 \
+          peer "$(echo "$peerkey" | wg pubkey)" allowed-ips 10.101.0.0/24 endpoint "$peer:51820"
+        ip -n "$ns" addr add $addr/24 dev "$dev"
+        ip -n "$ns" link set "$dev" mtu 1420 up
+      done
+      rm -f "$WORK/key"
+      TARGET=10.101.0.2
+      ;;
+    *) fail "unknown variant $1" ;;
+  esac
+  wait_for 10 "$1: a ping through" ip netns exec "$NSA" ping -c1 -W1 "$TARGET"
+}
+
+down() {
+  local p
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+  PIDS=()
+}
+
+cpu_ticks() { # the sum of utime + stime of PIDS, in clock ticks
+  local t=0 p
+  for p in "${PIDS[@]}"; do
+    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+  done
+  echo $t
+}
+
+measure() { # VARIANT STREAMS REP: one iperf3 run; appends a line to $OUT
+  local v=$1 n=$2 rep=$3
+  ip netns exec "$NSB" timeout $((DURATION + 30)) iperf3 -s -1 -B "$TARGET" -p 5201 >"$WORK/iperf-server.log" 2>&1 &
+  local srv=$!
+  BG+=("$srv")
+  wait_for 10 "the iperf3 server" ip netns exec "$NSB" sh -c "ss -Hltn 'sport = :5201' | grep -q ."
+  local c0 c1 rc=0
+  c0=$(cpu_ticks)
+  timeout $((DURATION + 30)) ip netns exec "$NSA" iperf3 -c "$TARGET" -p 5201 -t "$DURATION" -P "$n" -J >"$WORK/iperf.json" 2>&1 || rc=$?
+  c1=$(cpu_ticks)
+  wait "$srv" || true
+  [ $rc -eq 0 ] || fail "$v: iperf3 failed: $(grep -m1 '"error"' "$WORK/iperf.json" || tail -n 3 "$WORK/iperf.json")"
+  python3 - "$WORK/iperf.json" "$v" "$n" "$rep" $((c1 - c0)) "$(getconf CLK_TCK)" >>"$OUT" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))["end"]
+v, n, rep, ticks, hz = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+got = r["sum_received"]["bytes"]
+mbps = r["sum_received"]["bits_per_second"] / 1e6
+retr = r["sum_sent"].get("retransmits", 0)
+print(f"{v} {n} {rep} {mbps:.0f} {ticks / hz / (got / 1e9):.2f} {retr}")
+EOF
+  log "$(tail -n1 "$OUT")"
+}
+
+have() {
+  case $1 in
+    wireguard-go) [ -x "$WG_GO" ] ;;
+    boringtun) [ -x "$BORINGTUN" ] ;;
+    *) true ;;
+  esac
+}
+
+# ---- the runs -----------------------------------------------------------------------------
+read -r -a VS <<<"$VARIANTS"
+: >"$OUT"
+echo "# variant streams rep mbit/s cpu-s/GB retransmits ($(date -u +%FT%TZ), $(git rev-parse --short HEAD 2>/dev/null || echo ?), ${DURATION}s)" >>"$OUT"
+MISSING=()
+for v in "${VS[@]}"; do have "$v" || MISSING+=("$v"); done
+for rep in $(seq "$REPS"); do
+  k=${#VS[@]}
+  for i in $(seq 0 $((k - 1))); do
+    v=${VS[$(((i + rep - 1) % k))]}
+    have "$v" || continue
+    up "$v"
+    for n in $STREAMS; do measure "$v" "$n" "$rep"; done
+    down
+  done
+done
+
+python3 - "$OUT" "${MISSING[*]:-}" <<'EOF'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith("#")]
+order, data = [], {}
+for v, n, rep, mbps, cpu, retr in rows:
+    if v not in order:
+        order.append(v)
+    data.setdefault((v, n), []).append((float(mbps), float(cpu)))
+streams = sorted({n for _, n in data}, key=int)
+print(open(sys.argv[1]).readline().strip())
+hdr = "| variant | " + " | ".join(f"{n} stream{'s' if n != '1' else ''}: Mbit/s | CPU-s/GB" for n in streams) + " |"
+print(hdr)
+print("|---" * (1 + 2 * len(streams)) + "|")
+for v in order:
+    cells = []
+    for n in streams:
+        xs = data.get((v, n), [])
+        if not xs:
+            cells += ["-", "-"]
+            continue
+        cells.append(f"{statistics.median(x[0] for x in xs):.0f}")
+        cells.append("-" if v == "veth" else f"{statistics.median(x[1] for x in xs):.2f}")
+    print(f"| {v} | " + " | ".join(cells) + " |")
+if sys.argv[2]:
+    print(f"missing (not installed): {sys.argv[2]}")
+EOF
