@@ -259,7 +259,12 @@ fn no_allocation_per_packet() {
             }
         });
         assert!(verdicts.iter().all(|v| v.is_ok()), "{verdicts:?}");
-        assert_eq!(n, 0, "engine {:?}: {n} allocations", configs.iter().map(|c| &c.name).collect::<Vec<_>>());
+        assert_eq!(
+            n,
+            0,
+            "engine {:?}: {n} allocations",
+            configs.iter().map(|c| &c.name).collect::<Vec<_>>()
+        );
         assert_eq!(
             b.sad().get(ids[ids.len() - 1]).unwrap().inbound().packets,
             1 + IPCOMP_PACKETS as u64 + (IPCOMP_PACKETS / 16 * 16) as u64
