@@ -327,7 +327,7 @@ impl CompSnapshot {
                 decomp_mbps: m.decomp_ns.and_then(mbps),
                 enc_mbps: mbps(m.enc_ns),
                 icv_mbps: mbps(m.hc_ns),
-                link_mbps: mbps(m.net_ns),
+                link_mbps: (adaptive.link_bps > 0).then(|| adaptive.link_bps as f64 / 1e6),
                 ratio: m.inv_ratio.filter(|r| *r > 0.0).map(|r| 1.0 / r),
                 gain_ns_per_byte: m.gain_ns,
                 cost_ns_per_byte: m.cost_ns,

@@ -162,13 +162,7 @@ impl SharedSa {
     ) -> Result<bool, PacketError> {
         match (self, clock) {
             (SharedSa::Comp(s), Some(now)) => {
-                let mut s = s.lock();
-                if !s.wants_timing() {
-                    return Ok(matches!(s.seal(buf)?, SealOutcome::Compressed { .. }));
-                }
-                let t0 = now();
-                let o = s.seal(buf)?;
-                s.observe_seal(&o, now().saturating_sub(t0));
+                let o = s.lock().seal_timed(buf, now)?;
                 Ok(matches!(o, SealOutcome::Compressed { .. }))
             }
             _ => self.seal(rng, buf),

@@ -153,6 +153,8 @@ pub struct IpcompSa {
     backoff: BackoffState,
     model: Option<CostModel>,
     counters: Counters,
+    /// The caller's clock during [`IpcompSa::seal_timed`].
+    clock: Option<fn() -> u64>,
 }
 
 /// How the inserted header is placed in transport mode (RFC 3173 section 3.2): after the IPv4
@@ -224,6 +226,7 @@ impl IpcompSa {
                 _ => None,
             },
             counters: Counters::default(),
+            clock: None,
             cfg,
         })
     }
@@ -306,7 +309,14 @@ impl IpcompSa {
         }
         // Useful only if compressed + 4 < original.
         let limit = data.len() - HEADER_LEN - 1;
-        match self.codec.compress(data, &mut self.scratch[..limit]) {
+        let clock = self.clock.filter(|_| self.model.is_some());
+        let t0 = clock.map(|c| c());
+        let r = self.codec.compress(data, &mut self.scratch[..limit]);
+        if let (Some(c), Some(t0), Some(m)) = (clock, t0, self.model.as_mut()) {
+            m.observe_attempt(data.len(), r.unwrap_or(data.len()), c().saturating_sub(t0));
+            m.decide();
+        }
+        match r {
             Some(n) => {
                 self.backoff.record(&self.cfg.backoff, true);
                 self.counters.compressed += 1;
@@ -320,6 +330,15 @@ impl IpcompSa {
                 Err(SkipReason::Incompressible { original: data.len() })
             }
         }
+    }
+
+    /// As [`seal`](Self::seal), timing the compression (only an attempt is timed: two calls
+    /// of `clock`, monotonic nanoseconds) and feeding the cost model, if the SA has one.
+    pub fn seal_timed(&mut self, buf: &mut PacketBuf<'_>, clock: fn() -> u64) -> Result<SealOutcome, Error> {
+        self.clock = Some(clock);
+        let r = self.seal(buf);
+        self.clock = None;
+        r
     }
 
     /// Compresses an outbound IP packet in place. Transport mode: the IPComp header goes where
