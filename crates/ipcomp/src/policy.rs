@@ -80,6 +80,12 @@ pub struct Ewma {
 }
 
 impl Ewma {
+    /// Adds a timing sample, first clipped to 4 times the average: a thread preempted
+    /// while it compressed (or encrypted) must not make one packet look 1000 times slower.
+    pub fn update_time(&mut self, sample: f64) {
+        let s = if self.seen { sample.min(self.value * 4.0) } else { sample };
+        self.update(s);
+    }
     /// Adds a sample.
     pub fn update(&mut self, sample: f64) {
         if self.seen {
@@ -266,24 +272,24 @@ impl CostModel {
     /// An incompressible packet is recorded with `bytes_out = bytes_in`.
     pub fn observe_compress(&mut self, bytes_in: usize, bytes_out: usize, nanos: u64) {
         if let Some(t) = Self::ns_per_byte(bytes_in, nanos) {
-            self.comp.update(t);
+            self.comp.update_time(t);
             self.inv_ratio.update((bytes_out as f64 / bytes_in as f64).min(1.0));
         }
     }
     /// Records a decompression producing `bytes_out` bytes in `nanos`.
     pub fn observe_decompress(&mut self, bytes_out: usize, nanos: u64) {
         if let Some(t) = Self::ns_per_byte(bytes_out, nanos) {
-            self.decomp.update(t);
+            self.decomp.update_time(t);
         }
     }
     /// Records a crypto operation over `bytes` taking `nanos`.
     pub fn observe_crypto(&mut self, op: CryptoOp, bytes: usize, nanos: u64) {
         if let Some(t) = Self::ns_per_byte(bytes, nanos) {
             match op {
-                CryptoOp::Encrypt => self.enc.update(t),
-                CryptoOp::Decrypt => self.dec.update(t),
-                CryptoOp::IntegrityCompute => self.hc.update(t),
-                CryptoOp::IntegrityVerify => self.hv.update(t),
+                CryptoOp::Encrypt => self.enc.update_time(t),
+                CryptoOp::Decrypt => self.dec.update_time(t),
+                CryptoOp::IntegrityCompute => self.hc.update_time(t),
+                CryptoOp::IntegrityVerify => self.hv.update_time(t),
             }
         }
     }
