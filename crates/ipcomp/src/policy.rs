@@ -83,7 +83,11 @@ impl Ewma {
     /// Adds a timing sample, first clipped to 4 times the average: a thread preempted
     /// while it compressed (or encrypted) must not make one packet look 1000 times slower.
     pub fn update_time(&mut self, sample: f64) {
-        let s = if self.seen { sample.min(self.value * 4.0) } else { sample };
+        let s = if self.seen {
+            sample.min(self.value * 4.0)
+        } else {
+            sample
+        };
         self.update(s);
     }
     /// Adds a sample.
