@@ -269,7 +269,7 @@ type Classified = Result<Result<usize, Verdict>, Dropped>;
 /// The worker's clock, if this run's crypto is to be timed for the adaptive IPComp SA `timed`.
 fn crypto_clock(timed: Option<&SaEntry>, w: &Worker) -> Option<fn() -> u64> {
     timed?;
-    w.clock.filter(|_| w.runs % CRYPTO_SAMPLE == 0)
+    w.clock.filter(|_| w.runs.is_multiple_of(CRYPTO_SAMPLE))
 }
 
 /// Feeds `ns` spent on the live packets of a run (of `lens` bytes before the transform) into
