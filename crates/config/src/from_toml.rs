@@ -99,6 +99,10 @@ struct SaToml {
     auth: Option<Spanned<AuthToml>>,
     aead: Option<Spanned<AeadToml>>,
     comp: Option<Spanned<String>>,
+    /// IPComp: `off`, `always`, `backoff` (default) or `model`.
+    adaptive: Option<Spanned<String>>,
+    /// IPComp: the link rate for the `model` mode (e.g. "100M").
+    link_rate: Option<Spanned<String>>,
     replay_window: Option<Spanned<u32>>,
     esn: Option<Spanned<bool>>,
     lifetime: Option<Spanned<LifetimeToml>>,
@@ -402,7 +406,9 @@ fn sa_config(t: &SaToml, lines: &LineIndex, line: usize) -> Result<SaConfig, Con
         }
     };
     if let Some(x) = &t.xfrm {
-        let others: [(&str, Option<usize>); 11] = [
+        let others: [(&str, Option<usize>); 13] = [
+            ("adaptive", t.adaptive.as_ref().map(|v| lines.of(v))),
+            ("link_rate", t.link_rate.as_ref().map(|v| lines.of(v))),
             ("proto", t.proto.as_ref().map(|v| lines.of(v))),
             ("spi", t.spi.as_ref().map(|v| lines.of(v))),
             ("mode", t.mode.as_ref().map(|v| lines.of(v))),
@@ -429,6 +435,7 @@ fn sa_config(t: &SaToml, lines: &LineIndex, line: usize) -> Result<SaConfig, Con
             name,
             params: s.params,
             comp: s.comp,
+            adaptive: s.adaptive,
             lifetime,
         });
     }
@@ -600,12 +607,33 @@ fn sa_config(t: &SaToml, lines: &LineIndex, line: usize) -> Result<SaConfig, Con
         ));
     }
     p.validate().map_err(|err| ConfigError::at(line, ErrorKind::Sa(err)))?;
+    let adaptive = adaptive_of(t, proto, lines)?;
     Ok(SaConfig {
         name,
         params: p,
         comp,
+        adaptive,
         lifetime,
     })
+}
+
+/// An IPComp SA's `adaptive` and `link_rate` fields.
+fn adaptive_of(t: &SaToml, proto: Proto, lines: &LineIndex) -> Result<ipsec_ipcomp::Adaptive, ConfigError> {
+    let mut a = ipsec_ipcomp::Adaptive::default();
+    for f in [&t.adaptive, &t.link_rate].into_iter().flatten() {
+        if proto != Proto::Comp {
+            let msg = "`adaptive` and `link_rate` belong to proto = \"comp\" SAs only";
+            return Err(ConfigError::at(lines.of(f), ErrorKind::Invalid(msg.into())));
+        }
+    }
+    if let Some(m) = &t.adaptive {
+        a.mode =
+            spec::parse_adaptive_mode(m.get_ref()).map_err(|e| ConfigError::at(lines.of(m), ErrorKind::Invalid(e)))?;
+    }
+    if let Some(r) = &t.link_rate {
+        a.link_bps = spec::parse_rate(r.get_ref()).map_err(|e| ConfigError::at(lines.of(r), ErrorKind::Invalid(e)))?;
+    }
+    Ok(a)
 }
 
 fn prefix(s: &Option<Spanned<String>>, what: &str, lines: &LineIndex) -> Result<Option<Prefix>, ConfigError> {

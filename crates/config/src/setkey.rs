@@ -611,6 +611,7 @@ fn parse_add(stmt: &[Tok], opts: &Options, warnings: &mut Vec<Warning>) -> Resul
             name: String::new(),
             params: p,
             comp,
+            adaptive: Default::default(),
             lifetime,
         },
         reqid,

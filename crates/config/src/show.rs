@@ -45,6 +45,10 @@ pub struct SaView {
     pub aead: Option<AlgView>,
     /// IPComp algorithm.
     pub comp: Option<&'static str>,
+    /// IPComp: the adaptive mode (`off`, `always`, `backoff`, `model`).
+    pub adaptive: Option<&'static str>,
+    /// IPComp: the configured link rate in bit/s (0: unknown, taken as unlimited).
+    pub link_bps: Option<u64>,
     /// Replay window in packets (0: off).
     pub replay_window: u32,
     /// Extended sequence numbers.
@@ -139,6 +143,8 @@ impl SaView {
             auth: alg(&p.integ, |a| a.name(), true, 0),
             aead: alg(&p.aead, |a| a.name(), true, AeadAlg::SALT_LEN),
             comp: c.comp.map(|c| c.name()),
+            adaptive: c.comp.map(|_| c.adaptive.mode.name()),
+            link_bps: c.comp.map(|_| c.adaptive.link_bps),
             replay_window: p.replay_window,
             esn: p.esn,
             lifetime: c.lifetime,
@@ -240,6 +246,13 @@ impl Effective {
             }
             if let Some(c) = s.comp {
                 let _ = writeln!(out, "      comp     {c}");
+            }
+            if let Some(m) = s.adaptive {
+                let link = match s.link_bps.unwrap_or(0) {
+                    0 => "unknown (taken as unlimited)".to_string(),
+                    b => format!("{} Mbit/s", b as f64 / 1e6),
+                };
+                let _ = writeln!(out, "      adaptive {m}, link {link}");
             }
             if s.proto != "comp" {
                 let window = match s.replay_window {

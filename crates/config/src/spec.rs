@@ -4,7 +4,7 @@
 
 use ipsec_core::sa::{Keyed, Mode, Proto, SaParams, Tunnel};
 use ipsec_core::{AeadAlg, EncAlg, IntegAlg};
-use ipsec_ipcomp::Algorithm;
+use ipsec_ipcomp::{Adaptive, AdaptiveMode, Algorithm};
 use std::fmt;
 use std::net::IpAddr;
 use zeroize::Zeroizing;
@@ -153,6 +153,41 @@ pub struct SaSpec {
     pub params: SaParams,
     /// The compression algorithm of an IPComp SA.
     pub comp: Option<Algorithm>,
+    /// An IPComp SA's adaptive mode and link rate (`adaptive MODE`, `link RATE`).
+    pub adaptive: Adaptive,
+}
+
+/// A link rate in bit/s: a number with an optional k, M or G (10^3, 10^6, 10^9) suffix and an
+/// optional `bit`/`bps`/`bit/s` unit (`100M`, `1.5Mbit/s`, `1G`); `0` or `unlimited` is 0
+/// (unknown: no transmission time saved).
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("unlimited") {
+        return Ok(0);
+    }
+    let t = ["bit/s", "bps", "bit", "b/s"]
+        .iter()
+        .find_map(|u| t.strip_suffix(u))
+        .unwrap_or(t);
+    let (num, mul) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1e3),
+        Some((i, 'm' | 'M')) => (&t[..i], 1e6),
+        Some((i, 'g' | 'G')) => (&t[..i], 1e9),
+        _ => (t, 1.0),
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 && v * mul < 1e15 => Ok((v * mul).round() as u64),
+        _ => Err(format!(
+            "bad link rate {}: expected e.g. 10M, 1G, 56k or unlimited",
+            shown(s)
+        )),
+    }
+}
+
+/// `off`, `always`, `backoff` or `model`.
+pub fn parse_adaptive_mode(s: &str) -> Result<AdaptiveMode, String> {
+    AdaptiveMode::from_name(s)
+        .ok_or_else(|| format!("unknown adaptive mode {}: use off, always, backoff or model", shown(s)))
 }
 
 /// Parses one SPEC and validates it (key lengths, combinations).
@@ -168,6 +203,8 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
     let mut integ = None;
     let mut aead = None;
     let mut comp = None;
+    let mut adaptive = Adaptive::default();
+    let mut adaptive_given = false;
     let mut window = None;
     let mut esn = false;
     let next = |it: &mut std::iter::Peekable<_>, what: &str| -> Result<&str, SpecError> {
@@ -256,6 +293,14 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
                     }
                 }
             }
+            "adaptive" => {
+                adaptive.mode = parse_adaptive_mode(next(&mut it, "adaptive")?).map_err(SpecError)?;
+                adaptive_given = true;
+            }
+            "link" => {
+                adaptive.link_bps = parse_rate(next(&mut it, "link")?).map_err(SpecError)?;
+                adaptive_given = true;
+            }
             "replay-window" => window = Some(parse_u32(next(&mut it, "replay-window")?, "replay-window")?),
             "flag" => {
                 let f = next(&mut it, "flag")?;
@@ -302,8 +347,15 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
     if proto != Proto::Comp && comp.is_some() {
         return err("`comp` belongs to `proto comp` SAs only");
     }
+    if proto != Proto::Comp && adaptive_given {
+        return err("`adaptive` and `link` belong to `proto comp` SAs only");
+    }
     p.validate().map_err(|e| SpecError(e.to_string()))?;
-    Ok(SaSpec { params: p, comp })
+    Ok(SaSpec {
+        params: p,
+        comp,
+        adaptive,
+    })
 }
 
 /// What `--sa` says in a command's help: the SPEC syntax and the warning about `/proc`.
@@ -420,6 +472,34 @@ mod tests {
         assert_eq!(s.params.aead.unwrap().icv_len, 8);
         let s = parse("proto esp spi 1 enc cipher_null '' auth 'hmac(sha256)' 0x0000000000000000000000000000000000000000000000000000000000000000").unwrap();
         assert_eq!(s.params.integ.unwrap().icv_len, 16);
+    }
+
+    #[test]
+    fn adaptive_words() {
+        let s = parse("proto comp spi 2 comp deflate adaptive model link 100M").unwrap();
+        assert_eq!(s.adaptive.mode, AdaptiveMode::Model);
+        assert_eq!(s.adaptive.link_bps, 100_000_000);
+        let s = parse("proto comp spi 2 comp deflate").unwrap();
+        assert_eq!(s.adaptive, Adaptive::default());
+        assert!(parse("proto comp spi 2 comp deflate adaptive maybe")
+            .unwrap_err()
+            .0
+            .contains("adaptive mode"));
+        assert!(parse("proto comp spi 2 comp deflate link fast")
+            .unwrap_err()
+            .0
+            .contains("link rate"));
+        assert!(parse(
+            "proto esp spi 2 aead 'rfc4106(gcm(aes))' 0x0102030405060708090a0b0c0d0e0f1011121314 128 adaptive off"
+        )
+        .unwrap_err()
+        .0
+        .contains("proto comp"));
+        assert_eq!(parse_rate("1.5Mbit/s"), Ok(1_500_000));
+        assert_eq!(parse_rate("1G"), Ok(1_000_000_000));
+        assert_eq!(parse_rate("56k"), Ok(56_000));
+        assert_eq!(parse_rate("unlimited"), Ok(0));
+        assert!(parse_rate("-3M").is_err() && parse_rate("").is_err() && parse_rate("1e300").is_err());
     }
 
     #[test]

@@ -241,3 +241,97 @@ impl AtomicCounters {
         }
     }
 }
+
+/// An IPComp SA in a snapshot: its adaptive mode, what it did with each packet, and the cost
+/// model's inputs and decision (mode `model`).
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct CompSnapshot {
+    /// `off`, `always`, `backoff` or `model`.
+    pub mode: &'static str,
+    /// The configured link rate, bit/s (0: unknown, taken as unlimited).
+    pub link_bps: u64,
+    /// Packets sent compressed (probes included).
+    pub compressed: u64,
+    /// Tried, but did not shrink (sent uncompressed, RFC 3173 non-expansion).
+    pub incompressible: u64,
+    /// Below the minimum size.
+    pub too_small: u64,
+    /// Sent uncompressed by choice: mode `off`.
+    pub uncompressed_by_choice: u64,
+    /// Skipped by the RFC 3173 back-off.
+    pub skipped_backoff: u64,
+    /// Skipped because the model said compression does not pay.
+    pub skipped_model: u64,
+    /// Bytes saved on the wire by compression.
+    pub bytes_saved: u64,
+    /// Inbound: packets decompressed.
+    pub decompressed: u64,
+    /// The model (mode `model`).
+    pub model: Option<ModelSnapshot>,
+}
+
+/// The cost model's state: rates in Mbit/s (of original bytes), the ratio X, both sides of
+/// the inequality in ns per original byte.
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct ModelSnapshot {
+    /// `compress` or `skip`.
+    pub decision: &'static str,
+    /// Times the decision changed.
+    pub flips: u64,
+    /// Probes sent compressed while the decision was `skip`.
+    pub probes: u64,
+    /// Compression rate (EWMA of this SA's compressions).
+    pub comp_mbps: Option<f64>,
+    /// The peer's decompression rate as assumed: equal to the compression rate.
+    pub decomp_mbps: Option<f64>,
+    /// Encryption rate of the bundle's ESP (0: not measured yet).
+    pub enc_mbps: Option<f64>,
+    /// ICV computation rate of the bundle's AH (none: no AH).
+    pub icv_mbps: Option<f64>,
+    /// The link rate used.
+    pub link_mbps: Option<f64>,
+    /// Compression ratio X = original / compressed (EWMA over the attempts).
+    pub ratio: Option<f64>,
+    /// Left side: (1 - 1/X)(crypto + link), ns per original byte.
+    pub gain_ns_per_byte: Option<f64>,
+    /// Right side: compression + decompression, ns per original byte.
+    pub cost_ns_per_byte: Option<f64>,
+}
+
+fn mbps(ns_per_byte: f64) -> Option<f64> {
+    (ns_per_byte > 0.0).then(|| 8000.0 / ns_per_byte)
+}
+
+impl CompSnapshot {
+    /// The snapshot of an IPComp SA.
+    pub fn of(adaptive: ipsec_ipcomp::Adaptive, sa: &ipsec_ipcomp::IpcompSa) -> Self {
+        let c = sa.counters();
+        CompSnapshot {
+            mode: sa.config().adaptive.name(),
+            link_bps: adaptive.link_bps,
+            compressed: c.compressed,
+            incompressible: c.skipped_incompressible,
+            too_small: c.skipped_too_small,
+            uncompressed_by_choice: c.skipped_off,
+            skipped_backoff: c.skipped_backoff,
+            skipped_model: c.skipped_model,
+            bytes_saved: c.bytes_saved,
+            decompressed: c.decompressed,
+            model: sa.model_status().map(|m| ModelSnapshot {
+                decision: if m.compressing { "compress" } else { "skip" },
+                flips: m.flips,
+                probes: m.probes,
+                comp_mbps: m.comp_ns.and_then(mbps),
+                decomp_mbps: m.decomp_ns.and_then(mbps),
+                enc_mbps: mbps(m.enc_ns),
+                icv_mbps: mbps(m.hc_ns),
+                link_mbps: (adaptive.link_bps > 0).then(|| adaptive.link_bps as f64 / 1e6),
+                ratio: m.inv_ratio.filter(|r| *r > 0.0).map(|r| 1.0 / r),
+                gain_ns_per_byte: m.gain_ns,
+                cost_ns_per_byte: m.cost_ns,
+            }),
+        }
+    }
+}

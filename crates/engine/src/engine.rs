@@ -13,7 +13,7 @@
 //! hard event is raised once.
 
 use crate::bundle::PacketError;
-use crate::counters::{AtomicDrops, Counters, DropReason, Drops};
+use crate::counters::{AtomicDrops, CompSnapshot, Counters, DropReason, Drops};
 use crate::lifetime::{Limit, State, Usage};
 use crate::sad::{InstallError, SaConfig, SaEntry, SaId, Sad, SharedSa};
 use crate::spd::{Action, Direction, Flow, Policy, Spd};
@@ -29,6 +29,7 @@ use ipsec_core::ip::{self, proto, Ipv4Packet, Ipv6Packet, Split};
 use ipsec_core::rng::IvRng;
 use ipsec_core::sa::{Mode, Proto};
 use ipsec_core::PacketBuf;
+use ipsec_ipcomp::{AdaptiveMode, CryptoOp};
 
 /// The most SAs one inbound packet may be opened with (IPComp + ESP + AH, and one more for
 /// a nested tunnel). Deeper nesting is dropped as malformed.
@@ -90,7 +91,7 @@ pub enum Verdict {
 }
 
 /// One SA in a [`Snapshot`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct SaSnapshot {
     /// Its id.
@@ -115,10 +116,12 @@ pub struct SaSnapshot {
     pub inbound: Counters,
     /// Outbound traffic and drops.
     pub outbound: Counters,
+    /// IPComp SAs: the adaptive mode, its counters and the cost model's inputs.
+    pub comp: Option<CompSnapshot>,
 }
 
 /// All counters at one moment; serializes to JSON with the `serde` feature.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Snapshot {
     /// Each SA, in install order.
@@ -132,21 +135,42 @@ pub struct Snapshot {
 /// A worker's own context: what a thread needs besides the shared data plane. Today the
 /// CSPRNG that makes ESP CBC IVs (RFC 3602 section 3: unpredictable IVs); one per thread, so
 /// no thread waits for another's IV.
+///
+/// With a clock ([`Worker::with_clock`]), the worker also times what feeds an adaptive
+/// IPComp SA's cost model: each compression of such an SA, and (one run in
+/// [`CRYPTO_SAMPLE`]) the bundle's ESP or AH work after it. No SA wants timing unless its
+/// mode is `model`, so other SAs pay nothing.
 #[derive(Debug)]
 pub struct Worker {
     rng: IvRng,
+    clock: Option<fn() -> u64>,
+    runs: u32,
 }
+
+/// One sealed run in this many has its ESP/AH work timed for an adaptive IPComp SA.
+pub const CRYPTO_SAMPLE: u32 = 8;
 
 impl Worker {
     /// A worker whose IV generator is seeded by the operating system.
     #[cfg(feature = "std")]
     pub fn new() -> Result<Self, PacketError> {
-        Ok(Worker { rng: IvRng::from_os()? })
+        Ok(Worker::with_rng(IvRng::from_os()?))
     }
 
     /// A worker with a caller-seeded IV generator (for `no_std` targets and reproducible tests).
     pub fn with_rng(rng: IvRng) -> Self {
-        Worker { rng }
+        Worker {
+            rng,
+            clock: None,
+            runs: 0,
+        }
+    }
+
+    /// Gives the worker a monotonic clock in nanoseconds (e.g. `Instant`-based), to time
+    /// compression and crypto for adaptive IPComp SAs.
+    pub fn with_clock(mut self, clock: fn() -> u64) -> Self {
+        self.clock = Some(clock);
+        self
     }
 }
 
@@ -241,6 +265,21 @@ struct Tally {
 
 /// An outbound packet's protect policy (its index), its verdict if no SA applies, or its drop.
 type Classified = Result<Result<usize, Verdict>, Dropped>;
+
+/// The worker's clock, if this run's crypto is to be timed for the adaptive IPComp SA `timed`.
+fn crypto_clock(timed: Option<&SaEntry>, w: &Worker) -> Option<fn() -> u64> {
+    timed?;
+    w.clock.filter(|_| w.runs.is_multiple_of(CRYPTO_SAMPLE))
+}
+
+/// Feeds `ns` spent on the live packets of a run (of `lens` bytes before the transform) into
+/// an adaptive IPComp SA's model.
+fn feed_crypto(comp: &SaEntry, op: CryptoOp, lens: &[usize], live: &[bool], ns: u64) {
+    let bytes: usize = lens.iter().zip(live).filter(|(_, l)| **l).map(|(b, _)| *b).sum();
+    if let SharedSa::Comp(s) = &comp.sa {
+        s.lock().observe_crypto(op, bytes, ns);
+    }
+}
 
 /// Packets a batch call prepares at once (more are processed in chunks of this size).
 pub const BATCH: usize = ipsec_esp::BATCH;
@@ -411,6 +450,9 @@ impl DataPlane {
             Err(v) => return Ok(v),
         };
         let mut applied = 0;
+        // An adaptive IPComp SA earlier in the bundle, whose model this packet's crypto feeds.
+        w.runs = w.runs.wrapping_add(1);
+        let mut timed: Option<&SaEntry> = None;
         for &id in self.bundle(policy) {
             let Some(e) = self.sad.get(id) else {
                 return Err(self.drop_at(Direction::Out, id, DropReason::NoSa, None));
@@ -421,10 +463,21 @@ impl DataPlane {
                 Ok(_) => {}
                 Err(r) => return Err(self.drop_at(Direction::Out, id, r, None)),
             }
-            let applies = match e.sa.seal(&mut w.rng, buf) {
+            let t0 = crypto_clock(timed, w).map(|c| (c, c()));
+            let applies = match e.sa.seal_timed(&mut w.rng, buf, w.clock) {
                 Ok(a) => a,
                 Err(err) => return Err(self.drop_at(Direction::Out, id, DropReason::of(&err), Some(err))),
             };
+            if let (Some((c, t0)), Some(comp)) = (t0, timed) {
+                let op = match e.sa {
+                    SharedSa::Ah(_) => CryptoOp::IntegrityCompute,
+                    _ => CryptoOp::Encrypt,
+                };
+                feed_crypto(comp, op, &[before], &[true], c().saturating_sub(t0));
+            }
+            if matches!(e.sa, SharedSa::Comp(_)) && e.config.adaptive.mode == AdaptiveMode::Model {
+                timed = Some(e);
+            }
             let after = buf.len();
             let t = Tally {
                 packets: 1,
@@ -512,6 +565,9 @@ impl DataPlane {
         now: Duration,
     ) {
         let n = bufs.len().min(out.len()).min(BATCH);
+        // An adaptive IPComp SA earlier in the bundle, whose model this run's crypto feeds.
+        w.runs = w.runs.wrapping_add(1);
+        let mut timed: Option<&SaEntry> = None;
         for &id in self.bundle(policy) {
             let Some(e) = self.sad.get(id) else {
                 for o in out[..n].iter_mut().filter(|o| o.is_ok()) {
@@ -557,7 +613,17 @@ impl DataPlane {
                         }
                     }
                     let live: [bool; BATCH] = core::array::from_fn(|i| i < n && out[i].is_ok());
+                    let t0 = crypto_clock(timed, w).map(|c| (c, c()));
                     esp.seal_batch(&mut w.rng, &mut bufs[..n], &mut res[..n]);
+                    if let (Some((c, t0)), Some(comp)) = (t0, timed) {
+                        feed_crypto(
+                            comp,
+                            CryptoOp::Encrypt,
+                            &before[..n],
+                            &live[..n],
+                            c().saturating_sub(t0),
+                        );
+                    }
                     for i in 0..n {
                         if !live[i] {
                             continue;
@@ -572,11 +638,16 @@ impl DataPlane {
                     }
                 }
                 sa => {
+                    let live: [bool; BATCH] = core::array::from_fn(|i| i < n && out[i].is_ok());
+                    let t0 = crypto_clock(timed, w).map(|c| (c, c()));
+                    if matches!(sa, SharedSa::Comp(_)) && e.config.adaptive.mode == AdaptiveMode::Model {
+                        timed = Some(e);
+                    }
                     for i in 0..n {
                         if out[i].is_err() {
                             continue;
                         }
-                        match sa.seal(&mut w.rng, &mut bufs[i]) {
+                        match sa.seal_timed(&mut w.rng, &mut bufs[i], w.clock) {
                             Ok(true) => sealed[i] = true,
                             Ok(false) => {
                                 // IPComp left it uncompressed: counted, not "applied".
@@ -591,6 +662,10 @@ impl DataPlane {
                                 out[i] = Err(self.drop_at(Direction::Out, id, DropReason::of(&err), Some(err)));
                             }
                         }
+                    }
+                    if let (Some((c, t0)), Some(comp), SharedSa::Ah(_)) = (t0, timed, sa) {
+                        let ns = c().saturating_sub(t0);
+                        feed_crypto(comp, CryptoOp::IntegrityCompute, &before[..n], &live[..n], ns);
                     }
                 }
             }
@@ -1157,5 +1232,9 @@ fn sa_snapshot(id: SaId, e: &SaEntry, now: Duration) -> SaSnapshot {
         age_seconds: usage.age(now).as_secs(),
         inbound: e.inbound(),
         outbound: e.outbound(),
+        comp: match &e.sa {
+            SharedSa::Comp(s) => Some(CompSnapshot::of(e.config.adaptive, &s.lock())),
+            _ => None,
+        },
     }
 }

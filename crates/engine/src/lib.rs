@@ -23,7 +23,7 @@ pub mod sad;
 pub mod spd;
 
 pub use bundle::{AnySa, Bundle, PacketError};
-pub use counters::{Counters, DropReason, Drops};
+pub use counters::{CompSnapshot, Counters, DropReason, Drops, ModelSnapshot};
 #[cfg(feature = "std")]
 pub use engine::PlaneHandle;
 pub use engine::{DataPlane, Dropped, Engine, Event, SaSnapshot, Snapshot, Verdict, Worker, BATCH, MAX_DEPTH};

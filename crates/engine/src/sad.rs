@@ -20,7 +20,7 @@ use ipsec_core::rng::IvRng;
 use ipsec_core::sa::{Mode, Proto, SaParams, Tunnel};
 use ipsec_core::PacketBuf;
 use ipsec_esp::Esp;
-use ipsec_ipcomp::{Algorithm, IpcompConfig, IpcompSa, OpenOutcome, SealOutcome};
+use ipsec_ipcomp::{Adaptive, Algorithm, IpcompConfig, IpcompSa, OpenOutcome, SealOutcome};
 
 /// The handle of an SA in the [`Sad`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -36,6 +36,8 @@ pub struct SaConfig {
     pub params: SaParams,
     /// The compression algorithm of an IPComp SA.
     pub comp: Option<Algorithm>,
+    /// An IPComp SA's adaptive mode and link rate (ignored by ESP and AH).
+    pub adaptive: Adaptive,
     /// Soft and hard limits.
     pub lifetime: Lifetime,
 }
@@ -47,6 +49,7 @@ impl SaConfig {
             name: name.into(),
             params,
             comp,
+            adaptive: Adaptive::default(),
             lifetime: Lifetime::default(),
         }
     }
@@ -124,6 +127,11 @@ pub enum SharedSa {
 impl SharedSa {
     /// Keys the SA that `params` describe; an IPComp SA also needs its algorithm.
     pub fn new(params: &SaParams, comp: Option<Algorithm>) -> Result<Self, PacketError> {
+        Self::with_adaptive(params, comp, Adaptive::default())
+    }
+
+    /// As [`SharedSa::new`], with an IPComp SA's adaptive setting.
+    pub fn with_adaptive(params: &SaParams, comp: Option<Algorithm>, adaptive: Adaptive) -> Result<Self, PacketError> {
         Ok(match params.proto {
             Proto::Esp => SharedSa::Esp(Esp::new(params)?),
             Proto::Ah => SharedSa::Ah(Ah::new(params)?),
@@ -131,7 +139,7 @@ impl SharedSa {
                 let alg = comp.ok_or(ipsec_core::Error::InvalidSa(
                     "an IPComp SA needs a compression algorithm",
                 ))?;
-                let cfg = IpcompConfig::from_sa_params(params, alg)?;
+                let cfg = IpcompConfig::from_sa_params(params, alg)?.with_adaptive(adaptive);
                 SharedSa::Comp(spin::Mutex::new(IpcompSa::new(cfg)?))
             }
         })
@@ -144,6 +152,23 @@ impl SharedSa {
             SharedSa::Esp(s) => s.seal(rng, buf).map(|_| true).map_err(Into::into),
             SharedSa::Ah(s) => s.seal(buf).map(|_| true).map_err(Into::into),
             SharedSa::Comp(s) => Ok(matches!(s.lock().seal(buf)?, SealOutcome::Compressed { .. })),
+        }
+    }
+
+    /// As [`SharedSa::seal`]; an IPComp SA with a cost model times its compression with
+    /// `clock` (monotonic nanoseconds) and feeds the model.
+    pub fn seal_timed(
+        &self,
+        rng: &mut IvRng,
+        buf: &mut PacketBuf,
+        clock: Option<fn() -> u64>,
+    ) -> Result<bool, PacketError> {
+        match (self, clock) {
+            (SharedSa::Comp(s), Some(now)) => {
+                let o = s.lock().seal_timed(buf, now)?;
+                Ok(matches!(o, SealOutcome::Compressed { .. }))
+            }
+            _ => self.seal(rng, buf),
         }
     }
 
@@ -371,7 +396,7 @@ impl Sad {
                 return Err(InstallError::Duplicate { existing });
             }
         }
-        let sa = SharedSa::new(&config.params, config.comp).map_err(InstallError::Sa)?;
+        let sa = SharedSa::with_adaptive(&config.params, config.comp, config.adaptive).map_err(InstallError::Sa)?;
         let id = SaId(self.entries.len() as u32);
         let ipcomp_tunnel = config.params.proto == Proto::Comp && config.params.mode == Mode::Tunnel;
         self.entries.push(Arc::new(SaEntry::new(config, sa, now)));

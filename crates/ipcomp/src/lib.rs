@@ -55,7 +55,7 @@ pub mod sa;
 pub use compressor::{Algorithm, Compressor, CPI_DEFLATE, CPI_LZF, CPI_LZS};
 pub use error::{DecompressError, Error};
 pub use header::{IpcompPacket, IpcompRepr, HEADER_LEN};
-pub use policy::{Backoff, CostModel, Counters, CryptoOp, ModelConfig};
+pub use policy::{Adaptive, AdaptiveMode, Backoff, CostModel, Counters, CryptoOp, ModelConfig, ModelStatus};
 pub use sa::{
     transport_placement, IpcompConfig, IpcompSa, OpenOutcome, SealOutcome, SkipReason, DEFAULT_MIN_SIZE, OUTER_TTL,
 };

@@ -80,6 +80,16 @@ pub struct Ewma {
 }
 
 impl Ewma {
+    /// Adds a timing sample, first clipped to 4 times the average: a thread preempted
+    /// while it compressed (or encrypted) must not make one packet look 1000 times slower.
+    pub fn update_time(&mut self, sample: f64) {
+        let s = if self.seen {
+            sample.min(self.value * 4.0)
+        } else {
+            sample
+        };
+        self.update(s);
+    }
     /// Adds a sample.
     pub fn update(&mut self, sample: f64) {
         if self.seen {
@@ -95,14 +105,117 @@ impl Ewma {
     }
 }
 
+/// How an IPComp SA decides whether to compress an outbound packet (RFC 3173 section 2.2
+/// leaves the choice to the sender; the receiver accepts both).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum AdaptiveMode {
+    /// Never compress: every packet goes uncompressed, by choice.
+    Off,
+    /// Try every packet of at least the minimum size (non-expansion still applies).
+    Always,
+    /// RFC 3173 back-off: after N consecutive incompressible packets skip the next M (the
+    /// default, and what Linux and FreeS/WAN do).
+    #[default]
+    Backoff,
+    /// The McGregor-Lee Complete-model inequality ([`CostModel`]), fed online.
+    Model,
+}
+
+impl AdaptiveMode {
+    /// Every mode, in the order of their names.
+    pub const ALL: [AdaptiveMode; 4] = [
+        AdaptiveMode::Off,
+        AdaptiveMode::Always,
+        AdaptiveMode::Backoff,
+        AdaptiveMode::Model,
+    ];
+    /// `off`, `always`, `backoff` or `model`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AdaptiveMode::Off => "off",
+            AdaptiveMode::Always => "always",
+            AdaptiveMode::Backoff => "backoff",
+            AdaptiveMode::Model => "model",
+        }
+    }
+    /// The mode a name stands for.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// An IPComp SA's adaptive setting, as configured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Adaptive {
+    /// The mode.
+    pub mode: AdaptiveMode,
+    /// The rate of the link the secured packets leave on, in bit/s (R_SECNET of the model);
+    /// 0: unknown, taken as unlimited (no transmission time saved by compressing).
+    pub link_bps: u64,
+}
+
+impl Adaptive {
+    /// The cost model's configuration for [`AdaptiveMode::Model`] (`None` otherwise).
+    pub fn model_config(&self) -> Option<ModelConfig> {
+        (self.mode == AdaptiveMode::Model).then(|| ModelConfig::new(self.link_bps as f64))
+    }
+}
+
 /// Configuration of the model.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ModelConfig {
     /// The link rate the secured packet is sent at, in bit/s (R_SECNET).
     pub link_bps: f64,
     /// While the model says "skip", still compress one packet in this many to keep the
-    /// measured ratio and rates fresh (0: never probe).
+    /// measured ratio and rates fresh (0: never probe). A probe whose own figures agree with
+    /// the decision doubles the interval, up to [`ModelConfig::max_probe_interval`]; one that
+    /// disagrees sets it back to this.
     pub probe_interval: u32,
+    /// The longest interval between probes.
+    pub max_probe_interval: u32,
+    /// Hysteresis: compressing stops when gain < cost × (1 − h) and starts again when gain >
+    /// cost × (1 + h), so a link near break-even does not make the decision flap.
+    pub hysteresis: f64,
+}
+
+impl ModelConfig {
+    /// Defaults for a link of `link_bps` bit/s (0: unlimited): a probe every 16 to 256
+    /// skipped packets, 10% hysteresis.
+    pub fn new(link_bps: f64) -> Self {
+        ModelConfig {
+            link_bps,
+            probe_interval: 16,
+            max_probe_interval: 256,
+            hysteresis: 0.1,
+        }
+    }
+}
+
+/// The model's inputs and state, for display (inverse rates in ns per original byte).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ModelStatus {
+    /// Whether the model currently says "compress".
+    pub compressing: bool,
+    /// Times the decision changed.
+    pub flips: u64,
+    /// The packets sent compressed as probes while the decision was "skip".
+    pub probes: u64,
+    /// Compression cost (EWMA), ns per original byte.
+    pub comp_ns: Option<f64>,
+    /// Decompression cost used: observed, else equal to compression (the assumption).
+    pub decomp_ns: Option<f64>,
+    /// Encryption cost (EWMA), ns per byte; 0 if not observed.
+    pub enc_ns: f64,
+    /// Integrity check computation cost, ns per byte; 0 if not observed.
+    pub hc_ns: f64,
+    /// Link time, ns per byte (8e9 / link rate; 0 for unlimited).
+    pub net_ns: f64,
+    /// Compressed / original size (EWMA over the attempts), i.e. 1/X.
+    pub inv_ratio: Option<f64>,
+    /// Both sides of the inequality now, ns per original byte.
+    pub gain_ns: Option<f64>,
+    /// The right-hand side.
+    pub cost_ns: Option<f64>,
 }
 
 /// The McGregor-Lee Complete model: compression pays when
@@ -129,6 +242,10 @@ pub struct CostModel {
     /// compressed/original, i.e. 1/X.
     inv_ratio: Ewma,
     skipped_since_probe: u32,
+    probe_every: u32,
+    compressing: bool,
+    flips: u64,
+    probes: u64,
 }
 
 impl CostModel {
@@ -144,6 +261,10 @@ impl CostModel {
             hv: Ewma::default(),
             inv_ratio: Ewma::default(),
             skipped_since_probe: 0,
+            probe_every: config.probe_interval,
+            compressing: true,
+            flips: 0,
+            probes: 0,
         }
     }
 
@@ -155,24 +276,24 @@ impl CostModel {
     /// An incompressible packet is recorded with `bytes_out = bytes_in`.
     pub fn observe_compress(&mut self, bytes_in: usize, bytes_out: usize, nanos: u64) {
         if let Some(t) = Self::ns_per_byte(bytes_in, nanos) {
-            self.comp.update(t);
+            self.comp.update_time(t);
             self.inv_ratio.update((bytes_out as f64 / bytes_in as f64).min(1.0));
         }
     }
     /// Records a decompression producing `bytes_out` bytes in `nanos`.
     pub fn observe_decompress(&mut self, bytes_out: usize, nanos: u64) {
         if let Some(t) = Self::ns_per_byte(bytes_out, nanos) {
-            self.decomp.update(t);
+            self.decomp.update_time(t);
         }
     }
     /// Records a crypto operation over `bytes` taking `nanos`.
     pub fn observe_crypto(&mut self, op: CryptoOp, bytes: usize, nanos: u64) {
         if let Some(t) = Self::ns_per_byte(bytes, nanos) {
             match op {
-                CryptoOp::Encrypt => self.enc.update(t),
-                CryptoOp::Decrypt => self.dec.update(t),
-                CryptoOp::IntegrityCompute => self.hc.update(t),
-                CryptoOp::IntegrityVerify => self.hv.update(t),
+                CryptoOp::Encrypt => self.enc.update_time(t),
+                CryptoOp::Decrypt => self.dec.update_time(t),
+                CryptoOp::IntegrityCompute => self.hc.update_time(t),
+                CryptoOp::IntegrityVerify => self.hv.update_time(t),
             }
         }
     }
@@ -202,11 +323,7 @@ impl CostModel {
         let dec = self.dec.get().unwrap_or(enc);
         let hc = self.hc.get().unwrap_or(0.0);
         let hv = self.hv.get().unwrap_or(hc);
-        let net = if self.config.link_bps > 0.0 {
-            8e9 / self.config.link_bps
-        } else {
-            0.0
-        };
+        let net = self.net_ns();
         Some(((1.0 - inv_x) * (enc + dec + hc + hv + net), comp + decomp))
     }
 
@@ -215,18 +332,108 @@ impl CostModel {
         !matches!(self.sides(), Some((gain, cost)) if gain < cost)
     }
 
-    /// The per-packet decision: compress when it pays, or as a periodic probe.
+    /// The per-packet decision: compress when it pays (with hysteresis), or as a periodic
+    /// probe while it does not.
     pub fn should_compress(&mut self) -> bool {
-        if self.pays() {
+        self.decide();
+        if self.compressing {
             self.skipped_since_probe = 0;
             return true;
         }
         self.skipped_since_probe += 1;
-        if self.config.probe_interval > 0 && self.skipped_since_probe >= self.config.probe_interval {
+        if self.probe_every > 0 && self.skipped_since_probe >= self.probe_every {
+            self.skipped_since_probe = 0;
+            self.probes += 1;
+            return true;
+        }
+        false
+    }
+
+    /// Re-evaluates the decision with hysteresis; `true` when it changed.
+    pub fn decide(&mut self) -> bool {
+        let Some((gain, cost)) = self.sides() else {
+            return false;
+        };
+        let h = self.config.hysteresis.clamp(0.0, 0.9);
+        let next = if self.compressing {
+            gain >= cost * (1.0 - h)
+        } else {
+            gain > cost * (1.0 + h)
+        };
+        if next != self.compressing {
+            self.compressing = next;
+            self.flips += 1;
+            self.probe_every = self.config.probe_interval;
             self.skipped_since_probe = 0;
             return true;
         }
         false
+    }
+
+    /// Tells the model what a probe showed: `sample_pays` is the inequality evaluated with
+    /// the probe's own ratio and time. A probe that confirms "skip" doubles the probe
+    /// interval (up to the maximum); one that contradicts it resets it, so a change in the
+    /// data is followed by probes in quick succession.
+    fn probe_result(&mut self, sample_pays: bool) {
+        if self.compressing {
+            return;
+        }
+        self.probe_every = if sample_pays {
+            self.config.probe_interval
+        } else {
+            self.probe_every
+                .saturating_mul(2)
+                .min(self.config.max_probe_interval.max(self.config.probe_interval))
+        };
+    }
+
+    /// Records a compression attempt and what it says about the decision (probe feedback).
+    pub fn observe_attempt(&mut self, bytes_in: usize, bytes_out: usize, nanos: u64) {
+        let sample = Self::ns_per_byte(bytes_in, nanos).map(|t| {
+            let inv_x = (bytes_out as f64 / bytes_in as f64).min(1.0);
+            let mut one = *self;
+            one.comp = Ewma::default();
+            one.comp.update(t);
+            one.inv_ratio = Ewma::default();
+            one.inv_ratio.update(inv_x);
+            one.pays()
+        });
+        self.observe_compress(bytes_in, bytes_out, nanos);
+        if let Some(p) = sample {
+            self.probe_result(p);
+        }
+    }
+
+    /// Whether the model currently says "compress" (before probes).
+    pub fn compressing(&self) -> bool {
+        self.compressing
+    }
+
+    /// The inputs and state, for snapshots and logs.
+    pub fn status(&self) -> ModelStatus {
+        let sides = self.sides();
+        let comp = self.comp.get();
+        ModelStatus {
+            compressing: self.compressing,
+            flips: self.flips,
+            probes: self.probes,
+            comp_ns: comp,
+            decomp_ns: self.decomp.get().or(comp),
+            enc_ns: self.enc.get().unwrap_or(0.0),
+            hc_ns: self.hc.get().unwrap_or(0.0),
+            net_ns: self.net_ns(),
+            inv_ratio: self.inv_ratio.get(),
+            gain_ns: sides.map(|s| s.0),
+            cost_ns: sides.map(|s| s.1),
+        }
+    }
+
+    fn net_ns(&self) -> f64 {
+        if self.config.link_bps > 0.0 {
+            8e9 / self.config.link_bps
+        } else {
+            0.0
+        }
     }
 }
 
@@ -243,6 +450,8 @@ pub struct Counters {
     pub skipped_backoff: u64,
     /// Packets sent uncompressed because the cost model said compression does not pay.
     pub skipped_model: u64,
+    /// Packets sent uncompressed by choice: the SA's mode is `off`.
+    pub skipped_off: u64,
     /// Payload bytes before compression, over the packets sent compressed.
     pub bytes_in: u64,
     /// Bytes saved on the wire (original payload - (compressed + 4-byte header)).

@@ -3,7 +3,7 @@
 use crate::compressor::{Algorithm, Compressor};
 use crate::error::Error;
 use crate::header::{IpcompPacket, IpcompRepr, HEADER_LEN};
-use crate::policy::{Backoff, BackoffState, CostModel, Counters, ModelConfig};
+use crate::policy::{Adaptive, AdaptiveMode, Backoff, BackoffState, CostModel, Counters, ModelConfig, ModelStatus};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::net::IpAddr;
@@ -34,9 +34,12 @@ pub struct IpcompConfig {
     /// DEFLATE only: largest match distance emitted. 2048 (default) suits Linux's 2 KB-window
     /// inflate; 32768 gives zlib's full window to peers that inflate with one.
     pub deflate_window: usize,
-    /// RFC 3173 back-off.
+    /// How outbound packets are chosen for compression.
+    pub adaptive: AdaptiveMode,
+    /// RFC 3173 back-off (used in [`AdaptiveMode::Backoff`]).
     pub backoff: Backoff,
-    /// Cost model (off when `None`).
+    /// Cost model: required by [`AdaptiveMode::Model`] (defaults to an unlimited link when
+    /// `None`); in [`AdaptiveMode::Backoff`] it is consulted after the back-off if given.
     pub model: Option<ModelConfig>,
 }
 
@@ -51,9 +54,16 @@ impl IpcompConfig {
             min_size: DEFAULT_MIN_SIZE,
             mtu: MAX_PACKET,
             deflate_window: crate::deflate::LINUX_WINDOW,
+            adaptive: AdaptiveMode::default(),
             backoff: Backoff::default(),
             model: None,
         }
+    }
+    /// Sets the adaptive mode and, for [`AdaptiveMode::Model`], the model for its link rate.
+    pub fn with_adaptive(mut self, a: Adaptive) -> Self {
+        self.adaptive = a.mode;
+        self.model = a.model_config();
+        self
     }
     /// From shared SA parameters (protocol IPComp; `spi` holds the CPI).
     pub fn from_sa_params(p: &SaParams, algorithm: Algorithm) -> Result<Self, Error> {
@@ -85,6 +95,8 @@ pub enum SkipReason {
     Backoff,
     /// The cost model.
     Model,
+    /// The SA's mode is [`AdaptiveMode::Off`].
+    Off,
 }
 
 /// What [`IpcompSa::seal`] did.
@@ -141,6 +153,8 @@ pub struct IpcompSa {
     backoff: BackoffState,
     model: Option<CostModel>,
     counters: Counters,
+    /// The caller's clock during [`IpcompSa::seal_timed`].
+    clock: Option<fn() -> u64>,
 }
 
 /// How the inserted header is placed in transport mode (RFC 3173 section 3.2): after the IPv4
@@ -206,8 +220,13 @@ impl IpcompSa {
             codec,
             scratch: vec![0u8; MAX_PACKET + ipv6_field::HEADER_LEN],
             backoff: BackoffState::default(),
-            model: cfg.model.map(CostModel::new),
+            model: match (cfg.adaptive, cfg.model) {
+                (AdaptiveMode::Model, m) => Some(CostModel::new(m.unwrap_or(ModelConfig::new(0.0)))),
+                (AdaptiveMode::Backoff, m) => m.map(CostModel::new),
+                _ => None,
+            },
             counters: Counters::default(),
+            clock: None,
             cfg,
         })
     }
@@ -232,10 +251,28 @@ impl IpcompSa {
     pub fn model(&self) -> Option<&CostModel> {
         self.model.as_ref()
     }
-    /// Feeds the time a [`seal`](Self::seal) took into the cost model (if it compressed).
+    /// Whether the caller should time [`seal`](Self::seal) and the bundle's crypto for this
+    /// SA (it has a cost model to feed).
+    pub fn wants_timing(&self) -> bool {
+        self.model.is_some()
+    }
+    /// The cost model's inputs and decision (`None` without a model).
+    pub fn model_status(&self) -> Option<ModelStatus> {
+        self.model.as_ref().map(CostModel::status)
+    }
+    /// Feeds the time a [`seal`](Self::seal) took into the cost model (if it tried to
+    /// compress), and re-evaluates the decision.
     pub fn observe_seal(&mut self, outcome: &SealOutcome, nanos: u64) {
         if let (Some(m), Some((i, o))) = (self.model.as_mut(), outcome.attempt()) {
-            m.observe_compress(i, o, nanos);
+            m.observe_attempt(i, o, nanos);
+            m.decide();
+        }
+    }
+    /// Feeds a crypto operation of the SA's bundle over `bytes` bytes taking `nanos` into
+    /// the cost model.
+    pub fn observe_crypto(&mut self, op: crate::policy::CryptoOp, bytes: usize, nanos: u64) {
+        if let Some(m) = self.model.as_mut() {
+            m.observe_crypto(op, bytes, nanos);
         }
     }
     /// Feeds the time an [`open`](Self::open) took into the cost model (if it decompressed).
@@ -253,9 +290,16 @@ impl IpcompSa {
             self.counters.skipped_too_small += 1;
             return Err(SkipReason::TooSmall);
         }
-        if self.backoff.should_skip() {
-            self.counters.skipped_backoff += 1;
-            return Err(SkipReason::Backoff);
+        match self.cfg.adaptive {
+            AdaptiveMode::Off => {
+                self.counters.skipped_off += 1;
+                return Err(SkipReason::Off);
+            }
+            AdaptiveMode::Backoff if self.backoff.should_skip() => {
+                self.counters.skipped_backoff += 1;
+                return Err(SkipReason::Backoff);
+            }
+            _ => {}
         }
         if let Some(m) = self.model.as_mut() {
             if !m.should_compress() {
@@ -265,7 +309,14 @@ impl IpcompSa {
         }
         // Useful only if compressed + 4 < original.
         let limit = data.len() - HEADER_LEN - 1;
-        match self.codec.compress(data, &mut self.scratch[..limit]) {
+        let clock = self.clock.filter(|_| self.model.is_some());
+        let t0 = clock.map(|c| c());
+        let r = self.codec.compress(data, &mut self.scratch[..limit]);
+        if let (Some(c), Some(t0), Some(m)) = (clock, t0, self.model.as_mut()) {
+            m.observe_attempt(data.len(), r.unwrap_or(data.len()), c().saturating_sub(t0));
+            m.decide();
+        }
+        match r {
             Some(n) => {
                 self.backoff.record(&self.cfg.backoff, true);
                 self.counters.compressed += 1;
@@ -279,6 +330,15 @@ impl IpcompSa {
                 Err(SkipReason::Incompressible { original: data.len() })
             }
         }
+    }
+
+    /// As [`seal`](Self::seal), timing the compression (only an attempt is timed: two calls
+    /// of `clock`, monotonic nanoseconds) and feeding the cost model, if the SA has one.
+    pub fn seal_timed(&mut self, buf: &mut PacketBuf<'_>, clock: fn() -> u64) -> Result<SealOutcome, Error> {
+        self.clock = Some(clock);
+        let r = self.seal(buf);
+        self.clock = None;
+        r
     }
 
     /// Compresses an outbound IP packet in place. Transport mode: the IPComp header goes where

@@ -50,6 +50,7 @@ fn model(link_mbps: f64, comp_mbps: f64, decomp_mbps: f64, x: f64, crypto: &[(Cr
     let mut m = CostModel::new(ModelConfig {
         link_bps: link_mbps * 1e6,
         probe_interval: 0,
+        ..ModelConfig::new(0.0)
     });
     let ns = |mbps: f64| (8000.0 / mbps) as u64;
     // 1000 bytes in `ns(rate)` ns per byte.
@@ -130,7 +131,8 @@ fn model_decides_as_the_inequality_says() {
     // No observation yet: compress (to measure).
     assert!(CostModel::new(ModelConfig {
         link_bps: 1e9,
-        probe_interval: 0
+        probe_interval: 0,
+        ..ModelConfig::new(0.0)
     })
     .pays());
 }
@@ -141,6 +143,7 @@ fn model_skips_in_the_sa_and_probes() {
     cfg.model = Some(ModelConfig {
         link_bps: 1e9,
         probe_interval: 4,
+        ..ModelConfig::new(0.0)
     });
     let mut sa = IpcompSa::new(cfg).unwrap();
     let text = v4_tcp(&b"compressible ".repeat(80));
@@ -160,9 +163,94 @@ fn model_skips_in_the_sa_and_probes() {
     cfg.model = Some(ModelConfig {
         link_bps: 56e3,
         probe_interval: 0,
+        ..ModelConfig::new(0.0)
     });
     let mut sa = IpcompSa::new(cfg).unwrap();
     let (o, _) = seal(&mut sa, &text);
     sa.observe_seal(&o, 1000 * 1040);
     assert!(matches!(seal(&mut sa, &text).0, SealOutcome::Compressed { .. }));
+}
+
+#[test]
+fn modes_off_and_always() {
+    use ipsec_ipcomp::{Adaptive, AdaptiveMode};
+    let random = v4_tcp(&corpus::seeded_random(1000, 2));
+    let text = v4_tcp(&b"compressible ".repeat(80));
+    let cfg = |mode| config(Algorithm::Deflate, Mode::Transport, false).with_adaptive(Adaptive { mode, link_bps: 0 });
+    let mut off = IpcompSa::new(cfg(AdaptiveMode::Off)).unwrap();
+    assert_eq!(
+        seal(&mut off, &text),
+        (SealOutcome::NotCompressed(SkipReason::Off), text.clone())
+    );
+    assert_eq!(off.counters().skipped_off, 1);
+    assert!(!off.wants_timing());
+    // Always: no back-off however many packets do not compress.
+    let mut always = IpcompSa::new(cfg(AdaptiveMode::Always)).unwrap();
+    for _ in 0..40 {
+        seal(&mut always, &random);
+    }
+    assert_eq!(always.counters().skipped_incompressible, 40);
+    assert_eq!(always.counters().skipped_backoff, 0);
+    assert!(matches!(seal(&mut always, &text).0, SealOutcome::Compressed { .. }));
+    // The default is the RFC 3173 back-off.
+    let mut backoff = IpcompSa::new(config(Algorithm::Deflate, Mode::Transport, false)).unwrap();
+    for _ in 0..40 {
+        seal(&mut backoff, &random);
+    }
+    assert!(backoff.counters().skipped_backoff > 0);
+    assert_eq!(AdaptiveMode::from_name("model"), Some(AdaptiveMode::Model));
+    assert_eq!(AdaptiveMode::from_name("sometimes"), None);
+}
+
+/// Model mode follows the data: random data stops compression (probes grow sparser), text
+/// brings it back through a probe, and each change counts as one flip.
+#[test]
+fn model_switches_with_the_data_and_back() {
+    use ipsec_ipcomp::{Adaptive, AdaptiveMode};
+    // 10 Mbit/s: 800 ns/B on the link. Compression timed at 10 ns/B.
+    let cfg = config(Algorithm::Deflate, Mode::Transport, false).with_adaptive(Adaptive {
+        mode: AdaptiveMode::Model,
+        link_bps: 10_000_000,
+    });
+    let mut sa = IpcompSa::new(cfg).unwrap();
+    assert!(sa.wants_timing());
+    let random = v4_tcp(&corpus::seeded_random(1000, 3));
+    let text = v4_tcp(&b"compressible ".repeat(80));
+    let run = |sa: &mut IpcompSa, p: &[u8], n: usize| {
+        let mut compressed_or_tried = 0;
+        for _ in 0..n {
+            let (o, _) = seal(sa, p);
+            if let Some((i, _)) = o.attempt() {
+                sa.observe_seal(&o, 10 * i as u64);
+                compressed_or_tried += 1;
+            }
+        }
+        compressed_or_tried
+    };
+    assert_eq!(run(&mut sa, &text, 50), 50);
+    assert!(sa.model_status().unwrap().compressing);
+    // Random data: the ratio EWMA reaches 1 and the model stops trying, probing ever more
+    // sparsely (16, 32, ... 256 packets apart).
+    let tried = run(&mut sa, &random, 2000);
+    let st = sa.model_status().unwrap();
+    assert!(!st.compressing, "{st:?}");
+    assert_eq!(st.flips, 1);
+    assert!(tried < 40, "{tried} attempts on random data");
+    assert!(sa.counters().skipped_model > 1900);
+    // Text again: a probe sees it pay, probes come every 16 packets, the EWMA follows and
+    // the decision flips back within a few hundred packets.
+    run(&mut sa, &text, 600);
+    let st = sa.model_status().unwrap();
+    assert!(st.compressing, "{st:?}");
+    assert_eq!(st.flips, 2);
+    // A fast link (unlimited): compressing never pays, whatever the data.
+    let mut fast = IpcompSa::new(
+        config(Algorithm::Deflate, Mode::Transport, false).with_adaptive(Adaptive {
+            mode: AdaptiveMode::Model,
+            link_bps: 0,
+        }),
+    )
+    .unwrap();
+    run(&mut fast, &text, 100);
+    assert!(!fast.model_status().unwrap().compressing);
 }

@@ -65,7 +65,9 @@ impl PacketBuffer {
     pub fn new() -> Self {
         PacketBuffer {
             data: vec![0; BUF_LEN].into_boxed_slice(),
-            worker: Worker::new().expect("the OS entropy source works"),
+            worker: Worker::new()
+                .expect("the OS entropy source works")
+                .with_clock(monotonic_ns),
         }
     }
 
@@ -91,6 +93,13 @@ impl PacketBuffer {
         let buf = PacketBuf::new(&mut self.data, HEADROOM, len).expect("HEADROOM + MAX_PACKET <= BUF_LEN");
         (buf, &mut self.worker)
     }
+}
+
+/// Nanoseconds on a monotonic clock (`Instant`, i.e. `clock_gettime(CLOCK_MONOTONIC)` through
+/// the vDSO): the workers' clock for timing adaptive IPComp SAs' compression and crypto.
+pub fn monotonic_ns() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 /// The TUN device: inner IPv4 and IPv6 packets, without any packet-info header.
@@ -260,6 +269,8 @@ pub struct Tunnel {
     counters: DaemonCounters,
     start: Instant,
     peer: Option<Ipv4Addr>,
+    /// Per SA, the adaptive IPComp decision flips already logged.
+    flips: Mutex<Vec<u64>>,
 }
 
 fn is_ip(p: &[u8]) -> bool {
@@ -303,6 +314,7 @@ impl Tunnel {
             counters: DaemonCounters::default(),
             start: Instant::now(),
             peer,
+            flips: Mutex::new(Vec::new()),
         }
     }
 
@@ -578,7 +590,40 @@ impl Tunnel {
             daemon: self.counters.snapshot(),
             engine: e.snapshot(now),
         };
+        self.log_flips(&report.engine);
         (report, events)
+    }
+
+    /// Logs each adaptive IPComp SA whose decision changed since the last tick, with the
+    /// numbers the model decided on.
+    fn log_flips(&self, snap: &Snapshot) {
+        let mut seen = self.flips.lock().unwrap_or_else(|p| p.into_inner());
+        seen.resize(snap.sas.len(), 0);
+        for (s, last) in snap.sas.iter().zip(seen.iter_mut()) {
+            let Some(m) = s.comp.as_ref().and_then(|c| c.model.as_ref()) else {
+                continue;
+            };
+            if m.flips == *last {
+                continue;
+            }
+            let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+            info!(
+                "SA `{}`: IPComp model now says {} ({} flips): ratio {}, compress {} Mbit/s, decompress (assumed) {} Mbit/s, \
+                 encrypt {} Mbit/s, ICV {} Mbit/s, link {} Mbit/s; gain {} vs cost {} ns/byte",
+                s.name,
+                m.decision,
+                m.flips,
+                f(m.ratio),
+                f(m.comp_mbps),
+                f(m.decomp_mbps),
+                f(m.enc_mbps),
+                f(m.icv_mbps),
+                m.link_mbps.map_or("unlimited".to_string(), |v| format!("{v:.1}")),
+                f(m.gain_ns_per_byte),
+                f(m.cost_ns_per_byte),
+            );
+            *last = m.flips;
+        }
     }
 
     /// Counts and logs a device read error.
