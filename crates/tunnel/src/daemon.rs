@@ -47,6 +47,8 @@ pub struct Options {
     pub control: Option<PathBuf>,
     /// A command run (by `sh -c`) with each event's JSON on its standard input.
     pub on_event: Option<String>,
+    /// The config file SIGHUP reloads ([`Control::reload`]); `None`: SIGHUP is not handled.
+    pub reload: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -60,6 +62,7 @@ impl Default for Options {
             stats: None,
             control: None,
             on_event: None,
+            reload: None,
         }
     }
 }
@@ -124,6 +127,20 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
         None => None,
     };
     let tunnel = Tunnel::new(engine, opts.peer);
+    let hup = Arc::new(AtomicBool::new(false));
+    let hup_id = match &opts.reload {
+        Some(_) => Some(signal_hook::flag::register(
+            signal_hook::consts::SIGHUP,
+            Arc::clone(&hup),
+        )?),
+        None => None,
+    };
+    let reload = opts.reload.as_deref().map(|path| Reload {
+        path,
+        flag: &hup,
+        peer: opts.peer,
+        protocols: &protocols,
+    });
     let spawned = thread::scope(|s| -> io::Result<()> {
         let (t, tun, tx) = (&tunnel, &tun, &tx);
         let mut result = thread::Builder::new()
@@ -155,9 +172,12 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
                 return result;
             }
         }
-        ticker(t, opts.stats.as_deref(), Some(&control), stop);
+        ticker(t, opts.stats.as_deref(), Some(&control), reload.as_ref(), stop);
         Ok(())
     });
+    if let Some(id) = hup_id {
+        signal_hook::low_level::unregister(id);
+    }
     spawned?;
     let (report, _) = tunnel.tick();
     if let Some(p) = &opts.stats {
@@ -177,8 +197,43 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
     Ok(report)
 }
 
-/// Every [`TICK`] until `stop`: lifetimes and events, and the stats file.
-fn ticker(t: &Tunnel, stats_path: Option<&Path>, control: Option<&Control>, stop: &AtomicBool) {
+/// SIGHUP's config reload: the file, the flag the signal sets, what it is checked against.
+struct Reload<'a> {
+    path: &'a Path,
+    flag: &'a AtomicBool,
+    peer: Option<Ipv4Addr>,
+    /// The IP protocols the raw sockets opened at start-up receive.
+    protocols: &'a [u8],
+}
+
+impl Reload<'_> {
+    fn run_if_asked(&self, t: &Tunnel, control: Option<&Control>) {
+        let Some(c) = control else { return };
+        if !self.flag.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        info!("SIGHUP: reloading {}", self.path.display());
+        if c.reload(t, self.path, self.peer).is_ok() {
+            let now = inbound_protocols(&t.engine());
+            if now.iter().any(|p| !self.protocols.contains(p)) {
+                warn!(
+                    "the reloaded config receives IP protocols {now:?}, but the raw sockets opened at start receive {:?}: restart tunneld to receive the others",
+                    self.protocols
+                );
+            }
+        }
+    }
+}
+
+/// Every [`TICK`] until `stop`: lifetimes and events, and the stats file; a reload as soon
+/// as SIGHUP asks for one.
+fn ticker(
+    t: &Tunnel,
+    stats_path: Option<&Path>,
+    control: Option<&Control>,
+    reload: Option<&Reload>,
+    stop: &AtomicBool,
+) {
     let mut failures: u64 = 0;
     while !stop.load(Ordering::Relaxed) {
         let (report, events) = t.tick();
@@ -198,6 +253,9 @@ fn ticker(t: &Tunnel, stats_path: Option<&Path>, control: Option<&Control>, stop
         }
         let until = Instant::now() + TICK;
         while !stop.load(Ordering::Relaxed) && Instant::now() < until {
+            if let Some(r) = reload {
+                r.run_if_asked(t, control);
+            }
             thread::sleep(Duration::from_millis(20));
         }
     }
@@ -231,7 +289,7 @@ mod tests {
         let t = Tunnel::new(Engine::new(), None);
         let stop = AtomicBool::new(false);
         thread::scope(|s| {
-            s.spawn(|| ticker(&t, Some(&p), None, &stop));
+            s.spawn(|| ticker(&t, Some(&p), None, None, &stop));
             let t0 = Instant::now();
             while !p.exists() && t0.elapsed() < Duration::from_secs(5) {
                 thread::sleep(Duration::from_millis(5));
