@@ -54,6 +54,8 @@ pub struct Options {
     /// from `local:sport` to `peer:dport` (NAT-keepalives every 20 s, the peer's endpoint
     /// learned from authenticated packets). Needs `local` and `peer`. `None`: raw ESP.
     pub udp_encap: Option<(u16, u16)>,
+    /// The config file SIGHUP reloads ([`Control::reload`]); `None`: SIGHUP is not handled.
+    pub reload: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -68,6 +70,7 @@ impl Default for Options {
             control: None,
             on_event: None,
             udp_encap: None,
+            reload: None,
         }
     }
 }
@@ -170,6 +173,20 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
     if let Some(u) = &udp {
         readers.push(("underlay-udp".into(), u));
     }
+    let hup = Arc::new(AtomicBool::new(false));
+    let hup_id = match &opts.reload {
+        Some(_) => Some(signal_hook::flag::register(
+            signal_hook::consts::SIGHUP,
+            Arc::clone(&hup),
+        )?),
+        None => None,
+    };
+    let reload = opts.reload.as_deref().map(|path| Reload {
+        path,
+        flag: &hup,
+        peer: opts.peer,
+        protocols: &protocols,
+    });
     let spawned = thread::scope(|s| -> io::Result<()> {
         let (t, tun) = (&tunnel, &tun);
         let mut result = thread::Builder::new()
@@ -201,9 +218,19 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
                 return result;
             }
         }
-        ticker(t, opts.stats.as_deref(), Some(&control), udp.as_ref(), stop);
+        ticker(
+            t,
+            opts.stats.as_deref(),
+            Some(&control),
+            reload.as_ref(),
+            udp.as_ref(),
+            stop,
+        );
         Ok(())
     });
+    if let Some(id) = hup_id {
+        signal_hook::low_level::unregister(id);
+    }
     spawned?;
     let (report, _) = tunnel.tick();
     if let Some(p) = &opts.stats {
@@ -223,10 +250,45 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
     Ok(report)
 }
 
+/// SIGHUP's config reload: the file, the flag the signal sets, what it is checked against.
+struct Reload<'a> {
+    path: &'a Path,
+    flag: &'a AtomicBool,
+    peer: Option<Ipv4Addr>,
+    /// The IP protocols the raw sockets opened at start-up receive.
+    protocols: &'a [u8],
+}
+
+impl Reload<'_> {
+    fn run_if_asked(&self, t: &Tunnel, control: Option<&Control>) {
+        let Some(c) = control else { return };
+        if !self.flag.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        info!("SIGHUP: reloading {}", self.path.display());
+        if c.reload(t, self.path, self.peer).is_ok() {
+            let now = inbound_protocols(&t.engine());
+            if now.iter().any(|p| !self.protocols.contains(p)) {
+                warn!(
+                    "the reloaded config receives IP protocols {now:?}, but the raw sockets opened at start receive {:?}: restart tunneld to receive the others",
+                    self.protocols
+                );
+            }
+        }
+    }
+}
+
 /// Every [`TICK`] until `stop`: lifetimes and events (handed to the control socket), and the
-/// stats file; with ESP in UDP, a NAT-keepalive every [`encap::KEEPALIVE_INTERVAL_SECS`] (the
-/// first right away).
-fn ticker(t: &Tunnel, stats_path: Option<&Path>, control: Option<&Control>, udp: Option<&UdpEncap>, stop: &AtomicBool) {
+/// stats file; a reload as soon as SIGHUP asks for one; with ESP in UDP, a NAT-keepalive
+/// every [`encap::KEEPALIVE_INTERVAL_SECS`] (the first right away).
+fn ticker(
+    t: &Tunnel,
+    stats_path: Option<&Path>,
+    control: Option<&Control>,
+    reload: Option<&Reload>,
+    udp: Option<&UdpEncap>,
+    stop: &AtomicBool,
+) {
     let mut failures: u64 = 0;
     let mut next_keepalive = Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -254,6 +316,9 @@ fn ticker(t: &Tunnel, stats_path: Option<&Path>, control: Option<&Control>, udp:
         }
         let until = Instant::now() + TICK;
         while !stop.load(Ordering::Relaxed) && Instant::now() < until {
+            if let Some(r) = reload {
+                r.run_if_asked(t, control);
+            }
             thread::sleep(Duration::from_millis(20));
         }
     }
@@ -287,7 +352,7 @@ mod tests {
         let t = Tunnel::new(Engine::new(), None);
         let stop = AtomicBool::new(false);
         thread::scope(|s| {
-            s.spawn(|| ticker(&t, Some(&p), None, None, &stop));
+            s.spawn(|| ticker(&t, Some(&p), None, None, None, &stop));
             let t0 = Instant::now();
             while !p.exists() && t0.elapsed() < Duration::from_secs(5) {
                 thread::sleep(Duration::from_millis(5));
