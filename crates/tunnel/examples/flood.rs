@@ -253,12 +253,18 @@ fn build(a: &Args) -> Result<Vec<(&'static str, Vec<Vec<u8>>)>, String> {
             udp(s, d, port(i), &p)
         });
         if let Some(p) = &a.replay {
-            let pkts = captured(p, d, |ip| {
+            let mut pkts = captured(p, d, |ip| {
                 let ihl = usize::from(ip[0] & 15) * 4;
                 ip[9] == 17 && ip.len() > ihl + 16 && ip[ihl + 2..ihl + 4] == [0x11, 0x94] && ip[ihl + 8..ihl + 12] != [0; 4]
             })?;
             if pkts.is_empty() {
                 return Err(format!("{p}: no ESP-in-UDP datagram to {d}:4500"));
+            }
+            // A capture on a veth may hold checksums the sender left to offload: send no
+            // checksum (0, allowed over IPv4) so the kernel does not drop them as corrupt.
+            for ip in &mut pkts {
+                let ihl = usize::from(ip[0] & 15) * 4;
+                ip[ihl + 6..ihl + 8].copy_from_slice(&[0, 0]);
             }
             kinds.push(("udp_replayed", pkts));
         }
