@@ -187,25 +187,36 @@ fn captured(path: &str, dst: Ipv4Addr, keep: impl Fn(&[u8]) -> bool) -> Result<V
     Ok(out)
 }
 
+/// Each kind of packet with its pool.
+type Kinds = Vec<(&'static str, Vec<Vec<u8>>)>;
+
 /// The kinds of packet and their pools.
-fn build(a: &Args) -> Result<Vec<(&'static str, Vec<Vec<u8>>)>, String> {
+fn build(a: &Args) -> Result<Kinds, String> {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ u64::from(std::process::id()));
     let (s, d) = (a.src, a.dst);
-    let mut kinds: Vec<(&'static str, Vec<Vec<u8>>)> = Vec::new();
+    let mut kinds: Kinds = Vec::new();
     let ahead = |i: usize| 0x7fff_0000u32 + i as u32; // far right of any window: ICV decides
     let unknown = |i: usize| 0xdead_0000u32 + i as u32; // the examples' SPIs are small
     if !a.udp {
         let mut k = |name, f: &mut dyn FnMut(&mut Rng, usize) -> Vec<u8>| {
             kinds.push((name, (0..POOL).map(|i| f(&mut rng, i)).collect()));
         };
-        k("esp_unknown_spi", &mut |r, i| ipv4(s, d, 50, &esp(r, unknown(i), 1, 40 + i)));
+        k("esp_unknown_spi", &mut |r, i| {
+            ipv4(s, d, 50, &esp(r, unknown(i), 1, 40 + i))
+        });
         if a.esp_spi != 0 {
-            k("esp_bad_icv", &mut |r, i| ipv4(s, d, 50, &esp(r, a.esp_spi, ahead(i), 100 + 4 * i)));
+            k("esp_bad_icv", &mut |r, i| {
+                ipv4(s, d, 50, &esp(r, a.esp_spi, ahead(i), 100 + 4 * i))
+            });
         }
         k("esp_truncated", &mut |r, i| ipv4(s, d, 50, &r.bytes(1 + i % 7)));
-        k("ah_unknown_spi", &mut |r, i| ipv4(s, d, 51, &ah(r, unknown(i), 1, 40 + 4 * i)));
+        k("ah_unknown_spi", &mut |r, i| {
+            ipv4(s, d, 51, &ah(r, unknown(i), 1, 40 + 4 * i))
+        });
         if a.ah_spi != 0 {
-            k("ah_bad_icv", &mut |r, i| ipv4(s, d, 51, &ah(r, a.ah_spi, ahead(i), 60 + 4 * i)));
+            k("ah_bad_icv", &mut |r, i| {
+                ipv4(s, d, 51, &ah(r, a.ah_spi, ahead(i), 60 + 4 * i))
+            });
         }
         k("ipcomp_unknown_cpi", &mut |r, i| {
             let mut c = vec![4, 0, 0xf0, i as u8];
@@ -232,9 +243,13 @@ fn build(a: &Args) -> Result<Vec<(&'static str, Vec<Vec<u8>>)>, String> {
         let mut k = |name, f: &mut dyn FnMut(&mut Rng, usize) -> Vec<u8>| {
             kinds.push((name, (0..POOL).map(|i| f(&mut rng, i)).collect()));
         };
-        k("udp_esp_unknown_spi", &mut |r, i| udp(s, d, port(i), &esp(r, unknown(i), 1, 40 + i)));
+        k("udp_esp_unknown_spi", &mut |r, i| {
+            udp(s, d, port(i), &esp(r, unknown(i), 1, 40 + i))
+        });
         if a.esp_spi != 0 {
-            k("udp_esp_bad_icv", &mut |r, i| udp(s, d, port(i), &esp(r, a.esp_spi, ahead(i), 100 + 4 * i)));
+            k("udp_esp_bad_icv", &mut |r, i| {
+                udp(s, d, port(i), &esp(r, a.esp_spi, ahead(i), 100 + 4 * i))
+            });
         }
         k("udp_keepalive", &mut |_, i| udp(s, d, port(i), &[0xff]));
         k("udp_non_esp", &mut |r, i| {
@@ -255,7 +270,10 @@ fn build(a: &Args) -> Result<Vec<(&'static str, Vec<Vec<u8>>)>, String> {
         if let Some(p) = &a.replay {
             let mut pkts = captured(p, d, |ip| {
                 let ihl = usize::from(ip[0] & 15) * 4;
-                ip[9] == 17 && ip.len() > ihl + 16 && ip[ihl + 2..ihl + 4] == [0x11, 0x94] && ip[ihl + 8..ihl + 12] != [0; 4]
+                ip[9] == 17
+                    && ip.len() > ihl + 16
+                    && ip[ihl + 2..ihl + 4] == [0x11, 0x94]
+                    && ip[ihl + 8..ihl + 12] != [0; 4]
             })?;
             if pkts.is_empty() {
                 return Err(format!("{p}: no ESP-in-UDP datagram to {d}:4500"));
