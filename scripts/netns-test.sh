@@ -11,9 +11,16 @@
 #   comp-esp  IPComp (DEFLATE) + ESP tunnel, AES-GCM: compressible pings are compressed (and
 #             counted), small ones go uncompressed, tshark decrypts; iperf3 TCP over IPv6
 #   esp-ah    ESP tunnel + AH on the outer header: AH on the wire, both SAs count every packet
+#   udp       ESP in UDP (RFC 3948) on port 4500, AES-GCM: pings both ways, tshark decodes
+#             udp.port==4500 as ESP and checks every ICV, scapy decrypts every captured frame
+#             and tunneld opens (and answers) what scapy seals as IP()/UDP()/ESP, iperf3
+#   udp-nat   the same through a third namespace doing SNAT with nftables (another address,
+#             ports 20000-20999; nothing in from B's side unless it answers A): B learns A's
+#             endpoint from authenticated packets, its replies reach A, A's keepalive counted
+#   flood     scripts/flood-test.sh: 1 M garbage and replayed packets during a transfer
 #
 # Every daemon must stop cleanly on SIGTERM (exit 0) and log no warning. Installs iproute2,
-# iputils-ping, iperf3 and tshark if missing. Bounded: every wait has a deadline; about 40 s.
+# iputils-ping, iperf3 and tshark if missing. Bounded: every wait has a deadline; about 100 s.
 # Exits non-zero with a message naming the failed check; the logs are kept then. iperf3 is
 # capped at IPERF_RATE (default 200M; 0 = unlimited) so the run is bounded in bytes too.
 #
@@ -49,6 +56,7 @@ command -v ping >/dev/null || pkgs+=(iputils-ping)
 command -v iperf3 >/dev/null || pkgs+=(iperf3)
 command -v tshark >/dev/null || pkgs+=(tshark)
 command -v python3 >/dev/null || pkgs+=(python3)
+command -v nft >/dev/null || pkgs+=(nftables)
 if [ ${#pkgs[@]} -gt 0 ]; then
   log "installing ${pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -93,6 +101,7 @@ cleanup() {
   for p in "${BG[@]}"; do wait "$p" 2>/dev/null || true; done
   ip netns del "$NSA" 2>/dev/null || true
   ip netns del "$NSB" 2>/dev/null || true
+  [ -n "${NSN:-}" ] && ip netns del "$NSN" 2>/dev/null || true
   if [ $rc -ne 0 ]; then
     for f in "$WORK"/*.log; do
       [ -s "$f" ] && { echo "---- $f (last lines)"; tail -n 15 "$f"; }
@@ -141,16 +150,25 @@ stop_pid() {
 V='' DA='' DB='' CAP=''
 SA='' SB=''
 
-start() { # VARIANT
+start() { # VARIANT [CONFIG_DIR (default examples/tunnel) [b-first: B up before A starts]]
   V=$1
+  local dir=${2:-examples/tunnel} order=${3:-}
   SA=$WORK/$V-a.json
   SB=$WORK/$V-b.json
-  ip netns exec "$NSA" "$BIN" --config "examples/tunnel/$V-a.toml" --stats "$SA" 2>"$WORK/$V-a.log" &
-  DA=$!
-  BG+=("$DA")
-  ip netns exec "$NSB" "$BIN" --config "examples/tunnel/$V-b.toml" --stats "$SB" 2>"$WORK/$V-b.log" &
+  if [ "$order" != b-first ]; then
+    ip netns exec "$NSA" "$BIN" --config "$dir/$V-a.toml" --stats "$SA" 2>"$WORK/$V-a.log" &
+    DA=$!
+    BG+=("$DA")
+  fi
+  ip netns exec "$NSB" "$BIN" --config "$dir/$V-b.toml" --stats "$SB" 2>"$WORK/$V-b.log" &
   DB=$!
   BG+=("$DB")
+  if [ "$order" = b-first ]; then
+    wait_for 10 "tunneld ($V) in $NSB to write its stats" test -s "$SB"
+    ip netns exec "$NSA" "$BIN" --config "$dir/$V-a.toml" --stats "$SA" 2>"$WORK/$V-a.log" &
+    DA=$!
+    BG+=("$DA")
+  fi
   wait_for 10 "tunneld ($V) in $NSA to write its stats" test -s "$SA"
   wait_for 10 "tunneld ($V) in $NSB to write its stats" test -s "$SB"
   ip -n "$NSA" addr add 10.100.0.1/24 dev ipsec0
@@ -187,9 +205,9 @@ expect() { # WHAT EXPR...: over the two stats files, retried while the once-a-se
   $HELPER expect --what "$V: $what" "$SA" "$SB" "$@" || fail "$V: $what (see above)"
 }
 
-cap_start() { # FILE: tshark on B's veth, IPsec protocols only
+cap_start() { # FILE [INTERFACE [FILTER]]: tshark on B's veth, IPsec protocols only by default
   : >"$WORK/tshark.log"
-  ip netns exec "$NSB" tshark -n -q -i "$VB" -f "ip proto 50 or ip proto 51 or ip proto 108" \
+  ip netns exec "$NSB" tshark -n -q -i "${2:-$VB}" -f "${3:-ip proto 50 or ip proto 51 or ip proto 108}" \
     -F pcap -w "$1" -a duration:60 2>"$WORK/tshark.log" &
   CAP=$!
   BG+=("$CAP")
@@ -334,7 +352,118 @@ $HELPER esp "$WORK/esp-ah.pcap" --frames 12 \
   --uat "$($HELPER uat examples/tunnel/esp-ah-a.toml esp-ba)" || fail "esp-ah: tshark did not decrypt every frame"
 stop
 
-log "all checks passed: esp, comp-esp, esp-ah ($((SECONDS - START)) s)"
+# ---- udp (ESP in UDP, RFC 3948), directly and through a NAT -------------------------------
+# Directly: pings both ways, tshark decodes udp.port==4500 as ESP and checks every ICV,
+# iperf3. Then A sits behind a third namespace doing SNAT (nftables, another source address
+# and port) that lets nothing in from B's side unless it answers A: B must learn A's
+# endpoint from A's authenticated packets, and its replies must reach A.
+udpdrops() { ip netns exec "$1" awk 'NR > 1 { s += $NF } END { print s + 0 }' /proc/net/udp; }
+start udp examples/tunnel b-first # A's first keepalive reaches a listening B
+[ "$(ip -n "$NSA" -o link show ipsec0 | grep -o 'mtu [0-9]*')" = "mtu 1438" ] ||
+  fail "udp: TUN MTU is not 1438 (1500 - IPv4 20 - UDP 8 - ESP-GCM 54 rounded): $(ip -n "$NSA" -o link show ipsec0)"
+cap_start "$WORK/udp.pcap" "$VB" "udp port 4500"
+ping_ok "$NSA" 10.100.0.2 3
+ping_ok "$NSB" fd00:100::1 3
+ping_ok "$NSA" 10.100.0.2 2 -s 1410 -M do # the largest inner packet, 1438 bytes: 1438 + 54 + 8 + 20 = 1500
+cap_stop
+expect "ESP in UDP: pings counted by both daemons, keepalives received" \
+  "A.sas.esp_ab.outbound.packets == B.sas.esp_ab.inbound.packets == 8" \
+  "B.sas.esp_ba.outbound.packets == A.sas.esp_ba.inbound.packets == 8" \
+  "B.daemon.udp_keepalives_rx >= 1" "A.daemon.udp_keepalives_tx >= 1" \
+  "A.daemon.underlay_send_errors == B.daemon.underlay_send_errors == 0" \
+  "A.daemon.engine_in_drops == B.daemon.engine_in_drops == 0"
+UAT_AB=$($HELPER uat examples/tunnel/udp-a.toml esp-ab)
+UAT_BA=$($HELPER uat examples/tunnel/udp-a.toml esp-ba)
+$HELPER count "$WORK/udp.pcap" "udp.port == 4500 && udp.srcport == 4500 && esp && ip.flags.mf == 0" --frames 16 ||
+  fail "udp: not 16 unfragmented ESP-in-UDP frames on port 4500"
+$HELPER esp "$WORK/udp.pcap" --frames 16 --uat "$UAT_AB" --uat "$UAT_BA" || fail "udp: tshark did not decrypt every frame"
+# scapy (an independent implementation) decrypts one captured frame of each direction.
+python3 scripts/scapy_udp_check.py decrypt "$WORK/udp.pcap" examples/tunnel/udp-a.toml --frames 16 ||
+  fail "udp: scapy did not decrypt the captured ESP-in-UDP frames"
+iperf 10.100.0.2 2
+# ... and tunneld opens what scapy seals: 5 echo requests as IP()/UDP(4500)/ESP (sequence
+# numbers far ahead of A's, so sent after A's traffic), answered.
+log "udp: scapy sent $(ip netns exec "$NSA" python3 scripts/scapy_udp_check.py inject examples/tunnel/udp-a.toml \
+  --sa esp-ab --src $A4 --dst $B4 --count 5 --seq-from 1000000) packets sealed by scapy"
+DROPS_A=$(udpdrops "$NSA")
+DROPS_B=$(udpdrops "$NSB")
+expect "tunneld accepts what scapy seals (and answers it)" \
+  "B.sas.esp_ab.inbound.packets + $DROPS_B == A.sas.esp_ab.outbound.packets - A.daemon.underlay_send_errors + 5" \
+  "B.daemon.engine_in_drops == 0" \
+  "B.daemon.tun_tx_packets + B.daemon.tun_write_errors == B.sas.esp_ab.inbound.packets"
+stop
+log "udp: UDP socket queue drops: A $DROPS_A, B $DROPS_B"
+expect "final counters agree" \
+  "A.sas.esp_ab.outbound.packets + 5 - A.daemon.underlay_send_errors == B.sas.esp_ab.inbound.packets + $DROPS_B" \
+  "B.sas.esp_ba.outbound.packets - B.daemon.underlay_send_errors == A.sas.esp_ba.inbound.packets + $DROPS_A" \
+  "sum(A.engine.inbound_drops.values()) + sum(B.engine.inbound_drops.values()) == 0" \
+  "A.daemon.udp_runts + A.daemon.udp_non_esp + B.daemon.udp_runts + B.daemon.udp_non_esp == 0" \
+  "A.sas.esp_ab.outbound.packets > 1000"
+
+# Through a NAT: A 10.97.0.1 -- N (10.97.0.254 | 10.98.0.254, SNAT to ports 20000-20999) -- B 10.98.0.2
+NSN=tnl-n-$ID
+ip netns add "$NSN"
+ip link add tnna$ID netns "$NSA" type veth peer name tnan$ID netns "$NSN"
+ip link add tnnb$ID netns "$NSB" type veth peer name tnbn$ID netns "$NSN"
+ip -n "$NSA" addr add 10.97.0.1/24 dev tnna$ID
+ip -n "$NSN" addr add 10.97.0.254/24 dev tnan$ID
+ip -n "$NSN" addr add 10.98.0.254/24 dev tnbn$ID
+ip -n "$NSB" addr add 10.98.0.2/24 dev tnnb$ID
+for l in "$NSA tnna$ID" "$NSN tnan$ID" "$NSN tnbn$ID" "$NSB tnnb$ID"; do ip -n ${l% *} link set ${l#* } up; done
+ip -n "$NSN" link set lo up
+ip -n "$NSA" route add 10.98.0.0/24 via 10.97.0.254
+ip -n "$NSB" route add 10.97.0.0/24 via 10.98.0.254 # reaches N, whose firewall drops it
+ip netns exec "$NSN" sysctl -q -w net.ipv4.ip_forward=1
+ip netns exec "$NSN" nft -f - <<EOF || fail "udp-nat: nft could not load the NAT rules"
+table ip nat {
+  chain post { type nat hook postrouting priority srcnat; policy accept;
+    oifname "tnbn$ID" ip saddr 10.97.0.0/24 meta l4proto udp snat to 10.98.0.254:20000-20999
+    oifname "tnbn$ID" ip saddr 10.97.0.0/24 masquerade
+  }
+}
+table ip filter {
+  chain guard { type filter hook forward priority filter; policy drop;
+    ct state established,related counter accept
+    iifname "tnan$ID" counter accept
+    counter
+  }
+}
+EOF
+mkdir -p "$WORK/nat"
+for h in a b; do
+  sed -e 's/10\.99\.0\.1"/10.97.0.1"/g' -e 's/10\.99\.0\.2"/10.98.0.2"/g' examples/tunnel/udp-$h.toml >"$WORK/nat/udp-nat-$h.toml"
+done
+start udp-nat "$WORK/nat" b-first
+cap_start "$WORK/udp-nat.pcap" "tnnb$ID" "udp port 4500"
+ping_ok "$NSA" 10.100.0.2 3 # A first: its packets open the NAT's mapping
+ping_ok "$NSB" 10.100.0.1 3
+ping_ok "$NSB" fd00:100::1 2
+ping_ok "$NSA" fd00:100::2 2
+cap_stop
+grep -q 'the peer.s endpoint is now 10\.98\.0\.254:20[0-9][0-9][0-9]' "$WORK/udp-nat-b.log" ||
+  fail "udp-nat: B did not learn A's endpoint behind the NAT: $(grep -i endpoint "$WORK/udp-nat-b.log" | head -3)"
+expect "through the NAT: B learned A's endpoint, every packet arrived, A's keepalive counted" \
+  "A.sas.esp_ab.outbound.packets == B.sas.esp_ab.inbound.packets == 10" \
+  "B.sas.esp_ba.outbound.packets == A.sas.esp_ba.inbound.packets == 10" \
+  "B.daemon.udp_keepalives_rx >= 1" "A.daemon.udp_keepalives_rx == 0" \
+  "A.daemon.engine_in_drops == B.daemon.engine_in_drops == 0"
+$HELPER count "$WORK/udp-nat.pcap" "ip.src == 10.98.0.254 && udp.srcport >= 20000 && udp.srcport <= 20999 && udp.dstport == 4500 && esp" --frames 10 ||
+  fail "udp-nat: B did not see A's ESP from the NAT's address and a translated port"
+$HELPER count "$WORK/udp-nat.pcap" "ip.dst == 10.98.0.254 && udp.dstport >= 20000 && udp.dstport <= 20999 && esp" --frames 10 ||
+  fail "udp-nat: B's ESP did not go to the NAT's address and port"
+$HELPER esp "$WORK/udp-nat.pcap" --frames 20 --uat "${UAT_AB//10.9[79].0.[12]/*}" --uat "${UAT_BA//10.9[79].0.[12]/*}" ||
+  fail "udp-nat: tshark did not decrypt every frame"
+stop
+ip netns exec "$NSN" nft list chain ip filter guard | grep -Eq '^\s*counter packets [1-9]' ||
+  fail "udp-nat: the NAT's firewall dropped nothing (B's first keepalive should have been)"
+log "udp-nat: B's unsolicited packets dropped by the NAT: $(ip netns exec "$NSN" nft list chain ip filter guard | awk '/^[[:space:]]*counter packets/ {print $3}')"
+ip netns del "$NSN"
+
+# ---- flood (issue #13): garbage and replays at a daemon during a transfer -------------------
+# scripts/flood-test.sh, in namespaces of its own (its header says what it checks).
+TUNNELD_BIN=$BIN bash scripts/flood-test.sh || fail "flood: see above"
+
+log "all checks passed: esp, comp-esp, esp-ah, udp, udp-nat, flood ($((SECONDS - START)) s)"
 
 # ---- rekey (issue #14): make-before-break rekeys under load, hard lifetime + --on-event ----
 # The esp pair again, each daemon with a control socket. During a bounded iperf3 TCP transfer

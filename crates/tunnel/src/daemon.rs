@@ -110,9 +110,11 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
     if protocols.is_empty() {
         warn!("no inbound policy protects anything: nothing will be received from the peer");
     }
+    // ESP in UDP puts an 8-byte UDP header before each ESP header (RFC 3948).
+    let underlay = opts.underlay_mtu as usize - if opts.udp_encap.is_some() { 8 } else { 0 };
     let mtu = opts
         .mtu
-        .unwrap_or_else(|| tun_mtu_for(&engine, opts.underlay_mtu as usize).map_or(FALLBACK_MTU, |m| m as u32));
+        .unwrap_or_else(|| tun_mtu_for(&engine, underlay).map_or(FALLBACK_MTU, |m| m as u32));
     let tun = Tun::open(&opts.tun, WAIT).map_err(context(format!("creating TUN device {}", opts.tun)))?;
     let name = tun.name().to_string();
     sys::set_mtu(&name, mtu)?;
