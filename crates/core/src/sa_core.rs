@@ -116,16 +116,20 @@ impl SaCore {
     /// before the IPsec header, is [`Error::Fragment`].
     pub fn find_header(packet: &[u8], proto: u8) -> Result<Split, Error> {
         let split = ip::find_header(packet, proto)?;
-        let fragment = match ip::version(packet)? {
-            4 => Ipv4Packet::new_checked(packet)?.is_fragment(),
-            // A Fragment header reached before the IPsec header: the chain walk stops at the
-            // first non-extension header, so it cannot find one after it.
-            _ => ip::find_header(packet, ip::proto::FRAGMENT).is_ok_and(|f| f.offset < split.offset),
-        };
-        if fragment {
+        if Self::is_fragment(packet)? {
             return Err(Error::Fragment);
         }
         Ok(split)
+    }
+
+    /// Whether an IP packet is a fragment: IPv4 with MF set or a non-zero offset, IPv6 with a
+    /// Fragment header in its extension chain (the walk stops at the first non-extension
+    /// header, so only a Fragment header before the IPsec or upper header counts).
+    pub fn is_fragment(packet: &[u8]) -> Result<bool, Error> {
+        Ok(match ip::version(packet)? {
+            4 => Ipv4Packet::new_checked(packet)?.is_fragment(),
+            _ => ip::find_header(packet, ip::proto::FRAGMENT).is_ok(),
+        })
     }
 
     /// The receive sequence of RFC 4303 3.4.3 / RFC 4302 3.4.3 around `verify`: the replay

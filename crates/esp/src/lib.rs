@@ -255,7 +255,13 @@ impl Esp {
         // Where the protected part starts, what it is, and how long the IP header stays.
         buf.trim_to_ip_len()?;
         let layout = match self.core.mode() {
-            Mode::Transport => Layout::Transport(ip::transport_split(buf.packet())?),
+            Mode::Transport => {
+                // RFC 4303 3.3.4: transport-mode ESP is applied only to whole IP datagrams.
+                if SaCore::is_fragment(buf.packet())? {
+                    return Err(Error::Fragment);
+                }
+                Layout::Transport(ip::transport_split(buf.packet())?)
+            }
             Mode::Tunnel => Layout::Tunnel(InnerInfo::of(buf.packet())?),
         };
         let (prefix, next_header) = match layout {

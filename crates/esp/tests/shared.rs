@@ -251,3 +251,34 @@ fn batch_bytes_equal_single_bytes() {
         }
     }
 }
+
+/// RFC 4303 3.3.4: transport-mode ESP is applied only to whole datagrams, so a fragment is
+/// refused at seal (found by the `esp_seal` fuzz target: it sealed a fragment its own open then
+/// refused). Tunnel mode carries fragments as any inner packet.
+#[test]
+fn transport_mode_does_not_seal_fragments() {
+    let mut frag = udp_v4(1, 40);
+    frag[6] |= 0x20; // MF
+    ip::fix_length(&mut frag).unwrap();
+    let tx = Esp::new(&params(false, 64)).unwrap();
+    let mut raw = framed(&frag);
+    let mut b = PacketBuf::new(&mut raw, HEAD, frag.len()).unwrap();
+    assert_eq!(
+        tx.seal(&mut IvRng::from_seed([0; 32]), &mut b).err(),
+        Some(Error::Fragment)
+    );
+    assert_eq!(b.packet(), &frag[..], "left as it was");
+    assert_eq!(tx.core().seq().peek(), Ok(1), "no sequence number used");
+    let mut p = params(false, 64);
+    p.mode = ipsec_core::sa::Mode::Tunnel;
+    p.tunnel = Some(ipsec_core::sa::Tunnel {
+        src: "192.0.2.1".parse().unwrap(),
+        dst: "192.0.2.2".parse().unwrap(),
+    });
+    let (tx, rx) = (Esp::new(&p).unwrap(), Esp::new(&p).unwrap());
+    let mut raw = framed(&frag);
+    let mut b = PacketBuf::new(&mut raw, HEAD, frag.len()).unwrap();
+    tx.seal(&mut IvRng::from_seed([0; 32]), &mut b).unwrap();
+    rx.open(&mut b).unwrap();
+    assert_eq!(b.packet(), &frag[..]);
+}
