@@ -19,6 +19,7 @@ pub mod control;
 pub mod counters;
 pub mod daemon;
 pub mod encap;
+pub mod offload;
 pub mod stats;
 pub mod sys;
 pub mod tunnel;

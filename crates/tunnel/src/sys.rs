@@ -1,5 +1,6 @@
-//! The real devices: the TUN device (`tun-tap`), IPv4 raw sockets (`socket2`), and the two
-//! interface settings tunneld makes (MTU, up).
+//! The real devices: the multi-queue TUN device (TUNSETIFF, TUNSETOFFLOAD written here),
+//! IPv4 raw sockets and UDP sockets (`socket2`), and the two interface settings tunneld
+//! makes (MTU, up).
 //!
 //! This is the only module with `unsafe` code, in four small places, each with its reason:
 //! `poll(2)` on the TUN descriptor (so the reader can wake up to check for shutdown), a zeroed
@@ -44,56 +45,174 @@ pub fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     Ok(r > 0 && pfd.revents != 0)
 }
 
-/// The TUN device, in TUN mode without the packet-information header: reads and writes are
-/// bare IPv4 and IPv6 packets.
+// The TUN ioctls and flags (linux/if_tun.h); written out because not every libc version
+// exports them.
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca; // _IOW('T', 202, int)
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0; // _IOW('T', 208, unsigned int)
+const IFF_TUN: libc::c_short = 0x0001;
+const IFF_NO_PI: libc::c_short = 0x1000;
+const IFF_MULTI_QUEUE: libc::c_short = 0x0100;
+const IFF_VNET_HDR: libc::c_short = 0x4000;
+const TUN_F_CSUM: libc::c_uint = 0x01;
+const TUN_F_TSO4: libc::c_uint = 0x02;
+const TUN_F_TSO6: libc::c_uint = 0x04;
+
+/// One queue of the TUN device, in TUN mode without the packet-information header: reads
+/// and writes are bare IPv4 and IPv6 packets, each behind a 10-byte `virtio_net_hdr`
+/// ([`crate::offload::VnetHdr`]) when the device has offloads ([`Tun::offload`]).
+///
+/// The device is multi-queue (IFF_MULTI_QUEUE): [`Tun::open_queues`] opens one descriptor
+/// per worker; the kernel spreads the packets it routes into the device over the queues by
+/// flow hash, and any queue may be written.
 pub struct Tun {
-    iface: tun_tap::Iface,
+    fd: std::os::fd::OwnedFd,
+    name: String,
     wait: Duration,
+    vnet: bool,
 }
 
 impl Tun {
-    /// Creates (or attaches to) the TUN device `name`; reads wait at most `wait` so the
-    /// reader can check for shutdown. Needs CAP_NET_ADMIN.
+    /// Creates (or attaches to) the TUN device `name` with one queue and no offloads; reads
+    /// wait at most `wait` so the reader can check for shutdown. Needs CAP_NET_ADMIN.
     pub fn open(name: &str, wait: Duration) -> io::Result<Tun> {
-        ifreq(name)?; // the name checks, before tun-tap silently truncates a long name
-        let iface = tun_tap::Iface::without_packet_info(name, tun_tap::Mode::Tun)?;
-        // Reads wait in poll(2), never in read(2): recv_more drains the queue until EAGAIN.
-        set_nonblocking(iface.as_raw_fd())?;
-        Ok(Tun { iface, wait })
+        let mut q = Self::open_queues(name, 1, false, wait)?;
+        Ok(q.remove(0))
+    }
+
+    /// Creates the TUN device `name` with `queues` queues (at least 1). With `offload`, asks
+    /// for IFF_VNET_HDR and TSO4/TSO6 with checksum offload (TUNSETOFFLOAD); when the kernel
+    /// refuses either, the device is made again without them ([`Tun::offload`] says which).
+    pub fn open_queues(name: &str, queues: usize, offload: bool, wait: Duration) -> io::Result<Vec<Tun>> {
+        if offload {
+            match Self::open_with(name, queues, true, wait) {
+                Ok(q) => return Ok(q),
+                Err(e) => tracing::warn!("TUN offloads refused ({e}): plain reads and writes"),
+            }
+        }
+        Self::open_with(name, queues, false, wait)
+    }
+
+    fn open_with(name: &str, queues: usize, vnet: bool, wait: Duration) -> io::Result<Vec<Tun>> {
+        let mut out: Vec<Tun> = Vec::with_capacity(queues.max(1));
+        let mut name = name.to_string();
+        for _ in 0..queues.max(1) {
+            let file = std::fs::OpenOptions::new().read(true).write(true).open("/dev/net/tun")?;
+            let fd = std::os::fd::OwnedFd::from(file);
+            let mut ifr = ifreq(&name)?;
+            let mut flags = IFF_TUN | IFF_NO_PI | IFF_MULTI_QUEUE;
+            if vnet {
+                flags |= IFF_VNET_HDR;
+            }
+            ifr.ifr_ifru.ifru_flags = flags;
+            // SAFETY: TUNSETIFF takes a pointer to one `struct ifreq`, which `ifr` is (valid,
+            // exclusively borrowed, alive across the call); the kernel writes the device's
+            // name into `ifr_name` (NUL-terminated, within IFNAMSIZ).
+            let r = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF as _, &mut ifr as *mut libc::ifreq) };
+            if r < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            name = ifr
+                .ifr_name
+                .iter()
+                .take_while(|&&c| c != 0)
+                .map(|&c| c as u8 as char)
+                .collect();
+            set_nonblocking(fd.as_raw_fd())?;
+            if vnet && out.is_empty() {
+                let off = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+                // SAFETY: TUNSETOFFLOAD takes its argument by value (an unsigned int of flags);
+                // no memory is passed.
+                let r = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, off as libc::c_ulong) };
+                if r < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            out.push(Tun {
+                fd,
+                name: name.clone(),
+                wait,
+                vnet,
+            });
+        }
+        Ok(out)
     }
 
     /// The device's name as the kernel gave it.
     pub fn name(&self) -> &str {
-        self.iface.name()
+        &self.name
     }
 }
 
 impl TunIo for Tun {
     fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        if !poll_readable(self.iface.as_raw_fd(), self.wait)? {
+        if !poll_readable(self.fd.as_raw_fd(), self.wait)? {
             return Ok(None);
         }
         self.recv_more(buf)
     }
 
     fn recv_more(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        match self.iface.recv(buf) {
-            Ok(n) => Ok(Some(n)),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-            Err(e) => Err(e),
+        // SAFETY: `buf` is a valid, exclusively borrowed buffer of `buf.len()` bytes; read(2)
+        // writes at most that many. The fd is open while `self` lives.
+        let r = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::WouldBlock {
+                Ok(None)
+            } else {
+                Err(e)
+            };
         }
+        Ok(Some(r as usize))
     }
 
     fn send(&self, packet: &[u8]) -> io::Result<()> {
-        let n = self.iface.send(packet)?;
-        if n == packet.len() {
-            Ok(())
-        } else {
-            Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                format!("short TUN write: {n} of {} bytes", packet.len()),
-            ))
+        if self.vnet {
+            return self.send_vnet(&[0; crate::offload::VNET_HDR_LEN], packet);
         }
+        // SAFETY: `packet` is a valid borrowed buffer of `packet.len()` bytes that write(2)
+        // only reads.
+        let r = unsafe { libc::write(self.fd.as_raw_fd(), packet.as_ptr().cast(), packet.len()) };
+        check_write(r, packet.len())
+    }
+
+    fn offload(&self) -> bool {
+        self.vnet
+    }
+
+    fn send_vnet(&self, hdr: &[u8; crate::offload::VNET_HDR_LEN], packet: &[u8]) -> io::Result<()> {
+        if !self.vnet {
+            return self.send(packet);
+        }
+        let iov = [
+            libc::iovec {
+                iov_base: hdr.as_ptr() as *mut libc::c_void,
+                iov_len: hdr.len(),
+            },
+            libc::iovec {
+                iov_base: packet.as_ptr() as *mut libc::c_void,
+                iov_len: packet.len(),
+            },
+        ];
+        // SAFETY: two iovecs describing live borrowed buffers with their true lengths, which
+        // writev(2) only reads; `iov` outlives the call.
+        let r = unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), 2) };
+        check_write(r, hdr.len() + packet.len())
+    }
+}
+
+/// A write(2)'s result as `io::Result`: an error, a short write, or all `want` bytes.
+fn check_write(r: isize, want: usize) -> io::Result<()> {
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if r as usize == want {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            format!("short TUN write: {r} of {want} bytes"),
+        ))
     }
 }
 

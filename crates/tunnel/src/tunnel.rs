@@ -114,6 +114,17 @@ pub trait TunIo: Sync {
     fn recv_more(&self, _buf: &mut [u8]) -> io::Result<Option<usize>> {
         Ok(None)
     }
+    /// Whether every read and write carries a `virtio_net_hdr` in front of the packet
+    /// (IFF_VNET_HDR with TSO offloads: reads may be TCP super-packets, see
+    /// [`crate::offload`]). The default: no.
+    fn offload(&self) -> bool {
+        false
+    }
+    /// Writes `packet` behind the virtio-net header `hdr` (only when [`offload`](Self::offload)
+    /// is on; the default writes the packet alone).
+    fn send_vnet(&self, _hdr: &[u8; crate::offload::VNET_HDR_LEN], packet: &[u8]) -> io::Result<()> {
+        self.send(packet)
+    }
 }
 
 /// The underlay's sending side: whole IPv4 packets, headers included, as the engine built them.
