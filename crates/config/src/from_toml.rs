@@ -83,6 +83,8 @@ struct TunnelToml {
     encap: Option<Spanned<String>>,
     encap_sport: Option<u16>,
     encap_dport: Option<u16>,
+    workers: Option<Spanned<u32>>,
+    offload: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -354,6 +356,13 @@ fn tunnel_config(t: &TunnelToml, lines: &LineIndex, line: usize) -> Result<Tunne
         local: v4(&t.local, "local")?,
         peer: v4(&t.peer, "peer")?,
         control: t.control.as_ref().map(|c| std::path::PathBuf::from(c.get_ref())),
+        workers: match &t.workers {
+            Some(w) if !(1..=256).contains(w.get_ref()) => {
+                return Err(invalid(lines.of(w), format!("workers {} is not in 1-256", w.get_ref())))
+            }
+            w => w.as_ref().map(|w| *w.get_ref() as usize),
+        },
+        offload: t.offload,
         line: Some(line),
     })
 }

@@ -386,11 +386,15 @@ impl Coalescer {
         let same_ip = if a.v6 {
             first[..4] == p[..4] && first[7..40] == p[7..40]
         } else {
-            first[1] == p[1] && first[6] & 0x40 == p[6] & 0x40 && first[8..10] == p[8..10] && first[12..a.ip] == p[12..a.ip]
+            first[1] == p[1]
+                && first[6] & 0x40 == p[6] & 0x40
+                && first[8..10] == p[8..10]
+                && first[12..a.ip] == p[12..a.ip]
         };
         let (ft, pt) = (&first[a.ip..], &p[a.ip..b.headers()]);
         // ports; ack; data offset; window; options (the checksum and urgent pointer aside)
-        let same_tcp = ft[..4] == pt[..4] && ft[8..13] == pt[8..13] && ft[14..16] == pt[14..16] && ft[20..a.tcp] == pt[20..];
+        let same_tcp =
+            ft[..4] == pt[..4] && ft[8..13] == pt[8..13] && ft[14..16] == pt[14..16] && ft[20..a.tcp] == pt[20..];
         let (ff, pf) = (ft[13], pt[13]);
         let flags_ok = ff & TCP_PSH == 0 && (pf & !TCP_PSH) == (ff & !TCP_CWR) && pf & TCP_CWR == 0;
         if !(same_ip && same_tcp && flags_ok) || seq(pt) != self.next_seq {
@@ -403,6 +407,11 @@ impl Coalescer {
         self.last_payload = payload;
         self.count += 1;
         true
+    }
+
+    /// How many packets the pending (or last finished) super-packet holds.
+    pub fn count(&self) -> usize {
+        self.count
     }
 
     /// Ends the pending super-packet: the header to write it with and its bytes (`None` when

@@ -83,6 +83,7 @@ impl Tun {
     /// for IFF_VNET_HDR and TSO4/TSO6 with checksum offload (TUNSETOFFLOAD); when the kernel
     /// refuses either, the device is made again without them ([`Tun::offload`] says which).
     pub fn open_queues(name: &str, queues: usize, offload: bool, wait: Duration) -> io::Result<Vec<Tun>> {
+        ifreq(name)?; // the name checks first: a bad name is no reason to retry
         if offload {
             match Self::open_with(name, queues, true, wait) {
                 Ok(q) => return Ok(q),
@@ -96,7 +97,10 @@ impl Tun {
         let mut out: Vec<Tun> = Vec::with_capacity(queues.max(1));
         let mut name = name.to_string();
         for _ in 0..queues.max(1) {
-            let file = std::fs::OpenOptions::new().read(true).write(true).open("/dev/net/tun")?;
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/net/tun")?;
             let fd = std::os::fd::OwnedFd::from(file);
             let mut ifr = ifreq(&name)?;
             let mut flags = IFF_TUN | IFF_NO_PI | IFF_MULTI_QUEUE;
@@ -439,8 +443,9 @@ pub struct UdpEncap {
     local: Ipv4Addr,
     peer: Ipv4Addr,
     configured: SocketAddrV4,
-    /// The learned endpoint: address << 16 | port, with bit 48 set once learned.
-    learned: AtomicU64,
+    /// The learned endpoint: address << 16 | port, with bit 48 set once learned; shared by
+    /// the sockets of one [`UdpEncap::open_group`].
+    learned: std::sync::Arc<AtomicU64>,
 }
 
 const LEARNED: u64 = 1 << 48;
@@ -451,6 +456,7 @@ impl UdpEncap {
     pub fn open(local: Ipv4Addr, sport: u16, peer: Ipv4Addr, dport: u16, wait: Duration) -> io::Result<UdpEncap> {
         let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
         sock.set_reuse_address(true)?;
+        sock.set_reuse_port(true)?;
         sock.bind(&SockAddr::from(SocketAddrV4::new(local, sport)))?;
         sock.set_read_timeout(Some(wait))?;
         let _ = sock.set_recv_buffer_size(RECV_BUFFER);
@@ -460,8 +466,37 @@ impl UdpEncap {
             local,
             peer,
             configured: SocketAddrV4::new(peer, dport),
-            learned: AtomicU64::new(0),
+            learned: std::sync::Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// `n` (at least 1) sockets bound to the same `local:sport` with SO_REUSEPORT, one per
+    /// worker, sharing the learned endpoint. The kernel spreads received datagrams over them
+    /// by the CPU that received them (a 3-instruction classic BPF program: `cpu % n`), so a
+    /// single peer (one 4-tuple, which the default hash would send to one socket) still
+    /// reaches every worker; best effort: without the program it is the 4-tuple hash.
+    pub fn open_group(
+        local: Ipv4Addr,
+        sport: u16,
+        peer: Ipv4Addr,
+        dport: u16,
+        n: usize,
+        wait: Duration,
+    ) -> io::Result<Vec<UdpEncap>> {
+        let first = Self::open(local, sport, peer, dport, wait)?;
+        let port = first.local_port()?;
+        let mut v = vec![first];
+        for _ in 1..n.max(1) {
+            let mut u = Self::open(local, port, peer, dport, wait)?;
+            u.learned = std::sync::Arc::clone(&v[0].learned);
+            v.push(u);
+        }
+        if v.len() > 1 {
+            if let Err(e) = attach_cpu_fanout(v[0].sock.as_raw_fd(), v.len() as u32) {
+                tracing::warn!("ESP-in-UDP: no per-CPU spreading over the workers' sockets ({e}): by 4-tuple hash");
+            }
+        }
+        Ok(v)
     }
 
     /// Where sealed packets go now.
@@ -553,6 +588,57 @@ impl UnderlayRx for UdpEncap {
         if self.learned.swap(v, Ordering::Relaxed) != v {
             tracing::info!("ESP-in-UDP: the peer's endpoint is now {src}");
         }
+    }
+}
+
+/// Attaches to `fd`'s SO_REUSEPORT group a classic BPF program that picks socket
+/// `cpu % n` (SO_ATTACH_REUSEPORT_CBPF; the index is the sockets' order of binding).
+fn attach_cpu_fanout(fd: RawFd, n: u32) -> io::Result<()> {
+    const SKF_AD_OFF: u32 = (-0x1000i32) as u32;
+    const SKF_AD_CPU: u32 = 36;
+    let mut prog = [
+        // A = the current CPU (ld [SKF_AD_OFF + SKF_AD_CPU]; BPF_LD | BPF_W | BPF_ABS)
+        libc::sock_filter {
+            code: 0x20,
+            jt: 0,
+            jf: 0,
+            k: SKF_AD_OFF + SKF_AD_CPU,
+        },
+        // A %= n (BPF_ALU | BPF_MOD | BPF_K)
+        libc::sock_filter {
+            code: 0x94,
+            jt: 0,
+            jf: 0,
+            k: n,
+        },
+        // return A (BPF_RET | BPF_A)
+        libc::sock_filter {
+            code: 0x16,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+    ];
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: SO_ATTACH_REUSEPORT_CBPF reads one `struct sock_fprog` of the given size,
+    // which points at `len` filter instructions in `prog`; the kernel copies them during the
+    // call, and both outlive it.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_REUSEPORT_CBPF,
+            (&fprog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
     }
 }
 
@@ -701,6 +787,62 @@ mod tests {
         assert!(set_mtu(missing, 1400).is_err());
         assert!(set_up(missing).is_err());
         assert_eq!(set_mtu("lo", u32::MAX).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+    }
+
+    /// As root: a multi-queue TUN device with offloads; a TCP super-packet written to one
+    /// queue with a GSO header is accepted by the kernel, and the queues share one name.
+    #[test]
+    fn privileged_multi_queue_tun_with_offloads() {
+        if !privileged() {
+            eprintln!("skipped: needs root and /dev/net/tun");
+            return;
+        }
+        let qs = Tun::open_queues("tnlmq%d", 3, true, Duration::from_millis(20)).unwrap();
+        assert_eq!(qs.len(), 3);
+        assert!(qs.iter().all(|q| q.name() == qs[0].name() && q.offload()));
+        set_up(qs[0].name()).unwrap();
+        let plain = Tun::open_queues("tnlpl%d", 2, false, Duration::from_millis(20)).unwrap();
+        assert!(!plain[1].offload());
+        // A zero header and a plain packet: accepted (a short one is the kernel's to drop).
+        let mut p = vec![0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 1, 1, 1, 10, 1, 1, 2];
+        let c = crate::offload::checksum(&p);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        p.extend_from_slice(&[0, 1, 0, 2, 0, 8, 0, 0]);
+        qs[1].send(&p).unwrap();
+    }
+
+    /// ESP-in-UDP sockets of one group share the port and the learned endpoint; a datagram
+    /// sent to the port arrives on one of them.
+    #[test]
+    fn udp_group_shares_port_and_endpoint() {
+        let g = UdpEncap::open_group(
+            Ipv4Addr::LOCALHOST,
+            0,
+            Ipv4Addr::LOCALHOST,
+            4500,
+            2,
+            Duration::from_millis(50),
+        )
+        .unwrap();
+        let port = g[0].local_port().unwrap();
+        assert_eq!(g[1].local_port().unwrap(), port);
+        let from = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40001);
+        g[1].authenticated(from);
+        assert_eq!(g[0].endpoint(), from);
+        let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.send_to(&[0xff], (Ipv4Addr::LOCALHOST, port)).unwrap();
+        let t0 = Instant::now();
+        let mut got = false;
+        while !got && t0.elapsed() < Duration::from_secs(5) {
+            for u in &g {
+                let mut b = Batch::new();
+                if u.recv_batch(&mut b).unwrap() > 0 {
+                    got = true;
+                    break;
+                }
+            }
+        }
+        assert!(got, "the keepalive did not arrive on either socket");
     }
 
     /// As root: a TUN device gets its MTU and comes up; raw sockets carry an ESP packet over

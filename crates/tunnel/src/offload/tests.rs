@@ -81,7 +81,11 @@ fn diff(a: &[u8], b: &[u8]) -> Option<(usize, u8, u8)> {
     if a.len() != b.len() {
         return Some((usize::MAX, a.len() as u8, b.len() as u8));
     }
-    a.iter().zip(b).enumerate().find(|(_, (x, y))| x != y).map(|(i, (x, y))| (i, *x, *y))
+    a.iter()
+        .zip(b)
+        .enumerate()
+        .find(|(_, (x, y))| x != y)
+        .map(|(i, (x, y))| (i, *x, *y))
 }
 
 fn segment_all(p: &[u8], hdr: &VnetHdr) -> Vec<Vec<u8>> {
@@ -128,7 +132,12 @@ fn check_v4(seg: &[u8]) -> (Ipv4Header, TcpHeader, usize) {
 
 #[test]
 fn v4_segments_are_valid_and_coalesce_back_to_the_original() {
-    for (n, cwr) in [(5000usize, false), (GSO as usize * 3, true), (100, false), (65535 - 52, false)] {
+    for (n, cwr) in [
+        (5000usize, false),
+        (GSO as usize * 3, true),
+        (100, false),
+        (65535 - 52, false),
+    ] {
         let (p, hdr) = super_v4(n, cwr, true);
         let segs = segment_all(&p, &hdr);
         assert_eq!(segs.len(), n.div_ceil(GSO as usize));
@@ -259,10 +268,7 @@ fn partial_checksums_are_completed() {
     };
     complete_checksum(&mut p, &hdr).unwrap();
     assert_eq!(p, good);
-    let bad = VnetHdr {
-        csum_offset: 60,
-        ..hdr
-    };
+    let bad = VnetHdr { csum_offset: 60, ..hdr };
     assert_eq!(complete_checksum(&mut p, &bad), Err(OffloadError::BadChecksumOffsets));
 }
 
@@ -315,7 +321,11 @@ fn arbitrary_bytes_never_panic() {
             p.truncate((x as usize >> 20) % p.len());
         }
         let hdr = VnetHdr {
-            gso_size: if round % 5 == 0 { (x >> 40) as u16 } else { ghdr.gso_size },
+            gso_size: if round % 5 == 0 {
+                (x >> 40) as u16
+            } else {
+                ghdr.gso_size
+            },
             ..ghdr
         };
         if let Ok(s) = Segmenter::new(&p, &hdr) {
