@@ -472,9 +472,10 @@ impl UdpEncap {
 
     /// `n` (at least 1) sockets bound to the same `local:sport` with SO_REUSEPORT, one per
     /// worker, sharing the learned endpoint. The kernel spreads received datagrams over them
-    /// by the CPU that received them (a 3-instruction classic BPF program: `cpu % n`), so a
-    /// single peer (one 4-tuple, which the default hash would send to one socket) still
-    /// reaches every worker; best effort: without the program it is the 4-tuple hash.
+    /// by 4-tuple hash: each peer's packets go to one socket, in order. (Spreading one
+    /// peer's packets by receiving CPU, a SO_ATTACH_REUSEPORT_CBPF program `cpu % n`, was
+    /// tried and measured slower: it reorders a TCP flow's packets between workers, and the
+    /// retransmits cost more than the second core gains.)
     pub fn open_group(
         local: Ipv4Addr,
         sport: u16,
@@ -490,11 +491,6 @@ impl UdpEncap {
             let mut u = Self::open(local, port, peer, dport, wait)?;
             u.learned = std::sync::Arc::clone(&v[0].learned);
             v.push(u);
-        }
-        if v.len() > 1 {
-            if let Err(e) = attach_cpu_fanout(v[0].sock.as_raw_fd(), v.len() as u32) {
-                tracing::warn!("ESP-in-UDP: no per-CPU spreading over the workers' sockets ({e}): by 4-tuple hash");
-            }
         }
         Ok(v)
     }
@@ -588,57 +584,6 @@ impl UnderlayRx for UdpEncap {
         if self.learned.swap(v, Ordering::Relaxed) != v {
             tracing::info!("ESP-in-UDP: the peer's endpoint is now {src}");
         }
-    }
-}
-
-/// Attaches to `fd`'s SO_REUSEPORT group a classic BPF program that picks socket
-/// `cpu % n` (SO_ATTACH_REUSEPORT_CBPF; the index is the sockets' order of binding).
-fn attach_cpu_fanout(fd: RawFd, n: u32) -> io::Result<()> {
-    const SKF_AD_OFF: u32 = (-0x1000i32) as u32;
-    const SKF_AD_CPU: u32 = 36;
-    let mut prog = [
-        // A = the current CPU (ld [SKF_AD_OFF + SKF_AD_CPU]; BPF_LD | BPF_W | BPF_ABS)
-        libc::sock_filter {
-            code: 0x20,
-            jt: 0,
-            jf: 0,
-            k: SKF_AD_OFF + SKF_AD_CPU,
-        },
-        // A %= n (BPF_ALU | BPF_MOD | BPF_K)
-        libc::sock_filter {
-            code: 0x94,
-            jt: 0,
-            jf: 0,
-            k: n,
-        },
-        // return A (BPF_RET | BPF_A)
-        libc::sock_filter {
-            code: 0x16,
-            jt: 0,
-            jf: 0,
-            k: 0,
-        },
-    ];
-    let fprog = libc::sock_fprog {
-        len: prog.len() as u16,
-        filter: prog.as_mut_ptr(),
-    };
-    // SAFETY: SO_ATTACH_REUSEPORT_CBPF reads one `struct sock_fprog` of the given size,
-    // which points at `len` filter instructions in `prog`; the kernel copies them during the
-    // call, and both outlive it.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_REUSEPORT_CBPF,
-            (&fprog as *const libc::sock_fprog).cast(),
-            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
     }
 }
 
