@@ -1,5 +1,6 @@
-//! The daemon: opens the TUN device and the raw sockets, runs one thread per device (the TUN
-//! reader, one reader per raw socket), ticks once a second on the calling thread (engine
+//! The daemon: opens the multi-queue TUN device and the sockets, runs one outbound thread
+//! per worker (its TUN queue), one inbound thread per worker's UDP socket (ESP in UDP) and
+//! one per raw socket, ticks once a second on the calling thread (engine
 //! lifetimes, events logged, the stats file rewritten) and stops cleanly when the stop flag is
 //! set: every loop wakes at least every [`WAIT`] to look at it, the threads are joined, and
 //! the final counters are written before [`run`] returns.
