@@ -15,3 +15,5 @@ cargo test --workspace --locked
 # `ip netns` (otherwise it says why it was skipped); about 40 s.
 bash scripts/netns-test.sh --if-possible
 IPSEC_BIN="$PWD/target/release/ipsec" python3 -m pytest tests/interop -q -p no:cacheprovider
+# Short fuzz pass over every cargo-fuzz target (about 25 s each, two at a time; scripts/fuzz.sh).
+bash scripts/fuzz.sh 25

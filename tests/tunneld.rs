@@ -88,7 +88,7 @@ fn carry(from: &Tunnel, to: &Tunnel, inner: &[u8], peer: Ipv4Addr) -> Vec<u8> {
 #[test]
 fn example_configs_carry_packets_between_the_two_hosts() {
     let (ua, ub): (Ipv4Addr, Ipv4Addr) = ("10.99.0.1".parse().unwrap(), "10.99.0.2".parse().unwrap());
-    for (variant, wire_proto) in [("esp", 50u8), ("comp-esp", 50), ("esp-ah", 51)] {
+    for (variant, wire_proto) in [("esp", 50u8), ("comp-esp", 50), ("esp-ah", 51), ("udp", 50)] {
         let a = host(&format!("examples/tunnel/{variant}-a.toml"));
         let b = host(&format!("examples/tunnel/{variant}-b.toml"));
         for v6 in [false, true] {

@@ -16,7 +16,10 @@ fn engine() -> Engine {
     let comp = SaParams::new(Proto::Comp, 2);
     let mut esp = SaParams::new(Proto::Esp, 0x300);
     esp.mode = Mode::Tunnel;
-    esp.tunnel = Some(Tunnel { src: "192.0.2.1".parse().unwrap(), dst: "192.0.2.2".parse().unwrap() });
+    esp.tunnel = Some(Tunnel {
+        src: "192.0.2.1".parse().unwrap(),
+        dst: "192.0.2.2".parse().unwrap(),
+    });
     esp.enc = Some(Keyed::new(EncAlg::AesCbc, &[1; 16], 0));
     esp.integ = Some(Keyed::new(IntegAlg::HmacSha1, &[2; 20], 12));
     let mut ah = SaParams::new(Proto::Ah, 0x200);
@@ -24,18 +27,27 @@ fn engine() -> Engine {
     let rng = || IvRng::from_seed([0; 32]);
     let t = Duration::ZERO;
     let ids = vec![
-        e.add_sa_with_rng(SaConfig::new("comp", comp, Some(Algorithm::Deflate)), rng(), t).unwrap(),
+        e.add_sa_with_rng(SaConfig::new("comp", comp, Some(Algorithm::Deflate)), rng(), t)
+            .unwrap(),
         e.add_sa_with_rng(SaConfig::new("esp", esp, None), rng(), t).unwrap(),
         e.add_sa_with_rng(SaConfig::new("ah", ah, None), rng(), t).unwrap(),
     ];
     let selector = Selector::default();
-    e.add_policy(Policy { dir: Direction::In, selector, action: Action::Protect(ids) }).unwrap();
+    e.add_policy(Policy {
+        dir: Direction::In,
+        selector,
+        action: Action::Protect(ids),
+    })
+    .unwrap();
     e
 }
 
 static ENGINE: Mutex<Option<Engine>> = Mutex::new(None);
 
 fuzz_target!(|data: &[u8]| {
+    if data.len() > ipsec_fuzz::MAX_INPUT {
+        return;
+    }
     let mut guard = ENGINE.lock().unwrap();
     let e = guard.get_or_insert_with(engine);
     let mut buf = vec![0u8; data.len() + 70000];

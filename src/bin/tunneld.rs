@@ -2,7 +2,10 @@
 //! the kernel routes into the TUN device are sealed (ESP, AH, IPComp, as the config's
 //! outbound policies say) and sent to the peer over IPv4 raw sockets; ESP/AH/IPComp packets
 //! from the peer are opened, checked against the inbound policies and written to the TUN
-//! device. Counters go to `--stats FILE` as JSON every second; SIGINT or SIGTERM stops it.
+//! device. Counters go to `--stats FILE` as JSON every second; SIGINT or SIGTERM stops it;
+//! SIGHUP reads the config file again and applies what changed in its SAs and policies
+//! (make before break; unchanged SAs are not touched; a file that cannot be applied changes
+//! nothing), logged and sent to `ipsec monitor` as events.
 //!
 //! The config is the `ipsec check-config` format (TOML or setkey) plus, in TOML, a
 //! `[tunnel]` table (`tun`, `mtu`, `local`, `peer`, `encap = "espinudp"`, `encap_sport`,
@@ -116,6 +119,7 @@ fn main() -> ExitCode {
         on_event: args.on_event,
         workers: args.workers.map(usize::from).or(t.workers).unwrap_or(0),
         offload: !args.no_offload && t.offload.unwrap_or(true),
+        reload: Some(args.config.clone()),
         ..Options::default()
     };
     match daemon::run(engine, &opts, &stop) {

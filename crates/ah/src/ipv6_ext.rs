@@ -60,7 +60,8 @@ pub fn as_at_destination(fixed: &mut [u8], rh: &mut [u8]) -> Result<(), Error> {
         return Ok(());
     }
     let ext_len = rh[1] as usize;
-    if ext_len & 1 != 0 || segs_left > ext_len / 2 {
+    // The header must also be as long as its length field says (8 + 8 * ext_len bytes).
+    if ext_len & 1 != 0 || segs_left > ext_len / 2 || rh.len() < 8 + 8 * ext_len {
         return Err(Error::MalformedIp);
     }
     let n = ext_len / 2;

@@ -175,8 +175,15 @@ impl Bundle {
 
     /// Undoes SAs from the outside in while the outermost header belongs to one of them.
     /// A packet with no IPsec header, or whose outer SPI is unknown, is an error.
+    ///
+    /// Bounded: at most as many headers are removed as the bundle has SAs (sealing applies
+    /// each once), and a packet that IPComp decompressed to another IPComp header is refused,
+    /// since IPComp is never applied twice (RFC 3173 section 2: a datagram is compressed once,
+    /// before IPsec). Without these a payload that decompresses to itself (a "quine") would be
+    /// opened forever.
     pub fn open(&mut self, buf: &mut PacketBuf) -> Result<usize, PacketError> {
         let mut done = 0;
+        let mut decompressed = false;
         loop {
             let found = outer_ipsec(buf.packet())?;
             let (p, spi) = match found {
@@ -184,16 +191,26 @@ impl Bundle {
                 Err(_) if done > 0 => return Ok(done),
                 Err(other) => return Err(Error::WrongProtocol(other).into()),
             };
+            if decompressed && p == proto::COMP {
+                return Err(PacketError::Comp(ipsec_ipcomp::Error::Malformed(NESTED_IPCOMP)));
+            }
+            let depth = self.sas.len();
             let sa = self.sas.iter_mut().find(|s| s.proto() == p && s.spi() == spi);
             match sa {
+                // More IPsec headers than the bundle has SAs: unexpected here.
+                Some(_) if done == depth => return Err(Error::WrongProtocol(p).into()),
                 Some(sa) => sa.open(buf)?,
                 None if done > 0 => return Ok(done),
                 None => return Err(Error::UnknownSpi(spi).into()),
             }
+            decompressed |= p == proto::COMP;
             done += 1;
         }
     }
 }
+
+/// Why a packet whose decompressed payload is again IPComp is refused.
+pub const NESTED_IPCOMP: &str = "IPComp inside IPComp (a datagram is compressed only once, RFC 3173 section 2)";
 
 #[cfg(feature = "std")]
 impl std::error::Error for PacketError {}

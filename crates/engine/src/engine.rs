@@ -1036,6 +1036,29 @@ impl Engine {
     /// Appends a policy after the others of its direction. A protect policy's bundle must
     /// name installed SAs in seal order: IPComp, then ESP, then AH, each at most once.
     pub fn add_policy(&mut self, policy: Policy) -> Result<(), InstallError> {
+        self.check_policy(&policy)?;
+        self.plane.spd.push(policy);
+        self.publish();
+        Ok(())
+    }
+
+    /// Replaces every policy at once (a config reload), each checked as
+    /// [`Engine::add_policy`] checks it; nothing changes unless all pass. Workers see the old
+    /// list or the new one, never a mix: one data plane is published.
+    pub fn set_policies(&mut self, policies: Vec<Policy>) -> Result<(), InstallError> {
+        for p in &policies {
+            self.check_policy(p)?;
+        }
+        let mut spd = Spd::new();
+        for p in policies {
+            spd.push(p);
+        }
+        self.plane.spd = spd;
+        self.publish();
+        Ok(())
+    }
+
+    fn check_policy(&self, policy: &Policy) -> Result<(), InstallError> {
         if let Action::Protect(ids) = &policy.action {
             if ids.is_empty() || ids.len() > 3 {
                 return Err(InstallError::BundleOrder);
@@ -1050,8 +1073,6 @@ impl Engine {
                 last = Some(r);
             }
         }
-        self.plane.spd.push(policy);
-        self.publish();
         Ok(())
     }
 

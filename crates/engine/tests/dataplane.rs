@@ -429,3 +429,40 @@ fn remove_policy_is_published_and_later_policies_move_up() {
     let (r, _) = process(&pkt, |buf| handle.load().outbound(&mut w, buf, secs(0)));
     assert_eq!(r.unwrap_err().reason, DropReason::PolicyDiscard);
 }
+
+#[test]
+fn set_policies_replaces_the_list_at_once_or_not_at_all() {
+    let mut e = Engine::new();
+    let handle = e.plane_handle();
+    let id = e.add_sa(SaConfig::new("gcm", gcm(0x502, 64), None), secs(0)).unwrap();
+    let protect = Policy {
+        dir: Direction::Out,
+        selector: sel("10.0.0.0/24", "10.0.0.0/24"),
+        action: Action::Protect(vec![id]),
+    };
+    let bypass = Policy {
+        dir: Direction::Out,
+        selector: sel("10.0.0.0/24", "10.0.0.0/24"),
+        action: Action::Bypass,
+    };
+    e.set_policies(vec![protect.clone(), bypass.clone()]).unwrap();
+    let mut w = worker(5);
+    let pkt = tagged(1, 64);
+    let (r, _) = process(&pkt, |buf| handle.load().outbound(&mut w, buf, secs(0)));
+    assert_eq!(r, Ok(Verdict::Protected(1)));
+    // Reordered: the bypass policy now matches first, in the published plane.
+    e.set_policies(vec![bypass.clone(), protect.clone()]).unwrap();
+    let (r, _) = process(&pkt, |buf| handle.load().outbound(&mut w, buf, secs(0)));
+    assert_eq!(r, Ok(Verdict::Bypass));
+    // One bad bundle: nothing changes.
+    let bad = Policy {
+        action: Action::Protect(vec![SaId(99)]),
+        ..bypass.clone()
+    };
+    assert_eq!(
+        e.set_policies(vec![protect, bad]),
+        Err(InstallError::UnknownSa(SaId(99)))
+    );
+    assert_eq!(e.spd().policies()[0], bypass);
+    assert_eq!(e.spd().policies().len(), 2);
+}

@@ -166,7 +166,7 @@ pub fn transport_placement(packet: &[u8]) -> Result<Split, Error> {
     match ip::version(packet)? {
         4 => ip::ipv4_split(packet).map_err(Error::from),
         _ => {
-            let first = packet[ipv6_field::NEXT_HEADER];
+            let first = ip::Ipv6Packet::new_checked(packet)?.next_header();
             let mut last = Split {
                 nh_offset: ipv6_field::NEXT_HEADER,
                 offset: ipv6_field::HEADER_LEN,

@@ -131,3 +131,17 @@ fn lzs_and_lzf_bombs_are_bounded() {
         Error::DecompressedTooBig
     );
 }
+
+/// Found by the `ip_views` fuzz target: a 2-byte "IPv6" packet made `transport_placement`
+/// index past its end. Every short or malformed input is now a typed error.
+#[test]
+fn transport_placement_refuses_short_packets() {
+    for len in 0..40 {
+        let mut p = vec![0x6bu8; len];
+        if let Some(b) = p.first_mut() {
+            *b = 0x60;
+        }
+        assert!(ipsec_ipcomp::transport_placement(&p).is_err(), "len {len}");
+    }
+    assert!(ipsec_ipcomp::transport_placement(&[0x6b, 0x6b]).is_err());
+}

@@ -93,6 +93,17 @@ impl State {
         self.names.get(name).copied()
     }
 
+    /// Keeps SA `id` (no longer named) until it is idle for [`RETIRE_IDLE`] or expires.
+    fn retire(&mut self, engine: &Engine, id: SaId, name: &str, now: Duration) {
+        let packets = engine.sad().get(id).map_or(0, |e| e.inbound().packets);
+        self.retiring.push(Retiring {
+            id,
+            name: name.to_string(),
+            packets,
+            since: now,
+        });
+    }
+
     /// The SAs replaced by `sa.update` and not yet removed.
     pub fn retiring(&self) -> Vec<SaId> {
         self.retiring.iter().map(|r| r.id).collect()
@@ -367,6 +378,55 @@ fn install_error(e: InstallError) -> String {
     e.to_string()
 }
 
+/// `sa.add`: installs `c` under its name (which must be free); raises `sa.added` (with the
+/// fields of `extra`).
+fn add_sa(
+    engine: &mut Engine,
+    state: &mut State,
+    c: SaConfig,
+    now: Duration,
+    events: &mut Vec<Value>,
+    extra: Value,
+) -> Result<SaId, String> {
+    if state.names.contains_key(&c.name) {
+        return Err(format!("SA `{}`: another SA is already named `{}`", c.name, c.name));
+    }
+    let name = c.name.clone();
+    let id = engine
+        .add_sa(c, now)
+        .map_err(|e| format!("SA `{name}`: {}", install_error(e)))?;
+    state.names.insert(name.clone(), id);
+    events.push(sa_event("sa.added", now, &name, id, engine.sad().get(id), extra));
+    Ok(id)
+}
+
+/// `sa.update`: make before break. The new SA is installed and the policies that named the
+/// old one now name it (one published data plane); the old one stays for packets still in
+/// flight on it until it is idle for [`RETIRE_IDLE`] or expires. Raises `sa.replaced` (with
+/// the fields of `extra`); returns the new id and the old.
+fn update_sa(
+    engine: &mut Engine,
+    state: &mut State,
+    c: SaConfig,
+    now: Duration,
+    events: &mut Vec<Value>,
+    extra: Value,
+) -> Result<(SaId, SaId), String> {
+    let name = c.name.clone();
+    let old = state.id(&name).ok_or_else(|| format!("no SA named `{name}`"))?;
+    let new = engine
+        .replace_sa(old, c, now)
+        .map_err(|e| format!("SA `{name}`: {}", install_error(e)))?;
+    state.names.insert(name.clone(), new);
+    state.retire(engine, old, &name, now);
+    let mut f = json!({"old_id": old.0});
+    if let (Value::Object(m), Value::Object(x)) = (&mut f, extra) {
+        m.extend(x);
+    }
+    events.push(sa_event("sa.replaced", now, &name, new, engine.sad().get(new), f));
+    Ok((new, old))
+}
+
 /// Handles one request line: parses, validates, applies it to `engine` and `state` at time
 /// `now`, and says what to answer and which events it caused. Never panics on any input.
 pub fn handle(line: &[u8], engine: &mut Engine, state: &mut State, now: Duration) -> Handled {
@@ -409,35 +469,13 @@ fn request(
         "sa.add" => {
             only(&req, &["name", "spec", "lifetime"])?;
             let c = sa_from_request(&req)?;
-            if state.names.contains_key(&c.name) {
-                return Err(format!("SA `{}`: another SA is already named `{}`", c.name, c.name));
-            }
-            let name = c.name.clone();
-            let id = engine.add_sa(c, now).map_err(|e| format!("SA `{name}`: {}", install_error(e)))?;
-            state.names.insert(name.clone(), id);
-            events.push(sa_event("sa.added", now, &name, id, engine.sad().get(id), json!({})));
+            let id = add_sa(engine, state, c, now, events, json!({}))?;
             Ok(json!({"id": id.0}))
         }
         "sa.update" => {
             only(&req, &["name", "spec", "lifetime"])?;
             let c = sa_from_request(&req)?;
-            let name = c.name.clone();
-            let old = state.id(&name).ok_or_else(|| format!("no SA named `{name}`"))?;
-            // Make before break: the new SA is installed and the policies that named the old
-            // one now name it (one published data plane); the old one stays for packets
-            // still in flight on it until it is idle for RETIRE_IDLE or expires.
-            let new = engine
-                .replace_sa(old, c, now)
-                .map_err(|e| format!("SA `{name}`: {}", install_error(e)))?;
-            state.names.insert(name.clone(), new);
-            let packets = engine.sad().get(old).map_or(0, |e| e.inbound().packets);
-            state.retiring.push(Retiring {
-                id: old,
-                name: name.clone(),
-                packets,
-                since: now,
-            });
-            events.push(sa_event("sa.replaced", now, &name, new, engine.sad().get(new), json!({"old_id": old.0})));
+            let (new, old) = update_sa(engine, state, c, now, events, json!({}))?;
             Ok(json!({"id": new.0, "old_id": old.0}))
         }
         "sa.del" => {
@@ -636,6 +674,42 @@ impl Control {
             info!("event: {ev}");
         }
         self.publish(&out);
+    }
+
+    /// SIGHUP: reads the config file `path` as at start-up (TOML or setkey, checked for
+    /// tunneld with the running `peer`) and applies its difference to the running SAs and
+    /// policies ([`reload::apply`]); logs and publishes what changed (the events, then
+    /// `config.reloaded`), or why nothing did (`config.reload_failed`). The `[tunnel]` table
+    /// is read at start-up only.
+    pub fn reload(&self, t: &Tunnel, path: &Path, peer: Option<std::net::Ipv4Addr>) -> Result<reload::Changes, String> {
+        let file = path.display().to_string();
+        let loaded = ipsec_config::load(path, None)
+            .and_then(|l| l.config.check_for_tunneld(peer).map(|()| l))
+            .map_err(|e| e.in_file(&file));
+        let now = t.now();
+        let result = loaded.and_then(|l| {
+            for w in &l.warnings {
+                warn!("reload: {file}:{}: warning: {}", w.line, w.message);
+            }
+            let mut st = self.state();
+            let mut eng = t.engine();
+            reload::apply(&mut eng, &mut st, &l.config, now)
+        });
+        match result {
+            Ok(a) => {
+                info!("reload of {file}: {}", a.changes.summary());
+                for ev in &a.events {
+                    info!("control: {ev}");
+                }
+                self.publish(&a.events);
+                Ok(a.changes)
+            }
+            Err(e) => {
+                warn!("reload of {file} failed, nothing changed: {e}");
+                self.publish(&[event("config.reload_failed", now, json!({ "error": e }))]);
+                Err(e)
+            }
+        }
     }
 
     /// Sends events to every monitor (dropping those that fail or block) and to the hook.
@@ -850,6 +924,8 @@ fn serve_client(t: &Tunnel, c: &Control, s: UnixStream, stop: &AtomicBool) -> io
     }
     Ok(())
 }
+
+pub mod reload;
 
 #[cfg(test)]
 mod tests;

@@ -61,6 +61,8 @@ pub struct Options {
     /// Ask for TUN offloads (IFF_VNET_HDR, TSO4/TSO6, checksum): TCP super-packets read and
     /// segmented, opened packets coalesced; plain reads if the kernel refuses.
     pub offload: bool,
+    /// The config file SIGHUP reloads ([`Control::reload`]); `None`: SIGHUP is not handled.
+    pub reload: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -77,6 +79,7 @@ impl Default for Options {
             udp_encap: None,
             workers: 0,
             offload: true,
+            reload: None,
         }
     }
 }
@@ -116,9 +119,11 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
     if protocols.is_empty() {
         warn!("no inbound policy protects anything: nothing will be received from the peer");
     }
+    // ESP in UDP puts an 8-byte UDP header before each ESP header (RFC 3948).
+    let underlay = opts.underlay_mtu as usize - if opts.udp_encap.is_some() { 8 } else { 0 };
     let mtu = opts
         .mtu
-        .unwrap_or_else(|| tun_mtu_for(&engine, opts.underlay_mtu as usize).map_or(FALLBACK_MTU, |m| m as u32));
+        .unwrap_or_else(|| tun_mtu_for(&engine, underlay).map_or(FALLBACK_MTU, |m| m as u32));
     let workers = match opts.workers {
         0 => thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
@@ -192,6 +197,20 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
             readers.push((format!("underlay-udp-{i}"), s, q));
         }
     }
+    let hup = Arc::new(AtomicBool::new(false));
+    let hup_id = match &opts.reload {
+        Some(_) => Some(signal_hook::flag::register(
+            signal_hook::consts::SIGHUP,
+            Arc::clone(&hup),
+        )?),
+        None => None,
+    };
+    let reload = opts.reload.as_deref().map(|path| Reload {
+        path,
+        flag: &hup,
+        peer: opts.peer,
+        protocols: &protocols,
+    });
     let spawned = thread::scope(|s| -> io::Result<()> {
         let t = &tunnel;
         let mut result = Ok(());
@@ -233,11 +252,15 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
             t,
             opts.stats.as_deref(),
             Some(&control),
+            reload.as_ref(),
             udp.as_ref().map(|u| &u[0]),
             stop,
         );
         Ok(())
     });
+    if let Some(id) = hup_id {
+        signal_hook::low_level::unregister(id);
+    }
     spawned?;
     let (report, _) = tunnel.tick();
     if let Some(p) = &opts.stats {
@@ -257,10 +280,45 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
     Ok(report)
 }
 
+/// SIGHUP's config reload: the file, the flag the signal sets, what it is checked against.
+struct Reload<'a> {
+    path: &'a Path,
+    flag: &'a AtomicBool,
+    peer: Option<Ipv4Addr>,
+    /// The IP protocols the raw sockets opened at start-up receive.
+    protocols: &'a [u8],
+}
+
+impl Reload<'_> {
+    fn run_if_asked(&self, t: &Tunnel, control: Option<&Control>) {
+        let Some(c) = control else { return };
+        if !self.flag.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        info!("SIGHUP: reloading {}", self.path.display());
+        if c.reload(t, self.path, self.peer).is_ok() {
+            let now = inbound_protocols(&t.engine());
+            if now.iter().any(|p| !self.protocols.contains(p)) {
+                warn!(
+                    "the reloaded config receives IP protocols {now:?}, but the raw sockets opened at start receive {:?}: restart tunneld to receive the others",
+                    self.protocols
+                );
+            }
+        }
+    }
+}
+
 /// Every [`TICK`] until `stop`: lifetimes and events (handed to the control socket), and the
-/// stats file; with ESP in UDP, a NAT-keepalive every [`encap::KEEPALIVE_INTERVAL_SECS`] (the
-/// first right away).
-fn ticker(t: &Tunnel, stats_path: Option<&Path>, control: Option<&Control>, udp: Option<&UdpEncap>, stop: &AtomicBool) {
+/// stats file; a reload as soon as SIGHUP asks for one; with ESP in UDP, a NAT-keepalive
+/// every [`encap::KEEPALIVE_INTERVAL_SECS`] (the first right away).
+fn ticker(
+    t: &Tunnel,
+    stats_path: Option<&Path>,
+    control: Option<&Control>,
+    reload: Option<&Reload>,
+    udp: Option<&UdpEncap>,
+    stop: &AtomicBool,
+) {
     let mut failures: u64 = 0;
     let mut next_keepalive = Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -288,6 +346,9 @@ fn ticker(t: &Tunnel, stats_path: Option<&Path>, control: Option<&Control>, udp:
         }
         let until = Instant::now() + TICK;
         while !stop.load(Ordering::Relaxed) && Instant::now() < until {
+            if let Some(r) = reload {
+                r.run_if_asked(t, control);
+            }
             thread::sleep(Duration::from_millis(20));
         }
     }
@@ -321,7 +382,7 @@ mod tests {
         let t = Tunnel::new(Engine::new(), None);
         let stop = AtomicBool::new(false);
         thread::scope(|s| {
-            s.spawn(|| ticker(&t, Some(&p), None, None, &stop));
+            s.spawn(|| ticker(&t, Some(&p), None, None, None, &stop));
             let t0 = Instant::now();
             while !p.exists() && t0.elapsed() < Duration::from_secs(5) {
                 thread::sleep(Duration::from_millis(5));

@@ -381,3 +381,20 @@ fn socket_serves_requests_monitors_and_survives_bad_clients() {
     assert!(!path.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn updates_in_a_row_each_switch_outbound() {
+    let [(mut a, mut sa), _] = pair();
+    for (i, key) in [KEY_NEW, KEY_OLD, KEY_NEW].iter().enumerate() {
+        let spi = 0x2000 + i as u32;
+        let h = req(
+            &mut a,
+            &mut sa,
+            1,
+            json!({"v":1,"op":"sa.update","name":"ab","spec":spec(spi, key)}),
+        );
+        ok_of(&h);
+        let wire = seal(&mut a, 1);
+        assert_eq!(u32::from_be_bytes(wire[20..24].try_into().unwrap()), spi, "update {i}");
+    }
+}

@@ -1,0 +1,150 @@
+//! Writes the seed corpora of every fuzz target into `fuzz/corpus/<target>/` from valid
+//! packets sealed here with the targets' own keys (nothing binary is committed).
+//! Run by `scripts/fuzz-seeds.sh` (and `scripts/fuzz.sh`).
+use ipsec_ah::AhSa;
+use ipsec_esp::EspSa;
+use ipsec_fuzz::{ah_params, esp_params, in_buf, open_bundle, rng, udp_packet, udp_packet_between};
+use ipsec_ipcomp::{Algorithm, Compressor};
+use std::path::Path;
+
+const TEXT: &[u8] = b"GET /index.html HTTP/1.1\r\nHost: example.org\r\nAccept: text/html, text/html, */*\r\n\r\n";
+
+fn write(root: &Path, target: &str, name: &str, bytes: &[u8]) {
+    let d = root.join(target);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join(name), bytes).unwrap();
+}
+
+fn cat(a: &[u8], b: &[u8]) -> Vec<u8> {
+    [a, b].concat()
+}
+
+/// A classic pcap (LINKTYPE_RAW = 101) holding `packets`.
+fn pcap(packets: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in [
+        0xa1b2c3d4u32.to_le_bytes(),
+        [2, 0, 4, 0],
+        [0; 4],
+        [0; 4],
+        65535u32.to_le_bytes(),
+        101u32.to_le_bytes(),
+    ] {
+        out.extend_from_slice(&v);
+    }
+    for (i, p) in packets.iter().enumerate() {
+        for v in [i as u32, 0, p.len() as u32, p.len() as u32] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(p);
+    }
+    out
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    let root = std::env::args().nth(1).map(Into::into).unwrap_or(root);
+    let mut esp_sealed = Vec::new();
+    for sel in 0..=255u8 {
+        let v6 = sel & 0x80 != 0;
+        // A spread of suites, modes, ESN and IP versions, not all 256.
+        if sel % 7 != 0 && sel % 12 != u8::from(v6) {
+            continue;
+        }
+        let inner = udp_packet(v6, &TEXT[..usize::from(sel) % TEXT.len()]);
+        if let Ok(mut sa) = EspSa::with_rng(&esp_params(sel), rng()) {
+            let sealed = in_buf(&inner, |b| sa.seal(b).map(|_| ())).unwrap();
+            write(&root, "esp_open", &format!("s{sel}"), &cat(&[sel], &sealed));
+            write(
+                &root,
+                "esp_mutate",
+                &format!("s{sel}"),
+                &[sel, sel, 0, 30, 1, 0, 200, 0],
+            );
+            write(&root, "esp_seal", &format!("s{sel}"), &cat(&[sel], &inner));
+            write(&root, "ip_views", &format!("esp{sel}"), &sealed);
+            write(&root, "engine_inbound", &format!("esp{sel}"), &sealed);
+            esp_sealed.push(sealed);
+        }
+        if let Ok(mut sa) = AhSa::new(&ah_params(sel)) {
+            let sealed = in_buf(&inner, |b| sa.seal(b).map(|_| ())).unwrap();
+            write(&root, "ah_open", &format!("s{sel}"), &cat(&[sel], &sealed));
+            write(&root, "ah_mutate", &format!("s{sel}"), &[sel, sel, 0, 8, 1]);
+            write(&root, "ip_views", &format!("ah{sel}"), &sealed);
+        }
+    }
+    for sel in 0..8u8 {
+        write(
+            &root,
+            "esp_diff",
+            &format!("s{sel}"),
+            &cat(&[sel], &TEXT[..usize::from(sel) * 11]),
+        );
+        write(
+            &root,
+            "deflate_diff",
+            &format!("s{sel}"),
+            &cat(&[sel], &TEXT.repeat(usize::from(sel))),
+        );
+    }
+    for (i, alg) in [Algorithm::Deflate, Algorithm::Lzs, Algorithm::Lzf]
+        .into_iter()
+        .enumerate()
+    {
+        let mut c = Compressor::new(alg);
+        let mut out = vec![0u8; 4096];
+        let input = TEXT.repeat(3);
+        let n = c.compress(&input, &mut out).unwrap();
+        write(
+            &root,
+            "ipcomp_decompress",
+            alg.name(),
+            &cat(&[i as u8, 0x10, 0], &out[..n]),
+        );
+    }
+    for sel in 0..12u8 {
+        let inner = udp_packet_between(false, [192, 0, 2, 1], [192, 0, 2, 2], &TEXT.repeat(2));
+        let mut b = open_bundle(sel);
+        if let Ok(sealed) = in_buf(&inner, |buf| b.seal(buf)) {
+            write(&root, "bundle_open", &format!("s{sel}"), &cat(&[sel], &sealed));
+            write(&root, "engine_inbound", &format!("bundle{sel}"), &sealed);
+        }
+    }
+    write(&root, "pcap_read", "raw", &pcap(&esp_sealed[..4]));
+    for (i, spec) in [
+        "proto esp spi 0x1000 mode tunnel src 192.0.2.1 dst 192.0.2.2 enc 'cbc(aes)' 0x000102030405060708090a0b0c0d0e0f auth-trunc 'hmac(sha1)' 0x0001020304050607080910111213141516171819 96",
+        "proto esp spi 0x1001 mode transport aead 'rfc4106(gcm(aes))' 0x000102030405060708090a0b0c0d0e0f10111213 128 esn replay-window 128",
+        "proto ah spi 0x2001 mode tunnel src 2001:db8::a dst 2001:db8::b auth 'hmac(md5)' 0x000102030405060708090a0b0c0d0e0f",
+        "proto comp spi 61440 mode transport comp lzf",
+    ]
+    .iter()
+    .enumerate()
+    {
+        write(&root, "spec_parse", &format!("s{i}"), spec.as_bytes());
+    }
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/config");
+    for f in ["host-a.toml", "host-b.toml"] {
+        write(&root, "config_toml", f, &std::fs::read(examples.join(f)).unwrap());
+    }
+    write(
+        &root,
+        "config_setkey",
+        "setkey.conf",
+        &std::fs::read(examples.join("setkey.conf")).unwrap(),
+    );
+    // tunneld (host B) receives what host A's engine sends.
+    let text = std::fs::read_to_string(examples.join("host-a.toml")).unwrap();
+    let mut a = ipsec::config::parse(&text, ipsec::config::Format::Toml)
+        .unwrap()
+        .config
+        .build(std::time::Duration::ZERO)
+        .unwrap();
+    for n in [10usize, 200, 1000] {
+        let inner = udp_packet_between(false, [192, 0, 2, 1], [192, 0, 2, 2], &TEXT.repeat(n / 50 + 1)[..n]);
+        if let Ok(sealed) = in_buf(&inner, |b| a.outbound(b, std::time::Duration::ZERO).map(|_| ())) {
+            write(&root, "tunnel_inbound", &format!("a{n}"), &sealed);
+        }
+    }
+    write(&root, "tunnel_inbound", "plain", &udp_packet(false, TEXT));
+    println!("seed corpora written under {}", root.display());
+}

@@ -1,0 +1,193 @@
+//! Shared pieces of the fuzz targets: the SA suites a selector byte picks, valid packets to
+//! seal, the mutation format of the structure-aware targets, and the input-size bound.
+//!
+//! Everything here is ordinary Rust (no libFuzzer), so `examples/seeds.rs` can use it to
+//! write the seed corpora.
+
+use ipsec_core::rng::IvRng;
+use ipsec_core::sa::{Keyed, Mode, Proto, Tunnel};
+use ipsec_core::{AeadAlg, EncAlg, IntegAlg, PacketBuf, SaParams};
+use ipsec_engine::bundle::{AnySa, Bundle};
+use ipsec_ipcomp::Algorithm;
+
+/// Inputs longer than this are ignored: the per-input work bound of every packet target
+/// (a packet is at most 64 KB; a few KB reach every parser state).
+pub const MAX_INPUT: usize = 8192;
+/// Headroom and tailroom around a packet in the targets' buffers.
+pub const ROOM: usize = 512;
+
+/// The ESP suites the first input byte picks from (`sel % ESP_SUITES`): CBC ciphers with each
+/// HMAC, AEADs with each ICV length, and the unauthenticated `digest_null` suites whose
+/// parsing after decryption no ICV guards.
+pub const ESP_SUITES: u8 = 12;
+
+/// ESP parameters for selector `sel`: bits 0-3 pick the suite, bit 4 tunnel mode, bit 5 ESN,
+/// bit 6 IPv6 tunnel endpoints.
+pub fn esp_params(sel: u8) -> SaParams {
+    let mut p = SaParams::new(Proto::Esp, 0x1000);
+    type Suite = (
+        Option<(EncAlg, usize)>,
+        Option<(IntegAlg, usize, usize)>,
+        Option<(AeadAlg, usize, usize)>,
+    );
+    let (enc, integ, aead): Suite = match sel % ESP_SUITES {
+        0 => (Some((EncAlg::AesCbc, 16)), Some((IntegAlg::HmacSha1, 20, 12)), None),
+        1 => (None, None, Some((AeadAlg::AesGcm, 20, 16))),
+        2 => (Some((EncAlg::Des3Cbc, 24)), Some((IntegAlg::HmacMd5, 16, 12)), None),
+        3 => (None, None, Some((AeadAlg::ChaCha20Poly1305, 36, 16))),
+        4 => (Some((EncAlg::Null, 0)), Some((IntegAlg::HmacSha256, 32, 16)), None),
+        5 => (Some((EncAlg::AesCbc, 32)), Some((IntegAlg::Null, 0, 0)), None),
+        6 => (Some((EncAlg::AesCbc, 16)), Some((IntegAlg::Null, 0, 0)), None),
+        7 => (None, None, Some((AeadAlg::AesGcm, 36, 8))),
+        8 => (Some((EncAlg::DesCbc, 8)), Some((IntegAlg::HmacSha512, 64, 32)), None),
+        9 => (Some((EncAlg::AesCbc, 24)), Some((IntegAlg::HmacSha384, 48, 24)), None),
+        10 => (None, None, Some((AeadAlg::AesGcm, 28, 12))),
+        _ => (Some((EncAlg::Des3Cbc, 24)), Some((IntegAlg::Null, 0, 0)), None),
+    };
+    let key = |n: usize, b: u8| (0..n as u8).map(|i| i.wrapping_mul(7) ^ b).collect::<Vec<u8>>();
+    p.enc = enc.map(|(a, n)| Keyed::new(a, &key(n, 1), 0));
+    p.integ = integ.map(|(a, n, icv)| Keyed::new(a, &key(n, 2), icv));
+    p.aead = aead.map(|(a, n, icv)| Keyed::new(a, &key(n, 3), icv));
+    set_mode(&mut p, sel);
+    p.esn = sel & 0x20 != 0;
+    p
+}
+
+/// AH parameters for selector `sel`: bits 0-2 pick the HMAC, bit 4 tunnel mode, bit 5 ESN,
+/// bit 6 IPv6 tunnel endpoints.
+pub fn ah_params(sel: u8) -> SaParams {
+    let mut p = SaParams::new(Proto::Ah, 0x2000);
+    let (alg, n, icv) = match sel % 5 {
+        0 => (IntegAlg::HmacSha1, 20, 12),
+        1 => (IntegAlg::HmacMd5, 16, 12),
+        2 => (IntegAlg::HmacSha256, 32, 16),
+        3 => (IntegAlg::HmacSha384, 48, 24),
+        _ => (IntegAlg::HmacSha512, 64, 32),
+    };
+    p.integ = Some(Keyed::new(alg, &vec![0x5a; n], icv));
+    set_mode(&mut p, sel);
+    p.esn = sel & 0x20 != 0;
+    p
+}
+
+fn set_mode(p: &mut SaParams, sel: u8) {
+    if sel & 0x10 != 0 {
+        p.mode = Mode::Tunnel;
+        p.tunnel = Some(if sel & 0x40 != 0 {
+            Tunnel {
+                src: "2001:db8::1".parse().unwrap(),
+                dst: "2001:db8::2".parse().unwrap(),
+            }
+        } else {
+            Tunnel {
+                src: "192.0.2.1".parse().unwrap(),
+                dst: "192.0.2.2".parse().unwrap(),
+            }
+        });
+    }
+}
+
+/// A fixed IV generator: the targets are deterministic.
+pub fn rng() -> IvRng {
+    IvRng::from_seed([7; 32])
+}
+
+/// A valid UDP packet (IPv4 if `v6` is false) carrying `payload`, checksums filled.
+pub fn udp_packet(v6: bool, payload: &[u8]) -> Vec<u8> {
+    udp_packet_between(v6, [10, 0, 0, 1], [10, 0, 0, 2], payload)
+}
+
+/// As [`udp_packet`], between the given IPv4 addresses (IPv6 uses fixed ones).
+pub fn udp_packet_between(v6: bool, src: [u8; 4], dst: [u8; 4], payload: &[u8]) -> Vec<u8> {
+    let udp_len = 8 + payload.len();
+    let mut udp = vec![0x30, 0x39, 0x00, 0x35, (udp_len >> 8) as u8, udp_len as u8, 0, 0];
+    udp.extend_from_slice(payload);
+    if v6 {
+        let mut p = vec![0x60, 0, 0, 0, (udp_len >> 8) as u8, udp_len as u8, 17, 64];
+        p.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0a]);
+        p.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0b]);
+        p.extend_from_slice(&udp);
+        p
+    } else {
+        let total = 20 + udp_len;
+        let mut p = vec![
+            0x45,
+            0,
+            (total >> 8) as u8,
+            total as u8,
+            0x12,
+            0x34,
+            0x40,
+            0,
+            64,
+            17,
+            0,
+            0,
+        ];
+        p.extend_from_slice(&src);
+        p.extend_from_slice(&dst);
+        let c = ipsec_core::ip::checksum(&p[..20]);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        p.extend_from_slice(&udp);
+        p
+    }
+}
+
+/// Runs `f` on `packet` in a buffer with [`ROOM`] bytes each side; returns the resulting packet.
+pub fn in_buf<E>(packet: &[u8], f: impl FnOnce(&mut PacketBuf) -> Result<(), E>) -> Result<Vec<u8>, E> {
+    let mut raw = vec![0u8; packet.len() + 2 * ROOM + 70_000];
+    raw[ROOM..ROOM + packet.len()].copy_from_slice(packet);
+    let mut b = PacketBuf::new(&mut raw, ROOM, packet.len()).expect("buffer fits");
+    f(&mut b)?;
+    Ok(b.packet().to_vec())
+}
+
+/// The mutation format of the structure-aware targets: `edits` is a list of 3-byte records
+/// `(offset_hi, offset_lo, xor)`, each XORing one byte of the packet (offset modulo its
+/// length; xor 0 means "truncate to offset" instead). At most 64 records are applied.
+pub fn apply_edits(packet: &mut Vec<u8>, edits: &[u8]) {
+    for e in edits.chunks_exact(3).take(64) {
+        if packet.is_empty() {
+            return;
+        }
+        let at = usize::from(u16::from_be_bytes([e[0], e[1]])) % packet.len();
+        if e[2] == 0 {
+            packet.truncate(at);
+        } else {
+            packet[at] ^= e[2];
+        }
+    }
+}
+
+/// An IPComp SA of `alg` (CPI = the algorithm's), transport or tunnel 192.0.2.1 -> .2.
+pub fn comp(alg: Algorithm, tunnel: bool) -> AnySa {
+    let mut p = SaParams::new(Proto::Comp, u32::from(alg.cpi()));
+    if tunnel {
+        p.mode = Mode::Tunnel;
+        p.tunnel = Some(Tunnel {
+            src: "192.0.2.1".parse().unwrap(),
+            dst: "192.0.2.2".parse().unwrap(),
+        });
+    }
+    AnySa::with_rng(&p, Some(alg), rng()).unwrap()
+}
+
+/// The bundles of the `bundle_open` target (byte 0 = `sel`): IPComp alone (transport or
+/// tunnel), IPComp inside `digest_null` ESP, IPComp + ESP + AH; algorithm `sel % 3`.
+pub fn open_bundle(sel: u8) -> Bundle {
+    let alg = [Algorithm::Deflate, Algorithm::Lzs, Algorithm::Lzf][usize::from(sel % 3)];
+    let sas = match (sel / 3) % 4 {
+        0 => vec![comp(alg, false)],
+        1 => vec![comp(alg, true)],
+        2 => {
+            // `digest_null`: what the fuzzer puts in the ciphertext reaches IPComp.
+            vec![comp(alg, false), AnySa::with_rng(&esp_params(5), None, rng()).unwrap()]
+        }
+        _ => vec![
+            comp(alg, false),
+            AnySa::with_rng(&esp_params(0), None, rng()).unwrap(),
+            AnySa::with_rng(&ah_params(2), None, rng()).unwrap(),
+        ],
+    };
+    Bundle::new(sas)
+}
