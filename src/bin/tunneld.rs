@@ -9,7 +9,7 @@
 //!
 //! The config is the `ipsec check-config` format (TOML or setkey) plus, in TOML, a
 //! `[tunnel]` table (`tun`, `mtu`, `local`, `peer`, `encap = "espinudp"`, `encap_sport`,
-//! `encap_dport`: see `ipsec::config::TunnelConfig`).
+//! `encap_dport`, `workers`, `offload`: see `ipsec::config::TunnelConfig`).
 //! The daemon itself is the `ipsec-tunnel` crate; this binary reads the config, builds the
 //! engine and hands it over.
 //!
@@ -49,6 +49,14 @@ struct Args {
     /// expiry, ...) with the event's JSON on its standard input; killed after 10 s.
     #[arg(long = "on-event", value_name = "CMD")]
     on_event: Option<String>,
+    /// Worker threads, each with its own TUN queue (default: [tunnel] workers, else one per
+    /// core).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    workers: Option<u16>,
+    /// No TUN offloads (default: [tunnel] offload, else on): plain reads and writes, no
+    /// TSO segmentation or GRO coalescing.
+    #[arg(long)]
+    no_offload: bool,
     /// Log level: error, warn, info, debug (every dropped packet) or trace.
     #[arg(long, value_name = "LEVEL", default_value = "info")]
     log: String,
@@ -109,6 +117,8 @@ fn main() -> ExitCode {
         stats: args.stats,
         control: args.control.or(t.control),
         on_event: args.on_event,
+        workers: args.workers.map(usize::from).or(t.workers).unwrap_or(0),
+        offload: !args.no_offload && t.offload.unwrap_or(true),
         reload: Some(args.config.clone()),
         ..Options::default()
     };

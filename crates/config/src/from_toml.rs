@@ -83,6 +83,8 @@ struct TunnelToml {
     encap: Option<Spanned<String>>,
     encap_sport: Option<u16>,
     encap_dport: Option<u16>,
+    workers: Option<Spanned<u32>>,
+    offload: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -354,6 +356,13 @@ fn tunnel_config(t: &TunnelToml, lines: &LineIndex, line: usize) -> Result<Tunne
         local: v4(&t.local, "local")?,
         peer: v4(&t.peer, "peer")?,
         control: t.control.as_ref().map(|c| std::path::PathBuf::from(c.get_ref())),
+        workers: match &t.workers {
+            Some(w) if !(1..=256).contains(w.get_ref()) => {
+                return Err(invalid(lines.of(w), format!("workers {} is not in 1-256", w.get_ref())))
+            }
+            w => w.as_ref().map(|w| *w.get_ref() as usize),
+        },
+        offload: t.offload,
         line: Some(line),
     })
 }
@@ -896,7 +905,7 @@ mod tests {
     fn tunnel_table() {
         assert_eq!(parse(&esp("")).unwrap().tunnel, None);
         let c = parse(&format!(
-            "{}\n[tunnel]\ntun = \"ipsec0\"\nmtu = 1400\nlocal = \"10.99.0.1\"\npeer = \"10.99.0.2\"\n",
+            "{}\n[tunnel]\ntun = \"ipsec0\"\nmtu = 1400\nlocal = \"10.99.0.1\"\npeer = \"10.99.0.2\"\nworkers = 3\noffload = false\n",
             esp("")
         ))
         .unwrap();
@@ -906,9 +915,12 @@ mod tests {
         assert_eq!(t.local, Some("10.99.0.1".parse().unwrap()));
         assert_eq!(t.peer, Some("10.99.0.2".parse().unwrap()));
         assert_eq!(t.line, Some(8));
+        assert_eq!((t.workers, t.offload), (Some(3), Some(false)));
         // Every field is optional; the table may come first.
         let c = parse(&format!("[tunnel]\n\n{}", esp(""))).unwrap();
-        assert_eq!(c.tunnel.unwrap().line, Some(1));
+        let t = c.tunnel.unwrap();
+        assert_eq!(t.line, Some(1));
+        assert_eq!((t.workers, t.offload), (None, None));
     }
 
     #[test]
@@ -917,6 +929,8 @@ mod tests {
         let e = t("tun = \"a-name-far-too-long\"");
         assert_eq!(e.line, Some(9), "{e}");
         assert!(e.to_string().contains("bad TUN name"), "{e}");
+        let e = t("workers = 0");
+        assert!(e.to_string().contains("workers 0 is not in 1-256"), "{e}");
         let e = t("mtu = 40");
         assert!(e.to_string().contains("mtu 40 is not in 68-65535"), "{e}");
         let e = t("peer = \"2001:db8::2\"");

@@ -144,6 +144,10 @@ pub struct TunnelConfig {
     /// `encap = "espinudp"`: ESP in UDP (RFC 3948) from port `encap_sport` to `encap_dport`
     /// (both 4500 by default).
     pub udp_encap: Option<(u16, u16)>,
+    /// Worker threads (each with a TUN queue), 1 to 256; `None`: one per core.
+    pub workers: Option<usize>,
+    /// TUN offloads (TSO/GRO through IFF_VNET_HDR); `None`: on.
+    pub offload: Option<bool>,
     /// The line of the `[tunnel]` header.
     pub line: Option<usize>,
 }

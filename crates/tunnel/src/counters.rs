@@ -78,6 +78,15 @@ counters! {
     /// Errors sending on the raw socket (the packet is lost; EMSGSIZE: larger than the
     /// underlay's MTU).
     underlay_send_errors,
+    /// TCP super-packets read from the TUN device (offloads on) and cut into segments, each
+    /// counted in `tun_rx_packets`.
+    tun_gso_packets,
+    /// Super-packets written to the TUN device (offloads on), each coalesced from several
+    /// opened packets (counted one by one in `tun_tx_packets`).
+    tun_gro_packets,
+    /// Packets from the TUN device with a bad virtio-net header or a super-packet that cannot
+    /// be segmented: dropped.
+    tun_offload_errors,
 }
 
 /// Adds `n` to a counter.
@@ -106,6 +115,6 @@ mod tests {
         let v = serde_json::to_value(s).unwrap();
         assert_eq!(v["not_ip"], 1);
         assert_eq!(v["tun_rx_bytes"], 1500);
-        assert_eq!(v.as_object().unwrap().len(), 21);
+        assert_eq!(v.as_object().unwrap().len(), 24);
     }
 }

@@ -1,5 +1,6 @@
-//! The daemon: opens the TUN device and the raw sockets, runs one thread per device (the TUN
-//! reader, one reader per raw socket), ticks once a second on the calling thread (engine
+//! The daemon: opens the multi-queue TUN device and the sockets, runs one outbound thread
+//! per worker (its TUN queue), one inbound thread per worker's UDP socket (ESP in UDP) and
+//! one per raw socket, ticks once a second on the calling thread (engine
 //! lifetimes, events logged, the stats file rewritten) and stops cleanly when the stop flag is
 //! set: every loop wakes at least every [`WAIT`] to look at it, the threads are joined, and
 //! the final counters are written before [`run`] returns.
@@ -9,7 +10,7 @@ use crate::encap;
 use crate::stats;
 use crate::sys::{self, RawRx, RawTx, Tun, UdpEncap};
 use crate::tunnel::{
-    inbound_protocols, run_inbound, run_outbound, tun_mtu_for, Report, Tunnel, UnderlayRx, UnderlayTx,
+    inbound_protocols, run_inbound, run_outbound, tun_mtu_for, Report, TunIo, Tunnel, UnderlayRx, UnderlayTx,
 };
 use ipsec_engine::Engine;
 use std::io;
@@ -54,6 +55,12 @@ pub struct Options {
     /// from `local:sport` to `peer:dport` (NAT-keepalives every 20 s, the peer's endpoint
     /// learned from authenticated packets). Needs `local` and `peer`. `None`: raw ESP.
     pub udp_encap: Option<(u16, u16)>,
+    /// Worker threads, each with its own TUN queue, [`Worker`](ipsec_engine::Worker) and (ESP
+    /// in UDP) UDP socket; 0: one per available core.
+    pub workers: usize,
+    /// Ask for TUN offloads (IFF_VNET_HDR, TSO4/TSO6, checksum): TCP super-packets read and
+    /// segmented, opened packets coalesced; plain reads if the kernel refuses.
+    pub offload: bool,
     /// The config file SIGHUP reloads ([`Control::reload`]); `None`: SIGHUP is not handled.
     pub reload: Option<PathBuf>,
 }
@@ -70,6 +77,8 @@ impl Default for Options {
             control: None,
             on_event: None,
             udp_encap: None,
+            workers: 0,
+            offload: true,
             reload: None,
         }
     }
@@ -115,8 +124,13 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
     let mtu = opts
         .mtu
         .unwrap_or_else(|| tun_mtu_for(&engine, underlay).map_or(FALLBACK_MTU, |m| m as u32));
-    let tun = Tun::open(&opts.tun, WAIT).map_err(context(format!("creating TUN device {}", opts.tun)))?;
-    let name = tun.name().to_string();
+    let workers = match opts.workers {
+        0 => thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let tuns = Tun::open_queues(&opts.tun, workers, opts.offload, WAIT)
+        .map_err(context(format!("creating TUN device {}", opts.tun)))?;
+    let name = tuns[0].name().to_string();
     sys::set_mtu(&name, mtu)?;
     sys::set_up(&name)?;
     let udp = match opts.udp_encap {
@@ -129,7 +143,7 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
                 ));
             };
             Some(
-                UdpEncap::open(local, sport, peer, dport, WAIT)
+                UdpEncap::open_group(local, sport, peer, dport, workers, WAIT)
                     .map_err(context(format!("opening UDP port {sport} for ESP in UDP")))?,
             )
         }
@@ -149,7 +163,8 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
         .map(|&p| RawRx::open(p, opts.local, WAIT).map_err(context(format!("opening the raw socket for protocol {p}"))))
         .collect::<io::Result<Vec<_>>>()?;
     info!(
-        "tunneld: {name} up with MTU {mtu}; underlay {} -> {}; receiving IP protocols {protocols:?}{}",
+        "tunneld: {name} up with MTU {mtu}, {workers} workers, offloads {}; underlay {} -> {}; receiving IP protocols {protocols:?}{}",
+        if tuns[0].offload() { "on" } else { "off" },
         opts.local.map_or("any".to_string(), |a| a.to_string()),
         opts.peer.map_or("any".to_string(), |a| a.to_string()),
         opts.udp_encap
@@ -163,17 +178,24 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
         None => None,
     };
     let tunnel = Tunnel::new(engine, opts.peer);
-    let tx: &dyn UnderlayTx = match (&udp, &raw_tx) {
-        (Some(u), _) => u,
-        (None, Some(r)) => r,
-        (None, None) => unreachable!("one of the two is opened above"),
-    };
-    let mut readers: Vec<(String, &dyn UnderlayRx)> = rxs
+    // Worker i: TUN queue i -> engine -> its sender; its UDP socket (ESP in UDP) -> engine ->
+    // TUN queue i. Raw sockets (one per protocol: each raw socket gets a copy of every packet,
+    // so they cannot be spread) write to queue 0.
+    let txs: Vec<&dyn UnderlayTx> = (0..workers)
+        .map(|i| match (&udp, &raw_tx) {
+            (Some(u), _) => &u[i] as &dyn UnderlayTx,
+            (None, Some(r)) => r as &dyn UnderlayTx,
+            (None, None) => unreachable!("one of the two is opened above"),
+        })
+        .collect();
+    let mut readers: Vec<(String, &dyn UnderlayRx, &Tun)> = rxs
         .iter()
-        .map(|rx| (format!("underlay-{}", rx.proto()), rx as &dyn UnderlayRx))
+        .map(|rx| (format!("underlay-{}", rx.proto()), rx as &dyn UnderlayRx, &tuns[0]))
         .collect();
     if let Some(u) = &udp {
-        readers.push(("underlay-udp".into(), u));
+        for (i, (s, q)) in u.iter().zip(&tuns).enumerate() {
+            readers.push((format!("underlay-udp-{i}"), s, q));
+        }
     }
     let hup = Arc::new(AtomicBool::new(false));
     let hup_id = match &opts.reload {
@@ -190,12 +212,18 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
         protocols: &protocols,
     });
     let spawned = thread::scope(|s| -> io::Result<()> {
-        let (t, tun) = (&tunnel, &tun);
-        let mut result = thread::Builder::new()
-            .name("tun-reader".into())
-            .spawn_scoped(s, move || run_outbound(t, tun, tx, stop))
-            .map(drop);
-        for (thread_name, rx) in readers {
+        let t = &tunnel;
+        let mut result = Ok(());
+        for (i, (tun, &tx)) in tuns.iter().zip(&txs).enumerate() {
+            if result.is_err() {
+                break;
+            }
+            result = thread::Builder::new()
+                .name(format!("tun-{i}"))
+                .spawn_scoped(s, move || run_outbound(t, tun, tx, stop))
+                .map(drop);
+        }
+        for (thread_name, rx, tun) in readers {
             if result.is_err() {
                 break;
             }
@@ -225,7 +253,7 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
             opts.stats.as_deref(),
             Some(&control),
             reload.as_ref(),
-            udp.as_ref(),
+            udp.as_ref().map(|u| &u[0]),
             stop,
         );
         Ok(())

@@ -5,10 +5,13 @@
 //!   and the daemon's counters; [`run_outbound`] (TUN → engine → underlay) and
 //!   [`run_inbound`] (underlay → engine → TUN) are the loops, over the [`TunIo`],
 //!   [`UnderlayTx`] and [`UnderlayRx`] traits (tested on in-memory fakes).
-//! - [`sys`]: the real devices (`tun-tap`, `socket2` raw sockets) and the interface ioctls;
+//! - [`sys`]: the real devices (the multi-queue TUN device, `socket2` sockets) and the ioctls;
 //!   the crate's only `unsafe` code.
-//! - [`daemon`]: wires them together with one thread per device, a 1 s ticker (lifetimes,
-//!   events, the stats file) and a clean stop.
+//! - [`offload`]: TUN offloads, sans-IO: the virtio-net header, TCP segmentation of
+//!   super-packets (TSO) and coalescing of opened packets (GRO).
+//! - [`daemon`]: wires them together with one worker per core (a TUN queue, an outbound
+//!   thread and, for ESP in UDP, an inbound thread on its own socket each), a 1 s ticker
+//!   (lifetimes, events, the stats file) and a clean stop.
 //!
 //! The binary is `tunneld` in the root package (`src/bin/tunneld.rs`), which reads the config
 //! file and builds the [`Engine`](ipsec_engine::Engine) this crate is handed.
@@ -19,6 +22,7 @@ pub mod control;
 pub mod counters;
 pub mod daemon;
 pub mod encap;
+pub mod offload;
 pub mod stats;
 pub mod sys;
 pub mod tunnel;

@@ -1,5 +1,6 @@
-//! The real devices: the TUN device (`tun-tap`), IPv4 raw sockets (`socket2`), and the two
-//! interface settings tunneld makes (MTU, up).
+//! The real devices: the multi-queue TUN device (TUNSETIFF, TUNSETOFFLOAD written here),
+//! IPv4 raw sockets and UDP sockets (`socket2`), and the two interface settings tunneld
+//! makes (MTU, up).
 //!
 //! This is the only module with `unsafe` code, in four small places, each with its reason:
 //! `poll(2)` on the TUN descriptor (so the reader can wake up to check for shutdown), a zeroed
@@ -44,56 +45,178 @@ pub fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     Ok(r > 0 && pfd.revents != 0)
 }
 
-/// The TUN device, in TUN mode without the packet-information header: reads and writes are
-/// bare IPv4 and IPv6 packets.
+// The TUN ioctls and flags (linux/if_tun.h); written out because not every libc version
+// exports them.
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca; // _IOW('T', 202, int)
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0; // _IOW('T', 208, unsigned int)
+const IFF_TUN: libc::c_short = 0x0001;
+const IFF_NO_PI: libc::c_short = 0x1000;
+const IFF_MULTI_QUEUE: libc::c_short = 0x0100;
+const IFF_VNET_HDR: libc::c_short = 0x4000;
+const TUN_F_CSUM: libc::c_uint = 0x01;
+const TUN_F_TSO4: libc::c_uint = 0x02;
+const TUN_F_TSO6: libc::c_uint = 0x04;
+
+/// One queue of the TUN device, in TUN mode without the packet-information header: reads
+/// and writes are bare IPv4 and IPv6 packets, each behind a 10-byte `virtio_net_hdr`
+/// ([`crate::offload::VnetHdr`]) when the device has offloads ([`Tun::offload`]).
+///
+/// The device is multi-queue (IFF_MULTI_QUEUE): [`Tun::open_queues`] opens one descriptor
+/// per worker; the kernel spreads the packets it routes into the device over the queues by
+/// flow hash, and any queue may be written.
 pub struct Tun {
-    iface: tun_tap::Iface,
+    fd: std::os::fd::OwnedFd,
+    name: String,
     wait: Duration,
+    vnet: bool,
 }
 
 impl Tun {
-    /// Creates (or attaches to) the TUN device `name`; reads wait at most `wait` so the
-    /// reader can check for shutdown. Needs CAP_NET_ADMIN.
+    /// Creates (or attaches to) the TUN device `name` with one queue and no offloads; reads
+    /// wait at most `wait` so the reader can check for shutdown. Needs CAP_NET_ADMIN.
     pub fn open(name: &str, wait: Duration) -> io::Result<Tun> {
-        ifreq(name)?; // the name checks, before tun-tap silently truncates a long name
-        let iface = tun_tap::Iface::without_packet_info(name, tun_tap::Mode::Tun)?;
-        // Reads wait in poll(2), never in read(2): recv_more drains the queue until EAGAIN.
-        set_nonblocking(iface.as_raw_fd())?;
-        Ok(Tun { iface, wait })
+        let mut q = Self::open_queues(name, 1, false, wait)?;
+        Ok(q.remove(0))
+    }
+
+    /// Creates the TUN device `name` with `queues` queues (at least 1). With `offload`, asks
+    /// for IFF_VNET_HDR and TSO4/TSO6 with checksum offload (TUNSETOFFLOAD); when the kernel
+    /// refuses either, the device is made again without them ([`Tun::offload`] says which).
+    pub fn open_queues(name: &str, queues: usize, offload: bool, wait: Duration) -> io::Result<Vec<Tun>> {
+        ifreq(name)?; // the name checks first: a bad name is no reason to retry
+        if offload {
+            match Self::open_with(name, queues, true, wait) {
+                Ok(q) => return Ok(q),
+                Err(e) => tracing::warn!("TUN offloads refused ({e}): plain reads and writes"),
+            }
+        }
+        Self::open_with(name, queues, false, wait)
+    }
+
+    fn open_with(name: &str, queues: usize, vnet: bool, wait: Duration) -> io::Result<Vec<Tun>> {
+        let mut out: Vec<Tun> = Vec::with_capacity(queues.max(1));
+        let mut name = name.to_string();
+        for _ in 0..queues.max(1) {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/net/tun")?;
+            let fd = std::os::fd::OwnedFd::from(file);
+            let mut ifr = ifreq(&name)?;
+            let mut flags = IFF_TUN | IFF_NO_PI | IFF_MULTI_QUEUE;
+            if vnet {
+                flags |= IFF_VNET_HDR;
+            }
+            ifr.ifr_ifru.ifru_flags = flags;
+            // SAFETY: TUNSETIFF takes a pointer to one `struct ifreq`, which `ifr` is (valid,
+            // exclusively borrowed, alive across the call); the kernel writes the device's
+            // name into `ifr_name` (NUL-terminated, within IFNAMSIZ).
+            let r = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF as _, &mut ifr as *mut libc::ifreq) };
+            if r < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            name = ifr
+                .ifr_name
+                .iter()
+                .take_while(|&&c| c != 0)
+                .map(|&c| c as u8 as char)
+                .collect();
+            set_nonblocking(fd.as_raw_fd())?;
+            if vnet && out.is_empty() {
+                let off = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+                // SAFETY: TUNSETOFFLOAD takes its argument by value (an unsigned int of flags);
+                // no memory is passed.
+                let r = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, off as libc::c_ulong) };
+                if r < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            out.push(Tun {
+                fd,
+                name: name.clone(),
+                wait,
+                vnet,
+            });
+        }
+        Ok(out)
     }
 
     /// The device's name as the kernel gave it.
     pub fn name(&self) -> &str {
-        self.iface.name()
+        &self.name
     }
 }
 
 impl TunIo for Tun {
     fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        if !poll_readable(self.iface.as_raw_fd(), self.wait)? {
+        if !poll_readable(self.fd.as_raw_fd(), self.wait)? {
             return Ok(None);
         }
         self.recv_more(buf)
     }
 
     fn recv_more(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        match self.iface.recv(buf) {
-            Ok(n) => Ok(Some(n)),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-            Err(e) => Err(e),
+        // SAFETY: `buf` is a valid, exclusively borrowed buffer of `buf.len()` bytes; read(2)
+        // writes at most that many. The fd is open while `self` lives.
+        let r = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::WouldBlock {
+                Ok(None)
+            } else {
+                Err(e)
+            };
         }
+        Ok(Some(r as usize))
     }
 
     fn send(&self, packet: &[u8]) -> io::Result<()> {
-        let n = self.iface.send(packet)?;
-        if n == packet.len() {
-            Ok(())
-        } else {
-            Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                format!("short TUN write: {n} of {} bytes", packet.len()),
-            ))
+        if self.vnet {
+            return self.send_vnet(&[0; crate::offload::VNET_HDR_LEN], packet);
         }
+        // SAFETY: `packet` is a valid borrowed buffer of `packet.len()` bytes that write(2)
+        // only reads.
+        let r = unsafe { libc::write(self.fd.as_raw_fd(), packet.as_ptr().cast(), packet.len()) };
+        check_write(r, packet.len())
+    }
+
+    fn offload(&self) -> bool {
+        self.vnet
+    }
+
+    fn send_vnet(&self, hdr: &[u8; crate::offload::VNET_HDR_LEN], packet: &[u8]) -> io::Result<()> {
+        if !self.vnet {
+            return self.send(packet);
+        }
+        let iov = [
+            libc::iovec {
+                iov_base: hdr.as_ptr() as *mut libc::c_void,
+                iov_len: hdr.len(),
+            },
+            libc::iovec {
+                iov_base: packet.as_ptr() as *mut libc::c_void,
+                iov_len: packet.len(),
+            },
+        ];
+        // SAFETY: two iovecs describing live borrowed buffers with their true lengths, which
+        // writev(2) only reads; `iov` outlives the call.
+        let r = unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), 2) };
+        check_write(r, hdr.len() + packet.len())
+    }
+}
+
+/// A write(2)'s result as `io::Result`: an error, a short write, or all `want` bytes.
+fn check_write(r: isize, want: usize) -> io::Result<()> {
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if r as usize == want {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            format!("short TUN write: {r} of {want} bytes"),
+        ))
     }
 }
 
@@ -320,8 +443,9 @@ pub struct UdpEncap {
     local: Ipv4Addr,
     peer: Ipv4Addr,
     configured: SocketAddrV4,
-    /// The learned endpoint: address << 16 | port, with bit 48 set once learned.
-    learned: AtomicU64,
+    /// The learned endpoint: address << 16 | port, with bit 48 set once learned; shared by
+    /// the sockets of one [`UdpEncap::open_group`].
+    learned: std::sync::Arc<AtomicU64>,
 }
 
 const LEARNED: u64 = 1 << 48;
@@ -332,6 +456,7 @@ impl UdpEncap {
     pub fn open(local: Ipv4Addr, sport: u16, peer: Ipv4Addr, dport: u16, wait: Duration) -> io::Result<UdpEncap> {
         let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
         sock.set_reuse_address(true)?;
+        sock.set_reuse_port(true)?;
         sock.bind(&SockAddr::from(SocketAddrV4::new(local, sport)))?;
         sock.set_read_timeout(Some(wait))?;
         let _ = sock.set_recv_buffer_size(RECV_BUFFER);
@@ -341,8 +466,33 @@ impl UdpEncap {
             local,
             peer,
             configured: SocketAddrV4::new(peer, dport),
-            learned: AtomicU64::new(0),
+            learned: std::sync::Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// `n` (at least 1) sockets bound to the same `local:sport` with SO_REUSEPORT, one per
+    /// worker, sharing the learned endpoint. The kernel spreads received datagrams over them
+    /// by 4-tuple hash: each peer's packets go to one socket, in order. (Spreading one
+    /// peer's packets by receiving CPU, a SO_ATTACH_REUSEPORT_CBPF program `cpu % n`, was
+    /// tried and measured slower: it reorders a TCP flow's packets between workers, and the
+    /// retransmits cost more than the second core gains.)
+    pub fn open_group(
+        local: Ipv4Addr,
+        sport: u16,
+        peer: Ipv4Addr,
+        dport: u16,
+        n: usize,
+        wait: Duration,
+    ) -> io::Result<Vec<UdpEncap>> {
+        let first = Self::open(local, sport, peer, dport, wait)?;
+        let port = first.local_port()?;
+        let mut v = vec![first];
+        for _ in 1..n.max(1) {
+            let mut u = Self::open(local, port, peer, dport, wait)?;
+            u.learned = std::sync::Arc::clone(&v[0].learned);
+            v.push(u);
+        }
+        Ok(v)
     }
 
     /// Where sealed packets go now.
@@ -582,6 +732,62 @@ mod tests {
         assert!(set_mtu(missing, 1400).is_err());
         assert!(set_up(missing).is_err());
         assert_eq!(set_mtu("lo", u32::MAX).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+    }
+
+    /// As root: a multi-queue TUN device with offloads; a TCP super-packet written to one
+    /// queue with a GSO header is accepted by the kernel, and the queues share one name.
+    #[test]
+    fn privileged_multi_queue_tun_with_offloads() {
+        if !privileged() {
+            eprintln!("skipped: needs root and /dev/net/tun");
+            return;
+        }
+        let qs = Tun::open_queues("tnlmq%d", 3, true, Duration::from_millis(20)).unwrap();
+        assert_eq!(qs.len(), 3);
+        assert!(qs.iter().all(|q| q.name() == qs[0].name() && q.offload()));
+        set_up(qs[0].name()).unwrap();
+        let plain = Tun::open_queues("tnlpl%d", 2, false, Duration::from_millis(20)).unwrap();
+        assert!(!plain[1].offload());
+        // A zero header and a plain packet: accepted (a short one is the kernel's to drop).
+        let mut p = vec![0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 1, 1, 1, 10, 1, 1, 2];
+        let c = crate::offload::checksum(&p);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        p.extend_from_slice(&[0, 1, 0, 2, 0, 8, 0, 0]);
+        qs[1].send(&p).unwrap();
+    }
+
+    /// ESP-in-UDP sockets of one group share the port and the learned endpoint; a datagram
+    /// sent to the port arrives on one of them.
+    #[test]
+    fn udp_group_shares_port_and_endpoint() {
+        let g = UdpEncap::open_group(
+            Ipv4Addr::LOCALHOST,
+            0,
+            Ipv4Addr::LOCALHOST,
+            4500,
+            2,
+            Duration::from_millis(50),
+        )
+        .unwrap();
+        let port = g[0].local_port().unwrap();
+        assert_eq!(g[1].local_port().unwrap(), port);
+        let from = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40001);
+        g[1].authenticated(from);
+        assert_eq!(g[0].endpoint(), from);
+        let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.send_to(&[0xff], (Ipv4Addr::LOCALHOST, port)).unwrap();
+        let t0 = Instant::now();
+        let mut got = false;
+        while !got && t0.elapsed() < Duration::from_secs(5) {
+            for u in &g {
+                let mut b = Batch::new();
+                if u.recv_batch(&mut b).unwrap() > 0 {
+                    got = true;
+                    break;
+                }
+            }
+        }
+        assert!(got, "the keepalive did not arrive on either socket");
     }
 
     /// As root: a TUN device gets its MTU and comes up; raw sockets carry an ESP packet over

@@ -12,6 +12,7 @@
 //! stop the loops: errors are counted and logged (the first, then at each power of two).
 
 use crate::counters::{add, inc, DaemonCounters, DaemonSnapshot};
+use crate::offload::{self, Coalescer, Segmenter, VnetHdr, GSO_NONE, VNET_HDR_LEN};
 use ipsec_core::PacketBuf;
 use ipsec_engine::overhead::{Calculator, Inner};
 use ipsec_engine::{
@@ -114,6 +115,17 @@ pub trait TunIo: Sync {
     fn recv_more(&self, _buf: &mut [u8]) -> io::Result<Option<usize>> {
         Ok(None)
     }
+    /// Whether every read and write carries a `virtio_net_hdr` in front of the packet
+    /// (IFF_VNET_HDR with TSO offloads: reads may be TCP super-packets, see
+    /// [`crate::offload`]). The default: no.
+    fn offload(&self) -> bool {
+        false
+    }
+    /// Writes `packet` behind the virtio-net header `hdr` (only when [`offload`](Self::offload)
+    /// is on; the default writes the packet alone).
+    fn send_vnet(&self, _hdr: &[u8; crate::offload::VNET_HDR_LEN], packet: &[u8]) -> io::Result<()> {
+        self.send(packet)
+    }
 }
 
 /// The underlay's sending side: whole IPv4 packets, headers included, as the engine built them.
@@ -171,6 +183,7 @@ pub struct Batch {
     kind: [RxKind; BATCH],
     src: [Option<SocketAddrV4>; BATCH],
     worker: Worker,
+    gro: Coalescer,
 }
 
 impl Default for Batch {
@@ -192,6 +205,7 @@ impl Batch {
             kind: [RxKind::Packet; BATCH],
             src: [None; BATCH],
             worker: Worker::new().expect("the OS entropy source works"),
+            gro: Coalescer::new(),
         }
     }
 
@@ -528,7 +542,12 @@ impl Tunnel {
         let now = self.now();
         let plane = self.plane();
         let Batch {
-            data, len, src, worker, ..
+            data,
+            len,
+            src,
+            worker,
+            gro,
+            ..
         } = b;
         let mut slots = data.iter_mut().zip(len.iter());
         let mut bufs: [PacketBuf<'_>; BATCH] = std::array::from_fn(|_| {
@@ -538,7 +557,9 @@ impl Tunnel {
         let mut out = [Ok(Verdict::Bypass); BATCH];
         plane.inbound_batch(worker, &mut bufs[..k], &mut out[..k], now);
         let mut learned = None;
-        for ((buf, verdict), from) in bufs[..k].iter().zip(&out[..k]).zip(&src[..k]) {
+        let mut opened = [0usize; BATCH];
+        let mut m = 0;
+        for (i, (verdict, from)) in out[..k].iter().zip(&src[..k]).enumerate() {
             match verdict {
                 Ok(Verdict::Protected(_)) => learned = from.or(learned),
                 Ok(Verdict::Bypass) => {
@@ -552,13 +573,50 @@ impl Tunnel {
                     continue;
                 }
             }
-            let packet = buf.packet();
-            match tun.send(packet) {
+            opened[m] = i;
+            m += 1;
+        }
+        let opened = &mut opened[..m];
+        if tun.offload() {
+            // GRO: packets of one flow next to each other (their order kept), then coalesced.
+            opened.sort_unstable_by_key(|&i| (offload::flow_key(bufs[i].packet()), i));
+            let write = |hdr: &VnetHdr, packet: &[u8], n: usize| match tun.send_vnet(&hdr.to_bytes(), packet) {
                 Ok(()) => {
-                    inc(&c.tun_tx_packets);
+                    add(&c.tun_tx_packets, n as u64);
                     add(&c.tun_tx_bytes, packet.len() as u64);
+                    if n > 1 {
+                        inc(&c.tun_gro_packets);
+                    }
                 }
                 Err(e) => count_error(&c.tun_write_errors, "writing the TUN device", &e),
+            };
+            for &i in opened.iter() {
+                let packet = bufs[i].packet();
+                if gro.append(packet) {
+                    continue;
+                }
+                let n = gro.count();
+                if let Some((hdr, sp)) = gro.finish() {
+                    write(&hdr, sp, n);
+                }
+                if !gro.start(packet) {
+                    write(&VnetHdr::default(), packet, 1);
+                }
+            }
+            let n = gro.count();
+            if let Some((hdr, sp)) = gro.finish() {
+                write(&hdr, sp, n);
+            }
+        } else {
+            for &i in opened.iter() {
+                let packet = bufs[i].packet();
+                match tun.send(packet) {
+                    Ok(()) => {
+                        inc(&c.tun_tx_packets);
+                        add(&c.tun_tx_bytes, packet.len() as u64);
+                    }
+                    Err(e) => count_error(&c.tun_write_errors, "writing the TUN device", &e),
+                }
             }
         }
         if let Some(from) = learned {
@@ -637,6 +695,9 @@ impl Tunnel {
 /// The outbound loop: TUN device → engine → underlay, until `stop` is set. Each wakeup
 /// reads what the device has ready (up to [`BATCH`] packets) and seals it as one batch.
 pub fn run_outbound(t: &Tunnel, tun: &dyn TunIo, tx: &dyn UnderlayTx, stop: &AtomicBool) {
+    if tun.offload() {
+        return run_outbound_offload(t, tun, tx, stop);
+    }
     let mut b = Batch::new();
     while !stop.load(Ordering::Relaxed) {
         match tun.recv(b.recv_area(0)) {
@@ -663,6 +724,90 @@ pub fn run_outbound(t: &Tunnel, tun: &dyn TunIo, tx: &dyn UnderlayTx, stop: &Ato
             Ok(None) => {}
             Err(e) if is_transient(&e) => {}
             Err(e) => t.read_error(&t.counters.tun_read_errors, "reading the TUN device", &e),
+        }
+    }
+}
+
+/// The outbound loop when the TUN device has offloads: each read is a virtio-net header and
+/// a packet, maybe a TCP super-packet, which is cut into segments ([`Segmenter`]) right into
+/// the batch's slots; partial checksums are completed. The batch is sealed and sent when it
+/// is full or the device has nothing more to read.
+fn run_outbound_offload(t: &Tunnel, tun: &dyn TunIo, tx: &dyn UnderlayTx, stop: &AtomicBool) {
+    let c = &t.counters;
+    let mut b = Batch::new();
+    let mut raw = vec![0u8; VNET_HDR_LEN + MAX_PACKET].into_boxed_slice();
+    let mut n = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let r = if n == 0 {
+            tun.recv(&mut raw)
+        } else {
+            tun.recv_more(&mut raw)
+        };
+        let len = match r {
+            Ok(Some(len)) => len,
+            Ok(None) => {
+                if n > 0 {
+                    t.outbound_batch(&mut b, n, tx);
+                    n = 0;
+                }
+                continue;
+            }
+            Err(e) => {
+                if n > 0 {
+                    t.outbound_batch(&mut b, n, tx);
+                    n = 0;
+                }
+                if !is_transient(&e) {
+                    t.read_error(&c.tun_read_errors, "reading the TUN device", &e);
+                }
+                continue;
+            }
+        };
+        let Ok(hdr) = VnetHdr::parse(&raw[..len]) else {
+            inc(&c.tun_offload_errors);
+            continue;
+        };
+        let pkt = &mut raw[VNET_HDR_LEN..len];
+        if hdr.gso_type == GSO_NONE {
+            if let Err(e) = offload::complete_checksum(pkt, &hdr) {
+                inc(&c.tun_offload_errors);
+                debug!("packet from the TUN device dropped: {e}");
+                continue;
+            }
+            if n == BATCH {
+                t.outbound_batch(&mut b, n, tx);
+                n = 0;
+            }
+            b.recv_area(n)[..pkt.len()].copy_from_slice(pkt);
+            b.set(n, pkt.len(), RxKind::Packet, None);
+            n += 1;
+            continue;
+        }
+        let seg = match Segmenter::new(pkt, &hdr) {
+            Ok(s) => s,
+            Err(e) => {
+                inc(&c.tun_offload_errors);
+                debug!("super-packet from the TUN device dropped: {e}");
+                continue;
+            }
+        };
+        inc(&c.tun_gso_packets);
+        for i in 0..seg.count() {
+            if n == BATCH {
+                t.outbound_batch(&mut b, n, tx);
+                n = 0;
+            }
+            match seg.write(pkt, i, b.recv_area(n)) {
+                Ok(l) => {
+                    b.set(n, l, RxKind::Packet, None);
+                    n += 1;
+                }
+                Err(e) => {
+                    inc(&c.tun_offload_errors);
+                    debug!("segment of a super-packet dropped: {e}");
+                    break;
+                }
+            }
         }
     }
 }

@@ -27,6 +27,8 @@ struct FakeTun {
     to_read: Mutex<VecDeque<io::Result<Vec<u8>>>>,
     written: Mutex<Vec<Vec<u8>>>,
     fail_writes: AtomicBool,
+    /// Reads and writes carry a virtio-net header (what is written is header + packet).
+    offload: bool,
 }
 
 impl FakeTun {
@@ -61,6 +63,13 @@ impl TunIo for FakeTun {
         }
         self.written.lock().unwrap().push(packet.to_vec());
         Ok(())
+    }
+    fn offload(&self) -> bool {
+        self.offload
+    }
+    fn send_vnet(&self, hdr: &[u8; VNET_HDR_LEN], packet: &[u8]) -> io::Result<()> {
+        assert!(self.offload, "a header written to a device without offloads");
+        self.send(&[&hdr[..], packet].concat())
     }
 }
 
@@ -668,4 +677,82 @@ fn batches_go_through_and_everything_in_them_is_counted() {
         *rx.learned.lock().unwrap(),
         vec![SocketAddrV4::new(v4("203.0.113.9"), 40007)]
     );
+}
+
+/// Offloads on both ends: a TCP super-packet read from A's TUN device is cut into segments,
+/// sealed and sent one by one; B opens them as one batch and writes one super-packet with a
+/// GSO header that equals A's (and the same bytes); a plain packet goes through alone with an
+/// empty header; a bad header is counted.
+#[test]
+fn offloads_segment_on_the_way_out_and_coalesce_on_the_way_in() {
+    use crate::offload::{VnetHdr, F_NEEDS_CSUM, GSO_TCPV4};
+    let (a, b) = pair(bundle_esp);
+    let tun_a = FakeTun {
+        offload: true,
+        ..FakeTun::default()
+    };
+    let tun_b = FakeTun {
+        offload: true,
+        ..FakeTun::default()
+    };
+    let wire = FakeWire::default();
+    // The super-packet: 20,000 bytes of TCP payload, TCP checksum field = pseudo-header sum.
+    let mut sp = Vec::new();
+    etherparse::PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+        .tcp(40000, 5201, 1000, 500)
+        .ack(77)
+        .psh()
+        .write(&mut sp, &payload(20_000))
+        .unwrap();
+    let mut sum: u32 = 6 + (sp.len() as u32 - 20);
+    for c in sp[12..20].chunks(2) {
+        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sp[36..38].copy_from_slice(&(sum as u16).to_be_bytes());
+    let hdr = VnetHdr {
+        flags: F_NEEDS_CSUM,
+        gso_type: GSO_TCPV4,
+        hdr_len: 40,
+        gso_size: 1200,
+        csum_start: 20,
+        csum_offset: 16,
+    };
+    tun_a.queue([&hdr.to_bytes()[..], &sp].concat());
+    tun_a.queue(vec![1, 2, 3]); // shorter than the header
+    let ping = ping4(1, 300);
+    tun_a.queue([&[0u8; VNET_HDR_LEN][..], &ping].concat());
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| run_outbound(&a, &tun_a, &wire, &stop));
+        let t0 = Instant::now();
+        while wire.packets.lock().unwrap().len() < 18 && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    let ra = a.counters().snapshot();
+    assert_eq!((ra.tun_gso_packets, ra.tun_offload_errors), (1, 1));
+    assert_eq!((ra.tun_rx_packets, ra.underlay_tx_packets), (18, 18));
+    let sealed = wire.take();
+    assert_eq!(sealed.len(), 18);
+    assert!(sealed.iter().all(|(p, _)| p.len() <= 1200 + 40 + 20 + 40));
+    let mut batch = Batch::new();
+    for (i, (p, _)) in sealed.iter().enumerate() {
+        batch.recv_area(i)[..p.len()].copy_from_slice(p);
+        batch.set(i, p.len(), RxKind::Packet, None);
+    }
+    b.inbound_batch(&mut batch, sealed.len(), &wire, &tun_b);
+    let w = tun_b.written();
+    assert_eq!(w.len(), 2, "the ping alone, the 17 segments as one");
+    assert_eq!(w[0], [&[0u8; VNET_HDR_LEN][..], &ping].concat());
+    assert_eq!(VnetHdr::parse(&w[1]).unwrap(), hdr);
+    assert!(
+        w[1][VNET_HDR_LEN..] == sp[..],
+        "the super-packet comes back byte for byte"
+    );
+    let rb = b.counters().snapshot();
+    assert_eq!((rb.tun_tx_packets, rb.tun_gro_packets), (18, 1));
 }

@@ -1,0 +1,466 @@
+//! TUN offloads, sans-IO: the `virtio_net_hdr` a TUN device with IFF_VNET_HDR puts in front
+//! of every packet, TCP segmentation of the super-packets the kernel hands over with TSO4/TSO6
+//! ([`Segmenter`]), and the reverse on the way in: opened packets of one TCP flow coalesced
+//! into one super-packet (GRO, [`Coalescer`]) that the kernel segments or takes as is.
+//!
+//! Everything here works on byte slices and fixed buffers: no I/O, no allocation per packet
+//! (the [`Coalescer`] owns one 64 KB buffer). Every parse of the device's bytes returns an
+//! [`OffloadError`]; loops are bounded by the packet's length.
+//!
+//! The header's integers are in the host's byte order as the kernel's TUN driver reads them
+//! (little-endian virtio on the little-endian hosts tunneld runs on; we encode little-endian).
+
+use std::fmt;
+
+/// The length of `struct virtio_net_hdr` (the TUN default, TUNSETVNETHDRSZ not used).
+pub const VNET_HDR_LEN: usize = 10;
+/// `flags`: the checksum from `csum_start` on is to be completed, stored at
+/// `csum_start + csum_offset`; the field holds the pseudo-header sum.
+pub const F_NEEDS_CSUM: u8 = 1;
+/// `gso_type`: not a super-packet.
+pub const GSO_NONE: u8 = 0;
+/// `gso_type`: a TCP over IPv4 super-packet.
+pub const GSO_TCPV4: u8 = 1;
+/// `gso_type`: a TCP over IPv6 super-packet.
+pub const GSO_TCPV6: u8 = 4;
+/// `gso_type` bit: ECN (CWR is set on the first segment only).
+pub const GSO_ECN: u8 = 0x80;
+/// The most segments one super-packet may be cut into.
+pub const MAX_SEGMENTS: usize = 1024;
+/// The largest super-packet (IPv4's and IPv6's length field).
+pub const MAX_SUPER: usize = 65535;
+
+const TCP_FIN: u8 = 0x01;
+const TCP_SYN: u8 = 0x02;
+const TCP_RST: u8 = 0x04;
+const TCP_PSH: u8 = 0x08;
+const TCP_URG: u8 = 0x20;
+const TCP_CWR: u8 = 0x80;
+
+/// What is wrong with a packet read from the TUN device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffloadError {
+    /// Shorter than the virtio-net header, or than the headers it claims.
+    Truncated,
+    /// A GSO type other than TCPv4/TCPv6 (UDP, USO: never asked for).
+    UnsupportedGso(u8),
+    /// A super-packet that is not plain TCP over IPv4 (no fragment) or IPv6 (no extension
+    /// header), or whose IP version does not match the GSO type.
+    NotTcp,
+    /// `gso_size` 0, or more than [`MAX_SEGMENTS`] segments.
+    BadGsoSize,
+    /// `csum_start`/`csum_offset` point outside the packet.
+    BadChecksumOffsets,
+    /// The output buffer is too small for a segment.
+    NoRoom,
+}
+
+impl fmt::Display for OffloadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OffloadError::Truncated => f.write_str("truncated virtio-net header or packet"),
+            OffloadError::UnsupportedGso(t) => write!(f, "unsupported GSO type {t:#x}"),
+            OffloadError::NotTcp => f.write_str("super-packet is not TCP over plain IPv4/IPv6"),
+            OffloadError::BadGsoSize => f.write_str("bad GSO segment size"),
+            OffloadError::BadChecksumOffsets => f.write_str("checksum offsets outside the packet"),
+            OffloadError::NoRoom => f.write_str("segment does not fit the buffer"),
+        }
+    }
+}
+
+impl std::error::Error for OffloadError {}
+
+/// `struct virtio_net_hdr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VnetHdr {
+    /// [`F_NEEDS_CSUM`] or 0.
+    pub flags: u8,
+    /// [`GSO_NONE`], [`GSO_TCPV4`], [`GSO_TCPV6`] (maybe with [`GSO_ECN`]).
+    pub gso_type: u8,
+    /// The length of the IP and TCP headers (a hint).
+    pub hdr_len: u16,
+    /// The payload bytes per segment.
+    pub gso_size: u16,
+    /// Where the checksummed part starts.
+    pub csum_start: u16,
+    /// Where in it the checksum goes.
+    pub csum_offset: u16,
+}
+
+impl VnetHdr {
+    /// Reads the header from the first [`VNET_HDR_LEN`] bytes of `b`.
+    pub fn parse(b: &[u8]) -> Result<VnetHdr, OffloadError> {
+        let b: &[u8; VNET_HDR_LEN] = b
+            .get(..VNET_HDR_LEN)
+            .and_then(|s| s.try_into().ok())
+            .ok_or(OffloadError::Truncated)?;
+        let u = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+        Ok(VnetHdr {
+            flags: b[0],
+            gso_type: b[1],
+            hdr_len: u(2),
+            gso_size: u(4),
+            csum_start: u(6),
+            csum_offset: u(8),
+        })
+    }
+
+    /// The header's bytes.
+    pub fn to_bytes(&self) -> [u8; VNET_HDR_LEN] {
+        let mut b = [0u8; VNET_HDR_LEN];
+        b[0] = self.flags;
+        b[1] = self.gso_type;
+        b[2..4].copy_from_slice(&self.hdr_len.to_le_bytes());
+        b[4..6].copy_from_slice(&self.gso_size.to_le_bytes());
+        b[6..8].copy_from_slice(&self.csum_start.to_le_bytes());
+        b[8..10].copy_from_slice(&self.csum_offset.to_le_bytes());
+        b
+    }
+}
+
+/// Adds `data` as big-endian 16-bit words to `acc` (ones' complement, carries deferred).
+fn sum(mut acc: u64, data: &[u8]) -> u64 {
+    let mut chunks = data.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_be_bytes(c.try_into().expect("8 bytes"));
+        acc = acc.wrapping_add(w >> 32).wrapping_add(w & 0xffff_ffff);
+    }
+    let mut rest = chunks.remainder().chunks_exact(2);
+    for c in &mut rest {
+        acc += u64::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    if let [last] = rest.remainder() {
+        acc += u64::from(*last) << 8;
+    }
+    acc
+}
+
+/// Folds a sum to 16 bits (not complemented).
+fn fold(mut acc: u64) -> u16 {
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u16
+}
+
+/// The ones' complement checksum of `data` (the IPv4 header checksum when its field is 0).
+pub fn checksum(data: &[u8]) -> u16 {
+    !fold(sum(0, data))
+}
+
+/// The TCP pseudo-header sum (not complemented) for `ip` (an IPv4 or IPv6 header, version
+/// from its first nibble) and a TCP length.
+fn pseudo_sum(ip: &[u8], tcp_len: usize) -> u64 {
+    if ip[0] >> 4 == 4 {
+        sum(0, &ip[12..20]) + 6 + tcp_len as u64
+    } else {
+        sum(0, &ip[8..40]) + 6 + tcp_len as u64
+    }
+}
+
+/// A TCP/IP packet's layout: IP header length, TCP header length, total length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Layout {
+    v6: bool,
+    ip: usize,
+    tcp: usize,
+    total: usize,
+}
+
+impl Layout {
+    fn headers(&self) -> usize {
+        self.ip + self.tcp
+    }
+}
+
+/// The layout of `p` if it is TCP over IPv4 (no options restriction, not a fragment) or IPv6
+/// (no extension header) with a complete TCP header; the total from the IP length field.
+fn tcp_layout(p: &[u8]) -> Option<Layout> {
+    let (v6, ip, total) = match p.first()? >> 4 {
+        4 => {
+            let ihl = usize::from(p[0] & 0x0f) * 4;
+            if ihl < 20 || p.len() < ihl || p[9] != 6 {
+                return None;
+            }
+            if u16::from_be_bytes([p[6], p[7]]) & 0x3fff != 0 {
+                return None; // MF or a fragment offset
+            }
+            (false, ihl, usize::from(u16::from_be_bytes([p[2], p[3]])))
+        }
+        6 => {
+            if p.len() < 40 || p[6] != 6 {
+                return None;
+            }
+            (true, 40, 40 + usize::from(u16::from_be_bytes([p[4], p[5]])))
+        }
+        _ => return None,
+    };
+    if total > p.len() || total < ip + 20 {
+        return None;
+    }
+    let tcp = usize::from(p[ip + 12] >> 4) * 4;
+    if tcp < 20 || ip + tcp > total {
+        return None;
+    }
+    Some(Layout { v6, ip, tcp, total })
+}
+
+/// Completes a partial checksum as [`F_NEEDS_CSUM`] asks: sums `p[csum_start..]` (the field
+/// holds the pseudo-header sum) and stores the complement at `csum_start + csum_offset`.
+pub fn complete_checksum(p: &mut [u8], hdr: &VnetHdr) -> Result<(), OffloadError> {
+    if hdr.flags & F_NEEDS_CSUM == 0 {
+        return Ok(());
+    }
+    let start = usize::from(hdr.csum_start);
+    let at = start + usize::from(hdr.csum_offset);
+    if start >= p.len() || at + 2 > p.len() {
+        return Err(OffloadError::BadChecksumOffsets);
+    }
+    let c = checksum(&p[start..]);
+    p[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    Ok(())
+}
+
+/// Cuts one TCP super-packet (read behind a virtio-net header with GSO_TCPV4/6) into
+/// segments of `gso_size` payload bytes, each a complete packet with correct lengths, IPv4
+/// ID and header checksum, TCP sequence number, flags (FIN and PSH on the last only, CWR on
+/// the first only) and TCP checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segmenter {
+    layout: Layout,
+    gso: usize,
+    count: usize,
+}
+
+impl Segmenter {
+    /// Checks `p` (the packet after the header) against `hdr`. A header without GSO is an
+    /// error here ([`complete_checksum`] handles those).
+    pub fn new(p: &[u8], hdr: &VnetHdr) -> Result<Segmenter, OffloadError> {
+        let v6 = match hdr.gso_type & !GSO_ECN {
+            GSO_TCPV4 => false,
+            GSO_TCPV6 => true,
+            t => return Err(OffloadError::UnsupportedGso(t)),
+        };
+        let layout = tcp_layout(p).ok_or(OffloadError::NotTcp)?;
+        if layout.v6 != v6 {
+            return Err(OffloadError::NotTcp);
+        }
+        let gso = usize::from(hdr.gso_size);
+        if gso == 0 {
+            return Err(OffloadError::BadGsoSize);
+        }
+        let payload = layout.total - layout.headers();
+        let count = payload.div_ceil(gso).max(1);
+        if count > MAX_SEGMENTS {
+            return Err(OffloadError::BadGsoSize);
+        }
+        Ok(Segmenter { layout, gso, count })
+    }
+
+    /// How many segments.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Writes segment `i` (< [`count`](Self::count)) of `p` into `out`; returns its length.
+    pub fn write(&self, p: &[u8], i: usize, out: &mut [u8]) -> Result<usize, OffloadError> {
+        let l = self.layout;
+        let h = l.headers();
+        let from = h + i * self.gso;
+        let to = (from + self.gso).min(l.total);
+        if i >= self.count || from > to {
+            return Err(OffloadError::BadGsoSize);
+        }
+        let len = h + (to - from);
+        if out.len() < len {
+            return Err(OffloadError::NoRoom);
+        }
+        out[..h].copy_from_slice(&p[..h]);
+        out[h..len].copy_from_slice(&p[from..to]);
+        let (ip, tcp) = out[..len].split_at_mut(l.ip);
+        if l.v6 {
+            ip[4..6].copy_from_slice(&((len - 40) as u16).to_be_bytes());
+        } else {
+            ip[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+            let id = u16::from_be_bytes([ip[4], ip[5]]).wrapping_add(i as u16);
+            ip[4..6].copy_from_slice(&id.to_be_bytes());
+            ip[10..12].copy_from_slice(&[0, 0]);
+            let c = checksum(ip);
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+        }
+        let seq = u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]).wrapping_add((i * self.gso) as u32);
+        tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+        if i + 1 < self.count {
+            tcp[13] &= !(TCP_FIN | TCP_PSH);
+        }
+        if i > 0 {
+            tcp[13] &= !TCP_CWR;
+        }
+        tcp[16..18].copy_from_slice(&[0, 0]);
+        let c = !fold(sum(pseudo_sum(ip, tcp.len()), tcp));
+        tcp[16..18].copy_from_slice(&c.to_be_bytes());
+        Ok(len)
+    }
+}
+
+/// Builds a TCP super-packet from consecutive packets of one flow (GRO): same addresses and
+/// ports, IP TOS/TTL (IPv6: first word and hop limit) and DF, TCP ACK, window, header length
+/// and options; each next packet's sequence number right after the previous one's payload;
+/// flags equal except CWR (first only) and PSH (last only: nothing is appended after it);
+/// every segment but the last exactly as long as the first, the last no longer; never SYN,
+/// FIN, RST, URG, nor an empty payload; at most [`MAX_SUPER`] bytes.
+///
+/// [`finish`](Self::finish) gives the packet to write and its header: one packet alone comes
+/// back unchanged with an empty header; several come with GSO_TCPV4/6, [`F_NEEDS_CSUM`] and
+/// the pseudo-header sum in the TCP checksum field (the packets' own checksums are not
+/// checked again: ESP authenticated every byte).
+pub struct Coalescer {
+    buf: Box<[u8]>,
+    len: usize,
+    layout: Option<Layout>,
+    gso: usize,
+    last_payload: usize,
+    count: usize,
+    next_seq: u32,
+}
+
+impl Default for Coalescer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Coalescer {
+    /// An empty coalescer with its [`MAX_SUPER`]-byte buffer.
+    pub fn new() -> Self {
+        Coalescer {
+            buf: vec![0; MAX_SUPER].into_boxed_slice(),
+            len: 0,
+            layout: None,
+            gso: 0,
+            last_payload: 0,
+            count: 0,
+            next_seq: 0,
+        }
+    }
+
+    /// Whether a super-packet is being built.
+    pub fn pending(&self) -> bool {
+        self.layout.is_some()
+    }
+
+    /// Starts a super-packet with `p` when `p` could be coalesced with what follows;
+    /// `false` (and nothing pending) otherwise: write `p` as it is. Call after
+    /// [`finish`](Self::finish).
+    pub fn start(&mut self, p: &[u8]) -> bool {
+        self.layout = None;
+        let Some(l) = tcp_layout(p) else { return false };
+        let flags = p[l.ip + 13];
+        let payload = l.total - l.headers();
+        if flags & (TCP_SYN | TCP_FIN | TCP_RST | TCP_URG) != 0 || payload == 0 {
+            return false;
+        }
+        self.buf[..l.total].copy_from_slice(&p[..l.total]);
+        self.len = l.total;
+        self.layout = Some(l);
+        self.gso = payload;
+        self.last_payload = payload;
+        self.count = 1;
+        self.next_seq = seq(&p[l.ip..]).wrapping_add(payload as u32);
+        true
+    }
+
+    /// Appends `p` to the pending super-packet if it continues it; `false` otherwise (then
+    /// [`finish`](Self::finish) and [`start`](Self::start) anew).
+    pub fn append(&mut self, p: &[u8]) -> bool {
+        let Some(a) = self.layout else { return false };
+        let Some(b) = tcp_layout(p) else { return false };
+        let first = &self.buf[..self.len];
+        if (Layout { total: a.total, ..b }) != a {
+            return false;
+        }
+        let payload = b.total - b.headers();
+        if payload == 0 || payload > self.gso || self.last_payload != self.gso || self.len + payload > MAX_SUPER {
+            return false;
+        }
+        let same_ip = if a.v6 {
+            first[..4] == p[..4] && first[7..40] == p[7..40]
+        } else {
+            first[1] == p[1]
+                && first[6] & 0x40 == p[6] & 0x40
+                && first[8..10] == p[8..10]
+                && first[12..a.ip] == p[12..a.ip]
+        };
+        let (ft, pt) = (&first[a.ip..], &p[a.ip..b.headers()]);
+        // ports; ack; data offset; window; options (the checksum and urgent pointer aside)
+        let same_tcp =
+            ft[..4] == pt[..4] && ft[8..13] == pt[8..13] && ft[14..16] == pt[14..16] && ft[20..a.tcp] == pt[20..];
+        let (ff, pf) = (ft[13], pt[13]);
+        let flags_ok = ff & TCP_PSH == 0 && (pf & !TCP_PSH) == (ff & !TCP_CWR) && pf & TCP_CWR == 0;
+        if !(same_ip && same_tcp && flags_ok) || seq(pt) != self.next_seq {
+            return false;
+        }
+        self.buf[self.len..self.len + payload].copy_from_slice(&p[b.headers()..b.total]);
+        self.len += payload;
+        self.buf[a.ip + 13] |= pf & TCP_PSH;
+        self.next_seq = self.next_seq.wrapping_add(payload as u32);
+        self.last_payload = payload;
+        self.count += 1;
+        true
+    }
+
+    /// How many packets the pending (or last finished) super-packet holds.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Ends the pending super-packet: the header to write it with and its bytes (`None` when
+    /// nothing is pending).
+    pub fn finish(&mut self) -> Option<(VnetHdr, &[u8])> {
+        let l = self.layout.take()?;
+        let len = self.len;
+        if self.count == 1 {
+            return Some((VnetHdr::default(), &self.buf[..len]));
+        }
+        let (ip, tcp) = self.buf[..len].split_at_mut(l.ip);
+        if l.v6 {
+            ip[4..6].copy_from_slice(&((len - 40) as u16).to_be_bytes());
+        } else {
+            ip[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+            ip[10..12].copy_from_slice(&[0, 0]);
+            let c = checksum(ip);
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+        }
+        let partial = fold(pseudo_sum(ip, tcp.len()));
+        tcp[16..18].copy_from_slice(&partial.to_be_bytes());
+        let hdr = VnetHdr {
+            flags: F_NEEDS_CSUM,
+            gso_type: if l.v6 { GSO_TCPV6 } else { GSO_TCPV4 },
+            hdr_len: l.headers() as u16,
+            gso_size: self.gso as u16,
+            csum_start: l.ip as u16,
+            csum_offset: 16,
+        };
+        Some((hdr, &self.buf[..len]))
+    }
+}
+
+fn seq(tcp: &[u8]) -> u32 {
+    u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]])
+}
+
+/// A key that sorts packets of one TCP flow next to each other (stable sort keeps their
+/// order), so [`Coalescer`] sees them consecutively: the addresses and ports hashed, 0 for
+/// anything not TCP.
+pub fn flow_key(p: &[u8]) -> u64 {
+    let Some(l) = tcp_layout(p) else { return 0 };
+    let addrs = if l.v6 { &p[8..40] } else { &p[12..20] };
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in addrs.iter().chain(&p[l.ip..l.ip + 4]) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    }
+    h | 1
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,345 @@
+//! Segmentation and coalescing against packets built and checked by etherparse (an
+//! independent implementation of the headers and checksums).
+
+use super::*;
+use etherparse::{Ipv4Header, Ipv6Header, PacketBuilder, TcpHeader};
+
+const GSO: u16 = 1400;
+
+fn payload(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
+}
+
+/// A TCP super-packet as the kernel hands it over with TSO: whole-length IP header, the
+/// TCP checksum field holding the pseudo-header sum, and its virtio-net header.
+fn super_v4(n: usize, cwr: bool, psh: bool) -> (Vec<u8>, VnetHdr) {
+    let mut b = PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+        .tcp(40000, 5201, 0xffff_f000, 501)
+        .ack(12345)
+        .options(&[etherparse::TcpOptionElement::Timestamp(1, 2)])
+        .unwrap();
+    if cwr {
+        b = b.cwr();
+    }
+    if psh {
+        b = b.psh();
+    }
+    let body = payload(n);
+    let mut p = Vec::new();
+    b.write(&mut p, &body).unwrap();
+    p[4..6].copy_from_slice(&0x4242u16.to_be_bytes());
+    let ip = Ipv4Header::from_slice(&p).unwrap().0;
+    p[10..12].copy_from_slice(&ip.calc_header_checksum().to_be_bytes());
+    to_partial(&mut p, 20);
+    let hl = (20 + usize::from(p[32] >> 4) * 4) as u16;
+    let hdr = VnetHdr {
+        flags: F_NEEDS_CSUM,
+        gso_type: GSO_TCPV4,
+        hdr_len: hl,
+        gso_size: GSO,
+        csum_start: 20,
+        csum_offset: 16,
+    };
+    (p, hdr)
+}
+
+fn super_v6(n: usize) -> (Vec<u8>, VnetHdr) {
+    let b = PacketBuilder::ipv6([0xfd; 16], [0xfe; 16], 64)
+        .tcp(40000, 5201, 7, 501)
+        .ack(99)
+        .psh();
+    let mut p = Vec::new();
+    b.write(&mut p, &payload(n)).unwrap();
+    to_partial(&mut p, 40);
+    let hdr = VnetHdr {
+        flags: F_NEEDS_CSUM,
+        gso_type: GSO_TCPV6,
+        hdr_len: 60,
+        gso_size: GSO,
+        csum_start: 40,
+        csum_offset: 16,
+    };
+    (p, hdr)
+}
+
+/// Replaces the TCP checksum with the pseudo-header sum, as NEEDS_CSUM packets carry it.
+fn to_partial(p: &mut [u8], ip: usize) {
+    let tcp_len = p.len() - ip;
+    let mut s: u32 = 6 + tcp_len as u32;
+    let addrs = if ip == 20 { &p[12..20] } else { &p[8..40] };
+    for c in addrs.chunks(2) {
+        s += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    p[ip + 16..ip + 18].copy_from_slice(&(s as u16).to_be_bytes());
+}
+
+/// The first byte where `a` and `b` differ (or the length difference), for short failures.
+fn diff(a: &[u8], b: &[u8]) -> Option<(usize, u8, u8)> {
+    if a.len() != b.len() {
+        return Some((usize::MAX, a.len() as u8, b.len() as u8));
+    }
+    a.iter()
+        .zip(b)
+        .enumerate()
+        .find(|(_, (x, y))| x != y)
+        .map(|(i, (x, y))| (i, *x, *y))
+}
+
+fn segment_all(p: &[u8], hdr: &VnetHdr) -> Vec<Vec<u8>> {
+    let s = Segmenter::new(p, hdr).unwrap();
+    (0..s.count())
+        .map(|i| {
+            let mut out = vec![0u8; 2000];
+            let n = s.write(p, i, &mut out).unwrap();
+            out.truncate(n);
+            out
+        })
+        .collect()
+}
+
+fn coalesce_all(segs: &[Vec<u8>]) -> Vec<(VnetHdr, Vec<u8>)> {
+    let mut c = Coalescer::new();
+    let mut out = Vec::new();
+    for s in segs {
+        if c.append(s) {
+            continue;
+        }
+        if let Some((h, b)) = c.finish() {
+            out.push((h, b.to_vec()));
+        }
+        if !c.start(s) {
+            out.push((VnetHdr::default(), s.clone()));
+        }
+    }
+    if let Some((h, b)) = c.finish() {
+        out.push((h, b.to_vec()));
+    }
+    out
+}
+
+/// Checks a v4 segment with etherparse: header checksum, TCP checksum, lengths.
+fn check_v4(seg: &[u8]) -> (Ipv4Header, TcpHeader, usize) {
+    let (ip, rest) = Ipv4Header::from_slice(seg).unwrap();
+    assert_eq!(usize::from(ip.total_len), seg.len());
+    assert_eq!(ip.header_checksum, ip.calc_header_checksum());
+    let (tcp, body) = TcpHeader::from_slice(rest).unwrap();
+    assert_eq!(tcp.checksum, tcp.calc_checksum_ipv4(&ip, body).unwrap());
+    (ip, tcp, body.len())
+}
+
+#[test]
+fn v4_segments_are_valid_and_coalesce_back_to_the_original() {
+    for (n, cwr) in [
+        (5000usize, false),
+        (GSO as usize * 3, true),
+        (100, false),
+        (65535 - 52, false),
+    ] {
+        let (p, hdr) = super_v4(n, cwr, true);
+        let segs = segment_all(&p, &hdr);
+        assert_eq!(segs.len(), n.div_ceil(GSO as usize));
+        let mut seq = 0xffff_f000u32;
+        for (i, s) in segs.iter().enumerate() {
+            let (ip, tcp, len) = check_v4(s);
+            assert_eq!(ip.identification, 0x4242u16.wrapping_add(i as u16));
+            assert_eq!(tcp.sequence_number, seq, "segment {i}");
+            assert_eq!(tcp.psh, i + 1 == segs.len());
+            assert_eq!(tcp.cwr, cwr && i == 0);
+            assert_eq!(tcp.acknowledgment_number, 12345);
+            if i + 1 < segs.len() {
+                assert_eq!(len, GSO as usize);
+            }
+            seq = seq.wrapping_add(len as u32);
+        }
+        let back = coalesce_all(&segs);
+        assert_eq!(back.len(), 1);
+        if segs.len() == 1 {
+            // One segment: written as it is, with a complete checksum.
+            assert_eq!(back[0].0, VnetHdr::default());
+            assert_eq!(diff(&back[0].1, &segs[0]), None);
+        } else {
+            assert_eq!(back[0].0, hdr);
+            assert_eq!(diff(&back[0].1, &p), None, "n = {n}");
+        }
+    }
+}
+
+#[test]
+fn v6_segments_are_valid_and_coalesce_back_to_the_original() {
+    let (p, hdr) = super_v6(9000);
+    let segs = segment_all(&p, &hdr);
+    assert_eq!(segs.len(), 7);
+    for s in &segs {
+        let (ip, rest) = Ipv6Header::from_slice(s).unwrap();
+        assert_eq!(usize::from(ip.payload_length), s.len() - 40);
+        let (tcp, body) = TcpHeader::from_slice(rest).unwrap();
+        assert_eq!(tcp.checksum, tcp.calc_checksum_ipv6(&ip, body).unwrap());
+    }
+    let back = coalesce_all(&segs);
+    assert_eq!(back.len(), 1);
+    assert_eq!(back[0].0, hdr);
+    assert_eq!(diff(&back[0].1, &p), None);
+}
+
+#[test]
+fn coalescing_stops_where_the_flow_does_not_continue() {
+    let (p, hdr) = super_v4(GSO as usize * 4, false, false);
+    let segs = segment_all(&p, &hdr);
+    // A gap in the sequence: two super-packets.
+    let gap = [segs[0].clone(), segs[1].clone(), segs[3].clone()];
+    let back = coalesce_all(&gap);
+    assert_eq!(back.len(), 2);
+    assert_eq!(back[0].0.gso_type, GSO_TCPV4);
+    assert_eq!(diff(&back[1].1, &segs[3]), None);
+    // Another flow in between (other port) breaks it; its packet goes alone.
+    let mut other = segs[1].clone();
+    other[20..22].copy_from_slice(&1234u16.to_be_bytes());
+    let back = coalesce_all(&[segs[0].clone(), other.clone(), segs[1].clone()]);
+    assert_eq!(back.len(), 3);
+    // PSH in the middle: nothing after it is appended.
+    let mut pushed = segs[1].clone();
+    pushed[33] |= 0x08;
+    let back = coalesce_all(&[segs[0].clone(), pushed, segs[2].clone()]);
+    assert_eq!(back.len(), 2);
+    // A changed ACK or TTL ends it.
+    let mut acked = segs[1].clone();
+    acked[28] ^= 1;
+    assert_eq!(coalesce_all(&[segs[0].clone(), acked]).len(), 2);
+    let mut ttl = segs[1].clone();
+    ttl[8] = 3;
+    assert_eq!(coalesce_all(&[segs[0].clone(), ttl]).len(), 2);
+    // A short segment is only ever the last.
+    let (q, qh) = super_v4(GSO as usize + 10, false, false);
+    let qs = segment_all(&q, &qh);
+    let back = coalesce_all(&[qs[0].clone(), qs[1].clone(), segs[0].clone()]);
+    assert_eq!(back.len(), 2);
+    // SYN and pure ACKs are never started on; non-TCP neither.
+    let mut syn = segs[0].clone();
+    syn[33] |= 0x02;
+    let mut c = Coalescer::new();
+    assert!(!c.start(&syn));
+    assert!(!c.start(&[0x45, 0, 0, 20]));
+    assert!(!c.append(&segs[0]));
+    assert!(c.finish().is_none());
+}
+
+#[test]
+fn interleaved_flows_sorted_by_flow_key_coalesce_per_flow() {
+    let (a, ah) = super_v4(GSO as usize * 3, false, false);
+    let (b, bh) = super_v6(GSO as usize * 3);
+    let (sa, sb) = (segment_all(&a, &ah), segment_all(&b, &bh));
+    let mut mixed: Vec<Vec<u8>> = Vec::new();
+    for i in 0..3 {
+        mixed.push(sa[i].clone());
+        mixed.push(sb[i].clone());
+    }
+    mixed.sort_by_key(|p| flow_key(p));
+    let back = coalesce_all(&mixed);
+    assert_eq!(back.len(), 2);
+    assert!(back.iter().any(|(h, p)| *h == ah && diff(p, &a).is_none()));
+    assert!(back.iter().any(|(h, p)| *h == bh && diff(p, &b).is_none()));
+}
+
+#[test]
+fn partial_checksums_are_completed() {
+    let mut p = Vec::new();
+    PacketBuilder::ipv4([1, 2, 3, 4], [5, 6, 7, 8], 9)
+        .udp(1, 2)
+        .write(&mut p, b"hello, checksum")
+        .unwrap();
+    let good = p.clone();
+    // The UDP checksum field holding the pseudo-header sum.
+    let mut s: u32 = 17 + (p.len() as u32 - 20);
+    for c in p[12..20].chunks(2) {
+        s += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    p[26..28].copy_from_slice(&(s as u16).to_be_bytes());
+    let hdr = VnetHdr {
+        flags: F_NEEDS_CSUM,
+        csum_start: 20,
+        csum_offset: 6,
+        ..VnetHdr::default()
+    };
+    complete_checksum(&mut p, &hdr).unwrap();
+    assert_eq!(p, good);
+    let bad = VnetHdr { csum_offset: 60, ..hdr };
+    assert_eq!(complete_checksum(&mut p, &bad), Err(OffloadError::BadChecksumOffsets));
+}
+
+#[test]
+fn bad_headers_are_typed_errors() {
+    assert_eq!(VnetHdr::parse(&[0; 9]), Err(OffloadError::Truncated));
+    let h = VnetHdr {
+        flags: 1,
+        gso_type: 4,
+        hdr_len: 0x1234,
+        gso_size: 0xabcd,
+        csum_start: 7,
+        csum_offset: 0xfffe,
+    };
+    assert_eq!(VnetHdr::parse(&h.to_bytes()), Ok(h));
+    let (p, hdr) = super_v4(5000, false, false);
+    let udp = VnetHdr { gso_type: 3, ..hdr };
+    assert_eq!(Segmenter::new(&p, &udp), Err(OffloadError::UnsupportedGso(3)));
+    let zero = VnetHdr { gso_size: 0, ..hdr };
+    assert_eq!(Segmenter::new(&p, &zero), Err(OffloadError::BadGsoSize));
+    let tiny = VnetHdr { gso_size: 1, ..hdr };
+    assert_eq!(Segmenter::new(&p, &tiny), Err(OffloadError::BadGsoSize));
+    let v6 = VnetHdr {
+        gso_type: GSO_TCPV6,
+        ..hdr
+    };
+    assert_eq!(Segmenter::new(&p, &v6), Err(OffloadError::NotTcp));
+    assert_eq!(Segmenter::new(&p[..30], &hdr), Err(OffloadError::NotTcp));
+    let s = Segmenter::new(&p, &hdr).unwrap();
+    assert_eq!(s.write(&p, 0, &mut [0u8; 100]), Err(OffloadError::NoRoom));
+    assert_eq!(s.write(&p, 99, &mut [0u8; 2000]), Err(OffloadError::BadGsoSize));
+}
+
+#[test]
+fn arbitrary_bytes_never_panic() {
+    let mut x: u64 = 0x1234_5678;
+    let mut out = vec![0u8; 70000];
+    let (good, ghdr) = super_v4(3000, false, false);
+    for round in 0..3000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let mut p = good.clone();
+        let n = (x as usize % 12) + 1;
+        for k in 0..n {
+            let i = (x.rotate_left(k as u32 * 5) as usize) % p.len().min(80);
+            p[i] = (x >> (k * 3)) as u8;
+        }
+        if round % 3 == 0 {
+            p.truncate((x as usize >> 20) % p.len());
+        }
+        let hdr = VnetHdr {
+            gso_size: if round % 5 == 0 {
+                (x >> 40) as u16
+            } else {
+                ghdr.gso_size
+            },
+            ..ghdr
+        };
+        if let Ok(s) = Segmenter::new(&p, &hdr) {
+            for i in 0..s.count() {
+                let _ = s.write(&p, i, &mut out);
+            }
+        }
+        let mut c = Coalescer::new();
+        if c.start(&p) {
+            let _ = c.append(&p);
+            let _ = c.append(&good);
+        }
+        let _ = c.finish();
+        let _ = flow_key(&p);
+        let _ = complete_checksum(&mut p, &VnetHdr::parse(&(x as u128).to_le_bytes()).unwrap());
+    }
+}
