@@ -110,7 +110,7 @@ fn sas(alg: usize, mode: usize, esn: bool) -> (AhSa, AhSa, bool) {
 fn uncovered(v6: bool, bit: usize) -> bool {
     let byte = bit / 8;
     if v6 {
-        (bit >= 4 && bit < 32) || byte == 7
+        (4..32).contains(&bit) || byte == 7
     } else {
         matches!(byte, 1 | 6 | 7 | 8 | 10 | 11)
     }
