@@ -332,7 +332,16 @@ impl DataPlane {
     /// Checks the SA's state and hard limits before it processes packets: `Ok(n)` is how many
     /// of the next packets (of the byte lengths `lens` gives) it may still process, following
     /// Linux's rule that an SA works while its counts are below the hard limit.
-    fn admit(&self, e: &SaEntry, now: Duration, lens: impl Iterator<Item = usize>) -> Result<usize, DropReason> {
+    ///
+    /// `pending` is usage an inbound batch has tallied for the SA but not yet applied: it
+    /// counts against the limits, and the SA expires when the tally is applied, not here.
+    fn admit(
+        &self,
+        e: &SaEntry,
+        now: Duration,
+        lens: impl Iterator<Item = usize>,
+        pending: &Tally,
+    ) -> Result<usize, DropReason> {
         match e.state() {
             State::Expired => return Err(DropReason::Expired),
             State::Removed => return Err(DropReason::NoSa),
@@ -340,8 +349,10 @@ impl DataPlane {
         }
         let hard = &e.config.lifetime.hard;
         let mut u = e.usage();
+        u.packets += pending.packets;
+        u.bytes += pending.charged;
         if let Some(l) = hard.reached(&u, now) {
-            if e.hard_expire(l) {
+            if pending.packets == 0 && e.hard_expire(l) {
                 self.raise();
             }
             return Err(DropReason::Expired);
@@ -458,7 +469,7 @@ impl DataPlane {
                 return Err(self.drop_at(Direction::Out, id, DropReason::NoSa, None));
             };
             let before = buf.len();
-            match self.admit(e, now, core::iter::once(before)) {
+            match self.admit(e, now, core::iter::once(before), &Tally::default()) {
                 Ok(0) => return Err(self.drop_at(Direction::Out, id, DropReason::Expired, None)),
                 Ok(_) => {}
                 Err(r) => return Err(self.drop_at(Direction::Out, id, r, None)),
@@ -583,7 +594,7 @@ impl DataPlane {
                     .collect_lens()
             };
             let lens = live(&out[..n], &bufs[..n]);
-            let allowed = match self.admit(e, now, lens.iter()) {
+            let allowed = match self.admit(e, now, lens.iter(), &Tally::default()) {
                 Ok(a) => a,
                 Err(r) => {
                     for o in out[..n].iter_mut().filter(|o| o.is_ok()) {
@@ -775,27 +786,7 @@ impl DataPlane {
                 let err = PacketError::Ipsec(ipsec_core::Error::Fragment);
                 return Err(self.drop_at(Direction::In, id, DropReason::Fragment, Some(err)));
             }
-            let pending = tallies.get(id);
-            let admitted = {
-                // Usage already tallied in this batch counts against the hard limits too.
-                let hard = &e.config.lifetime.hard;
-                let mut u = e.usage();
-                u.packets += pending.packets;
-                u.bytes += pending.charged;
-                match e.state() {
-                    State::Expired => Err(DropReason::Expired),
-                    State::Removed => Err(DropReason::NoSa),
-                    _ => match hard.reached(&u, now) {
-                        Some(l) => {
-                            if pending.packets == 0 && e.hard_expire(l) {
-                                self.raise();
-                            }
-                            Err(DropReason::Expired)
-                        }
-                        None => Ok(()),
-                    },
-                }
-            };
+            let admitted = self.admit(e, now, core::iter::empty(), &tallies.get(id));
             if let Err(r) = admitted {
                 return Err(self.drop_at(Direction::In, id, r, None));
             }
