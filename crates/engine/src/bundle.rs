@@ -136,16 +136,22 @@ impl AnySa {
 /// protocol if there is none.
 pub fn outer_ipsec(packet: &[u8]) -> Result<Result<(u8, u32), u8>, Error> {
     let split = ip::upper_split(packet)?;
-    let rest = &packet[split.offset..];
-    let spi = match split.next {
-        proto::ESP => rest.get(0..4),
-        proto::AH => rest.get(4..8),
-        proto::COMP => rest.get(0..4).map(|b| &b[0..4]),
-        other => return Ok(Err(other)),
-    };
-    let b = spi.ok_or(Error::Truncated)?;
+    match split.next {
+        proto::ESP | proto::AH | proto::COMP => Ok(Ok((split.next, spi_of(split.next, &packet[split.offset..])?))),
+        other => Ok(Err(other)),
+    }
+}
+
+/// The SPI of an ESP or AH header, or the CPI of an IPComp header (its low 16 bits), at the
+/// start of `header`.
+pub(crate) fn spi_of(protocol: u8, header: &[u8]) -> Result<u32, Error> {
+    let b = match protocol {
+        proto::AH => header.get(4..8),
+        _ => header.get(0..4),
+    }
+    .ok_or(Error::Truncated)?;
     let v = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-    Ok(Ok((split.next, if split.next == proto::COMP { v & 0xffff } else { v })))
+    Ok(if protocol == proto::COMP { v & 0xffff } else { v })
 }
 
 /// An ordered list of SAs.

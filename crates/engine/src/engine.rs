@@ -230,15 +230,7 @@ impl Outer {
 
     /// The SPI (IPComp: CPI) of an ESP, AH or IPComp header at the split.
     fn spi(&self, packet: &[u8]) -> Result<u32, ipsec_core::Error> {
-        let rest = &packet[self.split.offset..];
-        let b = match self.split.next {
-            proto::ESP => rest.get(0..4),
-            proto::AH => rest.get(4..8),
-            _ => rest.get(0..4),
-        }
-        .ok_or(ipsec_core::Error::Truncated)?;
-        let v = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-        Ok(if self.split.next == proto::COMP { v & 0xffff } else { v })
+        crate::bundle::spi_of(self.split.next, &packet[self.split.offset..])
     }
 }
 
