@@ -446,6 +446,9 @@ pub struct UdpEncap {
     /// The learned endpoint: address << 16 | port, with bit 48 set once learned; shared by
     /// the sockets of one [`UdpEncap::open_group`].
     learned: std::sync::Arc<AtomicU64>,
+    /// Whether runs of equal-sized datagrams go as one UDP GSO send (until the kernel
+    /// refuses it once).
+    gso: std::sync::atomic::AtomicBool,
 }
 
 const LEARNED: u64 = 1 << 48;
@@ -467,6 +470,7 @@ impl UdpEncap {
             peer,
             configured: SocketAddrV4::new(peer, dport),
             learned: std::sync::Arc::new(AtomicU64::new(0)),
+            gso: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
@@ -534,8 +538,86 @@ impl UnderlayTx for UdpEncap {
                 return Err(io::Error::new(io::ErrorKind::InvalidInput, "not to the peer"));
             }
         }
+        if self.gso.load(Ordering::Relaxed) {
+            match send_gso(self.sock.as_raw_fd(), &esp[..n], &to[0]) {
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT)) => {
+                    tracing::warn!("ESP-in-UDP: UDP GSO refused ({e}): one datagram per packet from now on");
+                    self.gso.store(false, Ordering::Relaxed);
+                }
+                r => return r,
+            }
+        }
         send_mmsg(self.sock.as_raw_fd(), &esp[..n], &to)
     }
+}
+
+// send_gso writes the control message by hand: a 16-byte cmsghdr (64-bit Linux).
+const _: () = assert!(std::mem::size_of::<libc::cmsghdr>() == 16);
+
+/// The most datagrams one UDP GSO send carries (the kernel's UDP_MAX_SEGMENTS).
+const UDP_MAX_SEGMENTS: usize = 64;
+
+/// Sends `payloads` to `to` with one sendmmsg(2), runs of equal-sized datagrams (the last of
+/// a run may be shorter) each as one message with UDP_SEGMENT (UDP GSO): the kernel cuts it
+/// into datagrams of the run's size. Returns how many datagrams went (at least one).
+fn send_gso(fd: RawFd, payloads: &[&[u8]], to: &libc::sockaddr_in) -> io::Result<usize> {
+    #[repr(C, align(8))]
+    #[derive(Clone, Copy)]
+    struct Cmsg([u8; 32]);
+    let n = payloads.len().min(BATCH);
+    if n == 0 {
+        return Ok(0);
+    }
+    // SAFETY: iovec and mmsghdr are plain C structs for which all-zero bytes are valid.
+    let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+    let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+    let mut ctl = [Cmsg([0; 32]); BATCH];
+    let mut runs = [0usize; BATCH]; // datagrams in message m
+    for (v, p) in iov.iter_mut().zip(payloads) {
+        v.iov_base = p.as_ptr() as *mut libc::c_void;
+        v.iov_len = p.len();
+    }
+    let (mut m, mut i) = (0, 0);
+    while i < n {
+        let seg = payloads[i].len();
+        let (mut j, mut total) = (i + 1, seg);
+        while j < n && j - i < UDP_MAX_SEGMENTS && payloads[j].len() <= seg && total + payloads[j].len() <= 65000 {
+            total += payloads[j].len();
+            j += 1;
+            if payloads[j - 1].len() < seg {
+                break; // a shorter datagram ends the run
+            }
+        }
+        let h = &mut hdrs[m].msg_hdr;
+        h.msg_iov = &mut iov[i];
+        h.msg_iovlen = j - i;
+        h.msg_name = to as *const libc::sockaddr_in as *mut libc::c_void;
+        h.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        if j - i > 1 {
+            let c = &mut ctl[m].0;
+            // struct cmsghdr { size_t cmsg_len; int cmsg_level; int cmsg_type; } then the u16.
+            let len = std::mem::size_of::<libc::cmsghdr>() + 2;
+            c[..8].copy_from_slice(&(len as u64).to_ne_bytes());
+            c[8..12].copy_from_slice(&libc::SOL_UDP.to_ne_bytes());
+            c[12..16].copy_from_slice(&libc::UDP_SEGMENT.to_ne_bytes());
+            c[16..18].copy_from_slice(&(seg as u16).to_ne_bytes());
+            h.msg_control = c.as_mut_ptr().cast();
+            h.msg_controllen = 24; // CMSG_SPACE(2) on 64-bit Linux
+        }
+        runs[m] = j - i;
+        m += 1;
+        i = j;
+    }
+    // SAFETY: the first `m` headers each point at a run of iovecs in `iov` (each describing
+    // a live borrowed payload the kernel only reads), at `to` with its true length, and, for
+    // runs of more than one, at a control buffer holding one well-formed 8-byte-aligned
+    // cmsghdr (UDP_SEGMENT, a u16) within `msg_controllen`. Everything outlives the call; the
+    // kernel writes only the headers' `msg_len`.
+    let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), m as libc::c_uint, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(runs[..(r as usize).min(m)].iter().sum::<usize>().max(1))
 }
 
 impl UnderlayRx for UdpEncap {
@@ -764,6 +846,29 @@ mod tests {
         p[10..12].copy_from_slice(&c.to_be_bytes());
         p.extend_from_slice(&[0, 1, 0, 2, 0, 8, 0, 0]);
         qs[1].send(&p).unwrap();
+    }
+
+    /// Runs of equal-sized datagrams go as UDP GSO sends and arrive as the datagrams they
+    /// were, in order, with the odd sizes in between.
+    #[test]
+    fn udp_gso_sends_arrive_as_the_datagrams_they_were() {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let to = match rx.local_addr().unwrap() {
+            std::net::SocketAddr::V4(a) => a,
+            _ => unreachable!(),
+        };
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let sizes = [1000, 1000, 1000, 700, 1000, 1000, 3, 1200, 1200];
+        let data: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| vec![i as u8; n]).collect();
+        let refs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+        let sent = send_gso(tx.as_raw_fd(), &refs, &sockaddr_in(to)).unwrap();
+        assert_eq!(sent, sizes.len());
+        let mut buf = [0u8; 70000];
+        for d in &data {
+            let n = rx.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], &d[..]);
+        }
     }
 
     /// ESP-in-UDP sockets of one group share the port and the learned endpoint; a datagram
