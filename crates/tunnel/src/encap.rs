@@ -76,7 +76,7 @@ pub const GRO_MSG_LEN: usize = 65535;
 /// Received UDP datagrams as the kernel hands them to a socket with UDP_GRO on: up to
 /// [`GRO_MSGS`] messages, each a run of datagrams from one source, all of one size `seg`
 /// but the last, which may be shorter; and how far they have been taken apart. The receive
-/// loop copies each datagram into its own packet slot ([`next`](Self::next)), so a run of
+/// loop copies each datagram into its own packet slot ([`next_datagram`](Self::next_datagram)), so a run of
 /// 40 datagrams costs one system call instead of 40. Allocated once per receiving thread
 /// ([`allocate`](Self::allocate)); nothing per packet.
 pub struct GroBuffers {
@@ -142,7 +142,7 @@ impl GroBuffers {
     /// the whole message is one datagram, and an empty message is one empty datagram (it is
     /// counted like any other). Each call moves forward, so the loop is bounded by the
     /// messages and bytes received.
-    pub fn next(&mut self) -> Option<(&[u8], Option<std::net::SocketAddrV4>)> {
+    pub fn next_datagram(&mut self) -> Option<(&[u8], Option<std::net::SocketAddrV4>)> {
         while self.msg < self.count {
             let (i, len, seg) = (self.msg, self.len[self.msg], self.seg[self.msg]);
             let step = if seg == 0 || seg >= len { len.max(1) } else { seg };
@@ -232,7 +232,7 @@ mod tests {
     #[test]
     fn gro_buffers_give_back_each_datagram_of_each_run() {
         let mut g = GroBuffers::new();
-        assert!(g.next().is_none());
+        assert!(g.next_datagram().is_none());
         g.allocate();
         // Message 0: three datagrams of 100, 100 and 37 bytes; message 1: one of 5;
         // message 2: a run whose size is larger than the message (one datagram).
@@ -255,16 +255,16 @@ mod tests {
         let src = Some(std::net::SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 7), 4500));
         g.filled(4, &lens, &[100, 0, 0, 1000], &[src; 4]);
         let mut got = Vec::new();
-        while let Some((d, s)) = g.next() {
+        while let Some((d, s)) = g.next_datagram() {
             assert_eq!(s, src);
             got.push(d.to_vec());
         }
         assert_eq!(got, want);
-        assert!(g.next().is_none());
+        assert!(g.next_datagram().is_none());
         // Lengths past the buffers and counts past the arrays are cut, not a panic.
         g.filled(99, &[usize::MAX; 9], &[1000; 9], &[None; 9]);
         let mut n = 0;
-        while g.next().is_some() {
+        while g.next_datagram().is_some() {
             n += 1;
         }
         assert_eq!(n, GRO_MSGS * GRO_MSG_LEN.div_ceil(1000));

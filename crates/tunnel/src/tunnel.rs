@@ -217,7 +217,7 @@ impl Batch {
     /// from byte `skip` on (cut to the area): its length and source, or `None` when every
     /// datagram has been taken.
     pub(crate) fn fill_from_gro(&mut self, i: usize, skip: usize) -> Option<(usize, Option<SocketAddrV4>)> {
-        let (d, src) = self.gro_rx.next()?;
+        let (d, src) = self.gro_rx.next_datagram()?;
         let area = &mut self.data[i][HEADROOM + skip.min(MAX_PACKET)..HEADROOM + MAX_PACKET];
         let n = d.len().min(area.len());
         area[..n].copy_from_slice(&d[..n]);
