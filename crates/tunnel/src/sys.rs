@@ -56,6 +56,8 @@ const IFF_VNET_HDR: libc::c_short = 0x4000;
 const TUN_F_CSUM: libc::c_uint = 0x01;
 const TUN_F_TSO4: libc::c_uint = 0x02;
 const TUN_F_TSO6: libc::c_uint = 0x04;
+const TUN_F_USO4: libc::c_uint = 0x20;
+const TUN_F_USO6: libc::c_uint = 0x40;
 
 /// One queue of the TUN device, in TUN mode without the packet-information header: reads
 /// and writes are bare IPv4 and IPv6 packets, each behind a 10-byte `virtio_net_hdr`
@@ -123,10 +125,17 @@ impl Tun {
                 .collect();
             set_nonblocking(fd.as_raw_fd())?;
             if vnet && out.is_empty() {
-                let off = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
-                // SAFETY: TUNSETOFFLOAD takes its argument by value (an unsigned int of flags);
-                // no memory is passed.
-                let r = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, off as libc::c_ulong) };
+                // USO (UDP super-packets, Linux >= 6.2) where the kernel knows it, else TSO only.
+                let tso = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+                let mut r = -1;
+                for off in [tso | TUN_F_USO4 | TUN_F_USO6, tso] {
+                    // SAFETY: TUNSETOFFLOAD takes its argument by value (an unsigned int of
+                    // flags); no memory is passed.
+                    r = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, off as libc::c_ulong) };
+                    if r == 0 {
+                        break;
+                    }
+                }
                 if r < 0 {
                     return Err(io::Error::last_os_error());
                 }
