@@ -1,6 +1,6 @@
 //! TUN offloads, sans-IO: the `virtio_net_hdr` a TUN device with IFF_VNET_HDR puts in front
 //! of every packet, TCP segmentation of the super-packets the kernel hands over with TSO4/TSO6
-//! ([`Segmenter`]), and the reverse on the way in: opened packets of one TCP flow coalesced
+//! and UDP segmentation of those it hands over with USO4/USO6 ([`Segmenter`]), and the reverse on the way in: opened packets of one TCP flow coalesced
 //! into one super-packet (GRO, [`Coalescer`]) that the kernel segments or takes as is.
 //!
 //! Everything here works on byte slices and fixed buffers: no I/O, no allocation per packet
@@ -23,6 +23,8 @@ pub const GSO_NONE: u8 = 0;
 pub const GSO_TCPV4: u8 = 1;
 /// `gso_type`: a TCP over IPv6 super-packet.
 pub const GSO_TCPV6: u8 = 4;
+/// `gso_type`: a UDP super-packet (USO, IPv4 or IPv6 as the packet says; Linux >= 6.2).
+pub const GSO_UDP_L4: u8 = 5;
 /// `gso_type` bit: ECN (CWR is set on the first segment only).
 pub const GSO_ECN: u8 = 0x80;
 /// The most segments one super-packet may be cut into.
@@ -42,10 +44,10 @@ const TCP_CWR: u8 = 0x80;
 pub enum OffloadError {
     /// Shorter than the virtio-net header, or than the headers it claims.
     Truncated,
-    /// A GSO type other than TCPv4/TCPv6 (UDP, USO: never asked for).
+    /// A GSO type other than TCPv4, TCPv6 and UDP_L4.
     UnsupportedGso(u8),
-    /// A super-packet that is not plain TCP over IPv4 (no fragment) or IPv6 (no extension
-    /// header), or whose IP version does not match the GSO type.
+    /// A super-packet that is not plain TCP (or, for UDP_L4, UDP) over IPv4 (no fragment) or
+    /// IPv6 (no extension header), or whose IP version does not match the GSO type.
     NotTcp,
     /// `gso_size` 0, or more than [`MAX_SEGMENTS`] segments.
     BadGsoSize,
@@ -60,7 +62,9 @@ impl fmt::Display for OffloadError {
         match self {
             OffloadError::Truncated => f.write_str("truncated virtio-net header or packet"),
             OffloadError::UnsupportedGso(t) => write!(f, "unsupported GSO type {t:#x}"),
-            OffloadError::NotTcp => f.write_str("super-packet is not TCP over plain IPv4/IPv6"),
+            OffloadError::NotTcp => {
+                f.write_str("super-packet is not TCP or UDP over plain IPv4/IPv6 as its GSO type says")
+            }
             OffloadError::BadGsoSize => f.write_str("bad GSO segment size"),
             OffloadError::BadChecksumOffsets => f.write_str("checksum offsets outside the packet"),
             OffloadError::NoRoom => f.write_str("segment does not fit the buffer"),
@@ -148,20 +152,26 @@ pub fn checksum(data: &[u8]) -> u16 {
     !fold(sum(0, data))
 }
 
-/// The TCP pseudo-header sum (not complemented) for `ip` (an IPv4 or IPv6 header, version
-/// from its first nibble) and a TCP length.
-fn pseudo_sum(ip: &[u8], tcp_len: usize) -> u64 {
+const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
+
+/// The pseudo-header sum (not complemented) for `ip` (an IPv4 or IPv6 header, version from
+/// its first nibble), transport protocol `proto` and a transport length (RFC 793 3.1,
+/// RFC 768, RFC 8200 8.1).
+fn pseudo_sum(ip: &[u8], proto: u8, l4_len: usize) -> u64 {
     if ip[0] >> 4 == 4 {
-        sum(0, &ip[12..20]) + 6 + tcp_len as u64
+        sum(0, &ip[12..20]) + u64::from(proto) + l4_len as u64
     } else {
-        sum(0, &ip[8..40]) + 6 + tcp_len as u64
+        sum(0, &ip[8..40]) + u64::from(proto) + l4_len as u64
     }
 }
 
-/// A TCP/IP packet's layout: IP header length, TCP header length, total length.
+/// A TCP/IP or UDP/IP packet's layout: IP header length, transport header length (`tcp`:
+/// TCP's data offset, or 8 for UDP), total length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Layout {
     v6: bool,
+    udp: bool,
     ip: usize,
     tcp: usize,
     total: usize,
@@ -176,10 +186,15 @@ impl Layout {
 /// The layout of `p` if it is TCP over IPv4 (no options restriction, not a fragment) or IPv6
 /// (no extension header) with a complete TCP header; the total from the IP length field.
 fn tcp_layout(p: &[u8]) -> Option<Layout> {
+    l4_layout(p, PROTO_TCP)
+}
+
+/// [`tcp_layout`] for transport protocol `proto` (TCP or UDP, whose header is 8 bytes).
+fn l4_layout(p: &[u8], proto: u8) -> Option<Layout> {
     let (v6, ip, total) = match p.first()? >> 4 {
         4 => {
             let ihl = usize::from(p[0] & 0x0f) * 4;
-            if ihl < 20 || p.len() < ihl || p[9] != 6 {
+            if ihl < 20 || p.len() < ihl || p[9] != proto {
                 return None;
             }
             if u16::from_be_bytes([p[6], p[7]]) & 0x3fff != 0 {
@@ -188,21 +203,28 @@ fn tcp_layout(p: &[u8]) -> Option<Layout> {
             (false, ihl, usize::from(u16::from_be_bytes([p[2], p[3]])))
         }
         6 => {
-            if p.len() < 40 || p[6] != 6 {
+            if p.len() < 40 || p[6] != proto {
                 return None;
             }
             (true, 40, 40 + usize::from(u16::from_be_bytes([p[4], p[5]])))
         }
         _ => return None,
     };
-    if total > p.len() || total < ip + 20 {
+    let udp = proto == PROTO_UDP;
+    if total > p.len() || total < ip + if udp { 8 } else { 20 } {
         return None;
     }
-    let tcp = usize::from(p[ip + 12] >> 4) * 4;
-    if tcp < 20 || ip + tcp > total {
+    let tcp = if udp { 8 } else { usize::from(p[ip + 12] >> 4) * 4 };
+    if (!udp && tcp < 20) || ip + tcp > total {
         return None;
     }
-    Some(Layout { v6, ip, tcp, total })
+    Some(Layout {
+        v6,
+        udp,
+        ip,
+        tcp,
+        total,
+    })
 }
 
 /// Completes a partial checksum as [`F_NEEDS_CSUM`] asks: sums `p[csum_start..]` (the field
@@ -224,7 +246,9 @@ pub fn complete_checksum(p: &mut [u8], hdr: &VnetHdr) -> Result<(), OffloadError
 /// Cuts one TCP super-packet (read behind a virtio-net header with GSO_TCPV4/6) into
 /// segments of `gso_size` payload bytes, each a complete packet with correct lengths, IPv4
 /// ID and header checksum, TCP sequence number, flags (FIN and PSH on the last only, CWR on
-/// the first only) and TCP checksum.
+/// the first only) and TCP checksum; or one UDP super-packet (GSO_UDP_L4) into datagrams of
+/// `gso_size` payload bytes, each with its own UDP length and checksum (as the kernel's
+/// `__udp_gso_segment` does).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segmenter {
     layout: Layout,
@@ -236,13 +260,14 @@ impl Segmenter {
     /// Checks `p` (the packet after the header) against `hdr`. A header without GSO is an
     /// error here ([`complete_checksum`] handles those).
     pub fn new(p: &[u8], hdr: &VnetHdr) -> Result<Segmenter, OffloadError> {
-        let v6 = match hdr.gso_type & !GSO_ECN {
-            GSO_TCPV4 => false,
-            GSO_TCPV6 => true,
+        let (v6, proto) = match hdr.gso_type & !GSO_ECN {
+            GSO_TCPV4 => (Some(false), PROTO_TCP),
+            GSO_TCPV6 => (Some(true), PROTO_TCP),
+            GSO_UDP_L4 => (None, PROTO_UDP),
             t => return Err(OffloadError::UnsupportedGso(t)),
         };
-        let layout = tcp_layout(p).ok_or(OffloadError::NotTcp)?;
-        if layout.v6 != v6 {
+        let layout = l4_layout(p, proto).ok_or(OffloadError::NotTcp)?;
+        if v6.is_some_and(|v6| layout.v6 != v6) {
             return Err(OffloadError::NotTcp);
         }
         let gso = usize::from(hdr.gso_size);
@@ -288,6 +313,19 @@ impl Segmenter {
             let c = checksum(ip);
             ip[10..12].copy_from_slice(&c.to_be_bytes());
         }
+        if l.udp {
+            let udp = tcp;
+            let udp_len = udp.len() as u16;
+            udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
+            udp[6..8].copy_from_slice(&[0, 0]);
+            // RFC 768: a computed zero is sent as all ones.
+            let c = match !fold(sum(pseudo_sum(ip, PROTO_UDP, udp.len()), udp)) {
+                0 => 0xffff,
+                c => c,
+            };
+            udp[6..8].copy_from_slice(&c.to_be_bytes());
+            return Ok(len);
+        }
         let seq = u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]).wrapping_add((i * self.gso) as u32);
         tcp[4..8].copy_from_slice(&seq.to_be_bytes());
         if i + 1 < self.count {
@@ -297,7 +335,7 @@ impl Segmenter {
             tcp[13] &= !TCP_CWR;
         }
         tcp[16..18].copy_from_slice(&[0, 0]);
-        let c = !fold(sum(pseudo_sum(ip, tcp.len()), tcp));
+        let c = !fold(sum(pseudo_sum(ip, PROTO_TCP, tcp.len()), tcp));
         tcp[16..18].copy_from_slice(&c.to_be_bytes());
         Ok(len)
     }
@@ -431,7 +469,7 @@ impl Coalescer {
             let c = checksum(ip);
             ip[10..12].copy_from_slice(&c.to_be_bytes());
         }
-        let partial = fold(pseudo_sum(ip, tcp.len()));
+        let partial = fold(pseudo_sum(ip, PROTO_TCP, tcp.len()));
         tcp[16..18].copy_from_slice(&partial.to_be_bytes());
         let hdr = VnetHdr {
             flags: F_NEEDS_CSUM,

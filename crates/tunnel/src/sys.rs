@@ -8,7 +8,7 @@
 //! the kernel filled in, and `getsockopt(SO_PEERCRED)` for the control socket's peer. `libc` has no safe wrapper for either call.
 #![allow(unsafe_code)]
 
-use crate::encap::{self, UDP_IPV4_HEADER};
+use crate::encap::{self, GroBuffers, GRO_MSGS, UDP_IPV4_HEADER};
 use crate::tunnel::{Batch, RxKind, TunIo, UnderlayRx, UnderlayTx, BATCH};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::{self, Read};
@@ -56,6 +56,8 @@ const IFF_VNET_HDR: libc::c_short = 0x4000;
 const TUN_F_CSUM: libc::c_uint = 0x01;
 const TUN_F_TSO4: libc::c_uint = 0x02;
 const TUN_F_TSO6: libc::c_uint = 0x04;
+const TUN_F_USO4: libc::c_uint = 0x20;
+const TUN_F_USO6: libc::c_uint = 0x40;
 
 /// One queue of the TUN device, in TUN mode without the packet-information header: reads
 /// and writes are bare IPv4 and IPv6 packets, each behind a 10-byte `virtio_net_hdr`
@@ -123,10 +125,17 @@ impl Tun {
                 .collect();
             set_nonblocking(fd.as_raw_fd())?;
             if vnet && out.is_empty() {
-                let off = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
-                // SAFETY: TUNSETOFFLOAD takes its argument by value (an unsigned int of flags);
-                // no memory is passed.
-                let r = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, off as libc::c_ulong) };
+                // USO (UDP super-packets, Linux >= 6.2) where the kernel knows it, else TSO only.
+                let tso = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+                let mut r = -1;
+                for off in [tso | TUN_F_USO4 | TUN_F_USO6, tso] {
+                    // SAFETY: TUNSETOFFLOAD takes its argument by value (an unsigned int of
+                    // flags); no memory is passed.
+                    r = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, off as libc::c_ulong) };
+                    if r == 0 {
+                        break;
+                    }
+                }
                 if r < 0 {
                     return Err(io::Error::last_os_error());
                 }
@@ -446,6 +455,11 @@ pub struct UdpEncap {
     /// The learned endpoint: address << 16 | port, with bit 48 set once learned; shared by
     /// the sockets of one [`UdpEncap::open_group`].
     learned: std::sync::Arc<AtomicU64>,
+    /// Whether runs of equal-sized datagrams go as one UDP GSO send (until the kernel
+    /// refuses it once).
+    gso: std::sync::atomic::AtomicBool,
+    /// Whether the kernel hands this socket coalesced runs of datagrams (UDP_GRO accepted).
+    gro: bool,
 }
 
 const LEARNED: u64 = 1 << 48;
@@ -461,12 +475,15 @@ impl UdpEncap {
         sock.set_read_timeout(Some(wait))?;
         let _ = sock.set_recv_buffer_size(RECV_BUFFER);
         let _ = sock.set_send_buffer_size(RECV_BUFFER);
+        let gro = set_int_option(sock.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
         Ok(UdpEncap {
             sock,
             local,
             peer,
             configured: SocketAddrV4::new(peer, dport),
             learned: std::sync::Arc::new(AtomicU64::new(0)),
+            gso: std::sync::atomic::AtomicBool::new(true),
+            gro,
         })
     }
 
@@ -534,8 +551,234 @@ impl UnderlayTx for UdpEncap {
                 return Err(io::Error::new(io::ErrorKind::InvalidInput, "not to the peer"));
             }
         }
+        if self.gso.load(Ordering::Relaxed) {
+            match send_gso(self.sock.as_raw_fd(), &esp[..n], &to[0]) {
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT)) => {
+                    tracing::warn!("ESP-in-UDP: UDP GSO refused ({e}): one datagram per packet from now on");
+                    self.gso.store(false, Ordering::Relaxed);
+                }
+                r => return r,
+            }
+        }
         send_mmsg(self.sock.as_raw_fd(), &esp[..n], &to)
     }
+}
+
+// send_gso writes the control message by hand: a 16-byte cmsghdr (64-bit Linux).
+const _: () = assert!(std::mem::size_of::<libc::cmsghdr>() == 16);
+
+/// The most datagrams one UDP GSO send carries (the kernel's UDP_MAX_SEGMENTS).
+const UDP_MAX_SEGMENTS: usize = 64;
+
+/// Sends `payloads` to `to` with one sendmmsg(2), runs of equal-sized datagrams (the last of
+/// a run may be shorter) each as one message with UDP_SEGMENT (UDP GSO): the kernel cuts it
+/// into datagrams of the run's size. Returns how many datagrams went (at least one).
+fn send_gso(fd: RawFd, payloads: &[&[u8]], to: &libc::sockaddr_in) -> io::Result<usize> {
+    #[repr(C, align(8))]
+    #[derive(Clone, Copy)]
+    struct Cmsg([u8; 32]);
+    let n = payloads.len().min(BATCH);
+    if n == 0 {
+        return Ok(0);
+    }
+    // SAFETY: iovec and mmsghdr are plain C structs for which all-zero bytes are valid.
+    let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+    let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+    let mut ctl = [Cmsg([0; 32]); BATCH];
+    let mut runs = [0usize; BATCH]; // datagrams in message m
+    for (v, p) in iov.iter_mut().zip(payloads) {
+        v.iov_base = p.as_ptr() as *mut libc::c_void;
+        v.iov_len = p.len();
+    }
+    let (mut m, mut i) = (0, 0);
+    while i < n {
+        let seg = payloads[i].len();
+        let (mut j, mut total) = (i + 1, seg);
+        // An empty datagram never joins a run: a run's last segment cannot be empty.
+        while j < n
+            && j - i < UDP_MAX_SEGMENTS
+            && !payloads[j].is_empty()
+            && payloads[j].len() <= seg
+            && total + payloads[j].len() <= 65000
+        {
+            total += payloads[j].len();
+            j += 1;
+            if payloads[j - 1].len() < seg {
+                break; // a shorter datagram ends the run
+            }
+        }
+        let h = &mut hdrs[m].msg_hdr;
+        h.msg_iov = &mut iov[i];
+        h.msg_iovlen = j - i;
+        h.msg_name = to as *const libc::sockaddr_in as *mut libc::c_void;
+        h.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        if j - i > 1 {
+            let c = &mut ctl[m].0;
+            // struct cmsghdr { size_t cmsg_len; int cmsg_level; int cmsg_type; } then the u16.
+            let len = std::mem::size_of::<libc::cmsghdr>() + 2;
+            c[..8].copy_from_slice(&(len as u64).to_ne_bytes());
+            c[8..12].copy_from_slice(&libc::SOL_UDP.to_ne_bytes());
+            c[12..16].copy_from_slice(&libc::UDP_SEGMENT.to_ne_bytes());
+            c[16..18].copy_from_slice(&(seg as u16).to_ne_bytes());
+            h.msg_control = c.as_mut_ptr().cast();
+            h.msg_controllen = 24; // CMSG_SPACE(2) on 64-bit Linux
+        }
+        runs[m] = j - i;
+        m += 1;
+        i = j;
+    }
+    // SAFETY: the first `m` headers each point at a run of iovecs in `iov` (each describing
+    // a live borrowed payload the kernel only reads), at `to` with its true length, and, for
+    // runs of more than one, at a control buffer holding one well-formed 8-byte-aligned
+    // cmsghdr (UDP_SEGMENT, a u16) within `msg_controllen`. Everything outlives the call; the
+    // kernel writes only the headers' `msg_len`.
+    let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), m as libc::c_uint, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(runs[..(r as usize).min(m)].iter().sum::<usize>().max(1))
+}
+
+impl UdpEncap {
+    /// [`UnderlayRx::recv_batch`] with UDP GRO: datagrams left from the last read first, then
+    /// (waiting only when there were none) up to [`GRO_MSGS`] coalesced messages read with one
+    /// recvmmsg(2) and taken apart into the batch's slots; what does not fit waits in the
+    /// batch for the next call. At most three rounds, so a busy socket cannot hold the loop.
+    fn recv_batch_gro(&self, batch: &mut Batch) -> io::Result<usize> {
+        batch.gro_rx.allocate();
+        let mut n = 0;
+        for round in 0..3 {
+            while n < BATCH {
+                let Some((len, src)) = batch.fill_from_gro(n, UDP_IPV4_HEADER) else {
+                    break;
+                };
+                let (kind, len) = encap::decapsulate(batch.recv_area(n), len, self.peer, self.local);
+                batch.set(n, len, kind, src);
+                n += 1;
+            }
+            if n == BATCH || round == 2 {
+                break;
+            }
+            match recv_mmsg_gro(self.sock.as_raw_fd(), &mut batch.gro_rx, n == 0) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if n > 0 => {
+                    tracing::debug!("reading the ESP-in-UDP socket: {e}");
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// Sets an integer socket option.
+fn set_int_option(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: the option value is one live `c_int` and its true size is passed; the kernel
+    // only reads it.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Reads up to [`GRO_MSGS`] messages into `gro`'s buffers with one recvmmsg(2) on a socket
+/// with UDP_GRO on: each message is a run of datagrams whose size the UDP_GRO control
+/// message gives (none: one datagram). Waits for the first as long as the socket's receive
+/// timeout allows when `wait`, else returns at once. `Ok(0)`: nothing came.
+fn recv_mmsg_gro(fd: RawFd, gro: &mut GroBuffers, wait: bool) -> io::Result<usize> {
+    #[repr(C, align(8))]
+    #[derive(Clone, Copy)]
+    struct Cmsg([u8; 64]);
+    // SAFETY: as in send_mmsg, all-zero iovec, mmsghdr and sockaddr_in are valid values.
+    let mut iov: [libc::iovec; GRO_MSGS] = unsafe { std::mem::zeroed() };
+    let mut hdrs: [libc::mmsghdr; GRO_MSGS] = unsafe { std::mem::zeroed() };
+    let mut names: [libc::sockaddr_in; GRO_MSGS] = unsafe { std::mem::zeroed() };
+    let mut ctl = [Cmsg([0; 64]); GRO_MSGS];
+    let mut room = [0usize; GRO_MSGS];
+    let mut m = 0;
+    for (i, area) in gro.areas().enumerate().take(GRO_MSGS) {
+        room[i] = area.len();
+        iov[i].iov_base = area.as_mut_ptr().cast();
+        iov[i].iov_len = area.len();
+        m = i + 1;
+    }
+    if m == 0 {
+        return Ok(0);
+    }
+    for i in 0..m {
+        let h = &mut hdrs[i].msg_hdr;
+        h.msg_iov = &mut iov[i];
+        h.msg_iovlen = 1;
+        h.msg_name = (&mut names[i] as *mut libc::sockaddr_in).cast();
+        h.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        h.msg_control = ctl[i].0.as_mut_ptr().cast();
+        h.msg_controllen = ctl[i].0.len();
+    }
+    let flags = if wait { libc::MSG_WAITFORONE } else { libc::MSG_DONTWAIT };
+    // SAFETY: each of the first `m` headers points at one iovec describing a distinct buffer
+    // of `gro` (exclusively borrowed for the call) with its true length, at one `sockaddr_in`
+    // of `names` and at one 8-byte-aligned control buffer of `ctl`, each with its true
+    // length. The kernel writes at most those lengths into them, and the headers' lengths
+    // and flags. All of it outlives the call; a null timeout means the socket's SO_RCVTIMEO.
+    let r = unsafe { libc::recvmmsg(fd, hdrs.as_mut_ptr(), m as libc::c_uint, flags, std::ptr::null_mut()) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted => Ok(0),
+            _ => Err(e),
+        };
+    }
+    let n = (r as usize).min(m);
+    let mut lens = [0usize; GRO_MSGS];
+    let mut segs = [0usize; GRO_MSGS];
+    let mut srcs = [None; GRO_MSGS];
+    for i in 0..n {
+        let h = &hdrs[i].msg_hdr;
+        lens[i] = (hdrs[i].msg_len as usize).min(room[i]);
+        let ctl_len = (h.msg_controllen as usize).min(ctl[i].0.len());
+        segs[i] = udp_gro_size(&ctl[i].0[..ctl_len]);
+        let a = &names[i];
+        srcs[i] = Some(SocketAddrV4::new(
+            Ipv4Addr::from(a.sin_addr.s_addr.to_ne_bytes()),
+            u16::from_be(a.sin_port),
+        ));
+    }
+    gro.filled(n, &lens, &segs, &srcs);
+    Ok(n)
+}
+
+/// The datagram size in a UDP_GRO control message among the control messages `ctl` (as
+/// recvmsg(2) filled them: 64-bit Linux `cmsghdr`s, each padded to 8 bytes); 0 when there
+/// is none. Bounded by the buffer: each step moves forward by at least one header.
+fn udp_gro_size(ctl: &[u8]) -> usize {
+    const HDR: usize = 16; // size_t cmsg_len; int cmsg_level; int cmsg_type
+    let mut off = 0;
+    while off + HDR <= ctl.len() {
+        let c = &ctl[off..];
+        let len = u64::from_ne_bytes(c[..8].try_into().expect("8 bytes")) as usize;
+        let level = i32::from_ne_bytes(c[8..12].try_into().expect("4 bytes"));
+        let kind = i32::from_ne_bytes(c[12..16].try_into().expect("4 bytes"));
+        if len < HDR || len > c.len() {
+            return 0;
+        }
+        if level == libc::SOL_UDP && kind == libc::UDP_GRO && len >= HDR + 4 {
+            return i32::from_ne_bytes(c[HDR..HDR + 4].try_into().expect("4 bytes")).max(0) as usize;
+        }
+        off += len.div_ceil(8) * 8;
+    }
+    0
 }
 
 impl UnderlayRx for UdpEncap {
@@ -562,6 +805,9 @@ impl UnderlayRx for UdpEncap {
     }
 
     fn recv_batch(&self, batch: &mut Batch) -> io::Result<usize> {
+        if self.gro {
+            return self.recv_batch_gro(batch);
+        }
         let mut lens = [0usize; BATCH];
         let mut srcs = [SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0); BATCH];
         let n = recv_mmsg(
@@ -764,6 +1010,99 @@ mod tests {
         p[10..12].copy_from_slice(&c.to_be_bytes());
         p.extend_from_slice(&[0, 1, 0, 2, 0, 8, 0, 0]);
         qs[1].send(&p).unwrap();
+    }
+
+    /// Runs of equal-sized datagrams go as UDP GSO sends and arrive as the datagrams they
+    /// were, in order, with the odd sizes in between.
+    #[test]
+    fn udp_gso_sends_arrive_as_the_datagrams_they_were() {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let to = match rx.local_addr().unwrap() {
+            std::net::SocketAddr::V4(a) => a,
+            _ => unreachable!(),
+        };
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let sizes = [1000, 1000, 1000, 700, 1000, 1000, 3, 1200, 1200];
+        let data: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| vec![i as u8; n]).collect();
+        let refs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+        let sent = send_gso(tx.as_raw_fd(), &refs, &sockaddr_in(to)).unwrap();
+        assert_eq!(sent, sizes.len());
+        let mut buf = [0u8; 70000];
+        for d in &data {
+            let n = rx.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], &d[..]);
+        }
+    }
+
+    /// ESP in UDP with UDP GSO on the way out and UDP GRO on the way in (over loopback,
+    /// which keeps GSO sends whole): every datagram comes out of `recv_batch` as it was sent,
+    /// in order, ESP with its IPv4 header rebuilt, keepalives and runts (an empty one too)
+    /// sorted out, across more than one batch.
+    #[test]
+    fn gso_sends_come_apart_again_through_gro() {
+        let rx = UdpEncap::open(
+            Ipv4Addr::LOCALHOST,
+            0,
+            Ipv4Addr::LOCALHOST,
+            9,
+            Duration::from_millis(200),
+        )
+        .unwrap();
+        assert!(rx.gro, "this kernel (Linux >= 5.0) takes UDP_GRO");
+        let to = sockaddr_in(SocketAddrV4::new(Ipv4Addr::LOCALHOST, rx.local_port().unwrap()));
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut sizes = vec![1000; 40];
+        sizes.extend([300, 1, 0, 1200, 1200, 5]);
+        let data: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| match n {
+                1 => vec![encap::KEEPALIVE],
+                _ => (0..n).map(|j| (i * 3 + j) as u8 | 1).collect(),
+            })
+            .collect();
+        let refs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+        let mut sent = 0;
+        while sent < refs.len() {
+            let k = (refs.len() - sent).min(BATCH);
+            sent += send_gso(tx.as_raw_fd(), &refs[sent..sent + k], &to).unwrap();
+        }
+        let mut b = Batch::new();
+        let mut got: Vec<(RxKind, Vec<u8>)> = Vec::new();
+        for _ in 0..20 {
+            if got.len() == data.len() {
+                break;
+            }
+            let n = rx.recv_batch(&mut b).unwrap();
+            for i in 0..n {
+                let p = b.packet(i);
+                let kind = b.kind(i);
+                got.push((
+                    kind,
+                    if kind == RxKind::Packet {
+                        p[UDP_IPV4_HEADER..].to_vec()
+                    } else {
+                        Vec::new()
+                    },
+                ));
+                if kind == RxKind::Packet {
+                    assert_eq!(&p[12..20], &[127, 0, 0, 1, 127, 0, 0, 1]);
+                }
+            }
+        }
+        let want: Vec<(RxKind, Vec<u8>)> = data
+            .iter()
+            .map(|d| match encap::classify(d) {
+                RxKind::Packet => (RxKind::Packet, d.clone()),
+                k => (k, Vec::new()),
+            })
+            .collect();
+        let brief = |v: &[(RxKind, Vec<u8>)]| v.iter().map(|(k, d)| (*k, d.len())).collect::<Vec<_>>();
+        assert_eq!(brief(&got), brief(&want));
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "datagram {i}");
+        }
     }
 
     /// ESP-in-UDP sockets of one group share the port and the learned endpoint; a datagram

@@ -12,6 +12,7 @@
 //! stop the loops: errors are counted and logged (the first, then at each power of two).
 
 use crate::counters::{add, inc, DaemonCounters, DaemonSnapshot};
+use crate::encap::GroBuffers;
 use crate::offload::{self, Coalescer, Segmenter, VnetHdr, GSO_NONE, VNET_HDR_LEN};
 use ipsec_core::PacketBuf;
 use ipsec_engine::overhead::{Calculator, Inner};
@@ -184,6 +185,8 @@ pub struct Batch {
     src: [Option<SocketAddrV4>; BATCH],
     worker: Worker,
     gro: Coalescer,
+    /// Coalesced datagrams read from a UDP socket with UDP GRO, not yet taken apart.
+    pub(crate) gro_rx: GroBuffers,
 }
 
 impl Default for Batch {
@@ -206,7 +209,19 @@ impl Batch {
             src: [None; BATCH],
             worker: Worker::new().expect("the OS entropy source works"),
             gro: Coalescer::new(),
+            gro_rx: GroBuffers::new(),
         }
+    }
+
+    /// Copies the next datagram of [`gro_rx`](Self::gro_rx) into slot `i`'s receive area
+    /// from byte `skip` on (cut to the area): its length and source, or `None` when every
+    /// datagram has been taken.
+    pub(crate) fn fill_from_gro(&mut self, i: usize, skip: usize) -> Option<(usize, Option<SocketAddrV4>)> {
+        let (d, src) = self.gro_rx.next_datagram()?;
+        let area = &mut self.data[i][HEADROOM + skip.min(MAX_PACKET)..HEADROOM + MAX_PACKET];
+        let n = d.len().min(area.len());
+        area[..n].copy_from_slice(&d[..n]);
+        Some((n, src))
     }
 
     /// Slot `i`'s receive area: [`MAX_PACKET`] bytes after [`HEADROOM`].
@@ -229,6 +244,11 @@ impl Batch {
     /// The `len` bytes in slot `i`'s receive area.
     pub fn packet(&self, i: usize) -> &[u8] {
         &self.data[i][HEADROOM..HEADROOM + self.len[i]]
+    }
+
+    /// What slot `i` received.
+    pub fn kind(&self, i: usize) -> RxKind {
+        self.kind[i]
     }
 
     /// Moves slot `from` to slot `to` (swapping buffers, not copying bytes).

@@ -343,3 +343,74 @@ fn arbitrary_bytes_never_panic() {
         let _ = complete_checksum(&mut p, &VnetHdr::parse(&(x as u128).to_le_bytes()).unwrap());
     }
 }
+
+/// A UDP super-packet as the kernel hands it over with USO (IPv4 or IPv6): its datagrams
+/// come out valid by etherparse (lengths, IPv4 header checksum and ID, UDP checksum), their
+/// payloads in order are the original payload, and a GSO type that does not match the
+/// transport is refused.
+#[test]
+fn uso_super_packets_become_valid_datagrams() {
+    for v6 in [false, true] {
+        for n in [1, 1199, 1200, 1201, 5000, 60000] {
+            let b = if v6 {
+                PacketBuilder::ipv6([0xfd; 16], [0xfe; 16], 64).udp(4433, 443)
+            } else {
+                PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64).udp(4433, 443)
+            };
+            let body = payload(n);
+            let mut p = Vec::new();
+            b.write(&mut p, &body).unwrap();
+            let ip = if v6 { 40 } else { 20 };
+            if !v6 {
+                p[4..6].copy_from_slice(&0x1000u16.to_be_bytes());
+                p[10..12].copy_from_slice(&[0, 0]);
+                let c = checksum(&p[..20]);
+                p[10..12].copy_from_slice(&c.to_be_bytes());
+            }
+            let hdr = VnetHdr {
+                flags: F_NEEDS_CSUM,
+                gso_type: GSO_UDP_L4,
+                hdr_len: (ip + 8) as u16,
+                gso_size: 1200,
+                csum_start: ip as u16,
+                csum_offset: 6,
+            };
+            let segs = segment_all(&p, &hdr);
+            assert_eq!(segs.len(), n.div_ceil(1200), "v6 {v6}, {n} bytes");
+            let mut joined = Vec::new();
+            for (i, s) in segs.iter().enumerate() {
+                let (udp, data) = if v6 {
+                    let (h, rest) = Ipv6Header::from_slice(s).unwrap();
+                    assert_eq!(usize::from(h.payload_length) + 40, s.len());
+                    let (u, data) = etherparse::UdpHeader::from_slice(rest).unwrap();
+                    assert_eq!(u.checksum, u.calc_checksum_ipv6(&h, data).unwrap(), "segment {i}");
+                    (u, data)
+                } else {
+                    let (h, rest) = Ipv4Header::from_slice(s).unwrap();
+                    assert_eq!(usize::from(h.total_len), s.len());
+                    assert_eq!(h.header_checksum, h.calc_header_checksum());
+                    assert_eq!(h.identification, 0x1000 + i as u16);
+                    let (u, data) = etherparse::UdpHeader::from_slice(rest).unwrap();
+                    assert_eq!(u.checksum, u.calc_checksum_ipv4(&h, data).unwrap(), "segment {i}");
+                    (u, data)
+                };
+                assert_eq!(usize::from(udp.length), 8 + data.len());
+                assert_eq!((udp.source_port, udp.destination_port), (4433, 443));
+                assert!(data.len() <= 1200 && (data.len() == 1200 || i + 1 == segs.len()));
+                joined.extend_from_slice(data);
+            }
+            assert_eq!(joined, body);
+            // TCP GSO types on a UDP packet, and UDP_L4 on a TCP packet, are refused.
+            for t in [GSO_TCPV4, GSO_TCPV6] {
+                let h = VnetHdr { gso_type: t, ..hdr };
+                assert_eq!(Segmenter::new(&p, &h), Err(OffloadError::NotTcp));
+            }
+        }
+    }
+    let (tcp, h) = super_v4(3000, false, false);
+    let h = VnetHdr {
+        gso_type: GSO_UDP_L4,
+        ..h
+    };
+    assert_eq!(Segmenter::new(&tcp, &h), Err(OffloadError::NotTcp));
+}
