@@ -24,6 +24,9 @@
 #   BASE_BIN=/path/to/older/tunneld VARIANTS="base-esp tunneld-esp" ...  # before/after
 #
 # base-esp, base-udp, base-cbc are tunneld-* run with $BASE_BIN (another build) instead.
+# Any tunneld variant takes a worker count: tunneld-udp@w1, tunneld-udp@w2 (--workers N;
+# default one per core), for the scaling figure:
+#   VARIANTS="tunneld-udp@w1 tunneld-udp@w2" STREAMS=4 sudo -E bash scripts/compare-peers.sh
 #
 # Installs what is missing: iperf3 and wireguard-tools (apt), wireguard-go (go install, into
 # $TOOLS, default /tmp/compare-peers-tools) and boringtun-cli (cargo install, same place; it
@@ -205,14 +208,17 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
       TARGET=$B4
       ;;
     tunneld-* | base-*)
-      local kind=${1#*-} bin=$BIN
+      # KIND[@wN]: tunneld-udp@w1 runs tunneld-udp with --workers 1.
+      local spec=${1#*-} bin=$BIN kind workers=()
+      kind=${spec%%@*}
+      [[ $spec == *@w* ]] && workers=(--workers "${spec##*@w}")
       [[ $1 == base-* ]] && bin=${BASE_BIN:?BASE_BIN: the other tunneld build}
       for side in a b; do
         local ns=$NSA
         [ $side = b ] && ns=$NSB
         tunneld_config "$kind" $side >"$WORK/$kind-$side.toml"
         # shellcheck disable=SC2086
-        ip netns exec "$ns" "$bin" --config "$WORK/$kind-$side.toml" --log warn ${TUNNELD_ARGS:-} 2>"$WORK/tunneld-$kind-$side.log" &
+        ip netns exec "$ns" "$bin" --config "$WORK/$kind-$side.toml" --log warn "${workers[@]}" ${TUNNELD_ARGS:-} 2>"$WORK/tunneld-$kind-$side.log" &
         BG+=($!)
         PIDS+=($!)
       done
