@@ -5,7 +5,7 @@
 use ipsec::config;
 use ipsec_tunnel::{Outcome, PacketBuffer, TunIo, Tunnel, UnderlayTx};
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
@@ -13,10 +13,10 @@ use std::time::Duration;
 
 /// Remembers the one packet written to it.
 #[derive(Default)]
-struct Catch(Mutex<Vec<(Vec<u8>, Option<Ipv4Addr>)>>);
+struct Catch(Mutex<Vec<(Vec<u8>, Option<IpAddr>)>>);
 
 impl Catch {
-    fn take(&self) -> (Vec<u8>, Option<Ipv4Addr>) {
+    fn take(&self) -> (Vec<u8>, Option<IpAddr>) {
         let mut v = self.0.lock().unwrap();
         assert_eq!(v.len(), 1, "one packet out");
         v.pop().unwrap()
@@ -34,7 +34,7 @@ impl TunIo for Catch {
 }
 
 impl UnderlayTx for Catch {
-    fn send_to(&self, packet: &[u8], dst: Ipv4Addr) -> io::Result<()> {
+    fn send_to(&self, packet: &[u8], dst: IpAddr) -> io::Result<()> {
         self.0.lock().unwrap().push((packet.to_vec(), Some(dst)));
         Ok(())
     }
@@ -44,7 +44,7 @@ fn host(file: &str) -> Tunnel {
     let loaded = config::load(Path::new(file), None).unwrap();
     let t = loaded.config.tunnel.clone().expect("a [tunnel] table");
     assert_eq!(t.tun.as_deref(), Some("ipsec0"));
-    Tunnel::new(loaded.config.build(Duration::ZERO).unwrap(), t.peer)
+    Tunnel::new(loaded.config.build(Duration::ZERO).unwrap(), t.peers)
 }
 
 fn ping(v6: bool, from_a: bool, len: usize) -> Vec<u8> {
@@ -78,7 +78,7 @@ fn carry(from: &Tunnel, to: &Tunnel, inner: &[u8], peer: Ipv4Addr) -> Vec<u8> {
     let n = pkt.load(inner);
     assert_eq!(from.outbound(&mut pkt, n, &wire), Outcome::Forwarded);
     let (sealed, dst) = wire.take();
-    assert_eq!(dst, Some(peer));
+    assert_eq!(dst, Some(IpAddr::V4(peer)));
     let n = pkt.load(&sealed);
     assert_eq!(to.inbound(&mut pkt, n, &tun), Outcome::Forwarded);
     assert_eq!(tun.take().0, inner);
@@ -145,7 +145,42 @@ fn tunneld_reports_bad_configs_and_setup_errors() {
     );
     let (code, err) = tunneld(&["--config", &v6]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains(&format!("{v6}:17:")) && err.contains("IPv4 only"), "{err}");
+    assert!(
+        err.contains(&format!("{v6}:17:")) && err.contains("local needs an IPv6 address"),
+        "{err}"
+    );
+    // An IPv6 underlay, but the SAs tunnel to the IPv4 peer.
+    let v6 = write(
+        "v6b.toml",
+        &base
+            .replace("peer = \"10.99.0.2\"", "peer = \"2001:db8::2\"")
+            .replace("local = \"10.99.0.1\"", "local = [\"10.99.0.1\", \"2001:db8::1\"]"),
+    );
+    let (code, err) = tunneld(&["--config", &v6]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("tunnels to 10.99.0.2, not to the peer 2001:db8::2"),
+        "{err}"
+    );
+    // The command line's peers and local addresses replace the table's, checked alike.
+    let esp_a = "examples/tunnel/esp-a.toml";
+    let (code, err) = tunneld(&["--config", esp_a, "--peer", "10.99.0.9"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not to the peer 10.99.0.9"), "{err}");
+    let (code, err) = tunneld(&["--config", esp_a, "--local", "fd00::1", "--local", "fd00::2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("at most one IPv4 and one IPv6"), "{err}");
+    let (code, err) = tunneld(&[
+        "--config",
+        esp_a,
+        "--peer",
+        "10.99.0.2",
+        "--peer",
+        "10.99.0.3",
+        "--tun",
+        "no/slash",
+    ]);
+    assert_eq!(code, 1, "two peers pass the checks: {err}");
 
     let unknown = write("unknown.toml", &format!("{base}\n[tunnel.extra]\n"));
     let (code, err) = tunneld(&["--config", &unknown]);
