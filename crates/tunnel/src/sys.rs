@@ -824,7 +824,7 @@ impl UnderlayRx for UdpEncap {
         };
         if e.learned.load().as_deref() != Some(&src) {
             e.learned.store(Some(Arc::new(src)));
-            tracing::info!("ESP-in-UDP: the peer's endpoint is now {src} (peer {peer})");
+            tracing::info!("ESP-in-UDP (peer {peer}): the peer's endpoint is now {src}");
         }
     }
 }
