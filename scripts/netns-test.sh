@@ -33,7 +33,7 @@
 #             with TUN offloads on and checks they are), so both paths are covered
 #
 # Every daemon must stop cleanly on SIGTERM (exit 0) and log no warning. Installs iproute2,
-# iputils-ping, iperf3 and tshark if missing. Bounded: every wait has a deadline; about 100 s.
+# iputils-ping, iperf3 and tshark if missing. Bounded: every wait has a deadline; all stages about 200 s.
 # Exits non-zero with a message naming the failed check; the logs are kept then. iperf3 is
 # capped at IPERF_RATE (default 200M; 0 = unlimited) so the run is bounded in bytes too.
 #
