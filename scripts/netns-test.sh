@@ -18,13 +18,27 @@
 #             ports 20000-20999; nothing in from B's side unless it answers A): B learns A's
 #             endpoint from authenticated packets, its replies reach A, A's keepalive counted
 #   flood     scripts/flood-test.sh: 1 M garbage and replayed packets during a transfer
+#   rekey     make-before-break rekeys with `ipsec sa update` during a transfer; a hard
+#             lifetime and the --on-event hook that replaces the SA (details at the stage)
+#   v6        an IPv6-only underlay: a second veth pair with only fd00:99::1/64 <-> fd00:99::2/64,
+#             raw ESP (AES-GCM, IPv6 raw sockets) and then ESP in UDP over IPv6: the TUN MTU
+#             counts the IPv6 (and UDP) header, pings of both inner families (the largest
+#             inner packet too), tshark checks every ESP frame's ICV, iperf3, counters agree
+#   peers     host A with two peers at once over ESP in UDP: B over IPv4 (the first veth) and
+#             C over IPv6 (a third namespace on a second veth of A), different inner prefixes
+#             routed to each (the SPD picks the peer); pings and iperf3 to both at the same
+#             time, tshark on each link checks every ESP frame's ICV and that no packet of the
+#             other peer's SAs is on it; keepalives and per-peer endpoints in A's stats
+#   nooffload the udp stage's traffic again with tunneld --no-offload (the udp stage runs
+#             with TUN offloads on and checks they are), so both paths are covered
 #
 # Every daemon must stop cleanly on SIGTERM (exit 0) and log no warning. Installs iproute2,
-# iputils-ping, iperf3 and tshark if missing. Bounded: every wait has a deadline; about 100 s.
+# iputils-ping, iperf3 and tshark if missing. Bounded: every wait has a deadline; all stages about 200 s.
 # Exits non-zero with a message naming the failed check; the logs are kept then. iperf3 is
 # capped at IPERF_RATE (default 200M; 0 = unlimited) so the run is bounded in bytes too.
 #
-#   sudo bash scripts/netns-test.sh            # builds tunneld (release) first
+#   sudo bash scripts/netns-test.sh            # builds tunneld (release) first; every stage
+#   sudo bash scripts/netns-test.sh v6 peers   # only the stages named, in the order above
 #   TUNNELD_BIN=path/to/tunneld sudo -E bash scripts/netns-test.sh
 #   bash scripts/netns-test.sh --if-possible   # scripts/test.sh: without root, /dev/net/tun
 #                                              # or working `ip netns`, say why and exit 0
@@ -37,7 +51,24 @@ fail() {
   exit 1
 }
 IF_POSSIBLE=0
-[ "${1:-}" = "--if-possible" ] && IF_POSSIBLE=1
+ALL_STAGES="esp comp-esp esp-ah udp udp-nat flood rekey v6 peers nooffload"
+STAGES=()
+for arg in "$@"; do
+  case " $ALL_STAGES --if-possible " in
+    *" $arg "*) ;;
+    *) fail "unknown stage \`$arg\`: the stages are $ALL_STAGES (none named: all)" ;;
+  esac
+  if [ "$arg" = --if-possible ]; then IF_POSSIBLE=1; else STAGES+=("$arg"); fi
+done
+RAN=()
+# want STAGE: whether STAGE runs (all do when none was named); notes that it did.
+want() {
+  if [ ${#STAGES[@]} -eq 0 ] || [[ " ${STAGES[*]} " == *" $1 "* ]]; then
+    RAN+=("$1")
+    return 0
+  fi
+  return 1
+}
 cannot() {
   if [ $IF_POSSIBLE -eq 1 ]; then
     log "skipped: $*"
@@ -102,6 +133,7 @@ cleanup() {
   ip netns del "$NSA" 2>/dev/null || true
   ip netns del "$NSB" 2>/dev/null || true
   [ -n "${NSN:-}" ] && ip netns del "$NSN" 2>/dev/null || true
+  [ -n "${NSC:-}" ] && ip netns del "$NSC" 2>/dev/null || true
   if [ $rc -ne 0 ]; then
     for f in "$WORK"/*.log; do
       [ -s "$f" ] && { echo "---- $f (last lines)"; tail -n 15 "$f"; }
@@ -148,6 +180,8 @@ stop_pid() {
 
 # ---- one variant ------------------------------------------------------------------------
 V='' DA='' DB='' CAP=''
+CAPS=()         # tshark processes running (cap_start), stopped together by cap_stop
+TUNNELD_ARGS=() # extra tunneld arguments for start
 SA='' SB=''
 
 start() { # VARIANT [CONFIG_DIR (default examples/tunnel) [b-first: B up before A starts]]
@@ -156,16 +190,16 @@ start() { # VARIANT [CONFIG_DIR (default examples/tunnel) [b-first: B up before 
   SA=$WORK/$V-a.json
   SB=$WORK/$V-b.json
   if [ "$order" != b-first ]; then
-    ip netns exec "$NSA" "$BIN" --config "$dir/$V-a.toml" --stats "$SA" 2>"$WORK/$V-a.log" &
+    ip netns exec "$NSA" "$BIN" --config "$dir/$V-a.toml" --stats "$SA" ${TUNNELD_ARGS[@]+"${TUNNELD_ARGS[@]}"} 2>"$WORK/$V-a.log" &
     DA=$!
     BG+=("$DA")
   fi
-  ip netns exec "$NSB" "$BIN" --config "$dir/$V-b.toml" --stats "$SB" 2>"$WORK/$V-b.log" &
+  ip netns exec "$NSB" "$BIN" --config "$dir/$V-b.toml" --stats "$SB" ${TUNNELD_ARGS[@]+"${TUNNELD_ARGS[@]}"} 2>"$WORK/$V-b.log" &
   DB=$!
   BG+=("$DB")
   if [ "$order" = b-first ]; then
     wait_for 10 "tunneld ($V) in $NSB to write its stats" test -s "$SB"
-    ip netns exec "$NSA" "$BIN" --config "$dir/$V-a.toml" --stats "$SA" 2>"$WORK/$V-a.log" &
+    ip netns exec "$NSA" "$BIN" --config "$dir/$V-a.toml" --stats "$SA" ${TUNNELD_ARGS[@]+"${TUNNELD_ARGS[@]}"} 2>"$WORK/$V-a.log" &
     DA=$!
     BG+=("$DA")
   fi
@@ -205,30 +239,35 @@ expect() { # WHAT EXPR...: over the two stats files, retried while the once-a-se
   $HELPER expect --what "$V: $what" "$SA" "$SB" "$@" || fail "$V: $what (see above)"
 }
 
-cap_start() { # FILE [INTERFACE [FILTER]]: tshark on B's veth, IPsec protocols only by default
-  : >"$WORK/tshark.log"
-  ip netns exec "$NSB" tshark -n -q -i "${2:-$VB}" -f "${3:-ip proto 50 or ip proto 51 or ip proto 108}" \
-    -F pcap -w "$1" -a duration:60 2>"$WORK/tshark.log" &
+cap_start() { # FILE [INTERFACE [FILTER [NAMESPACE]]]: tshark on B's veth, IPsec protocols only by default
+  local tlog=$WORK/tshark-$(basename "$1").log
+  : >"$tlog"
+  ip netns exec "${4:-$NSB}" tshark -n -q -i "${2:-$VB}" -f "${3:-ip proto 50 or ip proto 51 or ip proto 108}" \
+    -F pcap -w "$1" -a duration:60 2>"$tlog" &
   CAP=$!
   BG+=("$CAP")
-  wait_for 15 "tshark to start capturing" grep -q "Capturing on" "$WORK/tshark.log"
+  CAPS+=("$CAP")
+  wait_for 15 "tshark to start capturing" grep -q "Capturing on" "$tlog"
   # dumpcap may still be opening the interface; tshark 4.0 says when it is done.
   for _ in $(seq 30); do
-    grep -q "Capture started" "$WORK/tshark.log" && break
+    grep -q "Capture started" "$tlog" && break
     sleep 0.1
   done
   sleep 0.5
 }
 
-cap_stop() {
+cap_stop() { # stops every capture cap_start started
   sleep 0.3 # the last replies
-  kill -INT "$CAP" 2>/dev/null || true
-  for _ in $(seq 100); do
-    kill -0 "$CAP" 2>/dev/null || break
-    sleep 0.1
+  for c in "${CAPS[@]}"; do
+    kill -INT "$c" 2>/dev/null || true
+    for _ in $(seq 100); do
+      kill -0 "$c" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -0 "$c" 2>/dev/null && fail "tshark did not stop"
+    wait "$c" || true
   done
-  kill -0 "$CAP" 2>/dev/null && fail "tshark did not stop"
-  wait "$CAP" || true
+  CAPS=()
 }
 
 iperf() { # SERVER_ADDR SECONDS [client options]
@@ -252,8 +291,14 @@ EOF
 }
 
 rawdrops() { ip netns exec "$1" $HELPER rawdrops; }
+# The drops the kernel counted on a namespace's UDP sockets (IPv4 and IPv6).
+udpdrops() { ip netns exec "$1" awk 'FNR > 1 { s += $NF } END { print s + 0 }' /proc/net/udp /proc/net/udp6; }
+
+# Each stage runs when it is wanted (see the header); its body is not indented, to keep the
+# diffs of the stages small.
 
 # ---- esp --------------------------------------------------------------------------------
+if want esp; then
 start esp
 cap_start "$WORK/esp.pcap"
 ping_ok "$NSA" 10.100.0.2 3
@@ -303,8 +348,10 @@ expect "final counters agree" \
   "sum(A.sas.esp_ba.inbound.drops.values()) == 0" "sum(A.engine.inbound_drops.values()) == 0" \
   "A.daemon.tun_read_errors + A.daemon.underlay_recv_errors + B.daemon.tun_read_errors + B.daemon.underlay_recv_errors == 0" \
   "A.sas.esp_ab.outbound.packets > 1000"
+fi
 
 # ---- comp-esp -----------------------------------------------------------------------------
+if want comp-esp; then
 start comp-esp
 cap_start "$WORK/comp-esp.pcap"
 ping_ok "$NSA" 10.100.0.2 3 -s 1000 -p 61 # compressible, both ways
@@ -333,8 +380,10 @@ expect "final counters agree" \
   "B.sas.esp_ba.outbound.packets - B.daemon.underlay_send_errors == A.sas.esp_ba.inbound.packets + $DROPS_A" \
   "B.sas.comp_ab.inbound.packets + B.sas.comp_ab.inbound.not_compressed == B.sas.esp_ab.inbound.packets" \
   "sum(B.engine.inbound_drops.values()) + sum(A.engine.inbound_drops.values()) == 0"
+fi
 
 # ---- esp-ah -------------------------------------------------------------------------------
+if want esp-ah; then
 start esp-ah
 cap_start "$WORK/esp-ah.pcap"
 ping_ok "$NSA" 10.100.0.2 3
@@ -351,14 +400,16 @@ $HELPER esp "$WORK/esp-ah.pcap" --frames 12 \
   --uat "$($HELPER uat examples/tunnel/esp-ah-a.toml esp-ab)" \
   --uat "$($HELPER uat examples/tunnel/esp-ah-a.toml esp-ba)" || fail "esp-ah: tshark did not decrypt every frame"
 stop
+fi
 
 # ---- udp (ESP in UDP, RFC 3948), directly and through a NAT -------------------------------
 # Directly: pings both ways, tshark decodes udp.port==4500 as ESP and checks every ICV,
 # iperf3. Then A sits behind a third namespace doing SNAT (nftables, another source address
 # and port) that lets nothing in from B's side unless it answers A: B must learn A's
 # endpoint from A's authenticated packets, and its replies must reach A.
-udpdrops() { ip netns exec "$1" awk 'NR > 1 { s += $NF } END { print s + 0 }' /proc/net/udp; }
+if want udp; then
 start udp examples/tunnel b-first # A's first keepalive reaches a listening B
+grep -q 'offloads on' "$WORK/udp-a.log" || fail "udp: tunneld did not get its TUN offloads (nooffload tests without them)"
 [ "$(ip -n "$NSA" -o link show ipsec0 | grep -o 'mtu [0-9]*')" = "mtu 1438" ] ||
   fail "udp: TUN MTU is not 1438 (1500 - IPv4 20 - UDP 8 - ESP-GCM 54 rounded): $(ip -n "$NSA" -o link show ipsec0)"
 cap_start "$WORK/udp.pcap" "$VB" "udp port 4500"
@@ -399,8 +450,12 @@ expect "final counters agree" \
   "sum(A.engine.inbound_drops.values()) + sum(B.engine.inbound_drops.values()) == 0" \
   "A.daemon.udp_runts + A.daemon.udp_non_esp + B.daemon.udp_runts + B.daemon.udp_non_esp == 0" \
   "A.sas.esp_ab.outbound.packets > 1000"
+fi
 
 # Through a NAT: A 10.97.0.1 -- N (10.97.0.254 | 10.98.0.254, SNAT to ports 20000-20999) -- B 10.98.0.2
+if want udp-nat; then
+UAT_AB=$($HELPER uat examples/tunnel/udp-a.toml esp-ab)
+UAT_BA=$($HELPER uat examples/tunnel/udp-a.toml esp-ba)
 NSN=tnl-n-$ID
 ip netns add "$NSN"
 ip link add tnna$ID netns "$NSA" type veth peer name tnan$ID netns "$NSN"
@@ -459,12 +514,13 @@ stop
 # matters, that B learned A's translated endpoint and its replies got through, is checked above.
 log "udp-nat: B's unsolicited packets dropped by the NAT: $(ip netns exec "$NSN" nft list chain ip filter guard | awk '/^[[:space:]]*counter packets/ {print $3}')"
 ip netns del "$NSN"
+fi
 
 # ---- flood (issue #13): garbage and replays at a daemon during a transfer -------------------
 # scripts/flood-test.sh, in namespaces of its own (its header says what it checks).
+if want flood; then
 TUNNELD_BIN=$BIN bash scripts/flood-test.sh || fail "flood: see above"
-
-log "all checks passed: esp, comp-esp, esp-ah, udp, udp-nat, flood ($((SECONDS - START)) s)"
+fi
 
 # ---- rekey (issue #14): make-before-break rekeys under load, hard lifetime + --on-event ----
 # The esp pair again, each daemon with a control socket. During a bounded iperf3 TCP transfer
@@ -474,6 +530,7 @@ log "all checks passed: esp, comp-esp, esp-ah, udp, udp-nat, flood ($((SECONDS -
 # frame on the wire with the keys of all generations, both `ipsec monitor`s saw every
 # change. Then an SA with a 3 s hard lifetime expires and A's --on-event hook installs a
 # fresh one on both hosts (the hook reaches B's socket too): pings work again after it.
+if want rekey; then
 if [ -n "${IPSEC_BIN:-}" ]; then
   CTL=$IPSEC_BIN
 else
@@ -671,5 +728,258 @@ if bad:
     print("  e.g. " + "; ".join("\t".join(r) for r in bad[:5]), file=sys.stderr)
 sys.exit(0 if not bad and len(rows) == sent and len(spis) == nspi else 1)
 PY
+fi
 
-log "all checks passed: rekey ($((SECONDS - START)) s)"
+# ---- v6: an IPv6-only underlay ---------------------------------------------------------------
+# A second veth pair between the two namespaces with IPv6 addresses only (fd00:99::1/64 <->
+# fd00:99::2/64; no IPv4 address on it). Raw ESP (examples/tunnel/v6-*.toml, AES-GCM over
+# IPv6 raw sockets), then ESP in UDP over IPv6 (udp6-*.toml, UDP6 sockets): the default TUN
+# MTU counts the 40-byte IPv6 outer header (and the UDP header), pings of both inner families
+# both ways and the largest inner packets (-M do), tshark on the IPv6 veth checks every ESP
+# frame's ICV with the keys, iperf3, and the daemons' counters agree.
+v6_stage() { # VARIANT ORDER TUN_MTU CAPTURE_FILTER IPERF_DST DROPS_FN
+  local v=$1 order=$2 mtu=$3 filter=$4 dst=$5 drops=$6
+  start "$v" examples/tunnel "$order"
+  local got
+  got=$(ip -n "$NSA" -o link show ipsec0 | grep -o 'mtu [0-9]*')
+  [ "$got" = "mtu $mtu" ] || fail "$v: TUN MTU is $got, not $mtu (1500 - IPv6 40$([ "$v" = udp6 ] && echo ' - UDP 8') - ESP-GCM 34)"
+  cap_start "$WORK/$v.pcap" "$V6B" "$filter"
+  ping_ok "$NSA" 10.100.0.2 3
+  ping_ok "$NSA" fd00:100::2 3
+  ping_ok "$NSB" 10.100.0.1 3
+  ping_ok "$NSB" fd00:100::1 3
+  # The largest inner packets: inner + ESP-GCM 34 (+ UDP 8) + IPv6 40 = 1500 bytes.
+  ping_ok "$NSA" 10.100.0.2 2 -s $((mtu - 28)) -M do
+  ping_ok "$NSA" fd00:100::2 2 -s $((mtu - 48)) -M do
+  cap_stop
+  expect "pings counted by both daemons" \
+    "A.sas.esp_ab.outbound.packets == B.sas.esp_ab.inbound.packets == 16" \
+    "B.sas.esp_ba.outbound.packets == A.sas.esp_ba.inbound.packets == 16" \
+    "A.daemon.underlay_send_errors == B.daemon.underlay_send_errors == 0" \
+    "A.daemon.not_to_peer == B.daemon.not_to_peer == 0" \
+    "A.daemon.engine_in_drops == B.daemon.engine_in_drops == 0"
+  $HELPER count "$WORK/$v.pcap" "ipv6 && !ip && esp" --frames 32 || fail "$v: not 32 ESP frames over IPv6 on the link"
+  $HELPER esp "$WORK/$v.pcap" --frames 32 \
+    --uat "$($HELPER uat "examples/tunnel/$v-a.toml" esp-ab)" \
+    --uat "$($HELPER uat "examples/tunnel/$v-a.toml" esp-ba)" || fail "$v: tshark did not decrypt every frame"
+  iperf "$dst" 2
+  local da db
+  da=$($drops "$NSA")
+  db=$($drops "$NSB")
+  stop
+  log "$v: socket queue drops: A $da, B $db"
+  expect "final counters agree" \
+    "A.sas.esp_ab.outbound.packets - A.daemon.underlay_send_errors == B.sas.esp_ab.inbound.packets + $db" \
+    "B.sas.esp_ba.outbound.packets - B.daemon.underlay_send_errors == A.sas.esp_ba.inbound.packets + $da" \
+    "A.daemon.underlay_tx_packets == A.sas.esp_ab.outbound.packets - A.daemon.underlay_send_errors" \
+    "B.daemon.tun_tx_packets + B.daemon.tun_write_errors == B.sas.esp_ab.inbound.packets" \
+    "sum(A.engine.inbound_drops.values()) + sum(B.engine.inbound_drops.values()) == 0" \
+    "A.daemon.udp_runts + A.daemon.udp_non_esp + B.daemon.udp_runts + B.daemon.udp_non_esp == 0" \
+    "A.sas.esp_ab.outbound.packets > 1000"
+}
+if want v6; then
+V6A=tn6a$ID
+V6B=tn6b$ID
+ip link add "$V6A" netns "$NSA" type veth peer name "$V6B" netns "$NSB"
+ip -n "$NSA" -6 addr add fd00:99::1/64 dev "$V6A" nodad
+ip -n "$NSB" -6 addr add fd00:99::2/64 dev "$V6B" nodad
+ip -n "$NSA" link set "$V6A" up
+ip -n "$NSB" link set "$V6B" up
+[ -z "$(ip -n "$NSA" -4 -o addr show dev "$V6A")$(ip -n "$NSB" -4 -o addr show dev "$V6B")" ] ||
+  fail "v6: the IPv6 link has an IPv4 address"
+wait_for 10 "the IPv6 underlay" ip netns exec "$NSA" ping -6 -n -c 1 -W 1 fd00:99::2
+v6_stage v6 '' 1426 "ip6 proto 50" 10.100.0.2 rawdrops
+v6_stage udp6 b-first 1418 "udp port 4500" fd00:100::2 udpdrops
+expect "ESP in UDP over IPv6: keepalives, the peer's endpoint in the stats" \
+  "B.daemon.udp_keepalives_rx >= 1" "A.daemon.udp_keepalives_tx >= 1" \
+  "A.peers[0]['peer'] == 'fd00:99::2' and A.peers[0]['endpoint'] == '[fd00:99::2]:4500' and A.peers[0]['learned']"
+ip -n "$NSA" link del "$V6A"
+fi
+
+# ---- peers: one daemon, two peers -----------------------------------------------------------
+# A (examples/tunnel/peers-a.toml) with B over IPv4 (the first veth, 10.99.0.2) and C over
+# IPv6 (namespace tnl-c-*, a second veth of A: fd00:98::1/64 <-> fd00:98::3/64), both ESP in
+# UDP. Inner networks: A 10.100.1.0/24 + fd00:100:1::/64, B .2, C .3; A routes B's and C's
+# into its TUN device and the SPD picks the SA, whose tunnel destination picks the peer.
+if want peers; then
+NSC=tnl-c-$ID
+PA=tnpa$ID
+PC=tnpc$ID
+ip netns add "$NSC"
+ip link add "$PA" netns "$NSA" type veth peer name "$PC" netns "$NSC"
+ip -n "$NSA" -6 addr add fd00:98::1/64 dev "$PA" nodad
+ip -n "$NSC" -6 addr add fd00:98::3/64 dev "$PC" nodad
+ip -n "$NSC" link set lo up
+ip -n "$NSA" link set "$PA" up
+ip -n "$NSC" link set "$PC" up
+wait_for 10 "the link to C" ip netns exec "$NSA" ping -6 -n -c 1 -W 1 fd00:98::3
+V=peers
+SA=$WORK/peers-a.json
+SB=$WORK/peers-b.json
+SC=$WORK/peers-c.json
+# B and C first: A's first keepalives find them listening.
+ip netns exec "$NSB" "$BIN" --config examples/tunnel/peers-b.toml --stats "$SB" 2>"$WORK/peers-b.log" &
+DB=$!
+BG+=("$DB")
+ip netns exec "$NSC" "$BIN" --config examples/tunnel/peers-c.toml --stats "$SC" 2>"$WORK/peers-c.log" &
+DC=$!
+BG+=("$DC")
+wait_for 10 "tunneld (peers) in $NSB to write its stats" test -s "$SB"
+wait_for 10 "tunneld (peers) in $NSC to write its stats" test -s "$SC"
+ip netns exec "$NSA" "$BIN" --config examples/tunnel/peers-a.toml --stats "$SA" 2>"$WORK/peers-a.log" &
+DA=$!
+BG+=("$DA")
+wait_for 10 "tunneld (peers) in $NSA to write its stats" test -s "$SA"
+ip -n "$NSA" addr add 10.100.1.1/24 dev ipsec0
+ip -n "$NSA" addr add fd00:100:1::1/64 dev ipsec0 nodad
+for n in 2 3; do
+  ip -n "$NSA" route add 10.100.$n.0/24 dev ipsec0
+  ip -n "$NSA" -6 route add fd00:100:$n::/64 dev ipsec0
+done
+for l in "$NSB 2" "$NSC 3"; do
+  ns=${l% *} n=${l#* }
+  ip -n "$ns" addr add 10.100.$n.1/24 dev ipsec0
+  ip -n "$ns" addr add fd00:100:$n::1/64 dev ipsec0 nodad
+  ip -n "$ns" route add 10.100.1.0/24 dev ipsec0
+  ip -n "$ns" -6 route add fd00:100:1::/64 dev ipsec0
+done
+log "peers: A with peers B (IPv4) and C (IPv6) running ($(grep -o 'underlay [^;]*' "$WORK/peers-a.log" | head -1))"
+peers_expect() { # WHAT EXPR...: over A's, B's and C's stats
+  local what=$1
+  shift
+  $HELPER expect --what "peers: $what" "$SA" "$SB" --c "$SC" "$@" || fail "peers: $what (see above)"
+}
+# ping_both NS1 DST1 NS2 DST2 COUNT [options]: both at the same time, every echo answered.
+ping_both() {
+  local n=$5 p1 p2 rc1=0 rc2=0
+  ip netns exec "$1" ping -q -n -c "$n" -i 0.2 -W 2 -w 10 "${@:6}" "$2" >"$WORK/ping1.out" 2>&1 &
+  p1=$!
+  ip netns exec "$3" ping -q -n -c "$n" -i 0.2 -W 2 -w 10 "${@:6}" "$4" >"$WORK/ping2.out" 2>&1 &
+  p2=$!
+  wait $p1 || rc1=$?
+  wait $p2 || rc2=$?
+  for o in 1 2; do
+    grep -q "$n packets transmitted, $n received" "$WORK/ping$o.out" ||
+      fail "peers: concurrent pings to $2 and $4: $(grep -h transmitted "$WORK"/ping[12].out | tr '\n' ' ')"
+  done
+  [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] || fail "peers: ping failed ($rc1, $rc2)"
+}
+cap_start "$WORK/peers-b.pcap" "$VB" "udp port 4500" "$NSB"
+cap_start "$WORK/peers-c.pcap" "$PC" "udp port 4500" "$NSC"
+ping_both "$NSA" 10.100.2.1 "$NSA" 10.100.3.1 5
+ping_both "$NSB" 10.100.1.1 "$NSC" 10.100.1.1 5
+ping_both "$NSA" fd00:100:2::1 "$NSA" fd00:100:3::1 3
+cap_stop
+# Each link: 5 + 3 + 5 packets each way, all of its peer's SAs, every ICV good; none of the
+# other peer's SAs (their SPIs are not on it, and a frame tshark cannot decrypt fails the check).
+peers_expect "each peer's SAs count its packets, keepalives reach both, endpoints learned" \
+  "A.sas.esp_ab.outbound.packets == B.sas.esp_ab.inbound.packets == 13" \
+  "B.sas.esp_ba.outbound.packets == A.sas.esp_ba.inbound.packets == 13" \
+  "A.sas.esp_ac.outbound.packets == C.sas.esp_ac.inbound.packets == 13" \
+  "C.sas.esp_ca.outbound.packets == A.sas.esp_ca.inbound.packets == 13" \
+  "A.daemon.not_to_peer == 0" "A.daemon.underlay_send_errors == 0" \
+  "A.daemon.engine_in_drops + B.daemon.engine_in_drops + C.daemon.engine_in_drops == 0" \
+  "B.daemon.udp_keepalives_rx >= 1" "C.daemon.udp_keepalives_rx >= 1" "A.daemon.udp_keepalives_tx >= 2" \
+  "[p['peer'] for p in A.peers] == ['10.99.0.2', 'fd00:98::3']" \
+  "[p['endpoint'] for p in A.peers] == ['10.99.0.2:4500', '[fd00:98::3]:4500']" \
+  "all(p['learned'] for p in A.peers)"
+$HELPER count "$WORK/peers-b.pcap" "esp && (esp.spi == 0x5003 || esp.spi == 0x5103)" --frames 0 ||
+  fail "peers: C's SAs on B's link"
+$HELPER count "$WORK/peers-c.pcap" "esp && (esp.spi == 0x5002 || esp.spi == 0x5102)" --frames 0 ||
+  fail "peers: B's SAs on C's link"
+$HELPER count "$WORK/peers-c.pcap" "ipv6 && esp" --frames 26 || fail "peers: not 26 ESP frames over IPv6 on C's link"
+$HELPER esp "$WORK/peers-b.pcap" --frames 26 \
+  --uat "$($HELPER uat examples/tunnel/peers-a.toml esp-ab)" \
+  --uat "$($HELPER uat examples/tunnel/peers-a.toml esp-ba)" || fail "peers: tshark on B's link"
+$HELPER esp "$WORK/peers-c.pcap" --frames 26 \
+  --uat "$($HELPER uat examples/tunnel/peers-a.toml esp-ac)" \
+  --uat "$($HELPER uat examples/tunnel/peers-a.toml esp-ca)" || fail "peers: tshark on C's link"
+# iperf3 to B and C at the same time.
+for l in "$NSB 10.100.2.1 5203" "$NSC 10.100.3.1 5204"; do
+  set -- $l
+  ip netns exec "$1" timeout 30 iperf3 -s -1 -B "$2" -p "$3" >"$WORK/iperf-server-$3.log" 2>&1 &
+  BG+=("$!")
+  wait_for 10 "the iperf3 server on $2" ip netns exec "$1" sh -c "ss -Hltn 'sport = :$3' | grep -q ."
+done
+timeout 30 ip netns exec "$NSA" iperf3 -c 10.100.2.1 -p 5203 -t 2 -b "${IPERF_RATE:-200M}" -J >"$WORK/iperf-b.json" 2>&1 &
+IB=$!
+timeout 30 ip netns exec "$NSA" iperf3 -c 10.100.3.1 -p 5204 -t 2 -b "${IPERF_RATE:-200M}" -J >"$WORK/iperf-c.json" 2>&1 &
+IC=$!
+rc=0
+wait $IB || rc=$?
+wait $IC || rc=$((rc + $?))
+[ $rc -eq 0 ] || fail "peers: iperf3 to B and C at the same time failed: $(tail -n 3 "$WORK"/iperf-[bc].json)"
+python3 - "$WORK/iperf-b.json" "$WORK/iperf-c.json" <<'PY' || fail "peers: iperf3 moved too little"
+import json, sys
+ok = True
+for name, path in zip("BC", sys.argv[1:]):
+    r = json.load(open(path))["end"]["sum_received"]
+    print(f"netns-test: peers: iperf3 to {name}: {r['bytes'] / 1e6:.1f} MB ({r['bits_per_second'] / 1e6:.0f} Mbit/s)")
+    ok &= r["bytes"] > 1_000_000
+sys.exit(0 if ok else 1)
+PY
+DROPS_A=$(udpdrops "$NSA")
+DROPS_B=$(udpdrops "$NSB")
+DROPS_C=$(udpdrops "$NSC")
+stop_pid "$DA" "tunneld (peers) in $NSA"
+stop_pid "$DB" "tunneld (peers) in $NSB"
+stop_pid "$DC" "tunneld (peers) in $NSC"
+for h in a b c; do
+  if grep -E ' (WARN|ERROR) ' "$WORK/peers-$h.log" >/dev/null; then
+    fail "tunneld (peers, host $h) logged warnings: $(grep -E ' (WARN|ERROR) ' "$WORK/peers-$h.log" | head -3)"
+  fi
+  grep -q 'tunneld: stopped' "$WORK/peers-$h.log" || fail "tunneld (peers, host $h) did not log its clean stop"
+done
+log "peers: UDP socket queue drops: A $DROPS_A, B $DROPS_B, C $DROPS_C"
+peers_expect "final counters agree" \
+  "A.sas.esp_ab.outbound.packets - A.daemon.underlay_send_errors >= B.sas.esp_ab.inbound.packets >= A.sas.esp_ab.outbound.packets - A.daemon.underlay_send_errors - $DROPS_B" \
+  "A.sas.esp_ac.outbound.packets - A.daemon.underlay_send_errors >= C.sas.esp_ac.inbound.packets >= A.sas.esp_ac.outbound.packets - A.daemon.underlay_send_errors - $DROPS_C" \
+  "A.sas.esp_ab.outbound.packets + A.sas.esp_ac.outbound.packets - A.daemon.underlay_send_errors == B.sas.esp_ab.inbound.packets + C.sas.esp_ac.inbound.packets + $DROPS_B + $DROPS_C" \
+  "B.sas.esp_ba.outbound.packets + C.sas.esp_ca.outbound.packets - B.daemon.underlay_send_errors - C.daemon.underlay_send_errors == A.sas.esp_ba.inbound.packets + A.sas.esp_ca.inbound.packets + $DROPS_A" \
+  "A.daemon.underlay_tx_packets == A.sas.esp_ab.outbound.packets + A.sas.esp_ac.outbound.packets - A.daemon.underlay_send_errors" \
+  "sum(A.engine.inbound_drops.values()) + sum(B.engine.inbound_drops.values()) + sum(C.engine.inbound_drops.values()) == 0" \
+  "A.sas.esp_ab.outbound.packets > 1000" "A.sas.esp_ac.outbound.packets > 1000"
+ip netns del "$NSC"
+ip -n "$NSA" link del "$PA" 2>/dev/null || true
+fi
+
+# ---- nooffload: the udp stage's traffic with TUN offloads off --------------------------------
+if want nooffload; then
+mkdir -p "$WORK/nooffload"
+for h in a b; do cp "examples/tunnel/udp-$h.toml" "$WORK/nooffload/nooffload-$h.toml"; done
+TUNNELD_ARGS=(--no-offload)
+start nooffload "$WORK/nooffload" b-first
+TUNNELD_ARGS=()
+for h in a b; do
+  grep -q 'offloads off' "$WORK/nooffload-$h.log" || fail "nooffload: tunneld ($h) did not run with offloads off"
+done
+[ "$(ip -n "$NSA" -o link show ipsec0 | grep -o 'mtu [0-9]*')" = "mtu 1438" ] || fail "nooffload: TUN MTU is not 1438"
+cap_start "$WORK/nooffload.pcap" "$VB" "udp port 4500"
+ping_ok "$NSA" 10.100.0.2 3
+ping_ok "$NSB" fd00:100::1 3
+ping_ok "$NSA" 10.100.0.2 2 -s 1410 -M do
+cap_stop
+expect "ESP in UDP without offloads: pings counted by both daemons" \
+  "A.sas.esp_ab.outbound.packets == B.sas.esp_ab.inbound.packets == 8" \
+  "B.sas.esp_ba.outbound.packets == A.sas.esp_ba.inbound.packets == 8" \
+  "A.daemon.tun_gso_packets + A.daemon.tun_gro_packets + B.daemon.tun_gso_packets + B.daemon.tun_gro_packets == 0" \
+  "A.daemon.engine_in_drops == B.daemon.engine_in_drops == 0"
+$HELPER esp "$WORK/nooffload.pcap" --frames 16 \
+  --uat "$($HELPER uat examples/tunnel/udp-a.toml esp-ab)" \
+  --uat "$($HELPER uat examples/tunnel/udp-a.toml esp-ba)" || fail "nooffload: tshark did not decrypt every frame"
+python3 scripts/scapy_udp_check.py decrypt "$WORK/nooffload.pcap" examples/tunnel/udp-a.toml --frames 16 ||
+  fail "nooffload: scapy did not decrypt the captured ESP-in-UDP frames"
+iperf 10.100.0.2 2
+DROPS_A=$(udpdrops "$NSA")
+DROPS_B=$(udpdrops "$NSB")
+stop
+log "nooffload: UDP socket queue drops: A $DROPS_A, B $DROPS_B"
+expect "final counters agree, no super-packets either way" \
+  "A.sas.esp_ab.outbound.packets - A.daemon.underlay_send_errors == B.sas.esp_ab.inbound.packets + $DROPS_B" \
+  "B.sas.esp_ba.outbound.packets - B.daemon.underlay_send_errors == A.sas.esp_ba.inbound.packets + $DROPS_A" \
+  "A.daemon.tun_gso_packets + A.daemon.tun_gro_packets + B.daemon.tun_gso_packets + B.daemon.tun_gro_packets == 0" \
+  "sum(A.engine.inbound_drops.values()) + sum(B.engine.inbound_drops.values()) == 0" \
+  "A.sas.esp_ab.outbound.packets > 1000"
+fi
+
+log "all checks passed: ${RAN[*]} ($((SECONDS - START)) s)"

@@ -3,10 +3,11 @@
 
   inject   send bad packets to a host's underlay address: ESP with unknown SPIs, ESP with a
            real SPI and a wrong ICV, truncated ESP, and a replay of a captured ESP packet
-  expect   check expressions over two tunneld stats files (retrying while the daemons'
-           once-a-second stats catch up), e.g. "A.sas.esp_ab.outbound.packets == 12"
+  expect   check expressions over two (or, with --c, three) tunneld stats files (retrying
+           while the daemons' once-a-second stats catch up), e.g.
+           "A.sas.esp_ab.outbound.packets == 12"
   esp      decrypt a capture with tshark and check every ESP frame's ICV and inner packet
-  rawdrops the drops the kernel counted on this namespace's raw sockets (/proc/net/raw)
+  rawdrops the drops the kernel counted on this namespace's raw sockets (/proc/net/raw, raw6)
   uat      an SA of a tunneld TOML config as a Wireshark esp_sa entry (for `esp --uat`)
   count    frames of a capture that match a tshark display filter
 """
@@ -126,9 +127,11 @@ def expect(a: argparse.Namespace) -> None:
         failed: List[Tuple[str, str]] = []
         try:
             env = {"A": load(a.a), "B": load(a.b)}
+            if a.c:
+                env["C"] = load(a.c)
             for e in a.exprs:
                 try:
-                    if not eval(e, {"__builtins__": {"sum": sum, "len": len}}, env):  # noqa: S307 (test expressions)
+                    if not eval(e, {"__builtins__": {"sum": sum, "len": len, "all": all, "any": any}}, env):  # noqa: S307 (test expressions)
                         failed.append((e, "false"))
                 except Exception as x:  # noqa: BLE001
                     failed.append((e, f"{type(x).__name__}: {x}"))
@@ -142,7 +145,7 @@ def expect(a: argparse.Namespace) -> None:
     print(f"FAILED ({a.what}):", file=sys.stderr)
     for e, why in failed:
         print(f"  {e}   [{why}]", file=sys.stderr)
-    for name, path in (("A", a.a), ("B", a.b)):
+    for name, path in (("A", a.a), ("B", a.b)) + ((("C", a.c),) if a.c else ()):
         try:
             s = load(path)
             sas = {k: {"in": v["inbound"]["packets"], "out": v["outbound"]["packets"],
@@ -217,7 +220,8 @@ def uat(a: argparse.Namespace) -> None:
         alg = sa["auth"]["alg"]
         auth = WS_AUTH[(alg, sa["auth"].get("trunc", DEFAULT_TRUNC[alg]))]
         akey = sa["auth"]["key"]
-    fields = ["IPv4", sa["src"], sa["dst"], f"0x{sa['spi']:08x}", enc, ekey, auth, akey]
+    family = "IPv6" if ":" in sa["src"] else "IPv4"
+    fields = [family, sa["src"], sa["dst"], f"0x{sa['spi']:08x}", enc, ekey, auth, akey]
     print(",".join(f'"{x}"' for x in fields))
 
 
@@ -238,10 +242,14 @@ def count(a: argparse.Namespace) -> None:
 
 def rawdrops(_: argparse.Namespace) -> None:
     total = 0
-    with open("/proc/net/raw") as f:
-        next(f)
-        for line in f:
-            total += int(line.split()[-1])
+    for path in ("/proc/net/raw", "/proc/net/raw6"):
+        try:
+            with open(path) as f:
+                next(f)
+                for line in f:
+                    total += int(line.split()[-1])
+        except FileNotFoundError:  # no IPv6 in this kernel
+            pass
     print(total)
 
 
@@ -260,6 +268,7 @@ def main() -> None:
     p = sub.add_parser("expect")
     p.add_argument("--what", default="counters")
     p.add_argument("--wait", type=float, default=4.0)
+    p.add_argument("--c", metavar="STATS", help="a third stats file, C in the expressions")
     p.add_argument("a")
     p.add_argument("b")
     p.add_argument("exprs", nargs="+")

@@ -582,4 +582,24 @@ fn check_config_prints_the_tunnel_table() {
         .output()
         .unwrap();
     assert!(!String::from_utf8_lossy(&out.stdout).contains("tunneld settings"));
+    // Several peers and a local address of each IP version.
+    let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/tunnel/peers-a.toml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ipsec"))
+        .arg("check-config")
+        .arg(&peers)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("  local 10.99.0.1, fd00:98::1\n  peers 10.99.0.2, fd00:98::3\n"),
+        "{text}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ipsec"))
+        .arg("check-config")
+        .arg(&peers)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["tunnel"]["peers"], serde_json::json!(["10.99.0.2", "fd00:98::3"]));
 }

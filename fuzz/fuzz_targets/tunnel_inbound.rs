@@ -37,7 +37,7 @@ fn state() -> &'static State {
             .build(std::time::Duration::ZERO)
             .expect("example config builds");
         State {
-            tunnel: Tunnel::new(engine, Some("192.0.2.1".parse().unwrap())),
+            tunnel: Tunnel::new(engine, vec!["192.0.2.1".parse().unwrap()]),
             tun: CountingTun(Default::default()),
             buf: std::sync::Mutex::new(PacketBuffer::new()),
         }

@@ -1,15 +1,15 @@
-//! `tunneld`: carries a TUN device's packets to a peer host through the SA engine. Packets
-//! the kernel routes into the TUN device are sealed (ESP, AH, IPComp, as the config's
-//! outbound policies say) and sent to the peer over IPv4 raw sockets; ESP/AH/IPComp packets
-//! from the peer are opened, checked against the inbound policies and written to the TUN
-//! device. Counters go to `--stats FILE` as JSON every second; SIGINT or SIGTERM stops it;
+//! `tunneld`: carries a TUN device's packets to one or more peer hosts through the SA
+//! engine. Packets the kernel routes into the TUN device are sealed (ESP, AH, IPComp, as the
+//! config's outbound policies say) and sent to the peer the outermost SA tunnels to, over
+//! IPv4 or IPv6 raw sockets (or ESP in UDP); ESP/AH/IPComp packets from the peers are opened,
+//! checked against the inbound policies and written to the TUN device. Counters go to `--stats FILE` as JSON every second; SIGINT or SIGTERM stops it;
 //! SIGHUP reads the config file again and applies what changed in its SAs and policies
 //! (make before break; unchanged SAs are not touched; a file that cannot be applied changes
 //! nothing), logged and sent to `ipsec monitor` as events.
 //!
 //! The config is the `ipsec check-config` format (TOML or setkey) plus, in TOML, a
-//! `[tunnel]` table (`tun`, `mtu`, `local`, `peer`, `encap = "espinudp"`, `encap_sport`,
-//! `encap_dport`, `workers`, `offload`: see `ipsec::config::TunnelConfig`).
+//! `[tunnel]` table (`tun`, `mtu`, `local`, `peer` or `peers`, `encap = "espinudp"`,
+//! `encap_sport`, `encap_dport`, `workers`, `offload`: see `ipsec::config::TunnelConfig`).
 //! The daemon itself is the `ipsec-tunnel` crate; this binary reads the config, builds the
 //! engine and hands it over.
 //!
@@ -20,6 +20,7 @@ use clap::Parser;
 use ipsec::config;
 use ipsec::tool;
 use ipsec_tunnel::daemon::{self, Options};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -28,7 +29,7 @@ use std::time::Duration;
 #[command(
     name = "tunneld",
     version,
-    about = "Carry a TUN device's packets to a peer through ESP, AH and IPComp (userspace IPsec over IPv4 raw sockets)"
+    about = "Carry a TUN device's packets to peers through ESP, AH and IPComp (userspace IPsec over IPv4/IPv6 raw sockets or ESP in UDP)"
 )]
 struct Args {
     /// The config file: SAs and policies (TOML or setkey, as `ipsec check-config` takes
@@ -57,6 +58,14 @@ struct Args {
     /// TSO segmentation or GRO coalescing.
     #[arg(long)]
     no_offload: bool,
+    /// This host's underlay address, IPv4 or IPv6; give it twice for one of each (default:
+    /// [tunnel] local).
+    #[arg(long, value_name = "ADDR")]
+    local: Vec<IpAddr>,
+    /// A peer's underlay address, IPv4 or IPv6; repeat it for several peers (default:
+    /// [tunnel] peer or peers; none: any address the SAs tunnel to).
+    #[arg(long, value_name = "ADDR")]
+    peer: Vec<IpAddr>,
     /// Log level: error, warn, info, debug (every dropped packet) or trace.
     #[arg(long, value_name = "LEVEL", default_value = "info")]
     log: String,
@@ -79,11 +88,21 @@ fn main() -> ExitCode {
     for w in &loaded.warnings {
         eprintln!("tunneld: {file}:{}: warning: {}", w.line, w.message);
     }
-    let t = loaded.config.tunnel.clone().unwrap_or_default();
+    let mut t = loaded.config.tunnel.clone().unwrap_or_default();
+    if !args.local.is_empty() {
+        t.local = args.local.clone();
+    }
+    if !args.peer.is_empty() {
+        t.peers = args.peer.clone();
+    }
+    if let Err(e) = config::check_underlay(&t.local, &t.peers, t.udp_encap.is_some()) {
+        eprintln!("tunneld: {e}");
+        return ExitCode::from(2);
+    }
     let engine = match loaded
         .config
         .build(Duration::ZERO)
-        .and_then(|e| loaded.config.check_for_tunneld(t.peer).map(|()| e))
+        .and_then(|e| loaded.config.check_for_tunneld(&t.peers).map(|()| e))
     {
         Ok(e) => e,
         Err(e) => {
@@ -112,7 +131,7 @@ fn main() -> ExitCode {
         tun: args.tun.or(t.tun).unwrap_or_else(|| Options::default().tun),
         mtu: t.mtu,
         local: t.local,
-        peer: t.peer,
+        peers: t.peers,
         udp_encap: t.udp_encap,
         stats: args.stats,
         control: args.control.or(t.control),

@@ -77,8 +77,9 @@ struct File {
 struct TunnelToml {
     tun: Option<Spanned<String>>,
     mtu: Option<Spanned<u32>>,
-    local: Option<Spanned<String>>,
+    local: Option<Spanned<toml::Value>>,
     peer: Option<Spanned<String>>,
+    peers: Option<Spanned<Vec<Spanned<String>>>>,
     control: Option<Spanned<String>>,
     encap: Option<Spanned<String>>,
     encap_sport: Option<u16>,
@@ -328,15 +329,41 @@ fn tunnel_config(t: &TunnelToml, lines: &LineIndex, line: usize) -> Result<Tunne
             return Err(invalid(lines.of(m), format!("mtu {} is not in 68-65535", m.get_ref())));
         }
     }
-    let v4 = |a: &Option<Spanned<String>>, what: &str| -> Result<Option<std::net::Ipv4Addr>, ConfigError> {
-        let Some(a) = a else { return Ok(None) };
-        match addr(a, what, lines)? {
-            IpAddr::V4(v) => Ok(Some(v)),
-            IpAddr::V6(_) => Err(ConfigError::at(
-                lines.of(a),
-                ErrorKind::Unsupported(format!("[tunnel]: {what} {}: the underlay is IPv4 only", a.get_ref())),
-            )),
+    // local: one address, or one of each family.
+    let local = match &t.local {
+        None => Vec::new(),
+        Some(v) => {
+            let bad = |m: String| ConfigError::at(lines.of(v), ErrorKind::Invalid(format!("[tunnel]: {m}")));
+            let parse = |x: &toml::Value| match x {
+                toml::Value::String(s) => s
+                    .trim()
+                    .parse::<IpAddr>()
+                    .map_err(|_| bad(format!("bad local address `{s}`"))),
+                other => Err(bad(format!(
+                    "local must be an address or a list of addresses, not {}",
+                    other.type_str()
+                ))),
+            };
+            match v.get_ref() {
+                toml::Value::Array(a) => a.iter().map(parse).collect::<Result<Vec<_>, _>>()?,
+                x => vec![parse(x)?],
+            }
         }
+    };
+    let peers = match (&t.peer, &t.peers) {
+        (Some(_), Some(ps)) => {
+            return Err(invalid(
+                lines.of(ps),
+                "give either peer = \"...\" or peers = [...], not both".into(),
+            ))
+        }
+        (Some(p), None) => vec![addr(p, "peer", lines)?],
+        (None, Some(ps)) => ps
+            .get_ref()
+            .iter()
+            .map(|p| addr(p, "peer", lines))
+            .collect::<Result<Vec<_>, _>>()?,
+        (None, None) => Vec::new(),
     };
     let udp_encap = match &t.encap {
         None => None,
@@ -349,12 +376,19 @@ fn tunnel_config(t: &TunnelToml, lines: &LineIndex, line: usize) -> Result<Tunne
             ))
         }
     };
+    if let Err(m) = crate::check_underlay(&local, &peers, udp_encap.is_some()) {
+        let at = (t.peer.as_ref().map(|p| lines.of(p)))
+            .or(t.peers.as_ref().map(|p| lines.of(p)))
+            .or(t.local.as_ref().map(|l| lines.of(l)))
+            .unwrap_or(line);
+        return Err(invalid(at, m));
+    }
     Ok(TunnelConfig {
         udp_encap,
         tun: t.tun.as_ref().map(|n| n.get_ref().clone()),
         mtu: t.mtu.as_ref().map(|m| *m.get_ref()),
-        local: v4(&t.local, "local")?,
-        peer: v4(&t.peer, "peer")?,
+        local,
+        peers,
         control: t.control.as_ref().map(|c| std::path::PathBuf::from(c.get_ref())),
         workers: match &t.workers {
             Some(w) if !(1..=256).contains(w.get_ref()) => {
@@ -912,8 +946,8 @@ mod tests {
         let t = c.tunnel.unwrap();
         assert_eq!(t.tun.as_deref(), Some("ipsec0"));
         assert_eq!(t.mtu, Some(1400));
-        assert_eq!(t.local, Some("10.99.0.1".parse().unwrap()));
-        assert_eq!(t.peer, Some("10.99.0.2".parse().unwrap()));
+        assert_eq!(t.local, vec![ip("10.99.0.1")]);
+        assert_eq!(t.peers, vec![ip("10.99.0.2")]);
         assert_eq!(t.line, Some(8));
         assert_eq!((t.workers, t.offload), (Some(3), Some(false)));
         // Every field is optional; the table may come first.
@@ -921,6 +955,68 @@ mod tests {
         let t = c.tunnel.unwrap();
         assert_eq!(t.line, Some(1));
         assert_eq!((t.workers, t.offload), (None, None));
+        assert!(t.local.is_empty() && t.peers.is_empty());
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn tunnel_table_takes_ipv6_and_several_peers() {
+        let t = |body: &str| parse(&format!("{}\n[tunnel]\n{body}\n", esp(""))).map(|c| c.tunnel.unwrap());
+        let v6 = t("local = \"fd00:99::1\"\npeer = \"fd00:99::2\"").unwrap();
+        assert_eq!((v6.local, v6.peers), (vec![ip("fd00:99::1")], vec![ip("fd00:99::2")]));
+        let many = t("local = [\"10.99.0.1\", \"fd00:99::1\"]\npeers = [\"10.99.0.2\", \"10.99.0.3\", \"fd00:99::4\"]\nencap = \"espinudp\"")
+            .unwrap();
+        assert_eq!(many.local, vec![ip("10.99.0.1"), ip("fd00:99::1")]);
+        assert_eq!(many.peers, vec![ip("10.99.0.2"), ip("10.99.0.3"), ip("fd00:99::4")]);
+        assert_eq!(many.udp_encap, Some((4500, 4500)));
+        // No peers: any destination, as before.
+        assert!(t("local = \"10.99.0.1\"").unwrap().peers.is_empty());
+    }
+
+    #[test]
+    fn tunnel_underlay_errors_say_what_to_change() {
+        let t = |body: &str| err(&format!("{}\n[tunnel]\n{body}\n", esp("")));
+        let cases = [
+            ("peer = \"10.99.0.2\"\npeers = [\"10.99.0.3\"]", 10, "either peer"),
+            (
+                "peers = [\"10.99.0.2\", \"10.99.0.2\"]",
+                9,
+                "peer 10.99.0.2 is given twice",
+            ),
+            ("peers = [\"10.99.0.2\", \"10.0.0\"]", 9, "bad peer address `10.0.0`"),
+            ("peer = \"fd00:99::2\"", 9, "local needs an IPv6 address"),
+            (
+                "local = \"10.99.0.1\"\npeer = \"fd00:99::2\"",
+                10,
+                "local needs an IPv6 address",
+            ),
+            (
+                "local = [\"10.99.0.1\", \"10.99.0.5\"]",
+                9,
+                "at most one IPv4 and one IPv6",
+            ),
+            ("local = [\"10.99.0.1\", 7]", 9, "not integer"),
+            ("local = \"x\"", 9, "bad local address `x`"),
+            ("peer = \"224.0.0.1\"", 9, "not a unicast address"),
+            (
+                "peers = [\"10.99.0.2\"]\nencap = \"espinudp\"",
+                9,
+                "needs a local IPv4 address",
+            ),
+            (
+                "local = \"10.99.0.1\"\nencap = \"espinudp\"",
+                9,
+                "ESP in UDP needs a peer",
+            ),
+        ];
+        for (body, line, want) in cases {
+            let e = t(body);
+            assert!(e.to_string().contains(want), "{body}: {e}");
+            assert_eq!(e.line, Some(line), "{body}: {e}");
+        }
     }
 
     #[test]
@@ -933,9 +1029,6 @@ mod tests {
         assert!(e.to_string().contains("workers 0 is not in 1-256"), "{e}");
         let e = t("mtu = 40");
         assert!(e.to_string().contains("mtu 40 is not in 68-65535"), "{e}");
-        let e = t("peer = \"2001:db8::2\"");
-        assert_eq!(e.line, Some(9), "{e}");
-        assert!(e.to_string().contains("IPv4 only"), "{e}");
         let e = t("local = \"10.0.0\"");
         assert!(e.to_string().contains("bad local address"), "{e}");
         let e = t("\n\nremote = \"10.0.0.1\"");

@@ -125,8 +125,10 @@ pub struct Config {
 /// tun = "ipsec0"          # TUN device name (tunneld --tun overrides it)
 /// mtu = 1400              # TUN MTU; default: the largest inner packet every outbound
 ///                         # bundle fits into a 1500-byte underlay packet
-/// local = "10.99.0.1"     # this host's underlay IPv4 address (raw sockets bind to it)
-/// peer = "10.99.0.2"      # the peer's: sealed packets to other addresses are dropped
+/// local = "10.99.0.1"     # this host's underlay address, IPv4 or IPv6, or one of each
+///                         # (local = ["10.99.0.1", "fd00:99::1"]): sockets bind to it
+/// peer = "10.99.0.2"      # the peer's: sealed packets to other addresses are dropped;
+///                         # several: peers = ["10.99.0.2", "fd00:99::3"]
 /// control = "/run/tunneld.sock"  # the control socket (tunneld --control overrides it)
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -135,10 +137,13 @@ pub struct TunnelConfig {
     pub tun: Option<String>,
     /// The TUN device's MTU, 68 to 65535.
     pub mtu: Option<u32>,
-    /// This host's underlay address (IPv4: the underlay has no IPv6).
-    pub local: Option<std::net::Ipv4Addr>,
-    /// The peer's underlay address (IPv4).
-    pub peer: Option<std::net::Ipv4Addr>,
+    /// This host's underlay addresses: at most one IPv4 and one IPv6 address
+    /// ([`check_underlay`]).
+    pub local: Vec<std::net::IpAddr>,
+    /// The peers' underlay addresses (`peer = "..."` or `peers = [...]`), IPv4 or IPv6, no
+    /// repeats: sealed packets go to the one the outermost SA tunnels to, and to no other
+    /// address. Empty: any address the SAs tunnel to.
+    pub peers: Vec<std::net::IpAddr>,
     /// The control socket's path.
     pub control: Option<std::path::PathBuf>,
     /// `encap = "espinudp"`: ESP in UDP (RFC 3948) from port `encap_sport` to `encap_dport`
@@ -459,11 +464,11 @@ impl Config {
     /// the outer header of every packet an outbound bundle seals is made by the bundle's
     /// last tunnel-mode SA (transport SAs after it, such as AH on the outer header, keep
     /// that header), so each outbound bundle needs a tunnel-mode SA, the last of which
-    /// tunnels to an IPv4 address, and to `peer` when one is set: tunneld sends every sealed
-    /// packet to the peer over IPv4 and drops the others.
-    pub fn check_for_tunneld(&self, peer: Option<std::net::Ipv4Addr>) -> Result<(), ConfigError> {
-        let why = "tunneld sends every sealed packet to the peer, so an outbound bundle needs a tunnel-mode \
-                   SA to the peer (the last tunnel-mode SA of the bundle makes the outer header)";
+    /// tunnels to one of `peers` when any are given: tunneld sends every sealed packet to
+    /// the peer its outermost SA names and drops the others.
+    pub fn check_for_tunneld(&self, peers: &[std::net::IpAddr]) -> Result<(), ConfigError> {
+        let why = "tunneld sends every sealed packet to a peer, so an outbound bundle needs a tunnel-mode \
+                   SA to a peer (the last tunnel-mode SA of the bundle makes the outer header)";
         for (i, p) in self.policies.iter().enumerate() {
             let ActionConfig::Protect(names) = &p.action else {
                 continue;
@@ -483,22 +488,19 @@ impl Config {
                     _ => None,
                 }
             });
-            match (outer, peer) {
-                (None, _) => {
+            match outer {
+                None => {
                     return Err(err(format!(
                         "no SA of its bundle [{}] is in tunnel mode: {why}",
                         names.join(", ")
                     )))
                 }
-                (Some((n, std::net::IpAddr::V6(d))), _) => {
-                    return Err(err(format!(
-                        "SA `{n}` tunnels to {d}, but tunneld's underlay is IPv4 only"
-                    )))
-                }
-                (Some((n, std::net::IpAddr::V4(d))), Some(p)) if d != p => {
-                    return Err(err(format!(
-                        "SA `{n}` tunnels to {d}, not to the peer {p} ([tunnel] peer): {why}"
-                    )))
+                Some((n, d)) if !peers.is_empty() && !peers.contains(&d) => {
+                    let to = match peers {
+                        [p] => format!("the peer {p} ([tunnel] peer)"),
+                        _ => format!("any of the peers {} ([tunnel] peers)", list(peers)),
+                    };
+                    return Err(err(format!("SA `{n}` tunnels to {d}, not to {to}: {why}")));
                 }
                 _ => {}
             }
@@ -565,6 +567,61 @@ impl Config {
         }
         Ok(engine)
     }
+}
+
+/// `tunneld`'s underlay addresses, checked once `[tunnel]` and the command line are merged:
+/// at most one local address per family; peers unicast and without repeats; a local
+/// address of each peer's family where the daemon needs one: for IPv6 (an IPv6 raw socket
+/// delivers packets without their IPv6 header, which tunneld rebuilds with the local
+/// address as destination, RFC 3542 3) and for ESP in UDP (the socket is bound to it),
+/// which also needs a peer to send to. The error says what to change.
+pub fn check_underlay(local: &[std::net::IpAddr], peers: &[std::net::IpAddr], udp_encap: bool) -> Result<(), String> {
+    let unicast = |a: &std::net::IpAddr| !(a.is_unspecified() || a.is_multicast());
+    for a in local {
+        if !unicast(a) {
+            return Err(format!("local {a} is not a unicast address"));
+        }
+        if let Some(b) = local.iter().find(|b| *b != a && b.is_ipv4() == a.is_ipv4()) {
+            return Err(format!(
+                "local {a} and {b}: give at most one IPv4 and one IPv6 local address"
+            ));
+        }
+        if local.iter().filter(|b| *b == a).count() > 1 {
+            return Err(format!("local {a} is given twice"));
+        }
+    }
+    for (i, p) in peers.iter().enumerate() {
+        if !unicast(p) {
+            return Err(format!("peer {p} is not a unicast address"));
+        }
+        if peers[..i].contains(p) {
+            return Err(format!("peer {p} is given twice"));
+        }
+        if local.contains(p) {
+            return Err(format!("peer {p} is also a local address"));
+        }
+        let has_local = local.iter().any(|l| l.is_ipv4() == p.is_ipv4());
+        if !has_local && p.is_ipv6() {
+            return Err(format!(
+                "peer {p} is IPv6, so local needs an IPv6 address too: IPv6 raw sockets deliver packets \
+                 without their IPv6 header, which tunneld rebuilds with the local address as destination"
+            ));
+        }
+        if !has_local && udp_encap {
+            return Err(format!(
+                "ESP in UDP to peer {p} needs a local IPv4 address: the UDP socket is bound to it"
+            ));
+        }
+    }
+    if udp_encap && peers.is_empty() {
+        return Err("ESP in UDP needs a peer (where the datagrams go) and a local address".into());
+    }
+    Ok(())
+}
+
+/// Addresses as `a, b, c`.
+fn list(addrs: &[std::net::IpAddr]) -> String {
+    addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// Reads a config file's text (held in a buffer zeroed when dropped: it has keys). The error

@@ -94,10 +94,12 @@ pub struct TunnelView {
     pub tun: Option<String>,
     /// TUN MTU.
     pub mtu: Option<u32>,
-    /// This host's underlay address.
+    /// This host's underlay addresses (one, or an IPv4 and an IPv6 one), comma-separated.
     pub local: Option<String>,
-    /// The peer's underlay address.
+    /// The peers' underlay addresses, comma-separated (one in most configs).
     pub peer: Option<String>,
+    /// The same, as a list.
+    pub peers: Vec<String>,
 }
 
 /// Everything an engine holds.
@@ -205,8 +207,9 @@ impl Effective {
             line: t.line,
             tun: t.tun.clone(),
             mtu: t.mtu,
-            local: t.local.map(|a| a.to_string()),
-            peer: t.peer.map(|a| a.to_string()),
+            local: joined(&t.local),
+            peer: joined(&t.peers),
+            peers: t.peers.iter().map(|a| a.to_string()).collect(),
         });
         Effective { sas, policies, tunnel }
     }
@@ -301,10 +304,16 @@ impl Effective {
             );
             let _ = writeln!(out, "  mtu   {mtu}");
             let _ = writeln!(out, "  local {}", or_default(t.local.clone(), "any"));
-            let _ = writeln!(out, "  peer  {}", or_default(t.peer.clone(), "any"));
+            let label = if t.peers.len() > 1 { "peers" } else { "peer " };
+            let _ = writeln!(out, "  {label} {}", or_default(t.peer.clone(), "any"));
         }
         out
     }
+}
+
+/// Addresses comma-separated; `None` for none.
+fn joined(addrs: &[std::net::IpAddr]) -> Option<String> {
+    (!addrs.is_empty()).then(|| addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "))
 }
 
 fn row(cells: &[&str]) -> Vec<String> {

@@ -721,6 +721,21 @@ impl DataPlane {
         tallies.flush(self, now);
     }
 
+    /// The SA [`inbound`](Self::inbound) would open `packet`'s outermost ESP, AH or IPComp
+    /// header with (the same lookup by protocol, SPI and destination, RFC 4301 4.1), without
+    /// opening or counting anything; `None` if the packet is malformed, has no such header or
+    /// no SA here. When this plane then accepts the packet, that SA authenticated it (or
+    /// decompressed it): a caller can attribute the packet to the SA's peer. No allocation.
+    pub fn inbound_sa(&self, packet: &[u8]) -> Option<SaId> {
+        let outer = Outer::of(packet).ok()?;
+        let next = outer.split.next;
+        if !matches!(next, proto::ESP | proto::AH | proto::COMP) {
+            return None;
+        }
+        let spi = outer.spi(packet).ok()?;
+        self.sad.lookup(next, spi, outer.dst)
+    }
+
     fn inbound_one(&self, buf: &mut PacketBuf, now: Duration, tallies: &mut Tallies) -> Result<Verdict, Dropped> {
         let mut used = [Layer {
             id: SaId(0),

@@ -466,3 +466,88 @@ fn set_policies_replaces_the_list_at_once_or_not_at_all() {
     assert_eq!(e.spd().policies()[0], bypass);
     assert_eq!(e.spd().policies().len(), 2);
 }
+
+/// `inbound_sa` names the SA inbound then opens the packet with: per destination where two
+/// SAs share an SPI, the outermost SA of a bundle, over IPv4 and IPv6 outer headers; and
+/// nothing for packets without an SA or that do not parse.
+#[test]
+fn inbound_sa_names_the_sa_inbound_opens_with() {
+    use ipsec_core::sa::Mode;
+    let mut e = Engine::new();
+    let to_b = e
+        .add_sa(
+            SaConfig::new(
+                "to-b",
+                esp_params(0x500, Mode::Tunnel, Some(("10.9.0.1", "10.9.0.2"))),
+                None,
+            ),
+            secs(0),
+        )
+        .unwrap();
+    let to_c = e
+        .add_sa(
+            SaConfig::new(
+                "to-c",
+                esp_params(0x500, Mode::Tunnel, Some(("10.9.0.1", "10.9.0.3"))),
+                None,
+            ),
+            secs(0),
+        )
+        .unwrap();
+    let v6 = e
+        .add_sa(
+            SaConfig::new(
+                "v6",
+                esp_params(0x600, Mode::Tunnel, Some(("fd00:9::1", "fd00:9::2"))),
+                None,
+            ),
+            secs(0),
+        )
+        .unwrap();
+    let ah = e
+        .add_sa(
+            SaConfig::new(
+                "ah",
+                ah_params(0x700, Mode::Transport, Some(("fd00:9::1", "fd00:9::2"))),
+                None,
+            ),
+            secs(0),
+        )
+        .unwrap();
+    for (ids, inner) in [
+        (vec![to_b], "10.0.0.2"),
+        (vec![to_c], "10.0.0.3"),
+        (vec![v6, ah], "10.0.0.4"),
+    ] {
+        e.add_policy(Policy {
+            dir: Direction::Out,
+            selector: sel("10.0.0.1/32", &format!("{inner}/32")),
+            action: Action::Protect(ids),
+        })
+        .unwrap();
+    }
+    let plane = e.data_plane();
+    let seal = |dst: &str| {
+        let mut w = worker(1);
+        process(&udp("10.0.0.1", dst, 64), |b| plane.outbound(&mut w, b, secs(0))).1
+    };
+    let (b, c, six) = (seal("10.0.0.2"), seal("10.0.0.3"), seal("10.0.0.4"));
+    assert_eq!(plane.inbound_sa(&b), Some(to_b));
+    assert_eq!(
+        plane.inbound_sa(&c),
+        Some(to_c),
+        "the same SPI, told apart by the destination"
+    );
+    assert_eq!(plane.inbound_sa(&six), Some(ah), "AH is outermost");
+    let mut unknown = b.clone();
+    unknown[20..24].copy_from_slice(&0xdead_u32.to_be_bytes());
+    assert_eq!(plane.inbound_sa(&unknown), None);
+    assert_eq!(plane.inbound_sa(&udp("10.9.0.1", "10.9.0.2", 40)), None, "not IPsec");
+    for junk in [&b[..22], &[][..], &[0x60; 10][..], &[0x45; 20][..]] {
+        assert_eq!(plane.inbound_sa(junk), None);
+    }
+    // Nothing was counted.
+    let s = e.snapshot(secs(0));
+    assert!(s.sas.iter().all(|x| x.inbound.packets == 0));
+    assert_eq!(s.inbound_drops, Drops::default());
+}

@@ -677,14 +677,14 @@ impl Control {
     }
 
     /// SIGHUP: reads the config file `path` as at start-up (TOML or setkey, checked for
-    /// tunneld with the running `peer`) and applies its difference to the running SAs and
+    /// tunneld with the running `peers`) and applies its difference to the running SAs and
     /// policies ([`reload::apply`]); logs and publishes what changed (the events, then
     /// `config.reloaded`), or why nothing did (`config.reload_failed`). The `[tunnel]` table
     /// is read at start-up only.
-    pub fn reload(&self, t: &Tunnel, path: &Path, peer: Option<std::net::Ipv4Addr>) -> Result<reload::Changes, String> {
+    pub fn reload(&self, t: &Tunnel, path: &Path, peers: &[std::net::IpAddr]) -> Result<reload::Changes, String> {
         let file = path.display().to_string();
         let loaded = ipsec_config::load(path, None)
-            .and_then(|l| l.config.check_for_tunneld(peer).map(|()| l))
+            .and_then(|l| l.config.check_for_tunneld(peers).map(|()| l))
             .map_err(|e| e.in_file(&file));
         let now = t.now();
         let result = loaded.and_then(|l| {

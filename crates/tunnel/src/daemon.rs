@@ -10,11 +10,11 @@ use crate::encap;
 use crate::stats;
 use crate::sys::{self, RawRx, RawTx, Tun, UdpEncap};
 use crate::tunnel::{
-    inbound_protocols, run_inbound, run_outbound, tun_mtu_for, Report, TunIo, Tunnel, UnderlayRx, UnderlayTx,
+    inbound_protocols, run_inbound, run_outbound, tun_mtu_for, ByFamily, Report, TunIo, Tunnel, UnderlayRx, UnderlayTx,
 };
 use ipsec_engine::Engine;
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -41,10 +41,13 @@ pub struct Options {
     pub mtu: Option<u32>,
     /// The underlay's MTU, for the default TUN MTU.
     pub underlay_mtu: u32,
-    /// This host's underlay address: the raw sockets receive only packets addressed to it.
-    pub local: Option<Ipv4Addr>,
-    /// The peer's underlay address: sealed packets to any other address are dropped.
-    pub peer: Option<Ipv4Addr>,
+    /// This host's underlay addresses, at most one per IP version: the sockets of that
+    /// version are bound to it (IPv6 and ESP in UDP need one, see
+    /// [`ipsec_config::check_underlay`]).
+    pub local: Vec<IpAddr>,
+    /// The peers' underlay addresses, IPv4 or IPv6: sealed packets go to the one their
+    /// outermost SA tunnels to; to any other address they are dropped. Empty: any address.
+    pub peers: Vec<IpAddr>,
     /// Where to write the counters as JSON every tick.
     pub stats: Option<PathBuf>,
     /// The control socket's path (`None`: no control socket).
@@ -52,8 +55,9 @@ pub struct Options {
     /// A command run (by `sh -c`) with each event's JSON on its standard input.
     pub on_event: Option<String>,
     /// ESP in UDP (RFC 3948), `(source port, destination port)`: ESP goes in UDP datagrams
-    /// from `local:sport` to `peer:dport` (NAT-keepalives every 20 s, the peer's endpoint
-    /// learned from authenticated packets). Needs `local` and `peer`. `None`: raw ESP.
+    /// from `local:sport` to each `peer:dport` (NAT-keepalives every 20 s to each, each
+    /// peer's endpoint learned from packets its own SAs authenticated). Needs a peer and a
+    /// local address of each peer's IP version. `None`: raw ESP.
     pub udp_encap: Option<(u16, u16)>,
     /// Worker threads, each with its own TUN queue, [`Worker`](ipsec_engine::Worker) and (ESP
     /// in UDP) UDP socket; 0: one per available core.
@@ -71,8 +75,8 @@ impl Default for Options {
             tun: "ipsec0".into(),
             mtu: None,
             underlay_mtu: UNDERLAY_MTU,
-            local: None,
-            peer: None,
+            local: Vec::new(),
+            peers: Vec::new(),
             stats: None,
             control: None,
             on_event: None,
@@ -133,40 +137,88 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
     let name = tuns[0].name().to_string();
     sys::set_mtu(&name, mtu)?;
     sys::set_up(&name)?;
-    let udp = match opts.udp_encap {
-        None => None,
-        Some((sport, dport)) => {
-            let (Some(local), Some(peer)) = (opts.local, opts.peer) else {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "ESP in UDP needs the local and the peer address",
-                ));
-            };
-            Some(
-                UdpEncap::open_group(local, sport, peer, dport, workers, WAIT)
-                    .map_err(context(format!("opening UDP port {sport} for ESP in UDP")))?,
-            )
+    ipsec_config::check_underlay(&opts.local, &opts.peers, opts.udp_encap.is_some())
+        .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
+    let local4 = opts.local.iter().find_map(|a| match a {
+        IpAddr::V4(a) => Some(*a),
+        IpAddr::V6(_) => None,
+    });
+    let local6 = opts.local.iter().find_map(|a| match a {
+        IpAddr::V6(a) => Some(*a),
+        IpAddr::V4(_) => None,
+    });
+    let (want4, want6) = underlay_versions(&engine, &opts.local, &opts.peers);
+    let local6 = match (want6, local6) {
+        (false, _) => Ipv6Addr::UNSPECIFIED, // no IPv6 socket is opened
+        (true, Some(a)) => a,
+        (true, None) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the SAs tunnel to IPv6 addresses: an IPv6 underlay needs an IPv6 local address ([tunnel] local)",
+            ))
         }
     };
-    let raw_tx = match udp {
-        None => Some(RawTx::open().map_err(context("opening the raw sending socket".into()))?),
-        Some(_) => None,
+    let peers_of = |v6: bool| -> Vec<IpAddr> { opts.peers.iter().copied().filter(|p| p.is_ipv6() == v6).collect() };
+    let mut udp4 = None;
+    let mut udp6 = None;
+    if let Some((sport, dport)) = opts.udp_encap {
+        for (want, v6, slot) in [(want4, false, &mut udp4), (want6, true, &mut udp6)] {
+            let peers = peers_of(v6);
+            if !want || peers.is_empty() {
+                continue;
+            }
+            let local = if v6 {
+                IpAddr::V6(local6)
+            } else {
+                IpAddr::V4(local4.ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::InvalidInput, "ESP in UDP needs an IPv4 local address")
+                })?)
+            };
+            *slot = Some(
+                UdpEncap::open_group(local, sport, &peers, dport, workers, WAIT)
+                    .map_err(context(format!("opening UDP port {sport} on {local} for ESP in UDP")))?,
+            );
+        }
+    }
+    let udp = opts.udp_encap.is_some();
+    let raw_tx4 = match want4 && !udp {
+        true => Some(RawTx::open().map_err(context("opening the raw IPv4 sending socket".into()))?),
+        false => None,
     };
-    // With ESP in UDP, ESP arrives on the UDP socket; AH and IPComp still on raw sockets.
-    let raw_protocols: Vec<u8> = protocols
-        .iter()
-        .copied()
-        .filter(|&p| udp.is_none() || p != 50)
-        .collect();
-    let rxs = raw_protocols
-        .iter()
-        .map(|&p| RawRx::open(p, opts.local, WAIT).map_err(context(format!("opening the raw socket for protocol {p}"))))
-        .collect::<io::Result<Vec<_>>>()?;
+    let raw_tx6 = match want6 && !udp {
+        true => Some(RawTx::open_v6().map_err(context(
+            "opening the raw IPv6 sending socket (IPV6_HDRINCL: Linux 4.5 or later)".into(),
+        ))?),
+        false => None,
+    };
+    // With ESP in UDP, ESP arrives on the UDP sockets; AH and IPComp still on raw sockets.
+    let raw_protocols: Vec<u8> = protocols.iter().copied().filter(|&p| !udp || p != 50).collect();
+    let mut rxs = Vec::new();
+    for &p in &raw_protocols {
+        if want4 {
+            rxs.push(
+                RawRx::open(p, local4, WAIT)
+                    .map_err(context(format!("opening the raw IPv4 socket for protocol {p}")))?,
+            );
+        }
+        if want6 {
+            rxs.push(
+                RawRx::open_v6(p, local6, WAIT)
+                    .map_err(context(format!("opening the raw IPv6 socket for protocol {p}")))?,
+            );
+        }
+    }
+    let list = |a: &[IpAddr]| match a {
+        [] => "any".to_string(),
+        a => a.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "),
+    };
     info!(
-        "tunneld: {name} up with MTU {mtu}, {workers} workers, offloads {}; underlay {} -> {}; receiving IP protocols {protocols:?}{}",
+        "tunneld: {name} up with MTU {mtu}, {workers} workers, offloads {}; underlay {} -> {} (IPv4 {}, IPv6 {}); receiving IP protocols {protocols:?}{}",
         if tuns[0].offload() { "on" } else { "off" },
-        opts.local.map_or("any".to_string(), |a| a.to_string()),
-        opts.peer.map_or("any".to_string(), |a| a.to_string()),
+        list(&opts.local),
+        list(&opts.peers),
+        if want4 { "on" } else { "off" },
+        if want6 { "on" } else { "off" },
         opts.udp_encap
             .map_or(String::new(), |(s, d)| format!("; ESP in UDP {s} -> {d}")),
     );
@@ -177,26 +229,38 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
         }
         None => None,
     };
-    let tunnel = Tunnel::new(engine, opts.peer);
-    // Worker i: TUN queue i -> engine -> its sender; its UDP socket (ESP in UDP) -> engine ->
-    // TUN queue i. Raw sockets (one per protocol: each raw socket gets a copy of every packet,
-    // so they cannot be spread) write to queue 0.
-    let txs: Vec<&dyn UnderlayTx> = (0..workers)
-        .map(|i| match (&udp, &raw_tx) {
-            (Some(u), _) => &u[i] as &dyn UnderlayTx,
-            (None, Some(r)) => r as &dyn UnderlayTx,
-            (None, None) => unreachable!("one of the two is opened above"),
+    let tunnel = Tunnel::new(engine, opts.peers.clone());
+    // Worker i: TUN queue i -> engine -> its sender (per IP version); its UDP sockets (ESP in
+    // UDP) -> engine -> TUN queue i. Raw sockets (one per protocol and version: each raw
+    // socket gets a copy of every packet, so they cannot be spread) write to queue 0.
+    fn sender<'a>(udp: &'a Option<Vec<UdpEncap>>, raw: &'a Option<RawTx>, i: usize) -> Option<&'a dyn UnderlayTx> {
+        match (udp, raw) {
+            (Some(u), _) => Some(&u[i] as &dyn UnderlayTx),
+            (None, Some(r)) => Some(r as &dyn UnderlayTx),
+            (None, None) => None,
+        }
+    }
+    let txs: Vec<ByFamily> = (0..workers)
+        .map(|i| ByFamily {
+            v4: sender(&udp4, &raw_tx4, i),
+            v6: sender(&udp6, &raw_tx6, i),
         })
         .collect();
     let mut readers: Vec<(String, &dyn UnderlayRx, &Tun)> = rxs
         .iter()
-        .map(|rx| (format!("underlay-{}", rx.proto()), rx as &dyn UnderlayRx, &tuns[0]))
+        .map(|rx| {
+            let v = if rx.is_v6() { "6" } else { "" };
+            (format!("underlay{v}-{}", rx.proto()), rx as &dyn UnderlayRx, &tuns[0])
+        })
         .collect();
-    if let Some(u) = &udp {
-        for (i, (s, q)) in u.iter().zip(&tuns).enumerate() {
-            readers.push((format!("underlay-udp-{i}"), s, q));
+    for (v, group) in [("", &udp4), ("6", &udp6)] {
+        if let Some(u) = group {
+            for (i, (s, q)) in u.iter().zip(&tuns).enumerate() {
+                readers.push((format!("underlay-udp{v}-{i}"), s, q));
+            }
         }
     }
+    let udp_firsts: Vec<&UdpEncap> = [&udp4, &udp6].into_iter().flatten().map(|g| &g[0]).collect();
     let hup = Arc::new(AtomicBool::new(false));
     let hup_id = match &opts.reload {
         Some(_) => Some(signal_hook::flag::register(
@@ -208,13 +272,13 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
     let reload = opts.reload.as_deref().map(|path| Reload {
         path,
         flag: &hup,
-        peer: opts.peer,
+        peers: &opts.peers,
         protocols: &protocols,
     });
     let spawned = thread::scope(|s| -> io::Result<()> {
         let t = &tunnel;
         let mut result = Ok(());
-        for (i, (tun, &tx)) in tuns.iter().zip(&txs).enumerate() {
+        for (i, (tun, tx)) in tuns.iter().zip(&txs).enumerate() {
             if result.is_err() {
                 break;
             }
@@ -253,7 +317,7 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
             opts.stats.as_deref(),
             Some(&control),
             reload.as_ref(),
-            udp.as_ref().map(|u| &u[0]),
+            &udp_firsts,
             stop,
         );
         Ok(())
@@ -262,7 +326,8 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
         signal_hook::low_level::unregister(id);
     }
     spawned?;
-    let (report, _) = tunnel.tick();
+    let (mut report, _) = tunnel.tick();
+    add_endpoints(&mut report, &udp_firsts);
     if let Some(p) = &opts.stats {
         if let Err(e) = stats::write_json(p, &report) {
             warn!("writing {}: {e}", p.display());
@@ -284,7 +349,7 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
 struct Reload<'a> {
     path: &'a Path,
     flag: &'a AtomicBool,
-    peer: Option<Ipv4Addr>,
+    peers: &'a [IpAddr],
     /// The IP protocols the raw sockets opened at start-up receive.
     protocols: &'a [u8],
 }
@@ -296,7 +361,7 @@ impl Reload<'_> {
             return;
         }
         info!("SIGHUP: reloading {}", self.path.display());
-        if c.reload(t, self.path, self.peer).is_ok() {
+        if c.reload(t, self.path, self.peers).is_ok() {
             let now = inbound_protocols(&t.engine());
             if now.iter().any(|p| !self.protocols.contains(p)) {
                 warn!(
@@ -308,28 +373,75 @@ impl Reload<'_> {
     }
 }
 
+/// The IP versions the underlay needs, `(IPv4, IPv6)`: the peers' when any are given; else
+/// those of the addresses the SAs tunnel to (outbound bundles' outer destinations, inbound
+/// SAs' destinations) and of the local addresses; IPv4 when there are none.
+fn underlay_versions(engine: &Engine, local: &[IpAddr], peers: &[IpAddr]) -> (bool, bool) {
+    let mut v = (false, false);
+    let mut note = |a: &IpAddr| match a {
+        IpAddr::V4(_) => v.0 = true,
+        IpAddr::V6(_) => v.1 = true,
+    };
+    if !peers.is_empty() {
+        peers.iter().for_each(&mut note);
+    } else {
+        local.iter().for_each(&mut note);
+        let plane = engine.data_plane();
+        for p in plane.spd().policies() {
+            let ipsec_engine::Action::Protect(ids) = &p.action else {
+                continue;
+            };
+            for id in ids {
+                if let Some(t) = plane.sad().get(*id).and_then(|e| e.config.params.tunnel) {
+                    // Outbound: the peer's address; inbound: ours. Either way, a version in use.
+                    note(&t.dst);
+                }
+            }
+        }
+    }
+    if v == (false, false) {
+        v.0 = true;
+    }
+    v
+}
+
+/// Fills in each peer's ESP-in-UDP endpoint in `report` from the socket groups.
+fn add_endpoints(report: &mut Report, udp: &[&UdpEncap]) {
+    for (peer, endpoint, learned) in udp.iter().flat_map(|u| u.endpoints()) {
+        if let Some(r) = report.peers.iter_mut().find(|r| r.peer == peer) {
+            r.endpoint = Some(endpoint);
+            r.learned = Some(learned);
+        }
+    }
+}
+
 /// Every [`TICK`] until `stop`: lifetimes and events (handed to the control socket), and the
-/// stats file; a reload as soon as SIGHUP asks for one; with ESP in UDP, a NAT-keepalive
-/// every [`encap::KEEPALIVE_INTERVAL_SECS`] (the first right away).
+/// stats file (with each peer's ESP-in-UDP endpoint); a reload as soon as SIGHUP asks for
+/// one; with ESP in UDP, a NAT-keepalive to every peer every
+/// [`encap::KEEPALIVE_INTERVAL_SECS`] (the first right away).
 fn ticker(
     t: &Tunnel,
     stats_path: Option<&Path>,
     control: Option<&Control>,
     reload: Option<&Reload>,
-    udp: Option<&UdpEncap>,
+    udp: &[&UdpEncap],
     stop: &AtomicBool,
 ) {
     let mut failures: u64 = 0;
     let mut next_keepalive = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        if let Some(u) = udp.filter(|_| Instant::now() >= next_keepalive) {
+        if Instant::now() >= next_keepalive {
             next_keepalive = Instant::now() + Duration::from_secs(encap::KEEPALIVE_INTERVAL_SECS);
-            match u.send_keepalive() {
-                Ok(()) => crate::counters::inc(&t.counters().udp_keepalives_tx),
-                Err(e) => warn!("sending a NAT-keepalive: {e}"),
+            for u in udp {
+                let (sent, err) = u.send_keepalives();
+                crate::counters::add(&t.counters().udp_keepalives_tx, sent as u64);
+                if let Some(e) = err {
+                    warn!("sending a NAT-keepalive: {e}");
+                }
             }
         }
-        let (report, events) = t.tick();
+        let (mut report, events) = t.tick();
+        add_endpoints(&mut report, udp);
         if let Some(c) = control {
             c.tick(t, &events);
         }
@@ -379,10 +491,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tunnel-ticker-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("s.json");
-        let t = Tunnel::new(Engine::new(), None);
+        let t = Tunnel::new(Engine::new(), Vec::new());
         let stop = AtomicBool::new(false);
         thread::scope(|s| {
-            s.spawn(|| ticker(&t, Some(&p), None, None, None, &stop));
+            s.spawn(|| ticker(&t, Some(&p), None, None, &[], &stop));
             let t0 = Instant::now();
             while !p.exists() && t0.elapsed() < Duration::from_secs(5) {
                 thread::sleep(Duration::from_millis(5));

@@ -1,5 +1,6 @@
-//! `tunneld`'s core and I/O: the daemon that carries a TUN device's packets to a peer host
-//! through the SA engine (ESP, AH, IPComp), over IPv4 raw sockets.
+//! `tunneld`'s core and I/O: the daemon that carries a TUN device's packets to one or more
+//! peer hosts through the SA engine (ESP, AH, IPComp), over IPv4 and IPv6 raw sockets or ESP
+//! in UDP.
 //!
 //! - [`tunnel`]: the core, with no I/O of its own: [`Tunnel`] holds the engine behind a mutex
 //!   and the daemon's counters; [`run_outbound`] (TUN → engine → underlay) and
@@ -30,6 +31,6 @@ pub mod tunnel;
 pub use counters::{DaemonCounters, DaemonSnapshot};
 pub use daemon::{run, Options};
 pub use tunnel::{
-    inbound_protocols, run_inbound, run_outbound, tun_mtu_for, Batch, DaemonDrop, Outcome, PacketBuffer, Report,
-    RxKind, TunIo, Tunnel, UnderlayRx, UnderlayTx, BATCH,
+    inbound_protocols, run_inbound, run_outbound, tun_mtu_for, Batch, ByFamily, DaemonDrop, Outcome, PacketBuffer,
+    PeerReport, Report, RxKind, TunIo, Tunnel, UnderlayRx, UnderlayTx, BATCH,
 };

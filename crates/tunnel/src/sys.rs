@@ -1,20 +1,25 @@
 //! The real devices: the multi-queue TUN device (TUNSETIFF, TUNSETOFFLOAD written here),
-//! IPv4 raw sockets and UDP sockets (`socket2`), and the two interface settings tunneld
-//! makes (MTU, up).
+//! IPv4 and IPv6 raw sockets and UDP sockets (`socket2`), and the two interface settings
+//! tunneld makes (MTU, up).
 //!
 //! This is the only module with `unsafe` code, in four small places, each with its reason:
 //! `poll(2)` on the TUN descriptor (so the reader can wake up to check for shutdown), a zeroed
 //! `struct ifreq`, the `SIOC[GS]IF{MTU,FLAGS}` ioctls with the reads of the union field
-//! the kernel filled in, and `getsockopt(SO_PEERCRED)` for the control socket's peer. `libc` has no safe wrapper for either call.
+//! the kernel filled in, and `getsockopt(SO_PEERCRED)` for the control socket's peer; and the
+//! socket calls that move several datagrams, or one with its source, at once
+//! (`sendmmsg`/`recvmmsg`/`recvfrom` with zeroed C structs). `libc` has no safe wrapper for
+//! any of these calls.
 #![allow(unsafe_code)]
 
-use crate::encap::{self, GroBuffers, GRO_MSGS, UDP_IPV4_HEADER};
+use crate::encap::{self, GroBuffers, GRO_MSGS};
 use crate::tunnel::{Batch, RxKind, TunIo, UnderlayRx, UnderlayTx, BATCH};
+use arc_swap::ArcSwapOption;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::{self, Read};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The receive buffer asked for on each raw socket (the kernel caps it at
@@ -229,25 +234,47 @@ fn check_write(r: isize, want: usize) -> io::Result<()> {
     }
 }
 
-/// The sending side of the underlay: one raw IPv4 socket with IP_HDRINCL, so each packet
-/// goes on the wire exactly as the engine built it (the kernel fills in only the header
-/// checksum). It is an `IPPROTO_RAW` socket, which sends any protocol and receives nothing.
+/// The sending side of the underlay: one raw socket of one IP version that sends whole
+/// packets, so each goes on the wire exactly as the engine built it. IPv4: an
+/// `IPPROTO_RAW` socket with IP_HDRINCL (the kernel fills in only the header checksum).
+/// IPv6: an `IPPROTO_RAW` socket with IPV6_HDRINCL (Linux 4.5 and later; IPv6 has no header
+/// checksum, the kernel sends the bytes as given). Either sends any protocol and receives
+/// nothing.
 pub struct RawTx {
     sock: Socket,
+    v6: bool,
 }
 
 impl RawTx {
-    /// Opens the socket. Needs CAP_NET_RAW.
+    /// Opens the IPv4 socket. Needs CAP_NET_RAW.
     pub fn open() -> io::Result<RawTx> {
         let sock = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::from(libc::IPPROTO_RAW)))?;
         sock.set_header_included_v4(true)?;
-        Ok(RawTx { sock })
+        Ok(RawTx { sock, v6: false })
+    }
+
+    /// Opens the IPv6 socket. Needs CAP_NET_RAW and Linux 4.5 or later (IPV6_HDRINCL).
+    pub fn open_v6() -> io::Result<RawTx> {
+        let sock = Socket::new(Domain::IPV6, Type::RAW, Some(Protocol::from(libc::IPPROTO_RAW)))?;
+        sock.set_header_included_v6(true)?;
+        Ok(RawTx { sock, v6: true })
     }
 }
 
+/// The error for a destination of the other IP version than the socket's.
+fn wrong_family(dst: IpAddr) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{dst}: not of this socket's IP version"),
+    )
+}
+
 impl UnderlayTx for RawTx {
-    fn send_to(&self, packet: &[u8], dst: Ipv4Addr) -> io::Result<()> {
-        let n = self.sock.send_to(packet, &SockAddr::from(SocketAddrV4::new(dst, 0)))?;
+    fn send_to(&self, packet: &[u8], dst: IpAddr) -> io::Result<()> {
+        if dst.is_ipv6() != self.v6 {
+            return Err(wrong_family(dst));
+        }
+        let n = self.sock.send_to(packet, &SockAddr::from(SocketAddr::new(dst, 0)))?;
         if n == packet.len() {
             Ok(())
         } else {
@@ -258,66 +285,134 @@ impl UnderlayTx for RawTx {
         }
     }
 
-    fn send_batch(&self, packets: &[&[u8]], dsts: &[Ipv4Addr]) -> io::Result<usize> {
-        let mut to = [sockaddr_in(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)); BATCH];
-        for (t, d) in to.iter_mut().zip(dsts) {
-            *t = sockaddr_in(SocketAddrV4::new(*d, 0));
+    fn send_batch(&self, packets: &[&[u8]], dsts: &[IpAddr]) -> io::Result<usize> {
+        let n = packets.len().min(dsts.len()).min(BATCH);
+        let mut to = Names::new();
+        for (i, d) in dsts[..n].iter().enumerate() {
+            if d.is_ipv6() != self.v6 {
+                if i == 0 {
+                    return Err(wrong_family(*d));
+                }
+                return send_mmsg(self.sock.as_raw_fd(), &packets[..i], &mut to);
+            }
+            to.set(i, SocketAddr::new(*d, 0));
         }
-        send_mmsg(self.sock.as_raw_fd(), packets, &to)
+        send_mmsg(self.sock.as_raw_fd(), &packets[..n], &mut to)
     }
 }
 
-/// One receiving socket of the underlay: a raw IPv4 socket for one IP protocol (50 ESP,
-/// 51 AH, 108 IPComp), bound to the local underlay address when one is given. The kernel
-/// hands it whole IPv4 packets (header included), reassembled if they came in fragments.
+/// One receiving socket of the underlay: a raw socket for one IP protocol (50 ESP, 51 AH,
+/// 108 IPComp) and one IP version, bound to the local underlay address when one is given.
+/// IPv4: the kernel hands it whole packets (header included), reassembled if they came in
+/// fragments. IPv6: the kernel hands it the payload after the IPv6 header and the
+/// extension headers it processed (RFC 3542 3), reassembled; the socket puts an IPv6 header
+/// back in front ([`encap::rebuild_header`]: the fields AH's ICV covers as they were sent),
+/// which needs the local address the socket is bound to as its destination.
 pub struct RawRx {
     sock: Socket,
     proto: u8,
+    /// IPv6: the address the socket is bound to (the rebuilt header's destination).
+    local6: Option<Ipv6Addr>,
 }
 
 impl RawRx {
-    /// Opens the socket for `proto`; reads wait at most `wait`. Needs CAP_NET_RAW.
+    /// Opens the IPv4 socket for `proto`; reads wait at most `wait`. Needs CAP_NET_RAW.
     pub fn open(proto: u8, local: Option<Ipv4Addr>, wait: Duration) -> io::Result<RawRx> {
         let sock = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::from(i32::from(proto))))?;
         if let Some(a) = local {
             sock.bind(&SockAddr::from(SocketAddrV4::new(a, 0)))?;
         }
+        Self::tune(sock, proto, None, wait)
+    }
+
+    /// Opens the IPv6 socket for `proto`, bound to `local` (it receives only what is sent
+    /// to it); reads wait at most `wait`. Needs CAP_NET_RAW.
+    pub fn open_v6(proto: u8, local: Ipv6Addr, wait: Duration) -> io::Result<RawRx> {
+        let sock = Socket::new(Domain::IPV6, Type::RAW, Some(Protocol::from(i32::from(proto))))?;
+        sock.bind(&SockAddr::from(SocketAddrV6::new(local, 0, 0, 0)))?;
+        Self::tune(sock, proto, Some(local), wait)
+    }
+
+    fn tune(sock: Socket, proto: u8, local6: Option<Ipv6Addr>, wait: Duration) -> io::Result<RawRx> {
         sock.set_read_timeout(Some(wait))?;
         // Best effort: a bigger queue rides out bursts; the kernel caps it.
         let _ = sock.set_recv_buffer_size(RECV_BUFFER);
-        Ok(RawRx { sock, proto })
+        Ok(RawRx { sock, proto, local6 })
     }
 
     /// The IP protocol it receives.
     pub fn proto(&self) -> u8 {
         self.proto
     }
+
+    /// Whether it receives IPv6.
+    pub fn is_v6(&self) -> bool {
+        self.local6.is_some()
+    }
+
+    /// Slot `i` of `batch` holds `len` payload bytes after [`encap::IPV6_HEADER`] bytes from
+    /// `src`: the header rebuilt, or the slot marked a runt if it cannot be.
+    fn rebuild(&self, batch: &mut Batch, i: usize, len: usize, src: IpAddr, local: Ipv6Addr) {
+        match encap::rebuild_header(batch.recv_area(i), len, self.proto, src, IpAddr::V6(local)) {
+            Ok(total) => batch.set(i, total, RxKind::Packet, None),
+            Err(e) => {
+                tracing::debug!("IPv6 packet from {src} dropped: {e}");
+                batch.set(i, 0, RxKind::Runt, None);
+            }
+        }
+    }
 }
 
 impl UnderlayRx for RawRx {
     fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        match (&self.sock).read(buf) {
-            Ok(n) => Ok(Some(n)),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-                ) =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(e),
+        let Some(local) = self.local6 else {
+            return match (&self.sock).read(buf) {
+                Ok(n) => Ok(Some(n)),
+                Err(e) if is_wait(&e) => Ok(None),
+                Err(e) => Err(e),
+            };
+        };
+        if buf.len() <= encap::IPV6_HEADER {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "buffer too small"));
         }
+        let Some((n, src)) = recv_from(self.sock.as_raw_fd(), &mut buf[encap::IPV6_HEADER..], true)? else {
+            return Ok(None);
+        };
+        encap::rebuild_header(buf, n, self.proto, src.ip(), IpAddr::V6(local))
+            .map(Some)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 
     fn recv_batch(&self, batch: &mut Batch) -> io::Result<usize> {
         let mut lens = [0usize; BATCH];
-        let n = recv_mmsg(self.sock.as_raw_fd(), batch, 0, &mut lens, None)?;
-        for (i, &len) in lens[..n].iter().enumerate() {
-            batch.set(i, len, RxKind::Packet, None);
+        let Some(local) = self.local6 else {
+            let n = recv_mmsg(self.sock.as_raw_fd(), batch, 0, &mut lens, None)?;
+            for (i, &len) in lens[..n].iter().enumerate() {
+                batch.set(i, len, RxKind::Packet, None);
+            }
+            return Ok(n);
+        };
+        let mut srcs = [SocketAddr::from(([0u16; 8], 0)); BATCH];
+        let n = recv_mmsg(
+            self.sock.as_raw_fd(),
+            batch,
+            encap::IPV6_HEADER,
+            &mut lens,
+            Some((&mut srcs, true)),
+        )?;
+        for i in 0..n {
+            self.rebuild(batch, i, lens[i], srcs[i].ip(), local);
         }
         Ok(n)
     }
+}
+
+/// Whether a socket error means "nothing yet".
+fn is_wait(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
 }
 
 /// Sets O_NONBLOCK on `fd`.
@@ -331,21 +426,93 @@ fn set_nonblocking(fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
-/// A `sockaddr_in` for `a`.
-fn sockaddr_in(a: SocketAddrV4) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_ne_bytes(a.ip().octets()),
-        },
-        sin_zero: [0; 8],
+/// Up to [`BATCH`] socket addresses of either IP version for one sendmmsg(2) or
+/// recvmmsg(2): a `sockaddr_in` and a `sockaddr_in6` per slot, the one in use named by the
+/// slot's version.
+struct Names {
+    v4: [libc::sockaddr_in; BATCH],
+    v6: [libc::sockaddr_in6; BATCH],
+    is_v6: [bool; BATCH],
+}
+
+impl Names {
+    fn new() -> Names {
+        Names {
+            // SAFETY: sockaddr_in and sockaddr_in6 are plain C structs of integers and byte
+            // arrays, for which all-zero bytes are a valid value.
+            v4: unsafe { std::mem::zeroed() },
+            v6: unsafe { std::mem::zeroed() },
+            is_v6: [false; BATCH],
+        }
+    }
+
+    /// Slot `i` names `a`.
+    fn set(&mut self, i: usize, a: SocketAddr) {
+        match a {
+            SocketAddr::V4(a) => {
+                self.is_v6[i] = false;
+                self.v4[i] = libc::sockaddr_in {
+                    sin_family: libc::AF_INET as libc::sa_family_t,
+                    sin_port: a.port().to_be(),
+                    sin_addr: libc::in_addr {
+                        s_addr: u32::from_ne_bytes(a.ip().octets()),
+                    },
+                    sin_zero: [0; 8],
+                };
+            }
+            SocketAddr::V6(a) => {
+                self.is_v6[i] = true;
+                self.v6[i] = libc::sockaddr_in6 {
+                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                    sin6_port: a.port().to_be(),
+                    sin6_flowinfo: a.flowinfo().to_be(),
+                    sin6_addr: libc::in6_addr {
+                        s6_addr: a.ip().octets(),
+                    },
+                    sin6_scope_id: a.scope_id(),
+                };
+            }
+        }
+    }
+
+    /// Slot `i` as a `msg_name` and `msg_namelen` (of the version set for it).
+    fn raw(&mut self, i: usize) -> (*mut libc::c_void, libc::socklen_t) {
+        if self.is_v6[i] {
+            (
+                (&mut self.v6[i] as *mut libc::sockaddr_in6).cast(),
+                std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+            )
+        } else {
+            (
+                (&mut self.v4[i] as *mut libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        }
+    }
+
+    /// The address in slot `i` (of the version set for it).
+    fn get(&self, i: usize) -> SocketAddr {
+        if self.is_v6[i] {
+            let a = &self.v6[i];
+            SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(a.sin6_addr.s6_addr),
+                u16::from_be(a.sin6_port),
+                u32::from_be(a.sin6_flowinfo),
+                a.sin6_scope_id,
+            ))
+        } else {
+            let a = &self.v4[i];
+            SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(a.sin_addr.s_addr.to_ne_bytes()),
+                u16::from_be(a.sin_port),
+            ))
+        }
     }
 }
 
-/// Sends `packets[i]` to `to[i]` with one sendmmsg(2): how many went (at least one), or the
-/// first one's error.
-fn send_mmsg(fd: RawFd, packets: &[&[u8]], to: &[libc::sockaddr_in; BATCH]) -> io::Result<usize> {
+/// Sends `packets[i]` to `to`'s slot `i` with one sendmmsg(2): how many went (at least
+/// one), or the first one's error.
+fn send_mmsg(fd: RawFd, packets: &[&[u8]], to: &mut Names) -> io::Result<usize> {
     let n = packets.len().min(BATCH);
     if n == 0 {
         return Ok(0);
@@ -359,13 +526,12 @@ fn send_mmsg(fd: RawFd, packets: &[&[u8]], to: &[libc::sockaddr_in; BATCH]) -> i
         iov[i].iov_len = packets[i].len();
         hdrs[i].msg_hdr.msg_iov = &mut iov[i];
         hdrs[i].msg_hdr.msg_iovlen = 1;
-        hdrs[i].msg_hdr.msg_name = &to[i] as *const libc::sockaddr_in as *mut libc::c_void;
-        hdrs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        (hdrs[i].msg_hdr.msg_name, hdrs[i].msg_hdr.msg_namelen) = to.raw(i);
     }
     // SAFETY: the first `n` headers each point at one iovec describing a live, borrowed
-    // packet (the kernel only reads it for a send) and at one `sockaddr_in` in `to` with its
-    // true length; `iov`, `hdrs`, `to` and `packets` all outlive the call. The kernel writes
-    // only `msg_len` of the headers.
+    // packet (the kernel only reads it for a send) and at one socket address of `to` with
+    // its true length; `iov`, `hdrs`, `to` and `packets` all outlive the call. The kernel
+    // writes only `msg_len` of the headers.
     let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), n as libc::c_uint, 0) };
     if r < 0 {
         Err(io::Error::last_os_error())
@@ -377,21 +543,23 @@ fn send_mmsg(fd: RawFd, packets: &[&[u8]], to: &[libc::sockaddr_in; BATCH]) -> i
 /// Receives up to [`BATCH`] datagrams into `batch`'s receive areas (each from byte `skip`
 /// on) with one recvmmsg(2): waits for the first as long as the socket's receive timeout
 /// allows, then takes what is already queued (MSG_WAITFORONE). `lens[i]` is datagram `i`'s
-/// length (truncated to its area), `srcs[i]` its source when asked for. `Ok(0)` on timeout.
+/// length (truncated to its area), `srcs.0[i]` its source when asked for, of the version
+/// `srcs.1` says (IPv6 if true; the socket's). `Ok(0)` on timeout.
 fn recv_mmsg(
     fd: RawFd,
     batch: &mut Batch,
     skip: usize,
     lens: &mut [usize; BATCH],
-    mut srcs: Option<&mut [SocketAddrV4; BATCH]>,
+    mut srcs: Option<(&mut [SocketAddr; BATCH], bool)>,
 ) -> io::Result<usize> {
-    // SAFETY: as in send_mmsg, all-zero iovec, mmsghdr and sockaddr_in are valid values.
+    // SAFETY: as in send_mmsg, all-zero iovec and mmsghdr are valid values.
     let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
     let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-    let mut names: [libc::sockaddr_in; BATCH] = unsafe { std::mem::zeroed() };
+    let mut names = Names::new();
     let mut room = [0usize; BATCH];
     for (i, area) in batch.recv_areas().enumerate().take(BATCH) {
-        let area = &mut area[skip..];
+        let from = skip.min(area.len());
+        let area = &mut area[from..];
         room[i] = area.len();
         iov[i].iov_base = area.as_mut_ptr().cast();
         iov[i].iov_len = area.len();
@@ -399,17 +567,17 @@ fn recv_mmsg(
     for i in 0..BATCH {
         hdrs[i].msg_hdr.msg_iov = &mut iov[i];
         hdrs[i].msg_hdr.msg_iovlen = 1;
-        if srcs.is_some() {
-            hdrs[i].msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_in).cast();
-            hdrs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        if let Some((_, v6)) = &srcs {
+            names.is_v6[i] = *v6;
+            (hdrs[i].msg_hdr.msg_name, hdrs[i].msg_hdr.msg_namelen) = names.raw(i);
         }
     }
     // SAFETY: every header points at one iovec describing a distinct receive area of
     // `batch` (exclusively borrowed for the call) with its true length, and, when sources
-    // are asked for, at one `sockaddr_in` of `names` with its true length. The kernel writes
-    // at most `iov_len` bytes into each area, at most `msg_namelen` into each name, and the
-    // headers' `msg_len`/`msg_namelen`/`msg_flags`. All of it outlives the call; a null
-    // timeout means the socket's own SO_RCVTIMEO applies.
+    // are asked for, at one socket address of `names` (of the socket's version) with its
+    // true length. The kernel writes at most `iov_len` bytes into each area, at most
+    // `msg_namelen` into each name, and the headers' `msg_len`/`msg_namelen`/`msg_flags`.
+    // All of it outlives the call; a null timeout means the socket's own SO_RCVTIMEO applies.
     let r = unsafe {
         libc::recvmmsg(
             fd,
@@ -421,57 +589,107 @@ fn recv_mmsg(
     };
     if r < 0 {
         let e = io::Error::last_os_error();
-        return match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted => Ok(0),
-            _ => Err(e),
-        };
+        return if is_wait(&e) { Ok(0) } else { Err(e) };
     }
     let n = (r as usize).min(BATCH);
     for i in 0..n {
         lens[i] = (hdrs[i].msg_len as usize).min(room[i]);
-        if let Some(s) = srcs.as_deref_mut() {
-            let a = &names[i];
-            s[i] = SocketAddrV4::new(
-                Ipv4Addr::from(a.sin_addr.s_addr.to_ne_bytes()),
-                u16::from_be(a.sin_port),
-            );
+        if let Some((s, _)) = srcs.as_mut() {
+            s[i] = names.get(i);
         }
     }
     Ok(n)
 }
 
-/// ESP in UDP (RFC 3948) on one UDP socket bound to the local address and port (4500 by
-/// default), for both directions. Sealed packets lose their outer IPv4 header (the socket
-/// adds its own) and go to the peer's current endpoint: the configured address and port
-/// until an authenticated packet arrives from elsewhere (the peer is behind a NAT), then
-/// that packet's source. Received datagrams get back an IPv4 header (peer → local, protocol
-/// 50) in the headroom, so the engine sees what raw ESP would have given it; keepalives and
-/// non-ESP (IKE) datagrams are sorted out before the engine.
+/// Receives one datagram into `buf` with recvfrom(2), with its source (of the socket's IP
+/// version: IPv6 if `v6`); `Ok(None)` when none came within the socket's receive timeout.
+fn recv_from(fd: RawFd, buf: &mut [u8], v6: bool) -> io::Result<Option<(usize, SocketAddr)>> {
+    let mut names = Names::new();
+    names.is_v6[0] = v6;
+    let (name, mut len) = names.raw(0);
+    // SAFETY: `buf` is a valid, exclusively borrowed buffer of `buf.len()` bytes that
+    // recvfrom(2) writes at most that many bytes into; `name` points at one socket address
+    // in `names` of `len` bytes, which the kernel writes at most `len` bytes into (updating
+    // `len`). Both outlive the call.
+    let r = unsafe { libc::recvfrom(fd, buf.as_mut_ptr().cast(), buf.len(), 0, name.cast(), &mut len) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if is_wait(&e) { Ok(None) } else { Err(e) };
+    }
+    Ok(Some(((r as usize).min(buf.len()), names.get(0))))
+}
+
+/// One peer of an ESP-in-UDP socket group: its configured address and where its
+/// datagrams go (the configured port until an authenticated packet of its SAs arrives from
+/// elsewhere, RFC 3948 NAT traversal).
+struct Endpoint {
+    peer: IpAddr,
+    configured: SocketAddr,
+    /// Set (rarely: only when the peer moves) by the receiving threads, read for every send.
+    learned: ArcSwapOption<SocketAddr>,
+}
+
+impl Endpoint {
+    fn current(&self) -> SocketAddr {
+        self.learned.load().as_deref().copied().unwrap_or(self.configured)
+    }
+}
+
+/// ESP in UDP (RFC 3948) on one UDP socket of one IP version, bound to the local address
+/// and port (4500 by default), for both directions, with any number of peers of that
+/// version. Sealed packets lose their outer header (the socket adds its own) and go to their
+/// peer's current endpoint: the configured address and port until an authenticated packet
+/// of that peer's SAs arrives from elsewhere (the peer is behind a NAT), then that packet's
+/// source ([`UnderlayRx::authenticated`]). Received datagrams get back an IP header (peer →
+/// local, protocol 50) in the headroom, so the engine sees what raw ESP would have given it;
+/// the source in it is the configured address of the peer whose current endpoint (or
+/// address) sent the datagram, else the datagram's source. Keepalives and non-ESP (IKE)
+/// datagrams are sorted out before the engine.
 pub struct UdpEncap {
     sock: Socket,
-    local: Ipv4Addr,
-    peer: Ipv4Addr,
-    configured: SocketAddrV4,
-    /// The learned endpoint: address << 16 | port, with bit 48 set once learned; shared by
-    /// the sockets of one [`UdpEncap::open_group`].
-    learned: std::sync::Arc<AtomicU64>,
+    local: IpAddr,
+    /// The peers, shared by the sockets of one [`UdpEncap::open_group`].
+    peers: Arc<[Endpoint]>,
     /// Whether runs of equal-sized datagrams go as one UDP GSO send (until the kernel
     /// refuses it once).
-    gso: std::sync::atomic::AtomicBool,
+    gso: AtomicBool,
     /// Whether the kernel hands this socket coalesced runs of datagrams (UDP_GRO accepted).
     gro: bool,
 }
 
-const LEARNED: u64 = 1 << 48;
-
 impl UdpEncap {
-    /// Binds `local:sport`; sends to `peer:dport` until it learns better. Reads wait at most
-    /// `wait`.
-    pub fn open(local: Ipv4Addr, sport: u16, peer: Ipv4Addr, dport: u16, wait: Duration) -> io::Result<UdpEncap> {
-        let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    /// Binds `local:sport`; sends to each of `peers` (of `local`'s IP version) at port
+    /// `dport` until it learns better. Reads wait at most `wait`.
+    pub fn open(local: IpAddr, sport: u16, peers: &[IpAddr], dport: u16, wait: Duration) -> io::Result<UdpEncap> {
+        if let Some(p) = peers.iter().find(|p| p.is_ipv4() != local.is_ipv4()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("ESP in UDP from {local} to {p}: not of one IP version"),
+            ));
+        }
+        let peers = peers
+            .iter()
+            .map(|&peer| Endpoint {
+                peer,
+                configured: SocketAddr::new(peer, dport),
+                learned: ArcSwapOption::empty(),
+            })
+            .collect();
+        Self::open_with(local, sport, peers, wait)
+    }
+
+    fn open_with(local: IpAddr, sport: u16, peers: Arc<[Endpoint]>, wait: Duration) -> io::Result<UdpEncap> {
+        let sock = Socket::new(
+            Domain::for_address(SocketAddr::new(local, 0)),
+            Type::DGRAM,
+            Some(Protocol::UDP),
+        )?;
+        if local.is_ipv6() {
+            sock.set_only_v6(true)?;
+        }
         sock.set_reuse_address(true)?;
         sock.set_reuse_port(true)?;
-        sock.bind(&SockAddr::from(SocketAddrV4::new(local, sport)))?;
+        sock.bind(&SockAddr::from(SocketAddr::new(local, sport)))?;
         sock.set_read_timeout(Some(wait))?;
         let _ = sock.set_recv_buffer_size(RECV_BUFFER);
         let _ = sock.set_send_buffer_size(RECV_BUFFER);
@@ -479,46 +697,46 @@ impl UdpEncap {
         Ok(UdpEncap {
             sock,
             local,
-            peer,
-            configured: SocketAddrV4::new(peer, dport),
-            learned: std::sync::Arc::new(AtomicU64::new(0)),
-            gso: std::sync::atomic::AtomicBool::new(true),
+            peers,
+            gso: AtomicBool::new(true),
             gro,
         })
     }
 
     /// `n` (at least 1) sockets bound to the same `local:sport` with SO_REUSEPORT, one per
-    /// worker, sharing the learned endpoint. The kernel spreads received datagrams over them
+    /// worker, sharing the peers' endpoints. The kernel spreads received datagrams over them
     /// by 4-tuple hash: each peer's packets go to one socket, in order. (Spreading one
     /// peer's packets by receiving CPU, a SO_ATTACH_REUSEPORT_CBPF program `cpu % n`, was
     /// tried and measured slower: it reorders a TCP flow's packets between workers, and the
     /// retransmits cost more than the second core gains.)
     pub fn open_group(
-        local: Ipv4Addr,
+        local: IpAddr,
         sport: u16,
-        peer: Ipv4Addr,
+        peers: &[IpAddr],
         dport: u16,
         n: usize,
         wait: Duration,
     ) -> io::Result<Vec<UdpEncap>> {
-        let first = Self::open(local, sport, peer, dport, wait)?;
+        let first = Self::open(local, sport, peers, dport, wait)?;
         let port = first.local_port()?;
         let mut v = vec![first];
         for _ in 1..n.max(1) {
-            let mut u = Self::open(local, port, peer, dport, wait)?;
-            u.learned = std::sync::Arc::clone(&v[0].learned);
+            let u = Self::open_with(local, port, Arc::clone(&v[0].peers), wait)?;
             v.push(u);
         }
         Ok(v)
     }
 
-    /// Where sealed packets go now.
-    pub fn endpoint(&self) -> SocketAddrV4 {
-        let v = self.learned.load(Ordering::Relaxed);
-        if v & LEARNED == 0 {
-            return self.configured;
-        }
-        SocketAddrV4::new(Ipv4Addr::from((v >> 16) as u32), v as u16)
+    /// Where sealed packets to `peer` go now (`None`: not a peer of this socket).
+    pub fn endpoint(&self, peer: IpAddr) -> Option<SocketAddr> {
+        self.peers.iter().find(|e| e.peer == peer).map(Endpoint::current)
+    }
+
+    /// Each peer, where its packets go now, and whether that was learned.
+    pub fn endpoints(&self) -> impl Iterator<Item = (IpAddr, SocketAddr, bool)> + '_ {
+        self.peers
+            .iter()
+            .map(|e| (e.peer, e.current(), e.learned.load().is_some()))
     }
 
     /// The port the socket is bound to.
@@ -526,33 +744,66 @@ impl UdpEncap {
         Ok(self.sock.local_addr()?.as_socket().map_or(0, |a| a.port()))
     }
 
-    /// Sends one NAT-keepalive (a single 0xFF byte) to the peer's endpoint.
-    pub fn send_keepalive(&self) -> io::Result<()> {
-        self.sock
-            .send_to(&[encap::KEEPALIVE], &SockAddr::from(self.endpoint()))
-            .map(drop)
+    /// Sends one NAT-keepalive (a single 0xFF byte) to every peer's endpoint; returns how
+    /// many went, and the last error if any did not.
+    pub fn send_keepalives(&self) -> (usize, Option<io::Error>) {
+        let mut sent = 0;
+        let mut err = None;
+        for e in self.peers.iter() {
+            match self.sock.send_to(&[encap::KEEPALIVE], &SockAddr::from(e.current())) {
+                Ok(_) => sent += 1,
+                Err(x) => err = Some(io::Error::new(x.kind(), format!("to {}: {x}", e.current()))),
+            }
+        }
+        (sent, err)
+    }
+
+    /// The source address put in the header rebuilt for a datagram from `from`.
+    fn header_src(&self, from: SocketAddr) -> IpAddr {
+        if let [only] = &self.peers[..] {
+            return only.peer;
+        }
+        self.peers
+            .iter()
+            .find(|e| e.current() == from)
+            .or_else(|| self.peers.iter().find(|e| e.peer == from.ip()))
+            .map_or(from.ip(), |e| e.peer)
     }
 }
 
 impl UnderlayTx for UdpEncap {
-    fn send_to(&self, packet: &[u8], dst: Ipv4Addr) -> io::Result<()> {
+    fn send_to(&self, packet: &[u8], dst: IpAddr) -> io::Result<()> {
         self.send_batch(&[packet], &[dst]).map(drop)
     }
 
-    fn send_batch(&self, packets: &[&[u8]], dsts: &[Ipv4Addr]) -> io::Result<usize> {
-        let n = packets.len().min(BATCH);
+    fn send_batch(&self, packets: &[&[u8]], dsts: &[IpAddr]) -> io::Result<usize> {
+        let n = packets.len().min(dsts.len()).min(BATCH);
         let mut esp: [&[u8]; BATCH] = [&[]; BATCH];
-        let to = [sockaddr_in(self.endpoint()); BATCH];
+        let mut to = Names::new();
+        // Up to the first packet that cannot go (which fails alone when it is the first).
+        let mut m = 0;
         for i in 0..n {
-            esp[i] = encap::esp_payload(packets[i]).ok_or_else(|| {
-                io::Error::new(io::ErrorKind::InvalidInput, "not an IPv4 ESP packet: cannot go in UDP")
-            })?;
-            if dsts[i] != self.peer {
-                return Err(io::Error::new(io::ErrorKind::InvalidInput, "not to the peer"));
+            let payload = encap::esp_payload(packets[i]).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "not an ESP packet right after its IP header: cannot go in UDP",
+                )
+            });
+            let ep = self
+                .endpoint(dsts[i])
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a peer", dsts[i])));
+            match payload.and_then(|p| ep.map(|e| (p, e))) {
+                Ok((p, e)) => {
+                    esp[i] = p;
+                    to.set(i, e);
+                    m += 1;
+                }
+                Err(e) if i == 0 => return Err(e),
+                Err(_) => break,
             }
         }
         if self.gso.load(Ordering::Relaxed) {
-            match send_gso(self.sock.as_raw_fd(), &esp[..n], &to[0]) {
+            match send_gso(self.sock.as_raw_fd(), &esp[..m], &mut to) {
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT)) => {
                     tracing::warn!("ESP-in-UDP: UDP GSO refused ({e}): one datagram per packet from now on");
                     self.gso.store(false, Ordering::Relaxed);
@@ -560,7 +811,7 @@ impl UnderlayTx for UdpEncap {
                 r => return r,
             }
         }
-        send_mmsg(self.sock.as_raw_fd(), &esp[..n], &to)
+        send_mmsg(self.sock.as_raw_fd(), &esp[..m], &mut to)
     }
 }
 
@@ -570,10 +821,11 @@ const _: () = assert!(std::mem::size_of::<libc::cmsghdr>() == 16);
 /// The most datagrams one UDP GSO send carries (the kernel's UDP_MAX_SEGMENTS).
 const UDP_MAX_SEGMENTS: usize = 64;
 
-/// Sends `payloads` to `to` with one sendmmsg(2), runs of equal-sized datagrams (the last of
-/// a run may be shorter) each as one message with UDP_SEGMENT (UDP GSO): the kernel cuts it
-/// into datagrams of the run's size. Returns how many datagrams went (at least one).
-fn send_gso(fd: RawFd, payloads: &[&[u8]], to: &libc::sockaddr_in) -> io::Result<usize> {
+/// Sends `payloads[i]` to `to`'s slot `i` with one sendmmsg(2), runs of equal-sized
+/// datagrams to one destination (the last of a run may be shorter) each as one message with
+/// UDP_SEGMENT (UDP GSO): the kernel cuts it into datagrams of the run's size. Returns how
+/// many datagrams went (at least one).
+fn send_gso(fd: RawFd, payloads: &[&[u8]], to: &mut Names) -> io::Result<usize> {
     #[repr(C, align(8))]
     #[derive(Clone, Copy)]
     struct Cmsg([u8; 32]);
@@ -594,9 +846,11 @@ fn send_gso(fd: RawFd, payloads: &[&[u8]], to: &libc::sockaddr_in) -> io::Result
     while i < n {
         let seg = payloads[i].len();
         let (mut j, mut total) = (i + 1, seg);
+        let dst = to.get(i);
         // An empty datagram never joins a run: a run's last segment cannot be empty.
         while j < n
             && j - i < UDP_MAX_SEGMENTS
+            && to.get(j) == dst
             && !payloads[j].is_empty()
             && payloads[j].len() <= seg
             && total + payloads[j].len() <= 65000
@@ -610,8 +864,7 @@ fn send_gso(fd: RawFd, payloads: &[&[u8]], to: &libc::sockaddr_in) -> io::Result
         let h = &mut hdrs[m].msg_hdr;
         h.msg_iov = &mut iov[i];
         h.msg_iovlen = j - i;
-        h.msg_name = to as *const libc::sockaddr_in as *mut libc::c_void;
-        h.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        (h.msg_name, h.msg_namelen) = to.raw(i);
         if j - i > 1 {
             let c = &mut ctl[m].0;
             // struct cmsghdr { size_t cmsg_len; int cmsg_level; int cmsg_type; } then the u16.
@@ -628,7 +881,8 @@ fn send_gso(fd: RawFd, payloads: &[&[u8]], to: &libc::sockaddr_in) -> io::Result
         i = j;
     }
     // SAFETY: the first `m` headers each point at a run of iovecs in `iov` (each describing
-    // a live borrowed payload the kernel only reads), at `to` with its true length, and, for
+    // a live borrowed payload the kernel only reads), at one socket address of `to` with its
+    // true length, and, for
     // runs of more than one, at a control buffer holding one well-formed 8-byte-aligned
     // cmsghdr (UDP_SEGMENT, a u16) within `msg_controllen`. Everything outlives the call; the
     // kernel writes only the headers' `msg_len`.
@@ -649,17 +903,18 @@ impl UdpEncap {
         let mut n = 0;
         for round in 0..3 {
             while n < BATCH {
-                let Some((len, src)) = batch.fill_from_gro(n, UDP_IPV4_HEADER) else {
+                let Some((len, from)) = batch.fill_from_gro(n, encap::header_len(self.local)) else {
                     break;
                 };
-                let (kind, len) = encap::decapsulate(batch.recv_area(n), len, self.peer, self.local);
-                batch.set(n, len, kind, src);
+                let src = from.map_or(self.local, |f| self.header_src(f));
+                let (kind, len) = encap::decapsulate(batch.recv_area(n), len, src, self.local);
+                batch.set(n, len, kind, from);
                 n += 1;
             }
             if n == BATCH || round == 2 {
                 break;
             }
-            match recv_mmsg_gro(self.sock.as_raw_fd(), &mut batch.gro_rx, n == 0) {
+            match recv_mmsg_gro(self.sock.as_raw_fd(), &mut batch.gro_rx, n == 0, self.local.is_ipv6()) {
                 Ok(0) => break,
                 Ok(_) => {}
                 Err(e) if n > 0 => {
@@ -696,15 +951,16 @@ fn set_int_option(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc:
 /// Reads up to [`GRO_MSGS`] messages into `gro`'s buffers with one recvmmsg(2) on a socket
 /// with UDP_GRO on: each message is a run of datagrams whose size the UDP_GRO control
 /// message gives (none: one datagram). Waits for the first as long as the socket's receive
-/// timeout allows when `wait`, else returns at once. `Ok(0)`: nothing came.
-fn recv_mmsg_gro(fd: RawFd, gro: &mut GroBuffers, wait: bool) -> io::Result<usize> {
+/// timeout allows when `wait`, else returns at once. `Ok(0)`: nothing came. Sources are
+/// IPv6 when `v6` (the socket's version).
+fn recv_mmsg_gro(fd: RawFd, gro: &mut GroBuffers, wait: bool, v6: bool) -> io::Result<usize> {
     #[repr(C, align(8))]
     #[derive(Clone, Copy)]
     struct Cmsg([u8; 64]);
-    // SAFETY: as in send_mmsg, all-zero iovec, mmsghdr and sockaddr_in are valid values.
+    // SAFETY: as in send_mmsg, all-zero iovec and mmsghdr are valid values.
     let mut iov: [libc::iovec; GRO_MSGS] = unsafe { std::mem::zeroed() };
     let mut hdrs: [libc::mmsghdr; GRO_MSGS] = unsafe { std::mem::zeroed() };
-    let mut names: [libc::sockaddr_in; GRO_MSGS] = unsafe { std::mem::zeroed() };
+    let mut names = Names::new();
     let mut ctl = [Cmsg([0; 64]); GRO_MSGS];
     let mut room = [0usize; GRO_MSGS];
     let mut m = 0;
@@ -721,15 +977,15 @@ fn recv_mmsg_gro(fd: RawFd, gro: &mut GroBuffers, wait: bool) -> io::Result<usiz
         let h = &mut hdrs[i].msg_hdr;
         h.msg_iov = &mut iov[i];
         h.msg_iovlen = 1;
-        h.msg_name = (&mut names[i] as *mut libc::sockaddr_in).cast();
-        h.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        names.is_v6[i] = v6;
+        (h.msg_name, h.msg_namelen) = names.raw(i);
         h.msg_control = ctl[i].0.as_mut_ptr().cast();
         h.msg_controllen = ctl[i].0.len();
     }
     let flags = if wait { libc::MSG_WAITFORONE } else { libc::MSG_DONTWAIT };
     // SAFETY: each of the first `m` headers points at one iovec describing a distinct buffer
-    // of `gro` (exclusively borrowed for the call) with its true length, at one `sockaddr_in`
-    // of `names` and at one 8-byte-aligned control buffer of `ctl`, each with its true
+    // of `gro` (exclusively borrowed for the call) with its true length, at one socket
+    // address of `names` (of the socket's version) and at one 8-byte-aligned control buffer of `ctl`, each with its true
     // length. The kernel writes at most those lengths into them, and the headers' lengths
     // and flags. All of it outlives the call; a null timeout means the socket's SO_RCVTIMEO.
     let r = unsafe { libc::recvmmsg(fd, hdrs.as_mut_ptr(), m as libc::c_uint, flags, std::ptr::null_mut()) };
@@ -749,11 +1005,7 @@ fn recv_mmsg_gro(fd: RawFd, gro: &mut GroBuffers, wait: bool) -> io::Result<usiz
         lens[i] = (hdrs[i].msg_len as usize).min(room[i]);
         let ctl_len = (h.msg_controllen as usize).min(ctl[i].0.len());
         segs[i] = udp_gro_size(&ctl[i].0[..ctl_len]);
-        let a = &names[i];
-        srcs[i] = Some(SocketAddrV4::new(
-            Ipv4Addr::from(a.sin_addr.s_addr.to_ne_bytes()),
-            u16::from_be(a.sin_port),
-        ));
+        srcs[i] = Some(names.get(i));
     }
     gro.filled(n, &lens, &segs, &srcs);
     Ok(n)
@@ -783,24 +1035,16 @@ fn udp_gro_size(ctl: &[u8]) -> usize {
 
 impl UnderlayRx for UdpEncap {
     fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        // Single reads (the daemon uses recv_batch): the datagram after room for the IPv4
+        // Single reads (the daemon uses recv_batch): the datagram after room for the IP
         // header, which decapsulation writes; anything but ESP reads as nothing.
-        if buf.len() <= UDP_IPV4_HEADER {
+        let h = encap::header_len(self.local);
+        if buf.len() <= h {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "buffer too small"));
         }
-        let n = match (&self.sock).read(&mut buf[UDP_IPV4_HEADER..]) {
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-                ) =>
-            {
-                return Ok(None)
-            }
-            Err(e) => return Err(e),
+        let Some((n, from)) = recv_from(self.sock.as_raw_fd(), &mut buf[h..], self.local.is_ipv6())? else {
+            return Ok(None);
         };
-        let (kind, len) = encap::decapsulate(buf, n, self.peer, self.local);
+        let (kind, len) = encap::decapsulate(buf, n, self.header_src(from), self.local);
         Ok((kind == RxKind::Packet).then_some(len))
     }
 
@@ -809,26 +1053,30 @@ impl UnderlayRx for UdpEncap {
             return self.recv_batch_gro(batch);
         }
         let mut lens = [0usize; BATCH];
-        let mut srcs = [SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0); BATCH];
+        let mut srcs = [SocketAddr::from(([0u8; 4], 0)); BATCH];
         let n = recv_mmsg(
             self.sock.as_raw_fd(),
             batch,
-            UDP_IPV4_HEADER,
+            encap::header_len(self.local),
             &mut lens,
-            Some(&mut srcs),
+            Some((&mut srcs, self.local.is_ipv6())),
         )?;
         for i in 0..n {
+            let src = self.header_src(srcs[i]);
             let area = batch.recv_area(i);
-            let (kind, len) = encap::decapsulate(area, lens[i], self.peer, self.local);
+            let (kind, len) = encap::decapsulate(area, lens[i], src, self.local);
             batch.set(i, len, kind, Some(srcs[i]));
         }
         Ok(n)
     }
 
-    fn authenticated(&self, src: SocketAddrV4) {
-        let v = LEARNED | (u64::from(u32::from(*src.ip())) << 16) | u64::from(src.port());
-        if self.learned.swap(v, Ordering::Relaxed) != v {
-            tracing::info!("ESP-in-UDP: the peer's endpoint is now {src}");
+    fn authenticated(&self, peer: IpAddr, src: SocketAddr) {
+        let Some(e) = self.peers.iter().find(|e| e.peer == peer) else {
+            return;
+        };
+        if e.learned.load().as_deref() != Some(&src) {
+            e.learned.store(Some(Arc::new(src)));
+            tracing::info!("ESP-in-UDP (peer {peer}): the peer's endpoint is now {src}");
         }
     }
 }
@@ -1013,24 +1261,30 @@ mod tests {
     }
 
     /// Runs of equal-sized datagrams go as UDP GSO sends and arrive as the datagrams they
-    /// were, in order, with the odd sizes in between.
+    /// were, in order, with the odd sizes in between; a run ends where the destination
+    /// changes (two receivers, interleaved).
     #[test]
     fn udp_gso_sends_arrive_as_the_datagrams_they_were() {
-        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        let to = match rx.local_addr().unwrap() {
-            std::net::SocketAddr::V4(a) => a,
-            _ => unreachable!(),
-        };
+        let rx: Vec<std::net::UdpSocket> = (0..2)
+            .map(|_| std::net::UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        for r in &rx {
+            r.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        }
         let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let sizes = [1000, 1000, 1000, 700, 1000, 1000, 3, 1200, 1200];
+        let sizes = [1000, 1000, 1000, 700, 1000, 1000, 3, 1200, 1200, 1200, 1200, 1200];
+        let dst = [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0];
         let data: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| vec![i as u8; n]).collect();
         let refs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
-        let sent = send_gso(tx.as_raw_fd(), &refs, &sockaddr_in(to)).unwrap();
+        let mut to = Names::new();
+        for (i, &d) in dst.iter().enumerate() {
+            to.set(i, rx[d].local_addr().unwrap());
+        }
+        let sent = send_gso(tx.as_raw_fd(), &refs, &mut to).unwrap();
         assert_eq!(sent, sizes.len());
         let mut buf = [0u8; 70000];
-        for d in &data {
-            let n = rx.recv(&mut buf).unwrap();
+        for (d, &r) in data.iter().zip(&dst) {
+            let n = rx[r].recv(&mut buf).unwrap();
             assert_eq!(&buf[..n], &d[..]);
         }
     }
@@ -1041,16 +1295,12 @@ mod tests {
     /// sorted out, across more than one batch.
     #[test]
     fn gso_sends_come_apart_again_through_gro() {
-        let rx = UdpEncap::open(
-            Ipv4Addr::LOCALHOST,
-            0,
-            Ipv4Addr::LOCALHOST,
-            9,
-            Duration::from_millis(200),
-        )
-        .unwrap();
+        let rx = UdpEncap::open(LO, 0, &[LO], 9, Duration::from_millis(200)).unwrap();
         assert!(rx.gro, "this kernel (Linux >= 5.0) takes UDP_GRO");
-        let to = sockaddr_in(SocketAddrV4::new(Ipv4Addr::LOCALHOST, rx.local_port().unwrap()));
+        let mut to = Names::new();
+        for i in 0..BATCH {
+            to.set(i, SocketAddr::new(LO, rx.local_port().unwrap()));
+        }
         let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let mut sizes = vec![1000; 40];
         sizes.extend([300, 1, 0, 1200, 1200, 5]);
@@ -1066,7 +1316,7 @@ mod tests {
         let mut sent = 0;
         while sent < refs.len() {
             let k = (refs.len() - sent).min(BATCH);
-            sent += send_gso(tx.as_raw_fd(), &refs[sent..sent + k], &to).unwrap();
+            sent += send_gso(tx.as_raw_fd(), &refs[sent..sent + k], &mut to).unwrap();
         }
         let mut b = Batch::new();
         let mut got: Vec<(RxKind, Vec<u8>)> = Vec::new();
@@ -1081,7 +1331,7 @@ mod tests {
                 got.push((
                     kind,
                     if kind == RxKind::Packet {
-                        p[UDP_IPV4_HEADER..].to_vec()
+                        p[encap::UDP_IPV4_HEADER..].to_vec()
                     } else {
                         Vec::new()
                     },
@@ -1105,38 +1355,234 @@ mod tests {
         }
     }
 
-    /// ESP-in-UDP sockets of one group share the port and the learned endpoint; a datagram
-    /// sent to the port arrives on one of them.
-    #[test]
-    fn udp_group_shares_port_and_endpoint() {
-        let g = UdpEncap::open_group(
-            Ipv4Addr::LOCALHOST,
-            0,
-            Ipv4Addr::LOCALHOST,
-            4500,
-            2,
-            Duration::from_millis(50),
-        )
-        .unwrap();
-        let port = g[0].local_port().unwrap();
-        assert_eq!(g[1].local_port().unwrap(), port);
-        let from = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40001);
-        g[1].authenticated(from);
-        assert_eq!(g[0].endpoint(), from);
-        let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        client.send_to(&[0xff], (Ipv4Addr::LOCALHOST, port)).unwrap();
+    const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    const LO6: IpAddr = IpAddr::V6(Ipv6Addr::LOCALHOST);
+
+    /// Reads from any socket of `g` until a batch comes (5 s at most).
+    fn recv_any(g: &[UdpEncap]) -> Batch {
         let t0 = Instant::now();
-        let mut got = false;
-        while !got && t0.elapsed() < Duration::from_secs(5) {
-            for u in &g {
+        while t0.elapsed() < Duration::from_secs(5) {
+            for u in g {
                 let mut b = Batch::new();
                 if u.recv_batch(&mut b).unwrap() > 0 {
-                    got = true;
-                    break;
+                    return b;
                 }
             }
         }
-        assert!(got, "the keepalive did not arrive on either socket");
+        panic!("nothing arrived on any socket of the group");
+    }
+
+    /// ESP-in-UDP sockets of one group share the port and the learned endpoints; a datagram
+    /// sent to the port arrives on one of them.
+    #[test]
+    fn udp_group_shares_port_and_endpoint() {
+        let g = UdpEncap::open_group(LO, 0, &[LO], 4500, 2, Duration::from_millis(50)).unwrap();
+        let port = g[0].local_port().unwrap();
+        assert_eq!(g[1].local_port().unwrap(), port);
+        assert_eq!(g[0].endpoint(LO), Some(SocketAddr::new(LO, 4500)));
+        let from = SocketAddr::new(LO, 40001);
+        g[1].authenticated(LO, from);
+        assert_eq!(g[0].endpoint(LO), Some(from));
+        assert_eq!(g[0].endpoints().collect::<Vec<_>>(), vec![(LO, from, true)]);
+        let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.send_to(&[0xff], (Ipv4Addr::LOCALHOST, port)).unwrap();
+        let b = recv_any(&g);
+        assert_eq!(b.kind(0), RxKind::Keepalive);
+        // Peers of the other IP version are refused.
+        assert!(UdpEncap::open(LO, 0, &[LO6], 4500, Duration::ZERO).is_err());
+    }
+
+    /// Two peers on one socket: learning one peer's endpoint leaves the other's alone;
+    /// each sealed packet goes to its own peer's endpoint, in one batch; keepalives go to
+    /// both; a packet to an address that is not a peer (or not ESP) is refused alone.
+    #[test]
+    fn udp_peers_have_their_own_endpoints() {
+        let (b, c): (IpAddr, IpAddr) = ("127.0.0.2".parse().unwrap(), "127.0.0.3".parse().unwrap());
+        let g = UdpEncap::open_group(LO, 0, &[b, c], 4500, 1, Duration::from_millis(50)).unwrap();
+        let sb = std::net::UdpSocket::bind((b, 0)).unwrap();
+        let sc = std::net::UdpSocket::bind((c, 0)).unwrap();
+        for s in [&sb, &sc] {
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        }
+        g[0].authenticated(b, sb.local_addr().unwrap());
+        assert_eq!(g[0].endpoint(b), Some(sb.local_addr().unwrap()));
+        assert_eq!(g[0].endpoint(c), Some(SocketAddr::new(c, 4500)), "C's is untouched");
+        g[0].authenticated("127.0.0.9".parse().unwrap(), sc.local_addr().unwrap());
+        assert_eq!(
+            g[0].endpoint(c),
+            Some(SocketAddr::new(c, 4500)),
+            "not a peer: nothing moves"
+        );
+        g[0].authenticated(c, sc.local_addr().unwrap());
+        let esp = |dst: IpAddr, tag: u8| {
+            let mut p = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 50, 0, 0, 127, 0, 0, 1];
+            if let IpAddr::V4(d) = dst {
+                p.extend_from_slice(&d.octets());
+            }
+            p.extend_from_slice(&[tag; 16]);
+            let l = p.len() as u16;
+            p[2..4].copy_from_slice(&l.to_be_bytes());
+            p
+        };
+        let (p1, p2, p3) = (esp(b, 1), esp(c, 2), esp(b, 3));
+        assert_eq!(g[0].send_batch(&[&p1, &p2, &p3], &[b, c, b]).unwrap(), 3);
+        let mut buf = [0u8; 64];
+        for (s, tags) in [(&sb, [1u8, 3]), (&sc, [2, 2])] {
+            for t in tags.iter().take(if tags[0] == tags[1] { 1 } else { 2 }) {
+                let (n, from) = s.recv_from(&mut buf).unwrap();
+                assert_eq!(from.port(), g[0].local_port().unwrap());
+                assert_eq!(&buf[..n], &[*t; 16], "ESP payload only, to its peer");
+            }
+        }
+        assert_eq!(g[0].send_keepalives().0, 2);
+        for s in [&sb, &sc] {
+            assert_eq!(s.recv_from(&mut buf).unwrap().0, 1);
+            assert_eq!(buf[0], 0xff);
+        }
+        // A packet to a non-peer first: refused alone; later in a batch: the ones before go.
+        let x: IpAddr = "127.0.0.9".parse().unwrap();
+        assert!(g[0].send_batch(&[&p1], &[x]).is_err());
+        assert_eq!(g[0].send_batch(&[&p1, &p2], &[b, x]).unwrap(), 1);
+        assert!(g[0].send_batch(&[&[0x45u8; 20][..]], &[b]).is_err(), "not ESP");
+    }
+
+    /// ESP in UDP over IPv6: the datagram comes back with an IPv6 header (the peer's
+    /// configured address to the local one) in front of the ESP payload.
+    #[test]
+    fn udp_over_ipv6_rebuilds_an_ipv6_header() {
+        let g = match UdpEncap::open_group(LO6, 0, &[LO6], 4500, 1, Duration::from_millis(50)) {
+            Ok(g) => g,
+            Err(e) => {
+                not_run(&format!("no IPv6 loopback here: {e}"));
+                return;
+            }
+        };
+        let client = std::net::UdpSocket::bind("[::1]:0").unwrap();
+        let esp = [0x12, 0x34, 0x56, 0x78, 0, 0, 0, 1, 0xab, 0xcd];
+        client
+            .send_to(&esp, (Ipv6Addr::LOCALHOST, g[0].local_port().unwrap()))
+            .unwrap();
+        let b = recv_any(&g);
+        assert_eq!(b.kind(0), RxKind::Packet);
+        let p = b.packet(0);
+        assert_eq!(p.len(), 40 + esp.len());
+        assert_eq!(
+            (p[0] >> 4, p[6], usize::from(u16::from_be_bytes([p[4], p[5]]))),
+            (6, 50, esp.len())
+        );
+        assert_eq!(&p[8..24], &Ipv6Addr::LOCALHOST.octets());
+        assert_eq!(&p[24..40], &Ipv6Addr::LOCALHOST.octets());
+        assert_eq!(&p[40..], &esp);
+        assert_eq!(b.src(0), Some(client.local_addr().unwrap()));
+        // And the single read path.
+        client
+            .send_to(&esp, (Ipv6Addr::LOCALHOST, g[0].local_port().unwrap()))
+            .unwrap();
+        let mut buf = vec![0u8; 2048];
+        let t0 = Instant::now();
+        let n = loop {
+            if let Some(n) = g[0].recv(&mut buf).unwrap() {
+                break n;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(5));
+        };
+        assert_eq!(&buf[..n], p);
+    }
+
+    /// As root: IPv6 raw sockets. An ESP packet sent whole (IPV6_HDRINCL) comes back on the
+    /// protocol's socket as payload only, and the rebuilt header makes it the packet sent;
+    /// an AH-protected packet sealed by the engine, sent over the loopback and rebuilt, opens.
+    #[test]
+    fn privileged_ipv6_raw_sockets_and_ah() {
+        use ipsec_core::sa::{Keyed, Mode, Proto, SaParams, Tunnel as Ends};
+        use ipsec_core::{AeadAlg, IntegAlg, PacketBuf};
+        use ipsec_engine::{Action, Direction, Engine, Policy, SaConfig, Selector, Verdict};
+        if !privileged() {
+            not_run("needs root");
+            return;
+        }
+        let tx = RawTx::open_v6().unwrap();
+        let rx = RawRx::open_v6(50, Ipv6Addr::LOCALHOST, Duration::from_millis(50)).unwrap();
+        assert!(rx.is_v6());
+        let spi = 0x7e58_0000u32 | (std::process::id() & 0xffff);
+        let mut p = vec![0x60, 0, 0, 0, 0, 0, 50, 64];
+        p.extend_from_slice(&Ipv6Addr::LOCALHOST.octets());
+        p.extend_from_slice(&Ipv6Addr::LOCALHOST.octets());
+        p.extend_from_slice(&spi.to_be_bytes());
+        p.extend_from_slice(&[0, 0, 0, 1]);
+        p.extend_from_slice(&[0xab; 40]);
+        let plen = (p.len() - 40) as u16;
+        p[4..6].copy_from_slice(&plen.to_be_bytes());
+        tx.send_to(&p, LO6).unwrap();
+        assert!(tx.send_to(&p, LO).is_err(), "an IPv4 destination on the IPv6 socket");
+        let mut b = Batch::new();
+        let t0 = Instant::now();
+        loop {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "the ESP packet did not come back"
+            );
+            let n = rx.recv_batch(&mut b).unwrap();
+            if let Some(i) = (0..n).find(|&i| b.packet(i).get(40..44) == Some(&spi.to_be_bytes()[..])) {
+                assert_eq!(b.kind(i), RxKind::Packet);
+                assert_eq!(b.packet(i), &p[..], "the rebuilt packet is the one sent");
+                break;
+            }
+        }
+
+        // AH (transport, on the outer header) around an ESP tunnel, ::1 to ::1.
+        let spi = 0x5000 + (std::process::id() & 0xfff);
+        let sas = || {
+            let ends = Some(Ends { src: LO6, dst: LO6 });
+            let mut esp = SaParams::new(Proto::Esp, spi);
+            esp.mode = Mode::Tunnel;
+            esp.tunnel = ends;
+            esp.aead = Some(Keyed::new(AeadAlg::AesGcm, &[7; 20], 16));
+            let mut ah = SaParams::new(Proto::Ah, spi);
+            ah.tunnel = ends;
+            ah.integ = Some(Keyed::new(IntegAlg::HmacSha256, &[9; 32], 16));
+            [SaConfig::new("esp", esp, None), SaConfig::new("ah", ah, None)]
+        };
+        let engine = |dir| {
+            let mut e = Engine::new();
+            let ids = sas().map(|c| e.add_sa(c, Duration::ZERO).unwrap()).to_vec();
+            let action = Action::Protect(ids);
+            e.add_policy(Policy {
+                dir,
+                selector: Selector::default(),
+                action,
+            })
+            .unwrap();
+            e
+        };
+        let (mut out, mut inb) = (engine(Direction::Out), engine(Direction::In));
+        let inner = [
+            0x45, 0, 0, 28, 0, 1, 0, 0, 64, 17, 0, 0, 10, 1, 1, 1, 10, 1, 1, 2, 0, 1, 0, 2, 0, 8, 0, 0,
+        ];
+        let mut raw = vec![0u8; 2048];
+        let mut buf = PacketBuf::new(&mut raw, 512, inner.len()).unwrap();
+        buf.packet_mut().copy_from_slice(&inner);
+        assert_eq!(out.outbound(&mut buf, Duration::ZERO), Ok(Verdict::Protected(2)));
+        let sealed = buf.packet().to_vec();
+        assert_eq!(sealed[6], 51);
+        let rx = RawRx::open_v6(51, Ipv6Addr::LOCALHOST, Duration::from_millis(50)).unwrap();
+        tx.send_to(&sealed, LO6).unwrap();
+        let t0 = Instant::now();
+        loop {
+            assert!(t0.elapsed() < Duration::from_secs(5), "the AH packet did not come back");
+            let mut b = Batch::new();
+            let n = rx.recv_batch(&mut b).unwrap();
+            let Some(i) = (0..n).find(|&i| b.packet(i).get(44..48) == Some(&spi.to_be_bytes()[..])) else {
+                continue;
+            };
+            let got = b.packet(i);
+            let mut area = vec![0u8; 512 + got.len() + 512];
+            area[512..512 + got.len()].copy_from_slice(got);
+            let mut pb = PacketBuf::new(&mut area, 512, got.len()).unwrap();
+            assert_eq!(inb.inbound(&mut pb, Duration::ZERO), Ok(Verdict::Protected(2)));
+            assert_eq!(pb.packet(), &inner[..]);
+            break;
+        }
     }
 
     /// As root: a TUN device gets its MTU and comes up; raw sockets carry an ESP packet over
@@ -1183,7 +1629,7 @@ mod tests {
         p.extend_from_slice(&[0xab; 40]);
         let total = p.len() as u16;
         p[2..4].copy_from_slice(&total.to_be_bytes());
-        tx.send_to(&p, Ipv4Addr::LOCALHOST).unwrap();
+        tx.send_to(&p, LO).unwrap();
         let t0 = Instant::now();
         loop {
             assert!(

@@ -21,7 +21,7 @@ use ipsec_engine::{
 };
 use serde::Serialize;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -129,19 +129,58 @@ pub trait TunIo: Sync {
     }
 }
 
-/// The underlay's sending side: whole IPv4 packets, headers included, as the engine built them.
+/// The underlay's sending side: whole IPv4 or IPv6 packets, headers included, as the engine
+/// built them.
 pub trait UnderlayTx: Sync {
-    /// Sends `packet` (a complete IPv4 packet) towards `dst`.
-    fn send_to(&self, packet: &[u8], dst: Ipv4Addr) -> io::Result<()>;
+    /// Sends `packet` (a complete IP packet) towards `dst`, its outer destination.
+    fn send_to(&self, packet: &[u8], dst: IpAddr) -> io::Result<()>;
     /// Sends `packets[i]` towards `dsts[i]` from the first on, in as few system calls as it
     /// can; returns how many were sent (at least 1), or the error of the first one (which
     /// the caller counts and skips). The default sends the first with [`send_to`](Self::send_to).
-    fn send_batch(&self, packets: &[&[u8]], dsts: &[Ipv4Addr]) -> io::Result<usize> {
+    fn send_batch(&self, packets: &[&[u8]], dsts: &[IpAddr]) -> io::Result<usize> {
         self.send_to(packets[0], dsts[0]).map(|()| 1)
     }
 }
 
-/// One of the underlay's receiving sockets: whole IPv4 packets, headers included.
+/// An underlay over both IP versions: each packet goes to the sender of its destination's
+/// family (a run of one family per call); a packet for a family without one is an error
+/// (counted as a send error, never sent elsewhere).
+pub struct ByFamily<'a> {
+    /// The IPv4 sender.
+    pub v4: Option<&'a dyn UnderlayTx>,
+    /// The IPv6 sender.
+    pub v6: Option<&'a dyn UnderlayTx>,
+}
+
+impl ByFamily<'_> {
+    fn of(&self, dst: &IpAddr) -> io::Result<&dyn UnderlayTx> {
+        match dst {
+            IpAddr::V4(_) => self.v4,
+            IpAddr::V6(_) => self.v6,
+        }
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::AddrNotAvailable,
+                format!("no IPv{} underlay to send to {dst}", if dst.is_ipv4() { 4 } else { 6 }),
+            )
+        })
+    }
+}
+
+impl UnderlayTx for ByFamily<'_> {
+    fn send_to(&self, packet: &[u8], dst: IpAddr) -> io::Result<()> {
+        self.of(&dst)?.send_to(packet, dst)
+    }
+
+    fn send_batch(&self, packets: &[&[u8]], dsts: &[IpAddr]) -> io::Result<usize> {
+        let Some(first) = dsts.first() else { return Ok(0) };
+        let run = dsts.iter().take_while(|d| d.is_ipv4() == first.is_ipv4()).count();
+        self.of(first)?.send_batch(&packets[..run], &dsts[..run])
+    }
+}
+
+/// One of the underlay's receiving sockets: whole IPv4 or IPv6 packets, headers included
+/// (rebuilt by the socket where the kernel does not hand them over).
 pub trait UnderlayRx: Sync {
     /// Reads one packet into `buf`; `Ok(None)` when none came within the wait interval.
     fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>>;
@@ -153,10 +192,11 @@ pub trait UnderlayRx: Sync {
             1
         }))
     }
-    /// The engine accepted a packet that came from `src` (an authenticated packet): an
-    /// encapsulating socket learns the peer's current address and port from it (RFC 3948
-    /// NAT traversal). The default does nothing.
-    fn authenticated(&self, _src: SocketAddrV4) {}
+    /// The engine accepted a packet that came from `src`, authenticated by an SA of `peer`
+    /// (the configured address its tunnel starts at): an encapsulating socket learns that
+    /// peer's current address and port from it, and no other peer's (RFC 3948 NAT
+    /// traversal). The default does nothing.
+    fn authenticated(&self, _peer: IpAddr, _src: SocketAddr) {}
 }
 
 /// How many packets the loops move per wakeup at most.
@@ -165,7 +205,7 @@ pub const BATCH: usize = 32;
 /// What a receiving socket found in one datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RxKind {
-    /// A packet for the engine (a whole IPv4 packet in the slot's receive area).
+    /// A packet for the engine (a whole IP packet in the slot's receive area).
     Packet,
     /// An RFC 3948 NAT-keepalive (one 0xFF byte): counted, nothing else.
     Keepalive,
@@ -182,7 +222,7 @@ pub struct Batch {
     data: Vec<Box<[u8]>>,
     len: [usize; BATCH],
     kind: [RxKind; BATCH],
-    src: [Option<SocketAddrV4>; BATCH],
+    src: [Option<SocketAddr>; BATCH],
     worker: Worker,
     gro: Coalescer,
     /// Coalesced datagrams read from a UDP socket with UDP GRO, not yet taken apart.
@@ -216,7 +256,7 @@ impl Batch {
     /// Copies the next datagram of [`gro_rx`](Self::gro_rx) into slot `i`'s receive area
     /// from byte `skip` on (cut to the area): its length and source, or `None` when every
     /// datagram has been taken.
-    pub(crate) fn fill_from_gro(&mut self, i: usize, skip: usize) -> Option<(usize, Option<SocketAddrV4>)> {
+    pub(crate) fn fill_from_gro(&mut self, i: usize, skip: usize) -> Option<(usize, Option<SocketAddr>)> {
         let (d, src) = self.gro_rx.next_datagram()?;
         let area = &mut self.data[i][HEADROOM + skip.min(MAX_PACKET)..HEADROOM + MAX_PACKET];
         let n = d.len().min(area.len());
@@ -235,20 +275,25 @@ impl Batch {
     }
 
     /// Records what slot `i` received: `len` bytes of `kind` from `src`.
-    pub fn set(&mut self, i: usize, len: usize, kind: RxKind, src: Option<SocketAddrV4>) {
+    pub fn set(&mut self, i: usize, len: usize, kind: RxKind, src: Option<SocketAddr>) {
         self.len[i] = len.min(MAX_PACKET);
         self.kind[i] = kind;
         self.src[i] = src;
     }
 
-    /// The `len` bytes in slot `i`'s receive area.
-    pub fn packet(&self, i: usize) -> &[u8] {
-        &self.data[i][HEADROOM..HEADROOM + self.len[i]]
-    }
-
     /// What slot `i` received.
     pub fn kind(&self, i: usize) -> RxKind {
         self.kind[i]
+    }
+
+    /// Where slot `i` came from, if the socket said.
+    pub fn src(&self, i: usize) -> Option<SocketAddr> {
+        self.src[i]
+    }
+
+    /// The `len` bytes in slot `i`'s receive area.
+    pub fn packet(&self, i: usize) -> &[u8] {
+        &self.data[i][HEADROOM..HEADROOM + self.len[i]]
     }
 
     /// Moves slot `from` to slot `to` (swapping buffers, not copying bytes).
@@ -267,7 +312,7 @@ pub enum DaemonDrop {
     NotIp,
     /// A bypass policy let it through in the clear ([`DaemonCounters::bypass_dropped`]).
     Bypass,
-    /// Sealed, but not an IPv4 packet to the peer ([`DaemonCounters::not_to_peer`]).
+    /// Sealed, but not to one of the peers ([`DaemonCounters::not_to_peer`]).
     NotToPeer,
 }
 
@@ -293,6 +338,23 @@ pub struct Report {
     pub daemon: DaemonSnapshot,
     /// The engine's counters (per SA and direction, drops by reason).
     pub engine: Snapshot,
+    /// The configured peers (none: any address the SAs tunnel to) and, with ESP in UDP,
+    /// where each one's datagrams go now.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<PeerReport>,
+}
+
+/// One peer in a [`Report`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PeerReport {
+    /// Its configured underlay address.
+    pub peer: IpAddr,
+    /// ESP in UDP: the address and port its datagrams go to (configured, or learned).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<SocketAddr>,
+    /// ESP in UDP: whether `endpoint` was learned from the peer's authenticated packets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub learned: Option<bool>,
 }
 
 /// The engine's control side behind a mutex (for the ticker and configuration), the data
@@ -302,7 +364,7 @@ pub struct Tunnel {
     plane: PlaneHandle,
     counters: DaemonCounters,
     start: Instant,
-    peer: Option<Ipv4Addr>,
+    peers: Vec<IpAddr>,
     /// Per SA, the adaptive IPComp decision flips already logged.
     flips: Mutex<Vec<u64>>,
 }
@@ -311,12 +373,12 @@ fn is_ip(p: &[u8]) -> bool {
     p.first().is_some_and(|b| matches!(b >> 4, 4 | 6))
 }
 
-/// The destination of an IPv4 packet (`None` for anything else).
-fn ipv4_dst(p: &[u8]) -> Option<Ipv4Addr> {
-    if p.len() >= 20 && p[0] >> 4 == 4 {
-        Some(Ipv4Addr::new(p[16], p[17], p[18], p[19]))
-    } else {
-        None
+/// The destination of an IPv4 or IPv6 packet (`None` for anything else).
+fn outer_dst(p: &[u8]) -> Option<IpAddr> {
+    match p.first()? >> 4 {
+        4 => <[u8; 4]>::try_from(p.get(16..20)?).ok().map(IpAddr::from),
+        6 => <[u8; 16]>::try_from(p.get(24..40)?).ok().map(IpAddr::from),
+        _ => None,
     }
 }
 
@@ -340,14 +402,14 @@ fn is_transient(e: &io::Error) -> bool {
 }
 
 impl Tunnel {
-    /// A tunnel around `engine`; sealed packets go only to `peer` when it is given.
-    pub fn new(engine: Engine, peer: Option<Ipv4Addr>) -> Self {
+    /// A tunnel around `engine`; sealed packets go only to `peers` when any are given.
+    pub fn new(engine: Engine, peers: Vec<IpAddr>) -> Self {
         Tunnel {
             plane: engine.plane_handle(),
             engine: Mutex::new(engine),
             counters: DaemonCounters::default(),
             start: Instant::now(),
-            peer,
+            peers,
             flips: Mutex::new(Vec::new()),
         }
     }
@@ -357,6 +419,35 @@ impl Tunnel {
     /// than stopping would, so a poisoned lock is taken anyway.
     pub fn engine(&self) -> MutexGuard<'_, Engine> {
         self.engine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The configured peers (empty: any address the SAs tunnel to).
+    pub fn peers(&self) -> &[IpAddr] {
+        &self.peers
+    }
+
+    /// The outer destination of sealed `packet` if it may be sent: one of the peers, or
+    /// any when none are configured.
+    fn peer_dst(&self, packet: &[u8]) -> Option<IpAddr> {
+        outer_dst(packet).filter(|d| self.peers.is_empty() || self.peers.contains(d))
+    }
+
+    /// The peer an inbound packet comes from as far as `plane` can tell before opening it:
+    /// the configured tunnel source of the SA it would be opened with
+    /// ([`DataPlane::inbound_sa`]), or the only peer if that SA names none. Once the same
+    /// plane accepts the packet, that SA authenticated it, so the peer is known: neither the
+    /// packet's (unauthenticated) outer source nor another peer's SA can stand in for it.
+    fn peer_of(&self, plane: &DataPlane, packet: &[u8]) -> Option<IpAddr> {
+        let configured = plane
+            .inbound_sa(packet)
+            .and_then(|id| plane.sad().get(id))
+            .and_then(|e| e.config.params.tunnel)
+            .map(|t| t.src);
+        match (configured, &self.peers[..]) {
+            (Some(src), _) => Some(src),
+            (None, [only]) => Some(*only),
+            (None, _) => None,
+        }
     }
 
     /// The daemon's counters.
@@ -401,9 +492,9 @@ impl Tunnel {
             }
         }
         let packet = buf.packet();
-        let Some(dst) = ipv4_dst(packet).filter(|d| self.peer.is_none_or(|p| p == *d)) else {
+        let Some(dst) = self.peer_dst(packet) else {
             inc(&c.not_to_peer);
-            debug!("sealed packet is not IPv4 to the peer: dropped (is the outermost SA a tunnel to the peer?)");
+            debug!("sealed packet is not to a peer: dropped (is the outermost SA a tunnel to a peer?)");
             return Outcome::Daemon(DaemonDrop::NotToPeer);
         };
         match tx.send_to(packet, dst) {
@@ -489,7 +580,7 @@ impl Tunnel {
         let mut out = [Ok(Verdict::Bypass); BATCH];
         plane.outbound_batch(worker, &mut bufs[..k], &mut out[..k], now);
         let mut pkts: [&[u8]; BATCH] = [&[]; BATCH];
-        let mut dsts = [Ipv4Addr::UNSPECIFIED; BATCH];
+        let mut dsts = [IpAddr::from([0u8; 4]); BATCH];
         let mut m = 0;
         for (buf, verdict) in bufs[..k].iter().zip(&out[..k]) {
             match verdict {
@@ -506,9 +597,9 @@ impl Tunnel {
                 }
             }
             let packet = buf.packet();
-            let Some(dst) = ipv4_dst(packet).filter(|d| self.peer.is_none_or(|p| p == *d)) else {
+            let Some(dst) = self.peer_dst(packet) else {
                 inc(&c.not_to_peer);
-                debug!("sealed packet is not IPv4 to the peer: dropped (is the outermost SA a tunnel to the peer?)");
+                debug!("sealed packet is not to a peer: dropped (is the outermost SA a tunnel to a peer?)");
                 continue;
             };
             pkts[m] = packet;
@@ -536,9 +627,9 @@ impl Tunnel {
     }
 
     /// The first `n` slots of `b` (read from `rx`): keepalives and non-ESP datagrams
-    /// counted, the packets opened by the engine as one batch and written to the TUN device;
-    /// the source of each authenticated packet is reported to `rx`
-    /// ([`UnderlayRx::authenticated`]).
+    /// counted, the packets opened by the engine as one batch and written to the TUN device.
+    /// For packets with a source (ESP in UDP), the last one each peer's SAs authenticated is
+    /// reported to `rx` with its peer ([`UnderlayRx::authenticated`], see [`Self::peer_of`]).
     pub fn inbound_batch(&self, b: &mut Batch, n: usize, rx: &dyn UnderlayRx, tun: &dyn TunIo) {
         let c = &self.counters;
         let n = n.min(BATCH);
@@ -574,14 +665,30 @@ impl Tunnel {
             let (d, &l) = slots.next().expect("a Batch has BATCH buffers");
             PacketBuf::new(d, HEADROOM, l).expect("HEADROOM + MAX_PACKET <= BUF_LEN")
         });
+        // Whose SA each packet with a source would be opened with: looked up before opening
+        // (which removes the outer header), in the plane that then opens it.
+        let mut peer = [None; BATCH];
+        for ((p, b), from) in peer.iter_mut().zip(&bufs[..k]).zip(&src[..k]) {
+            if from.is_some() {
+                *p = self.peer_of(&plane, b.packet());
+            }
+        }
         let mut out = [Ok(Verdict::Bypass); BATCH];
         plane.inbound_batch(worker, &mut bufs[..k], &mut out[..k], now);
-        let mut learned = None;
+        // The last source per peer, in order of first appearance.
+        let mut learned: [Option<(IpAddr, SocketAddr)>; BATCH] = [None; BATCH];
         let mut opened = [0usize; BATCH];
         let mut m = 0;
         for (i, (verdict, from)) in out[..k].iter().zip(&src[..k]).enumerate() {
             match verdict {
-                Ok(Verdict::Protected(_)) => learned = from.or(learned),
+                Ok(Verdict::Protected(_)) => {
+                    if let (Some(from), Some(p)) = (*from, peer[i]) {
+                        let slot = learned.iter().position(|l| l.is_none_or(|(q, _)| q == p));
+                        if let Some(j) = slot {
+                            learned[j] = Some((p, from));
+                        }
+                    }
+                }
                 Ok(Verdict::Bypass) => {
                     inc(&c.bypass_dropped);
                     debug!("inbound packet matches a bypass policy: not written to the TUN device");
@@ -639,8 +746,8 @@ impl Tunnel {
                 }
             }
         }
-        if let Some(from) = learned {
-            rx.authenticated(from);
+        for (p, from) in learned.into_iter().map_while(|l| l) {
+            rx.authenticated(p, from);
         }
     }
 
@@ -667,6 +774,15 @@ impl Tunnel {
             uptime_seconds: now.as_secs(),
             daemon: self.counters.snapshot(),
             engine: e.snapshot(now),
+            peers: self
+                .peers
+                .iter()
+                .map(|&peer| PeerReport {
+                    peer,
+                    endpoint: None,
+                    learned: None,
+                })
+                .collect(),
         };
         self.log_flips(&report.engine);
         (report, events)

@@ -341,7 +341,7 @@ fn socket_serves_requests_monitors_and_survives_bad_clients() {
     assert!(ControlSocket::bind(&path).is_err());
     std::fs::write(dir.join("file"), b"x").unwrap();
     assert!(ControlSocket::bind(&dir.join("file")).is_err());
-    let t = Tunnel::new(Engine::new(), Some(Ipv4Addr::new(10, 99, 0, 2)));
+    let t = Tunnel::new(Engine::new(), vec![Ipv4Addr::new(10, 99, 0, 2).into()]);
     let c = Control::new(&t.engine(), None);
     let stop = AtomicBool::new(false);
     thread::scope(|s| {

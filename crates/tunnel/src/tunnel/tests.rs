@@ -6,16 +6,12 @@ use ipsec_core::{AeadAlg, EncAlg, IntegAlg};
 use ipsec_engine::{DropReason, Lifetime, Limits, Policy, SaId, Selector};
 use ipsec_ipcomp::Algorithm;
 use std::collections::VecDeque;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 const A: &str = "10.99.0.1";
 const B: &str = "10.99.0.2";
 
 fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap()
-}
-
-fn v4(s: &str) -> Ipv4Addr {
     s.parse().unwrap()
 }
 
@@ -76,18 +72,18 @@ impl TunIo for FakeTun {
 /// The wire between two hosts: what one sends, the other reads.
 #[derive(Default)]
 struct FakeWire {
-    packets: Mutex<VecDeque<(Vec<u8>, Ipv4Addr)>>,
+    packets: Mutex<VecDeque<(Vec<u8>, IpAddr)>>,
     fail_sends: AtomicBool,
 }
 
 impl FakeWire {
-    fn take(&self) -> Vec<(Vec<u8>, Ipv4Addr)> {
+    fn take(&self) -> Vec<(Vec<u8>, IpAddr)> {
         self.packets.lock().unwrap().drain(..).collect()
     }
 }
 
 impl UnderlayTx for FakeWire {
-    fn send_to(&self, packet: &[u8], dst: Ipv4Addr) -> io::Result<()> {
+    fn send_to(&self, packet: &[u8], dst: IpAddr) -> io::Result<()> {
         if self.fail_sends.load(Ordering::Relaxed) {
             return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
         }
@@ -192,8 +188,8 @@ fn engine(local: &str, peer: &str, bundle: BundleFn) -> Engine {
 
 fn pair(bundle: BundleFn) -> (Tunnel, Tunnel) {
     (
-        Tunnel::new(engine(A, B, bundle), Some(v4(B))),
-        Tunnel::new(engine(B, A, bundle), Some(v4(A))),
+        Tunnel::new(engine(A, B, bundle), vec![ip(B)]),
+        Tunnel::new(engine(B, A, bundle), vec![ip(A)]),
     )
 }
 
@@ -267,7 +263,7 @@ fn ipv4_and_ipv6_go_through_both_ways() {
             assert_eq!(a.outbound(&mut pkt, n, &w), Outcome::Forwarded);
             let mut sent = w.take();
             let (p, dst) = sent.pop().unwrap();
-            assert_eq!(dst, v4(B));
+            assert_eq!(dst, ip(B));
             p
         };
         assert_eq!(wire[0] >> 4, 4, "IPv4 underlay");
@@ -368,7 +364,7 @@ fn tun_garbage_and_io_errors_are_counted() {
 
 #[test]
 fn sealed_packets_go_only_to_the_peer() {
-    let t = Tunnel::new(engine(A, B, bundle_esp), Some(v4("10.99.0.9")));
+    let t = Tunnel::new(engine(A, B, bundle_esp), vec![ip("10.99.0.9"), ip("fd00:99::2")]);
     let wire = FakeWire::default();
     let mut pkt = PacketBuffer::new();
     let n = pkt.load(&ping6(1, 10));
@@ -381,7 +377,7 @@ fn sealed_packets_go_only_to_the_peer() {
     let mut p = SaParams::new(Proto::Esp, 0x2000);
     p.aead = Some(Keyed::new(AeadAlg::AesGcm, &[1; 20], 16));
     install(&mut e, vec![SaConfig::new("t", p, None)], Direction::Out, "out");
-    let t = Tunnel::new(e, Some(v4(B)));
+    let t = Tunnel::new(e, vec![ip(B)]);
     let n = pkt.load(&ping4(1, 10));
     assert_eq!(t.outbound(&mut pkt, n, &wire), Outcome::Daemon(DaemonDrop::NotToPeer));
 }
@@ -397,7 +393,7 @@ fn bypass_policies_send_nothing_in_the_clear() {
         })
         .unwrap();
     }
-    let t = Tunnel::new(e, None);
+    let t = Tunnel::new(e, Vec::new());
     let wire = FakeWire::default();
     let mut pkt = PacketBuffer::new();
     let n = pkt.load(&ping4(1, 10));
@@ -545,7 +541,7 @@ fn tick_reports_counters_and_lifetime_events() {
         },
     };
     install(&mut e, vec![c], Direction::Out, "out");
-    let t = Tunnel::new(e, Some(v4(B)));
+    let t = Tunnel::new(e, vec![ip(B)]);
     let wire = FakeWire::default();
     let mut pkt = PacketBuffer::new();
     for _ in 0..3 {
@@ -588,12 +584,13 @@ fn raw_sockets_to_open_and_the_tun_mtu() {
     assert!(seal(&a, &ping4(2, ah + 16 - hdr)).len() > 1500);
 }
 
-/// An ESP-in-UDP-like receiver: hands out the batch given to it, with sources; remembers
-/// what it was told was authenticated.
+/// An ESP-in-UDP-like receiver: hands out the batch given to it, with sources (the given
+/// one, else 203.0.113.9 port 40000 + slot); remembers what it was told was authenticated.
 #[derive(Default)]
 struct FakeBatchRx {
     datagrams: Mutex<Vec<(Vec<u8>, RxKind)>>,
-    learned: Mutex<Vec<SocketAddrV4>>,
+    sources: Mutex<Vec<SocketAddr>>,
+    learned: Mutex<Vec<(IpAddr, SocketAddr)>>,
 }
 
 impl UnderlayRx for FakeBatchRx {
@@ -604,17 +601,14 @@ impl UnderlayRx for FakeBatchRx {
         let d: Vec<_> = self.datagrams.lock().unwrap().drain(..).collect();
         for (i, (p, kind)) in d.iter().enumerate() {
             batch.recv_area(i)[..p.len()].copy_from_slice(p);
-            batch.set(
-                i,
-                p.len(),
-                *kind,
-                Some(SocketAddrV4::new(v4("203.0.113.9"), 40000 + i as u16)),
-            );
+            let src = self.sources.lock().unwrap().get(i).copied();
+            let src = src.unwrap_or_else(|| SocketAddr::new(ip("203.0.113.9"), 40000 + i as u16));
+            batch.set(i, p.len(), *kind, Some(src));
         }
         Ok(d.len())
     }
-    fn authenticated(&self, src: SocketAddrV4) {
-        self.learned.lock().unwrap().push(src);
+    fn authenticated(&self, peer: IpAddr, src: SocketAddr) {
+        self.learned.lock().unwrap().push((peer, src));
     }
 }
 
@@ -632,7 +626,7 @@ fn batches_go_through_and_everything_in_them_is_counted() {
     a.outbound_batch(&mut batch, inner.len(), &wire);
     let sent = wire.take();
     assert_eq!(sent.len(), 3);
-    assert!(sent.iter().all(|(_, d)| *d == v4(B)));
+    assert!(sent.iter().all(|(_, d)| *d == ip(B)));
     let ca = a.counters().snapshot();
     assert_eq!((ca.tun_rx_packets, ca.not_ip, ca.underlay_tx_packets), (4, 1, 3));
 
@@ -672,10 +666,11 @@ fn batches_go_through_and_everything_in_them_is_counted() {
     let (report, _) = b.tick();
     let drops = &sa(&report, "esp-in").inbound.drops;
     assert_eq!((drops.replay, drops.bad_icv), (1, 1));
-    // The source of the last authenticated packet is learned, once per batch.
+    // The source of the last authenticated packet is learned for the peer its SA names,
+    // once per batch.
     assert_eq!(
         *rx.learned.lock().unwrap(),
-        vec![SocketAddrV4::new(v4("203.0.113.9"), 40007)]
+        vec![(ip(A), SocketAddr::new(ip("203.0.113.9"), 40007))]
     );
 }
 
@@ -755,4 +750,286 @@ fn offloads_segment_on_the_way_out_and_coalesce_on_the_way_in() {
     );
     let rb = b.counters().snapshot();
     assert_eq!((rb.tun_tx_packets, rb.tun_gro_packets), (18, 1));
+}
+
+// ---- IPv6 underlay, several peers ---------------------------------------------------------
+
+const A6: &str = "fd00:99::1";
+const B6: &str = "fd00:99::2";
+
+#[test]
+fn an_ipv6_underlay_carries_both_inner_families() {
+    for bundle in [bundle_esp as BundleFn, bundle_esp_ah, bundle_comp_esp] {
+        let a = Tunnel::new(engine6(A6, B6, bundle), vec![ip(B6)]);
+        let b = Tunnel::new(engine6(B6, A6, bundle), vec![ip(A6)]);
+        for inner in [ping4(1, 56), ping6(2, 1200)] {
+            let w = FakeWire::default();
+            let mut pkt = PacketBuffer::new();
+            let n = pkt.load(&inner);
+            assert_eq!(a.outbound(&mut pkt, n, &w), Outcome::Forwarded);
+            let (wire, dst) = w.take().pop().unwrap();
+            assert_eq!(dst, ip(B6));
+            assert_eq!(wire[0] >> 4, 6, "IPv6 outer header");
+            assert_eq!(&wire[8..40], &[ip6(A6), ip6(B6)].concat()[..]);
+            assert_eq!(open(&b, &wire), (Outcome::Forwarded, Some(inner.clone())));
+            let back = seal(&b, &inner);
+            assert_eq!(open(&a, &back), (Outcome::Forwarded, Some(inner)));
+        }
+    }
+    // The TUN MTU counts the 40-byte outer header: 20 bytes less than over IPv4.
+    let m4 = tun_mtu_for(&engine(A, B, bundle_esp), 1500).unwrap();
+    let m6 = tun_mtu_for(&engine6(A6, B6, bundle_esp), 1500).unwrap();
+    assert_eq!(m4 - m6, 20);
+    let a = Tunnel::new(engine6(A6, B6, bundle_esp), vec![ip(B6)]);
+    let hdr = 40 + 8; // IPv6 + ICMPv6
+    assert_eq!(
+        seal(&a, &ping6(1, m6 - hdr)).len(),
+        1500,
+        "the largest inner packet fills 1500 bytes"
+    );
+}
+
+fn ip6(s: &str) -> [u8; 16] {
+    s.parse::<std::net::Ipv6Addr>().unwrap().octets()
+}
+
+/// As [`engine`], with `local` and `peer` IPv6 addresses (SPIs 0x1001 from A6 to B6).
+fn engine6(local: &str, peer: &str, bundle: BundleFn) -> Engine {
+    let (out_spi, in_spi) = if local == A6 {
+        (0x1001, 0x1002)
+    } else {
+        (0x1002, 0x1001)
+    };
+    let mut e = Engine::new();
+    install(&mut e, bundle(local, peer, out_spi), Direction::Out, "out");
+    install(&mut e, bundle(peer, local, in_spi), Direction::In, "in");
+    e
+}
+
+/// A policy for inner destination `dst` only.
+fn to_inner(e: &mut Engine, dir: Direction, inner: &str, ids: Vec<SaId>) {
+    let p: ipsec_engine::Prefix = inner.parse().unwrap();
+    let selector = match dir {
+        Direction::Out => Selector {
+            dst: Some(p),
+            ..Selector::default()
+        },
+        Direction::In => Selector {
+            src: Some(p),
+            ..Selector::default()
+        },
+    };
+    e.add_policy(Policy {
+        dir,
+        selector,
+        action: Action::Protect(ids),
+    })
+    .unwrap();
+}
+
+/// Host A (10.99.0.1 and fd00:99::1) with three remote hosts: B (10.99.0.2, inner
+/// 10.100.2.0/24), C (fd00:99::3, inner 10.100.3.0/24) and D (10.99.0.4, inner
+/// 10.100.4.0/24, not a peer). SPI 0x2000 + n from A to host n, 0x3000 + n back.
+fn hub() -> Engine {
+    let mut e = Engine::new();
+    for (n, (remote, local)) in [(2, (B, A)), (3, ("fd00:99::3", A6)), (4, ("10.99.0.4", A))] {
+        let out = e
+            .add_sa(esp_gcm(&format!("to-{n}"), 0x2000 + n, local, remote), Duration::ZERO)
+            .unwrap();
+        let inb = e
+            .add_sa(esp_gcm(&format!("from-{n}"), 0x3000 + n, remote, local), Duration::ZERO)
+            .unwrap();
+        to_inner(&mut e, Direction::Out, &format!("10.100.{n}.0/24"), vec![out]);
+        to_inner(&mut e, Direction::In, &format!("10.100.{n}.0/24"), vec![inb]);
+    }
+    e
+}
+
+/// Remote host `n` of [`hub`] (the mirror image of its SAs with A).
+fn spoke(n: u32) -> Engine {
+    let (remote, local) = match n {
+        2 => (B, A),
+        3 => ("fd00:99::3", A6),
+        _ => ("10.99.0.4", A),
+    };
+    let mut e = Engine::new();
+    let out = e
+        .add_sa(esp_gcm("to-a", 0x3000 + n, remote, local), Duration::ZERO)
+        .unwrap();
+    let inb = e
+        .add_sa(esp_gcm("from-a", 0x2000 + n, local, remote), Duration::ZERO)
+        .unwrap();
+    to_inner(&mut e, Direction::Out, "10.100.0.0/24", vec![out]);
+    to_inner(&mut e, Direction::In, "10.100.0.0/24", vec![inb]);
+    e
+}
+
+fn udp4(src: [u8; 4], dst: [u8; 4], tag: u8) -> Vec<u8> {
+    let mut out = Vec::new();
+    etherparse::PacketBuilder::ipv4(src, dst, 64)
+        .udp(1000, 2000)
+        .write(&mut out, &[tag; 40])
+        .unwrap();
+    out
+}
+
+#[test]
+fn sealed_packets_go_to_the_peer_their_outermost_sa_tunnels_to() {
+    let a = Tunnel::new(hub(), vec![ip(B), ip("fd00:99::3")]);
+    let inner = [
+        udp4([10, 100, 0, 1], [10, 100, 2, 7], 1),
+        udp4([10, 100, 0, 1], [10, 100, 3, 7], 2),
+        udp4([10, 100, 0, 1], [10, 100, 4, 7], 3), // D: not a peer
+        udp4([10, 100, 0, 1], [10, 100, 2, 8], 4),
+    ];
+    let mut batch = Batch::new();
+    for (i, p) in inner.iter().enumerate() {
+        batch.recv_area(i)[..p.len()].copy_from_slice(p);
+        batch.set(i, p.len(), RxKind::Packet, None);
+    }
+    let wire = FakeWire::default();
+    a.outbound_batch(&mut batch, inner.len(), &wire);
+    let sent = wire.take();
+    let dsts: Vec<IpAddr> = sent.iter().map(|(_, d)| *d).collect();
+    assert_eq!(dsts, vec![ip(B), ip("fd00:99::3"), ip(B)]);
+    assert_eq!(sent[1].0[0] >> 4, 6, "C is reached over IPv6");
+    let c = a.counters().snapshot();
+    assert_eq!((c.not_to_peer, c.underlay_tx_packets), (1, 3));
+    // Each peer opens its own, and only its own.
+    for ((p, _), n) in sent.iter().zip([2, 3, 2]) {
+        let host = Tunnel::new(spoke(n), vec![]);
+        assert_eq!(open(&host, p).0, Outcome::Forwarded);
+        let other = Tunnel::new(spoke(if n == 2 { 3 } else { 2 }), vec![]);
+        assert!(matches!(open(&other, p).0, Outcome::Engine(_)));
+    }
+    // With no peers configured, D is reached too.
+    let any = Tunnel::new(hub(), vec![]);
+    let mut pkt = PacketBuffer::new();
+    let n = pkt.load(&inner[2]);
+    assert_eq!(any.outbound(&mut pkt, n, &wire), Outcome::Forwarded);
+    assert_eq!(wire.take()[0].1, ip("10.99.0.4"));
+}
+
+/// A, with peers B and C over ESP in UDP, learns each peer's endpoint only from packets
+/// that peer's SAs authenticated: B's packet from C's endpoint moves B's (it is B, behind a
+/// new address), never C's; a forgery with B's SPI or a packet of D (an SA here, but not a
+/// peer) moves nothing it should not.
+#[test]
+fn each_peer_is_learned_only_from_packets_its_own_sas_authenticated() {
+    let a = Tunnel::new(hub(), vec![ip(B), ip("fd00:99::3")]);
+    let (b, c, d) = (
+        Tunnel::new(spoke(2), vec![ip(A)]),
+        Tunnel::new(spoke(3), vec![ip(A6)]),
+        Tunnel::new(spoke(4), vec![ip(A)]),
+    );
+    let from_b = seal(&b, &udp4([10, 100, 2, 7], [10, 100, 0, 1], 1));
+    let from_b2 = seal(&b, &udp4([10, 100, 2, 7], [10, 100, 0, 1], 2));
+    let from_c = seal(&c, &udp4([10, 100, 3, 7], [10, 100, 0, 1], 3));
+    let from_d = seal(&d, &udp4([10, 100, 4, 7], [10, 100, 0, 1], 4));
+    let mut forged = seal(&b, &udp4([10, 100, 2, 7], [10, 100, 0, 1], 5));
+    *forged.last_mut().unwrap() ^= 1;
+    let c_ep = SocketAddr::new(ip("fd00:99::3"), 4500);
+    let b_new = SocketAddr::new(ip("198.51.100.7"), 31000);
+    let rx = FakeBatchRx::default();
+    *rx.datagrams.lock().unwrap() = vec![
+        (from_c, RxKind::Packet),
+        (forged, RxKind::Packet),
+        (from_b, RxKind::Packet),
+        (from_d, RxKind::Packet),
+        (from_b2, RxKind::Packet),
+    ];
+    *rx.sources.lock().unwrap() = vec![
+        c_ep,
+        SocketAddr::new(ip("203.0.113.66"), 666), // the forgery's: never learned
+        c_ep,                                     // B's packet from C's endpoint
+        SocketAddr::new(ip("10.99.0.4"), 4500),
+        b_new,
+    ];
+    let mut batch = Batch::new();
+    let n = rx.recv_batch(&mut batch).unwrap();
+    let tun = FakeTun::default();
+    a.inbound_batch(&mut batch, n, &rx, &tun);
+    assert_eq!(tun.written().len(), 4, "all but the forgery open");
+    let learned = rx.learned.lock().unwrap().clone();
+    // Per peer, the last source of a packet its SAs authenticated, in order of appearance;
+    // D is reported as itself, which no socket of A knows as a peer.
+    assert_eq!(
+        learned,
+        vec![
+            (ip("fd00:99::3"), c_ep),
+            (ip(B), b_new),
+            (ip("10.99.0.4"), SocketAddr::new(ip("10.99.0.4"), 4500))
+        ]
+    );
+    assert!(!learned.iter().any(|(p, s)| *p == ip("fd00:99::3") && *s != c_ep));
+}
+
+/// The same through real ESP-in-UDP sockets on the loopback (A 127.0.0.1 with peers B
+/// 127.0.0.2 and C 127.0.0.3): B's packet from C's address moves B's endpoint only; a
+/// forgery with C's SPI moves nothing; C's own packet moves C's.
+#[test]
+fn udp_sockets_learn_each_peer_only_from_its_own_sas() {
+    use crate::sys::UdpEncap;
+    use std::net::UdpSocket;
+    let (a, b, c) = ("127.0.0.1", "127.0.0.2", "127.0.0.3");
+    let mirror = |local: &str, remote: &str, out: u32, inb: u32, e: &mut Engine, inner: &str| {
+        let o = e
+            .add_sa(esp_gcm(&format!("o{out:x}"), out, local, remote), Duration::ZERO)
+            .unwrap();
+        let i = e
+            .add_sa(esp_gcm(&format!("i{inb:x}"), inb, remote, local), Duration::ZERO)
+            .unwrap();
+        to_inner(e, Direction::Out, inner, vec![o]);
+        to_inner(e, Direction::In, inner, vec![i]);
+    };
+    let mut ea = Engine::new();
+    mirror(a, b, 0x4002, 0x5002, &mut ea, "10.100.2.0/24");
+    mirror(a, c, 0x4003, 0x5003, &mut ea, "10.100.3.0/24");
+    let host_a = Tunnel::new(ea, vec![ip(b), ip(c)]);
+    let spoke = |me: &str, n: u32| {
+        let mut e = Engine::new();
+        mirror(me, a, 0x5000 + n, 0x4000 + n, &mut e, "10.100.0.0/24");
+        Tunnel::new(e, vec![ip(a)])
+    };
+    let (host_b, host_c) = (spoke(b, 2), spoke(c, 3));
+    let g = UdpEncap::open_group(ip(a), 0, &[ip(b), ip(c)], 4500, 1, Duration::from_millis(50)).unwrap();
+    let port = g[0].local_port().unwrap();
+    let configured = |p: &str| Some(SocketAddr::new(ip(p), 4500));
+    let deliver = |wire: &[u8], from: &UdpSocket| {
+        let esp = crate::encap::esp_payload(wire).unwrap();
+        from.send_to(esp, (ip(a), port)).unwrap();
+        let t0 = Instant::now();
+        let mut batch = Batch::new();
+        let n = loop {
+            let n = g[0].recv_batch(&mut batch).unwrap();
+            if n > 0 {
+                break n;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(5), "nothing arrived");
+        };
+        let tun = FakeTun::default();
+        host_a.inbound_batch(&mut batch, n, &g[0], &tun);
+        tun.written().len()
+    };
+    let at_c = UdpSocket::bind((ip(c), 0)).unwrap();
+    // B's packet, sent from C's address: authenticated by B's SA, so B moved there.
+    let from_b = seal(&host_b, &udp4([10, 100, 2, 7], [10, 100, 0, 1], 1));
+    assert_eq!(deliver(&from_b, &at_c), 1);
+    assert_eq!(g[0].endpoint(ip(b)), Some(at_c.local_addr().unwrap()));
+    assert_eq!(
+        g[0].endpoint(ip(c)),
+        configured(c),
+        "C's endpoint never moves for B's packet"
+    );
+    // A forgery with C's SPI from elsewhere: dropped, nothing learned.
+    let mut forged = seal(&host_c, &udp4([10, 100, 3, 7], [10, 100, 0, 1], 2));
+    *forged.last_mut().unwrap() ^= 1;
+    let elsewhere = UdpSocket::bind((ip(c), 0)).unwrap();
+    assert_eq!(deliver(&forged, &elsewhere), 0);
+    assert_eq!(g[0].endpoint(ip(c)), configured(c));
+    // C's own packet moves C's endpoint (and not B's).
+    let from_c = seal(&host_c, &udp4([10, 100, 3, 7], [10, 100, 0, 1], 3));
+    assert_eq!(deliver(&from_c, &elsewhere), 1);
+    assert_eq!(g[0].endpoint(ip(c)), Some(elsewhere.local_addr().unwrap()));
+    assert_eq!(g[0].endpoint(ip(b)), Some(at_c.local_addr().unwrap()));
 }

@@ -4,7 +4,6 @@
 use super::*;
 use crate::tunnel::{run_inbound, run_outbound, TunIo, UnderlayRx, UnderlayTx};
 use std::collections::VecDeque;
-use std::net::Ipv4Addr;
 
 const KEY1: &str = "0x0102030405060708090a0b0c0d0e0f1011121314";
 const KEY2: &str = "0xa1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4";
@@ -278,7 +277,7 @@ impl TunIo for Tun {
 struct Wire(Mutex<VecDeque<Vec<u8>>>);
 
 impl UnderlayTx for Wire {
-    fn send_to(&self, packet: &[u8], _dst: Ipv4Addr) -> io::Result<()> {
+    fn send_to(&self, packet: &[u8], _dst: std::net::IpAddr) -> io::Result<()> {
         self.0.lock().unwrap().push_back(packet.to_vec());
         Ok(())
     }
@@ -321,7 +320,7 @@ fn sa_of(s: &ipsec_engine::Snapshot, id: SaId) -> &ipsec_engine::SaSnapshot {
 fn reload_while_packets_flow_loses_nothing_and_unaffected_counters_go_on() {
     let dir = std::env::temp_dir().join(format!("ctl-reload-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let peer = Some(Ipv4Addr::new(10, 99, 0, 2));
+    let peer = vec![std::net::IpAddr::from([10, 99, 0, 2])];
     // Flow 2 over SA `steady`, flow 3 over `rekeyed`; the reload gives `rekeyed` a new SPI
     // and key and adds flow 4 over a new SA `fresh`. A sends, B receives.
     let v1 = [sa("steady", 0x1000, KEY1), sa("rekeyed", 0x2000, KEY2)].concat();
@@ -341,7 +340,10 @@ fn reload_while_packets_flow_loses_nothing_and_unaffected_counters_go_on() {
     let pa = file("a", v1.clone() + &spd_text("out", flows1));
     let pb = file("b", v1.clone() + &spd_text("in", flows1));
     let build = |p: &Path| ipsec_config::load(p, None).unwrap().config.build(secs(0)).unwrap();
-    let (a, b) = (Tunnel::new(build(&pa), peer), Tunnel::new(build(&pb), peer));
+    let (a, b) = (
+        Tunnel::new(build(&pa), peer.clone()),
+        Tunnel::new(build(&pb), peer.clone()),
+    );
     let (ca, cb) = (Control::new(&a.engine(), None), Control::new(&b.engine(), None));
     let steady_a = ca.state().id("steady").unwrap();
     let steady_b = cb.state().id("steady").unwrap();
@@ -376,14 +378,14 @@ fn reload_while_packets_flow_loses_nothing_and_unaffected_counters_go_on() {
         // opened after B switched, some sealed after A switched.
         sent += push(&[2, 3], 300);
         std::fs::write(&pb, v2.clone() + &spd_text("in", flows2)).unwrap();
-        let ch = cb.reload(&b, &pb, peer).unwrap();
+        let ch = cb.reload(&b, &pb, &peer).unwrap();
         assert_eq!(
             (ch.added.as_slice(), ch.changed.as_slice()),
             (&["fresh".to_string()][..], &["rekeyed".to_string()][..])
         );
         sent += push(&[2, 3], 300);
         std::fs::write(&pa, v2.clone() + &spd_text("out", flows2)).unwrap();
-        ca.reload(&a, &pa, peer).unwrap();
+        ca.reload(&a, &pa, &peer).unwrap();
         sent += push(&[2, 3, 4], 300);
         assert_eq!(delivered(sent), sent);
         stop.store(true, Ordering::Relaxed);
