@@ -431,6 +431,20 @@ $HELPER esp "$WORK/udp.pcap" --frames 16 --uat "$UAT_AB" --uat "$UAT_BA" || fail
 # scapy (an independent implementation) decrypts one captured frame of each direction.
 python3 scripts/scapy_udp_check.py decrypt "$WORK/udp.pcap" examples/tunnel/udp-a.toml --frames 16 ||
   fail "udp: scapy did not decrypt the captured ESP-in-UDP frames"
+# USO: one sendmsg(2) with UDP_SEGMENT (20 datagrams of 1200 bytes) reaches A's TUN device as
+# one GSO_UDP_L4 super-packet; tunneld cuts it and B gets all 20, in order and intact.
+ip netns exec "$NSB" python3 scripts/uso_check.py recv 7001 20 1200 >"$WORK/uso.out" 2>&1 &
+USO_PID=$!
+BG+=("$USO_PID")
+wait_for 5 "the USO receiver" ip netns exec "$NSB" sh -c "ss -Hlun 'sport = :7001' | grep -q ."
+ip netns exec "$NSA" python3 scripts/uso_check.py send 10.100.0.2 7001 20 1200 >/dev/null ||
+  fail "udp: USO: the UDP_SEGMENT send failed"
+wait "$USO_PID" || true
+[ "$(cat "$WORK/uso.out")" = 20 ] ||
+  fail "udp: USO: B got $(cat "$WORK/uso.out") of the 20 datagrams cut from one UDP super-packet"
+expect "USO: A read one UDP super-packet from its TUN device and cut it" \
+  "A.daemon.tun_gso_packets == 1" "A.daemon.tun_offload_errors == 0"
+log "udp: USO: one UDP super-packet of 20 datagrams cut by tunneld, all 20 received in order"
 iperf 10.100.0.2 2
 # ... and tunneld opens what scapy seals: 5 echo requests as IP()/UDP(4500)/ESP (sequence
 # numbers far ahead of A's, so sent after A's traffic), answered.

@@ -703,6 +703,12 @@ impl Tunnel {
             opened[m] = i;
             m += 1;
         }
+        // Learn before writing to the TUN device: the kernel may answer a packet at once, and
+        // the answer must go to the endpoint this packet came from (behind a NAT, the
+        // configured one is unreachable; the netns udp-nat stage lost a first ping to it).
+        for (p, from) in learned.into_iter().map_while(|l| l) {
+            rx.authenticated(p, from);
+        }
         let opened = &mut opened[..m];
         if tun.offload() {
             // GRO: packets of one flow next to each other (their order kept), then coalesced.
@@ -745,9 +751,6 @@ impl Tunnel {
                     Err(e) => count_error(&c.tun_write_errors, "writing the TUN device", &e),
                 }
             }
-        }
-        for (p, from) in learned.into_iter().map_while(|l| l) {
-            rx.authenticated(p, from);
         }
     }
 
