@@ -9,7 +9,8 @@
 //!
 //! The config is the `ipsec check-config` format (TOML or setkey) plus, in TOML, a
 //! `[tunnel]` table (`tun`, `mtu`, `local`, `peer`, `encap = "espinudp"`, `encap_sport`,
-//! `encap_dport`, `workers`, `offload`: see `ipsec::config::TunnelConfig`).
+//! `encap_dport`, `workers`, `offload`: see `ipsec::config::TunnelConfig`). ESP in UDP may
+//! also come from the SAs (`encap espinudp SPORT DPORT OADDR`); all ESP SAs must agree.
 //! The daemon itself is the `ipsec-tunnel` crate; this binary reads the config, builds the
 //! engine and hands it over.
 //!
@@ -80,6 +81,14 @@ fn main() -> ExitCode {
         eprintln!("tunneld: {file}:{}: warning: {}", w.line, w.message);
     }
     let t = loaded.config.tunnel.clone().unwrap_or_default();
+    // ESP in UDP from the SAs' `encap espinudp` or [tunnel] encap (they must agree).
+    let udp_encap = match loaded.config.udp_encap_for_tunneld() {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("tunneld: {}", e.in_file(&file));
+            return ExitCode::from(2);
+        }
+    };
     let engine = match loaded
         .config
         .build(Duration::ZERO)
@@ -113,7 +122,7 @@ fn main() -> ExitCode {
         mtu: t.mtu,
         local: t.local,
         peer: t.peer,
-        udp_encap: t.udp_encap,
+        udp_encap,
         stats: args.stats,
         control: args.control.or(t.control),
         on_event: args.on_event,

@@ -55,6 +55,7 @@
 //! inbound packet that matches no policy is discarded (RFC 4301 5.1, 5.2).
 
 pub mod from_toml;
+mod sa_encap;
 pub mod setkey;
 pub mod show;
 pub mod spec;
@@ -142,8 +143,11 @@ pub struct TunnelConfig {
     /// The control socket's path.
     pub control: Option<std::path::PathBuf>,
     /// `encap = "espinudp"`: ESP in UDP (RFC 3948) from port `encap_sport` to `encap_dport`
-    /// (both 4500 by default).
+    /// (both 4500 by default). SAs may carry it instead (`encap espinudp`): see
+    /// [`Config::udp_encap_for_tunneld`].
     pub udp_encap: Option<(u16, u16)>,
+    /// The line of `encap = ...`, if the table has one (with `udp_encap` `None`: `"none"`).
+    pub encap_line: Option<usize>,
     /// Worker threads (each with a TUN queue), 1 to 256; `None`: one per core.
     pub workers: Option<usize>,
     /// TUN offloads (TSO/GRO through IFF_VNET_HDR); `None`: on.
