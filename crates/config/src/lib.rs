@@ -24,6 +24,7 @@
 //! replay_window = 64            # packets; 0 = off; default 64 (comp SAs: none)
 //! esn = false
 //! lifetime = { soft = { seconds = 3000, bytes = 1_000_000_000 }, hard = { seconds = 3600 } }
+//! # encap = { type = "espinudp", sport = 4500, dport = 4500, oa = "0.0.0.0" }  # ESP in UDP (RFC 3948)
 //!
 //! [[sa]]
 //! name = "esp-ba"
