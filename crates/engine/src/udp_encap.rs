@@ -252,12 +252,16 @@ pub fn udp_ports(packet: &[u8]) -> Result<Option<Ports>, PacketError> {
 /// and makes it the plain ESP packet the SA opens (IP protocol 50, length and IPv4 header
 /// checksum fixed). `Ok(None)`: the packet is not UDP and is left as it is. A datagram is
 /// refused, unchanged, when it is a fragment, its UDP length or checksum is wrong (a zero
-/// checksum is taken over IPv4 only), `takes` does not want its ports, or its payload is a
-/// NAT-keepalive, a non-ESP marker or too short for ESP.
+/// checksum is taken over IPv4 only), `takes` does not want its ports (checked first: such a
+/// datagram is not looked at further), or its payload is a NAT-keepalive, a non-ESP marker or
+/// too short for ESP.
 pub fn decapsulate(buf: &mut PacketBuf, takes: impl FnOnce(Ports) -> bool) -> Result<Option<Ports>, PacketError> {
     let Some(ports) = udp_ports(buf.packet())? else {
         return Ok(None);
     };
+    if !takes(ports) {
+        return Err(EncapError::NoSaForPort(ports.dport).into());
+    }
     let s = split(buf.packet())?;
     let packet = buf.packet();
     if is_fragment(packet)? {
@@ -285,9 +289,6 @@ pub fn decapsulate(buf: &mut PacketBuf, takes: impl FnOnce(Ports) -> bool) -> Re
         if udp_sum(src, dst, seg) != 0xffff {
             return Err(EncapError::BadChecksum.into());
         }
-    }
-    if !takes(ports) {
-        return Err(EncapError::NoSaForPort(ports.dport).into());
     }
     match &seg[UDP_HEADER_LEN..] {
         [KEEPALIVE] => return Err(EncapError::Keepalive.into()),
