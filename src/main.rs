@@ -141,6 +141,22 @@ fn main() -> ExitCode {
     if let Err(e) = spec::check_distinct(&params) {
         return usage_error(e);
     }
+    let last = specs.len().saturating_sub(1);
+    let mut encaps = Vec::new();
+    for (i, (label, parsed)) in specs.iter().enumerate() {
+        let Some(encap) = parsed.encap else { continue };
+        if dir == Direction::Seal && i != last {
+            return usage_error(format!(
+                "{label}: an SA with `encap espinudp` must be the last of the bundle: ESP in UDP (RFC 3948) \
+                 puts the UDP header right before its ESP header, the outermost"
+            ));
+        }
+        encaps.push(tool::EncapSa {
+            spi: parsed.params.spi,
+            encap,
+            transport: parsed.params.mode == ipsec::core::sa::Mode::Transport,
+        });
+    }
     let mut sas = Vec::new();
     for (label, mut parsed) in specs {
         if let Some(w) = spec::unauthenticated_esp(&parsed.params) {
@@ -180,12 +196,22 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(e),
     };
     let verb = if dir == Direction::Seal { "seal" } else { "open" };
-    let result = tool::run(dir, &mut bundle, input, output, |i, e| eprintln!("packet {i}: {e}"));
+    let result = tool::run_encap(dir, &mut bundle, &encaps, input, output, |i, e| {
+        eprintln!("packet {i}: {e}")
+    });
     match result {
         Ok(s) => {
             if !common.quiet {
+                let dropped = if s.keepalives + s.non_esp > 0 {
+                    format!(
+                        "; dropped {} NAT-keepalives and {} non-ESP (IKE) datagrams (RFC 3948)",
+                        s.keepalives, s.non_esp
+                    )
+                } else {
+                    String::new()
+                };
                 eprintln!(
-                    "ipsec {verb}: {} read, {} written, {} rejected",
+                    "ipsec {verb}: {} read, {} written, {} rejected{dropped}",
                     s.read, s.written, s.rejected
                 );
             }

@@ -49,8 +49,8 @@ pub struct OverheadArgs {
     /// The upper-layer protocol of --payload.
     #[arg(long, value_enum, default_value = "tcp")]
     pub upper: UpperArg,
-    /// Count RFC 3948 UDP encapsulation (8 bytes per ESP header). The data plane does not do
-    /// NAT traversal yet: a figure for planning.
+    /// Count RFC 3948 UDP encapsulation (8 bytes per ESP header); implied when an SA has
+    /// `encap espinudp`.
     #[arg(long)]
     pub udp_encap: bool,
     /// Print JSON instead of text.
@@ -137,7 +137,9 @@ pub fn report(args: &OverheadArgs) -> Result<String, String> {
     for (t, s) in texts.iter().zip(&specs) {
         shapes.push(SaShape::from_params(&s.params).map_err(|e| format!("{}: {e}", t.label))?);
     }
-    let calc = Calculator::new(shapes.clone()).map_err(err)?.udp_encap(args.udp_encap);
+    // ESP in UDP: asked for, or an SA has `encap espinudp`.
+    let udp_encap = args.udp_encap || specs.iter().any(|s| s.encap.is_some());
+    let calc = Calculator::new(shapes.clone()).map_err(err)?.udp_encap(udp_encap);
 
     let version = match args.inner.as_deref() {
         Some("6") => IpVersion::V6,
@@ -194,7 +196,7 @@ pub fn report(args: &OverheadArgs) -> Result<String, String> {
             "link_mtu": link_mtu,
             "inner_version": version.number(),
             "inner_header_len": inner.header_len(),
-            "udp_encap": args.udp_encap,
+            "udp_encap": udp_encap,
             "ipcomp_assumption": calc.comp(),
             "max_inner_mtu": max,
             "inner_len": inner_len,
@@ -232,8 +234,8 @@ pub fn report(args: &OverheadArgs) -> Result<String, String> {
         w,
         "inner packets: {version} with a {}-byte header; link MTU {link_mtu}{}",
         inner.header_len(),
-        if args.udp_encap {
-            format!("; UDP encapsulation ({UDP_ENCAP_LEN} bytes per ESP header, not implemented by the data plane)")
+        if udp_encap {
+            format!("; UDP encapsulation ({UDP_ENCAP_LEN} bytes per ESP header)")
         } else {
             String::new()
         }
@@ -257,7 +259,7 @@ pub fn report(args: &OverheadArgs) -> Result<String, String> {
         if o.outer_version == version { "still" } else { "now" },
         o.outer_version.number()
     );
-    for (label, n) in rows(&o.breakdown, &shapes, args.udp_encap) {
+    for (label, n) in rows(&o.breakdown, &shapes, udp_encap) {
         let _ = writeln!(w, "  {label:<42} {n:>5}");
     }
     if shapes.len() > 1 {

@@ -6,6 +6,7 @@ use crate::pcapio::Link;
 use ipsec_core::ip::{self, proto};
 use ipsec_core::sa::Mode;
 use ipsec_core::PacketBuf;
+use ipsec_engine::udp_encap::{self, EncapError, UdpEncap};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::PcapError;
 use std::cell::Cell;
@@ -40,6 +41,10 @@ pub struct Summary {
     pub written: usize,
     /// Packets rejected.
     pub rejected: usize,
+    /// NAT-keepalives dropped (ESP in UDP, RFC 3948 2.3): not written, not rejected.
+    pub keepalives: usize,
+    /// Non-ESP (IKE) datagrams dropped (ESP in UDP, RFC 3948 2.2): not written, not rejected.
+    pub non_esp: usize,
 }
 
 impl Summary {
@@ -212,11 +217,87 @@ pub fn run<R: Read, W: Write>(
     output: W,
     report: impl FnMut(usize, &PacketError),
 ) -> Result<Summary, RunError> {
+    run_encap(dir, bundle, &[], input, output, report)
+}
+
+/// An ESP SA of the command with `encap espinudp` (RFC 3948).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncapSa {
+    /// Its SPI.
+    pub spi: u32,
+    /// Its ports and original address.
+    pub encap: UdpEncap,
+    /// Whether it is a transport-mode SA (its opened packets get the RFC 3948 3.1.2 checksum
+    /// fix-up when it has an original address).
+    pub transport: bool,
+}
+
+/// As [`run`], with ESP in UDP for the SAs of `encaps`. Sealing, the packet the bundle made
+/// (whose outermost SA must be the one of `encaps`) is put in UDP from its `sport` to its
+/// `dport`. Opening, a UDP datagram to the `dport` of one of `encaps` is taken out of UDP and
+/// must then be ESP of that SA; NAT-keepalives and non-ESP (IKE) datagrams on that port are
+/// dropped and counted ([`Summary::keepalives`], [`Summary::non_esp`]), not reported; plain
+/// ESP for an SA of `encaps` is refused. The source port is not checked: a NAT may rewrite
+/// it (RFC 3948 has the receiver follow the peer's new port).
+pub fn run_encap<R: Read, W: Write>(
+    dir: Direction,
+    bundle: &mut Bundle,
+    encaps: &[EncapSa],
+    input: R,
+    output: W,
+    mut report: impl FnMut(usize, &PacketError),
+) -> Result<Summary, RunError> {
     let apply = |buf: &mut PacketBuf, _: Duration| match dir {
-        Direction::Seal => bundle.seal(buf),
-        Direction::Open => open_packet(bundle, buf),
+        Direction::Seal => {
+            bundle.seal(buf)?;
+            match encaps.first() {
+                Some(e) => udp_encap::encapsulate(buf, e.encap.sport, e.encap.dport),
+                None => Ok(()),
+            }
+        }
+        Direction::Open if encaps.is_empty() => open_packet(bundle, buf),
+        Direction::Open => open_encap(bundle, encaps, buf),
     };
-    run_with(apply, input, output, report)
+    let (mut keepalives, mut non_esp) = (0, 0);
+    let count = |i: usize, e: &PacketError| match e {
+        PacketError::Encap(EncapError::Keepalive) => keepalives += 1,
+        PacketError::Encap(EncapError::NonEsp) => non_esp += 1,
+        e => report(i, e),
+    };
+    let mut summary = run_with(apply, input, output, count)?;
+    summary.rejected -= keepalives + non_esp;
+    summary.keepalives = keepalives;
+    summary.non_esp = non_esp;
+    Ok(summary)
+}
+
+/// `ipsec open` of one packet with ESP-in-UDP SAs: RFC 3948 3.1.2 / 3.2.2 (the UDP header off,
+/// then ESP as usual; in transport mode the TCP/UDP checksum moved from the SA's original
+/// address to the packet's source).
+fn open_encap(bundle: &mut Bundle, encaps: &[EncapSa], buf: &mut PacketBuf) -> Result<(), PacketError> {
+    let arrived = udp_encap::decapsulate(buf, |p| encaps.iter().any(|e| e.encap.dport == p.dport))?;
+    let outer = outer_ipsec(buf.packet())?;
+    let Some(ports) = arrived else {
+        if let Ok((proto::ESP, spi)) = outer {
+            if encaps.iter().any(|e| e.spi == spi) {
+                return Err(EncapError::NotEncapsulated(spi).into());
+            }
+        }
+        return open_packet(bundle, buf);
+    };
+    let spi = match outer {
+        Ok((proto::ESP, spi)) => spi,
+        _ => return Err(ipsec_core::Error::MalformedIp.into()),
+    };
+    let sa = encaps
+        .iter()
+        .find(|e| e.spi == spi && e.encap.dport == ports.dport)
+        .ok_or(EncapError::UnexpectedEncap(spi))?;
+    open_packet(bundle, buf)?;
+    if let (true, Some(oa)) = (sa.transport, sa.encap.oa) {
+        udp_encap::fix_transport_checksum(buf.packet_mut(), oa);
+    }
+    Ok(())
 }
 
 /// `ipsec open` of one packet: [`Bundle::open`], then, if no IPComp SA of the bundle took part,

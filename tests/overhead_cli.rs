@@ -235,6 +235,11 @@ fn udp_encap_and_defaults() {
     let nat = overhead_json(&[GCM_V6_TUNNEL], &["--link-mtu", "1500", "--udp-encap"]);
     assert_eq!(n(&nat, "max_inner_mtu") + 8, n(&plain, "max_inner_mtu"));
     assert_eq!(n(&nat["breakdown"], "udp_encap"), 8);
+    // An SA with `encap espinudp` counts the UDP header without the flag.
+    let sa_encap = format!("{GCM_V6_TUNNEL} encap espinudp 4500 4500 ::");
+    let by_sa = overhead_json(&[&sa_encap], &["--link-mtu", "1500"]);
+    assert_eq!(n(&by_sa, "max_inner_mtu"), n(&nat, "max_inner_mtu"));
+    assert_eq!(n(&by_sa["breakdown"], "udp_encap"), 8);
     // No --inner: a tunnel SA says nothing about the inner version, so IPv4.
     assert_eq!(n(&plain, "inner_version"), 4);
     // A transport SA with IPv6 addresses: IPv6 inner packets.

@@ -10,6 +10,8 @@
 //! The config is the `ipsec check-config` format (TOML or setkey) plus, in TOML, a
 //! `[tunnel]` table (`tun`, `mtu`, `local`, `peer` or `peers`, `encap = "espinudp"`,
 //! `encap_sport`, `encap_dport`, `workers`, `offload`: see `ipsec::config::TunnelConfig`).
+//! ESP in UDP may also come from the SAs (`encap espinudp SPORT DPORT OADDR`); all ESP SAs
+//! must agree.
 //! The daemon itself is the `ipsec-tunnel` crate; this binary reads the config, builds the
 //! engine and hands it over.
 //!
@@ -95,7 +97,15 @@ fn main() -> ExitCode {
     if !args.peer.is_empty() {
         t.peers = args.peer.clone();
     }
-    if let Err(e) = config::check_underlay(&t.local, &t.peers, t.udp_encap.is_some()) {
+    // ESP in UDP from the SAs' `encap espinudp` or [tunnel] encap (they must agree).
+    let udp_encap = match loaded.config.udp_encap_for_tunneld() {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("tunneld: {}", e.in_file(&file));
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = config::check_underlay(&t.local, &t.peers, udp_encap.is_some()) {
         eprintln!("tunneld: {e}");
         return ExitCode::from(2);
     }
@@ -132,7 +142,7 @@ fn main() -> ExitCode {
         mtu: t.mtu,
         local: t.local,
         peers: t.peers,
-        udp_encap: t.udp_encap,
+        udp_encap,
         stats: args.stats,
         control: args.control.or(t.control),
         on_event: args.on_event,

@@ -109,6 +109,22 @@ struct SaToml {
     replay_window: Option<Spanned<u32>>,
     esn: Option<Spanned<bool>>,
     lifetime: Option<Spanned<LifetimeToml>>,
+    /// ESP in UDP (RFC 3948): `{ type = "espinudp", sport = 4500, dport = 4500, oa = "..." }`.
+    encap: Option<Spanned<EncapToml>>,
+}
+
+/// `encap = { ... }` of an `[[sa]]`: `ip xfrm state`'s `encap TYPE SPORT DPORT OADDR`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EncapToml {
+    #[serde(rename = "type")]
+    kind: Spanned<String>,
+    /// Default 4500.
+    sport: Option<Spanned<u64>>,
+    /// Default 4500.
+    dport: Option<Spanned<u64>>,
+    /// The original address (NAT-OA); omitted, "0.0.0.0" or "::": none.
+    oa: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -385,6 +401,7 @@ fn tunnel_config(t: &TunnelToml, lines: &LineIndex, line: usize) -> Result<Tunne
     }
     Ok(TunnelConfig {
         udp_encap,
+        encap_line: t.encap.as_ref().map(|e| lines.of(e)),
         tun: t.tun.as_ref().map(|n| n.get_ref().clone()),
         mtu: t.mtu.as_ref().map(|m| *m.get_ref()),
         local,
@@ -449,7 +466,7 @@ fn sa_config(t: &SaToml, lines: &LineIndex, line: usize) -> Result<SaConfig, Con
         }
     };
     if let Some(x) = &t.xfrm {
-        let others: [(&str, Option<usize>); 13] = [
+        let others: [(&str, Option<usize>); 14] = [
             ("adaptive", t.adaptive.as_ref().map(|v| lines.of(v))),
             ("link_rate", t.link_rate.as_ref().map(|v| lines.of(v))),
             ("proto", t.proto.as_ref().map(|v| lines.of(v))),
@@ -463,6 +480,7 @@ fn sa_config(t: &SaToml, lines: &LineIndex, line: usize) -> Result<SaConfig, Con
             ("comp", t.comp.as_ref().map(|v| lines.of(v))),
             ("replay_window", t.replay_window.as_ref().map(|v| lines.of(v))),
             ("esn", t.esn.as_ref().map(|v| lines.of(v))),
+            ("encap", t.encap.as_ref().map(|v| lines.of(v))),
         ];
         if let Some((field, Some(l))) = others.iter().find(|(_, l)| l.is_some()) {
             return Err(ConfigError::at(
@@ -480,6 +498,7 @@ fn sa_config(t: &SaToml, lines: &LineIndex, line: usize) -> Result<SaConfig, Con
             comp: s.comp,
             adaptive: s.adaptive,
             lifetime,
+            encap: s.encap,
         });
     }
     let proto_s = t.proto.as_ref().ok_or_else(|| {
@@ -651,13 +670,42 @@ fn sa_config(t: &SaToml, lines: &LineIndex, line: usize) -> Result<SaConfig, Con
     }
     p.validate().map_err(|err| ConfigError::at(line, ErrorKind::Sa(err)))?;
     let adaptive = adaptive_of(t, proto, lines)?;
+    let encap = encap_of(t, &p, lines)?;
     Ok(SaConfig {
         name,
         params: p,
         comp,
         adaptive,
         lifetime,
+        encap,
     })
+}
+
+/// An `[[sa]]`'s `encap` table, checked against the SA (ESP only); errors name the line of
+/// the value at fault.
+fn encap_of(t: &SaToml, p: &SaParams, lines: &LineIndex) -> Result<Option<ipsec_engine::UdpEncap>, ConfigError> {
+    let Some(e) = &t.encap else { return Ok(None) };
+    let er = e.get_ref();
+    let oa = match &er.oa {
+        None => None,
+        Some(a) => Some(addr(a, "encap oa (original)", lines)?),
+    };
+    let port = |v: &Option<Spanned<u64>>| v.as_ref().map_or(4500, |v| *v.get_ref());
+    let blame = [&er.sport, &er.dport]
+        .into_iter()
+        .flatten()
+        .find(|v| !(1..=65535).contains(v.get_ref()))
+        .map_or(lines.of(&er.kind), |v| lines.of(v));
+    let u = spec::encap_of(er.kind.get_ref(), port(&er.sport), port(&er.dport), oa).map_err(|m| {
+        let l = if er.kind.get_ref() == "espinudp" {
+            blame
+        } else {
+            lines.of(&er.kind)
+        };
+        ConfigError::at(l, ErrorKind::Invalid(m))
+    })?;
+    spec::check_encap(p, &u).map_err(|m| ConfigError::at(lines.of(e), ErrorKind::Invalid(m)))?;
+    Ok(Some(u))
 }
 
 /// An IPComp SA's `adaptive` and `link_rate` fields.
@@ -879,6 +927,65 @@ mod tests {
         let e = err("[[sa]]\nname = \"x\"\nxfrm = \"proto esp spi 7 enc 'cbc(aes)' 0x00\"\n");
         assert_eq!(e.line, Some(3));
         assert!(e.to_string().contains("16, 24 or 32"), "{e}");
+    }
+
+    #[test]
+    fn encap_table() {
+        let c = parse(&esp("encap = { type = \"espinudp\", sport = 4500, dport = 4501 }\n")).unwrap();
+        assert_eq!(
+            c.sas[0].encap,
+            Some(ipsec_engine::UdpEncap {
+                sport: 4500,
+                dport: 4501,
+                oa: None
+            })
+        );
+        // Ports default to 4500; an original address is kept, 0.0.0.0 is none.
+        let c = parse(&esp("encap = { type = \"espinudp\", oa = \"10.0.0.7\" }\n")).unwrap();
+        let e = c.sas[0].encap.unwrap();
+        assert_eq!(
+            (e.sport, e.dport, e.oa),
+            (4500, 4500, Some("10.0.0.7".parse().unwrap()))
+        );
+        let c = parse(&esp("[sa.encap]\ntype = \"espinudp\"\noa = \"0.0.0.0\"\n")).unwrap();
+        assert_eq!(c.sas[0].encap.unwrap().oa, None);
+        assert_eq!(parse(&esp("")).unwrap().sas[0].encap, None);
+        // The xfrm words carry it too.
+        let text = format!(
+            "[[sa]]\nname = \"x\"\nxfrm = \"proto esp spi 7 aead 'rfc4106(gcm(aes))' {K20} 96 encap espinudp 4500 4500 0.0.0.0\"\n"
+        );
+        assert_eq!(parse(&text).unwrap().sas[0].encap, Some(ipsec_engine::UdpEncap::NAT_T));
+    }
+
+    #[test]
+    fn encap_errors_name_their_line() {
+        let e = err(&esp(
+            "encap = { type = \"espinudp\", sport = 4500, dport = 4500, nat = true }\n",
+        ));
+        assert_eq!(e.line, Some(7), "{e}");
+        assert!(e.to_string().contains("unknown field `nat`"), "{e}");
+        let e = err(&esp("[sa.encap]\ntype = \"espinudp-nonike\"\n"));
+        assert_eq!(e.line, Some(8), "{e}");
+        assert!(e.to_string().contains("not implemented; use espinudp"), "{e}");
+        let e = err(&esp("[sa.encap]\ntype = \"espinudp\"\nsport = 4500\ndport = 0\n"));
+        assert_eq!(e.line, Some(10), "{e}");
+        assert!(e.to_string().contains("destination port 0 is not a port"), "{e}");
+        let e = err(&esp("encap = { type = \"espinudp\", sport = 70000 }\n"));
+        assert!(e.to_string().contains("source port 70000 is not a port"), "{e}");
+        let e = err(&esp("encap = { type = \"espinudp\", oa = \"10.0.0\" }\n"));
+        assert!(e.to_string().contains("bad encap oa (original) address"), "{e}");
+        let e = err(&esp("encap = { sport = 4500 }\n"));
+        assert!(e.to_string().contains("missing field `type`"), "{e}");
+        let e = err(&format!(
+            "[[sa]]\nname = \"a\"\nproto = \"ah\"\nspi = 1\nauth = {{ alg = \"hmac(sha1)\", key = \"{K20}\" }}\nencap = {{ type = \"espinudp\" }}\n"
+        ));
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(e.to_string().contains("belongs to ESP SAs"), "{e}");
+        let e = err(&format!(
+            "[[sa]]\nname = \"x\"\nxfrm = \"proto esp spi 7 aead 'rfc4106(gcm(aes))' {K20} 96\"\nencap = {{ type = \"espinudp\" }}\n"
+        ));
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(e.to_string().contains("`encap` cannot be used with `xfrm`"), "{e}");
     }
 
     #[test]

@@ -24,6 +24,7 @@
 //! replay_window = 64            # packets; 0 = off; default 64 (comp SAs: none)
 //! esn = false
 //! lifetime = { soft = { seconds = 3000, bytes = 1_000_000_000 }, hard = { seconds = 3600 } }
+//! # encap = { type = "espinudp", sport = 4500, dport = 4500, oa = "0.0.0.0" }  # ESP in UDP (RFC 3948)
 //!
 //! [[sa]]
 //! name = "esp-ba"
@@ -55,6 +56,7 @@
 //! inbound packet that matches no policy is discarded (RFC 4301 5.1, 5.2).
 
 pub mod from_toml;
+mod sa_encap;
 pub mod setkey;
 pub mod show;
 pub mod spec;
@@ -147,8 +149,11 @@ pub struct TunnelConfig {
     /// The control socket's path.
     pub control: Option<std::path::PathBuf>,
     /// `encap = "espinudp"`: ESP in UDP (RFC 3948) from port `encap_sport` to `encap_dport`
-    /// (both 4500 by default).
+    /// (both 4500 by default). SAs may carry it instead (`encap espinudp`): see
+    /// [`Config::udp_encap_for_tunneld`].
     pub udp_encap: Option<(u16, u16)>,
+    /// The line of `encap = ...`, if the table has one (with `udp_encap` `None`: `"none"`).
+    pub encap_line: Option<usize>,
     /// Worker threads (each with a TUN queue), 1 to 256; `None`: one per core.
     pub workers: Option<usize>,
     /// TUN offloads (TSO/GRO through IFF_VNET_HDR); `None`: on.

@@ -384,7 +384,12 @@ fn parse_add(stmt: &[Tok], opts: &Options, warnings: &mut Vec<Warning>) -> Resul
                 format!("`{}`: the RFC 1827/1829 transforms", pt.text),
             ))
         }
-        "esp-udp" => return Err(unsupported(pt.line, "`esp-udp`: ESP in UDP is not implemented")),
+        "esp-udp" => {
+            return Err(unsupported(
+                pt.line,
+                "`esp-udp` in setkey files: give ESP in UDP in the TOML format (`encap = { type = \"espinudp\", ... }` or `xfrm = \"... encap espinudp 4500 4500 0.0.0.0\"`)",
+            ))
+        }
         "tcp" => return Err(unsupported(pt.line, "`tcp`: TCP-MD5 signatures are not IPsec")),
         other => {
             return Err(syntax(
@@ -613,6 +618,7 @@ fn parse_add(stmt: &[Tok], opts: &Options, warnings: &mut Vec<Warning>) -> Resul
             comp,
             adaptive: Default::default(),
             lifetime,
+            encap: None,
         },
         reqid,
         line,

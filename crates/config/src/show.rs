@@ -55,6 +55,9 @@ pub struct SaView {
     pub esn: bool,
     /// Soft and hard limits.
     pub lifetime: Lifetime,
+    /// ESP in UDP (RFC 3948): ports and original address, if the SA has `encap espinudp`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encap: Option<ipsec_engine::UdpEncap>,
 }
 
 /// One installed policy.
@@ -150,6 +153,7 @@ impl SaView {
             replay_window: p.replay_window,
             esn: p.esn,
             lifetime: c.lifetime,
+            encap: c.encap,
         }
     }
 }
@@ -264,6 +268,14 @@ impl Effective {
                 };
                 let esn = if s.esn { "on" } else { "off" };
                 let _ = writeln!(out, "      replay   window {window}, esn {esn}");
+            }
+            if let Some(e) = &s.encap {
+                let oa = e.oa.map_or_else(|| "none".to_string(), |a| a.to_string());
+                let _ = writeln!(
+                    out,
+                    "      encap    espinudp (RFC 3948), UDP {} -> {}, original address {oa}",
+                    e.sport, e.dport
+                );
             }
             let _ = writeln!(out, "      lifetime {}", lifetime(&s.lifetime));
         }

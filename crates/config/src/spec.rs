@@ -1,9 +1,11 @@
 //! SA specifications in the words of `ip xfrm state`, e.g.
 //! `proto esp spi 0x1000 mode tunnel src 192.0.2.1 dst 192.0.2.2 enc 'cbc(aes)' 0x<key>
-//! auth-trunc 'hmac(sha1)' 0x<key> 96`, plus `flag esn` and `replay-window N`.
+//! auth-trunc 'hmac(sha1)' 0x<key> 96`, plus `flag esn`, `replay-window N` and, for ESP in
+//! UDP (RFC 3948), `encap espinudp SPORT DPORT OADDR`.
 
 use ipsec_core::sa::{Keyed, Mode, Proto, SaParams, Tunnel};
 use ipsec_core::{AeadAlg, EncAlg, IntegAlg};
+use ipsec_engine::UdpEncap;
 use ipsec_ipcomp::{Adaptive, AdaptiveMode, Algorithm};
 use std::fmt;
 use std::net::IpAddr;
@@ -155,6 +157,57 @@ pub struct SaSpec {
     pub comp: Option<Algorithm>,
     /// An IPComp SA's adaptive mode and link rate (`adaptive MODE`, `link RATE`).
     pub adaptive: Adaptive,
+    /// An ESP SA's ESP in UDP (`encap espinudp SPORT DPORT OADDR`).
+    pub encap: Option<UdpEncap>,
+}
+
+/// The encapsulation types `encap` accepts, as messages list them.
+pub const ENCAP_TYPES: &str = "espinudp (RFC 3948 ESP in UDP)";
+
+/// The pieces of `encap TYPE SPORT DPORT OADDR` (TOML: `encap = { type, sport, dport, oa }`)
+/// as one [`UdpEncap`]: TYPE must be `espinudp` (`espinudp-nonike`, the pre-RFC draft
+/// framing with an 8-byte non-IKE marker, and `espintcp`, RFC 8229, are not implemented);
+/// ports 1-65535; an OADDR of `0.0.0.0` or `::` is none. The error names what is accepted.
+pub fn encap_of(kind: &str, sport: u64, dport: u64, oa: Option<IpAddr>) -> Result<UdpEncap, String> {
+    match kind {
+        "espinudp" => {}
+        "espinudp-nonike" | "espintcp" => {
+            return Err(format!(
+                "encap type {}: not implemented; use {ENCAP_TYPES}",
+                shown(kind)
+            ))
+        }
+        other => return Err(format!("unknown encap type {}: use {ENCAP_TYPES}", shown(other))),
+    }
+    let port = |v: u64, what: &str| {
+        u16::try_from(v)
+            .ok()
+            .filter(|&p| p != 0)
+            .ok_or_else(|| format!("encap {what} {v} is not a port (1-65535)"))
+    };
+    Ok(UdpEncap {
+        sport: port(sport, "source port")?,
+        dport: port(dport, "destination port")?,
+        oa: oa.filter(|a| !a.is_unspecified()),
+    })
+}
+
+/// Checks an SA's encapsulation against the rest of it: ESP SAs only, and an original address
+/// of the family of the SA's endpoints (when it has them).
+pub fn check_encap(p: &SaParams, e: &UdpEncap) -> Result<(), String> {
+    if p.proto != Proto::Esp {
+        return Err(format!(
+            "`encap` is ESP in UDP (RFC 3948): it belongs to ESP SAs, not to proto {}",
+            p.proto.name()
+        ));
+    }
+    match (e.oa, p.tunnel) {
+        (Some(oa), Some(t)) if oa.is_ipv4() != t.src.is_ipv4() => Err(format!(
+            "encap original address {oa} is not of the family of the SA's endpoints ({} -> {})",
+            t.src, t.dst
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A link rate in bit/s: a number with an optional k, M or G (10^3, 10^6, 10^9) suffix and an
@@ -207,6 +260,7 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
     let mut adaptive_given = false;
     let mut window = None;
     let mut esn = false;
+    let mut encap = None;
     let next = |it: &mut std::iter::Peekable<_>, what: &str| -> Result<&str, SpecError> {
         let v: Option<&str> = Iterator::next(it);
         v.ok_or_else(|| SpecError(format!("{what} needs a value")))
@@ -322,6 +376,19 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
             "reqid" => {
                 next(&mut it, "reqid")?;
             }
+            "encap" => {
+                let kind = next(&mut it, "encap")?;
+                let sport = parse_u64(next(&mut it, "encap source port")?, "encap source port")?;
+                let dport = parse_u64(next(&mut it, "encap destination port")?, "encap destination port")?;
+                let a = next(&mut it, "encap original address (0.0.0.0 or :: for none)")?;
+                let oa: IpAddr = a.parse().map_err(|_| {
+                    SpecError(format!(
+                        "bad encap original address {}: an IP address, 0.0.0.0 or :: for none",
+                        shown(a)
+                    ))
+                })?;
+                encap = Some(encap_of(kind, sport, dport, Some(oa)).map_err(SpecError)?);
+            }
             other => return err(format!("unexpected word {} in SA spec", shown(other))),
         }
     }
@@ -350,11 +417,15 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
     if proto != Proto::Comp && adaptive_given {
         return err("`adaptive` and `link` belong to `proto comp` SAs only");
     }
+    if let Some(e) = &encap {
+        check_encap(&p, e).map_err(SpecError)?;
+    }
     p.validate().map_err(|e| SpecError(e.to_string()))?;
     Ok(SaSpec {
         params: p,
         comp,
         adaptive,
+        encap,
     })
 }
 
@@ -500,6 +571,71 @@ mod tests {
         assert_eq!(parse_rate("56k"), Ok(56_000));
         assert_eq!(parse_rate("unlimited"), Ok(0));
         assert!(parse_rate("-3M").is_err() && parse_rate("").is_err() && parse_rate("1e300").is_err());
+    }
+
+    const GCM: &str = "aead 'rfc4106(gcm(aes))' 0x0102030405060708090a0b0c0d0e0f1011121314 128";
+
+    #[test]
+    fn encap_words() {
+        let s = parse(&format!(
+            "proto esp spi 0x10 mode tunnel src 192.0.2.1 dst 192.0.2.2 {GCM} encap espinudp 4500 4501 0.0.0.0"
+        ))
+        .unwrap();
+        assert_eq!(
+            s.encap,
+            Some(UdpEncap {
+                sport: 4500,
+                dport: 4501,
+                oa: None
+            })
+        );
+        // Before other words, hex ports, an original address kept; `::` is none too.
+        let s = parse(&format!(
+            "proto esp spi 0x10 encap espinudp 0x1194 65535 10.0.0.7 {GCM}"
+        ))
+        .unwrap();
+        let e = s.encap.unwrap();
+        assert_eq!(
+            (e.sport, e.dport, e.oa),
+            (4500, 65535, Some("10.0.0.7".parse().unwrap()))
+        );
+        let s = parse(&format!("proto esp spi 0x10 {GCM} encap espinudp 1 2 ::")).unwrap();
+        assert_eq!(s.encap.unwrap().oa, None);
+        assert_eq!(parse(&format!("proto esp spi 0x10 {GCM}")).unwrap().encap, None);
+    }
+
+    #[test]
+    fn bad_encap_words_say_what_is_accepted() {
+        let e = |tail: &str| parse(&format!("proto esp spi 0x10 {GCM} {tail}")).unwrap_err().0;
+        let m = e("encap espinudp-nonike 4500 4500 0.0.0.0");
+        assert!(
+            m.contains("\"espinudp-nonike\": not implemented") && m.contains("use espinudp"),
+            "{m}"
+        );
+        let m = e("encap espintcp 4500 4500 0.0.0.0");
+        assert!(m.contains("not implemented"), "{m}");
+        let m = e("encap gre 4500 4500 0.0.0.0");
+        assert!(
+            m.contains("unknown encap type \"gre\"") && m.contains("use espinudp"),
+            "{m}"
+        );
+        assert!(e("encap espinudp 0 4500 0.0.0.0").contains("source port 0 is not a port (1-65535)"));
+        assert!(e("encap espinudp 4500 65536 0.0.0.0").contains("destination port 65536 is not a port"));
+        assert!(e("encap espinudp 45x0 4500 0.0.0.0").contains("bad encap source port \"45x0\""));
+        assert!(e("encap espinudp 4500 4500 10.0.0").contains("bad encap original address"));
+        assert!(e("encap espinudp 4500 4500").contains("encap original address (0.0.0.0 or :: for none) needs a value"));
+        assert!(e("encap").contains("encap needs a value"));
+        // ESP only; an original address of the endpoints' family.
+        let m = parse("proto ah spi 1 auth 'hmac(sha1)' 0x0102030405060708090a0b0c0d0e0f1011121314 encap espinudp 4500 4500 0.0.0.0")
+            .unwrap_err()
+            .0;
+        assert!(m.contains("belongs to ESP SAs, not to proto ah"), "{m}");
+        let m = parse(&format!(
+            "proto esp spi 1 mode tunnel src 2001:db8::1 dst 2001:db8::2 {GCM} encap espinudp 4500 4500 10.0.0.1"
+        ))
+        .unwrap_err()
+        .0;
+        assert!(m.contains("not of the family"), "{m}");
     }
 
     #[test]

@@ -24,6 +24,8 @@ pub enum PacketError {
     NotIp,
     /// The result cannot be stored with the capture's link type.
     LinkType(&'static str),
+    /// ESP in UDP (RFC 3948) framing refused it, or it is a NAT-keepalive or IKE message.
+    Encap(crate::udp_encap::EncapError),
 }
 
 impl fmt::Display for PacketError {
@@ -33,6 +35,7 @@ impl fmt::Display for PacketError {
             PacketError::Comp(e) => e.fmt(f),
             PacketError::NotIp => f.write_str("not an IPv4 or IPv6 packet"),
             PacketError::LinkType(why) => f.write_str(why),
+            PacketError::Encap(e) => e.fmt(f),
         }
     }
 }

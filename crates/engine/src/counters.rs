@@ -65,6 +65,10 @@ impl DropReason {
         match e {
             PacketError::Ipsec(e) => DropReason::of_core(e),
             PacketError::Comp(_) | PacketError::NotIp | PacketError::LinkType(_) => DropReason::Malformed,
+            PacketError::Encap(
+                crate::udp_encap::EncapError::NotEncapsulated(_) | crate::udp_encap::EncapError::UnexpectedEncap(_),
+            ) => DropReason::NoSa,
+            PacketError::Encap(_) => DropReason::Malformed,
         }
     }
 

@@ -1,7 +1,7 @@
 //! The SA engine of the userspace IPsec data plane (RFC 4301): a Security Policy Database
 //! ([`spd`]), a Security Association Database ([`sad`]) with SA bundles ([`bundle`]),
-//! lifetimes ([`lifetime`]), per-SA counters ([`counters`]), and the overhead/MTU calculator
-//! ([`overhead`]).
+//! lifetimes ([`lifetime`]), per-SA counters ([`counters`]), the overhead/MTU calculator
+//! ([`overhead`]) and ESP-in-UDP framing ([`udp_encap`]).
 //!
 //! Sans-IO and `no_std` with `alloc`: [`Engine::outbound`] and [`Engine::inbound`] work in
 //! place on the caller's [`PacketBuf`](ipsec_core::PacketBuf) and take the time as an
@@ -21,6 +21,7 @@ pub mod lifetime;
 pub mod overhead;
 pub mod sad;
 pub mod spd;
+pub mod udp_encap;
 
 pub use bundle::{AnySa, Bundle, PacketError};
 pub use counters::{CompSnapshot, Counters, DropReason, Drops, ModelSnapshot};
@@ -30,3 +31,4 @@ pub use engine::{DataPlane, Dropped, Engine, Event, SaSnapshot, Snapshot, Verdic
 pub use lifetime::{Lifetime, Limit, Limits, State, Usage};
 pub use sad::{InstallError, SaConfig, SaEntry, SaId, Sad, SharedSa};
 pub use spd::{Action, Direction, Flow, Policy, PortRange, Prefix, Selector, Spd};
+pub use udp_encap::{EncapError, UdpEncap};

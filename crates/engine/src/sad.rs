@@ -6,6 +6,7 @@
 use crate::bundle::PacketError;
 use crate::counters::{AtomicCounters, Counters};
 use crate::lifetime::{Lifetime, Limit, State, Usage};
+use crate::udp_encap::UdpEncap;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -40,6 +41,10 @@ pub struct SaConfig {
     pub adaptive: Adaptive,
     /// Soft and hard limits.
     pub lifetime: Lifetime,
+    /// ESP in UDP (RFC 3948), `encap espinudp SPORT DPORT OADDR`: the ports (and original
+    /// address) of the datagrams that carry an ESP SA's packets. The SA itself still seals and
+    /// opens plain ESP; the caller adds and removes the UDP header ([`crate::udp_encap`]).
+    pub encap: Option<UdpEncap>,
 }
 
 impl SaConfig {
@@ -51,6 +56,7 @@ impl SaConfig {
             comp,
             adaptive: Adaptive::default(),
             lifetime: Lifetime::default(),
+            encap: None,
         }
     }
 
@@ -389,6 +395,18 @@ impl Sad {
     /// Keys and installs an SA at time `now` (the start of its time limits).
     pub fn install(&mut self, config: SaConfig, now: Duration) -> Result<SaId, InstallError> {
         config.lifetime.validate().map_err(InstallError::Lifetime)?;
+        if let Some(e) = config.encap {
+            let why = if config.params.proto != Proto::Esp {
+                Some("ESP in UDP (RFC 3948) is for ESP SAs only")
+            } else if e.sport == 0 || e.dport == 0 {
+                Some("ESP in UDP needs ports 1-65535")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(InstallError::Sa(PacketError::Ipsec(ipsec_core::Error::InvalidSa(why))));
+            }
+        }
         let (p, spi, dst) = config.key();
         if let Some(list) = self.by_spi.get(&(p, spi)) {
             if let Some((_, id)) = list.iter().find(|(d, _)| *d == dst) {

@@ -270,6 +270,15 @@ pub fn spec_words(c: &SaConfig, keys: bool) -> Zeroizing<String> {
     if p.esn {
         s.push_str(" flag esn");
     }
+    if let Some(e) = c.encap {
+        let none = if p.tunnel.is_some_and(|t| t.src.is_ipv6()) {
+            "::"
+        } else {
+            "0.0.0.0"
+        };
+        let oa = e.oa.map_or_else(|| none.to_string(), |a| a.to_string());
+        s.push_str(&format!(" encap espinudp {} {} {oa}", e.sport, e.dport));
+    }
     s
 }
 

@@ -398,3 +398,37 @@ fn updates_in_a_row_each_switch_outbound() {
         assert_eq!(u32::from_be_bytes(wire[20..24].try_into().unwrap()), spi, "update {i}");
     }
 }
+
+#[test]
+fn an_sas_encap_is_listed_and_given_back_in_its_spec() {
+    let mut e = Engine::new();
+    let mut st = State::default();
+    let with_encap = format!("{} encap espinudp 4500 4501 10.0.0.7", spec(0x1000, KEY_OLD));
+    ok_of(&req(
+        &mut e,
+        &mut st,
+        0,
+        json!({"v":1,"op":"sa.add","name":"ab","spec":with_encap}),
+    ));
+    let get = req(&mut e, &mut st, 0, json!({"v":1,"op":"sa.get","name":"ab","keys":true}));
+    let sa = &ok_of(&get)["sa"];
+    assert_eq!(sa["encap"], json!({"sport": 4500, "dport": 4501, "oa": "10.0.0.7"}));
+    assert!(
+        sa["spec"]
+            .as_str()
+            .unwrap()
+            .ends_with(" encap espinudp 4500 4501 10.0.0.7"),
+        "{sa}"
+    );
+    let back = ipsec_config::spec::parse(sa["spec_with_keys"].as_str().unwrap()).unwrap();
+    assert_eq!(back.encap, e.sad().get(SaId(0)).unwrap().config.encap);
+    assert!(back.encap.is_some());
+    // Without encap, no `encap` field and no words.
+    ok_of(&add(&mut e, &mut st, "cd", 0x1001, KEY_OLD));
+    let get = req(&mut e, &mut st, 0, json!({"v":1,"op":"sa.get","name":"cd"}));
+    let sa = &ok_of(&get)["sa"];
+    assert!(
+        sa.get("encap").is_none() && !sa["spec"].as_str().unwrap().contains("encap"),
+        "{sa}"
+    );
+}
