@@ -13,7 +13,9 @@
 #   esp-ah    ESP tunnel + AH on the outer header: AH on the wire, both SAs count every packet
 #   udp       ESP in UDP (RFC 3948) on port 4500, AES-GCM: pings both ways, tshark decodes
 #             udp.port==4500 as ESP and checks every ICV, scapy decrypts every captured frame
-#             and tunneld opens (and answers) what scapy seals as IP()/UDP()/ESP, iperf3
+#             and tunneld opens (and answers) what scapy seals as IP()/UDP()/ESP; one
+#             UDP_SEGMENT send of 20 datagrams reaches the TUN device as one USO super-packet
+#             and all 20 arrive at B in order; iperf3 (over UDP GSO/GRO)
 #   udp-nat   the same through a third namespace doing SNAT with nftables (another address,
 #             ports 20000-20999; nothing in from B's side unless it answers A): B learns A's
 #             endpoint from authenticated packets, its replies reach A, A's keepalive counted
@@ -30,7 +32,9 @@
 #             time, tshark on each link checks every ESP frame's ICV and that no packet of the
 #             other peer's SAs is on it; keepalives and per-peer endpoints in A's stats
 #   nooffload the udp stage's traffic again with tunneld --no-offload (the udp stage runs
-#             with TUN offloads on and checks they are), so both paths are covered
+#             with TUN offloads on and checks they are), so both paths are covered; here
+#             ESP in UDP is named on the SAs (`encap = { type = "espinudp", ... }`), not in
+#             [tunnel]
 #
 # Every daemon must stop cleanly on SIGTERM (exit 0) and log no warning. Installs iproute2,
 # iputils-ping, iperf3 and tshark if missing. Bounded: every wait has a deadline; all stages about 200 s.
@@ -960,12 +964,22 @@ fi
 # ---- nooffload: the udp stage's traffic with TUN offloads off --------------------------------
 if want nooffload; then
 mkdir -p "$WORK/nooffload"
-for h in a b; do cp "examples/tunnel/udp-$h.toml" "$WORK/nooffload/nooffload-$h.toml"; done
+# The udp pair with ESP in UDP named on the SAs (`encap = { type = "espinudp", ... }`, the
+# TOML form of `encap espinudp 4500 4500 0.0.0.0`) instead of in [tunnel].
+for h in a b; do
+  sed -e '/^encap = "espinudp"/d' \
+    -e 's/^proto = "esp"$/proto = "esp"\nencap = { type = "espinudp", sport = 4500, dport = 4500 }/' \
+    "examples/tunnel/udp-$h.toml" >"$WORK/nooffload/nooffload-$h.toml"
+  [ "$(grep -c '^encap = { type = "espinudp"' "$WORK/nooffload/nooffload-$h.toml")" = 2 ] ||
+    fail "nooffload: could not move encap onto the SAs of udp-$h.toml"
+done
 TUNNELD_ARGS=(--no-offload)
 start nooffload "$WORK/nooffload" b-first
 TUNNELD_ARGS=()
 for h in a b; do
   grep -q 'offloads off' "$WORK/nooffload-$h.log" || fail "nooffload: tunneld ($h) did not run with offloads off"
+  grep -q 'ESP in UDP 4500 -> 4500' "$WORK/nooffload-$h.log" ||
+    fail "nooffload: tunneld ($h) did not take ESP in UDP from its SAs"
 done
 [ "$(ip -n "$NSA" -o link show ipsec0 | grep -o 'mtu [0-9]*')" = "mtu 1438" ] || fail "nooffload: TUN MTU is not 1438"
 cap_start "$WORK/nooffload.pcap" "$VB" "udp port 4500"
