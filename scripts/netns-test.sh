@@ -18,7 +18,8 @@
 #             and all 20 arrive at B in order; iperf3 (over UDP GSO/GRO)
 #   udp-nat   the same through a third namespace doing SNAT with nftables (another address,
 #             ports 20000-20999; nothing in from B's side unless it answers A): B learns A's
-#             endpoint from authenticated packets, its replies reach A, A's keepalive counted
+#             endpoint from authenticated packets, its replies reach A, A's keepalive
+#             counted; iperf3 through the NAT
 #   flood     scripts/flood-test.sh: 1 M garbage and replayed packets during a transfer
 #   rekey     make-before-break rekeys with `ipsec sa update` during a transfer; a hard
 #             lifetime and the --on-event hook that replaces the SA (details at the stage)
@@ -526,6 +527,11 @@ $HELPER count "$WORK/udp-nat.pcap" "ip.dst == 10.98.0.254 && udp.dstport >= 2000
   fail "udp-nat: B's ESP did not go to the NAT's address and port"
 $HELPER esp "$WORK/udp-nat.pcap" --frames 20 --uat "${UAT_AB//10.9[79].0.[12]/*}" --uat "${UAT_BA//10.9[79].0.[12]/*}" ||
   fail "udp-nat: tshark did not decrypt every frame"
+# Bulk through the NAT: UDP GSO runs from A are forwarded (and translated) by N, GRO at B.
+iperf 10.100.0.2 2
+expect "udp-nat: iperf3 through the NAT, nothing dropped by the engines" \
+  "A.daemon.engine_in_drops == B.daemon.engine_in_drops == 0" \
+  "A.sas.esp_ab.outbound.packets > 1000"
 stop
 # Whether B's first keepalive reached the NAT before A's first packet opened the mapping
 # depends on timing (it failed once in CI under load), so it is reported, not required: what
