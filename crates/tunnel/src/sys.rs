@@ -7,8 +7,11 @@
 //! `struct ifreq`, the `SIOC[GS]IF{MTU,FLAGS}` ioctls with the reads of the union field
 //! the kernel filled in, and `getsockopt(SO_PEERCRED)` for the control socket's peer; and the
 //! socket calls that move several datagrams, or one with its source, at once
-//! (`sendmmsg`/`recvmmsg`/`recvfrom` with zeroed C structs). `libc` has no safe wrapper for
-//! any of these calls.
+//! (`sendmmsg`/`recvmmsg`/`recvfrom` with zeroed C structs), including the UDP GSO and GRO
+//! control messages (`UDP_SEGMENT` written, `UDP_GRO` read, both as bytes of an 8-aligned
+//! buffer, not through pointer casts) and the `setsockopt(UDP_GRO)` that turns GRO on.
+//! `libc` has no safe wrapper for any of these calls; each has a `// SAFETY:` comment and a
+//! test (GSO → GRO over loopback checks every datagram).
 #![allow(unsafe_code)]
 
 use crate::encap::{self, GroBuffers, GRO_MSGS};
