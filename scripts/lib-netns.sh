@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared plumbing of the namespace scripts (netns-test.sh, flood-test.sh, compare-peers.sh,
 # adaptive-demo.sh), sourced by them after `cd` to the repository root:
 #
