@@ -215,7 +215,7 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
 }
 
 down() {
-  stop_pids ${PIDS[@]+"${PIDS[@]}"}
+  stop_pids "${PIDS[@]}"
   PIDS=()
 }
 
