@@ -25,11 +25,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-log() { echo "adaptive-demo: $*" >&2; }
-fail() {
-  echo "adaptive-demo: FAIL: $*" >&2
-  exit 1
-}
+NETNS_TAG=adaptive-demo
+NETNS_LOG_FD=2
+. scripts/lib-netns.sh
 [ "$(id -u)" -eq 0 ] || fail "needs root (network namespaces, TUN devices, raw sockets, tc)"
 [ -c /dev/net/tun ] || fail "/dev/net/tun is missing"
 command -v tc >/dev/null || fail "tc (iproute2) is missing"
@@ -42,17 +40,9 @@ MODES=${MODES:-"always off model"}
 DATASETS=${DATASETS:-"book1 pic random"}
 mkdir -p "$OUT"
 
-if [ -n "${TUNNELD_BIN:-}" ]; then
-  BIN=$TUNNELD_BIN
-  IPSEC=${IPSEC_BIN:-$(dirname "$BIN")/ipsec}
-else
-  cargo build --release --locked --quiet --bin tunneld --bin ipsec
-  TD=${CARGO_TARGET_DIR:-target}
-  case $TD in /*) ;; *) TD=$PWD/$TD ;; esac
-  BIN=$TD/release/tunneld
-  IPSEC=$TD/release/ipsec
-fi
-[ -x "$BIN" ] || fail "no tunneld binary at $BIN"
+locate_tunneld --bin ipsec
+IPSEC=$(dirname "$BIN")/ipsec
+[ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC} # IPSEC_BIN only goes with TUNNELD_BIN
 
 ID=$$
 NSA=ad-a-$ID
@@ -60,21 +50,7 @@ NSB=ad-b-$ID
 VA=adva$ID
 VB=advb$ID
 WORK=$(mktemp -d /tmp/adaptive-demo.XXXXXX)
-BG=()
-cleanup() {
-  local rc=$?
-  for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  for p in "${BG[@]}"; do wait "$p" 2>/dev/null || true; done
-  ip netns del "$NSA" 2>/dev/null || true
-  ip netns del "$NSB" 2>/dev/null || true
-  if [ $rc -ne 0 ]; then
-    for f in "$WORK"/*.log; do [ -s "$f" ] && { echo "---- $f"; tail -n 10 "$f"; }; done
-    log "files kept in $WORK"
-  else
-    rm -rf "$WORK"
-  fi
-}
-trap cleanup EXIT
+trap 'cleanup_all $? 10' EXIT
 trap 'fail "interrupted"' INT TERM
 
 # ---- data ---------------------------------------------------------------------------------
@@ -143,23 +119,7 @@ else:
 EOF
 
 # ---- namespaces -----------------------------------------------------------------------------
-ip netns add "$NSA"
-ip netns add "$NSB"
-ip link add "$VA" netns "$NSA" type veth peer name "$VB" netns "$NSB"
-ip -n "$NSA" addr add 10.99.0.1/24 dev "$VA"
-ip -n "$NSB" addr add 10.99.0.2/24 dev "$VB"
-for ns in "$NSA" "$NSB"; do ip -n "$ns" link set lo up; done
-ip -n "$NSA" link set "$VA" up
-ip -n "$NSB" link set "$VB" up
-
-wait_for() { # SECONDS WHAT CMD...
-  local deadline=$((SECONDS + $1)) what=$2
-  shift 2
-  until "$@" >/dev/null 2>&1; do
-    [ $SECONDS -lt $deadline ] || fail "timed out waiting for $what"
-    sleep 0.1
-  done
-}
+netns_pair "$NSA" "$NSB" "$VA" "$VB" 10.99.0.1/24 10.99.0.2/24
 
 shape() { # RATE: tbf on A's veth (the data direction), or none
   ip netns exec "$NSA" tc qdisc del dev "$VA" root 2>/dev/null || true
@@ -180,26 +140,12 @@ config() { # SIDE MODE RATE -> file
 
 DA='' DB=''
 start() { # MODE RATE
-  local tag=$1-$2
-  ip netns exec "$NSA" "$BIN" --config "$(config a "$1" "$2")" --stats "$WORK/$tag-a.json" 2>"$WORK/$tag-a.log" &
-  DA=$!
-  BG+=("$DA")
-  ip netns exec "$NSB" "$BIN" --config "$(config b "$1" "$2")" --stats "$WORK/$tag-b.json" 2>"$WORK/$tag-b.log" &
-  DB=$!
-  BG+=("$DB")
-  wait_for 10 "tunneld in $NSA" test -s "$WORK/$tag-a.json"
-  wait_for 10 "tunneld in $NSB" test -s "$WORK/$tag-b.json"
-  ip -n "$NSA" addr add 10.100.0.1/24 dev ipsec0
-  ip -n "$NSB" addr add 10.100.0.2/24 dev ipsec0
+  local ca cb
+  ca=$(config a "$1" "$2")
+  cb=$(config b "$1" "$2")
+  start_tunneld_pair "$ca" "$cb" "$WORK/$1-$2" tunneld
 }
-stop() {
-  for p in "$DA" "$DB"; do
-    kill -TERM "$p" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-  done
-}
+stop() { stop_pids "$DA" "$DB"; }
 
 CSV=$OUT/adaptive.csv
 echo "link,mode,data,bytes,seconds,goodput_mbps,compressed,skipped_model,probes,flips,decision" >"$CSV"
@@ -213,7 +159,7 @@ for rate in $LINKS; do
       ip netns exec "$NSB" timeout $((SECONDS_CAP + 40)) python3 "$WORK/xfer.py" recv 10.100.0.2 $PORT $((SECONDS_CAP + 30)) >"$WORK/recv.out" 2>"$WORK/recv.log" &
       rpid=$!
       BG+=("$rpid")
-      wait_for 10 "the receiver" ip netns exec "$NSB" sh -c "ss -Hltn 'sport = :$PORT' | grep -q ."
+      wait_tcp_listen 10 "the receiver" "$NSB" $PORT
       before=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); c=[s['comp'] for s in d['engine']['sas'] if s['name']=='comp-ab'][0]; print(c['compressed'], c['skipped_model'])" "$WORK/$mode-$rate-a.json")
       timeout $((SECONDS_CAP + 40)) ip netns exec "$NSA" python3 "$WORK/xfer.py" send 10.100.0.2 $PORT "$WORK/$data.bin" "$SECONDS_CAP" 2>"$WORK/send.log" ||
         fail "$rate $mode $data: sender failed: $(tail -n 2 "$WORK/send.log")"

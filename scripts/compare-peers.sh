@@ -35,11 +35,9 @@
 # every process started are removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-log() { echo "compare-peers: $*" >&2; }
-fail() {
-  echo "compare-peers: FAIL: $*" >&2
-  exit 1
-}
+NETNS_TAG=compare-peers
+NETNS_LOG_FD=2
+. scripts/lib-netns.sh
 [ "$(id -u)" -eq 0 ] || fail "needs root (network namespaces, TUN devices)"
 
 DURATION=${DURATION:-10}
@@ -59,13 +57,7 @@ pkgs=()
 command -v iperf3 >/dev/null || pkgs+=(iperf3)
 command -v wg >/dev/null || pkgs+=(wireguard-tools)
 command -v python3 >/dev/null || pkgs+=(python3)
-if [ ${#pkgs[@]} -gt 0 ]; then
-  log "installing ${pkgs[*]}"
-  echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections 2>/dev/null || true
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null 2>&1 ||
-    { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null; } ||
-    fail "could not install ${pkgs[*]}"
-fi
+[ ${#pkgs[@]} -eq 0 ] || apt_install "${pkgs[@]}"
 WG_GO=${WG_GO:-$TOOLS/bin/wireguard}
 if [[ " $VARIANTS " == *" wireguard-go "* && ! -x $WG_GO ]]; then
   log "go install golang.zx2c4.com/wireguard@$WG_GO_VERSION"
@@ -77,17 +69,7 @@ if [[ " $VARIANTS " == *" boringtun "* && ! -x $BORINGTUN ]]; then
   timeout 2400 cargo install --quiet --locked --root "$TOOLS" "boringtun-cli@$BORINGTUN_VERSION" >&2 || log "boringtun-cli: install failed"
 fi
 BIN=''
-if [[ " $VARIANTS " == *" tunneld"* ]]; then
-  if [ -n "${TUNNELD_BIN:-}" ]; then
-    BIN=$TUNNELD_BIN
-  else
-    cargo build --release --locked --quiet --bin tunneld
-    TD=${CARGO_TARGET_DIR:-target}
-    case $TD in /*) ;; *) TD=$PWD/$TD ;; esac
-    BIN=$TD/release/tunneld
-  fi
-  [ -x "$BIN" ] || fail "no tunneld binary at $BIN"
-fi
+[[ " $VARIANTS " != *" tunneld"* ]] || locate_tunneld
 
 # ---- namespaces -------------------------------------------------------------------------
 ID=$$
@@ -98,43 +80,19 @@ VB=cpvb$ID
 A4=10.98.0.1
 B4=10.98.0.2
 WORK=$(mktemp -d /tmp/compare-peers.XXXXXX)
-BG=()
+# On exit: SIGTERM first (wireguard-go and boringtun get to remove their sockets), then the
+# shared cleanup, then any socket left behind.
 cleanup() {
-  local rc=$?
+  local rc=$? p
   for p in "${BG[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   sleep 0.2
-  for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  for p in "${BG[@]}"; do wait "$p" 2>/dev/null || true; done
-  ip netns del "$NSA" 2>/dev/null || true
-  ip netns del "$NSB" 2>/dev/null || true
+  cleanup_all $rc 10
   rm -f /var/run/wireguard/cwa"$ID".sock /var/run/wireguard/cwb"$ID".sock
-  if [ $rc -ne 0 ]; then
-    for f in "$WORK"/*.log; do [ -s "$f" ] && { echo "---- $f"; tail -n 10 "$f"; }; done
-    log "files kept in $WORK"
-  else
-    rm -rf "$WORK"
-  fi
 }
 trap cleanup EXIT
 trap 'fail "interrupted"' INT TERM
 
-ip netns add "$NSA"
-ip netns add "$NSB"
-ip link add "$VA" netns "$NSA" type veth peer name "$VB" netns "$NSB"
-ip -n "$NSA" addr add $A4/24 dev "$VA"
-ip -n "$NSB" addr add $B4/24 dev "$VB"
-for ns in "$NSA" "$NSB"; do ip -n "$ns" link set lo up; done
-ip -n "$NSA" link set "$VA" up
-ip -n "$NSB" link set "$VB" up
-
-wait_for() { # SECONDS WHAT COMMAND...
-  local deadline=$((SECONDS + $1)) what=$2
-  shift 2
-  until "$@" >/dev/null 2>&1; do
-    [ $SECONDS -lt $deadline ] || fail "timed out waiting for $what"
-    sleep 0.1
-  done
-}
+netns_pair "$NSA" "$NSB" "$VA" "$VB" $A4/24 $B4/24
 
 # ---- tunneld configs (AES-128-GCM raw, in UDP; AES-CBC + HMAC-SHA1 in UDP) ----------------
 K1=0x303132333435363738393a3b3c3d3e3f01020304
@@ -257,22 +215,8 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
 }
 
 down() {
-  local p
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-  done
+  stop_pids "${PIDS[@]}"
   PIDS=()
-}
-
-cpu_ticks() { # the sum of utime + stime of PIDS, in clock ticks
-  local t=0 p
-  for p in "${PIDS[@]}"; do
-    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-  done
-  echo $t
 }
 
 measure() { # VARIANT STREAMS REP: one iperf3 run; appends a line to $OUT
@@ -280,11 +224,11 @@ measure() { # VARIANT STREAMS REP: one iperf3 run; appends a line to $OUT
   ip netns exec "$NSB" timeout $((DURATION + 30)) iperf3 -s -1 -B "$TARGET" -p 5201 >"$WORK/iperf-server.log" 2>&1 &
   local srv=$!
   BG+=("$srv")
-  wait_for 10 "the iperf3 server" ip netns exec "$NSB" sh -c "ss -Hltn 'sport = :5201' | grep -q ."
+  wait_tcp_listen 10 "the iperf3 server" "$NSB" 5201
   local c0 c1 rc=0
-  c0=$(cpu_ticks)
+  c0=$(cpu_ticks "${PIDS[@]}")
   timeout $((DURATION + 30)) ip netns exec "$NSA" iperf3 -c "$TARGET" -p 5201 -t "$DURATION" -P "$n" -J >"$WORK/iperf.json" 2>&1 || rc=$?
-  c1=$(cpu_ticks)
+  c1=$(cpu_ticks "${PIDS[@]}")
   wait "$srv" || true
   [ $rc -eq 0 ] || fail "$v: iperf3 failed: $(grep -m1 '"error"' "$WORK/iperf.json" || tail -n 3 "$WORK/iperf.json")"
   python3 - "$WORK/iperf.json" "$v" "$n" "$rep" $((c1 - c0)) "$(getconf CLK_TCK)" >>"$OUT" <<'EOF'

@@ -30,24 +30,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 START=$SECONDS
-log() { echo "flood-test: $*"; }
-fail() {
-  echo "flood-test: FAIL: $*" >&2
-  exit 1
-}
+NETNS_TAG=flood-test
+. scripts/lib-netns.sh
 [ "$(id -u)" -eq 0 ] || fail "needs root (network namespaces, TUN devices, raw sockets)"
 for c in ip tshark python3; do command -v $c >/dev/null || fail "needs $c (scripts/netns-test.sh installs it)"; done
-TD=${CARGO_TARGET_DIR:-target}
-case $TD in /*) ;; *) TD=$PWD/$TD ;; esac
-if [ -z "${TUNNELD_BIN:-}" ]; then
-  cargo build --release --locked --quiet --bin tunneld
-  TUNNELD_BIN=$TD/release/tunneld
-fi
+locate_tunneld
 if [ -z "${FLOOD_BIN:-}" ]; then
   cargo build --release --locked --quiet -p ipsec-tunnel --example flood
-  FLOOD_BIN=$TD/release/examples/flood
+  FLOOD_BIN=$(release_dir)/examples/flood
 fi
-[ -x "$TUNNELD_BIN" ] || fail "no tunneld at $TUNNELD_BIN"
 [ -x "$FLOOD_BIN" ] || fail "no flood sender at $FLOOD_BIN"
 MB=${FLOOD_MB:-50}
 RSS_LIMIT_KB=${RSS_LIMIT_KB:-2048}
@@ -61,42 +52,10 @@ VB=flvb$ID
 A4=10.99.0.1
 B4=10.99.0.2
 WORK=$(mktemp -d /tmp/flood-test.XXXXXX)
-BG=()
-cleanup() {
-  local rc=$?
-  for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  for p in "${BG[@]}"; do wait "$p" 2>/dev/null || true; done
-  ip netns del "$NSA" 2>/dev/null || true
-  ip netns del "$NSB" 2>/dev/null || true
-  if [ $rc -ne 0 ]; then
-    for f in "$WORK"/*.log; do
-      [ -s "$f" ] && { echo "---- $f (last lines)"; tail -n 15 "$f"; }
-    done
-    log "files kept in $WORK"
-  else
-    rm -rf "$WORK"
-  fi
-}
-trap cleanup EXIT
+trap 'cleanup_all $? 15' EXIT
 trap 'fail "interrupted"' INT TERM
 
-ip netns add "$NSA"
-ip netns add "$NSB"
-ip link add "$VA" netns "$NSA" type veth peer name "$VB" netns "$NSB"
-ip -n "$NSA" addr add $A4/24 dev "$VA"
-ip -n "$NSB" addr add $B4/24 dev "$VB"
-for ns in "$NSA" "$NSB"; do ip -n "$ns" link set lo up; done
-ip -n "$NSA" link set "$VA" up
-ip -n "$NSB" link set "$VB" up
-
-wait_for() { # SECONDS DESCRIPTION COMMAND...
-  local deadline=$((SECONDS + $1)) what=$2
-  shift 2
-  until "$@" >/dev/null 2>&1; do
-    [ $SECONDS -lt $deadline ] || fail "timed out waiting for $what"
-    sleep 0.1
-  done
-}
+netns_pair "$NSA" "$NSB" "$VA" "$VB" $A4/24 $B4/24
 
 head -c $((MB * 1024 * 1024)) /dev/urandom >"$WORK/file"
 SUM=$(sha256sum "$WORK/file" | cut -d' ' -f1)
@@ -128,27 +87,7 @@ cp examples/tunnel/udp-b.toml "$WORK/udp-b.toml"
 DA='' DB='' P=''
 start() { # PHASE
   P=$1
-  ip netns exec "$NSA" "$TUNNELD_BIN" --config "$WORK/$P-a.toml" --stats "$WORK/$P-a.json" 2>"$WORK/$P-a.log" &
-  DA=$!
-  BG+=("$DA")
-  ip netns exec "$NSB" "$TUNNELD_BIN" --config "$WORK/$P-b.toml" --stats "$WORK/$P-b.json" 2>"$WORK/$P-b.log" &
-  DB=$!
-  BG+=("$DB")
-  wait_for 10 "tunneld ($P) in $NSA" test -s "$WORK/$P-a.json"
-  wait_for 10 "tunneld ($P) in $NSB" test -s "$WORK/$P-b.json"
-  ip -n "$NSA" addr add 10.100.0.1/24 dev ipsec0
-  ip -n "$NSB" addr add 10.100.0.2/24 dev ipsec0
-}
-stop_pid() { # PID NAME
-  local pid=$1 name=$2 rc=0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 50); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "$pid" 2>/dev/null && { kill -KILL "$pid"; fail "$name did not stop within 5 s of SIGTERM"; }
-  wait "$pid" || rc=$?
-  [ $rc -eq 0 ] || fail "$name exited with status $rc"
+  start_tunneld_pair "$WORK/$P-a.toml" "$WORK/$P-b.toml" "$WORK/$P" "tunneld ($P)"
 }
 stop() {
   stop_pid "$DA" "tunneld ($P) in $NSA"
@@ -158,7 +97,6 @@ stop() {
   done
 }
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 # Drops the kernel counted before tunneld could read a packet: B's raw and UDP socket queues
 # and A's veth (a full backlog on B's side).
@@ -192,7 +130,7 @@ open(sys.argv[1], "w").write(f"{n} {h.hexdigest()}\n")
 EOF
   local srv=$!
   BG+=("$srv")
-  wait_for 10 "the receiver" ip netns exec "$NSB" sh -c "ss -Hltn 'sport = :5301' | grep -q ."
+  wait_tcp_listen 10 "the receiver" "$NSB" 5301
   local t0=$EPOCHREALTIME
   ip netns exec "$NSA" timeout 50 python3 -c '
 import socket, sys

@@ -50,11 +50,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 START=$SECONDS
-log() { echo "netns-test: $*"; }
-fail() {
-  echo "netns-test: FAIL: $*" >&2
-  exit 1
-}
+NETNS_TAG=netns-test
+. scripts/lib-netns.sh
 IF_POSSIBLE=0
 ALL_STAGES="esp comp-esp esp-ah udp udp-nat flood rekey v6 peers nooffload"
 STAGES=()
@@ -93,31 +90,14 @@ command -v iperf3 >/dev/null || pkgs+=(iperf3)
 command -v tshark >/dev/null || pkgs+=(tshark)
 command -v python3 >/dev/null || pkgs+=(python3)
 command -v nft >/dev/null || pkgs+=(nftables)
-if [ ${#pkgs[@]} -gt 0 ]; then
-  log "installing ${pkgs[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  { echo "wireshark-common wireshark-common/install-setuid boolean false"
-    echo "iperf3 iperf3/start_daemon boolean false"; } | debconf-set-selections 2>/dev/null || true
-  apt_log=$(mktemp)
-  { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${pkgs[@]}"; } >"$apt_log" 2>&1 ||
-    { cat "$apt_log"; rm -f "$apt_log"; fail "could not install ${pkgs[*]}"; }
-  rm -f "$apt_log"
-fi
+[ ${#pkgs[@]} -eq 0 ] || apt_install "${pkgs[@]}"
 
 PROBE=tnl-probe-$$
 ip netns add "$PROBE" 2>/dev/null || cannot "\`ip netns add\` does not work here"
 ip netns exec "$PROBE" true 2>/dev/null || { ip netns del "$PROBE"; cannot "\`ip netns exec\` does not work here"; }
 ip netns del "$PROBE"
 
-if [ -n "${TUNNELD_BIN:-}" ]; then
-  BIN=$TUNNELD_BIN
-else
-  cargo build --release --locked --quiet --bin tunneld
-  TD=${CARGO_TARGET_DIR:-target}
-  case $TD in /*) ;; *) TD=$PWD/$TD ;; esac
-  BIN=$TD/release/tunneld
-fi
-[ -x "$BIN" ] || fail "no tunneld binary at $BIN"
+locate_tunneld
 HELPER="python3 $PWD/scripts/netns_helper.py"
 
 # ---- namespaces -------------------------------------------------------------------------
@@ -129,59 +109,11 @@ VB=tnvb$ID
 A4=10.99.0.1
 B4=10.99.0.2
 WORK=$(mktemp -d /tmp/netns-test.XXXXXX)
-BG=() # background processes we started (daemons, tshark, iperf3 server)
-
-cleanup() {
-  local rc=$?
-  for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  for p in "${BG[@]}"; do wait "$p" 2>/dev/null || true; done
-  ip netns del "$NSA" 2>/dev/null || true
-  ip netns del "$NSB" 2>/dev/null || true
-  [ -n "${NSN:-}" ] && ip netns del "$NSN" 2>/dev/null || true
-  [ -n "${NSC:-}" ] && ip netns del "$NSC" 2>/dev/null || true
-  if [ $rc -ne 0 ]; then
-    for f in "$WORK"/*.log; do
-      [ -s "$f" ] && { echo "---- $f (last lines)"; tail -n 15 "$f"; }
-    done
-    log "files kept in $WORK"
-  else
-    rm -rf "$WORK"
-  fi
-}
-trap cleanup EXIT
+# BG (lib-netns.sh): background processes we started (daemons, tshark, iperf3 server)
+trap 'cleanup_all $? 15' EXIT
 trap 'fail "interrupted"' INT TERM
 
-ip netns add "$NSA"
-ip netns add "$NSB"
-ip link add "$VA" netns "$NSA" type veth peer name "$VB" netns "$NSB"
-ip -n "$NSA" addr add $A4/24 dev "$VA"
-ip -n "$NSB" addr add $B4/24 dev "$VB"
-for ns in "$NSA" "$NSB"; do ip -n "$ns" link set lo up; done
-ip -n "$NSA" link set "$VA" up
-ip -n "$NSB" link set "$VB" up
-
-# wait_for SECONDS DESCRIPTION COMMAND...: until COMMAND succeeds, or fail.
-wait_for() {
-  local deadline=$((SECONDS + $1)) what=$2
-  shift 2
-  until "$@" >/dev/null 2>&1; do
-    [ $SECONDS -lt $deadline ] || fail "timed out waiting for $what"
-    sleep 0.1
-  done
-}
-
-# stop_pid PID NAME: SIGTERM, at most 5 s, then the exit status must be 0.
-stop_pid() {
-  local pid=$1 name=$2 rc=0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 50); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "$pid" 2>/dev/null && { kill -KILL "$pid"; fail "$name did not stop within 5 s of SIGTERM"; }
-  wait "$pid" || rc=$?
-  [ $rc -eq 0 ] || fail "$name exited with status $rc"
-}
+netns_pair "$NSA" "$NSB" "$VA" "$VB" $A4/24 $B4/24
 
 # ---- one variant ------------------------------------------------------------------------
 V='' DA='' DB='' CAP=''
@@ -281,7 +213,7 @@ iperf() { # SERVER_ADDR SECONDS [client options]
   ip netns exec "$NSB" timeout 30 iperf3 -s -1 -B "$addr" -p 5201 >"$WORK/iperf-server.log" 2>&1 &
   local srv=$!
   BG+=("$srv")
-  wait_for 10 "the iperf3 server" ip netns exec "$NSB" sh -c "ss -Hltn 'sport = :5201' | grep -q ."
+  wait_tcp_listen 10 "the iperf3 server" "$NSB" 5201
   timeout 30 ip netns exec "$NSA" iperf3 -c "$addr" -p 5201 -t "$t" -b "${IPERF_RATE:-200M}" -J "$@" >"$WORK/iperf.json" 2>&1 || rc=$?
   wait "$srv" || true
   [ $rc -eq 0 ] || fail "$V: iperf3 to $addr failed: $(grep -m1 '"error"' "$WORK/iperf.json" || tail -n 3 "$WORK/iperf.json")"
@@ -476,7 +408,7 @@ if want udp-nat; then
 UAT_AB=$($HELPER uat examples/tunnel/udp-a.toml esp-ab)
 UAT_BA=$($HELPER uat examples/tunnel/udp-a.toml esp-ba)
 NSN=tnl-n-$ID
-ip netns add "$NSN"
+netns_add "$NSN"
 ip link add tnna$ID netns "$NSA" type veth peer name tnan$ID netns "$NSN"
 ip link add tnnb$ID netns "$NSB" type veth peer name tnbn$ID netns "$NSN"
 ip -n "$NSA" addr add 10.97.0.1/24 dev tnna$ID
@@ -628,7 +560,7 @@ done
 ip netns exec "$NSB" timeout $((RT + 20)) iperf3 -s -1 -B 10.100.0.2 -p 5202 >"$WORK/rekey-iperf-server.log" 2>&1 &
 SRV=$!
 BG+=("$SRV")
-wait_for 10 "the iperf3 server" ip netns exec "$NSB" sh -c "ss -Hltn 'sport = :5202' | grep -q ."
+wait_tcp_listen 10 "the iperf3 server" "$NSB" 5202
 timeout $((RT + 20)) ip netns exec "$NSA" iperf3 -c 10.100.0.2 -p 5202 -t "$RT" -b "${REKEY_RATE:-100M}" -J \
   >"$WORK/rekey-iperf.json" 2>&1 &
 CLI=$!
@@ -829,7 +761,7 @@ if want peers; then
 NSC=tnl-c-$ID
 PA=tnpa$ID
 PC=tnpc$ID
-ip netns add "$NSC"
+netns_add "$NSC"
 ip link add "$PA" netns "$NSA" type veth peer name "$PC" netns "$NSC"
 ip -n "$NSA" -6 addr add fd00:98::1/64 dev "$PA" nodad
 ip -n "$NSC" -6 addr add fd00:98::3/64 dev "$PC" nodad
@@ -923,7 +855,7 @@ for l in "$NSB 10.100.2.1 5203" "$NSC 10.100.3.1 5204"; do
   set -- $l
   ip netns exec "$1" timeout 30 iperf3 -s -1 -B "$2" -p "$3" >"$WORK/iperf-server-$3.log" 2>&1 &
   BG+=("$!")
-  wait_for 10 "the iperf3 server on $2" ip netns exec "$1" sh -c "ss -Hltn 'sport = :$3' | grep -q ."
+  wait_tcp_listen 10 "the iperf3 server on $2" "$1" "$3"
 done
 timeout 30 ip netns exec "$NSA" iperf3 -c 10.100.2.1 -p 5203 -t 2 -b "${IPERF_RATE:-200M}" -J >"$WORK/iperf-b.json" 2>&1 &
 IB=$!
