@@ -383,6 +383,10 @@ expect "USO: A read one UDP super-packet from its TUN device and cut it" \
   "A.daemon.tun_gso_packets == 1" "A.daemon.tun_offload_errors == 0"
 log "udp: USO: one UDP super-packet of 20 datagrams cut by tunneld, all 20 received in order"
 iperf 10.100.0.2 2
+expect "udp: the transfer went as UDP GSO runs from A and came in as UDP GRO reads at B" \
+  "A.daemon.udp_gso_sends > 0" "A.daemon.udp_gso_datagrams > A.daemon.udp_gso_sends" \
+  "B.daemon.udp_gro_reads > 0" "B.daemon.udp_gro_datagrams > B.daemon.udp_gro_reads"
+log "udp: UDP GSO/GRO: $(python3 -c 'import json, sys; a, b = (json.load(open(f))["daemon"] for f in sys.argv[1:]); print("A sent %d datagrams in %d GSO runs, B read %d in %d GRO reads" % (a["udp_gso_datagrams"], a["udp_gso_sends"], b["udp_gro_datagrams"], b["udp_gro_reads"]))' "$SA" "$SB")"
 # ... and tunneld opens what scapy seals: 5 echo requests as IP()/UDP(4500)/ESP (sequence
 # numbers far ahead of A's, so sent after A's traffic), answered.
 log "udp: scapy sent $(ip netns exec "$NSA" python3 scripts/scapy_udp_check.py inject examples/tunnel/udp-a.toml \

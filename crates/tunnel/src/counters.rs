@@ -69,6 +69,16 @@ counters! {
     udp_non_esp,
     /// UDP datagrams too short to be ESP or a keepalive: dropped.
     udp_runts,
+    /// ESP-in-UDP sends that went as one UDP GSO message (`UDP_SEGMENT`) of more than one
+    /// datagram.
+    udp_gso_sends,
+    /// The datagrams those carried.
+    udp_gso_datagrams,
+    /// ESP-in-UDP reads that brought a run of more than one datagram coalesced by the kernel
+    /// (`UDP_GRO`).
+    udp_gro_reads,
+    /// The datagrams those carried.
+    udp_gro_datagrams,
     /// Errors reading the TUN device.
     tun_read_errors,
     /// Errors writing the TUN device (the packet is lost).
@@ -115,6 +125,6 @@ mod tests {
         let v = serde_json::to_value(s).unwrap();
         assert_eq!(v["not_ip"], 1);
         assert_eq!(v["tun_rx_bytes"], 1500);
-        assert_eq!(v.as_object().unwrap().len(), 24);
+        assert_eq!(v.as_object().unwrap().len(), 28);
     }
 }

@@ -405,13 +405,21 @@ fn underlay_versions(engine: &Engine, local: &[IpAddr], peers: &[IpAddr]) -> (bo
     v
 }
 
-/// Fills in each peer's ESP-in-UDP endpoint in `report` from the socket groups.
+/// Fills in each peer's ESP-in-UDP endpoint in `report` from the socket groups (one socket
+/// of each), and the groups' UDP GSO/GRO tallies.
 fn add_endpoints(report: &mut Report, udp: &[&UdpEncap]) {
     for (peer, endpoint, learned) in udp.iter().flat_map(|u| u.endpoints()) {
         if let Some(r) = report.peers.iter_mut().find(|r| r.peer == peer) {
             r.endpoint = Some(endpoint);
             r.learned = Some(learned);
         }
+    }
+    let d = &mut report.daemon;
+    for r in udp.iter().map(|u| u.runs()) {
+        d.udp_gso_sends += r.gso_sends;
+        d.udp_gso_datagrams += r.gso_datagrams;
+        d.udp_gro_reads += r.gro_reads;
+        d.udp_gro_datagrams += r.gro_datagrams;
     }
 }
 

@@ -21,7 +21,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::{self, Read};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -658,6 +658,30 @@ pub struct UdpEncap {
     gso: AtomicBool,
     /// Whether the kernel hands this socket coalesced runs of datagrams (UDP_GRO accepted).
     gro: bool,
+    /// How often GSO and GRO carried runs, shared by the sockets of one group.
+    runs: Arc<RunCounts>,
+}
+
+/// Runs of datagrams that went out as one UDP GSO message, and came in as one UDP GRO read.
+#[derive(Debug, Default)]
+struct RunCounts {
+    gso_sends: AtomicU64,
+    gso_datagrams: AtomicU64,
+    gro_reads: AtomicU64,
+    gro_datagrams: AtomicU64,
+}
+
+/// A group's UDP GSO/GRO tallies ([`UdpEncap::runs`]), for the daemon's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UdpRuns {
+    /// Sends of more than one datagram as one UDP GSO message.
+    pub gso_sends: u64,
+    /// The datagrams they carried.
+    pub gso_datagrams: u64,
+    /// Reads that brought more than one datagram coalesced by UDP GRO.
+    pub gro_reads: u64,
+    /// The datagrams they carried.
+    pub gro_datagrams: u64,
 }
 
 impl UdpEncap {
@@ -703,7 +727,19 @@ impl UdpEncap {
             peers,
             gso: AtomicBool::new(true),
             gro,
+            runs: Arc::default(),
         })
+    }
+
+    /// The UDP GSO/GRO tallies of this socket's group so far.
+    pub fn runs(&self) -> UdpRuns {
+        let r = &self.runs;
+        UdpRuns {
+            gso_sends: r.gso_sends.load(Ordering::Relaxed),
+            gso_datagrams: r.gso_datagrams.load(Ordering::Relaxed),
+            gro_reads: r.gro_reads.load(Ordering::Relaxed),
+            gro_datagrams: r.gro_datagrams.load(Ordering::Relaxed),
+        }
     }
 
     /// `n` (at least 1) sockets bound to the same `local:sport` with SO_REUSEPORT, one per
@@ -724,7 +760,8 @@ impl UdpEncap {
         let port = first.local_port()?;
         let mut v = vec![first];
         for _ in 1..n.max(1) {
-            let u = Self::open_with(local, port, Arc::clone(&v[0].peers), wait)?;
+            let mut u = Self::open_with(local, port, Arc::clone(&v[0].peers), wait)?;
+            u.runs = Arc::clone(&v[0].runs);
             v.push(u);
         }
         Ok(v)
@@ -806,7 +843,11 @@ impl UnderlayTx for UdpEncap {
             }
         }
         if self.gso.load(Ordering::Relaxed) {
-            match send_gso(self.sock.as_raw_fd(), &esp[..m], &mut to) {
+            match send_gso(self.sock.as_raw_fd(), &esp[..m], &mut to).map(|s| {
+                self.runs.gso_sends.fetch_add(s.runs as u64, Ordering::Relaxed);
+                self.runs.gso_datagrams.fetch_add(s.in_runs as u64, Ordering::Relaxed);
+                s.datagrams
+            }) {
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT)) => {
                     tracing::warn!("ESP-in-UDP: UDP GSO refused ({e}): one datagram per packet from now on");
                     self.gso.store(false, Ordering::Relaxed);
@@ -827,14 +868,15 @@ const UDP_MAX_SEGMENTS: usize = 64;
 /// Sends `payloads[i]` to `to`'s slot `i` with one sendmmsg(2), runs of equal-sized
 /// datagrams to one destination (the last of a run may be shorter) each as one message with
 /// UDP_SEGMENT (UDP GSO): the kernel cuts it into datagrams of the run's size. Returns how
-/// many datagrams went (at least one).
-fn send_gso(fd: RawFd, payloads: &[&[u8]], to: &mut Names) -> io::Result<usize> {
+/// many datagrams went (at least one) and how many of the messages were runs of more than
+/// one, with how many datagrams.
+fn send_gso(fd: RawFd, payloads: &[&[u8]], to: &mut Names) -> io::Result<Runs> {
     #[repr(C, align(8))]
     #[derive(Clone, Copy)]
     struct Cmsg([u8; 32]);
     let n = payloads.len().min(BATCH);
     if n == 0 {
-        return Ok(0);
+        return Ok(Runs::default());
     }
     // SAFETY: iovec and mmsghdr are plain C structs for which all-zero bytes are valid.
     let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
@@ -893,7 +935,22 @@ fn send_gso(fd: RawFd, payloads: &[&[u8]], to: &mut Names) -> io::Result<usize> 
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(runs[..(r as usize).min(m)].iter().sum::<usize>().max(1))
+    let sent = &runs[..(r as usize).min(m)];
+    let coalesced = sent.iter().filter(|&&k| k > 1);
+    Ok(Runs {
+        datagrams: sent.iter().sum::<usize>().max(1),
+        runs: coalesced.clone().count(),
+        in_runs: coalesced.sum(),
+    })
+}
+
+/// What one GSO send or GRO read moved: datagrams in all, and the messages that were runs of
+/// more than one datagram, with the datagrams in them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Runs {
+    datagrams: usize,
+    runs: usize,
+    in_runs: usize,
 }
 
 impl UdpEncap {
@@ -918,8 +975,11 @@ impl UdpEncap {
                 break;
             }
             match recv_mmsg_gro(self.sock.as_raw_fd(), &mut batch.gro_rx, n == 0, self.local.is_ipv6()) {
-                Ok(0) => break,
-                Ok(_) => {}
+                Ok(r) if r.datagrams == 0 => break,
+                Ok(r) => {
+                    self.runs.gro_reads.fetch_add(r.runs as u64, Ordering::Relaxed);
+                    self.runs.gro_datagrams.fetch_add(r.in_runs as u64, Ordering::Relaxed);
+                }
                 Err(e) if n > 0 => {
                     tracing::debug!("reading the ESP-in-UDP socket: {e}");
                     break;
@@ -954,9 +1014,9 @@ fn set_int_option(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc:
 /// Reads up to [`GRO_MSGS`] messages into `gro`'s buffers with one recvmmsg(2) on a socket
 /// with UDP_GRO on: each message is a run of datagrams whose size the UDP_GRO control
 /// message gives (none: one datagram). Waits for the first as long as the socket's receive
-/// timeout allows when `wait`, else returns at once. `Ok(0)`: nothing came. Sources are
-/// IPv6 when `v6` (the socket's version).
-fn recv_mmsg_gro(fd: RawFd, gro: &mut GroBuffers, wait: bool, v6: bool) -> io::Result<usize> {
+/// timeout allows when `wait`, else returns at once. `datagrams` 0: nothing came (an empty
+/// datagram still counts one). Sources are IPv6 when `v6` (the socket's version).
+fn recv_mmsg_gro(fd: RawFd, gro: &mut GroBuffers, wait: bool, v6: bool) -> io::Result<Runs> {
     #[repr(C, align(8))]
     #[derive(Clone, Copy)]
     struct Cmsg([u8; 64]);
@@ -974,7 +1034,7 @@ fn recv_mmsg_gro(fd: RawFd, gro: &mut GroBuffers, wait: bool, v6: bool) -> io::R
         m = i + 1;
     }
     if m == 0 {
-        return Ok(0);
+        return Ok(Runs::default());
     }
     for i in 0..m {
         let h = &mut hdrs[i].msg_hdr;
@@ -995,11 +1055,12 @@ fn recv_mmsg_gro(fd: RawFd, gro: &mut GroBuffers, wait: bool, v6: bool) -> io::R
     if r < 0 {
         let e = io::Error::last_os_error();
         return match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted => Ok(0),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted => Ok(Runs::default()),
             _ => Err(e),
         };
     }
     let n = (r as usize).min(m);
+    let mut got = Runs::default();
     let mut lens = [0usize; GRO_MSGS];
     let mut segs = [0usize; GRO_MSGS];
     let mut srcs = [None; GRO_MSGS];
@@ -1009,9 +1070,19 @@ fn recv_mmsg_gro(fd: RawFd, gro: &mut GroBuffers, wait: bool, v6: bool) -> io::R
         let ctl_len = (h.msg_controllen as usize).min(ctl[i].0.len());
         segs[i] = udp_gro_size(&ctl[i].0[..ctl_len]);
         srcs[i] = Some(names.get(i));
+        let k = if segs[i] == 0 || lens[i] == 0 {
+            1
+        } else {
+            lens[i].div_ceil(segs[i])
+        };
+        got.datagrams += k;
+        if k > 1 {
+            got.runs += 1;
+            got.in_runs += k;
+        }
     }
     gro.filled(n, &lens, &segs, &srcs);
-    Ok(n)
+    Ok(got)
 }
 
 /// The datagram size in a UDP_GRO control message among the control messages `ctl` (as
@@ -1284,7 +1355,9 @@ mod tests {
             to.set(i, rx[d].local_addr().unwrap());
         }
         let sent = send_gso(tx.as_raw_fd(), &refs, &mut to).unwrap();
-        assert_eq!(sent, sizes.len());
+        assert_eq!(sent.datagrams, sizes.len());
+        // Runs: [1000 x3, 700], [1000, 1000, 3], [1200, 1200] to 0, [1200, 1200] to 1, [1200].
+        assert_eq!((sent.runs, sent.in_runs), (4, 11));
         let mut buf = [0u8; 70000];
         for (d, &r) in data.iter().zip(&dst) {
             let n = rx[r].recv(&mut buf).unwrap();
@@ -1319,7 +1392,9 @@ mod tests {
         let mut sent = 0;
         while sent < refs.len() {
             let k = (refs.len() - sent).min(BATCH);
-            sent += send_gso(tx.as_raw_fd(), &refs[sent..sent + k], &mut to).unwrap();
+            sent += send_gso(tx.as_raw_fd(), &refs[sent..sent + k], &mut to)
+                .unwrap()
+                .datagrams;
         }
         let mut b = Batch::new();
         let mut got: Vec<(RxKind, Vec<u8>)> = Vec::new();
@@ -1353,6 +1428,10 @@ mod tests {
             .collect();
         let brief = |v: &[(RxKind, Vec<u8>)]| v.iter().map(|(k, d)| (*k, d.len())).collect::<Vec<_>>();
         assert_eq!(brief(&got), brief(&want));
+        // Loopback keeps a GSO send whole, so the runs came in coalesced: the 40 equal
+        // datagrams (sent as runs of 32 and 8 + 300 + keepalive), and 1200, 1200, 5.
+        let r = rx.runs();
+        assert!(r.gro_reads >= 3 && r.gro_datagrams >= 40, "{r:?}");
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             assert_eq!(g, w, "datagram {i}");
         }
