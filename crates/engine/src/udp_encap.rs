@@ -12,7 +12,7 @@
 use crate::bundle::PacketError;
 use core::fmt;
 use core::net::IpAddr;
-use ipsec_core::ip::{self, ipv6_field, proto, Split};
+use ipsec_core::ip::{self, fold, ipv6_field, ones_sum as sum, proto, Split};
 use ipsec_core::{Error, PacketBuf};
 
 /// The length of a UDP header.
@@ -126,26 +126,6 @@ pub struct Ports {
     pub sport: u16,
     /// Destination port.
     pub dport: u16,
-}
-
-/// The one's-complement sum (RFC 1071) of `data` added to `acc`, not folded; an odd last byte
-/// is padded with zero, so only the last piece of a checksum may have an odd length.
-fn sum(mut acc: u64, data: &[u8]) -> u64 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        acc += u64::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [b] = chunks.remainder() {
-        acc += u64::from(*b) << 8;
-    }
-    acc
-}
-
-fn fold(mut acc: u64) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
 }
 
 fn addr_sum(acc: u64, a: IpAddr) -> u64 {

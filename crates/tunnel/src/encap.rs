@@ -7,6 +7,7 @@
 //! IPv6 header (RFC 3542 3): [`rebuild_header`].
 
 use crate::tunnel::RxKind;
+use ipsec_core::ip::checksum;
 use std::fmt;
 use std::net::IpAddr;
 
@@ -270,18 +271,6 @@ impl GroBuffers {
         }
         None
     }
-}
-
-/// The Internet checksum (RFC 1071) of `data` (even length here).
-fn checksum(data: &[u8]) -> u16 {
-    let mut sum: u32 = data
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 #[cfg(test)]

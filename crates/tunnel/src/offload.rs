@@ -10,6 +10,8 @@
 //! The header's integers are in the host's byte order as the kernel's TUN driver reads them
 //! (little-endian virtio on the little-endian hosts tunneld runs on; we encode little-endian).
 
+pub use ipsec_core::ip::checksum;
+use ipsec_core::ip::{fold, ones_sum as sum};
 use std::fmt;
 
 /// The length of `struct virtio_net_hdr` (the TUN default, TUNSETVNETHDRSZ not used).
@@ -120,36 +122,6 @@ impl VnetHdr {
         b[8..10].copy_from_slice(&self.csum_offset.to_le_bytes());
         b
     }
-}
-
-/// Adds `data` as big-endian 16-bit words to `acc` (ones' complement, carries deferred).
-fn sum(mut acc: u64, data: &[u8]) -> u64 {
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
-        let w = u64::from_be_bytes(c.try_into().expect("8 bytes"));
-        acc = acc.wrapping_add(w >> 32).wrapping_add(w & 0xffff_ffff);
-    }
-    let mut rest = chunks.remainder().chunks_exact(2);
-    for c in &mut rest {
-        acc += u64::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [last] = rest.remainder() {
-        acc += u64::from(*last) << 8;
-    }
-    acc
-}
-
-/// Folds a sum to 16 bits (not complemented).
-fn fold(mut acc: u64) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
-}
-
-/// The ones' complement checksum of `data` (the IPv4 header checksum when its field is 0).
-pub fn checksum(data: &[u8]) -> u16 {
-    !fold(sum(0, data))
 }
 
 const PROTO_TCP: u8 = 6;
