@@ -305,6 +305,15 @@ impl Batch {
     }
 }
 
+/// A [`Batch`]'s buffers and lengths as engine packet buffers (packets after the headroom).
+fn packet_bufs<'a>(data: &'a mut [Box<[u8]>], len: &[usize; BATCH]) -> [PacketBuf<'a>; BATCH] {
+    let mut slots = data.iter_mut().zip(len.iter());
+    std::array::from_fn(|_| {
+        let (d, &l) = slots.next().expect("a Batch has BATCH buffers");
+        PacketBuf::new(d, HEADROOM, l).expect("HEADROOM + MAX_PACKET <= BUF_LEN")
+    })
+}
+
 /// What the daemon (not the engine) dropped a packet for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DaemonDrop {
@@ -572,11 +581,7 @@ impl Tunnel {
         let now = self.now();
         let plane = self.plane();
         let Batch { data, len, worker, .. } = b;
-        let mut slots = data.iter_mut().zip(len.iter());
-        let mut bufs: [PacketBuf<'_>; BATCH] = std::array::from_fn(|_| {
-            let (d, &l) = slots.next().expect("a Batch has BATCH buffers");
-            PacketBuf::new(d, HEADROOM, l).expect("HEADROOM + MAX_PACKET <= BUF_LEN")
-        });
+        let mut bufs = packet_bufs(data, len);
         let mut out = [Ok(Verdict::Bypass); BATCH];
         plane.outbound_batch(worker, &mut bufs[..k], &mut out[..k], now);
         let mut pkts: [&[u8]; BATCH] = [&[]; BATCH];
@@ -660,11 +665,7 @@ impl Tunnel {
             gro,
             ..
         } = b;
-        let mut slots = data.iter_mut().zip(len.iter());
-        let mut bufs: [PacketBuf<'_>; BATCH] = std::array::from_fn(|_| {
-            let (d, &l) = slots.next().expect("a Batch has BATCH buffers");
-            PacketBuf::new(d, HEADROOM, l).expect("HEADROOM + MAX_PACKET <= BUF_LEN")
-        });
+        let mut bufs = packet_bufs(data, len);
         // Whose SA each packet with a source would be opened with: looked up before opening
         // (which removes the outer header), in the plane that then opens it.
         let mut peer = [None; BATCH];
