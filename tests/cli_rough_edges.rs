@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+mod common;
+use common::run;
+
 const IPSEC: &str = env!("CARGO_BIN_EXE_ipsec");
 const TUNNELD: &str = env!("CARGO_BIN_EXE_tunneld");
 
@@ -25,16 +28,6 @@ fn example(name: &str) -> String {
         .join(name)
         .display()
         .to_string()
-}
-
-/// Runs a program; returns (exit code, stdout, stderr).
-fn run(program: &str, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(program).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn udp(len: usize) -> Vec<u8> {

@@ -5,11 +5,10 @@
 //! and tunneld refusing SAs that disagree about it.
 
 use etherparse::{Ipv4HeaderSlice, Ipv6Header, PacketBuilder, TcpHeader, UdpHeader};
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
-use pcap_file::DataLink;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Duration;
+use std::path::PathBuf;
+
+mod common;
+use common::{read_pcap, run, write_pcap};
 
 const IPSEC: &str = env!("CARGO_BIN_EXE_ipsec");
 const TUNNELD: &str = env!("CARGO_BIN_EXE_tunneld");
@@ -20,36 +19,6 @@ fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ipsec-espinudp-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d.join(name)
-}
-
-fn run(program: &str, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(program).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn write_pcap(path: &Path, packets: &[Vec<u8>]) {
-    let h = PcapHeader {
-        datalink: DataLink::RAW,
-        ..Default::default()
-    };
-    let mut w = PcapWriter::with_header(std::fs::File::create(path).unwrap(), h).unwrap();
-    for (i, p) in packets.iter().enumerate() {
-        w.write_packet(&PcapPacket::new(Duration::from_secs(i as u64), p.len() as u32, p))
-            .unwrap();
-    }
-}
-
-fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
-    let mut r = PcapReader::new(std::fs::File::open(path).unwrap()).unwrap();
-    let mut out = Vec::new();
-    while let Some(p) = r.next_packet() {
-        out.push(p.unwrap().data.into_owned());
-    }
-    out
 }
 
 fn udp4(src: [u8; 4], dst: [u8; 4], len: usize) -> Vec<u8> {

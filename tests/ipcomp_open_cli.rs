@@ -5,11 +5,11 @@
 //! SA's endpoints in tunnel mode) must be taken by the receiving IPComp SA, and only those.
 
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket};
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
-use pcap_file::DataLink;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+
+mod common;
+use common::{read_pcap, write_pcap};
 
 const ESP_TRANSPORT: &str = "proto esp spi 0x1001 mode transport aead 'rfc4106(gcm(aes))' \
     0x000102030405060708090a0b0c0d0e0f10111213 128";
@@ -76,27 +76,6 @@ fn capture() -> Vec<(Vec<u8>, bool)> {
         (udp4(&noise(300, 3), 6), false),
         (tcp6(&text(3000), 7), true),
     ]
-}
-
-fn write_pcap(path: &Path, packets: &[Vec<u8>]) {
-    let h = PcapHeader {
-        datalink: DataLink::RAW,
-        ..Default::default()
-    };
-    let mut w = PcapWriter::with_header(std::fs::File::create(path).unwrap(), h).unwrap();
-    for (i, p) in packets.iter().enumerate() {
-        w.write_packet(&PcapPacket::new(Duration::from_secs(i as u64), p.len() as u32, p))
-            .unwrap();
-    }
-}
-
-fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
-    let mut r = PcapReader::new(std::fs::File::open(path).unwrap()).unwrap();
-    let mut v = Vec::new();
-    while let Some(p) = r.next_packet() {
-        v.push(p.unwrap().data.to_vec());
-    }
-    v
 }
 
 /// Runs `ipsec <verb> --sa ... --in <input> --out <output>`: (exit code, stderr).

@@ -1,10 +1,13 @@
 //! `ipsec process`: captures through engines built from the example configs of two hosts.
 
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::DataLink;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+
+mod common;
+use common::read_pcap;
 
 fn udp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, len: usize) -> Vec<u8> {
     let b = etherparse::PacketBuilder::ipv4(src, dst, 64).udp(sport, dport);
@@ -29,15 +32,6 @@ fn write_pcap(path: &Path, packets: &[(u64, Vec<u8>)]) {
         w.write_packet(&PcapPacket::new(Duration::from_secs(*t), p.len() as u32, p))
             .unwrap();
     }
-}
-
-fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
-    let mut r = PcapReader::new(std::fs::File::open(path).unwrap()).unwrap();
-    let mut v = Vec::new();
-    while let Some(p) = r.next_packet() {
-        v.push(p.unwrap().data.to_vec());
-    }
-    v
 }
 
 fn tmp(name: &str) -> PathBuf {
