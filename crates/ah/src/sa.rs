@@ -21,6 +21,9 @@ pub struct Opened {
     pub seq: u64,
     /// AH's Next Header: the protocol of what was protected (4 or 41 in tunnel mode).
     pub next_header: u8,
+    /// The SA checks replays and `seq` is above every number it accepted before (see
+    /// `ipsec_esp::Opened::newest`).
+    pub newest: bool,
 }
 
 /// Room an SA needs around a packet.
@@ -279,7 +282,7 @@ impl Ah {
             return Err(Error::MalformedIp);
         }
         let (ah, rest) = ah_rest.split_at(ah_len);
-        let (seq, inner_len) = self.core.receive(repr.seq, |seq| {
+        let (seq, newest, inner_len) = self.core.receive(repr.seq, |seq| {
             let mut hi = [0u8; 4];
             let hi = self.core.esn_hi(seq, &mut hi);
             let mut scratch = [0u8; MAX_ICV_HEADER];
@@ -311,6 +314,7 @@ impl Ah {
         Ok(Opened {
             seq,
             next_header: repr.next_header,
+            newest,
         })
     }
 }

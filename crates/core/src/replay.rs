@@ -125,11 +125,14 @@ impl ReplayWindow {
     }
 
     /// Records `seq` as received, after its ICV verified. Checks again, so a packet accepted
-    /// twice between check and accept is still refused.
-    pub fn accept(&mut self, seq: u64) -> Result<(), Error> {
+    /// twice between check and accept is still refused. `Ok(true)` when the packet is *new*:
+    /// the window checks replays and `seq` is above every number accepted before (a late
+    /// packet inside the window, or any packet on an SA without a window, is `Ok(false)`).
+    /// Only a new packet may move a peer's learned address (RFC 7296 2.23; RFC 3948 4).
+    pub fn accept(&mut self, seq: u64) -> Result<bool, Error> {
         if self.size == 0 {
             self.top = self.top.max(seq);
-            return Ok(());
+            return Ok(false);
         }
         if seq == 0 {
             return Err(Error::SequenceZero);
@@ -145,6 +148,8 @@ impl ReplayWindow {
                 self.bitmap[b] = 0;
             }
             self.top = seq;
+            self.mark(seq);
+            return Ok(true);
         } else if self.top - seq >= self.size as u64 {
             return Err(Error::TooOld);
         } else {
@@ -154,7 +159,7 @@ impl ReplayWindow {
             }
         }
         self.mark(seq);
-        Ok(())
+        Ok(false)
     }
 }
 
@@ -295,7 +300,7 @@ impl SharedReplay {
     }
 
     /// [`ReplayWindow::accept`] under the lock.
-    pub fn accept(&self, seq: u64) -> Result<(), Error> {
+    pub fn accept(&self, seq: u64) -> Result<bool, Error> {
         self.window.lock().accept(seq)
     }
 
@@ -481,12 +486,36 @@ mod tests {
         assert_eq!(e.take_n(0), Err(Error::SequenceExhausted));
     }
 
+    /// Only a packet above every number accepted before is new; a late one inside the
+    /// window is accepted but not new; without a window nothing is new (RFC 7296 2.23).
+    #[test]
+    fn accept_says_which_packets_are_new() {
+        let mut w = ReplayWindow::new(64, false).unwrap();
+        assert_eq!(w.accept(w.check(5).unwrap()), Ok(true));
+        assert_eq!(w.accept(w.check(9).unwrap()), Ok(true));
+        assert_eq!(w.accept(w.check(7).unwrap()), Ok(false), "late, inside the window");
+        assert_eq!(w.check(9), Err(Error::Replay));
+        assert_eq!(w.accept(w.check(10).unwrap()), Ok(true));
+        let mut off = ReplayWindow::new(0, false).unwrap();
+        assert_eq!(
+            off.accept(off.check(5).unwrap()),
+            Ok(false),
+            "no replay check: never new"
+        );
+        assert_eq!(off.accept(off.check(6).unwrap()), Ok(false));
+        let mut esn = ReplayWindow::new(64, true).unwrap();
+        esn.set_last(u32::MAX as u64 - 1);
+        let past_wrap = esn.check(3).unwrap();
+        assert_eq!(past_wrap, (1u64 << 32) | 3);
+        assert_eq!(esn.accept(past_wrap), Ok(true), "ESN: the high bits count");
+    }
+
     #[test]
     fn shared_window_accepts_once() {
         let w = SharedReplay::new(ReplayWindow::new(64, false).unwrap());
         let s = w.check(7).unwrap();
         let again = w.check(7).unwrap(); // a second thread checked the same packet
-        assert_eq!(w.accept(s), Ok(()));
+        assert_eq!(w.accept(s), Ok(true));
         assert_eq!(w.accept(again), Err(Error::Replay));
         assert_eq!(w.top(), 7);
     }

@@ -135,11 +135,17 @@ impl SaCore {
     /// The receive sequence of RFC 4303 3.4.3 / RFC 4302 3.4.3 around `verify`: the replay
     /// check (which also infers the ESN high bits), then `verify(seq)` (the ICV check and, for
     /// ESP, decryption), and only when it succeeded the window update. The window lock is held
-    /// for the check and for the update, never while `verify` runs.
-    pub fn receive<T>(&self, seq_lo: u32, verify: impl FnOnce(u64) -> Result<T, Error>) -> Result<(u64, T), Error> {
+    /// for the check and for the update, never while `verify` runs. Returns the full sequence
+    /// number, whether the packet was new ([`ReplayWindow::accept`](crate::replay::ReplayWindow::accept))
+    /// and what `verify` returned.
+    pub fn receive<T>(
+        &self,
+        seq_lo: u32,
+        verify: impl FnOnce(u64) -> Result<T, Error>,
+    ) -> Result<(u64, bool, T), Error> {
         let seq = self.replay.check(seq_lo)?;
         let out = verify(seq)?;
-        self.replay.accept(seq)?;
-        Ok((seq, out))
+        let newest = self.replay.accept(seq)?;
+        Ok((seq, newest, out))
     }
 }

@@ -90,6 +90,19 @@ pub enum Verdict {
     Bypass,
 }
 
+/// What [`DataPlane::inbound_batch_arrivals`] reports about an inbound packet besides its
+/// verdict.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Arrival {
+    /// The SA that opened the outermost ESP, AH or IPComp header (`None`: none did).
+    pub sa: Option<SaId>,
+    /// That SA is ESP or AH, checks replays, and the packet's sequence number is above every
+    /// one it had accepted: a new packet, not a late, delayed or replayed copy. RFC 7296 2.23
+    /// lets only such a packet move a NAT'd peer's address (an attacker who captured an older
+    /// packet, or any packet of an SA without a replay window, cannot redirect the tunnel).
+    pub newest: bool,
+}
+
 /// One SA in a [`Snapshot`].
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -699,7 +712,7 @@ impl DataPlane {
     /// IPComp inside IPComp is refused (RFC 3173 section 2: never compress twice).
     pub fn inbound(&self, _w: &mut Worker, buf: &mut PacketBuf, now: Duration) -> Result<Verdict, Dropped> {
         let mut tallies = Tallies::default();
-        let r = self.inbound_one(buf, now, &mut tallies);
+        let r = self.inbound_one(buf, now, &mut tallies, &mut Arrival::default());
         tallies.flush(self, now);
         r
     }
@@ -716,7 +729,26 @@ impl DataPlane {
     ) {
         let mut tallies = Tallies::default();
         for (buf, o) in bufs.iter_mut().zip(out.iter_mut()) {
-            *o = self.inbound_one(buf, now, &mut tallies);
+            *o = self.inbound_one(buf, now, &mut tallies, &mut Arrival::default());
+        }
+        tallies.flush(self, now);
+    }
+
+    /// [`inbound_batch`](Self::inbound_batch) that also reports, in `arrivals[i]`, the SA
+    /// that opened packet `i`'s outermost header and whether the packet was new for it
+    /// ([`Arrival`]): a daemon attributes an accepted packet to its peer from this, without
+    /// looking the SA up again. Meaningful only where `out[i]` is `Ok(Verdict::Protected(_))`.
+    pub fn inbound_batch_arrivals(
+        &self,
+        _w: &mut Worker,
+        bufs: &mut [PacketBuf],
+        out: &mut [Result<Verdict, Dropped>],
+        arrivals: &mut [Arrival],
+        now: Duration,
+    ) {
+        let mut tallies = Tallies::default();
+        for ((buf, o), a) in bufs.iter_mut().zip(out.iter_mut()).zip(arrivals.iter_mut()) {
+            *o = self.inbound_one(buf, now, &mut tallies, a);
         }
         tallies.flush(self, now);
     }
@@ -736,7 +768,14 @@ impl DataPlane {
         self.sad.lookup(next, spi, outer.dst)
     }
 
-    fn inbound_one(&self, buf: &mut PacketBuf, now: Duration, tallies: &mut Tallies) -> Result<Verdict, Dropped> {
+    fn inbound_one(
+        &self,
+        buf: &mut PacketBuf,
+        now: Duration,
+        tallies: &mut Tallies,
+        arrival: &mut Arrival,
+    ) -> Result<Verdict, Dropped> {
+        *arrival = Arrival::default();
         let mut used = [Layer {
             id: SaId(0),
             before: 0,
@@ -799,12 +838,14 @@ impl DataPlane {
             }
             let before = buf.len();
             let r = e.sa.open(buf, outer.split);
-            let was_decompressed = match r {
-                Ok(d) => d,
+            let opened = match r {
+                Ok(o) => o,
                 Err(err) => return Err(self.drop_at(Direction::In, id, DropReason::of(&err), Some(err))),
             };
-            if e.config.params.proto == Proto::Comp {
-                decompressed |= was_decompressed;
+            decompressed |= opened.decompressed;
+            if depth == 0 {
+                arrival.sa = Some(id);
+                arrival.newest = opened.newest;
             }
             used[depth] = Layer {
                 id,

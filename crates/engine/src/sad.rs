@@ -179,13 +179,41 @@ impl SharedSa {
     }
 
     /// Removes the SA's header from an inbound packet whose outermost IPsec header is this
-    /// SA's, found at `split` (ESP and AH; IPComp finds its own). `Ok(true)` when IPComp
-    /// decompressed the packet, `Ok(false)` when it arrived uncompressed.
-    pub fn open(&self, buf: &mut PacketBuf, split: Split) -> Result<bool, PacketError> {
+    /// SA's, found at `split` (ESP and AH; IPComp finds its own).
+    pub fn open(&self, buf: &mut PacketBuf, split: Split) -> Result<LayerOpened, PacketError> {
         match self {
-            SharedSa::Esp(s) => s.open_at(buf, split).map(|_| true).map_err(Into::into),
-            SharedSa::Ah(s) => s.open_at(buf, split).map(|_| true).map_err(Into::into),
-            SharedSa::Comp(s) => Ok(matches!(s.lock().open(buf)?, OpenOutcome::Decompressed { .. })),
+            SharedSa::Esp(s) => s
+                .open_at(buf, split)
+                .map(|o| LayerOpened::authenticated(o.newest))
+                .map_err(Into::into),
+            SharedSa::Ah(s) => s
+                .open_at(buf, split)
+                .map(|o| LayerOpened::authenticated(o.newest))
+                .map_err(Into::into),
+            SharedSa::Comp(s) => Ok(LayerOpened {
+                decompressed: matches!(s.lock().open(buf)?, OpenOutcome::Decompressed { .. }),
+                newest: false,
+            }),
+        }
+    }
+}
+
+/// What [`SharedSa::open`] learned about one layer of an inbound packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LayerOpened {
+    /// IPComp: the payload was decompressed (`false`: its peer sent it uncompressed). ESP and
+    /// AH: `false`.
+    pub decompressed: bool,
+    /// ESP and AH: the SA checks replays and the packet's sequence number is above every one
+    /// it accepted before ([`ipsec_esp::Opened::newest`]). IPComp (no sequence numbers): `false`.
+    pub newest: bool,
+}
+
+impl LayerOpened {
+    fn authenticated(newest: bool) -> Self {
+        LayerOpened {
+            decompressed: false,
+            newest,
         }
     }
 }

@@ -78,6 +78,10 @@ pub struct Opened {
     pub next_header: u8,
     /// Pad length.
     pub pad_len: usize,
+    /// The SA checks replays and `seq` is above every number it accepted before: a new
+    /// packet, not a late or replayed copy (only such a packet may move a NAT'd peer's
+    /// endpoint, RFC 7296 2.23).
+    pub newest: bool,
 }
 
 /// One keyed ESP SA that any number of threads may use at once: [`Esp::seal`] and
@@ -494,7 +498,7 @@ impl Esp {
             return Err(Error::UnknownSpi(repr.spi));
         }
         let (body, icv) = esp.split_at_mut(esp_len - icv_len);
-        let (seq, ()) = self.core.receive(repr.seq, |seq| {
+        let (seq, newest, ()) = self.core.receive(repr.seq, |seq| {
             let mut hi = [0u8; 4];
             let hi = self.core.esn_hi(seq, &mut hi);
             match &self.crypto {
@@ -519,6 +523,7 @@ impl Esp {
             seq,
             next_header,
             pad_len,
+            newest,
         };
 
         match self.core.mode() {

@@ -239,7 +239,8 @@ fn check_open(c: &Case) {
         Opened {
             seq: c.seq,
             next_header: c.next_header,
-            pad_len: c.pad_len
+            pad_len: c.pad_len,
+            newest: true,
         },
         "{}",
         c.name

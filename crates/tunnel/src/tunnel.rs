@@ -17,7 +17,8 @@ use crate::offload::{self, Coalescer, Segmenter, VnetHdr, GSO_NONE, VNET_HDR_LEN
 use ipsec_core::PacketBuf;
 use ipsec_engine::overhead::{Calculator, Inner};
 use ipsec_engine::{
-    Action, DataPlane, Direction, Dropped, Engine, Event, PlaneHandle, SaConfig, Snapshot, Verdict, Worker,
+    Action, Arrival, DataPlane, Direction, Dropped, Engine, Event, PlaneHandle, SaConfig, SaId, Snapshot, Verdict,
+    Worker,
 };
 use serde::Serialize;
 use std::io;
@@ -441,17 +442,12 @@ impl Tunnel {
         outer_dst(packet).filter(|d| self.peers.is_empty() || self.peers.contains(d))
     }
 
-    /// The peer an inbound packet comes from as far as `plane` can tell before opening it:
-    /// the configured tunnel source of the SA it would be opened with
-    /// ([`DataPlane::inbound_sa`]), or the only peer if that SA names none. Once the same
-    /// plane accepts the packet, that SA authenticated it, so the peer is known: neither the
-    /// packet's (unauthenticated) outer source nor another peer's SA can stand in for it.
-    fn peer_of(&self, plane: &DataPlane, packet: &[u8]) -> Option<IpAddr> {
-        let configured = plane
-            .inbound_sa(packet)
-            .and_then(|id| plane.sad().get(id))
-            .and_then(|e| e.config.params.tunnel)
-            .map(|t| t.src);
+    /// The peer whose SA `sa` (of `plane`) is: the SA's configured tunnel source, or the only
+    /// peer if the SA names none. The engine reports the SA that authenticated a packet
+    /// ([`Arrival`]), so the peer is known: neither the packet's (unauthenticated) outer
+    /// source nor another peer's SA can stand in for it.
+    fn peer_of(&self, plane: &DataPlane, sa: SaId) -> Option<IpAddr> {
+        let configured = plane.sad().get(sa).and_then(|e| e.config.params.tunnel).map(|t| t.src);
         match (configured, &self.peers[..]) {
             (Some(src), _) => Some(src),
             (None, [only]) => Some(*only),
@@ -633,8 +629,11 @@ impl Tunnel {
 
     /// The first `n` slots of `b` (read from `rx`): keepalives and non-ESP datagrams
     /// counted, the packets opened by the engine as one batch and written to the TUN device.
-    /// For packets with a source (ESP in UDP), the last one each peer's SAs authenticated is
-    /// reported to `rx` with its peer ([`UnderlayRx::authenticated`], see [`Self::peer_of`]).
+    /// For packets with a source (ESP in UDP), the last *new* one each peer's SAs
+    /// authenticated (its sequence number above every one seen, on an SA with a replay window:
+    /// [`Arrival::newest`], RFC 7296 2.23) is reported to `rx` with its peer
+    /// ([`UnderlayRx::authenticated`], see [`Self::peer_of`]); a late, replayed or
+    /// window-less packet never moves a peer's endpoint.
     pub fn inbound_batch(&self, b: &mut Batch, n: usize, rx: &dyn UnderlayRx, tun: &dyn TunIo) {
         let c = &self.counters;
         let n = n.min(BATCH);
@@ -666,16 +665,9 @@ impl Tunnel {
             ..
         } = b;
         let mut bufs = packet_bufs(data, len);
-        // Whose SA each packet with a source would be opened with: looked up before opening
-        // (which removes the outer header), in the plane that then opens it.
-        let mut peer = [None; BATCH];
-        for ((p, b), from) in peer.iter_mut().zip(&bufs[..k]).zip(&src[..k]) {
-            if from.is_some() {
-                *p = self.peer_of(&plane, b.packet());
-            }
-        }
         let mut out = [Ok(Verdict::Bypass); BATCH];
-        plane.inbound_batch(worker, &mut bufs[..k], &mut out[..k], now);
+        let mut arrivals = [Arrival::default(); BATCH];
+        plane.inbound_batch_arrivals(worker, &mut bufs[..k], &mut out[..k], &mut arrivals[..k], now);
         // The last source per peer, in order of first appearance.
         let mut learned: [Option<(IpAddr, SocketAddr)>; BATCH] = [None; BATCH];
         let mut opened = [0usize; BATCH];
@@ -683,7 +675,11 @@ impl Tunnel {
         for (i, (verdict, from)) in out[..k].iter().zip(&src[..k]).enumerate() {
             match verdict {
                 Ok(Verdict::Protected(_)) => {
-                    if let (Some(from), Some(p)) = (*from, peer[i]) {
+                    let a = arrivals[i];
+                    let peer =
+                        a.sa.filter(|_| a.newest && from.is_some())
+                            .and_then(|sa| self.peer_of(&plane, sa));
+                    if let (Some(from), Some(p)) = (*from, peer) {
                         let slot = learned.iter().position(|l| l.is_none_or(|(q, _)| q == p));
                         if let Some(j) = slot {
                             learned[j] = Some((p, from));

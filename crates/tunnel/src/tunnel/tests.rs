@@ -964,6 +964,64 @@ fn each_peer_is_learned_only_from_packets_its_own_sas_authenticated() {
     assert!(!learned.iter().any(|(p, s)| *p == ip("fd00:99::3") && *s != c_ep));
 }
 
+fn bundle_esp_no_window(src: &str, dst: &str, spi: u32) -> Vec<SaConfig> {
+    let mut c = esp_gcm("esp", spi, src, dst);
+    c.params.replay_window = 0;
+    vec![c]
+}
+
+/// Gives A the datagrams, each from its source, as one batch; what A learned.
+fn learn_from(a: &Tunnel, datagrams: Vec<(Vec<u8>, SocketAddr)>) -> (usize, Vec<(IpAddr, SocketAddr)>) {
+    let rx = FakeBatchRx::default();
+    *rx.sources.lock().unwrap() = datagrams.iter().map(|(_, s)| *s).collect();
+    *rx.datagrams.lock().unwrap() = datagrams.into_iter().map(|(d, _)| (d, RxKind::Packet)).collect();
+    let mut batch = Batch::new();
+    let n = rx.recv_batch(&mut batch).unwrap();
+    let tun = FakeTun::default();
+    a.inbound_batch(&mut batch, n, &rx, &tun);
+    let learned = rx.learned.lock().unwrap().clone();
+    (tun.written().len(), learned)
+}
+
+/// RFC 7296 2.23: only a packet newer than any seen, on an SA with replay protection, moves
+/// a peer's endpoint. A packet captured on the way (sequence number inside the window, below
+/// the highest seen, never received) and sent from elsewhere opens (it is authentic) but
+/// moves nothing; a replay is dropped; B's next new packet from the new address moves it.
+/// Without a replay window nothing moves the endpoint at all.
+#[test]
+fn only_new_packets_move_a_peers_endpoint() {
+    let (a, b) = pair(bundle_esp);
+    let p: Vec<_> = (1..=4)
+        .map(|i| seal(&b, &udp4([10, 0, 0, 2], [10, 0, 0, 1], i)))
+        .collect();
+    let (nat, thief) = (
+        SocketAddr::new(ip("198.51.100.7"), 31000),
+        SocketAddr::new(ip("203.0.113.66"), 666),
+    );
+    // Packets 1 and 3 arrive from the NAT; 2 was captured on the way and never arrived.
+    let (written, learned) = learn_from(&a, vec![(p[0].clone(), nat), (p[2].clone(), nat)]);
+    assert_eq!((written, learned.clone()), (2, vec![(ip(B), nat)]));
+    // The captured packet 2 and a replay of 3, both from the thief's address.
+    let (written, learned) = learn_from(&a, vec![(p[1].clone(), thief), (p[2].clone(), thief)]);
+    assert_eq!(written, 1, "the late packet opens, the replay does not");
+    assert_eq!(learned, vec![], "neither moves the endpoint");
+    // B's next packet from a new address (its NAT rebinding): learned.
+    let rebound = SocketAddr::new(ip("198.51.100.7"), 31001);
+    let (written, learned) = learn_from(&a, vec![(p[3].clone(), rebound)]);
+    assert_eq!((written, learned), (1, vec![(ip(B), rebound)]));
+
+    // replay_window = 0: every packet opens, none is new, nothing is learned.
+    let (a, b) = pair(bundle_esp_no_window);
+    let p: Vec<_> = (1..=2)
+        .map(|i| seal(&b, &udp4([10, 0, 0, 2], [10, 0, 0, 1], i)))
+        .collect();
+    let (written, learned) = learn_from(
+        &a,
+        vec![(p[0].clone(), nat), (p[1].clone(), thief), (p[1].clone(), thief)],
+    );
+    assert_eq!((written, learned), (3, vec![]));
+}
+
 /// The same through real ESP-in-UDP sockets on the loopback (A 127.0.0.1 with peers B
 /// 127.0.0.2 and C 127.0.0.3): B's packet from C's address moves B's endpoint only; a
 /// forgery with C's SPI moves nothing; C's own packet moves C's.
