@@ -20,10 +20,9 @@
 
 use clap::Parser;
 use ipsec::config;
-use ipsec::tool;
 use ipsec_tunnel::daemon::{self, Options};
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -121,11 +120,9 @@ fn main() -> ExitCode {
         }
     };
     // The stats file is written as FILE.tmp, then renamed: both must be possible, and that
-    // is found out now rather than every second once running.
+    // is found out now rather than every second once running (following no symbolic link).
     if let Some(p) = &args.stats {
-        let mut tmp = p.clone().into_os_string();
-        tmp.push(".tmp");
-        if let Err(e) = tool::check_writable(p).and_then(|()| tool::check_writable(Path::new(&tmp))) {
+        if let Err(e) = ipsec_tunnel::stats::check_path(p) {
             eprintln!("tunneld: --stats {e}");
             return ExitCode::from(2);
         }
