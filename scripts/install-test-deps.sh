@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the interop tests need on a fresh Debian machine: tshark (Debian) and
-# scapy + cryptography (PyPI). Idempotent: does nothing for what is already there.
+# Installs what the interop tests need on a fresh Debian machine: tshark and promtool (Debian
+# packages tshark and prometheus, whose service is not started) and scapy + cryptography (PyPI).
+# Idempotent: does nothing for what is already there.
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -9,6 +10,13 @@ if ! command -v tshark >/dev/null 2>&1; then
   echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections || true
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq tshark >/dev/null
+fi
+if ! command -v promtool >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  # promtool checks `ipsec show --format prometheus` (the package's server is not started here:
+  # the test machines have no init system that would run it).
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 PY=${PYTHON:-python3}
 if ! "$PY" -c 'import scapy.layers.ipsec, cryptography, pytest' >/dev/null 2>&1; then

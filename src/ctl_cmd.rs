@@ -418,7 +418,9 @@ pub fn show_text(v: &Value) -> String {
         .flatten()
         .chain(sa["comp"].as_str().map(|c| format!("comp {c}")))
         .collect();
-        out.push_str(&format!("  algorithms: {}\n", algs.join("; ")));
+        if !algs.is_empty() {
+            out.push_str(&format!("  algorithms: {}\n", algs.join("; ")));
+        }
         out.push_str(&format!("  state: {}, age {} s\n", s(&sa["state"]), sa["age_seconds"]));
         for dir in ["inbound", "outbound"] {
             let c = &sa[dir];
@@ -451,9 +453,73 @@ pub fn show_text(v: &Value) -> String {
     out
 }
 
+/// How `ipsec show` prints.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ShowFormat {
+    /// Per SA, like `wg show`.
+    #[default]
+    Text,
+    /// The daemon's JSON (the same as --json).
+    Json,
+    /// The Prometheus text format (for node_exporter's textfile collector).
+    Prometheus,
+}
+
+/// `ipsec show`'s own options.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ShowArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ShowFormat::Text)]
+    pub format: ShowFormat,
+    /// Read tunneld's stats file (`tunneld --stats FILE`) instead of asking the control
+    /// socket: it has the daemon's and the peers' counters too, and needs no root.
+    #[arg(long, value_name = "FILE")]
+    pub stats: Option<PathBuf>,
+}
+
 /// `ipsec show`.
-pub fn run_show(opts: &ControlOpts) -> ExitCode {
-    respond(opts, r#"{"v":1,"op":"show"}"#, show_text)
+pub fn run_show(opts: &ControlOpts, a: &ShowArgs) -> ExitCode {
+    let format = if opts.json { ShowFormat::Json } else { a.format };
+    let Some(path) = &a.stats else {
+        return match format {
+            ShowFormat::Prometheus => respond(
+                &ControlOpts {
+                    json: false,
+                    ..opts.clone()
+                },
+                r#"{"v":1,"op":"show"}"#,
+                crate::metrics::prometheus,
+            ),
+            ShowFormat::Json => respond(
+                &ControlOpts {
+                    json: true,
+                    ..opts.clone()
+                },
+                r#"{"v":1,"op":"show"}"#,
+                show_text,
+            ),
+            ShowFormat::Text => respond(opts, r#"{"v":1,"op":"show"}"#, show_text),
+        };
+    };
+    let v: Value = match std::fs::read(path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("not tunneld's stats JSON: {e}")))
+    {
+        Ok(v) => v,
+        Err(e) => return fail(format!("{}: {e}", path.display())),
+    };
+    let out = match format {
+        ShowFormat::Prometheus => crate::metrics::prometheus(&v),
+        ShowFormat::Json => format!("{v}\n"),
+        ShowFormat::Text => {
+            // The stats file keeps the engine's snapshot under `engine`.
+            let mut flat = v["engine"].clone();
+            flat["uptime_seconds"] = v["uptime_seconds"].clone();
+            show_text(&flat)
+        }
+    };
+    print!("{out}");
+    ExitCode::SUCCESS
 }
 
 /// One event as `ipsec monitor` prints it.

@@ -21,6 +21,7 @@ pub use ipsec_model as model;
 
 pub mod check_config;
 pub mod ctl_cmd;
+pub mod metrics;
 pub mod model_cmd;
 pub mod overhead_cmd;
 pub mod pcapio;

@@ -53,6 +53,8 @@ enum Cmd {
     Show {
         #[command(flatten)]
         opts: ipsec::ctl_cmd::ControlOpts,
+        #[command(flatten)]
+        show: ipsec::ctl_cmd::ShowArgs,
     },
     /// tunneld's events as they happen (SA added, replaced, removed, retired, expired; policy changes).
     Monitor {
@@ -114,7 +116,7 @@ fn main() -> ExitCode {
         Cmd::Process(a) => return ipsec::process_cmd::run(&a),
         Cmd::Sa { cmd, opts } => return ipsec::ctl_cmd::run_sa(&cmd, &opts),
         Cmd::Policy { cmd, opts } => return ipsec::ctl_cmd::run_policy(&cmd, &opts),
-        Cmd::Show { opts } => return ipsec::ctl_cmd::run_show(&opts),
+        Cmd::Show { opts, show } => return ipsec::ctl_cmd::run_show(&opts, &show),
         Cmd::Monitor { opts, count } => return ipsec::ctl_cmd::run_monitor(&opts, count),
         Cmd::Model(a) => {
             return match ipsec::model_cmd::run(a) {

@@ -218,3 +218,61 @@ fn a_bad_config_is_a_usage_error_naming_the_line() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("bad.toml:5"), "{err}");
 }
+
+/// `ipsec show --stats FILE --format prometheus` on the counters `ipsec process` wrote: each
+/// SA's packets and drops as labelled `_total` samples equal to the JSON's, and (where
+/// Debian's `prometheus` package is installed, as scripts/test.sh does) `promtool check
+/// metrics` accepts the output.
+#[test]
+fn counters_render_as_prometheus_text_that_promtool_accepts() {
+    const A: [u8; 4] = [192, 0, 2, 1];
+    const B: [u8; 4] = [192, 0, 2, 2];
+    let plain = tmp("prom-plain.pcap");
+    write_pcap(
+        &plain,
+        &[(0, udp(A, B, 4000, 5000, 600)), (1, udp(A, [192, 0, 2, 9], 1, 2, 50))],
+    );
+    let sealed = tmp("prom-sealed.pcap");
+    let (_, err, stats) = process(&example("host-a.toml"), "out", &plain, &sealed);
+    let out = Command::new(env!("CARGO_BIN_EXE_ipsec"))
+        .args(["show", "--format", "prometheus", "--stats"])
+        .arg(sealed.with_extension("json"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{err} {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let esp = sa(&stats, "esp-ab");
+    let want = format!(
+        "ipsec_sa_packets_total{{sa=\"esp-ab\",spi=\"{:#x}\",proto=\"esp\",direction=\"out\"}} {}",
+        esp["spi"].as_u64().unwrap(),
+        esp["outbound"]["packets"]
+    );
+    assert!(text.lines().any(|l| l == want), "missing `{want}` in\n{text}");
+    assert!(
+        text.lines()
+            .any(|l| l == "ipsec_drops_total{direction=\"out\",reason=\"policy_discard\"} 1"),
+        "{text}"
+    );
+    match Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        Ok(mut p) => {
+            use std::io::Write;
+            p.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+            let o = p.wait_with_output().unwrap();
+            assert!(
+                o.status.success(),
+                "promtool check metrics: {}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        Err(_) => {
+            eprintln!("NOTE: promtool not installed (Debian package prometheus): the format was checked here only")
+        }
+    }
+}
