@@ -19,7 +19,7 @@ use zeroize::Zeroizing;
 
 /// A string that holds key material (`key = "..."`, `xfrm = "..."`): zeroed when dropped,
 /// and a value of the wrong type is described, never shown.
-struct Secret(Zeroizing<String>);
+pub(crate) struct Secret(Zeroizing<String>);
 
 impl<'de> Deserialize<'de> for Secret {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -56,7 +56,7 @@ impl<'de> Deserialize<'de> for Secret {
 }
 
 impl Secret {
-    fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         self.0.as_str()
     }
 }
@@ -69,6 +69,8 @@ struct File {
     #[serde(default)]
     policy: Vec<Spanned<PolicyToml>>,
     tunnel: Option<Spanned<TunnelToml>>,
+    #[serde(default)]
+    connection: Vec<Spanned<crate::connection::ConnectionToml>>,
 }
 
 /// `[tunnel]`: tunneld's settings.
@@ -325,6 +327,23 @@ pub fn parse_known(text: &str, known: &[&str]) -> Result<Config, ConfigError> {
     }
     if let Some(t) = &file.tunnel {
         config.tunnel = Some(tunnel_config(t.get_ref(), &lines, lines.of(t))?);
+    }
+    for c in file.connection {
+        let line = lines.of(&c);
+        let c = c
+            .into_inner()
+            .into_config(line)
+            .map_err(|m| ConfigError::at(line, ErrorKind::Invalid(m)))?;
+        if let Some(other) = config.connections.iter().find(|o| o.name == c.name) {
+            return Err(ConfigError::at(
+                line,
+                ErrorKind::Invalid(format!(
+                    "another connection is already named `{}` (line {})",
+                    c.name, other.line
+                )),
+            ));
+        }
+        config.connections.push(c);
     }
     Ok(config)
 }

@@ -55,6 +55,7 @@
 //! Policies match in the order given, per direction; the first match wins. An outbound or
 //! inbound packet that matches no policy is discarded (RFC 4301 5.1, 5.2).
 
+pub mod connection;
 pub mod from_toml;
 mod sa_encap;
 pub mod setkey;
@@ -118,6 +119,8 @@ pub struct Config {
     pub lines: Lines,
     /// The TOML `[tunnel]` table, for `tunneld` (the engine does not use it).
     pub tunnel: Option<TunnelConfig>,
+    /// The TOML `[[connection]]`s: IKEv2 connections ([`connection`]), for `tunneld`.
+    pub connections: Vec<connection::ConnectionConfig>,
 }
 
 /// `tunneld`'s settings (the TOML `[tunnel]` table): every field optional.

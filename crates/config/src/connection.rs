@@ -1,0 +1,631 @@
+//! IKEv2 connections in the TOML config (`[[connection]]`), in the words of strongSwan's
+//! swanctl.conf so that a gateway's connection can be copied across, and the pre-shared keys
+//! they use from a separate secrets file ([`Secrets`]).
+//!
+//! ```toml
+//! [[connection]]
+//! name = "site-b"                       # swanctl: connections { site-b { ... } }
+//! local_addrs = ["192.0.2.1"]           # this host's IKE address (one; IPv4 or IPv6)
+//! remote_addrs = ["198.51.100.2"]       # the peer's (one; "%any" to accept any as responder)
+//! proposals = ["aes128gcm16-prfsha256-x25519", "aes256-sha256-ecp384"]   # default: "default"
+//! encap = false                         # true: ESP in UDP even without a NAT (port 4500)
+//! dpd_delay = 30                        # seconds between liveness checks; 0 = off (default 0)
+//! local = { id = "site-a.example", auth = "psk" }    # id default: local address
+//! remote = { id = "site-b.example", auth = "psk" }   # id default: remote address
+//!
+//! [[connection.children]]              # swanctl: children { net { ... } }
+//! name = "net"
+//! local_ts = ["10.1.0.0/16"]            # default: the local address (swanctl's "dynamic")
+//! remote_ts = ["10.2.0.0/16"]
+//! esp_proposals = ["aes128gcm16-esn", "aes128gcm16"]   # default: "default"
+//! start_action = "start"                # start | trap | none (default none: wait for the peer)
+//! ```
+//!
+//! Pre-shared keys are never in this file: they live in a secrets file given with
+//! `[tunnel] secrets = "PATH"` (or `tunneld --secrets`), which must be a regular file of mode
+//! 0600 or stricter ([`Secrets::load`] refuses anything else):
+//!
+//! ```toml
+//! [[ike]]                               # swanctl: secrets { ike-site-b { ... } }
+//! id = ["site-a.example", "site-b.example"]   # the identities the key is for (either side)
+//! secret = "0x<hex>"                    # or the key's bytes as a string
+//! ```
+//!
+//! Here the syntax is checked (addresses, prefixes, names, values); the proposal strings are
+//! checked against the algorithms the IKE implementation supports when the daemon builds its
+//! IKE configuration from them.
+
+use std::net::IpAddr;
+
+/// What a child SA does when its connection is loaded (swanctl's `start_action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StartAction {
+    /// Wait for the peer to initiate.
+    #[default]
+    None,
+    /// Initiate at once (and again after the peer goes away).
+    Start,
+    /// Install a trap: the first packet that matches the child's selectors starts it.
+    Trap,
+}
+
+/// A traffic selector as configured: an address prefix, optionally a protocol and port range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TsConfig {
+    /// The network address.
+    pub addr: IpAddr,
+    /// Prefix length.
+    pub prefix_len: u8,
+    /// IP protocol (None: any).
+    pub proto: Option<u8>,
+    /// Port range (inclusive), `(0, 65535)` for any.
+    pub ports: (u16, u16),
+}
+
+/// One child SA of a connection (swanctl's `children` section).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildConfig {
+    /// Its name, unique within the connection.
+    pub name: String,
+    /// Local traffic selectors (empty: the connection's local address).
+    pub local_ts: Vec<TsConfig>,
+    /// Remote traffic selectors (empty: the connection's remote address).
+    pub remote_ts: Vec<TsConfig>,
+    /// ESP proposals in strongSwan's words, in order of preference.
+    pub esp_proposals: Vec<String>,
+    /// What happens when the connection is loaded.
+    pub start_action: StartAction,
+}
+
+/// An authentication round's identity and method (swanctl's `local` / `remote` sections).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AuthConfig {
+    /// The identity (swanctl's `id`): an address, an FQDN, `user@fqdn`; None: the address.
+    pub id: Option<String>,
+}
+
+/// One IKEv2 connection (swanctl's `connections` section).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionConfig {
+    /// Its name, unique in the file.
+    pub name: String,
+    /// 1-based line of its `[[connection]]` header.
+    pub line: usize,
+    /// This host's IKE address.
+    pub local_addr: IpAddr,
+    /// The peer's IKE address; None: any (responder only).
+    pub remote_addr: Option<IpAddr>,
+    /// IKE proposals in strongSwan's words, in order of preference.
+    pub proposals: Vec<String>,
+    /// ESP in UDP even without a NAT.
+    pub encap: bool,
+    /// Seconds between liveness checks; 0 = off.
+    pub dpd_delay: u64,
+    /// This host's identity.
+    pub local: AuthConfig,
+    /// The identity the peer must prove.
+    pub remote: AuthConfig,
+    /// The child SAs.
+    pub children: Vec<ChildConfig>,
+}
+
+/// `[[connection]]` as written.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ConnectionToml {
+    name: String,
+    local_addrs: Vec<String>,
+    #[serde(default)]
+    remote_addrs: Vec<String>,
+    #[serde(default)]
+    proposals: Vec<String>,
+    #[serde(default)]
+    encap: bool,
+    #[serde(default)]
+    dpd_delay: u64,
+    #[serde(default)]
+    local: AuthToml,
+    #[serde(default)]
+    remote: AuthToml,
+    #[serde(default)]
+    children: Vec<ChildToml>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct AuthToml {
+    id: Option<String>,
+    auth: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChildToml {
+    name: String,
+    #[serde(default)]
+    local_ts: Vec<String>,
+    #[serde(default)]
+    remote_ts: Vec<String>,
+    #[serde(default)]
+    esp_proposals: Vec<String>,
+    start_action: Option<String>,
+}
+
+fn one_addr(v: &[String], what: &str, any_ok: bool) -> Result<Option<IpAddr>, String> {
+    match v {
+        [] if any_ok => Ok(None),
+        [a] if any_ok && (a == "%any" || a == "%any4" || a == "%any6") => Ok(None),
+        [a] => a
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("{what}: `{a}` is not an IP address (host names are not resolved)")),
+        [] => Err(format!("{what}: one address is needed")),
+        _ => Err(format!("{what}: one address only (several are not supported yet)")),
+    }
+}
+
+fn proposals(v: Vec<String>, what: &str) -> Result<Vec<String>, String> {
+    if v.is_empty() {
+        return Ok(vec![DEFAULT_PROPOSAL.to_string()]);
+    }
+    for p in &v {
+        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+            return Err(format!(
+                "{what}: `{p}` is not a proposal (e.g. aes128gcm16-prfsha256-x25519)"
+            ));
+        }
+    }
+    Ok(v)
+}
+
+impl ConnectionToml {
+    /// Checks and converts; `line` is the line of its `[[connection]]` header.
+    pub(crate) fn into_config(self, line: usize) -> Result<ConnectionConfig, String> {
+        let name = self.name;
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+            return Err(format!(
+                "connection `{name}`: a name of letters, digits, `-`, `_` and `.`"
+            ));
+        }
+        let at = |m: String| format!("connection `{name}`: {m}");
+        let local_addr = one_addr(&self.local_addrs, "local_addrs", false)
+            .map_err(at)?
+            .expect("required");
+        let remote_addr = one_addr(&self.remote_addrs, "remote_addrs", true).map_err(at)?;
+        if remote_addr.is_some_and(|r| r.is_ipv4() != local_addr.is_ipv4()) {
+            return Err(at("local_addrs and remote_addrs are of different IP versions".into()));
+        }
+        for (a, side) in [(&self.local, "local"), (&self.remote, "remote")] {
+            match a.auth.as_deref() {
+                None | Some("psk") => {}
+                Some(other) => {
+                    return Err(at(format!(
+                        "{side}.auth = \"{other}\": only \"psk\" is supported (certificates come with IKEv2 part 2)"
+                    )))
+                }
+            }
+        }
+        let mut children = Vec::new();
+        for c in self.children {
+            let cname = c.name;
+            if cname.is_empty() || children.iter().any(|x: &ChildConfig| x.name == cname) {
+                return Err(at(format!("child `{cname}`: a unique, non-empty name is needed")));
+            }
+            let ts = |v: Vec<String>| -> Result<Vec<TsConfig>, String> { v.iter().map(|s| parse_ts(s)).collect() };
+            let start_action = match c.start_action.as_deref() {
+                None | Some("none") => StartAction::None,
+                Some("start") => StartAction::Start,
+                Some("trap") => StartAction::Trap,
+                Some(o) => return Err(at(format!("child `{cname}`: start_action `{o}` (start, trap or none)"))),
+            };
+            children.push(ChildConfig {
+                local_ts: ts(c.local_ts).map_err(|e| at(format!("child `{cname}`: {e}")))?,
+                remote_ts: ts(c.remote_ts).map_err(|e| at(format!("child `{cname}`: {e}")))?,
+                esp_proposals: proposals(c.esp_proposals, "esp_proposals")
+                    .map_err(|e| at(format!("child `{cname}`: {e}")))?,
+                start_action,
+                name: cname,
+            });
+        }
+        if children.is_empty() {
+            return Err(at(
+                "no [[connection.children]]: a connection carries at least one child SA".into(),
+            ));
+        }
+        if remote_addr.is_none() && children.iter().any(|c| c.start_action != StartAction::None) {
+            return Err(at(
+                "start_action start or trap needs a remote address to initiate to".into()
+            ));
+        }
+        Ok(ConnectionConfig {
+            proposals: proposals(self.proposals, "proposals").map_err(at)?,
+            name,
+            line,
+            local_addr,
+            remote_addr,
+            encap: self.encap,
+            dpd_delay: self.dpd_delay,
+            local: AuthConfig { id: self.local.id },
+            remote: AuthConfig { id: self.remote.id },
+            children,
+        })
+    }
+}
+
+/// `swanctl`'s `default` proposal keyword, kept as written.
+pub const DEFAULT_PROPOSAL: &str = "default";
+
+/// Parses a traffic selector: `10.1.0.0/16`, `192.0.2.7`, `10.1.0.0/16[tcp/443]`,
+/// `fd00::/64[udp]`, `0.0.0.0/0[/53]` (swanctl's syntax).
+pub fn parse_ts(s: &str) -> Result<TsConfig, String> {
+    let (net, sel) = match s.find('[') {
+        Some(i) if s.ends_with(']') => (&s[..i], Some(&s[i + 1..s.len() - 1])),
+        Some(_) => return Err(format!("traffic selector `{s}`: `[` without a closing `]`")),
+        None => (s, None),
+    };
+    let (addr, len) = match net.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (net, None),
+    };
+    let addr: IpAddr = addr
+        .trim()
+        .parse()
+        .map_err(|_| format!("traffic selector `{s}`: `{addr}` is not an IP address"))?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let prefix_len = match len {
+        None => max,
+        Some(l) => l
+            .trim()
+            .parse::<u8>()
+            .ok()
+            .filter(|&l| l <= max)
+            .ok_or_else(|| format!("traffic selector `{s}`: prefix length `{l}` (0..={max})"))?,
+    };
+    let (mut proto, mut ports) = (None, (0u16, 65535u16));
+    if let Some(sel) = sel {
+        let (p, port) = match sel.split_once('/') {
+            Some((p, port)) => (p, Some(port)),
+            None => (sel, None),
+        };
+        proto = match p.trim() {
+            "" | "any" => None,
+            "tcp" => Some(6),
+            "udp" => Some(17),
+            "icmp" => Some(1),
+            "ipv6-icmp" | "icmpv6" => Some(58),
+            "sctp" => Some(132),
+            n => Some(
+                n.parse::<u8>()
+                    .map_err(|_| format!("traffic selector `{s}`: unknown protocol `{n}`"))?,
+            ),
+        };
+        if let Some(port) = port {
+            let bad = || format!("traffic selector `{s}`: port `{port}` (a number, lo-hi or any)");
+            ports = match port.trim() {
+                "" | "any" => (0, 65535),
+                x => match x.split_once('-') {
+                    Some((lo, hi)) => {
+                        let lo = lo.parse().map_err(|_| bad())?;
+                        let hi = hi.parse().map_err(|_| bad())?;
+                        if lo > hi {
+                            return Err(bad());
+                        }
+                        (lo, hi)
+                    }
+                    None => {
+                        let p = x.parse().map_err(|_| bad())?;
+                        (p, p)
+                    }
+                },
+            };
+        }
+    }
+    Ok(TsConfig {
+        addr,
+        prefix_len,
+        proto,
+        ports,
+    })
+}
+
+/// A pre-shared key for a set of identities (one `[[ike]]` of the secrets file).
+pub struct Psk {
+    /// The identities it is for (swanctl's `id-*`); empty: any.
+    pub ids: Vec<String>,
+    /// The key. Zeroed when dropped; never shown by `Debug`.
+    pub secret: zeroize::Zeroizing<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Psk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Psk")
+            .field("ids", &self.ids)
+            .field("secret", &format_args!("({} bytes, not shown)", self.secret.len()))
+            .finish()
+    }
+}
+
+/// The secrets file: pre-shared keys for IKE.
+#[derive(Debug, Default)]
+pub struct Secrets {
+    /// The keys, in file order.
+    pub psks: Vec<Psk>,
+}
+
+impl Secrets {
+    /// The key for a connection between identities `local` and `remote`: the first entry
+    /// whose identities include both (an entry naming one identity matches either side, as
+    /// swanctl's best match does for a single `id`; an entry naming none matches any).
+    pub fn psk_for(&self, local: &str, remote: &str) -> Option<&Psk> {
+        let score = |p: &Psk| -> Option<u8> {
+            let l = p.ids.iter().any(|i| i == local);
+            let r = p.ids.iter().any(|i| i == remote);
+            match (p.ids.len(), l, r) {
+                (0, _, _) => Some(0),
+                (_, true, true) => Some(3),
+                (1, true, _) | (1, _, true) => Some(1),
+                _ => None,
+            }
+        };
+        self.psks
+            .iter()
+            .filter_map(|p| score(p).map(|s| (s, p)))
+            .max_by_key(|(s, _)| *s)
+            .map(|(_, p)| p)
+    }
+
+    /// Parses the secrets file's text. Errors name the line, never a secret.
+    pub fn parse(text: &str) -> Result<Secrets, String> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct File {
+            #[serde(default)]
+            ike: Vec<toml::Spanned<Entry>>,
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Entry {
+            #[serde(default)]
+            id: Ids,
+            secret: crate::from_toml::Secret,
+        }
+        #[derive(serde::Deserialize, Default)]
+        #[serde(untagged)]
+        enum Ids {
+            #[default]
+            None,
+            One(String),
+            Many(Vec<String>),
+        }
+        let line = |off: usize| text[..off.min(text.len())].matches('\n').count() + 1;
+        // A TOML error's message may quote the offending value: report only where it is.
+        let file: File = toml::from_str(text).map_err(|e| match e.span() {
+            Some(s) => format!(
+                "line {}: not a well-formed secrets file (value not shown)",
+                line(s.start)
+            ),
+            None => "not a well-formed secrets file (value not shown)".to_string(),
+        })?;
+        let mut psks = Vec::new();
+        for e in file.ike {
+            let at = line(e.span().start);
+            let e = e.into_inner();
+            let secret = if let Some(hex) = e.secret.as_str().strip_prefix("0x") {
+                zeroize::Zeroizing::new(
+                    hex::decode(hex).map_err(|_| format!("line {at}: the secret is not valid hex after 0x"))?,
+                )
+            } else {
+                zeroize::Zeroizing::new(e.secret.as_str().as_bytes().to_vec())
+            };
+            if secret.is_empty() {
+                return Err(format!("line {at}: an empty secret"));
+            }
+            let ids = match e.id {
+                Ids::None => vec![],
+                Ids::One(s) => vec![s],
+                Ids::Many(v) => v,
+            };
+            psks.push(Psk { ids, secret });
+        }
+        Ok(Secrets { psks })
+    }
+
+    /// Reads the secrets file at `path`: it must be a regular file (not a symbolic link)
+    /// that only its owner may read or write (mode 0600 or stricter) and owned by the user
+    /// reading it or by root; anything else is refused, as strongSwan and OpenSSH refuse
+    /// keys others can read.
+    pub fn load(path: &std::path::Path) -> Result<Secrets, String> {
+        use std::io::Read;
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let shown = path.display();
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| format!("{shown}: {e} (a symbolic link is refused)"))?;
+        let m = f.metadata().map_err(|e| format!("{shown}: {e}"))?;
+        if !m.is_file() {
+            return Err(format!("{shown}: not a regular file"));
+        }
+        if m.mode() & 0o077 != 0 {
+            return Err(format!(
+                "{shown}: mode {:04o}: others may read or change the pre-shared keys; chmod 600 it",
+                m.mode() & 0o7777
+            ));
+        }
+        let euid = effective_uid();
+        if m.uid() != 0 && m.uid() != euid {
+            return Err(format!("{shown}: owned by uid {}, neither root nor this user", m.uid()));
+        }
+        if m.len() > 1 << 20 {
+            return Err(format!("{shown}: larger than 1 MiB"));
+        }
+        let mut text = zeroize::Zeroizing::new(String::new());
+        f.read_to_string(&mut text).map_err(|e| format!("{shown}: {e}"))?;
+        Secrets::parse(&text).map_err(|e| format!("{shown}: {e}"))
+    }
+}
+
+/// This process's effective uid, read from `/proc/self/status`; 0 if it cannot be read,
+/// which only makes the ownership check stricter (root only).
+fn effective_uid() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|u| u.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn traffic_selectors_in_swanctl_words() {
+        let t = parse_ts("10.1.0.0/16").unwrap();
+        assert_eq!(
+            (t.addr, t.prefix_len, t.proto, t.ports),
+            ("10.1.0.0".parse().unwrap(), 16, None, (0, 65535))
+        );
+        assert_eq!(parse_ts("192.0.2.7").unwrap().prefix_len, 32);
+        assert_eq!(parse_ts("fd00::/64[udp]").unwrap().proto, Some(17));
+        let t = parse_ts("0.0.0.0/0[tcp/1024-2048]").unwrap();
+        assert_eq!((t.proto, t.ports), (Some(6), (1024, 2048)));
+        assert_eq!(parse_ts("10.0.0.0/8[/53]").unwrap().ports, (53, 53));
+        for bad in [
+            "10.1.0.0/33",
+            "fd00::/129",
+            "nope/8",
+            "10.0.0.0/8[tcp",
+            "10.0.0.0/8[xyz]",
+            "1.2.3.4[tcp/9-1]",
+        ] {
+            assert!(parse_ts(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn secrets_parse_match_and_never_show_the_key() {
+        let s = Secrets::parse(
+            "[[ike]]\nid = [\"a.example\", \"b.example\"]\nsecret = \"0x0102\"\n\
+             [[ike]]\nid = \"c.example\"\nsecret = \"text key\"\n[[ike]]\nsecret = \"catch-all\"\n",
+        )
+        .unwrap();
+        assert_eq!(&s.psk_for("a.example", "b.example").unwrap().secret[..], &[1, 2]);
+        assert_eq!(&s.psk_for("b.example", "a.example").unwrap().secret[..], &[1, 2]);
+        assert_eq!(&s.psk_for("x", "c.example").unwrap().secret[..], b"text key");
+        assert_eq!(&s.psk_for("x", "y").unwrap().secret[..], b"catch-all");
+        assert!(!format!("{s:?}").contains("text key") && !format!("{s:?}").contains("catch"));
+        let e = Secrets::parse("[[ike]]\nsecret = \"0xzz-hush\"\n").unwrap_err();
+        assert!(e.contains("line 1") && !e.contains("hush"), "{e}");
+        let e = Secrets::parse("[[ike]]\nsecret = 12345678\n").unwrap_err();
+        assert!(!e.contains("12345678"), "{e}");
+        let e = Secrets::parse("[[ike]]\nsecret = \"hush\"\nextra = 1\n").unwrap_err();
+        assert!(!e.contains("hush"), "{e}");
+    }
+
+    #[test]
+    fn a_secrets_file_others_can_read_or_a_link_is_refused() {
+        let dir = std::env::temp_dir().join(format!("ipsec-secrets-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("secrets.toml");
+        std::fs::write(&p, "[[ike]]\nsecret = \"k\"\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = Secrets::load(&p).unwrap_err();
+        assert!(e.contains("0644") && e.contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(Secrets::load(&p).unwrap().psks.len(), 1);
+        let link = dir.join("link.toml");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        assert!(Secrets::load(&link).is_err());
+        assert!(Secrets::load(&dir).is_err(), "a directory");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod toml_tests {
+    use crate::connection::StartAction;
+
+    const GOOD: &str = r#"
+[[connection]]
+name = "site-b"
+local_addrs = ["192.0.2.1"]
+remote_addrs = ["198.51.100.2"]
+proposals = ["aes128gcm16-prfsha256-x25519"]
+encap = true
+dpd_delay = 30
+local = { id = "site-a.example", auth = "psk" }
+remote = { id = "site-b.example" }
+
+[[connection.children]]
+name = "net"
+local_ts = ["10.1.0.0/16"]
+remote_ts = ["10.2.0.0/16", "10.3.0.0/16[tcp/443]"]
+esp_proposals = ["aes128gcm16-esn"]
+start_action = "trap"
+"#;
+
+    #[test]
+    fn a_swanctl_like_connection_parses() {
+        let c = crate::from_toml::parse(GOOD).unwrap();
+        let [conn] = &c.connections[..] else {
+            panic!("{:?}", c.connections)
+        };
+        assert_eq!((conn.name.as_str(), conn.line), ("site-b", 2));
+        assert_eq!(conn.remote_addr, Some("198.51.100.2".parse().unwrap()));
+        assert!(conn.encap && conn.dpd_delay == 30);
+        assert_eq!(conn.local.id.as_deref(), Some("site-a.example"));
+        let ch = &conn.children[0];
+        assert_eq!((ch.remote_ts.len(), ch.start_action), (2, StartAction::Trap));
+        assert_eq!(ch.remote_ts[1].ports, (443, 443));
+        // Defaults: the "default" proposal keyword, no DPD, wait for the peer.
+        let min = "[[connection]]\nname = \"m\"\nlocal_addrs = [\"fd00::1\"]\nremote_addrs = [\"%any\"]\n\
+                   [[connection.children]]\nname = \"c\"\n";
+        let c = crate::from_toml::parse(min).unwrap();
+        let conn = &c.connections[0];
+        assert_eq!(
+            (conn.proposals[0].as_str(), conn.dpd_delay, conn.remote_addr),
+            ("default", 0, None)
+        );
+        assert_eq!(conn.children[0].start_action, StartAction::None);
+    }
+
+    #[test]
+    fn connection_errors_name_the_line_and_what() {
+        for (bad, want) in [
+            (GOOD.replace("\"psk\"", "\"pubkey\""), "only \"psk\""),
+            (GOOD.replace("198.51.100.2", "fd00::2"), "different IP versions"),
+            (GOOD.replace("\"trap\"", "\"later\""), "start_action `later`"),
+            (GOOD.replace("10.2.0.0/16\"", "10.2.0.0/99\""), "prefix length"),
+            (GOOD.replace("x25519\"", "x25519 \""), "not a proposal"),
+            (GOOD.replace("dpd_delay", "dpd_dleay"), "unknown field"),
+            (
+                format!(
+                    "{GOOD}{}",
+                    GOOD.replace("[[connection.children]]", "[[connection.children]]")
+                ),
+                "already named",
+            ),
+        ] {
+            let e = crate::from_toml::parse(&bad).unwrap_err().to_string();
+            assert!(e.contains(want) && e.contains("line"), "{want}: {e}");
+        }
+        let no_child = "[[connection]]\nname = \"m\"\nlocal_addrs = [\"10.0.0.1\"]\n";
+        assert!(crate::from_toml::parse(no_child)
+            .unwrap_err()
+            .to_string()
+            .contains("at least one child"));
+        let any_start = "[[connection]]\nname = \"m\"\nlocal_addrs = [\"10.0.0.1\"]\n\
+                         [[connection.children]]\nname = \"c\"\nstart_action = \"start\"\n";
+        assert!(crate::from_toml::parse(any_start)
+            .unwrap_err()
+            .to_string()
+            .contains("remote address"));
+    }
+}
