@@ -24,6 +24,7 @@ pub mod counters;
 pub mod daemon;
 pub mod encap;
 pub mod offload;
+pub mod sd_notify;
 pub mod stats;
 pub mod sys;
 pub mod tunnel;
