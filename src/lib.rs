@@ -20,6 +20,7 @@ pub use ipsec_ipcomp as ipcomp;
 pub use ipsec_model as model;
 
 pub mod check_config;
+pub mod cli;
 pub mod ctl_cmd;
 pub mod metrics;
 pub mod model_cmd;

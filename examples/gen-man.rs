@@ -1,0 +1,56 @@
+//! Writes the man pages and shell completions of `ipsec` and `tunneld`, generated from their
+//! clap definitions (`ipsec::cli`), into a directory:
+//!
+//! ```sh
+//! cargo run --release --example gen-man -- out/man
+//! # out/man/man8/ipsec.8, ipsec-seal.8, ..., tunneld.8
+//! # out/man/completions/{ipsec,tunneld}.bash, _ipsec, _tunneld (zsh), *.fish
+//! ```
+//!
+//! scripts/make-deb.sh puts them into the Debian package.
+
+use clap::CommandFactory;
+use clap_complete::Shell;
+use std::path::{Path, PathBuf};
+
+fn man(cmd: &clap::Command, dir: &Path) -> std::io::Result<()> {
+    let name = cmd.get_name().to_string();
+    let mut out = Vec::new();
+    clap_mangen::Man::new(cmd.clone()).section("8").render(&mut out)?;
+    std::fs::write(dir.join(format!("{name}.8")), out)?;
+    for sub in cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+    {
+        let full = format!("{name}-{}", sub.get_name());
+        // clap names are &'static str (no "string" feature): a generator may leak a few.
+        let sub = sub
+            .clone()
+            .name(&*Box::leak(full.clone().into_boxed_str()))
+            .bin_name(full.replace('-', " "));
+        man(&sub, dir)?;
+    }
+    Ok(())
+}
+
+fn main() -> std::io::Result<()> {
+    let dir = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "out/man".into()));
+    let man_dir = dir.join("man8");
+    let comp_dir = dir.join("completions");
+    std::fs::create_dir_all(&man_dir)?;
+    std::fs::create_dir_all(&comp_dir)?;
+    for mut cmd in [ipsec::cli::Cli::command()] {
+        cmd.build();
+        man(&cmd, &man_dir)?;
+        let name = cmd.get_name().to_string();
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            clap_complete::generate_to(shell, &mut cmd, &name, &comp_dir)?;
+        }
+    }
+    println!(
+        "man pages in {}, completions in {}",
+        man_dir.display(),
+        comp_dir.display()
+    );
+    Ok(())
+}
