@@ -9,7 +9,7 @@
 //!
 //! Where RFC 2406 differs: RFC 2406 has no extended sequence numbers and no combined-mode
 //! algorithms; an SA without `esn` and with a CBC cipher behaves as RFC 2406 does. RFC 2406
-//! receivers did not have to check padding contents; [`EspSa::set_check_padding`] turns the
+//! receivers did not have to check padding contents; [`Esp::set_check_padding`] turns the
 //! RFC 4303 check off for such peers.
 #![no_std]
 #![forbid(unsafe_code)]
