@@ -16,6 +16,7 @@ if [ "$(id -u)" = 0 ] && ip tuntap add dev tnlprobe0 mode tun 2>/dev/null; then
   export IPSEC_REQUIRE_PRIVILEGED=1
 fi
 cargo test --workspace --locked
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 # tunneld end to end in two network namespaces: only as root with /dev/net/tun and a working
 # `ip netns` (otherwise it says why it was skipped); about 40 s.
 bash scripts/netns-test.sh --if-possible

@@ -1,5 +1,5 @@
 //! `ipsec sa|policy|show|monitor`: clients of tunneld's control socket (line-delimited JSON,
-//! protocol v1: see the README's "Control socket" section and `ipsec_tunnel::control`).
+//! protocol v1: see docs/control.md and `ipsec_tunnel::control`).
 
 use serde_json::{json, Map, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -72,8 +72,8 @@ impl LifetimeArgs {
 pub struct SaInstallArgs {
     /// The SA's name (policies name SAs by it).
     pub name: String,
-    /// The SA in `ip xfrm state` words, e.g. proto esp spi 0x1000 mode tunnel src 10.99.0.1
-    /// dst 10.99.0.2 aead 'rfc4106(gcm(aes))' 0x<key> 128. WARNING: a command line is
+    /// The SA in `ip xfrm state` words, e.g. `proto esp spi 0x1000 mode tunnel src 10.99.0.1
+    /// dst 10.99.0.2 aead 'rfc4106(gcm(aes))' 0x<key> 128`. WARNING: a command line is
     /// visible to every local user; use --spec-file for real keys.
     #[arg(
         value_name = "SPEC",
@@ -124,7 +124,7 @@ pub enum SaCmd {
 /// `ipsec policy ...`.
 #[derive(clap::Subcommand, Clone, Debug)]
 pub enum PolicyCmd {
-    /// Append a policy (after the others of its direction), as a config file's [[policy]].
+    /// Append a policy (after the others of its direction), as a config file's `[[policy]]`.
     Add {
         /// in or out.
         #[arg(long)]

@@ -34,37 +34,37 @@ use std::time::Duration;
 )]
 struct Args {
     /// The config file: SAs and policies (TOML or setkey, as `ipsec check-config` takes
-    /// them) and, in TOML, the [tunnel] table.
+    /// them) and, in TOML, the `[tunnel]` table.
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
-    /// The TUN device's name (default: [tunnel] tun, else ipsec0).
+    /// The TUN device's name (default: `[tunnel] tun`, else ipsec0).
     #[arg(long, value_name = "NAME")]
     tun: Option<String>,
     /// Write the counters as JSON to FILE every second and on exit (replaced atomically).
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
     /// The control socket (Unix, mode 0600, root only; `ipsec sa|policy|show|monitor` speak
-    /// to it). Default: [tunnel] control, else none.
+    /// to it). Default: `[tunnel] control`, else none.
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
     /// Run CMD (by `sh -c`) for every event (SA added, replaced, removed, soft or hard
     /// expiry, ...) with the event's JSON on its standard input; killed after 10 s.
     #[arg(long = "on-event", value_name = "CMD")]
     on_event: Option<String>,
-    /// Worker threads, each with its own TUN queue (default: [tunnel] workers, else one per
+    /// Worker threads, each with its own TUN queue (default: `[tunnel] workers`, else one per
     /// core).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     workers: Option<u16>,
-    /// No TUN offloads (default: [tunnel] offload, else on): plain reads and writes, no
+    /// No TUN offloads (default: `[tunnel] offload`, else on): plain reads and writes, no
     /// TSO segmentation or GRO coalescing.
     #[arg(long)]
     no_offload: bool,
     /// This host's underlay address, IPv4 or IPv6; give it twice for one of each (default:
-    /// [tunnel] local).
+    /// `[tunnel] local`).
     #[arg(long, value_name = "ADDR")]
     local: Vec<IpAddr>,
     /// A peer's underlay address, IPv4 or IPv6; repeat it for several peers (default:
-    /// [tunnel] peer or peers; none: any address the SAs tunnel to).
+    /// `[tunnel] peer` or `peers`; none: any address the SAs tunnel to).
     #[arg(long, value_name = "ADDR")]
     peer: Vec<IpAddr>,
     /// Log level: error, warn, info, debug (every dropped packet) or trace.

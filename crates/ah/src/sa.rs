@@ -147,11 +147,11 @@ impl Ah {
             tailroom: 0,
         }
     }
-    /// Headroom [`AhSa::seal`] needs (see [`AhSa::room`]).
+    /// Headroom [`Ah::seal`] needs (see [`Ah::room`]).
     pub fn headroom(&self) -> usize {
         self.room().headroom
     }
-    /// Tailroom [`AhSa::seal`] needs: none.
+    /// Tailroom [`Ah::seal`] needs: none.
     pub fn tailroom(&self) -> usize {
         0
     }

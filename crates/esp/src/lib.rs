@@ -7,10 +7,85 @@
 //! the replay window, verifies the ICV in constant time, and only then decrypts. Nothing
 //! allocates per packet.
 //!
-//! Where RFC 2406 differs: RFC 2406 has no extended sequence numbers and no combined-mode
-//! algorithms; an SA without `esn` and with a CBC cipher behaves as RFC 2406 does. RFC 2406
-//! receivers did not have to check padding contents; [`EspSa::set_check_padding`] turns the
-//! RFC 4303 check off for such peers.
+//! # Example
+//!
+//! Seal one IPv4 packet with a tunnel-mode AES-128-GCM SA, open it on the other side, and see
+//! a replay of it refused:
+//!
+//! ```
+//! use ipsec_core::ip::{proto, Ipv4Repr};
+//! use ipsec_core::sa::{Keyed, Mode, Proto, Tunnel};
+//! use ipsec_core::{AeadAlg, Error, PacketBuf, SaParams};
+//! use ipsec_esp::EspSa;
+//!
+//! // The SA both ends share: SPI, tunnel endpoints, AES-128-GCM (16-byte key and 4-byte
+//! // salt) with a 16-byte ICV. In real use the key comes from IKE or a config file.
+//! let mut params = SaParams::new(Proto::Esp, 0x1000);
+//! params.mode = Mode::Tunnel;
+//! params.tunnel = Some(Tunnel { src: "192.0.2.1".parse()?, dst: "192.0.2.2".parse()? });
+//! params.aead = Some(Keyed::new(AeadAlg::AesGcm, &[0x42; 20], 16));
+//! let mut sender = EspSa::new(&params)?; // keys expanded here, once
+//! let mut receiver = EspSa::new(&params)?;
+//!
+//! // The inner packet: an IPv4 header and 100 bytes of payload.
+//! let mut inner = vec![0u8; 20 + 100];
+//! Ipv4Repr {
+//!     src: "10.0.0.1".parse()?,
+//!     dst: "10.0.0.2".parse()?,
+//!     protocol: proto::UDP,
+//!     payload_len: 100,
+//!     tos: 0,
+//!     ident: 7,
+//!     dont_frag: true,
+//!     ttl: 64,
+//! }
+//! .emit(&mut inner)?;
+//!
+//! // The caller's buffer: the packet with room in front (outer header, ESP header, IV) and
+//! // behind (padding, trailer, ICV), as `room()` says.
+//! let room = sender.room();
+//! let mut raw = vec![0u8; room.headroom + inner.len() + room.tailroom];
+//! raw[room.headroom..][..inner.len()].copy_from_slice(&inner);
+//! let mut buf = PacketBuf::new(&mut raw, room.headroom, inner.len())?;
+//!
+//! let seq = sender.seal(&mut buf)?;
+//! assert_eq!(seq, 1);
+//! assert_eq!(buf.packet()[9], proto::ESP, "the outer IPv4 header carries ESP");
+//! assert_eq!(buf.len(), inner.len() + sender.overhead(inner.len(), 20));
+//! let sealed = buf.packet().to_vec();
+//!
+//! let opened = receiver.open(&mut buf)?; // ICV checked before anything is decrypted
+//! assert_eq!((opened.seq, opened.next_header), (1, proto::IPIP));
+//! assert_eq!(buf.packet(), &inner[..], "the round trip gives the inner packet back");
+//!
+//! // The same packet again is a replay.
+//! let mut raw2 = vec![0u8; sealed.len()];
+//! raw2.copy_from_slice(&sealed);
+//! let mut again = PacketBuf::new(&mut raw2, 0, sealed.len())?;
+//! assert_eq!(receiver.open(&mut again).unwrap_err(), Error::Replay);
+//! assert_eq!(again.packet(), &sealed[..], "a refused packet is left as it was");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! [`EspSa`] owns its IV generator and takes `&mut self`; [`Esp`] is the same SA shared by
+//! reference between threads, each passing its own [`IvRng`] to [`Esp::seal`].
+//!
+//! # RFC 2406
+//!
+//! RFC 2406 has no extended sequence numbers and no combined-mode algorithms; an SA without
+//! `esn` and with a CBC cipher behaves as RFC 2406 does. RFC 2406 receivers did not have to
+//! check padding contents; [`Esp::set_check_padding`] turns the RFC 4303 check off for such
+//! peers.
+//!
+//! # Features and `no_std`
+//!
+//! The crate is `no_std` (with `alloc`, which `ipsec-core` needs for the zeroized key
+//! buffers) and forbids `unsafe`. Default features:
+//! - `std`: [`EspSa::new`] seeds the IV generator from the operating system (`getrandom`);
+//!   without it, use [`EspSa::with_rng`] with a seed of your own.
+//! - `ring`: AES-128/256-GCM with a 16-byte ICV and ChaCha20-Poly1305 run on `ring`; without
+//!   it (or for AES-192-GCM and 8/12-byte ICVs) on the RustCrypto path (see
+//!   [`ipsec_core::aead`]).
 #![no_std]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -1,4 +1,4 @@
-//! Adversarial properties of ESP (RFC 4303) over every suite (README's algorithm table), both
+//! Adversarial properties of ESP (RFC 4303) over every suite (the algorithm table of docs/config.md), both
 //! modes and IPv4/IPv6 (transport v4 and v6; tunnel 4in4, 6in6, 4in6, 6in4): seal→open is
 //! the identity; a replay is rejected (3.4.3); every truncation is rejected; a single-bit flip
 //! is rejected or changes nothing the SA covers; arbitrary bytes never panic.

@@ -1,7 +1,77 @@
 //! IP Payload Compression (IPComp, RFC 3173) for the userspace IPsec data plane, with DEFLATE
 //! (RFC 2394, CPI 2), LZS (RFC 2395, CPI 3) and LZF (private CPI [`CPI_LZF`] = 61440).
 //!
-//! `no_std` with `alloc`, sans-IO, no `unsafe`. Feature `std` adds `std::error::Error`.
+//! `no_std` with `alloc`, sans-IO, no `unsafe`. The default feature `std` adds
+//! `std::error::Error` (and `ipsec-core`'s); the codecs and the SA are the same without it.
+//!
+//! # Example
+//!
+//! Compress one IPv4 packet with a transport-mode DEFLATE SA and decompress it on the other
+//! side; a packet that does not shrink goes out as it was (non-expansion):
+//!
+//! ```
+//! use ipsec_core::ip::{proto, Ipv4Repr};
+//! use ipsec_core::PacketBuf;
+//! use ipsec_ipcomp::{Algorithm, IpcompConfig, IpcompSa, OpenOutcome, SealOutcome, SkipReason};
+//!
+//! fn ipv4(payload: &[u8]) -> Vec<u8> {
+//!     let mut p = vec![0u8; 20];
+//!     Ipv4Repr {
+//!         src: "192.0.2.1".parse().unwrap(),
+//!         dst: "192.0.2.2".parse().unwrap(),
+//!         protocol: proto::UDP,
+//!         payload_len: payload.len(),
+//!         tos: 0,
+//!         ident: 1,
+//!         dont_frag: true,
+//!         ttl: 64,
+//!     }
+//!     .emit(&mut p)
+//!     .unwrap();
+//!     p.extend_from_slice(payload);
+//!     p
+//! }
+//!
+//! // Transport mode, CPI 2 (DEFLATE's), Linux's 2 KB window, packets under 90 bytes skipped.
+//! let mut sender = IpcompSa::new(IpcompConfig::new(Algorithm::Deflate))?;
+//! let mut receiver = IpcompSa::new(IpcompConfig::new(Algorithm::Deflate))?;
+//!
+//! let text = ipv4(&b"all work and no play makes jack a dull boy. ".repeat(30));
+//! // Decompression grows the packet again: the buffer has room behind it.
+//! let mut raw = vec![0u8; text.len() + 64];
+//! raw[..text.len()].copy_from_slice(&text);
+//! let mut buf = PacketBuf::new(&mut raw, 0, text.len())?;
+//! let SealOutcome::Compressed { original, compressed } = sender.seal(&mut buf)? else {
+//!     panic!("text compresses");
+//! };
+//! assert_eq!(original, text.len() - 20);
+//! assert_eq!(buf.len(), 20 + 4 + compressed, "IPv4 header, IPComp header, DEFLATE stream");
+//! assert_eq!(buf.packet()[9], proto::COMP);
+//! assert!(buf.len() < text.len() / 4);
+//!
+//! assert!(matches!(receiver.open(&mut buf)?, OpenOutcome::Decompressed { .. }));
+//! assert_eq!(buf.packet(), &text[..], "the round trip gives the packet back");
+//!
+//! // Bytes that do not compress: sent without an IPComp header, byte for byte.
+//! let mut x = 0x2545_f491_u32; // xorshift32
+//! let noise: Vec<u8> = (0..600)
+//!     .map(|_| {
+//!         x ^= x << 13;
+//!         x ^= x >> 17;
+//!         x ^= x << 5;
+//!         x as u8
+//!     })
+//!     .collect();
+//! let random = ipv4(&noise);
+//! let mut raw = random.clone();
+//! let mut buf = PacketBuf::new(&mut raw, 0, random.len())?;
+//! let outcome = sender.seal(&mut buf)?;
+//! assert!(matches!(outcome, SealOutcome::NotCompressed(SkipReason::Incompressible { .. })));
+//! assert_eq!(buf.packet(), &random[..]);
+//! assert_eq!(receiver.open(&mut buf)?, OpenOutcome::NotCompressed);
+//! assert_eq!((sender.counters().compressed, sender.counters().skipped_incompressible), (1, 1));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! # Use
 //! An [`IpcompSa`] compresses an outbound packet in place ([`IpcompSa::seal`]) and

@@ -534,7 +534,7 @@ pub fn evaluate(rates: &Rates, env: &Env, models: &[Model]) -> Result<Vec<Row>, 
         .collect()
 }
 
-/// Break-even compression ratios of the README's inequalities (rates header-free). `ipsec-only`
+/// Break-even compression ratios of the crate documentation's inequalities (rates header-free). `ipsec-only`
 /// has none and is skipped. `value` is `Some(inf)` when compression never pays and `None` when
 /// undefined (no decompression rate).
 pub fn break_even_rows(rates: &Rates, env: &Env, models: &[Model]) -> Result<Vec<Row>, ModelError> {

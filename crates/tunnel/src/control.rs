@@ -6,7 +6,7 @@
 //! [`MAX_REQUEST`] bytes, `{"v":1,"op":"...",...}`; each gets exactly one response line,
 //! `{"v":1,"ok":true,...}` or `{"v":1,"ok":false,"error":"..."}`. After `monitor` the
 //! connection receives one event per line until it closes. The operations and their
-//! fields are in the README ("Control socket").
+//! fields are in docs/control.md.
 //!
 //! [`handle`] is the whole request logic, a pure function of the request, the engine and the
 //! control [`State`] (tested without sockets); [`Control`] adds the socket, the monitors, the

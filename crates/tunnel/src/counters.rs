@@ -39,11 +39,13 @@ counters! {
     tun_rx_bytes,
     /// Sealed packets sent to the peer on the underlay.
     underlay_tx_packets,
-    /// Their bytes (whole IPv4 packets).
+    /// Their bytes (whole IPv4 or IPv6 packets as sealed).
     underlay_tx_bytes,
-    /// Packets read from the underlay's raw sockets (ESP, AH, IPComp addressed to this host).
+    /// Packets read from the underlay's raw or UDP sockets (ESP, AH, IPComp addressed to this
+    /// host; not keepalives, non-ESP datagrams or runts).
     underlay_rx_packets,
-    /// Their bytes (whole IPv4 packets).
+    /// Their bytes (whole IPv4 or IPv6 packets, with the header rebuilt where the socket
+    /// does not deliver it).
     underlay_rx_bytes,
     /// Opened packets written to the TUN device.
     tun_tx_packets,
@@ -58,8 +60,8 @@ counters! {
     /// Packets a bypass policy let through in the clear: tunneld carries only protected
     /// traffic, so it drops them.
     bypass_dropped,
-    /// Sealed packets that are not IPv4, or not addressed to the configured peer (a config
-    /// whose outermost SA is not a tunnel to the peer): dropped, never sent.
+    /// Sealed packets not addressed to one of the configured peers (a config whose outermost
+    /// SA is not a tunnel to a peer): dropped, never sent.
     not_to_peer,
     /// RFC 3948 NAT-keepalives received (one 0xFF byte in UDP).
     udp_keepalives_rx,
@@ -83,13 +85,13 @@ counters! {
     tun_read_errors,
     /// Errors writing the TUN device (the packet is lost).
     tun_write_errors,
-    /// Errors reading a raw socket.
+    /// Errors reading an underlay socket (raw or UDP).
     underlay_recv_errors,
-    /// Errors sending on the raw socket (the packet is lost; EMSGSIZE: larger than the
+    /// Errors sending on an underlay socket (the packet is lost; EMSGSIZE: larger than the
     /// underlay's MTU).
     underlay_send_errors,
-    /// TCP super-packets read from the TUN device (offloads on) and cut into segments, each
-    /// counted in `tun_rx_packets`.
+    /// TCP (TSO) or UDP (USO) super-packets read from the TUN device (offloads on) and cut
+    /// into segments, each counted in `tun_rx_packets`.
     tun_gso_packets,
     /// Super-packets written to the TUN device (offloads on), each coalesced from several
     /// opened packets (counted one by one in `tun_tx_packets`).

@@ -8,8 +8,13 @@
 //!   [`UnderlayTx`] and [`UnderlayRx`] traits (tested on in-memory fakes).
 //! - [`sys`]: the real devices (the multi-queue TUN device, `socket2` sockets) and the ioctls;
 //!   the crate's only `unsafe` code.
-//! - [`offload`]: TUN offloads, sans-IO: the virtio-net header, TCP segmentation of
-//!   super-packets (TSO) and coalescing of opened packets (GRO).
+//! - [`offload`]: TUN offloads, sans-IO: the virtio-net header, segmentation of TCP and UDP
+//!   super-packets (TSO, USO) and coalescing of opened TCP packets (GRO).
+//! - [`encap`]: ESP in UDP (RFC 3948) without I/O: classifying datagrams, rebuilding the IP
+//!   header in front of a received ESP payload (also for IPv6 raw sockets), splitting UDP GRO
+//!   runs.
+//! - [`control`]: the control socket (line-delimited JSON; `ipsec sa|policy|show|monitor`)
+//!   and SIGHUP reload ([`control::reload`]).
 //! - [`daemon`]: wires them together with one worker per core (a TUN queue, an outbound
 //!   thread and, for ESP in UDP, an inbound thread on its own socket each), a 1 s ticker
 //!   (lifetimes, events, the stats file) and a clean stop.

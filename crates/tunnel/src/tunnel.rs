@@ -1,11 +1,13 @@
 //! The daemon's core, with no I/O of its own: packets read from the TUN device go through
-//! the engine's data plane ([`DataPlane::outbound`]) and out to the underlay; packets read
-//! from the underlay go through [`DataPlane::inbound`] and into the TUN device. Each thread
-//! loads the current data plane per packet (a lock-free pointer load) and brings its own
-//! [`Worker`] in its [`PacketBuffer`]; only the ticker takes the control side's lock, so the
-//! packet threads never wait for each other or for it. The devices are traits ([`TunIo`],
-//! [`UnderlayTx`], [`UnderlayRx`]), so the whole loop runs in tests on in-memory fakes; the
-//! real ones are in [`crate::sys`].
+//! the engine's data plane ([`DataPlane::outbound_batch`]) and out to the underlay; packets
+//! read from the underlay go through [`DataPlane::inbound_batch`] and into the TUN device.
+//! The loops ([`run_outbound`], [`run_inbound`]) work in batches of up to [`BATCH`] packets
+//! and load the current data plane once per batch (a lock-free pointer load; the one-packet
+//! [`Tunnel::outbound`] and [`Tunnel::inbound`] load it per packet). Each thread brings its
+//! own [`Worker`] in its [`Batch`] (or [`PacketBuffer`]); only the ticker and the control
+//! socket take the control side's lock, so the packet threads never wait for each other or
+//! for it. The devices are traits ([`TunIo`], [`UnderlayTx`], [`UnderlayRx`]), so the whole
+//! loop runs in tests on in-memory fakes; the real ones are in [`crate::sys`].
 //!
 //! Every packet that does not make it is counted: by the engine (per SA and reason) when the
 //! engine dropped it, else in [`DaemonCounters`]. Nothing a peer or the TUN device sends can
@@ -632,7 +634,7 @@ impl Tunnel {
     /// For packets with a source (ESP in UDP), the last *new* one each peer's SAs
     /// authenticated (its sequence number above every one seen, on an SA with a replay window:
     /// [`Arrival::newest`], RFC 7296 2.23) is reported to `rx` with its peer
-    /// ([`UnderlayRx::authenticated`], see [`Self::peer_of`]); a late, replayed or
+    /// ([`UnderlayRx::authenticated`], see `Tunnel::peer_of`); a late, replayed or
     /// window-less packet never moves a peer's endpoint.
     pub fn inbound_batch(&self, b: &mut Batch, n: usize, rx: &dyn UnderlayRx, tun: &dyn TunIo) {
         let c = &self.counters;
