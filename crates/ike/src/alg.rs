@@ -344,7 +344,9 @@ pub fn parse_proposal(s: &str, kind: ProposalKind) -> Result<ProposalSpec, Error
     }
     let aead = p.encr[0].is_aead();
     if p.encr.iter().any(|e| e.is_aead() != aead) {
-        return Err(Error::BadProposalString("AEAD and non-AEAD ciphers mixed in one proposal"));
+        return Err(Error::BadProposalString(
+            "AEAD and non-AEAD ciphers mixed in one proposal",
+        ));
     }
     if aead && !p.integ.is_empty() {
         return Err(Error::BadProposalString("integrity algorithm with an AEAD"));
@@ -436,24 +438,59 @@ mod tests {
         assert_eq!(p.dh, [DhGroup::Curve25519]);
         let p = parse_proposal("chacha20poly1305-esn-noesn", ProposalKind::Esp).unwrap();
         assert_eq!(p.esn, [true, false]);
-        assert_eq!(parse_proposal("aes128gcm16-x25519", ProposalKind::Ike).map(|_| ()),
-            Err(Error::BadProposalString("an AEAD IKE proposal needs a PRF")));
-        assert_eq!(parse_proposal("aes128-x25519", ProposalKind::Ike).map(|_| ()),
-            Err(Error::BadProposalString("no integrity algorithm")));
-        assert_eq!(parse_proposal("3des-sha1-modp1024", ProposalKind::Ike).map(|_| ()), Err(Error::UnknownAlgorithm));
-        assert_eq!(parse_proposals("aes128gcm16-prfsha256-x25519, aes256-sha384-modp2048", ProposalKind::Ike).unwrap().len(), 2);
+        assert_eq!(
+            parse_proposal("aes128gcm16-x25519", ProposalKind::Ike).map(|_| ()),
+            Err(Error::BadProposalString("an AEAD IKE proposal needs a PRF"))
+        );
+        assert_eq!(
+            parse_proposal("aes128-x25519", ProposalKind::Ike).map(|_| ()),
+            Err(Error::BadProposalString("no integrity algorithm"))
+        );
+        assert_eq!(
+            parse_proposal("3des-sha1-modp1024", ProposalKind::Ike).map(|_| ()),
+            Err(Error::UnknownAlgorithm)
+        );
+        assert_eq!(
+            parse_proposals(
+                "aes128gcm16-prfsha256-x25519, aes256-sha384-modp2048",
+                ProposalKind::Ike
+            )
+            .unwrap()
+            .len(),
+            2
+        );
     }
 
     #[test]
     fn transform_ids_round_trip() {
-        for e in [Encr::AesCbc128, Encr::AesCbc256, Encr::AesGcm16_128, Encr::AesGcm16_256, Encr::ChaCha20Poly1305] {
+        for e in [
+            Encr::AesCbc128,
+            Encr::AesCbc256,
+            Encr::AesGcm16_128,
+            Encr::AesGcm16_256,
+            Encr::ChaCha20Poly1305,
+        ] {
             assert_eq!(Encr::from_id(e.id(), e.key_len_attr()), Some(e));
         }
         for g in [DhGroup::Modp2048, DhGroup::Ecp256, DhGroup::Ecp384, DhGroup::Curve25519] {
             assert_eq!(DhGroup::from_id(g.id()), Some(g));
         }
         // IANA values, written out.
-        assert_eq!((Encr::AesCbc128.id(), Encr::AesGcm16_256.id(), Encr::ChaCha20Poly1305.id()), (12, 20, 28));
-        assert_eq!((Prf::HmacSha256.id(), Integ::HmacSha512_256.id(), DhGroup::Curve25519.id()), (5, 14, 31));
+        assert_eq!(
+            (
+                Encr::AesCbc128.id(),
+                Encr::AesGcm16_256.id(),
+                Encr::ChaCha20Poly1305.id()
+            ),
+            (12, 20, 28)
+        );
+        assert_eq!(
+            (
+                Prf::HmacSha256.id(),
+                Integ::HmacSha512_256.id(),
+                DhGroup::Curve25519.id()
+            ),
+            (5, 14, 31)
+        );
     }
 }

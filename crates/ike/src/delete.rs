@@ -39,8 +39,15 @@ impl Delete {
         if n > MAX_DELETE_SPIS {
             return Err(Error::TooManySpis);
         }
-        let spis = rest.chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]])).collect();
-        Ok(if proto == protocol::ESP { Delete::Esp(spis) } else { Delete::Other(proto, spis) })
+        let spis = rest
+            .chunks_exact(4)
+            .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        Ok(if proto == protocol::ESP {
+            Delete::Esp(spis)
+        } else {
+            Delete::Other(proto, spis)
+        })
     }
     /// Body length.
     pub fn buffer_len(&self) -> usize {
@@ -55,7 +62,11 @@ impl Delete {
         match self {
             Delete::Ike => b.copy_from_slice(&[protocol::IKE, 0, 0, 0]),
             Delete::Esp(s) | Delete::Other(_, s) => {
-                b[0] = if let Delete::Other(p, _) = self { *p } else { protocol::ESP };
+                b[0] = if let Delete::Other(p, _) = self {
+                    *p
+                } else {
+                    protocol::ESP
+                };
                 b[1] = 4;
                 b[2..4].copy_from_slice(&(s.len() as u16).to_be_bytes());
                 for (i, spi) in s.iter().enumerate() {

@@ -182,10 +182,24 @@ mod tests {
     // RFC 7748 section 6.1 (Alice and Bob), the exchange RFC 8031 uses.
     #[test]
     fn x25519_rfc7748() {
-        let a = KeyExchange::from_private(DhGroup::Curve25519, &h("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a")).unwrap();
-        let b = KeyExchange::from_private(DhGroup::Curve25519, &h("5dab087e624a8a4b79e17f8b83800ee66f3bb1292618b6fd1c2f8b27ff88e0eb")).unwrap();
-        assert_eq!(hex::encode(a.public()), "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a");
-        assert_eq!(hex::encode(b.public()), "de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f");
+        let a = KeyExchange::from_private(
+            DhGroup::Curve25519,
+            &h("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a"),
+        )
+        .unwrap();
+        let b = KeyExchange::from_private(
+            DhGroup::Curve25519,
+            &h("5dab087e624a8a4b79e17f8b83800ee66f3bb1292618b6fd1c2f8b27ff88e0eb"),
+        )
+        .unwrap();
+        assert_eq!(
+            hex::encode(a.public()),
+            "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a"
+        );
+        assert_eq!(
+            hex::encode(b.public()),
+            "de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f"
+        );
         let k = "4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742";
         assert_eq!(hex::encode(&*a.shared_secret(b.public()).unwrap()), k);
         assert_eq!(hex::encode(&*b.shared_secret(a.public()).unwrap()), k);
@@ -196,12 +210,26 @@ mod tests {
     // RFC 5903 section 8.1: ECP-256.
     #[test]
     fn ecp256_rfc5903() {
-        let i = KeyExchange::from_private(DhGroup::Ecp256, &h("C88F01F510D9AC3F70A292DAA2316DE544E9AAB8AFE84049C62A9C57862D1433")).unwrap();
-        let r = KeyExchange::from_private(DhGroup::Ecp256, &h("C6EF9C5D78AE012A011164ACB397CE2088685D8F06BF9BE0B283AB46476BEE53")).unwrap();
-        assert_eq!(hex::encode_upper(i.public()), "DAD0B65394221CF9B051E1FECA5787D098DFE637FC90B9EF945D0C3772581180\
-5271A0461CDB8252D61F1C456FA3E59AB1F45B33ACCF5F58389E0577B8990BB3");
-        assert_eq!(hex::encode_upper(r.public()), "D12DFB5289C8D4F81208B70270398C342296970A0BCCB74C736FC7554494BF63\
-56FBF3CA366CC23E8157854C13C58D6AAC23F046ADA30F8353E74F33039872AB");
+        let i = KeyExchange::from_private(
+            DhGroup::Ecp256,
+            &h("C88F01F510D9AC3F70A292DAA2316DE544E9AAB8AFE84049C62A9C57862D1433"),
+        )
+        .unwrap();
+        let r = KeyExchange::from_private(
+            DhGroup::Ecp256,
+            &h("C6EF9C5D78AE012A011164ACB397CE2088685D8F06BF9BE0B283AB46476BEE53"),
+        )
+        .unwrap();
+        assert_eq!(
+            hex::encode_upper(i.public()),
+            "DAD0B65394221CF9B051E1FECA5787D098DFE637FC90B9EF945D0C3772581180\
+5271A0461CDB8252D61F1C456FA3E59AB1F45B33ACCF5F58389E0577B8990BB3"
+        );
+        assert_eq!(
+            hex::encode_upper(r.public()),
+            "D12DFB5289C8D4F81208B70270398C342296970A0BCCB74C736FC7554494BF63\
+56FBF3CA366CC23E8157854C13C58D6AAC23F046ADA30F8353E74F33039872AB"
+        );
         let z = "D6840F6B42F6EDAFD13116E0E12565202FEF8E9ECE7DCE03812464D04B9442DE";
         assert_eq!(hex::encode_upper(&*i.shared_secret(r.public()).unwrap()), z);
         assert_eq!(hex::encode_upper(&*r.shared_secret(i.public()).unwrap()), z);
@@ -214,10 +242,21 @@ mod tests {
     // RFC 5903 section 8.2: ECP-384.
     #[test]
     fn ecp384_rfc5903() {
-        let i = KeyExchange::from_private(DhGroup::Ecp384, &h("099F3C7034D4A2C699884D73A375A67F7624EF7C6B3C0F160647B67414DCE655E35B538041E649EE3FAEF896783AB194")).unwrap();
-        let r = KeyExchange::from_private(DhGroup::Ecp384, &h("41CB0779B4BDB85D47846725FBEC3C9430FAB46CC8DC5060855CC9BDA0AA2942E0308312916B8ED2960E4BD55A7448FC")).unwrap();
-        assert_eq!(hex::encode_upper(i.public()), "667842D7D180AC2CDE6F74F37551F55755C7645C20EF73E31634FE72B4C55EE6DE3AC808ACB4BDB4C88732AEE95F41AA\
-9482ED1FC0EEB9CAFC4984625CCFC23F65032149E0E144ADA024181535A0F38EEB9FCFF3C2C947DAE69B4C634573A81C");
+        let i = KeyExchange::from_private(
+            DhGroup::Ecp384,
+            &h("099F3C7034D4A2C699884D73A375A67F7624EF7C6B3C0F160647B67414DCE655E35B538041E649EE3FAEF896783AB194"),
+        )
+        .unwrap();
+        let r = KeyExchange::from_private(
+            DhGroup::Ecp384,
+            &h("41CB0779B4BDB85D47846725FBEC3C9430FAB46CC8DC5060855CC9BDA0AA2942E0308312916B8ED2960E4BD55A7448FC"),
+        )
+        .unwrap();
+        assert_eq!(
+            hex::encode_upper(i.public()),
+            "667842D7D180AC2CDE6F74F37551F55755C7645C20EF73E31634FE72B4C55EE6DE3AC808ACB4BDB4C88732AEE95F41AA\
+9482ED1FC0EEB9CAFC4984625CCFC23F65032149E0E144ADA024181535A0F38EEB9FCFF3C2C947DAE69B4C634573A81C"
+        );
         let z = "11187331C279962D93D604243FD592CB9D0A926F422E47187521287E7156C5C4D603135569B9E9D09CF5D4A270F59746";
         assert_eq!(hex::encode_upper(&*i.shared_secret(r.public()).unwrap()), z);
         assert_eq!(hex::encode_upper(&*r.shared_secret(i.public()).unwrap()), z);
@@ -231,8 +270,16 @@ mod tests {
         let p = modp_prime();
         let params = DynResidueParams::new(&p);
         let p1 = p.wrapping_sub(&U2048::ONE);
-        assert_eq!(DynResidue::new(&U2048::from_u8(3), params).pow(&p1).retrieve(), U2048::ONE);
-        assert_eq!(DynResidue::new(&U2048::from_u8(2), params).pow(&p1.shr_vartime(1)).retrieve(), U2048::ONE);
+        assert_eq!(
+            DynResidue::new(&U2048::from_u8(3), params).pow(&p1).retrieve(),
+            U2048::ONE
+        );
+        assert_eq!(
+            DynResidue::new(&U2048::from_u8(2), params)
+                .pow(&p1.shr_vartime(1))
+                .retrieve(),
+            U2048::ONE
+        );
     }
 
     // A vector from Python's pow() (tests/vectors/modp.py), not from this crate.
@@ -247,7 +294,10 @@ mod tests {
         let mut one = [0u8; 256];
         one[255] = 1;
         assert_eq!(a.shared_secret(&one).err(), Some(Error::BadKeyExchange));
-        assert_eq!(a.shared_secret(&h(MODP2048_PRIME_HEX)).err(), Some(Error::BadKeyExchange));
+        assert_eq!(
+            a.shared_secret(&h(MODP2048_PRIME_HEX)).err(),
+            Some(Error::BadKeyExchange)
+        );
         assert_eq!(a.shared_secret(&one[..255]).err(), Some(Error::BadKeyExchange));
     }
 }

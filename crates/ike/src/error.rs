@@ -114,6 +114,8 @@ pub enum CommandError {
     BadConfig(&'static str),
     /// More IKE SAs than [`crate::limits::MAX_IKE_SAS`].
     TooManySas,
+    /// Not in this part of the implementation (the text says what).
+    Unsupported(&'static str),
 }
 
 impl fmt::Display for CommandError {
@@ -124,6 +126,7 @@ impl fmt::Display for CommandError {
             CommandError::NotEstablished => f.write_str("no IKE SA for the connection"),
             CommandError::BadConfig(s) => write!(f, "bad configuration: {s}"),
             CommandError::TooManySas => f.write_str("too many IKE SAs"),
+            CommandError::Unsupported(s) => write!(f, "unsupported: {s}"),
         }
     }
 }

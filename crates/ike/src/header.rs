@@ -107,7 +107,11 @@ impl<T: AsRef<[u8]>> IkePacket<T> {
         }
         let len = self.length() as usize;
         if len < HEADER_LEN || len > b.len() {
-            return Err(if len > b.len() { Error::Truncated } else { Error::BadLength });
+            return Err(if len > b.len() {
+                Error::Truncated
+            } else {
+                Error::BadLength
+            });
         }
         if len != b.len() {
             return Err(Error::BadLength);

@@ -89,8 +89,10 @@ impl Identity {
             }
             let mut v = Vec::with_capacity(h.len() / 2);
             for i in (0..h.len()).step_by(2) {
-                v.push(u8::from_str_radix(h.get(i..i + 2).ok_or(Error::BadSyntax("keyid: wants hex"))?, 16)
-                    .map_err(|_| Error::BadSyntax("keyid: wants hex"))?);
+                v.push(
+                    u8::from_str_radix(h.get(i..i + 2).ok_or(Error::BadSyntax("keyid: wants hex"))?, 16)
+                        .map_err(|_| Error::BadSyntax("keyid: wants hex"))?,
+                );
             }
             return Ok(Identity::KeyId(v));
         }
@@ -157,7 +159,14 @@ mod tests {
 
     #[test]
     fn config_strings_and_wire() {
-        for (s, t) in [("10.0.0.1", 1), ("fd00::1", 5), ("vpn.example.org", 2), ("@moon", 2), ("a@b.c", 3), ("keyid:0a0b", 11)] {
+        for (s, t) in [
+            ("10.0.0.1", 1),
+            ("fd00::1", 5),
+            ("vpn.example.org", 2),
+            ("@moon", 2),
+            ("a@b.c", 3),
+            ("keyid:0a0b", 11),
+        ] {
             let id = Identity::from_str_config(s).unwrap();
             assert_eq!(id.id_type(), t);
             assert_eq!(Identity::parse(&id.to_body()).unwrap(), id);

@@ -41,7 +41,12 @@ pub fn derive_ike_keys(suite: &IkeSuite, skeyseed: &[u8], ni: &[u8], nr: &[u8], 
     let p = suite.prf;
     let (lp, la, le) = (p.len(), suite.integ.map_or(0, |i| i.key_len()), suite.encr.keymat_len());
     let total = 3 * lp + 2 * la + 2 * le;
-    let m = prf_plus(p, skeyseed, &[ni, nr, &spi_i.to_be_bytes(), &spi_r.to_be_bytes()], total);
+    let m = prf_plus(
+        p,
+        skeyseed,
+        &[ni, nr, &spi_i.to_be_bytes(), &spi_r.to_be_bytes()],
+        total,
+    );
     let mut off = 0;
     let mut take = |n: usize| {
         let v = zeroize::Zeroizing::new(m[off..off + n].to_vec());

@@ -28,3 +28,17 @@ pub mod sk;
 pub mod ts;
 
 pub use error::{CommandError, Error};
+pub mod config;
+pub mod endpoint;
+pub mod event;
+pub mod exchange;
+pub(crate) mod ike_sa;
+pub mod keylog;
+pub mod message;
+pub mod retransmit;
+
+pub use config::{ChildConfig, ChildLifetimes, Config, Connection, Mode, Psk, StartAction};
+pub use endpoint::{Dropped, Endpoint, PacketSelectors, SaHandle};
+pub use event::{ChildSaInfo, DownReason, Event, IkeKeyLog, IkeSaInfo, Role, Transmit, UdpEncap};
+pub use id::Identity;
+pub use ike_sa::NON_ESP_MARKER;

@@ -26,7 +26,10 @@ pub fn narrow(offered: &[TrafficSelector], configured: &[TrafficSelector]) -> Ve
 
 /// The initiator's check: every selector of the answer lies within one it offered.
 pub fn answer_within(answer: &[TrafficSelector], offered: &[TrafficSelector]) -> bool {
-    !answer.is_empty() && answer.iter().all(|a| a.is_valid() && offered.iter().any(|o| a.is_subset_of(o)))
+    !answer.is_empty()
+        && answer
+            .iter()
+            .all(|a| a.is_valid() && offered.iter().any(|o| a.is_subset_of(o)))
 }
 
 #[cfg(test)]
@@ -39,11 +42,17 @@ mod tests {
     #[test]
     fn narrows_to_policy() {
         // Initiator asks for everything; policy allows one subnet.
-        assert_eq!(narrow(&[TrafficSelector::any(false)], &[t("10.2.0.0/16")]), [t("10.2.0.0/16")]);
+        assert_eq!(
+            narrow(&[TrafficSelector::any(false)], &[t("10.2.0.0/16")]),
+            [t("10.2.0.0/16")]
+        );
         // Initiator asks for a narrower one: kept.
         assert_eq!(narrow(&[t("10.2.3.0/24")], &[t("10.2.0.0/16")]), [t("10.2.3.0/24")]);
         // Packet selector first, then the subnet (2.9): the subnet covers both.
-        assert_eq!(narrow(&[t("10.2.3.4[tcp/80]"), t("10.2.0.0/16")], &[t("10.2.0.0/16")]), [t("10.2.0.0/16")]);
+        assert_eq!(
+            narrow(&[t("10.2.3.4[tcp/80]"), t("10.2.0.0/16")], &[t("10.2.0.0/16")]),
+            [t("10.2.0.0/16")]
+        );
         // Nothing in common.
         assert!(narrow(&[t("192.168.0.0/16")], &[t("10.2.0.0/16")]).is_empty());
         assert!(answer_within(&[t("10.2.3.0/24")], &[t("10.2.0.0/16")]));

@@ -28,7 +28,14 @@ pub struct NatState {
 /// Evaluates received notifies. `sources` are the NAT_DETECTION_SOURCE_IP values (any may
 /// match, 2.23), `destination` the NAT_DETECTION_DESTINATION_IP value, `local`/`remote` the
 /// datagram's addresses as we received it. Returns None if the peer sent no notifies.
-pub fn evaluate(spi_i: u64, spi_r: u64, sources: &[&[u8]], destination: Option<&[u8]>, local: SocketAddr, remote: SocketAddr) -> Option<NatState> {
+pub fn evaluate(
+    spi_i: u64,
+    spi_r: u64,
+    sources: &[&[u8]],
+    destination: Option<&[u8]>,
+    local: SocketAddr,
+    remote: SocketAddr,
+) -> Option<NatState> {
     let dest = destination?;
     if sources.is_empty() {
         return None;

@@ -68,15 +68,27 @@ mod tests {
     fn rfc4231_vectors() {
         let k1 = [0x0bu8; 20];
         let d1 = b"Hi There";
-        assert_eq!(hex::encode(&*prf(Prf::HmacSha256, &k1, &[d1])), "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
-        assert_eq!(hex::encode(&*prf(Prf::HmacSha384, &k1, &[d1])), "afd03944d84895626b0825f4ab46907f15f9dadbe4101ec682aa034c7cebc59cfaea9ea9076ede7f4af152e8b2fa9cb6");
+        assert_eq!(
+            hex::encode(&*prf(Prf::HmacSha256, &k1, &[d1])),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
+        );
+        assert_eq!(
+            hex::encode(&*prf(Prf::HmacSha384, &k1, &[d1])),
+            "afd03944d84895626b0825f4ab46907f15f9dadbe4101ec682aa034c7cebc59cfaea9ea9076ede7f4af152e8b2fa9cb6"
+        );
         assert_eq!(hex::encode(&*prf(Prf::HmacSha512, &k1, &[d1])), "87aa7cdea5ef619d4ff0b4241a1d6cb02379f4e2ce4ec2787ad0b30545e17cdedaa833b7d6b8a702038b274eaea3f4e4be9d914eeb61f1702e696c203a126854");
         // Case 2, data split in two to exercise concatenation.
-        assert_eq!(hex::encode(&*prf(Prf::HmacSha256, b"Jefe", &[b"what do ya want ", b"for nothing?"])), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        assert_eq!(
+            hex::encode(&*prf(Prf::HmacSha256, b"Jefe", &[b"what do ya want ", b"for nothing?"])),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
         // Case 6: a 131-byte key (longer than the block, hashed first).
         let k6 = [0xaau8; 131];
         let d6 = b"Test Using Larger Than Block-Size Key - Hash Key First";
-        assert_eq!(hex::encode(&*prf(Prf::HmacSha256, &k6, &[d6])), "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+        assert_eq!(
+            hex::encode(&*prf(Prf::HmacSha256, &k6, &[d6])),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+        );
         assert_eq!(hex::encode(&*prf(Prf::HmacSha512, &k6, &[d6])), "80b24263c7c1a3ebb71493c1dd7be8b49b46d1f41b4aeec1121b013783f8f3526b56d037e05f2598bd0fd2215d6a1e5295e64f73f63f0aec8b915a985d786598");
     }
 

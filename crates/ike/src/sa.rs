@@ -347,9 +347,15 @@ pub fn choose_ike(offered: &[Proposal], ours: &[ProposalSpec]) -> Option<(u8, Ik
             if p.has_unknown_type(&[tt::ENCR, tt::PRF, tt::INTEG, tt::KE]) {
                 continue;
             }
-            let Some(encr) = pick(&spec.encr, p.of_type(tt::ENCR).map(encr_of)) else { continue };
-            let Some(prf) = pick(&spec.prf, p.of_type(tt::PRF).map(|t| Prf::from_id(t.id))) else { continue };
-            let Some(dh) = pick(&spec.dh, p.of_type(tt::KE).map(|t| DhGroup::from_id(t.id))) else { continue };
+            let Some(encr) = pick(&spec.encr, p.of_type(tt::ENCR).map(encr_of)) else {
+                continue;
+            };
+            let Some(prf) = pick(&spec.prf, p.of_type(tt::PRF).map(|t| Prf::from_id(t.id))) else {
+                continue;
+            };
+            let Some(dh) = pick(&spec.dh, p.of_type(tt::KE).map(|t| DhGroup::from_id(t.id))) else {
+                continue;
+            };
             let integ = if encr.is_aead() {
                 // An AEAD proposal has no integrity transform, or only NONE (3.3).
                 if p.of_type(tt::INTEG).any(|t| t.id != 0) {
@@ -379,7 +385,9 @@ pub fn choose_esp(offered: &[Proposal], ours: &[ProposalSpec]) -> Option<(u8, u3
             if p.has_unknown_type(&[tt::ENCR, tt::INTEG, tt::KE, tt::ESN]) {
                 continue;
             }
-            let Some(encr) = pick(&spec.encr, p.of_type(tt::ENCR).map(encr_of)) else { continue };
+            let Some(encr) = pick(&spec.encr, p.of_type(tt::ENCR).map(encr_of)) else {
+                continue;
+            };
             let integ = if encr.is_aead() {
                 if p.of_type(tt::INTEG).any(|t| t.id != 0) {
                     continue;
@@ -392,8 +400,14 @@ pub fn choose_esp(offered: &[Proposal], ours: &[ProposalSpec]) -> Option<(u8, u3
                 }
             };
             let offered_esn: Vec<bool> = p.of_type(tt::ESN).filter(|t| t.id <= 1).map(|t| t.id == 1).collect();
-            let offered_esn = if p.of_type(tt::ESN).next().is_none() { alloc::vec![false] } else { offered_esn };
-            let Some(esn) = spec.esn.iter().copied().find(|e| offered_esn.contains(e)) else { continue };
+            let offered_esn = if p.of_type(tt::ESN).next().is_none() {
+                alloc::vec![false]
+            } else {
+                offered_esn
+            };
+            let Some(esn) = spec.esn.iter().copied().find(|e| offered_esn.contains(e)) else {
+                continue;
+            };
             return Some((p.num, spi, ChildSuite { encr, integ, esn }));
         }
     }
@@ -417,9 +431,15 @@ pub fn accept_ike_answer(answer: &SaPayload, ours: &[ProposalSpec]) -> Option<Ik
     if p.protocol != protocol::IKE || p.has_unknown_type(&[tt::ENCR, tt::PRF, tt::INTEG, tt::KE]) {
         return None;
     }
-    let encr = one(tt::ENCR)?.and_then(|t| encr_of(&t)).filter(|e| spec.encr.contains(e))?;
-    let prf = one(tt::PRF)?.and_then(|t| Prf::from_id(t.id)).filter(|x| spec.prf.contains(x))?;
-    let dh = one(tt::KE)?.and_then(|t| DhGroup::from_id(t.id)).filter(|x| spec.dh.contains(x))?;
+    let encr = one(tt::ENCR)?
+        .and_then(|t| encr_of(&t))
+        .filter(|e| spec.encr.contains(e))?;
+    let prf = one(tt::PRF)?
+        .and_then(|t| Prf::from_id(t.id))
+        .filter(|x| spec.prf.contains(x))?;
+    let dh = one(tt::KE)?
+        .and_then(|t| DhGroup::from_id(t.id))
+        .filter(|x| spec.dh.contains(x))?;
     let integ = match one(tt::INTEG)? {
         None if encr.is_aead() => None,
         Some(t) if encr.is_aead() && t.id == 0 => None,
@@ -465,9 +485,17 @@ mod tests {
 
     #[test]
     fn emit_parse_round_trip() {
-        let specs = parse_proposals("aes128gcm16-aes256gcm16-prfsha256-x25519-ecp256, aes256-sha256-modp2048", ProposalKind::Ike).unwrap();
+        let specs = parse_proposals(
+            "aes128gcm16-aes256gcm16-prfsha256-x25519-ecp256, aes256-sha256-modp2048",
+            ProposalKind::Ike,
+        )
+        .unwrap();
         let sa = SaPayload {
-            proposals: specs.iter().enumerate().map(|(i, s)| Proposal::from_spec(i as u8 + 1, protocol::IKE, &[], s, true)).collect(),
+            proposals: specs
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Proposal::from_spec(i as u8 + 1, protocol::IKE, &[], s, true))
+                .collect(),
         };
         let mut b = alloc::vec![0u8; sa.buffer_len()];
         sa.emit(&mut b).unwrap();
@@ -482,16 +510,36 @@ mod tests {
 
     #[test]
     fn choice_follows_our_preference_and_answers_verify() {
-        let theirs = parse_proposals("aes256-sha256-modp2048, aes128gcm16-prfsha256-x25519", ProposalKind::Ike).unwrap();
-        let offered: Vec<_> = theirs.iter().enumerate().map(|(i, s)| Proposal::from_spec(i as u8 + 1, protocol::IKE, &[], s, true)).collect();
+        let theirs = parse_proposals(
+            "aes256-sha256-modp2048, aes128gcm16-prfsha256-x25519",
+            ProposalKind::Ike,
+        )
+        .unwrap();
+        let offered: Vec<_> = theirs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Proposal::from_spec(i as u8 + 1, protocol::IKE, &[], s, true))
+            .collect();
         let ours = parse_proposals("aes128gcm16-prfsha256-x25519-ecp384", ProposalKind::Ike).unwrap();
         let (num, suite) = choose_ike(&offered, &ours).unwrap();
         assert_eq!(num, 2);
-        assert_eq!(suite, IkeSuite { encr: Encr::AesGcm16_128, integ: None, prf: Prf::HmacSha256, dh: DhGroup::Curve25519 });
-        let answer = SaPayload { proposals: alloc::vec![Proposal::from_ike_suite(num, &[], &suite)] };
+        assert_eq!(
+            suite,
+            IkeSuite {
+                encr: Encr::AesGcm16_128,
+                integ: None,
+                prf: Prf::HmacSha256,
+                dh: DhGroup::Curve25519
+            }
+        );
+        let answer = SaPayload {
+            proposals: alloc::vec![Proposal::from_ike_suite(num, &[], &suite)],
+        };
         assert_eq!(accept_ike_answer(&answer, &theirs), Some(suite));
         // An answer naming a transform we did not offer in that proposal is refused.
-        let wrong = SaPayload { proposals: alloc::vec![Proposal::from_ike_suite(1, &[], &suite)] };
+        let wrong = SaPayload {
+            proposals: alloc::vec![Proposal::from_ike_suite(1, &[], &suite)],
+        };
         assert_eq!(accept_ike_answer(&wrong, &theirs), None);
         let none = parse_proposals("aes256-sha512-ecp256", ProposalKind::Ike).unwrap();
         assert_eq!(choose_ike(&offered, &none), None);
@@ -500,11 +548,19 @@ mod tests {
     #[test]
     fn esp_choice() {
         let theirs = parse_proposals("aes128gcm16-esn-noesn", ProposalKind::Esp).unwrap();
-        let offered = [Proposal::from_spec(1, protocol::ESP, &0x1234u32.to_be_bytes(), &theirs[0], false)];
+        let offered = [Proposal::from_spec(
+            1,
+            protocol::ESP,
+            &0x1234u32.to_be_bytes(),
+            &theirs[0],
+            false,
+        )];
         let ours = parse_proposals("aes128gcm16-esn", ProposalKind::Esp).unwrap();
         let (num, spi, s) = choose_esp(&offered, &ours).unwrap();
         assert_eq!((num, spi, s.esn, s.integ), (1, 0x1234, true, None));
-        let answer = SaPayload { proposals: alloc::vec![Proposal::from_child_suite(1, 0x5678, &s)] };
+        let answer = SaPayload {
+            proposals: alloc::vec![Proposal::from_child_suite(1, 0x5678, &s)],
+        };
         assert_eq!(accept_esp_answer(&answer, &theirs), Some((0x5678, s)));
     }
 }

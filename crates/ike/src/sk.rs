@@ -65,8 +65,12 @@ impl SkCipher {
                 Box::new(aes_gcm::Aes256Gcm::new_from_slice(&sk_e[..32]).map_err(|_| Error::BadLength)?),
                 salt(sk_e),
             ),
-            Encr::AesCbc128 => Engine::Cbc128(Box::new(aes::Aes128::new_from_slice(sk_e).map_err(|_| Error::BadLength)?)),
-            Encr::AesCbc256 => Engine::Cbc256(Box::new(aes::Aes256::new_from_slice(sk_e).map_err(|_| Error::BadLength)?)),
+            Encr::AesCbc128 => Engine::Cbc128(Box::new(
+                aes::Aes128::new_from_slice(sk_e).map_err(|_| Error::BadLength)?,
+            )),
+            Encr::AesCbc256 => Engine::Cbc256(Box::new(
+                aes::Aes256::new_from_slice(sk_e).map_err(|_| Error::BadLength)?,
+            )),
             Encr::ChaCha20Poly1305 => return Err(Error::BadProposal),
         };
         let (mac, icv_len) = match (encr.is_aead(), integ) {
@@ -76,9 +80,15 @@ impl SkCipher {
                     return Err(Error::BadLength);
                 }
                 let m = match i {
-                    Integ::HmacSha256_128 => MacKey::S256(<Hmac<Sha256> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?),
-                    Integ::HmacSha384_192 => MacKey::S384(<Hmac<Sha384> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?),
-                    Integ::HmacSha512_256 => MacKey::S512(<Hmac<Sha512> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?),
+                    Integ::HmacSha256_128 => {
+                        MacKey::S256(<Hmac<Sha256> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?)
+                    }
+                    Integ::HmacSha384_192 => {
+                        MacKey::S384(<Hmac<Sha384> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?)
+                    }
+                    Integ::HmacSha512_256 => {
+                        MacKey::S512(<Hmac<Sha512> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?)
+                    }
                 };
                 (m, i.icv_len())
             }
@@ -127,7 +137,13 @@ impl SkCipher {
     /// payload whose Next Payload is `first_inner`, and the inner payload chain `inner`
     /// encrypted and authenticated (3.14; RFC 5282 5.1 for the GCM AAD: the IKE header
     /// and the SK payload's generic header).
-    pub fn seal(&mut self, header: &HeaderRepr, first_inner: u8, inner: &[u8], rng: &mut impl CryptoRngCore) -> Result<Vec<u8>, Error> {
+    pub fn seal(
+        &mut self,
+        header: &HeaderRepr,
+        first_inner: u8,
+        inner: &[u8],
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<Vec<u8>, Error> {
         let iv_len = self.iv_len();
         let bl = self.block_len();
         // Padding: the pad length byte included, the plaintext a multiple of the block.
@@ -170,8 +186,14 @@ impl SkCipher {
                 msg[iv_at..ct_at].copy_from_slice(&iv);
                 let pt = &mut msg[ct_at..icv_at];
                 match &self.engine {
-                    Engine::Cbc128(c) => cbc_encrypt(cbc::Encryptor::<aes::Aes128>::inner_iv_init((**c).clone(), &iv.into()), pt),
-                    Engine::Cbc256(c) => cbc_encrypt(cbc::Encryptor::<aes::Aes256>::inner_iv_init((**c).clone(), &iv.into()), pt),
+                    Engine::Cbc128(c) => cbc_encrypt(
+                        cbc::Encryptor::<aes::Aes128>::inner_iv_init((**c).clone(), &iv.into()),
+                        pt,
+                    ),
+                    Engine::Cbc256(c) => cbc_encrypt(
+                        cbc::Encryptor::<aes::Aes256>::inner_iv_init((**c).clone(), &iv.into()),
+                        pt,
+                    ),
                     _ => {}
                 }
                 let icv = self.mac(&msg[..icv_at]);
@@ -203,8 +225,12 @@ impl SkCipher {
                 let tag = aes_gcm::Tag::clone_from_slice(&msg[icv_at..]);
                 let aad = &msg[..iv_at];
                 let r = match &self.engine {
-                    Engine::Gcm128(c, salt) => c.decrypt_in_place_detached(&nonce(salt, &iv).into(), aad, &mut pt, &tag),
-                    Engine::Gcm256(c, salt) => c.decrypt_in_place_detached(&nonce(salt, &iv).into(), aad, &mut pt, &tag),
+                    Engine::Gcm128(c, salt) => {
+                        c.decrypt_in_place_detached(&nonce(salt, &iv).into(), aad, &mut pt, &tag)
+                    }
+                    Engine::Gcm256(c, salt) => {
+                        c.decrypt_in_place_detached(&nonce(salt, &iv).into(), aad, &mut pt, &tag)
+                    }
                     _ => return Err(Error::BadProposal),
                 };
                 r.map_err(|_| Error::BadIntegrity)?;
@@ -216,8 +242,14 @@ impl SkCipher {
                 }
                 let iv: [u8; 16] = msg[iv_at..ct_at].try_into().map_err(|_| Error::Truncated)?;
                 match &self.engine {
-                    Engine::Cbc128(c) => cbc_decrypt(cbc::Decryptor::<aes::Aes128>::inner_iv_init((**c).clone(), &iv.into()), &mut pt),
-                    Engine::Cbc256(c) => cbc_decrypt(cbc::Decryptor::<aes::Aes256>::inner_iv_init((**c).clone(), &iv.into()), &mut pt),
+                    Engine::Cbc128(c) => cbc_decrypt(
+                        cbc::Decryptor::<aes::Aes128>::inner_iv_init((**c).clone(), &iv.into()),
+                        &mut pt,
+                    ),
+                    Engine::Cbc256(c) => cbc_decrypt(
+                        cbc::Decryptor::<aes::Aes256>::inner_iv_init((**c).clone(), &iv.into()),
+                        &mut pt,
+                    ),
                     _ => {}
                 }
             }
@@ -308,7 +340,9 @@ mod tests {
         let salt: [u8; 4] = nonce_b[..4].try_into().unwrap();
         let iv: [u8; 8] = nonce_b[4..].try_into().unwrap();
         let mut buf = pt.clone();
-        let tag = c.encrypt_in_place_detached(&nonce(&salt, &iv).into(), b"", &mut buf).unwrap();
+        let tag = c
+            .encrypt_in_place_detached(&nonce(&salt, &iv).into(), b"", &mut buf)
+            .unwrap();
         assert_eq!(hex::encode(&buf), "42831ec2217774244b7221b784d0d49ce3aa212f2c02a4e035c17e2329aca12e21d514b25466931c7d8f6a5aac84aa051ba30b396a0aac973d58e091473f5985");
         assert_eq!(hex::encode(tag), "4d5c2af327cd64a62cf35abd2ba6fab4");
     }

@@ -125,7 +125,11 @@ impl TrafficSelector {
             return Err(Error::BadSyntax("prefix length"));
         }
         let host_bits = bits - len as u32;
-        let mask: u128 = if host_bits == 128 { u128::MAX } else { (1u128 << host_bits) - 1 };
+        let mask: u128 = if host_bits == 128 {
+            u128::MAX
+        } else {
+            (1u128 << host_bits) - 1
+        };
         let v = to_u128(a) & !mask;
         let v_end = v | mask;
         let v_end = if a.is_ipv6() { v_end } else { v_end & u32::MAX as u128 };
@@ -206,7 +210,9 @@ impl TrafficSelector {
         let s = s.trim();
         let (net, extra) = match s.find('[') {
             Some(i) => {
-                let rest = s[i + 1..].strip_suffix(']').ok_or(Error::BadSyntax("traffic selector: missing ]"))?;
+                let rest = s[i + 1..]
+                    .strip_suffix(']')
+                    .ok_or(Error::BadSyntax("traffic selector: missing ]"))?;
                 (&s[..i], Some(rest))
             }
             None => (s, None),
@@ -214,7 +220,9 @@ impl TrafficSelector {
         let mut ts = match net.split_once('/') {
             Some((a, l)) => {
                 let a: IpAddr = a.parse().map_err(|_| Error::BadSyntax("traffic selector address"))?;
-                let l: u8 = l.parse().map_err(|_| Error::BadSyntax("traffic selector prefix length"))?;
+                let l: u8 = l
+                    .parse()
+                    .map_err(|_| Error::BadSyntax("traffic selector prefix length"))?;
                 Self::subnet(a, l)?
             }
             None => Self::host(net.parse().map_err(|_| Error::BadSyntax("traffic selector address"))?),
