@@ -260,8 +260,8 @@ mod tests {
         // An unknown payload type 99: skipped when not critical, refused when critical.
         let mut u = m.clone();
         let vendor_at = u.len() - 5;
-        assert_eq!(u[vendor_at - 24], kind::VENDOR); // the notify's Next Payload
-        u[vendor_at - 24] = 99;
+        assert_eq!(u[vendor_at - 28], kind::VENDOR); // the notify's Next Payload
+        u[vendor_at - 28] = 99;
         assert_eq!(Message::parse(&u).unwrap().chain.payloads.len(), 2);
         u[vendor_at + 1] = 0x80;
         assert_eq!(Message::parse(&u).err(), Some(Error::UnsupportedCritical(99)));
