@@ -1,0 +1,496 @@
+//! Algorithms with their IANA transform IDs (RFC 7296 3.3.2, IANA "IKEv2 Parameters"), and
+//! proposals written as strongSwan writes them in swanctl.conf
+//! (`aes128gcm16-prfsha256-x25519`, `aes256-sha256-ecp384`, `aes128gcm16-x25519-esn`).
+use crate::error::Error;
+use alloc::vec::Vec;
+
+/// Transform types (RFC 7296 3.3.2).
+pub mod transform_type {
+    /// Encryption Algorithm (ENCR).
+    pub const ENCR: u8 = 1;
+    /// Pseudorandom Function (PRF).
+    pub const PRF: u8 = 2;
+    /// Integrity Algorithm (INTEG).
+    pub const INTEG: u8 = 3;
+    /// Key Exchange Method (KE, formerly D-H group).
+    pub const KE: u8 = 4;
+    /// Extended Sequence Numbers (ESN).
+    pub const ESN: u8 = 5;
+}
+
+/// Encryption algorithms, for the IKE SA (SK payload) and for ESP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encr {
+    /// ENCR_AES_CBC (12) with a 128-bit key (RFC 3602).
+    AesCbc128,
+    /// ENCR_AES_CBC (12) with a 256-bit key.
+    AesCbc256,
+    /// ENCR_AES_GCM_16 (20), 128-bit key, 16-byte ICV (RFC 5282, RFC 4106).
+    AesGcm16_128,
+    /// ENCR_AES_GCM_16 (20), 256-bit key.
+    AesGcm16_256,
+    /// ENCR_CHACHA20_POLY1305 (28) (RFC 7634; ESP only here).
+    ChaCha20Poly1305,
+}
+
+impl Encr {
+    /// IANA transform ID.
+    pub fn id(self) -> u16 {
+        match self {
+            Encr::AesCbc128 | Encr::AesCbc256 => 12,
+            Encr::AesGcm16_128 | Encr::AesGcm16_256 => 20,
+            Encr::ChaCha20Poly1305 => 28,
+        }
+    }
+    /// The Key Length attribute in bits, for algorithms that carry it (3.3.5).
+    pub fn key_len_attr(self) -> Option<u16> {
+        match self {
+            Encr::AesCbc128 | Encr::AesGcm16_128 => Some(128),
+            Encr::AesCbc256 | Encr::AesGcm16_256 => Some(256),
+            Encr::ChaCha20Poly1305 => None,
+        }
+    }
+    /// From a transform ID and Key Length attribute.
+    pub fn from_id(id: u16, key_len: Option<u16>) -> Option<Self> {
+        Some(match (id, key_len) {
+            (12, Some(128)) => Encr::AesCbc128,
+            (12, Some(256)) => Encr::AesCbc256,
+            (20, Some(128)) => Encr::AesGcm16_128,
+            (20, Some(256)) => Encr::AesGcm16_256,
+            (28, None) => Encr::ChaCha20Poly1305,
+            _ => return None,
+        })
+    }
+    /// Whether it is an AEAD (no separate integrity transform, 3.3).
+    pub fn is_aead(self) -> bool {
+        !matches!(self, Encr::AesCbc128 | Encr::AesCbc256)
+    }
+    /// Key material taken from prf+ / KEYMAT, salt included (RFC 5282 7.1: 4 salt bytes for
+    /// GCM; RFC 7634 2: 4 salt bytes for ChaCha20-Poly1305).
+    pub fn keymat_len(self) -> usize {
+        match self {
+            Encr::AesCbc128 => 16,
+            Encr::AesCbc256 => 32,
+            Encr::AesGcm16_128 => 20,
+            Encr::AesGcm16_256 => 36,
+            Encr::ChaCha20Poly1305 => 36,
+        }
+    }
+    /// strongSwan's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Encr::AesCbc128 => "aes128",
+            Encr::AesCbc256 => "aes256",
+            Encr::AesGcm16_128 => "aes128gcm16",
+            Encr::AesGcm16_256 => "aes256gcm16",
+            Encr::ChaCha20Poly1305 => "chacha20poly1305",
+        }
+    }
+}
+
+/// Pseudorandom functions (RFC 7296 2.13; RFC 4868).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Prf {
+    /// PRF_HMAC_SHA2_256 (5).
+    HmacSha256,
+    /// PRF_HMAC_SHA2_384 (6).
+    HmacSha384,
+    /// PRF_HMAC_SHA2_512 (7).
+    HmacSha512,
+}
+
+impl Prf {
+    /// IANA transform ID.
+    pub fn id(self) -> u16 {
+        match self {
+            Prf::HmacSha256 => 5,
+            Prf::HmacSha384 => 6,
+            Prf::HmacSha512 => 7,
+        }
+    }
+    /// From the transform ID.
+    pub fn from_id(id: u16) -> Option<Self> {
+        Some(match id {
+            5 => Prf::HmacSha256,
+            6 => Prf::HmacSha384,
+            7 => Prf::HmacSha512,
+            _ => return None,
+        })
+    }
+    /// Output length, which is also the preferred key length (RFC 4868 2.1).
+    pub fn len(self) -> usize {
+        match self {
+            Prf::HmacSha256 => 32,
+            Prf::HmacSha384 => 48,
+            Prf::HmacSha512 => 64,
+        }
+    }
+    /// strongSwan's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Prf::HmacSha256 => "prfsha256",
+            Prf::HmacSha384 => "prfsha384",
+            Prf::HmacSha512 => "prfsha512",
+        }
+    }
+}
+
+/// Integrity algorithms (RFC 4868).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Integ {
+    /// AUTH_HMAC_SHA2_256_128 (12).
+    HmacSha256_128,
+    /// AUTH_HMAC_SHA2_384_192 (13).
+    HmacSha384_192,
+    /// AUTH_HMAC_SHA2_512_256 (14).
+    HmacSha512_256,
+}
+
+impl Integ {
+    /// IANA transform ID.
+    pub fn id(self) -> u16 {
+        match self {
+            Integ::HmacSha256_128 => 12,
+            Integ::HmacSha384_192 => 13,
+            Integ::HmacSha512_256 => 14,
+        }
+    }
+    /// From the transform ID.
+    pub fn from_id(id: u16) -> Option<Self> {
+        Some(match id {
+            12 => Integ::HmacSha256_128,
+            13 => Integ::HmacSha384_192,
+            14 => Integ::HmacSha512_256,
+            _ => return None,
+        })
+    }
+    /// Key length (RFC 4868 2.1.1: the hash's output length).
+    pub fn key_len(self) -> usize {
+        match self {
+            Integ::HmacSha256_128 => 32,
+            Integ::HmacSha384_192 => 48,
+            Integ::HmacSha512_256 => 64,
+        }
+    }
+    /// Truncated ICV length.
+    pub fn icv_len(self) -> usize {
+        self.key_len() / 2
+    }
+    /// strongSwan's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Integ::HmacSha256_128 => "sha256",
+            Integ::HmacSha384_192 => "sha384",
+            Integ::HmacSha512_256 => "sha512",
+        }
+    }
+    /// The PRF strongSwan pairs with it when a proposal names no PRF.
+    pub fn matching_prf(self) -> Prf {
+        match self {
+            Integ::HmacSha256_128 => Prf::HmacSha256,
+            Integ::HmacSha384_192 => Prf::HmacSha384,
+            Integ::HmacSha512_256 => Prf::HmacSha512,
+        }
+    }
+}
+
+/// Key exchange methods (Diffie-Hellman groups).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DhGroup {
+    /// 2048-bit MODP group 14 (RFC 3526 3).
+    Modp2048,
+    /// 256-bit random ECP group 19 (RFC 5903).
+    Ecp256,
+    /// 384-bit random ECP group 20 (RFC 5903).
+    Ecp384,
+    /// Curve25519 group 31 (RFC 8031).
+    Curve25519,
+}
+
+impl DhGroup {
+    /// IANA transform ID (group number).
+    pub fn id(self) -> u16 {
+        match self {
+            DhGroup::Modp2048 => 14,
+            DhGroup::Ecp256 => 19,
+            DhGroup::Ecp384 => 20,
+            DhGroup::Curve25519 => 31,
+        }
+    }
+    /// From the group number.
+    pub fn from_id(id: u16) -> Option<Self> {
+        Some(match id {
+            14 => DhGroup::Modp2048,
+            19 => DhGroup::Ecp256,
+            20 => DhGroup::Ecp384,
+            31 => DhGroup::Curve25519,
+            _ => return None,
+        })
+    }
+    /// Length of the public value in a KE payload.
+    pub fn public_len(self) -> usize {
+        match self {
+            DhGroup::Modp2048 => 256,
+            DhGroup::Ecp256 => 64,
+            DhGroup::Ecp384 => 96,
+            DhGroup::Curve25519 => 32,
+        }
+    }
+    /// strongSwan's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            DhGroup::Modp2048 => "modp2048",
+            DhGroup::Ecp256 => "ecp256",
+            DhGroup::Ecp384 => "ecp384",
+            DhGroup::Curve25519 => "x25519",
+        }
+    }
+}
+
+/// Which SA a proposal is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProposalKind {
+    /// The IKE SA (needs a PRF and a key exchange method).
+    Ike,
+    /// An ESP child SA.
+    Esp,
+}
+
+/// One configured proposal: for each transform type, the algorithms acceptable, most
+/// preferred first (RFC 7296 3.3: within a proposal, one of each type is chosen).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProposalSpec {
+    /// Encryption algorithms.
+    pub encr: Vec<Encr>,
+    /// Integrity algorithms (empty with AEADs).
+    pub integ: Vec<Integ>,
+    /// PRFs (IKE only).
+    pub prf: Vec<Prf>,
+    /// Key exchange methods (IKE: at least one; ESP: empty, or a group for PFS in part 2).
+    pub dh: Vec<DhGroup>,
+    /// ESN choices for ESP (`true` = ESN); empty for IKE.
+    pub esn: Vec<bool>,
+}
+
+/// Algorithms chosen for an IKE SA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IkeSuite {
+    /// Encryption of the SK payload.
+    pub encr: Encr,
+    /// Integrity (None with an AEAD).
+    pub integ: Option<Integ>,
+    /// PRF.
+    pub prf: Prf,
+    /// Key exchange method.
+    pub dh: DhGroup,
+}
+
+/// Algorithms chosen for an ESP child SA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ChildSuite {
+    /// Encryption (or AEAD).
+    pub encr: Encr,
+    /// Integrity (None with an AEAD).
+    pub integ: Option<Integ>,
+    /// Extended sequence numbers.
+    pub esn: bool,
+}
+
+fn push_unique<T: PartialEq>(v: &mut Vec<T>, x: T) {
+    if !v.contains(&x) {
+        v.push(x);
+    }
+}
+
+/// Parses one proposal in strongSwan's syntax, algorithms separated by `-`:
+/// `aes128 aes256 aes128gcm16 aes256gcm16 aes128gcm128 aes256gcm128 chacha20poly1305`,
+/// `sha256 sha384 sha512` (also `sha2_256` ...), `prfsha256 prfsha384 prfsha512`,
+/// `modp2048 ecp256 ecp384 x25519 curve25519`, `esn noesn`.
+/// As strongSwan does: an IKE proposal without a PRF takes the PRFs matching its integrity
+/// algorithms (an AEAD IKE proposal must name one); an ESP proposal without `esn`/`noesn`
+/// is `noesn`. Mixing AEAD and non-AEAD ciphers in one proposal is refused (write two).
+pub fn parse_proposal(s: &str, kind: ProposalKind) -> Result<ProposalSpec, Error> {
+    let mut p = ProposalSpec::default();
+    let mut count = 0;
+    for tok in s.trim().split('-') {
+        count += 1;
+        if count > crate::limits::MAX_TRANSFORMS {
+            return Err(Error::TooManyTransforms);
+        }
+        let t = tok.trim().to_ascii_lowercase_bounded();
+        match t.as_str() {
+            "aes128" | "aes" | "aes128cbc" => push_unique(&mut p.encr, Encr::AesCbc128),
+            "aes256" | "aes256cbc" => push_unique(&mut p.encr, Encr::AesCbc256),
+            "aes128gcm16" | "aes128gcm128" | "aes128gcm" => push_unique(&mut p.encr, Encr::AesGcm16_128),
+            "aes256gcm16" | "aes256gcm128" | "aes256gcm" => push_unique(&mut p.encr, Encr::AesGcm16_256),
+            "chacha20poly1305" => push_unique(&mut p.encr, Encr::ChaCha20Poly1305),
+            "sha256" | "sha2_256" => push_unique(&mut p.integ, Integ::HmacSha256_128),
+            "sha384" | "sha2_384" => push_unique(&mut p.integ, Integ::HmacSha384_192),
+            "sha512" | "sha2_512" => push_unique(&mut p.integ, Integ::HmacSha512_256),
+            "prfsha256" => push_unique(&mut p.prf, Prf::HmacSha256),
+            "prfsha384" => push_unique(&mut p.prf, Prf::HmacSha384),
+            "prfsha512" => push_unique(&mut p.prf, Prf::HmacSha512),
+            "modp2048" => push_unique(&mut p.dh, DhGroup::Modp2048),
+            "ecp256" => push_unique(&mut p.dh, DhGroup::Ecp256),
+            "ecp384" => push_unique(&mut p.dh, DhGroup::Ecp384),
+            "x25519" | "curve25519" => push_unique(&mut p.dh, DhGroup::Curve25519),
+            "esn" => push_unique(&mut p.esn, true),
+            "noesn" => push_unique(&mut p.esn, false),
+            _ => return Err(Error::UnknownAlgorithm),
+        }
+    }
+    if p.encr.is_empty() {
+        return Err(Error::BadProposalString("no encryption algorithm"));
+    }
+    let aead = p.encr[0].is_aead();
+    if p.encr.iter().any(|e| e.is_aead() != aead) {
+        return Err(Error::BadProposalString(
+            "AEAD and non-AEAD ciphers mixed in one proposal",
+        ));
+    }
+    if aead && !p.integ.is_empty() {
+        return Err(Error::BadProposalString("integrity algorithm with an AEAD"));
+    }
+    if !aead && p.integ.is_empty() {
+        return Err(Error::BadProposalString("no integrity algorithm"));
+    }
+    match kind {
+        ProposalKind::Ike => {
+            if p.encr.contains(&Encr::ChaCha20Poly1305) {
+                return Err(Error::BadProposalString("chacha20poly1305 is offered for ESP only"));
+            }
+            if !p.esn.is_empty() {
+                return Err(Error::BadProposalString("esn/noesn in an IKE proposal"));
+            }
+            if p.prf.is_empty() {
+                if aead {
+                    return Err(Error::BadProposalString("an AEAD IKE proposal needs a PRF"));
+                }
+                let derived: Vec<Prf> = p.integ.iter().map(|i| i.matching_prf()).collect();
+                for d in derived {
+                    push_unique(&mut p.prf, d);
+                }
+            }
+            if p.dh.is_empty() {
+                return Err(Error::BadProposalString("no key exchange method"));
+            }
+        }
+        ProposalKind::Esp => {
+            if !p.prf.is_empty() {
+                return Err(Error::BadProposalString("PRF in an ESP proposal"));
+            }
+            if p.esn.is_empty() {
+                p.esn.push(false);
+            }
+        }
+    }
+    Ok(p)
+}
+
+/// Parses a comma-separated list of proposals (swanctl.conf `proposals = a, b`).
+pub fn parse_proposals(s: &str, kind: ProposalKind) -> Result<Vec<ProposalSpec>, Error> {
+    let mut v = Vec::new();
+    for part in s.split(',') {
+        if part.trim().is_empty() {
+            continue;
+        }
+        if v.len() >= crate::limits::MAX_PROPOSALS {
+            return Err(Error::TooManyProposals);
+        }
+        v.push(parse_proposal(part, kind)?);
+    }
+    if v.is_empty() {
+        return Err(Error::BadProposalString("empty"));
+    }
+    Ok(v)
+}
+
+trait Lower {
+    fn to_ascii_lowercase_bounded(&self) -> alloc::string::String;
+}
+impl Lower for str {
+    fn to_ascii_lowercase_bounded(&self) -> alloc::string::String {
+        let mut s = alloc::string::String::with_capacity(self.len().min(64));
+        for c in self.chars().take(64) {
+            s.push(c.to_ascii_lowercase());
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strongswan_proposals() {
+        let p = parse_proposal("aes128gcm16-prfsha256-x25519", ProposalKind::Ike).unwrap();
+        assert_eq!(p.encr, [Encr::AesGcm16_128]);
+        assert!(p.integ.is_empty());
+        assert_eq!(p.prf, [Prf::HmacSha256]);
+        assert_eq!(p.dh, [DhGroup::Curve25519]);
+        let p = parse_proposal("aes256-sha256-ecp384", ProposalKind::Ike).unwrap();
+        assert_eq!(p.encr, [Encr::AesCbc256]);
+        assert_eq!(p.integ, [Integ::HmacSha256_128]);
+        assert_eq!(p.prf, [Prf::HmacSha256], "PRF taken from the integrity algorithm");
+        let p = parse_proposal("aes128gcm16-x25519", ProposalKind::Esp).unwrap();
+        assert_eq!(p.esn, [false]);
+        assert_eq!(p.dh, [DhGroup::Curve25519]);
+        let p = parse_proposal("chacha20poly1305-esn-noesn", ProposalKind::Esp).unwrap();
+        assert_eq!(p.esn, [true, false]);
+        assert_eq!(
+            parse_proposal("aes128gcm16-x25519", ProposalKind::Ike).map(|_| ()),
+            Err(Error::BadProposalString("an AEAD IKE proposal needs a PRF"))
+        );
+        assert_eq!(
+            parse_proposal("aes128-x25519", ProposalKind::Ike).map(|_| ()),
+            Err(Error::BadProposalString("no integrity algorithm"))
+        );
+        assert_eq!(
+            parse_proposal("3des-sha1-modp1024", ProposalKind::Ike).map(|_| ()),
+            Err(Error::UnknownAlgorithm)
+        );
+        assert_eq!(
+            parse_proposals(
+                "aes128gcm16-prfsha256-x25519, aes256-sha384-modp2048",
+                ProposalKind::Ike
+            )
+            .unwrap()
+            .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn transform_ids_round_trip() {
+        for e in [
+            Encr::AesCbc128,
+            Encr::AesCbc256,
+            Encr::AesGcm16_128,
+            Encr::AesGcm16_256,
+            Encr::ChaCha20Poly1305,
+        ] {
+            assert_eq!(Encr::from_id(e.id(), e.key_len_attr()), Some(e));
+        }
+        for g in [DhGroup::Modp2048, DhGroup::Ecp256, DhGroup::Ecp384, DhGroup::Curve25519] {
+            assert_eq!(DhGroup::from_id(g.id()), Some(g));
+        }
+        // IANA values, written out.
+        assert_eq!(
+            (
+                Encr::AesCbc128.id(),
+                Encr::AesGcm16_256.id(),
+                Encr::ChaCha20Poly1305.id()
+            ),
+            (12, 20, 28)
+        );
+        assert_eq!(
+            (
+                Prf::HmacSha256.id(),
+                Integ::HmacSha512_256.id(),
+                DhGroup::Curve25519.id()
+            ),
+            (5, 14, 31)
+        );
+    }
+}

@@ -1,0 +1,226 @@
+//! Configuration: plain structs the daemon fills from its own file format (swanctl.conf
+//! words where strongSwan has them). No serde here.
+use crate::alg::{parse_proposals, ProposalKind, ProposalSpec};
+use crate::error::Error;
+use crate::id::Identity;
+use crate::retransmit::RetransmitConfig;
+use crate::ts::TrafficSelector;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+use core::net::IpAddr;
+use core::time::Duration;
+use zeroize::Zeroizing;
+
+/// A pre-shared key. Never printed: `Debug` shows only its length class.
+#[derive(Clone)]
+pub struct Psk(Zeroizing<Vec<u8>>);
+
+impl Psk {
+    /// From the secret's bytes.
+    pub fn new(secret: &[u8]) -> Self {
+        Psk(Zeroizing::new(secret.to_vec()))
+    }
+    /// The secret, for the AUTH computation.
+    pub(crate) fn expose(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Psk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Psk(<redacted>)")
+    }
+}
+
+/// What to do with a connection or child when the daemon starts (swanctl `start_action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StartAction {
+    /// Wait for the peer or a command.
+    #[default]
+    None,
+    /// Initiate at start ([`crate::Endpoint::start`]).
+    Start,
+    /// Install a trap policy; the daemon calls [`crate::Endpoint::acquire`] on a match.
+    Trap,
+}
+
+/// IPsec mode of a child SA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Tunnel mode.
+    #[default]
+    Tunnel,
+    /// Transport mode (negotiated with USE_TRANSPORT_MODE, RFC 7296 1.3.1).
+    Transport,
+}
+
+/// Lifetimes of a child SA (reported in the events; rekeying is part 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChildLifetimes {
+    /// Rekey after this long (swanctl `rekey_time`, default 1 h).
+    pub rekey_time: Duration,
+    /// Hard expiry (swanctl `life_time`, default rekey_time + 10 %).
+    pub life_time: Duration,
+    /// Rekey after this many bytes (0: none).
+    pub rekey_bytes: u64,
+    /// Rekey after this many packets (0: none).
+    pub rekey_packets: u64,
+}
+
+impl Default for ChildLifetimes {
+    fn default() -> Self {
+        ChildLifetimes {
+            rekey_time: Duration::from_secs(3600),
+            life_time: Duration::from_secs(3960),
+            rekey_bytes: 0,
+            rekey_packets: 0,
+        }
+    }
+}
+
+/// A child SA configuration (a swanctl `children` section).
+#[derive(Debug, Clone)]
+pub struct ChildConfig {
+    /// Name.
+    pub name: String,
+    /// Our side's selectors. Empty means `dynamic`: our IKE address.
+    pub local_ts: Vec<TrafficSelector>,
+    /// The peer's side's selectors. Empty means `dynamic`: the peer's IKE address.
+    pub remote_ts: Vec<TrafficSelector>,
+    /// ESP proposals (see [`crate::alg::parse_proposal`]).
+    pub esp_proposals: Vec<ProposalSpec>,
+    /// Mode.
+    pub mode: Mode,
+    /// Lifetimes.
+    pub lifetimes: ChildLifetimes,
+    /// Start action.
+    pub start_action: StartAction,
+}
+
+impl ChildConfig {
+    /// A tunnel-mode child from swanctl-style strings: comma-separated selectors and
+    /// proposals.
+    pub fn new(name: &str, local_ts: &str, remote_ts: &str, esp_proposals: &str) -> Result<Self, Error> {
+        Ok(ChildConfig {
+            name: name.into(),
+            local_ts: parse_ts_list(local_ts)?,
+            remote_ts: parse_ts_list(remote_ts)?,
+            esp_proposals: parse_proposals(esp_proposals, ProposalKind::Esp)?,
+            mode: Mode::Tunnel,
+            lifetimes: ChildLifetimes::default(),
+            start_action: StartAction::None,
+        })
+    }
+}
+
+/// Parses `10.1.0.0/16, 10.2.0.0/16[tcp]`; `dynamic` or an empty string give an empty list.
+pub fn parse_ts_list(s: &str) -> Result<Vec<TrafficSelector>, Error> {
+    let mut v = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty() && *p != "dynamic") {
+        if v.len() >= crate::limits::MAX_TS {
+            return Err(Error::TooManyTs);
+        }
+        v.push(TrafficSelector::from_str_config(part)?);
+    }
+    Ok(v)
+}
+
+/// A connection (a swanctl `connections` section) with PSK authentication.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    /// Name.
+    pub name: String,
+    /// Our address.
+    pub local_addr: IpAddr,
+    /// The peer's address; `None` accepts any (responder only).
+    pub remote_addr: Option<IpAddr>,
+    /// The peer's IKE port (500).
+    pub remote_port: u16,
+    /// The peer's NAT-T port (4500).
+    pub remote_natt_port: u16,
+    /// Our identity.
+    pub local_id: Identity,
+    /// The identity the peer must prove; `None` accepts any (with the same PSK).
+    pub remote_id: Option<Identity>,
+    /// The pre-shared key.
+    pub psk: Psk,
+    /// IKE proposals.
+    pub ike_proposals: Vec<ProposalSpec>,
+    /// Child SAs; the first is negotiated in IKE_AUTH.
+    pub children: Vec<ChildConfig>,
+    /// Start action of the IKE SA (and its first child).
+    pub start_action: StartAction,
+    /// Send an empty INFORMATIONAL after this long without a message from the peer.
+    pub dpd_delay: Option<Duration>,
+    /// Force UDP encapsulation (strongSwan `encap = yes`): we send a NAT_DETECTION_SOURCE_IP
+    /// that cannot match, as strongSwan does, so both sides think we are behind a NAT.
+    pub encap: bool,
+    /// IKE SA rekey time (reported; rekeying is part 2).
+    pub ike_rekey_time: Duration,
+    /// Send INITIAL_CONTACT in IKE_AUTH (1.3.1 / 2.4).
+    pub initial_contact: bool,
+}
+
+impl Connection {
+    /// A connection with defaults: ports 500/4500, no DPD, no forced encapsulation.
+    pub fn new(
+        name: &str,
+        local_addr: IpAddr,
+        remote_addr: Option<IpAddr>,
+        local_id: Identity,
+        remote_id: Option<Identity>,
+        psk: Psk,
+        ike_proposals: &str,
+    ) -> Result<Self, Error> {
+        Ok(Connection {
+            name: name.into(),
+            local_addr,
+            remote_addr,
+            remote_port: 500,
+            remote_natt_port: 4500,
+            local_id,
+            remote_id,
+            psk,
+            ike_proposals: parse_proposals(ike_proposals, ProposalKind::Ike)?,
+            children: Vec::new(),
+            start_action: StartAction::None,
+            dpd_delay: None,
+            encap: false,
+            ike_rekey_time: Duration::from_secs(4 * 3600),
+            initial_contact: true,
+        })
+    }
+}
+
+/// The endpoint's configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Connections.
+    pub connections: Vec<Connection>,
+    /// Our IKE port (500): datagrams on it carry IKE without a marker.
+    pub ike_port: u16,
+    /// Our NAT-T port (4500): datagrams on it carry IKE after the 4-byte non-ESP marker.
+    pub natt_port: u16,
+    /// Retransmission.
+    pub retransmit: RetransmitConfig,
+    /// Give up on a half-open responder IKE SA (no IKE_AUTH) after this long.
+    pub half_open_timeout: Duration,
+    /// Put the IKE SA keys in [`crate::Event::IkeUp`] (for a Wireshark key log). Off by
+    /// default.
+    pub export_ike_keys: bool,
+}
+
+impl Config {
+    /// Defaults: ports 500 and 4500, strongSwan's retransmission, 30 s half-open timeout.
+    pub fn new(connections: Vec<Connection>) -> Self {
+        Config {
+            connections,
+            ike_port: 500,
+            natt_port: 4500,
+            retransmit: RetransmitConfig::default(),
+            half_open_timeout: Duration::from_secs(30),
+            export_ike_keys: false,
+        }
+    }
+}

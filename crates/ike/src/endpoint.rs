@@ -1,0 +1,538 @@
+//! The sans-IO endpoint (quinn-proto style): it owns the configuration and every IKE SA,
+//! takes datagrams, commands and the time, and hands back datagrams to send, the next
+//! deadline and events. It never touches a socket, a clock, a file or the OS's randomness.
+use crate::config::{Config, StartAction};
+use crate::error::{CommandError, Error};
+use crate::event::{DownReason, Event, Role, Transmit};
+use crate::exchange::ike_auth::new_spi;
+use crate::exchange::ike_sa_init::respond_init;
+use crate::header::ExchangeType;
+use crate::ike_sa::{Cx, IkeSa, Output, PendingChild, Request, State, NON_ESP_MARKER};
+use crate::limits::MAX_IKE_SAS;
+use crate::message::Message;
+use crate::ts::TrafficSelector;
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use core::fmt;
+use core::net::{IpAddr, SocketAddr};
+use core::time::Duration;
+use rand_core::CryptoRngCore;
+
+/// Why a received datagram was not used (count these; none is fatal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Dropped {
+    /// Malformed, or failed its integrity check.
+    Malformed(Error),
+    /// On the NAT-T port without the non-ESP marker: ESP, for the data plane.
+    NotIke,
+    /// A NAT-keepalive (RFC 3948 2.3).
+    Keepalive,
+    /// No IKE SA has this SPI.
+    UnknownSpi,
+    /// A response to no outstanding request.
+    UnexpectedResponse,
+    /// A request outside the window (2.3).
+    OutOfWindow,
+    /// The I flag names the wrong side.
+    WrongRole,
+    /// Not expected in the SA's state.
+    WrongState,
+    /// IKE_SA_INIT answered with NO_PROPOSAL_CHOSEN.
+    NoProposal,
+    /// IKE_SA_INIT answered with INVALID_KE_PAYLOAD.
+    InvalidKe,
+    /// Too many IKE SAs.
+    TooManySas,
+}
+
+impl fmt::Display for Dropped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dropped::Malformed(e) => write!(f, "malformed: {e}"),
+            other => fmt::Debug::fmt(other, f),
+        }
+    }
+}
+
+/// The packet that triggered an acquire (for the first selectors, RFC 7296 2.9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacketSelectors {
+    /// Source address (ours).
+    pub src: IpAddr,
+    /// Destination address (the peer's side).
+    pub dst: IpAddr,
+    /// IP protocol.
+    pub protocol: u8,
+    /// Source port (0 if none).
+    pub src_port: u16,
+    /// Destination port (0 if none).
+    pub dst_port: u16,
+}
+
+/// A handle to an IKE SA: our SPI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SaHandle(pub u64);
+
+/// The IKE endpoint.
+pub struct Endpoint {
+    cfg: Config,
+    sas: BTreeMap<u64, IkeSa>,
+    /// Responder half-open SAs by (initiator SPI, peer), for IKE_SA_INIT retransmissions.
+    half_open: BTreeMap<(u64, SocketAddr), u64>,
+    out: Output,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Endpoint({} connections, {} IKE SAs)",
+            self.cfg.connections.len(),
+            self.sas.len()
+        )
+    }
+}
+
+impl Endpoint {
+    /// An endpoint with no SAs.
+    pub fn new(cfg: Config) -> Self {
+        Endpoint {
+            cfg,
+            sas: BTreeMap::new(),
+            half_open: BTreeMap::new(),
+            out: Output::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Number of IKE SAs (half-open ones included).
+    pub fn ike_sa_count(&self) -> usize {
+        self.sas.len()
+    }
+
+    /// Events and datagrams dropped because the caller did not poll (bounded queues).
+    pub fn dropped_output(&self) -> u64 {
+        self.out.dropped_output
+    }
+
+    fn conn_index(&self, name: &str) -> Result<usize, CommandError> {
+        self.cfg
+            .connections
+            .iter()
+            .position(|c| c.name == name)
+            .ok_or(CommandError::UnknownConnection)
+    }
+
+    fn new_ike_spi(&self, rng: &mut impl CryptoRngCore) -> u64 {
+        loop {
+            let s = rng.next_u64();
+            if s != 0 && !self.sas.contains_key(&s) {
+                return s;
+            }
+        }
+    }
+
+    /// Initiates every connection whose start action is `start`.
+    pub fn start(&mut self, now: Duration, rng: &mut impl CryptoRngCore) {
+        let names: Vec<_> = self
+            .cfg
+            .connections
+            .iter()
+            .filter(|c| c.start_action == StartAction::Start)
+            .map(|c| c.name.clone())
+            .collect();
+        for n in names {
+            let _ = self.initiate(now, &n, rng);
+        }
+    }
+
+    /// Initiates an IKE SA for a connection with its first child (IKE_SA_INIT then IKE_AUTH).
+    pub fn initiate(
+        &mut self,
+        now: Duration,
+        conn: &str,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<SaHandle, CommandError> {
+        let ci = self.conn_index(conn)?;
+        self.initiate_with(now, ci, None, rng)
+    }
+
+    fn initiate_with(
+        &mut self,
+        now: Duration,
+        ci: usize,
+        packet: Option<(usize, PacketSelectors)>,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<SaHandle, CommandError> {
+        if self.sas.len() >= MAX_IKE_SAS {
+            return Err(CommandError::TooManySas);
+        }
+        let c = &self.cfg.connections[ci];
+        let remote_ip = c
+            .remote_addr
+            .ok_or(CommandError::BadConfig("no remote address to initiate to"))?;
+        let dh = *c
+            .ike_proposals
+            .first()
+            .and_then(|p| p.dh.first())
+            .ok_or(CommandError::BadConfig("no IKE proposal"))?;
+        let local = SocketAddr::new(c.local_addr, self.cfg.ike_port);
+        let remote = SocketAddr::new(remote_ip, c.remote_port);
+        let spi = self.new_ike_spi(rng);
+        let mut sa = IkeSa::new(ci, Role::Initiator, spi, 0, local, remote, dh, now);
+        let child_idx = packet.map(|(i, _)| i).unwrap_or(0);
+        if let Some(child) = c.children.get(child_idx) {
+            let mut ts_i = if child.local_ts.is_empty() {
+                alloc::vec![TrafficSelector::host(c.local_addr)]
+            } else {
+                child.local_ts.clone()
+            };
+            let mut ts_r = if child.remote_ts.is_empty() {
+                alloc::vec![TrafficSelector::host(remote_ip)]
+            } else {
+                child.remote_ts.clone()
+            };
+            if let Some((_, p)) = packet {
+                // 2.9: the first selectors are those of the packet that caused the request.
+                let port = |x: u16| {
+                    if p.protocol == 6 || p.protocol == 17 || p.protocol == 132 {
+                        (x, x)
+                    } else {
+                        (0, 0xffff)
+                    }
+                };
+                let (sp, ep) = port(p.src_port);
+                let (dsp, dep) = port(p.dst_port);
+                ts_i.insert(
+                    0,
+                    TrafficSelector {
+                        protocol: p.protocol,
+                        start_port: sp,
+                        end_port: ep,
+                        start: p.src,
+                        end: p.src,
+                    },
+                );
+                ts_r.insert(
+                    0,
+                    TrafficSelector {
+                        protocol: p.protocol,
+                        start_port: dsp,
+                        end_port: dep,
+                        start: p.dst,
+                        end: p.dst,
+                    },
+                );
+                ts_i.truncate(crate::limits::MAX_TS);
+                ts_r.truncate(crate::limits::MAX_TS);
+            }
+            sa.pending = Some(PendingChild {
+                cfg: child_idx,
+                spi_in: new_spi(rng),
+                ts_i,
+                ts_r,
+            });
+        }
+        let mut cx = Cx {
+            cfg: &self.cfg,
+            out: &mut self.out,
+            now,
+        };
+        sa.request(&mut cx, Request::Init, rng);
+        self.sas.insert(spi, sa);
+        Ok(SaHandle(spi))
+    }
+
+    /// A trap policy matched a packet: start the connection's IKE SA with that child, the
+    /// packet's selectors first. Nothing happens if an IKE SA for the connection exists and
+    /// the child is up or being set up; a second child on an established IKE SA needs
+    /// CREATE_CHILD_SA, which is part 2 ([`CommandError::Unsupported`]).
+    pub fn acquire(
+        &mut self,
+        now: Duration,
+        conn: &str,
+        child: &str,
+        packet: PacketSelectors,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), CommandError> {
+        let ci = self.conn_index(conn)?;
+        let chi = self.cfg.connections[ci]
+            .children
+            .iter()
+            .position(|c| c.name == child)
+            .ok_or(CommandError::UnknownChild)?;
+        let existing: Vec<&IkeSa> = self
+            .sas
+            .values()
+            .filter(|s| s.conn == ci && s.state != State::Dead)
+            .collect();
+        if existing.is_empty() {
+            self.initiate_with(now, ci, Some((chi, packet)), rng)?;
+            return Ok(());
+        }
+        let has_child = existing.iter().any(|s| {
+            s.state != State::Established && s.pending.as_ref().is_some_and(|p| p.cfg == chi)
+                || s.children.iter().any(|c| c.info.child == child)
+                || s.state != State::Established && s.role == Role::Initiator
+        });
+        if has_child {
+            Ok(())
+        } else {
+            Err(CommandError::Unsupported(
+                "a further child SA needs CREATE_CHILD_SA (part 2)",
+            ))
+        }
+    }
+
+    /// Deletes the connection's IKE SAs (INFORMATIONAL with a Delete; half-open ones are
+    /// dropped at once).
+    pub fn terminate(&mut self, now: Duration, conn: &str, rng: &mut impl CryptoRngCore) -> Result<(), CommandError> {
+        let ci = self.conn_index(conn)?;
+        let mut found = false;
+        for sa in self.sas.values_mut().filter(|s| s.conn == ci) {
+            found = true;
+            let mut cx = Cx {
+                cfg: &self.cfg,
+                out: &mut self.out,
+                now,
+            };
+            if sa.state == State::Established {
+                sa.request(&mut cx, Request::DeleteIke, rng);
+            } else {
+                sa.kill(&mut cx, DownReason::Local);
+            }
+        }
+        self.reap();
+        if found {
+            Ok(())
+        } else {
+            Err(CommandError::NotEstablished)
+        }
+    }
+
+    /// Deletes one IKE SA by handle.
+    pub fn delete_ike_sa(
+        &mut self,
+        now: Duration,
+        sa: SaHandle,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), CommandError> {
+        let s = self.sas.get_mut(&sa.0).ok_or(CommandError::NotEstablished)?;
+        let mut cx = Cx {
+            cfg: &self.cfg,
+            out: &mut self.out,
+            now,
+        };
+        if s.state == State::Established {
+            s.request(&mut cx, Request::DeleteIke, rng);
+        } else {
+            s.kill(&mut cx, DownReason::Local);
+        }
+        self.reap();
+        Ok(())
+    }
+
+    /// Deletes a child SA pair by the SPI we receive on.
+    pub fn delete_child(
+        &mut self,
+        now: Duration,
+        spi_in: u32,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), CommandError> {
+        let s = self
+            .sas
+            .values_mut()
+            .find(|s| s.children.iter().any(|c| c.spi_in() == spi_in))
+            .ok_or(CommandError::NotEstablished)?;
+        let mut cx = Cx {
+            cfg: &self.cfg,
+            out: &mut self.out,
+            now,
+        };
+        s.request(&mut cx, Request::DeleteChild(spi_in), rng);
+        Ok(())
+    }
+
+    /// Sends a liveness check (empty INFORMATIONAL) on the connection's IKE SAs now.
+    pub fn check_liveness(
+        &mut self,
+        now: Duration,
+        conn: &str,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), CommandError> {
+        let ci = self.conn_index(conn)?;
+        let mut found = false;
+        for sa in self
+            .sas
+            .values_mut()
+            .filter(|s| s.conn == ci && s.state == State::Established)
+        {
+            found = true;
+            let mut cx = Cx {
+                cfg: &self.cfg,
+                out: &mut self.out,
+                now,
+            };
+            sa.request(&mut cx, Request::Dpd, rng);
+        }
+        if found {
+            Ok(())
+        } else {
+            Err(CommandError::NotEstablished)
+        }
+    }
+
+    /// Handles one received UDP payload. `local` is the address and port it arrived on
+    /// (on the NAT-T port the payload is expected to start with the non-ESP marker, which is
+    /// stripped here; without it the datagram is ESP: [`Dropped::NotIke`]).
+    pub fn handle_datagram(
+        &mut self,
+        now: Duration,
+        local: SocketAddr,
+        remote: SocketAddr,
+        data: &[u8],
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), Dropped> {
+        let raw = if local.port() == self.cfg.natt_port {
+            if data == [0xff] {
+                return Err(Dropped::Keepalive);
+            }
+            match data.strip_prefix(&NON_ESP_MARKER[..]) {
+                Some(r) => r,
+                None => return Err(Dropped::NotIke),
+            }
+        } else {
+            data
+        };
+        let msg = Message::parse(raw).map_err(Dropped::Malformed)?;
+        let h = msg.header;
+        let r = if h.exchange == ExchangeType::IkeSaInit && !h.response && h.spi_r == 0 {
+            self.on_new_init(now, raw, &msg, local, remote, rng)
+        } else {
+            let our = if h.initiator { h.spi_r } else { h.spi_i };
+            match self.sas.get_mut(&our) {
+                Some(sa) if sa.state != State::Dead => {
+                    let mut cx = Cx {
+                        cfg: &self.cfg,
+                        out: &mut self.out,
+                        now,
+                    };
+                    sa.handle_message(&mut cx, raw, &msg, local, remote, rng)
+                }
+                _ => Err(Dropped::UnknownSpi),
+            }
+        };
+        self.after_initial_contact(now);
+        self.reap();
+        r
+    }
+
+    fn on_new_init(
+        &mut self,
+        now: Duration,
+        raw: &[u8],
+        msg: &Message,
+        local: SocketAddr,
+        remote: SocketAddr,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), Dropped> {
+        let key = (msg.header.spi_i, remote);
+        if let Some(spi) = self.half_open.get(&key) {
+            // A retransmitted IKE_SA_INIT: the kept response (2.1).
+            if let Some(sa) = self.sas.get(spi) {
+                if let Some((0, b)) = &sa.last_response {
+                    let b = b.clone();
+                    let mut cx = Cx {
+                        cfg: &self.cfg,
+                        out: &mut self.out,
+                        now,
+                    };
+                    sa.send(&mut cx, &b);
+                }
+                return Ok(());
+            }
+        }
+        if self.sas.len() >= MAX_IKE_SAS {
+            return Err(Dropped::TooManySas);
+        }
+        let spi_r = self.new_ike_spi(rng);
+        let sa = respond_init(&self.cfg, &mut self.out, now, raw, msg, local, remote, spi_r, rng)?;
+        self.half_open.insert(key, spi_r);
+        self.sas.insert(spi_r, sa);
+        Ok(())
+    }
+
+    /// INITIAL_CONTACT (2.4): the peer has no other SA with us; forget ours with it.
+    fn after_initial_contact(&mut self, now: Duration) {
+        let Some((&spi, conn, id)) = self
+            .sas
+            .iter()
+            .find(|(_, s)| s.initial_contact)
+            .map(|(k, s)| (k, s.conn, s.remote_id.clone()))
+        else {
+            return;
+        };
+        if let Some(s) = self.sas.get_mut(&spi) {
+            s.initial_contact = false;
+        }
+        let mut cx = Cx {
+            cfg: &self.cfg,
+            out: &mut self.out,
+            now,
+        };
+        for (k, s) in self.sas.iter_mut() {
+            if *k != spi && s.conn == conn && s.remote_id == id && s.state == State::Established {
+                s.kill(&mut cx, DownReason::Replaced);
+            }
+        }
+    }
+
+    fn reap(&mut self) {
+        let dead: Vec<u64> = self
+            .sas
+            .iter()
+            .filter(|(_, s)| s.state == State::Dead)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in dead {
+            self.sas.remove(&k);
+        }
+        let sas = &self.sas;
+        self.half_open
+            .retain(|_, spi| sas.get(spi).is_some_and(|s| s.state == State::InitDone));
+    }
+
+    /// Runs the timers due at `now`: retransmissions with back-off, giving up (the SA goes
+    /// down with [`DownReason::Timeout`]), half-open expiry, liveness checks.
+    pub fn handle_timeout(&mut self, now: Duration, rng: &mut impl CryptoRngCore) {
+        for sa in self.sas.values_mut() {
+            let mut cx = Cx {
+                cfg: &self.cfg,
+                out: &mut self.out,
+                now,
+            };
+            sa.handle_timeout(&mut cx, rng);
+        }
+        self.reap();
+    }
+
+    /// The next deadline, if any: call [`Endpoint::handle_timeout`] then.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        self.sas.values().filter_map(|s| s.poll_timeout(&self.cfg)).min()
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.out.transmits.pop_front()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.out.events.pop_front()
+    }
+}

@@ -1,0 +1,267 @@
+//! What the endpoint reports to its caller ([`crate::Endpoint::poll_event`]) and what it
+//! asks it to send ([`crate::Endpoint::poll_transmit`]).
+use crate::alg::{ChildSuite, IkeSuite};
+use crate::config::{ChildLifetimes, Mode};
+use crate::id::Identity;
+use crate::keys::ChildKeys;
+use crate::prf::KeyBytes;
+use crate::ts::TrafficSelector;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+use core::net::SocketAddr;
+use core::time::Duration;
+
+/// A datagram to send. On the NAT-T port the payload already starts with the 4-byte
+/// non-ESP marker (RFC 3948 2.2): send `payload` as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    /// Source address and port (bind a socket there).
+    pub local: SocketAddr,
+    /// Destination.
+    pub remote: SocketAddr,
+    /// The UDP payload.
+    pub payload: Vec<u8>,
+}
+
+/// Which side of an IKE SA we are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// We sent IKE_SA_INIT.
+    Initiator,
+    /// The peer did.
+    Responder,
+}
+
+/// An IKE SA's identity and parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IkeSaInfo {
+    /// Connection name.
+    pub conn: String,
+    /// Initiator's SPI.
+    pub spi_i: u64,
+    /// Responder's SPI.
+    pub spi_r: u64,
+    /// Our role.
+    pub role: Role,
+    /// Our address and port now.
+    pub local: SocketAddr,
+    /// The peer's address and port now.
+    pub remote: SocketAddr,
+    /// Algorithms.
+    pub suite: IkeSuite,
+    /// Our identity.
+    pub local_id: Identity,
+    /// The peer's authenticated identity.
+    pub remote_id: Identity,
+    /// A NAT was detected (either side) or encapsulation is forced.
+    pub nat: bool,
+}
+
+/// The IKE SA keys, for a Wireshark key log only ([`crate::Config::export_ike_keys`]).
+pub struct IkeKeyLog {
+    /// Initiator's SPI.
+    pub spi_i: u64,
+    /// Responder's SPI.
+    pub spi_r: u64,
+    /// Algorithms.
+    pub suite: IkeSuite,
+    /// SK_ei (salt included for GCM).
+    pub sk_ei: KeyBytes,
+    /// SK_er.
+    pub sk_er: KeyBytes,
+    /// SK_ai (empty for AEADs).
+    pub sk_ai: KeyBytes,
+    /// SK_ar.
+    pub sk_ar: KeyBytes,
+}
+
+impl fmt::Debug for IkeKeyLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "IkeKeyLog({:016x}_i {:016x}_r, keys redacted)",
+            self.spi_i, self.spi_r
+        )
+    }
+}
+
+/// UDP encapsulation of a child SA's ESP (RFC 3948).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpEncap {
+    /// Our port.
+    pub local_port: u16,
+    /// The peer's port.
+    pub remote_port: u16,
+}
+
+/// A child SA pair, with its keys by direction.
+#[derive(Clone)]
+pub struct ChildSaInfo {
+    /// Connection name.
+    pub conn: String,
+    /// Child name.
+    pub child: String,
+    /// Protocol: 50 (ESP).
+    pub protocol: u8,
+    /// SPI we receive on.
+    pub spi_in: u32,
+    /// SPI we send with.
+    pub spi_out: u32,
+    /// Algorithms (transform IDs: `suite.encr.id()`, `suite.integ.map(|i| i.id())`).
+    pub suite: ChildSuite,
+    /// Mode.
+    pub mode: Mode,
+    /// Our side's selectors.
+    pub local_ts: Vec<TrafficSelector>,
+    /// The peer's side's selectors.
+    pub remote_ts: Vec<TrafficSelector>,
+    /// Lifetimes.
+    pub lifetimes: ChildLifetimes,
+    /// UDP encapsulation ports, if ESP goes in UDP.
+    pub encap: Option<UdpEncap>,
+    /// Our outer address.
+    pub local: SocketAddr,
+    /// The peer's outer address.
+    pub remote: SocketAddr,
+    /// Whether we initiated the child.
+    pub initiator: bool,
+    /// Outbound encryption key (salt appended for AEADs).
+    pub encr_out: KeyBytes,
+    /// Outbound integrity key (empty with AEADs).
+    pub integ_out: KeyBytes,
+    /// Inbound encryption key.
+    pub encr_in: KeyBytes,
+    /// Inbound integrity key.
+    pub integ_in: KeyBytes,
+}
+
+impl ChildSaInfo {
+    pub(crate) fn new_keys(initiator: bool, k: &ChildKeys) -> (KeyBytes, KeyBytes, KeyBytes, KeyBytes) {
+        if initiator {
+            (k.encr_i.clone(), k.integ_i.clone(), k.encr_r.clone(), k.integ_r.clone())
+        } else {
+            (k.encr_r.clone(), k.integ_r.clone(), k.encr_i.clone(), k.integ_i.clone())
+        }
+    }
+}
+
+impl fmt::Debug for ChildSaInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChildSaInfo")
+            .field("conn", &self.conn)
+            .field("child", &self.child)
+            .field("spi_in", &format_args!("{:08x}", self.spi_in))
+            .field("spi_out", &format_args!("{:08x}", self.spi_out))
+            .field("suite", &self.suite)
+            .field("mode", &self.mode)
+            .field("local_ts", &self.local_ts)
+            .field("remote_ts", &self.remote_ts)
+            .field("encap", &self.encap)
+            .field("local", &self.local)
+            .field("remote", &self.remote)
+            .field("keys", &"<redacted>")
+            .finish()
+    }
+}
+
+/// Why an SA went down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DownReason {
+    /// We deleted it (a command).
+    Local,
+    /// The peer deleted it.
+    Peer,
+    /// The peer stopped answering (retransmissions exhausted, 2.4).
+    Timeout,
+    /// Authentication failed (either side).
+    AuthFailed,
+    /// No proposal was acceptable.
+    NoProposal,
+    /// The peer sent an error notify (its type).
+    PeerError(u16),
+    /// A half-open SA got no IKE_AUTH in time.
+    HalfOpenTimeout,
+    /// The peer sent INITIAL_CONTACT on a new IKE SA: the old ones are gone (2.4).
+    Replaced,
+    /// The IKE SA the child belonged to went down.
+    IkeSaDown,
+}
+
+/// An event for the caller.
+#[derive(Debug)]
+pub enum Event {
+    /// An IKE SA is established (both sides authenticated).
+    IkeUp {
+        /// The SA.
+        info: IkeSaInfo,
+        /// Its keys, if [`crate::Config::export_ike_keys`].
+        keys: Option<IkeKeyLog>,
+    },
+    /// An IKE SA is gone (its child SAs are reported down first).
+    IkeDown {
+        /// Connection.
+        conn: String,
+        /// Initiator's SPI.
+        spi_i: u64,
+        /// Responder's SPI (0 if never known).
+        spi_r: u64,
+        /// Why.
+        reason: DownReason,
+    },
+    /// A child SA pair is established: install it.
+    ChildUp(ChildSaInfo),
+    /// A child SA pair is gone: remove it.
+    ChildDown {
+        /// Connection.
+        conn: String,
+        /// Child name.
+        child: String,
+        /// SPI we received on.
+        spi_in: u32,
+        /// SPI we sent with.
+        spi_out: u32,
+        /// Why.
+        reason: DownReason,
+    },
+    /// Authentication failed: `local` is true when we refused the peer, false when the
+    /// peer refused us.
+    AuthFailed {
+        /// Connection.
+        conn: String,
+        /// Who refused.
+        local: bool,
+    },
+    /// No proposal in common, for the IKE SA (`child` None) or a child.
+    ProposalMismatch {
+        /// Connection (empty when no connection matched at all).
+        conn: String,
+        /// Child, if the mismatch was a child's.
+        child: Option<String>,
+    },
+    /// A child's selectors could not be agreed (TS_UNACCEPTABLE, 2.9).
+    TsUnacceptable {
+        /// Connection.
+        conn: String,
+        /// Child.
+        child: String,
+    },
+    /// The peer's address or port changed (NAT mapping, 2.23); authenticated messages only.
+    PeerEndpointChanged {
+        /// Connection.
+        conn: String,
+        /// Initiator's SPI.
+        spi_i: u64,
+        /// Old endpoint.
+        old: SocketAddr,
+        /// New endpoint.
+        new: SocketAddr,
+    },
+    /// A liveness check (DPD) was answered.
+    Alive {
+        /// Connection.
+        conn: String,
+        /// When.
+        at: Duration,
+    },
+}

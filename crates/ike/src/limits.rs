@@ -1,0 +1,24 @@
+//! Bounds on everything a peer controls: every loop over outside bytes and every allocation
+//! made for them is capped by one of these.
+
+/// Largest IKE message accepted or built (a UDP datagram's payload; RFC 7296 2 says a
+/// message can be as large as UDP allows; fragmentation (RFC 7383) is part 2).
+pub const MAX_MESSAGE_LEN: usize = 65_535 - 8;
+/// Payloads in one message (outer plus inner of the Encrypted payload, counted separately).
+pub const MAX_PAYLOADS: usize = 64;
+/// Proposals in one SA payload.
+pub const MAX_PROPOSALS: usize = 32;
+/// Transforms in one proposal.
+pub const MAX_TRANSFORMS: usize = 64;
+/// Traffic selectors in one TS payload.
+pub const MAX_TS: usize = 16;
+/// SPIs in one Delete payload.
+pub const MAX_DELETE_SPIS: usize = 64;
+/// IKE SAs one [`crate::Endpoint`] holds (half-open ones included).
+pub const MAX_IKE_SAS: usize = 4096;
+/// Child SAs one IKE SA holds.
+pub const MAX_CHILD_SAS: usize = 64;
+/// Queued commands (requests waiting for the window) per IKE SA.
+pub const MAX_QUEUED_REQUESTS: usize = 32;
+/// Events and transmits kept for the caller before the oldest are dropped.
+pub const MAX_QUEUED_OUTPUT: usize = 4096;

@@ -1,0 +1,349 @@
+//! The Encrypted and Authenticated payload SK (RFC 7296 section 3.14) with AES-CBC plus
+//! HMAC-SHA2 (RFC 3602, RFC 4868) or AES-GCM with a 16-byte ICV (RFC 5282). One
+//! [`SkCipher`] per direction, keys expanded once; integrity checked before decryption.
+use crate::alg::{Encr, Integ};
+use crate::error::Error;
+use crate::header::{HeaderRepr, HEADER_LEN};
+use crate::limits::MAX_MESSAGE_LEN;
+use crate::payload::{emit_generic_header, kind, GENERIC_HEADER_LEN};
+use aes::cipher::{BlockDecryptMut, BlockEncryptMut, InnerIvInit, KeyInit};
+use aes_gcm::aead::AeadInPlace;
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use hmac::{Hmac, Mac};
+use rand_core::CryptoRngCore;
+use sha2::{Sha256, Sha384, Sha512};
+use subtle::ConstantTimeEq;
+use zeroize::Zeroizing;
+
+enum Engine {
+    Gcm128(Box<aes_gcm::Aes128Gcm>, [u8; 4]),
+    Gcm256(Box<aes_gcm::Aes256Gcm>, [u8; 4]),
+    Cbc128(Box<aes::Aes128>),
+    Cbc256(Box<aes::Aes256>),
+}
+
+enum MacKey {
+    None,
+    S256(Hmac<Sha256>),
+    S384(Hmac<Sha384>),
+    S512(Hmac<Sha512>),
+}
+
+/// The SK payload protection of one direction of an IKE SA.
+pub struct SkCipher {
+    engine: Engine,
+    mac: MacKey,
+    icv_len: usize,
+    /// Next GCM IV: a counter, so an IV never repeats under one key (RFC 5282 3.1).
+    next_iv: u64,
+}
+
+impl core::fmt::Debug for SkCipher {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("SkCipher(..)")
+    }
+}
+
+impl SkCipher {
+    /// Expands SK_e (with the 4 salt bytes at its end for GCM, RFC 5282 7.1) and SK_a.
+    pub fn new(encr: Encr, integ: Option<Integ>, sk_e: &[u8], sk_a: &[u8]) -> Result<Self, Error> {
+        if sk_e.len() != encr.keymat_len() {
+            return Err(Error::BadLength);
+        }
+        let salt = |k: &[u8]| -> [u8; 4] {
+            let mut s = [0; 4];
+            s.copy_from_slice(&k[k.len() - 4..]);
+            s
+        };
+        let engine = match encr {
+            Encr::AesGcm16_128 => Engine::Gcm128(
+                Box::new(aes_gcm::Aes128Gcm::new_from_slice(&sk_e[..16]).map_err(|_| Error::BadLength)?),
+                salt(sk_e),
+            ),
+            Encr::AesGcm16_256 => Engine::Gcm256(
+                Box::new(aes_gcm::Aes256Gcm::new_from_slice(&sk_e[..32]).map_err(|_| Error::BadLength)?),
+                salt(sk_e),
+            ),
+            Encr::AesCbc128 => Engine::Cbc128(Box::new(
+                aes::Aes128::new_from_slice(sk_e).map_err(|_| Error::BadLength)?,
+            )),
+            Encr::AesCbc256 => Engine::Cbc256(Box::new(
+                aes::Aes256::new_from_slice(sk_e).map_err(|_| Error::BadLength)?,
+            )),
+            Encr::ChaCha20Poly1305 => return Err(Error::BadProposal),
+        };
+        let (mac, icv_len) = match (encr.is_aead(), integ) {
+            (true, None) => (MacKey::None, 16),
+            (false, Some(i)) => {
+                if sk_a.len() != i.key_len() {
+                    return Err(Error::BadLength);
+                }
+                let m = match i {
+                    Integ::HmacSha256_128 => {
+                        MacKey::S256(<Hmac<Sha256> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?)
+                    }
+                    Integ::HmacSha384_192 => {
+                        MacKey::S384(<Hmac<Sha384> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?)
+                    }
+                    Integ::HmacSha512_256 => {
+                        MacKey::S512(<Hmac<Sha512> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?)
+                    }
+                };
+                (m, i.icv_len())
+            }
+            _ => return Err(Error::BadProposal),
+        };
+        Ok(SkCipher {
+            engine,
+            mac,
+            icv_len,
+            next_iv: 1,
+        })
+    }
+
+    fn iv_len(&self) -> usize {
+        match self.engine {
+            Engine::Gcm128(..) | Engine::Gcm256(..) => 8,
+            _ => 16,
+        }
+    }
+
+    fn block_len(&self) -> usize {
+        match self.engine {
+            Engine::Gcm128(..) | Engine::Gcm256(..) => 1,
+            _ => 16,
+        }
+    }
+
+    /// Bytes the SK payload adds around the inner payloads, at most (for size planning).
+    pub fn overhead(&self) -> usize {
+        GENERIC_HEADER_LEN + self.iv_len() + self.block_len() + self.icv_len
+    }
+
+    fn mac(&self, data: &[u8]) -> Zeroizing<Vec<u8>> {
+        let full = match &self.mac {
+            MacKey::None => Vec::new(),
+            MacKey::S256(m) => m.clone().chain_update(data).finalize().into_bytes().to_vec(),
+            MacKey::S384(m) => m.clone().chain_update(data).finalize().into_bytes().to_vec(),
+            MacKey::S512(m) => m.clone().chain_update(data).finalize().into_bytes().to_vec(),
+        };
+        let mut v = Zeroizing::new(full);
+        v.truncate(self.icv_len);
+        v
+    }
+
+    /// Builds a whole message: `header` (its Next Payload and Length are set here), one SK
+    /// payload whose Next Payload is `first_inner`, and the inner payload chain `inner`
+    /// encrypted and authenticated (3.14; RFC 5282 5.1 for the GCM AAD: the IKE header
+    /// and the SK payload's generic header).
+    pub fn seal(
+        &mut self,
+        header: &HeaderRepr,
+        first_inner: u8,
+        inner: &[u8],
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<Vec<u8>, Error> {
+        let iv_len = self.iv_len();
+        let bl = self.block_len();
+        // Padding: the pad length byte included, the plaintext a multiple of the block.
+        let pad = (bl - (inner.len() + 1) % bl) % bl;
+        let pt_len = inner.len() + pad + 1;
+        let sk_len = GENERIC_HEADER_LEN + iv_len + pt_len + self.icv_len;
+        let total = HEADER_LEN + sk_len;
+        if total > MAX_MESSAGE_LEN {
+            return Err(Error::MessageTooLong);
+        }
+        let mut msg = alloc::vec![0u8; total];
+        let mut h = *header;
+        h.next_payload = kind::SK;
+        h.length = total as u32;
+        h.emit(&mut msg)?;
+        emit_generic_header(&mut msg[HEADER_LEN..], first_inner, false, sk_len)?;
+        let iv_at = HEADER_LEN + GENERIC_HEADER_LEN;
+        let ct_at = iv_at + iv_len;
+        let icv_at = ct_at + pt_len;
+        msg[ct_at..ct_at + inner.len()].copy_from_slice(inner);
+        msg[icv_at - 1] = pad as u8;
+        match &self.engine {
+            Engine::Gcm128(..) | Engine::Gcm256(..) => {
+                let iv = self.next_iv.to_be_bytes();
+                self.next_iv = self.next_iv.wrapping_add(1);
+                msg[iv_at..ct_at].copy_from_slice(&iv);
+                let (aad, rest) = msg.split_at_mut(iv_at);
+                let (pt, tag_out) = rest[iv_len..].split_at_mut(pt_len);
+                let tag = match &self.engine {
+                    Engine::Gcm128(c, salt) => c.encrypt_in_place_detached(&nonce(salt, &iv).into(), aad, pt),
+                    Engine::Gcm256(c, salt) => c.encrypt_in_place_detached(&nonce(salt, &iv).into(), aad, pt),
+                    _ => return Err(Error::BadProposal),
+                }
+                .map_err(|_| Error::MessageTooLong)?;
+                tag_out.copy_from_slice(&tag);
+            }
+            Engine::Cbc128(_) | Engine::Cbc256(_) => {
+                let mut iv = [0u8; 16];
+                rng.fill_bytes(&mut iv);
+                msg[iv_at..ct_at].copy_from_slice(&iv);
+                let pt = &mut msg[ct_at..icv_at];
+                match &self.engine {
+                    Engine::Cbc128(c) => cbc_encrypt(
+                        cbc::Encryptor::<aes::Aes128>::inner_iv_init((**c).clone(), &iv.into()),
+                        pt,
+                    ),
+                    Engine::Cbc256(c) => cbc_encrypt(
+                        cbc::Encryptor::<aes::Aes256>::inner_iv_init((**c).clone(), &iv.into()),
+                        pt,
+                    ),
+                    _ => {}
+                }
+                let icv = self.mac(&msg[..icv_at]);
+                msg[icv_at..].copy_from_slice(&icv);
+            }
+        }
+        Ok(msg)
+    }
+
+    /// Opens the SK payload of a whole received message. `sk_offset` is the offset of the
+    /// SK payload's generic header in `msg` (the last payload, 3.14). Returns the inner
+    /// payload chain (the first inner type is the SK payload's Next Payload).
+    pub fn open(&self, msg: &[u8], sk_offset: usize) -> Result<Zeroizing<Vec<u8>>, Error> {
+        let iv_len = self.iv_len();
+        let iv_at = sk_offset.checked_add(GENERIC_HEADER_LEN).ok_or(Error::Truncated)?;
+        let ct_at = iv_at + iv_len;
+        if msg.len() < ct_at + self.icv_len + 1 {
+            return Err(Error::Truncated);
+        }
+        let icv_at = msg.len() - self.icv_len;
+        let ct_len = icv_at - ct_at;
+        if ct_len % self.block_len() != 0 {
+            return Err(Error::BadLength);
+        }
+        let mut pt = Zeroizing::new(msg[ct_at..icv_at].to_vec());
+        match &self.engine {
+            Engine::Gcm128(..) | Engine::Gcm256(..) => {
+                let iv: [u8; 8] = msg[iv_at..ct_at].try_into().map_err(|_| Error::Truncated)?;
+                let tag = aes_gcm::Tag::clone_from_slice(&msg[icv_at..]);
+                let aad = &msg[..iv_at];
+                let r = match &self.engine {
+                    Engine::Gcm128(c, salt) => {
+                        c.decrypt_in_place_detached(&nonce(salt, &iv).into(), aad, &mut pt, &tag)
+                    }
+                    Engine::Gcm256(c, salt) => {
+                        c.decrypt_in_place_detached(&nonce(salt, &iv).into(), aad, &mut pt, &tag)
+                    }
+                    _ => return Err(Error::BadProposal),
+                };
+                r.map_err(|_| Error::BadIntegrity)?;
+            }
+            Engine::Cbc128(_) | Engine::Cbc256(_) => {
+                let icv = self.mac(&msg[..icv_at]);
+                if !bool::from(icv.ct_eq(&msg[icv_at..])) {
+                    return Err(Error::BadIntegrity);
+                }
+                let iv: [u8; 16] = msg[iv_at..ct_at].try_into().map_err(|_| Error::Truncated)?;
+                match &self.engine {
+                    Engine::Cbc128(c) => cbc_decrypt(
+                        cbc::Decryptor::<aes::Aes128>::inner_iv_init((**c).clone(), &iv.into()),
+                        &mut pt,
+                    ),
+                    Engine::Cbc256(c) => cbc_decrypt(
+                        cbc::Decryptor::<aes::Aes256>::inner_iv_init((**c).clone(), &iv.into()),
+                        &mut pt,
+                    ),
+                    _ => {}
+                }
+            }
+        }
+        let pad = *pt.last().ok_or(Error::BadPadding)? as usize;
+        if pad + 1 > pt.len() {
+            return Err(Error::BadPadding);
+        }
+        let n = pt.len() - pad - 1;
+        pt.truncate(n);
+        Ok(pt)
+    }
+}
+
+fn nonce(salt: &[u8; 4], iv: &[u8; 8]) -> [u8; 12] {
+    let mut n = [0u8; 12];
+    n[..4].copy_from_slice(salt);
+    n[4..].copy_from_slice(iv);
+    n
+}
+
+fn cbc_encrypt<C: BlockEncryptMut<BlockSize = aes::cipher::consts::U16>>(mut c: C, data: &mut [u8]) {
+    for b in data.chunks_exact_mut(16) {
+        c.encrypt_block_mut(aes::Block::from_mut_slice(b));
+    }
+}
+
+fn cbc_decrypt<C: BlockDecryptMut<BlockSize = aes::cipher::consts::U16>>(mut c: C, data: &mut [u8]) {
+    for b in data.chunks_exact_mut(16) {
+        c.decrypt_block_mut(aes::Block::from_mut_slice(b));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::header::ExchangeType;
+    use rand_core::SeedableRng;
+
+    fn hdr() -> HeaderRepr {
+        HeaderRepr {
+            spi_i: 1,
+            spi_r: 2,
+            next_payload: 0,
+            exchange: ExchangeType::IkeAuth,
+            initiator: true,
+            response: false,
+            message_id: 1,
+            length: 0,
+        }
+    }
+
+    #[test]
+    fn seal_open_every_suite_and_tamper() {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
+        for (e, i) in [
+            (Encr::AesGcm16_128, None),
+            (Encr::AesGcm16_256, None),
+            (Encr::AesCbc128, Some(Integ::HmacSha256_128)),
+            (Encr::AesCbc256, Some(Integ::HmacSha384_192)),
+            (Encr::AesCbc256, Some(Integ::HmacSha512_256)),
+        ] {
+            let ke = alloc::vec![7u8; e.keymat_len()];
+            let ka = alloc::vec![9u8; i.map_or(0, |i| i.key_len())];
+            let mut s = SkCipher::new(e, i, &ke, &ka).unwrap();
+            for len in [0usize, 1, 15, 16, 17, 100] {
+                let inner: Vec<u8> = (0..len as u8).collect();
+                let m = s.seal(&hdr(), 41, &inner, &mut rng).unwrap();
+                assert_eq!(&s.open(&m, HEADER_LEN).unwrap()[..], &inner[..]);
+                for k in [0, 20, HEADER_LEN + 2, m.len() - 1, m.len() / 2] {
+                    let mut t = m.clone();
+                    t[k] ^= 0x40;
+                    assert!(s.open(&t, HEADER_LEN).is_err(), "{e:?} tamper at {k}");
+                }
+                assert!(s.open(&m[..m.len() - 1], HEADER_LEN).is_err());
+            }
+        }
+    }
+
+    // RFC 4106-style GCM: NIST GCM test case 3 (AES-128, 96-bit IV split as salt | IV as
+    // RFC 4106 section 4 does: the salt is the first 4 bytes of the nonce).
+    #[test]
+    fn gcm_nist_test_case_3() {
+        let key = hex::decode("feffe9928665731c6d6a8f9467308308").unwrap();
+        let nonce_b = hex::decode("cafebabefacedbaddecaf888").unwrap();
+        let pt = hex::decode("d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b391aafd255").unwrap();
+        let c = aes_gcm::Aes128Gcm::new_from_slice(&key).unwrap();
+        let salt: [u8; 4] = nonce_b[..4].try_into().unwrap();
+        let iv: [u8; 8] = nonce_b[4..].try_into().unwrap();
+        let mut buf = pt.clone();
+        let tag = c
+            .encrypt_in_place_detached(&nonce(&salt, &iv).into(), b"", &mut buf)
+            .unwrap();
+        assert_eq!(hex::encode(&buf), "42831ec2217774244b7221b784d0d49ce3aa212f2c02a4e035c17e2329aca12e21d514b25466931c7d8f6a5aac84aa051ba30b396a0aac973d58e091473f5985");
+        assert_eq!(hex::encode(tag), "4d5c2af327cd64a62cf35abd2ba6fab4");
+    }
+}
