@@ -7,7 +7,7 @@
 //! name = "site-b"                       # swanctl: connections { site-b { ... } }
 //! local_addrs = ["192.0.2.1"]           # this host's IKE address (one; IPv4 or IPv6)
 //! remote_addrs = ["198.51.100.2"]       # the peer's (one; "%any" to accept any as responder)
-//! proposals = ["aes128gcm16-prfsha256-x25519", "aes256-sha256-ecp384"]   # default: "default"
+//! proposals = ["aes128gcm16-prfsha256-x25519", "aes256-sha256-ecp384"]   # default: DEFAULT_IKE_PROPOSALS
 //! encap = false                         # true: ESP in UDP even without a NAT (port 4500)
 //! dpd_delay = 30                        # seconds between liveness checks; 0 = off (default 0)
 //! local = { id = "site-a.example", auth = "psk" }    # id default: local address
@@ -17,7 +17,7 @@
 //! name = "net"
 //! local_ts = ["10.1.0.0/16"]            # default: the local address (swanctl's "dynamic")
 //! remote_ts = ["10.2.0.0/16"]
-//! esp_proposals = ["aes128gcm16-esn", "aes128gcm16"]   # default: "default"
+//! esp_proposals = ["aes128gcm16-esn", "aes128gcm16"]   # default: DEFAULT_ESP_PROPOSALS
 //! start_action = "start"                # start | trap | none (default none: wait for the peer)
 //! ```
 //!
@@ -31,9 +31,9 @@
 //! secret = "0x<hex>"                    # or the key's bytes as a string
 //! ```
 //!
-//! Here the syntax is checked (addresses, prefixes, names, values); the proposal strings are
-//! checked against the algorithms the IKE implementation supports when the daemon builds its
-//! IKE configuration from them.
+//! Everything is checked here, the proposals, selectors and identities by `ipsec-ike`'s own
+//! parsers; [`ConnectionConfig::to_ike`] turns a connection and its key into the IKE
+//! implementation's configuration.
 
 use std::net::IpAddr;
 
@@ -49,28 +49,15 @@ pub enum StartAction {
     Trap,
 }
 
-/// A traffic selector as configured: an address prefix, optionally a protocol and port range.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TsConfig {
-    /// The network address.
-    pub addr: IpAddr,
-    /// Prefix length.
-    pub prefix_len: u8,
-    /// IP protocol (None: any).
-    pub proto: Option<u8>,
-    /// Port range (inclusive), `(0, 65535)` for any.
-    pub ports: (u16, u16),
-}
-
 /// One child SA of a connection (swanctl's `children` section).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChildConfig {
     /// Its name, unique within the connection.
     pub name: String,
-    /// Local traffic selectors (empty: the connection's local address).
-    pub local_ts: Vec<TsConfig>,
+    /// Local traffic selectors in swanctl's words (empty: the connection's local address).
+    pub local_ts: Vec<String>,
     /// Remote traffic selectors (empty: the connection's remote address).
-    pub remote_ts: Vec<TsConfig>,
+    pub remote_ts: Vec<String>,
     /// ESP proposals in strongSwan's words, in order of preference.
     pub esp_proposals: Vec<String>,
     /// What happens when the connection is loaded.
@@ -164,16 +151,23 @@ fn one_addr(v: &[String], what: &str, any_ok: bool) -> Result<Option<IpAddr>, St
     }
 }
 
-fn proposals(v: Vec<String>, what: &str) -> Result<Vec<String>, String> {
-    if v.is_empty() {
-        return Ok(vec![DEFAULT_PROPOSAL.to_string()]);
+fn proposals(v: Vec<String>, what: &str, kind: ipsec_ike::alg::ProposalKind) -> Result<Vec<String>, String> {
+    let defaults = match kind {
+        ipsec_ike::alg::ProposalKind::Ike => DEFAULT_IKE_PROPOSALS,
+        _ => DEFAULT_ESP_PROPOSALS,
+    };
+    if v.is_empty() || v == ["default"] {
+        return Ok(defaults.iter().map(|p| p.to_string()).collect());
     }
     for p in &v {
-        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
-            return Err(format!(
-                "{what}: `{p}` is not a proposal (e.g. aes128gcm16-prfsha256-x25519)"
-            ));
-        }
+        ipsec_ike::alg::parse_proposal(p, kind).map_err(|e| format!("{what}: `{p}`: {e}"))?;
+    }
+    Ok(v)
+}
+
+fn selectors(v: Vec<String>) -> Result<Vec<String>, String> {
+    for t in &v {
+        ipsec_ike::config::parse_ts_list(t).map_err(|e| format!("traffic selector `{t}`: {e}"))?;
     }
     Ok(v)
 }
@@ -205,13 +199,17 @@ impl ConnectionToml {
                 }
             }
         }
+        for (a, side) in [(&self.local, "local"), (&self.remote, "remote")] {
+            if let Some(id) = &a.id {
+                ipsec_ike::Identity::from_str_config(id).map_err(|e| at(format!("{side}.id `{id}`: {e}")))?;
+            }
+        }
         let mut children = Vec::new();
         for c in self.children {
             let cname = c.name;
             if cname.is_empty() || children.iter().any(|x: &ChildConfig| x.name == cname) {
                 return Err(at(format!("child `{cname}`: a unique, non-empty name is needed")));
             }
-            let ts = |v: Vec<String>| -> Result<Vec<TsConfig>, String> { v.iter().map(|s| parse_ts(s)).collect() };
             let start_action = match c.start_action.as_deref() {
                 None | Some("none") => StartAction::None,
                 Some("start") => StartAction::Start,
@@ -219,9 +217,9 @@ impl ConnectionToml {
                 Some(o) => return Err(at(format!("child `{cname}`: start_action `{o}` (start, trap or none)"))),
             };
             children.push(ChildConfig {
-                local_ts: ts(c.local_ts).map_err(|e| at(format!("child `{cname}`: {e}")))?,
-                remote_ts: ts(c.remote_ts).map_err(|e| at(format!("child `{cname}`: {e}")))?,
-                esp_proposals: proposals(c.esp_proposals, "esp_proposals")
+                local_ts: selectors(c.local_ts).map_err(|e| at(format!("child `{cname}`: {e}")))?,
+                remote_ts: selectors(c.remote_ts).map_err(|e| at(format!("child `{cname}`: {e}")))?,
+                esp_proposals: proposals(c.esp_proposals, "esp_proposals", ipsec_ike::alg::ProposalKind::Esp)
                     .map_err(|e| at(format!("child `{cname}`: {e}")))?,
                 start_action,
                 name: cname,
@@ -238,7 +236,7 @@ impl ConnectionToml {
             ));
         }
         Ok(ConnectionConfig {
-            proposals: proposals(self.proposals, "proposals").map_err(at)?,
+            proposals: proposals(self.proposals, "proposals", ipsec_ike::alg::ProposalKind::Ike).map_err(at)?,
             name,
             line,
             local_addr,
@@ -252,80 +250,74 @@ impl ConnectionToml {
     }
 }
 
-/// `swanctl`'s `default` proposal keyword, kept as written.
-pub const DEFAULT_PROPOSAL: &str = "default";
+/// The IKE proposals used when a connection names none (strongSwan's `default` keyword
+/// stands for these too): AEAD first, then AES-CBC with HMAC-SHA2, each with every group.
+pub const DEFAULT_IKE_PROPOSALS: [&str; 2] = [
+    "aes128gcm16-aes256gcm16-prfsha256-prfsha384-prfsha512-x25519-ecp256-ecp384-modp2048",
+    "aes128-aes256-sha256-sha384-sha512-x25519-ecp256-ecp384-modp2048",
+];
 
-/// Parses a traffic selector: `10.1.0.0/16`, `192.0.2.7`, `10.1.0.0/16[tcp/443]`,
-/// `fd00::/64[udp]`, `0.0.0.0/0[/53]` (swanctl's syntax).
-pub fn parse_ts(s: &str) -> Result<TsConfig, String> {
-    let (net, sel) = match s.find('[') {
-        Some(i) if s.ends_with(']') => (&s[..i], Some(&s[i + 1..s.len() - 1])),
-        Some(_) => return Err(format!("traffic selector `{s}`: `[` without a closing `]`")),
-        None => (s, None),
-    };
-    let (addr, len) = match net.split_once('/') {
-        Some((a, l)) => (a, Some(l)),
-        None => (net, None),
-    };
-    let addr: IpAddr = addr
-        .trim()
-        .parse()
-        .map_err(|_| format!("traffic selector `{s}`: `{addr}` is not an IP address"))?;
-    let max = if addr.is_ipv4() { 32 } else { 128 };
-    let prefix_len = match len {
-        None => max,
-        Some(l) => l
-            .trim()
-            .parse::<u8>()
-            .ok()
-            .filter(|&l| l <= max)
-            .ok_or_else(|| format!("traffic selector `{s}`: prefix length `{l}` (0..={max})"))?,
-    };
-    let (mut proto, mut ports) = (None, (0u16, 65535u16));
-    if let Some(sel) = sel {
-        let (p, port) = match sel.split_once('/') {
-            Some((p, port)) => (p, Some(port)),
-            None => (sel, None),
-        };
-        proto = match p.trim() {
-            "" | "any" => None,
-            "tcp" => Some(6),
-            "udp" => Some(17),
-            "icmp" => Some(1),
-            "ipv6-icmp" | "icmpv6" => Some(58),
-            "sctp" => Some(132),
-            n => Some(
-                n.parse::<u8>()
-                    .map_err(|_| format!("traffic selector `{s}`: unknown protocol `{n}`"))?,
-            ),
-        };
-        if let Some(port) = port {
-            let bad = || format!("traffic selector `{s}`: port `{port}` (a number, lo-hi or any)");
-            ports = match port.trim() {
-                "" | "any" => (0, 65535),
-                x => match x.split_once('-') {
-                    Some((lo, hi)) => {
-                        let lo = lo.parse().map_err(|_| bad())?;
-                        let hi = hi.parse().map_err(|_| bad())?;
-                        if lo > hi {
-                            return Err(bad());
-                        }
-                        (lo, hi)
-                    }
-                    None => {
-                        let p = x.parse().map_err(|_| bad())?;
-                        (p, p)
-                    }
-                },
-            };
-        }
+/// The ESP proposals used when a child names none (or says `default`).
+pub const DEFAULT_ESP_PROPOSALS: [&str; 2] = ["aes128gcm16-aes256gcm16-chacha20poly1305", "aes128-aes256-sha256"];
+
+impl ConnectionConfig {
+    /// This host's identity as written (the local address when none is configured).
+    pub fn local_id(&self) -> String {
+        self.local.id.clone().unwrap_or_else(|| self.local_addr.to_string())
     }
-    Ok(TsConfig {
-        addr,
-        prefix_len,
-        proto,
-        ports,
-    })
+
+    /// The IKE implementation's configuration of this connection, with its pre-shared key
+    /// from `secrets` (the entry naming both identities, or one of them; the remote address
+    /// stands for an unset remote identity). Part 1 of IKEv2 negotiates one child SA per IKE
+    /// SA (the first `[[connection.children]]`; more need CREATE_CHILD_SA): more are refused.
+    pub fn to_ike(&self, secrets: &Secrets) -> Result<ipsec_ike::Connection, String> {
+        let at = |m: String| format!("connection `{}` (line {}): {m}", self.name, self.line);
+        if self.children.len() > 1 {
+            return Err(at("one [[connection.children]] per connection for now (a second child SA needs CREATE_CHILD_SA, which comes with IKEv2 part 2)".into()));
+        }
+        let local_id = self.local_id();
+        let remote_id = self
+            .remote
+            .id
+            .clone()
+            .or_else(|| self.remote_addr.map(|a| a.to_string()))
+            .unwrap_or_default();
+        let psk = secrets.psk_for(&local_id, &remote_id).ok_or_else(|| {
+            at(format!(
+                "no pre-shared key in the secrets file for `{local_id}` and `{remote_id}`"
+            ))
+        })?;
+        let id = |s: &str| ipsec_ike::Identity::from_str_config(s).map_err(|e| at(format!("identity `{s}`: {e}")));
+        let mut c = ipsec_ike::Connection::new(
+            &self.name,
+            self.local_addr,
+            self.remote_addr,
+            id(&local_id)?,
+            self.remote.id.as_deref().map(id).transpose()?,
+            ipsec_ike::Psk::new(&psk.secret),
+            &self.proposals.join(","),
+        )
+        .map_err(|e| at(format!("proposals: {e}")))?;
+        c.encap = self.encap;
+        c.dpd_delay = (self.dpd_delay > 0).then(|| std::time::Duration::from_secs(self.dpd_delay));
+        for ch in &self.children {
+            let mut cc = ipsec_ike::ChildConfig::new(
+                &ch.name,
+                &ch.local_ts.join(","),
+                &ch.remote_ts.join(","),
+                &ch.esp_proposals.join(","),
+            )
+            .map_err(|e| at(format!("child `{}`: {e}", ch.name)))?;
+            cc.start_action = match ch.start_action {
+                StartAction::None => ipsec_ike::StartAction::None,
+                StartAction::Start => ipsec_ike::StartAction::Start,
+                StartAction::Trap => ipsec_ike::StartAction::Trap,
+            };
+            c.start_action = cc.start_action;
+            c.children.push(cc);
+        }
+        Ok(c)
+    }
 }
 
 /// A pre-shared key for a set of identities (one `[[ike]]` of the secrets file).
@@ -485,30 +477,6 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
-    fn traffic_selectors_in_swanctl_words() {
-        let t = parse_ts("10.1.0.0/16").unwrap();
-        assert_eq!(
-            (t.addr, t.prefix_len, t.proto, t.ports),
-            ("10.1.0.0".parse().unwrap(), 16, None, (0, 65535))
-        );
-        assert_eq!(parse_ts("192.0.2.7").unwrap().prefix_len, 32);
-        assert_eq!(parse_ts("fd00::/64[udp]").unwrap().proto, Some(17));
-        let t = parse_ts("0.0.0.0/0[tcp/1024-2048]").unwrap();
-        assert_eq!((t.proto, t.ports), (Some(6), (1024, 2048)));
-        assert_eq!(parse_ts("10.0.0.0/8[/53]").unwrap().ports, (53, 53));
-        for bad in [
-            "10.1.0.0/33",
-            "fd00::/129",
-            "nope/8",
-            "10.0.0.0/8[tcp",
-            "10.0.0.0/8[xyz]",
-            "1.2.3.4[tcp/9-1]",
-        ] {
-            assert!(parse_ts(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
     fn secrets_parse_match_and_never_show_the_key() {
         let s = Secrets::parse(
             "[[ike]]\nid = [\"a.example\", \"b.example\"]\nsecret = \"0x0102\"\n\
@@ -583,17 +551,45 @@ start_action = "trap"
         assert_eq!(conn.local.id.as_deref(), Some("site-a.example"));
         let ch = &conn.children[0];
         assert_eq!((ch.remote_ts.len(), ch.start_action), (2, StartAction::Trap));
-        assert_eq!(ch.remote_ts[1].ports, (443, 443));
+        assert_eq!(ch.remote_ts[1], "10.3.0.0/16[tcp/443]");
         // Defaults: the "default" proposal keyword, no DPD, wait for the peer.
         let min = "[[connection]]\nname = \"m\"\nlocal_addrs = [\"fd00::1\"]\nremote_addrs = [\"%any\"]\n\
                    [[connection.children]]\nname = \"c\"\n";
         let c = crate::from_toml::parse(min).unwrap();
         let conn = &c.connections[0];
-        assert_eq!(
-            (conn.proposals[0].as_str(), conn.dpd_delay, conn.remote_addr),
-            ("default", 0, None)
-        );
+        assert_eq!((conn.proposals.len(), conn.dpd_delay, conn.remote_addr), (2, 0, None));
+        assert_eq!(conn.children[0].esp_proposals[0], super::DEFAULT_ESP_PROPOSALS[0]);
+        for p in super::DEFAULT_IKE_PROPOSALS {
+            ipsec_ike::alg::parse_proposal(p, ipsec_ike::alg::ProposalKind::Ike).unwrap();
+        }
+        for p in super::DEFAULT_ESP_PROPOSALS {
+            ipsec_ike::alg::parse_proposal(p, ipsec_ike::alg::ProposalKind::Esp).unwrap();
+        }
         assert_eq!(conn.children[0].start_action, StartAction::None);
+    }
+
+    /// The TOML and the secrets file become the IKE crate's connection: the key found by
+    /// identity, the start action and DPD carried over; a missing key is an error naming
+    /// the identities, never a key.
+    #[test]
+    fn a_connection_and_its_key_become_the_ike_configuration() {
+        let c = crate::from_toml::parse(GOOD).unwrap();
+        let conn = &c.connections[0];
+        let secrets =
+            super::Secrets::parse("[[ike]]\nid = [\"site-a.example\", \"site-b.example\"]\nsecret = \"0x0a0b0c\"\n")
+                .unwrap();
+        let ike = conn.to_ike(&secrets).unwrap();
+        assert_eq!(ike.name, "site-b");
+        assert_eq!(ike.remote_addr, Some("198.51.100.2".parse().unwrap()));
+        assert!(ike.encap);
+        assert_eq!(ike.dpd_delay, Some(std::time::Duration::from_secs(30)));
+        assert_eq!(ike.children.len(), 1);
+        assert_eq!(ike.children[0].remote_ts.len(), 2);
+        assert_eq!(ike.start_action, ipsec_ike::StartAction::Trap);
+        assert!(!format!("{ike:?}").contains("0a0b0c"));
+        let none = super::Secrets::parse("[[ike]]\nid = \"elsewhere\"\nsecret = \"k\"\n").unwrap();
+        let e = conn.to_ike(&none).unwrap_err();
+        assert!(e.contains("no pre-shared key") && e.contains("site-a.example"), "{e}");
     }
 
     #[test]
@@ -602,8 +598,12 @@ start_action = "trap"
             (GOOD.replace("\"psk\"", "\"pubkey\""), "only \"psk\""),
             (GOOD.replace("198.51.100.2", "fd00::2"), "different IP versions"),
             (GOOD.replace("\"trap\"", "\"later\""), "start_action `later`"),
-            (GOOD.replace("10.2.0.0/16\"", "10.2.0.0/99\""), "prefix length"),
-            (GOOD.replace("x25519\"", "x25519 \""), "not a proposal"),
+            (GOOD.replace("10.2.0.0/16\"", "10.2.0.0/99\""), "traffic selector"),
+            (
+                GOOD.replace("x25519\"", "x25519-rot13\""),
+                "proposals: `aes128gcm16-prfsha256-x25519-rot13`",
+            ),
+            (GOOD.replace("site-b.example", ""), "remote.id"),
             (GOOD.replace("dpd_delay", "dpd_dleay"), "unknown field"),
             (format!("{GOOD}{GOOD}"), "already named"),
         ] {
