@@ -13,6 +13,13 @@ connection, or one) and writes what they hold:
                                                    keys and both AUTH values of a `json`
                                                    output from the logged DH secret,
                                                    nonces and PSK (RFC 7296 2.13-2.15, 2.17)
+  charon_keys.py verify PCAP --ikev2 FILE --esp FILE [--ike-frames N] [--esp-frames N]
+                                                   tshark with those tables: every IKE frame
+                                                   after IKE_SA_INIT decrypts with its
+                                                   checksum/ICV correct, every ESP frame's
+                                                   ICV is good and it holds an inner packet,
+                                                   nothing else on UDP 500/4500 but NAT-T
+                                                   keepalives; at least N of each
 
 The log lines parsed (strongSwan 5.9.8, filelog with `time_format = %s`, `ike_name = yes`;
 any time format works as long as the `NN[GRP]` thread/group tag is the first such token):
@@ -305,10 +312,14 @@ def merge(paths):
                 child_sas.append(rec)
                 same = rec
             else:
-                for f in ("proposal", "seed", "pfs_shared_secret", "initiator_to_responder",
-                          "responder_to_initiator"):
+                for f in ("proposal", "seed", "pfs_shared_secret"):
                     if same[f] != rec[f]:
                         raise LogError(f"{c['log']}:{c['line']}: CHILD_SA {f} differs between the logs")
+                # src/dst may differ (a NAT between the two ends): the first log's are kept
+                for d in ("initiator_to_responder", "responder_to_initiator"):
+                    for f in ("spi", "encr_key", "integ_key"):
+                        if same[d][f] != rec[d][f]:
+                            raise LogError(f"{c['log']}:{c['line']}: CHILD_SA {d} {f} differs between the logs")
             same["logs"][c["role"]] = {"log": c["log"], "ike_sa": c["ike_sa"], "line": c["line"],
                                        "local_ts": c.get("local_ts"), "remote_ts": c.get("remote_ts")}
     for x in ike_sas:
@@ -507,6 +518,65 @@ def check(a):
     print(f"charon_keys: check: {done} SAs' keys recomputed from the logged secrets, all match")
 
 
+# ---- tshark with the tables ----------------------------------------------------------------
+
+def verify(a):
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+    conf = tempfile.mkdtemp(prefix="charon-keys-ws-")
+    try:
+        shutil.copy(a.ikev2, os.path.join(conf, "ikev2_decryption_table"))
+        shutil.copy(a.esp, os.path.join(conf, "esp_sa"))
+        env = dict(os.environ, WIRESHARK_CONFIG_DIR=conf)
+        base = ["tshark", "-n", "-r", a.pcap, "-o", "esp.enable_encryption_decode:TRUE",
+                "-o", "esp.enable_authentication_check:TRUE", "-o", "esp.enable_null_encryption_decode_heuristic:FALSE"]
+
+        def fields(filt, names):
+            cmd = base + ["-Y", filt, "-T", "fields", "-E", "separator=\t", "-E", "occurrence=a",
+                          "-E", "aggregator=/s"] + [x for n in names for x in ("-e", n)]
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+            if p.returncode != 0:
+                sys.exit(f"charon_keys: tshark failed: {p.stderr.strip()}")
+            return [dict(zip(names, line.split("\t"))) for line in p.stdout.splitlines() if line.strip()]
+        bad = []
+        ike = fields("isakmp", ["frame.number", "isakmp.exchangetype", "isakmp.enc.iv", "isakmp.enc.decrypted",
+                                "isakmp.ikev2.integrity_checksum", "isakmp.nextpayload"])
+        for r in ike:
+            if r["isakmp.exchangetype"] == "34":  # IKE_SA_INIT: in the clear
+                continue
+            if not r["isakmp.enc.iv"]:
+                bad.append(f"frame {r['frame.number']}: IKE exchange {r['isakmp.exchangetype']} without an SK payload")
+            elif r["isakmp.enc.decrypted"] != "1" or r["isakmp.ikev2.integrity_checksum"]:
+                bad.append(f"frame {r['frame.number']}: IKE exchange {r['isakmp.exchangetype']} not decrypted "
+                           "with a correct checksum")
+        esp = fields("esp", ["frame.number", "esp.spi", "esp.sequence", "esp.icv_good", "esp.icv_bad",
+                             "ip.version", "ip.proto", "ipv6.nxt"])
+        for r in esp:
+            inner = len(r["ip.version"].split()) >= 2
+            if r["esp.icv_good"] != "1" or r["esp.icv_bad"] not in ("", "0") or not inner:
+                bad.append(f"frame {r['frame.number']}: ESP SPI {r['esp.spi']} seq {r['esp.sequence']}: ICV good "
+                           f"{r['esp.icv_good'] or '?'}, inner packet {'yes' if inner else 'no'}")
+        other = fields("(udp.port == 500 || udp.port == 4500) && !isakmp && !esp && !udpencap.nat_keepalive",
+                       ["frame.number", "udp.srcport", "udp.dstport"])
+        for r in other:
+            bad.append(f"frame {r['frame.number']}: UDP {r['udp.srcport']}->{r['udp.dstport']} is neither IKE nor ESP")
+        n_enc = sum(1 for r in ike if r["isakmp.exchangetype"] != "34")
+        if len(ike) < a.ike_frames:
+            bad.append(f"{len(ike)} IKE frames, expected at least {a.ike_frames}")
+        if len(esp) < a.esp_frames:
+            bad.append(f"{len(esp)} ESP frames, expected at least {a.esp_frames}")
+        spis = sorted({r["esp.spi"] for r in esp})
+        if bad:
+            print("charon_keys: verify FAILED:\n  " + "\n  ".join(bad[:20]), file=sys.stderr)
+            sys.exit(1)
+        print(f"charon_keys: tshark: {len(ike)} IKE frames ({n_enc} encrypted: all decrypted, checksums correct), "
+              f"{len(esp)} ESP frames (SPIs {', '.join(spis) or '-'}): every ICV good")
+    finally:
+        shutil.rmtree(conf, ignore_errors=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -524,6 +594,13 @@ def main():
     s = sub.add_parser("check")
     s.add_argument("json")
     s.set_defaults(fn=check)
+    s = sub.add_parser("verify")
+    s.add_argument("pcap")
+    s.add_argument("--ikev2", required=True)
+    s.add_argument("--esp", required=True)
+    s.add_argument("--ike-frames", type=int, default=1)
+    s.add_argument("--esp-frames", type=int, default=0)
+    s.set_defaults(fn=verify)
     a = p.parse_args()
     try:
         a.fn(a)

@@ -100,7 +100,6 @@ swan_instance() {
     echo "charon {"
     echo "  load_modular = no"
     echo "  load = $SWAN_PLUGINS"
-    echo "  threads = 6"
     echo "  install_virtual_ip = no"
     echo "  retransmit_tries = 3"
     echo "  retransmit_timeout = 1.0"
@@ -212,18 +211,19 @@ swan_start() {
   echo "$pid" >"$d/pid"
   SWAN_STARTED+=("$d")
   local deadline=$((SECONDS + 10))
-  until swan_ctl "$d" --stats >/dev/null 2>&1; do
+  until SWAN_CTL_TIMEOUT=2 swan_ctl "$d" --stats >/dev/null 2>&1; do
     kill -0 "$pid" 2>/dev/null || fail "charon in $ns exited at start: $(tail -n 5 "$d/charon.stderr" "$d/charon.log")"
     [ $SECONDS -lt $deadline ] || fail "charon in $ns: no answer on its vici socket within 10 s"
     sleep 0.1
   done
 }
 
-# swan_ctl D ARGS...: swanctl talking to instance D's charon.
+# swan_ctl D ARGS...: swanctl talking to instance D's charon (killed after SWAN_CTL_TIMEOUT,
+# default 30 s: swanctl itself waits forever for a charon that does not answer).
 swan_ctl() {
   local d=$1
   shift
-  STRONGSWAN_CONF="$d/strongswan.conf" swanctl "$@" --uri "unix://$d/run/charon.vici"
+  STRONGSWAN_CONF="$d/strongswan.conf" timeout "${SWAN_CTL_TIMEOUT:-30}" swanctl "$@" --uri "unix://$d/run/charon.vici"
 }
 
 # swan_load D: swanctl --load-all of D/swanctl/swanctl.conf; fails with swanctl's output.
