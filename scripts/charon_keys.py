@@ -542,8 +542,13 @@ def verify(a):
             return [dict(zip(names, line.split("\t"))) for line in p.stdout.splitlines() if line.strip()]
         bad = []
         ike = fields("isakmp", ["frame.number", "isakmp.exchangetype", "isakmp.enc.iv", "isakmp.enc.decrypted",
-                                "isakmp.ikev2.integrity_checksum", "isakmp.nextpayload"])
+                                "isakmp.ikev2.integrity_checksum", "isakmp.nextpayload", "_ws.expert.severity",
+                                "_ws.expert.message"])
         for r in ike:
+            # garbage out of a wrong SK_e shows as "Malformed Packet" or "Pad length is too big"
+            if any(int(x) >= 0x600000 for x in r["_ws.expert.severity"].split() if x.isdigit()):
+                bad.append(f"frame {r['frame.number']}: tshark warns: {r['_ws.expert.message']}")
+                continue
             if r["isakmp.exchangetype"] == "34":  # IKE_SA_INIT: in the clear
                 continue
             if not r["isakmp.enc.iv"]:

@@ -92,15 +92,15 @@ down_and_check() {
   [ "$(swan_established "$1")" = "0 0" ] || fail "$STAGE: A still has SAs after terminating"
 }
 
-# corrupt_key TABLE FIELD: TABLE (a Wireshark UAT file) with the last hex digit of field FIELD
-# (0-based, comma-separated) of its first entry changed.
+# corrupt_key TABLE FIELD...: TABLE (a Wireshark UAT file) with the last hex digit of the first
+# non-empty field of FIELDs (0-based, comma-separated) of its first entry changed.
 corrupt_key() {
-  python3 - "$1" "$2" <<'PY'
+  python3 - "$@" <<'PY'
 import sys
 lines = open(sys.argv[1]).read().splitlines()
 i = next(n for n, l in enumerate(lines) if l and not l.startswith("#"))
 f = lines[i].split(",")
-k = int(sys.argv[2])
+k = next(int(k) for k in sys.argv[2:] if f[int(k)].strip('"'))
 q = f[k].endswith('"')
 v = f[k].rstrip('"')
 f[k] = v[:-1] + ("1" if v[-1] == "0" else "0") + ('"' if q else "")
@@ -127,11 +127,13 @@ finish() {
   out=$($KEYS verify "$pcap" --ikev2 "$WORK/$1.ikev2" --esp "$WORK/$1.esp" --ike-frames "$nike" --esp-frames "$nesp") ||
     fail "$1: tshark did not decrypt/check every frame with the keys from charon's logs"
   log "$1: ${out#charon_keys: }"
-  # The check must be able to fail: the last hex digit of SK_ei, and of the first ESP key, changed.
-  corrupt_key "$WORK/$1.ikev2" 2 >"$WORK/$1.ikev2.bad"
-  corrupt_key "$WORK/$1.esp" 5 >"$WORK/$1.esp.bad"
+  # The check must be able to fail: the last hex digit of SK_ai (SK_ei for AEAD), and of the
+  # first ESP SA's integrity key (encryption key for AEAD), changed. (A wrong SK_ei with a
+  # right SK_ai fails too, on the garbage it decrypts to; the integrity key makes it certain.)
+  corrupt_key "$WORK/$1.ikev2" 5 2 >"$WORK/$1.ikev2.bad"
+  corrupt_key "$WORK/$1.esp" 7 5 >"$WORK/$1.esp.bad"
   if $KEYS verify "$pcap" --ikev2 "$WORK/$1.ikev2.bad" --esp "$WORK/$1.esp" >/dev/null 2>&1; then
-    fail "$1: tshark accepted the IKE frames with a wrong SK_ei: the check cannot fail"
+    fail "$1: tshark accepted the IKE frames with a wrong SK_ai/SK_ei: the check cannot fail"
   fi
   if $KEYS verify "$pcap" --ikev2 "$WORK/$1.ikev2" --esp "$WORK/$1.esp.bad" >/dev/null 2>&1; then
     fail "$1: tshark accepted the ESP frames with a wrong key: the check cannot fail"
@@ -231,18 +233,19 @@ if want nat; then
   ip -n swbn link set swvb up
   ip -n swan route add default via 10.97.1.254
   ip netns exec swnn sysctl -qw net.ipv4.ip_forward=1
-  ip netns exec swnn nft -f - <<'EOF'
+  ip netns exec swnn nft -f - <<'EOF' || fail "nat: nft could not load the NAT rules"
 table ip nat {
   chain post {
     type nat hook postrouting priority srcnat; policy accept;
-    oifname "swnb" masquerade to :20000-20999
+    oifname "swnb" meta l4proto udp masquerade to :20000-20999
+    oifname "swnb" masquerade
   }
 }
 table ip filter {
-  chain fwd {
+  chain guard {
     type filter hook forward priority filter; policy drop;
+    ct state established,related accept
     iifname "swna" oifname "swnb" accept
-    iifname "swnb" oifname "swna" ct state established,related accept
   }
 }
 EOF
