@@ -13,6 +13,18 @@ connection, or one) and writes what they hold:
                                                    keys and both AUTH values of a `json`
                                                    output from the logged DH secret,
                                                    nonces and PSK (RFC 7296 2.13-2.15, 2.17)
+  charon_keys.py vector INIT_LOG RESP_LOG -o DIR --name N --psk P --initiator-id I
+                 --responder-id R --ike-proposal P --esp-proposal P
+                                                   one recorded exchange (exactly one IKE_SA
+                                                   from IKE_SA_INIT and one CHILD_SA from
+                                                   IKE_AUTH) as DIR/vector.json and the same
+                                                   flattened as DIR/keys.txt (`a.b = value`)
+  charon_keys.py esp-check PCAP VECTOR_JSON [--frames N]
+                                                   opens every ESP-in-UDP frame of PCAP with
+                                                   the vector's CHILD_SA keys in Python
+                                                   (cryptography: AES-GCM, ChaCha20-Poly1305,
+                                                   AES-CBC + HMAC-SHA-256-128; no ESN): ICV
+                                                   good, padding sane, an inner IP packet
   charon_keys.py verify PCAP --ikev2 FILE --esp FILE [--ike-frames N] [--esp-frames N]
                                                    tshark with those tables: every IKE frame
                                                    after IKE_SA_INIT decrypts with its
@@ -462,6 +474,11 @@ def prf_plus(h, key, seed, n):
 def check(a):
     with open(a.json) as f:
         v = json.load(f)
+    if "ike_sa" in v:  # a vector.json: the same checks on its one IKE_SA and CHILD_SA
+        x = dict(v["ike_sa"], proposal=v["proposals"]["ike_selected"], created_by="IKE_SA_INIT", psk=v["psk"],
+                 auth={"initiator": v["ike_sa"]["auth_i"], "responder": v["ike_sa"]["auth_r"]})
+        c = dict(v["child_sa"], proposal=v["proposals"]["esp_selected"], created_by="IKE_AUTH")
+        v = {"ike_sas": [x], "child_sas": [c]}
     bad, done = [], 0
     h = None
     for x in v["ike_sas"]:
@@ -516,6 +533,171 @@ def check(a):
         print("charon_keys: check FAILED:\n  " + "\n  ".join(bad), file=sys.stderr)
         sys.exit(1)
     print(f"charon_keys: check: {done} SAs' keys recomputed from the logged secrets, all match")
+
+
+# ---- a test vector -------------------------------------------------------------------------
+
+def flatten(prefix, v, out):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            flatten(f"{prefix}.{k}" if prefix else k, x, out)
+    elif v is not None:
+        out.append(f"{prefix} = {str(v).lower() if isinstance(v, bool) else v}")
+
+
+def vector(a):
+    import os
+    ike_sas, child_sas = merge([a.initiator_log, a.responder_log])
+    ikes = [x for x in ike_sas if x["created_by"] == "IKE_SA_INIT"]
+    kids = [c for c in child_sas if c["created_by"] == "IKE_AUTH"]
+    if len(ikes) != 1 or len(kids) != 1 or len(ike_sas) != 1 or len(child_sas) != 1:
+        raise LogError(f"expected one IKE_SA (IKE_SA_INIT) and one CHILD_SA (IKE_AUTH), got "
+                       f"{len(ike_sas)} and {len(child_sas)}")
+    x, c = ikes[0], kids[0]
+    if set(x["logs"]) != {"initiator", "responder"} or set(c["logs"]) != {"initiator", "responder"}:
+        raise LogError("the SAs are not in both logs with both roles")
+    if x["logs"]["initiator"]["log"] != a.initiator_log:
+        raise LogError(f"{a.initiator_log} is the responder's log")
+    if x.get("psk") != a.psk:
+        raise LogError("the PSK in the log is not the one given")
+    for n in ("spi_i", "spi_r", "nonce_i", "nonce_r", "ke_i", "ke_r", "shared_secret", "skeyseed"):
+        if not x.get(n):
+            raise LogError(f"no {n} for the IKE_SA")
+    auth = x.get("auth", {})
+    if set(auth) != {"initiator", "responder"}:
+        raise LogError("not both AUTH computations logged")
+    ts = {r: c["logs"][r] for r in ("initiator", "responder")}
+    esn = "/EXT_SEQ" in c["proposal"]
+    v = {
+        "name": a.name,
+        "strongswan": a.strongswan,
+        "psk": a.psk,
+        "initiator": {"id": a.initiator_id, "id_type": "FQDN", "address": c["initiator_to_responder"]["src"],
+                      "ts": ts["initiator"]["local_ts"]},
+        "responder": {"id": a.responder_id, "id_type": "FQDN", "address": c["initiator_to_responder"]["dst"],
+                      "ts": ts["responder"]["local_ts"]},
+        "proposals": {"ike_configured": a.ike_proposal, "ike_selected": x["proposal"],
+                      "esp_configured": a.esp_proposal,
+                      "esp_configured_responder": a.esp_proposal_responder or a.esp_proposal,
+                      "esp_selected": c["proposal"]},
+        "ike_sa": {
+            "spi_i": x["spi_i"], "spi_r": x["spi_r"], "dh_group": x["dh_group"],
+            "ke_i": x["ke_i"], "ke_r": x["ke_r"], "nonce_i": x["nonce_i"], "nonce_r": x["nonce_r"],
+            "shared_secret": x["shared_secret"], "skeyseed": x["skeyseed"], "sk_d": x["sk_d"],
+            "sk_ai": x["sk_ai"], "sk_ar": x["sk_ar"], "sk_ei": x["sk_ei"], "sk_er": x["sk_er"],
+            "sk_pi": x["sk_pi"], "sk_pr": x["sk_pr"],
+            "auth_i": {"idx_prime": auth["initiator"]["idx_prime"], "octets": auth["initiator"]["octets"],
+                       "prf_psk_keypad": auth["initiator"]["prf_psk_keypad"], "auth": auth["initiator"]["auth"]},
+            "auth_r": {"idx_prime": auth["responder"]["idx_prime"], "octets": auth["responder"]["octets"],
+                       "prf_psk_keypad": auth["responder"]["prf_psk_keypad"], "auth": auth["responder"]["auth"]},
+        },
+        "child_sa": {
+            "name": c["name"], "mode": "tunnel", "esn": esn, "seed": c["seed"],
+            "initiator_to_responder": {k: c["initiator_to_responder"][k]
+                                       for k in ("spi", "src", "dst", "encr_key", "integ_key")},
+            "responder_to_initiator": {k: c["responder_to_initiator"][k]
+                                       for k in ("spi", "src", "dst", "encr_key", "integ_key")},
+        },
+    }
+    os.makedirs(a.output, exist_ok=True)
+    with open(os.path.join(a.output, "vector.json"), "w") as f:
+        f.write(json.dumps(v, indent=2) + "\n")
+    flat = [f"# {a.name}: strongSwan {a.strongswan} charon <-> charon, keys from their level-4 logs",
+            "# (tests/data/ike/README.md says what each name means; hex unless said otherwise)"]
+    flatten("", v, flat)
+    with open(os.path.join(a.output, "keys.txt"), "w") as f:
+        f.write("\n".join(flat) + "\n")
+    print(f"charon_keys: vector {a.name}: IKE_SA {x['spi_i']}/{x['spi_r']} {x['proposal']}, CHILD_SA "
+          f"{c['initiator_to_responder']['spi']}/{c['responder_to_initiator']['spi']} {c['proposal']}")
+
+
+# ---- ESP in Python (what tshark 4.0 cannot: ChaCha20-Poly1305) ------------------------------
+
+def pcap_udp_payloads(path):
+    """(src, dst, sport, dport, payload) of each UDP datagram in a classic pcap (Ethernet)."""
+    import struct
+    data = open(path, "rb").read()
+    magic = data[:4]
+    if magic == b"\xd4\xc3\xb2\xa1":
+        end = "<"
+    elif magic == b"\xa1\xb2\xc3\xd4":
+        end = ">"
+    else:
+        raise LogError(f"{path}: not a classic pcap")
+    if struct.unpack(end + "I", data[20:24])[0] != 1:
+        raise LogError(f"{path}: link type is not Ethernet")
+    off, out = 24, []
+    while off + 16 <= len(data):
+        incl = struct.unpack(end + "I", data[off + 8:off + 12])[0]
+        frame = data[off + 16:off + 16 + incl]
+        off += 16 + incl
+        et, p = int.from_bytes(frame[12:14], "big"), 14
+        if et == 0x0800:
+            ihl = (frame[p] & 15) * 4
+            proto, src, dst = frame[p + 9], frame[p + 12:p + 16], frame[p + 16:p + 20]
+            p += ihl
+        elif et == 0x86DD:
+            proto, src, dst = frame[p + 6], frame[p + 8:p + 24], frame[p + 24:p + 40]
+            p += 40
+        else:
+            continue
+        if proto != 17:
+            continue
+        sport, dport, ulen = struct.unpack(">HHH", frame[p:p + 6])
+        out.append((src, dst, sport, dport, frame[p + 8:p + ulen]))
+    return out
+
+
+def esp_check(a):
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+    with open(a.vector) as f:
+        v = json.load(f)
+    prop = v["proposals"]["esp_selected"]
+    if "/EXT_SEQ" in prop:
+        sys.exit("charon_keys: esp-check: ESN SAs not supported here")
+    sas = {int(v["child_sa"][d]["spi"], 16): v["child_sa"][d]
+           for d in ("initiator_to_responder", "responder_to_initiator")}
+    bad, n, spis = [], 0, set()
+    for i, (src, dst, sport, dport, pl) in enumerate(pcap_udp_payloads(a.pcap), 1):
+        if 4500 not in (sport, dport) or len(pl) < 8 or pl[:4] == b"\0\0\0\0" or pl == b"\xff":
+            continue
+        spi = int.from_bytes(pl[:4], "big")
+        sa = sas.get(spi)
+        if sa is None:
+            bad.append(f"datagram {i}: ESP SPI {spi:08x} is not one of the vector's")
+            continue
+        n += 1
+        spis.add(f"{spi:08x}")
+        ek, ik, hdr = bytes.fromhex(sa["encr_key"]), bytes.fromhex(sa["integ_key"] or ""), pl[:8]
+        try:
+            if prop.startswith(("ESP:AES_GCM_16", "ESP:CHACHA20_POLY1305")):
+                iv, body = pl[8:16], pl[16:]
+                aead = AESGCM(ek[:-4]) if "AES_GCM" in prop else ChaCha20Poly1305(ek[:-4])
+                plain = aead.decrypt(ek[-4:] + iv, body, hdr)
+            elif prop.startswith("ESP:AES_CBC") and "HMAC_SHA2_256_128" in prop:
+                icv, body = pl[-16:], pl[:-16]
+                if not hmac.compare_digest(hmac.new(ik, body, hashlib.sha256).digest()[:16], icv):
+                    raise ValueError("ICV")
+                dec = Cipher(algorithms.AES(ek), modes.CBC(pl[8:24])).decryptor()
+                plain = dec.update(pl[24:-16]) + dec.finalize()
+            else:
+                sys.exit(f"charon_keys: esp-check: {prop} not supported here")
+        except Exception as e:  # InvalidTag or the ICV above
+            bad.append(f"datagram {i}: SPI {spi:08x}: ICV does not verify ({type(e).__name__})")
+            continue
+        padlen, nh = plain[-2], plain[-1]
+        inner = plain[:len(plain) - 2 - padlen]
+        pad = plain[len(plain) - 2 - padlen:-2]
+        if pad != bytes(range(1, padlen + 1)) or nh not in (4, 41) or not inner or inner[0] >> 4 != (4 if nh == 4 else 6):
+            bad.append(f"datagram {i}: SPI {spi:08x}: opened but padding/next header/inner packet wrong")
+    if n < a.frames:
+        bad.append(f"{n} ESP datagrams, expected at least {a.frames}")
+    if bad:
+        print("charon_keys: esp-check FAILED:\n  " + "\n  ".join(bad[:20]), file=sys.stderr)
+        sys.exit(1)
+    print(f"charon_keys: esp-check: {n} ESP datagrams (SPIs {', '.join(sorted(spis))}) opened in Python "
+          f"with the vector's keys: ICVs good, padding and inner packets right")
 
 
 # ---- tshark with the tables ----------------------------------------------------------------
@@ -576,8 +758,10 @@ def verify(a):
         if bad:
             print("charon_keys: verify FAILED:\n  " + "\n  ".join(bad[:20]), file=sys.stderr)
             sys.exit(1)
+        esp_said = (f"{len(esp)} ESP frames (SPIs {', '.join(spis)}): every ICV good" if esp
+                    else "no ESP frames")
         print(f"charon_keys: tshark: {len(ike)} IKE frames ({n_enc} encrypted: all decrypted, checksums correct), "
-              f"{len(esp)} ESP frames (SPIs {', '.join(spis) or '-'}): every ICV good")
+              f"{esp_said}")
     finally:
         shutil.rmtree(conf, ignore_errors=True)
 
@@ -599,6 +783,19 @@ def main():
     s = sub.add_parser("check")
     s.add_argument("json")
     s.set_defaults(fn=check)
+    s = sub.add_parser("vector")
+    s.add_argument("initiator_log")
+    s.add_argument("responder_log")
+    s.add_argument("-o", "--output", required=True)
+    for n in ("name", "psk", "initiator-id", "responder-id", "ike-proposal", "esp-proposal", "strongswan"):
+        s.add_argument("--" + n, required=True)
+    s.add_argument("--esp-proposal-responder", help="the responder's, if not --esp-proposal")
+    s.set_defaults(fn=vector)
+    s = sub.add_parser("esp-check")
+    s.add_argument("pcap")
+    s.add_argument("vector")
+    s.add_argument("--frames", type=int, default=1)
+    s.set_defaults(fn=esp_check)
     s = sub.add_parser("verify")
     s.add_argument("pcap")
     s.add_argument("--ikev2", required=True)
