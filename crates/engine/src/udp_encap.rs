@@ -450,6 +450,48 @@ mod tests {
     }
 
     #[test]
+    fn classifies_like_rfc_3948() {
+        assert_eq!(classify(&[0xff]), Payload::Keepalive);
+        assert_eq!(classify(&[0, 0, 0, 0, 1, 2, 3, 4, 5]), Payload::NonEsp);
+        assert_eq!(classify(&[0, 0, 0, 0]), Payload::NonEsp);
+        assert_eq!(classify(&[]), Payload::Runt);
+        assert_eq!(classify(&[0xfe]), Payload::Runt);
+        assert_eq!(classify(&[0, 0, 0x10, 1, 0, 0, 0]), Payload::Runt);
+        assert_eq!(classify(&[0, 0, 0x10, 1, 0, 0, 0, 1]), Payload::Esp);
+        assert_eq!(classify(&[0xff, 0xff]), Payload::Runt);
+    }
+
+    #[test]
+    fn socket_payload_of_ipv4_and_ipv6() {
+        let mut p = vec![0x45, 0, 0, 28, 0, 0, 0, 0, 64, 50, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2];
+        p.extend_from_slice(&[9; 8]);
+        p.extend_from_slice(&[0xee; 4]); // after the IP length: not sent
+        assert_eq!(socket_payload(&p), Some(&[9u8; 8][..]));
+        p[9] = 51;
+        assert_eq!(socket_payload(&p), None);
+        p[9] = 50;
+        p[0] = 0x44;
+        assert_eq!(socket_payload(&p), None);
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&1000u16.to_be_bytes());
+        assert_eq!(socket_payload(&p), None);
+        assert_eq!(socket_payload(&[]), None);
+        // IPv6: next header ESP, payload length within the packet.
+        let mut q = vec![0x60, 0, 0, 0, 0, 8, 50, 64];
+        q.extend_from_slice(&[1; 32]);
+        q.extend_from_slice(&[9; 8]);
+        q.extend_from_slice(&[0xee; 4]);
+        assert_eq!(socket_payload(&q), Some(&[9u8; 8][..]));
+        q[6] = 51;
+        assert_eq!(socket_payload(&q), None, "AH outermost");
+        q[6] = 50;
+        q[4..6].copy_from_slice(&100u16.to_be_bytes());
+        assert_eq!(socket_payload(&q), None, "payload length beyond the packet");
+        assert_eq!(socket_payload(&q[..39]), None);
+        assert_eq!(socket_payload(&[0x70; 60]), None);
+    }
+
+    #[test]
     fn ipv4_gets_a_udp_header_with_a_zero_checksum_and_loses_it_again() {
         let plain = v4(proto::ESP, &esp_body());
         let (r, wire) = with_buf(&plain, |b| encapsulate(b, 4500, 4501));
