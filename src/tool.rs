@@ -251,7 +251,7 @@ pub fn run_encap<R: Read, W: Write>(
         Direction::Seal => {
             bundle.seal(buf)?;
             match encaps.first() {
-                Some(e) => udp_encap::encapsulate(buf, e.encap.sport, e.encap.dport),
+                Some(e) => udp_encap::encapsulate(buf, e.encap.sport, e.encap.dport).map_err(Into::into),
                 None => Ok(()),
             }
         }

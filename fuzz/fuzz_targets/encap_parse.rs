@@ -1,13 +1,13 @@
 //! The ESP-in-UDP and header-rebuilding parsers on arbitrary bytes: the engine's RFC 3948
 //! framing (`udp_ports`, `decapsulate`, then `encapsulate` again, `fix_transport_checksum`)
-//! and tunneld's handling of what its sockets read (`encap::decapsulate`,
-//! `encap::rebuild_header`, `encap::GroBuffers` taking coalesced runs apart). Typed errors,
+//! and tunneld's handling of what its sockets read (`udp::decapsulate`,
+//! `outer::rebuild_header`, `udp::GroBuffers` taking coalesced runs apart). Typed errors,
 //! never a panic; what `decapsulate` took out of UDP goes back in with the same ports, and a
 //! rebuilt header carries the payload it was given.
 #![no_main]
 use ipsec_core::PacketBuf;
 use ipsec_engine::udp_encap;
-use ipsec_tunnel::encap;
+use ipsec_tunnel::{outer, udp};
 use libfuzzer_sys::fuzz_target;
 use std::net::IpAddr;
 
@@ -40,21 +40,21 @@ fuzz_target!(|data: &[u8]| {
 
     // tunneld: a datagram or raw payload read behind room for the header it lost.
     let (src, dst) = (addr(c0 & 2 == 2, 1), addr(c0 & 4 == 4, 2));
-    let h = encap::header_len(dst);
+    let h = outer::header_len(dst);
     let mut area = vec![0u8; h + body.len()];
     area[h..].copy_from_slice(body);
     let claimed = if c0 & 8 == 8 { usize::from(c1) * 300 } else { body.len() };
-    let _ = encap::decapsulate(&mut area, claimed, src, dst);
+    let _ = udp::decapsulate(&mut area, claimed, src, dst);
     area[h..].copy_from_slice(body);
-    if let Ok(total) = encap::rebuild_header(&mut area, claimed, c1, src, dst) {
+    if let Ok(total) = outer::rebuild_header(&mut area, claimed, c1, src, dst) {
         assert_eq!(total, h + claimed);
         assert_eq!(&area[h..total], &body[..claimed]);
     }
 
     // UDP GRO: the body as one coalesced message of runs of `c1`-byte datagrams.
-    let mut gro = encap::GroBuffers::new();
+    let mut gro = udp::GroBuffers::new();
     gro.allocate();
-    let n = body.len().min(encap::GRO_MSG_LEN);
+    let n = body.len().min(udp::GRO_MSG_LEN);
     if let Some(area) = gro.areas().next() {
         area[..n].copy_from_slice(&body[..n]);
     }

@@ -6,7 +6,6 @@
 
 use crate::error::Error;
 use crate::esn;
-use crate::sa::SaParams;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -52,12 +51,12 @@ impl ReplayWindow {
         })
     }
 
-    /// The receive window of an SA: its size and ESN, started just below its first sequence
-    /// number (so an SA set up mid-sequence accepts from there).
-    pub fn for_sa(params: &SaParams) -> Result<Self, Error> {
-        let mut w = ReplayWindow::new(params.replay_window, params.esn)?;
-        if params.initial_seq > 1 {
-            w.set_last(params.initial_seq - 1);
+    /// A window of `size` packets started just below sequence number `first` (so an SA set
+    /// up mid-sequence accepts from there).
+    pub fn starting_at(size: u32, esn: bool, first: u64) -> Result<Self, Error> {
+        let mut w = ReplayWindow::new(size, esn)?;
+        if first > 1 {
+            w.set_last(first - 1);
         }
         Ok(w)
     }
@@ -172,11 +171,6 @@ pub struct SeqCounter {
 }
 
 impl SeqCounter {
-    /// The send counter of an SA: from its first sequence number, with its ESN setting.
-    pub fn for_sa(params: &SaParams) -> Result<Self, Error> {
-        SeqCounter::new(params.initial_seq, params.esn)
-    }
-
     /// A counter whose first number is `first` (1 for a new SA).
     pub fn new(first: u64, esn: bool) -> Result<Self, Error> {
         if first == 0 {
@@ -220,9 +214,9 @@ pub struct AtomicSeq {
 }
 
 impl AtomicSeq {
-    /// The send counter of an SA: from its first sequence number, with its ESN setting.
-    pub fn for_sa(params: &SaParams) -> Result<Self, Error> {
-        let c = SeqCounter::for_sa(params)?;
+    /// A counter whose first number is `first` (1 for a new SA), as [`SeqCounter::new`].
+    pub fn new(first: u64, esn: bool) -> Result<Self, Error> {
+        let c = SeqCounter::new(first, esn)?;
         Ok(AtomicSeq {
             next: AtomicU64::new(c.next),
             limit: if c.esn { u64::MAX } else { u32::MAX as u64 },
@@ -289,11 +283,6 @@ impl SharedReplay {
         }
     }
 
-    /// The receive window of an SA (see [`ReplayWindow::for_sa`]).
-    pub fn for_sa(params: &SaParams) -> Result<Self, Error> {
-        Ok(Self::new(ReplayWindow::for_sa(params)?))
-    }
-
     /// [`ReplayWindow::check`] under the lock.
     pub fn check(&self, seq_lo: u32) -> Result<u64, Error> {
         self.window.lock().check(seq_lo)
@@ -328,6 +317,8 @@ impl SharedReplay {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
+    use alloc::string::ToString;
 
     fn recv(w: &mut ReplayWindow, lo: u32) -> Result<u64, Error> {
         let s = w.check(lo)?;
@@ -470,20 +461,25 @@ mod tests {
 
     #[test]
     fn atomic_counter_takes_runs_and_never_wraps() {
-        let mut p = SaParams::new(crate::sa::Proto::Esp, 1);
-        p.initial_seq = u32::MAX as u64 - 4;
-        let c = AtomicSeq::for_sa(&p).unwrap();
+        let c = AtomicSeq::new(u32::MAX as u64 - 4, false).unwrap();
         assert_eq!(c.take_n(3), Ok((u32::MAX as u64 - 4, 3)));
         // Only two numbers are left: a batch of 5 gets those two.
         assert_eq!(c.take_n(5), Ok((u32::MAX as u64 - 1, 2)));
         assert_eq!(c.take(), Err(Error::SequenceExhausted));
         assert_eq!(c.peek(), Err(Error::SequenceExhausted));
-        p.esn = true;
-        p.initial_seq = u64::MAX - 1;
-        let e = AtomicSeq::for_sa(&p).unwrap();
+        let e = AtomicSeq::new(u64::MAX - 1, true).unwrap();
         assert_eq!(e.take_n(4), Ok((u64::MAX - 1, 2)));
         assert_eq!(e.take(), Err(Error::SequenceExhausted));
         assert_eq!(e.take_n(0), Err(Error::SequenceExhausted));
+    }
+
+    /// `error.rs` spells the largest window out (it imports nothing of this module, so the
+    /// modules do not import each other): the text must say [`MAX_WINDOW`].
+    #[test]
+    fn the_window_size_error_names_the_largest_window() {
+        let text = ReplayWindow::new(48, false).unwrap_err().to_string();
+        assert!(text.contains(&format!("to {MAX_WINDOW}")), "{text}");
+        assert!(text.contains(&format!("from {MIN_WINDOW}")), "{text}");
     }
 
     /// Only a packet above every number accepted before is new; a late one inside the

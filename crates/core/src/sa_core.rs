@@ -9,7 +9,7 @@
 
 use crate::error::Error;
 use crate::ip::{self, ipv6_field, Ipv4Packet, Split};
-use crate::replay::{AtomicSeq, SharedReplay};
+use crate::replay::{AtomicSeq, ReplayWindow, SharedReplay};
 use crate::sa::{Mode, Proto, SaParams, Tunnel};
 use crate::{esn, tunnel};
 
@@ -41,8 +41,12 @@ impl SaCore {
             tunnel: params.tunnel,
             esn: params.esn,
             // A bad window size is reported before a bad first sequence number.
-            replay: SharedReplay::for_sa(params)?,
-            seq: AtomicSeq::for_sa(params)?,
+            replay: SharedReplay::new(ReplayWindow::starting_at(
+                params.replay_window,
+                params.esn,
+                params.initial_seq,
+            )?),
+            seq: AtomicSeq::new(params.initial_seq, params.esn)?,
         })
     }
 

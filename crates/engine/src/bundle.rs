@@ -55,6 +55,15 @@ impl From<Error> for PacketError {
     }
 }
 
+impl From<crate::udp_encap::EncapError> for PacketError {
+    fn from(e: crate::udp_encap::EncapError) -> Self {
+        match e {
+            crate::udp_encap::EncapError::Ip(e) => PacketError::Ipsec(e),
+            e => PacketError::Encap(e),
+        }
+    }
+}
+
 /// One keyed SA of any protocol (one per SA, so variant sizes do not matter).
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]

@@ -29,11 +29,15 @@ pub enum DropReason {
     NoRoom,
     /// An ESP or AH packet that is an IP fragment (RFC 4303 3.4.1, RFC 4302 3.4.1).
     Fragment,
+    /// An ESP packet of an SA with `encap espinudp` that did not arrive in UDP to the SA's
+    /// port (RFC 3948 5.2: the peers agreed on ESP in UDP; Linux counts it as
+    /// XFRMINSTATEMISMATCH).
+    EncapMismatch,
 }
 
 impl DropReason {
     /// Every reason, in the order snapshots list them.
-    pub const ALL: [DropReason; 9] = [
+    pub const ALL: [DropReason; 10] = [
         DropReason::BadIcv,
         DropReason::Replay,
         DropReason::BadPadding,
@@ -43,6 +47,7 @@ impl DropReason {
         DropReason::PolicyDiscard,
         DropReason::NoRoom,
         DropReason::Fragment,
+        DropReason::EncapMismatch,
     ];
 
     /// The name used in snapshots and logs.
@@ -57,6 +62,7 @@ impl DropReason {
             DropReason::PolicyDiscard => "policy_discard",
             DropReason::NoRoom => "no_room",
             DropReason::Fragment => "fragment",
+            DropReason::EncapMismatch => "encap_mismatch",
         }
     }
 
@@ -67,7 +73,7 @@ impl DropReason {
             PacketError::Comp(_) | PacketError::NotIp | PacketError::LinkType(_) => DropReason::Malformed,
             PacketError::Encap(
                 crate::udp_encap::EncapError::NotEncapsulated(_) | crate::udp_encap::EncapError::UnexpectedEncap(_),
-            ) => DropReason::NoSa,
+            ) => DropReason::EncapMismatch,
             PacketError::Encap(_) => DropReason::Malformed,
         }
     }
@@ -114,6 +120,8 @@ pub struct Drops {
     pub no_room: u64,
     /// [`DropReason::Fragment`].
     pub fragment: u64,
+    /// [`DropReason::EncapMismatch`].
+    pub encap_mismatch: u64,
 }
 
 impl Drops {
@@ -128,6 +136,7 @@ impl Drops {
             DropReason::PolicyDiscard => &mut self.policy_discard,
             DropReason::NoRoom => &mut self.no_room,
             DropReason::Fragment => &mut self.fragment,
+            DropReason::EncapMismatch => &mut self.encap_mismatch,
         }
     }
 

@@ -17,6 +17,7 @@ use crate::counters::{AtomicDrops, CompSnapshot, Counters, DropReason, Drops};
 use crate::lifetime::{Limit, State, Usage};
 use crate::sad::{InstallError, SaConfig, SaEntry, SaId, Sad, SharedSa};
 use crate::spd::{Action, Direction, Flow, Policy, Spd};
+use crate::udp_encap::{EncapError, Ports, UdpEncap};
 use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -90,10 +91,18 @@ pub enum Verdict {
     Bypass,
 }
 
-/// What [`DataPlane::inbound_batch_arrivals`] reports about an inbound packet besides its
-/// verdict.
+/// An inbound packet's context as far as the engine is concerned: how it reached the host
+/// (told by the caller, which read it from a socket) and what the engine learned opening it
+/// (reported by [`DataPlane::inbound_batch_arrivals`], which fills in the rest). A daemon
+/// carries it from the socket to the TUN write: it attributes the packet to a peer from the
+/// SA, without looking anything up again.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Arrival {
+    /// In: the UDP ports the packet arrived in (ESP in UDP, RFC 3948), `None` when it
+    /// arrived as a bare IP packet. An ESP SA with `encap espinudp` takes only packets that
+    /// arrived in UDP to its destination port ([`DropReason::EncapMismatch`]); an SA without
+    /// takes either (a daemon that carries all ESP in UDP configures it once, not per SA).
+    pub encap: Option<Ports>,
     /// The SA that opened the outermost ESP, AH or IPComp header (`None`: none did).
     pub sa: Option<SaId>,
     /// That SA is ESP or AH, checks replays, and the packet's sequence number is above every
@@ -101,6 +110,30 @@ pub struct Arrival {
     /// lets only such a packet move a NAT'd peer's address (an attacker who captured an older
     /// packet, or any packet of an SA without a replay window, cannot redirect the tunnel).
     pub newest: bool,
+    /// The outermost header's source and destination, as parsed to find that SA (`None`:
+    /// the packet did not get that far).
+    pub outer: Option<(IpAddr, IpAddr)>,
+}
+
+impl Arrival {
+    /// A packet that arrived in a UDP datagram with these ports.
+    pub fn in_udp(ports: Ports) -> Arrival {
+        Arrival {
+            encap: Some(ports),
+            ..Arrival::default()
+        }
+    }
+}
+
+/// Whether a packet that arrived as `arrived` may be opened by an SA with `want`: an SA with
+/// ESP in UDP only from a datagram to its port (the source port is not checked: a NAT may
+/// rewrite it, RFC 3948 has the receiver follow it).
+fn encap_matches(want: Option<UdpEncap>, arrived: Option<Ports>) -> bool {
+    match (want, arrived) {
+        (None, _) => true,
+        (Some(w), Some(p)) => w.dport == p.dport,
+        (Some(_), None) => false,
+    }
 }
 
 /// One SA in a [`Snapshot`].
@@ -775,7 +808,10 @@ impl DataPlane {
         tallies: &mut Tallies,
         arrival: &mut Arrival,
     ) -> Result<Verdict, Dropped> {
-        *arrival = Arrival::default();
+        *arrival = Arrival {
+            encap: arrival.encap,
+            ..Arrival::default()
+        };
         let mut used = [Layer {
             id: SaId(0),
             before: 0,
@@ -831,6 +867,17 @@ impl DataPlane {
             if outer.fragment && matches!(next, proto::ESP | proto::AH) {
                 let err = PacketError::Ipsec(ipsec_core::Error::Fragment);
                 return Err(self.drop_at(Direction::In, id, DropReason::Fragment, Some(err)));
+            }
+            if depth == 0 {
+                arrival.outer = Some((outer.src, outer.dst));
+                if next == proto::ESP && !encap_matches(e.config.encap, arrival.encap) {
+                    let spi = e.config.params.spi;
+                    let err = PacketError::Encap(match arrival.encap {
+                        None => EncapError::NotEncapsulated(spi),
+                        Some(_) => EncapError::UnexpectedEncap(spi),
+                    });
+                    return Err(self.drop_at(Direction::In, id, DropReason::EncapMismatch, Some(err)));
+                }
             }
             let admitted = self.admit(e, now, core::iter::empty(), &tallies.get(id));
             if let Err(r) = admitted {

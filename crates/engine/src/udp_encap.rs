@@ -3,13 +3,18 @@
 //! off a received one with NAT-keepalives (2.3) and non-ESP datagrams (2.2) told apart
 //! (3.1.2, 3.2.2), and the transport-mode checksum fix-up with the original address (3.1.2).
 //!
+//! This is the one RFC 3948 module: the `ipsec seal|open` tool frames whole packets with
+//! [`encapsulate`] and [`decapsulate`]; tunneld, whose kernel UDP socket adds and takes off the
+//! IP and UDP headers, sends [`socket_payload`] and sorts what it receives with [`classify`];
+//! the data plane checks that a packet of an SA with `encap` arrived in UDP
+//! ([`crate::Arrival::encap`], RFC 3948 5.2; Linux counts a miss as XFRMINSTATEMISMATCH).
+//!
 //! The transforms do not change: an ESP SA still seals and opens plain ESP; the caller frames
 //! it. IPv4 datagrams go with a zero UDP checksum (RFC 3948 2.1: it SHOULD be zero; the ESP
 //! ICV protects the payload); IPv6 ones with a computed checksum (RFC 8200 8.1: a zero UDP
 //! checksum is not allowed over IPv6; RFC 6935/6936 relax that only for tunnels configured
 //! for it, which ESP in UDP is not). A received non-zero checksum is checked in both families.
 
-use crate::bundle::PacketError;
 use core::fmt;
 use core::net::IpAddr;
 use ipsec_core::ip::{self, fold, ipv6_field, ones_sum as sum, proto, Split};
@@ -21,6 +26,37 @@ pub const UDP_HEADER_LEN: usize = 8;
 pub const NAT_T_PORT: u16 = 4500;
 /// The NAT-keepalive payload (RFC 3948 2.3): one byte, 0xFF.
 pub const KEEPALIVE: u8 = 0xFF;
+/// How often a NAT-keepalive is sent (RFC 3948 4: 20 seconds by default).
+pub const KEEPALIVE_INTERVAL_SECS: u64 = 20;
+/// The non-ESP marker (RFC 3948 2.2): four zero bytes where an SPI would be (an SPI is never
+/// 0), in front of an IKE message.
+pub const NON_ESP_MARKER: [u8; 4] = [0; 4];
+/// The shortest ESP payload: its SPI and sequence number.
+pub const MIN_ESP: usize = 8;
+
+/// What the payload of a UDP datagram on an ESP-in-UDP port is (RFC 3948 2.2, 2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    /// An ESP packet (at least its SPI and sequence number).
+    Esp,
+    /// A NAT-keepalive: one 0xFF byte.
+    Keepalive,
+    /// The non-ESP marker and what follows it (an IKE message).
+    NonEsp,
+    /// Too short to be any of them.
+    Runt,
+}
+
+/// Sorts a UDP payload: a 0xFF byte alone is a keepalive; the non-ESP marker first is IKE;
+/// ESP needs at least [`MIN_ESP`] bytes; anything shorter is a runt.
+pub fn classify(payload: &[u8]) -> Payload {
+    match payload {
+        [KEEPALIVE] => Payload::Keepalive,
+        [0, 0, 0, 0, ..] => Payload::NonEsp,
+        p if p.len() < MIN_ESP => Payload::Runt,
+        _ => Payload::Esp,
+    }
+}
 
 /// `encap espinudp SPORT DPORT OADDR` of an ESP SA: its packets travel in UDP datagrams from
 /// port `sport` to port `dport` (as `ip xfrm state` means them: the ports of the datagrams
@@ -73,6 +109,14 @@ pub enum EncapError {
     /// An IPv6 packet with a Routing header: the UDP checksum would need the final
     /// destination, which is not worked out here.
     RoutingHeader,
+    /// The IP packet around the datagram is malformed, or the buffer has no room to frame it.
+    Ip(Error),
+}
+
+impl From<Error> for EncapError {
+    fn from(e: Error) -> Self {
+        EncapError::Ip(e)
+    }
 }
 
 impl EncapError {
@@ -109,18 +153,13 @@ impl fmt::Display for EncapError {
             EncapError::RoutingHeader => {
                 f.write_str("IPv6 Routing header: the UDP checksum's final destination is not worked out here")
             }
+            EncapError::Ip(e) => e.fmt(f),
         }
     }
 }
 
-impl From<EncapError> for PacketError {
-    fn from(e: EncapError) -> Self {
-        PacketError::Encap(e)
-    }
-}
-
 /// The ports of a received UDP datagram.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Ports {
     /// Source port.
     pub sport: u16,
@@ -144,14 +183,14 @@ fn udp_sum(src: IpAddr, dst: IpAddr, segment: &[u8]) -> u16 {
 
 /// Where the header after the IP header(s) starts, refusing IPv6 Routing headers (the
 /// pseudo-header's destination would be the final one).
-fn split(packet: &[u8]) -> Result<Split, PacketError> {
+fn split(packet: &[u8]) -> Result<Split, EncapError> {
     match ip::version(packet)? {
         4 => Ok(ip::ipv4_split(packet)?),
         _ => {
             let mut routing = false;
             let s = ip::walk_ipv6_ext(packet, |h| routing |= h.kind == proto::ROUTING)?;
             if routing {
-                return Err(EncapError::RoutingHeader.into());
+                return Err(EncapError::RoutingHeader);
             }
             Ok(s)
         }
@@ -174,10 +213,10 @@ fn is_fragment(packet: &[u8]) -> Result<bool, Error> {
 /// length, checksum 0 over IPv4 and computed over IPv6) between the IP header (IPv6: its
 /// extension headers) and the ESP header of a sealed packet, and fixes the IP length,
 /// protocol and (IPv4) header checksum. The packet grows by 8 bytes into the headroom.
-pub fn encapsulate(buf: &mut PacketBuf, sport: u16, dport: u16) -> Result<(), PacketError> {
+pub fn encapsulate(buf: &mut PacketBuf, sport: u16, dport: u16) -> Result<(), EncapError> {
     let s = split(buf.packet())?;
     if s.next != proto::ESP {
-        return Err(EncapError::NotEsp(s.next).into());
+        return Err(EncapError::NotEsp(s.next));
     }
     let claimed = ip::claimed_len(buf.packet())?;
     if claimed != buf.len() {
@@ -214,7 +253,7 @@ pub fn encapsulate(buf: &mut PacketBuf, sport: u16, dport: u16) -> Result<(), Pa
 
 /// The ports of a packet's UDP header right after its IP header (IPv6: after its extension
 /// headers), or `None` when the packet is not UDP. Only reads.
-pub fn udp_ports(packet: &[u8]) -> Result<Option<Ports>, PacketError> {
+pub fn udp_ports(packet: &[u8]) -> Result<Option<Ports>, EncapError> {
     let s = ip::upper_split(packet)?;
     if s.next != proto::UDP {
         return Ok(None);
@@ -235,12 +274,12 @@ pub fn udp_ports(packet: &[u8]) -> Result<Option<Ports>, PacketError> {
 /// checksum is taken over IPv4 only), `takes` does not want its ports (checked first: such a
 /// datagram is not looked at further), or its payload is a NAT-keepalive, a non-ESP marker or
 /// too short for ESP.
-pub fn decapsulate(buf: &mut PacketBuf, takes: impl FnOnce(Ports) -> bool) -> Result<Option<Ports>, PacketError> {
+pub fn decapsulate(buf: &mut PacketBuf, takes: impl FnOnce(Ports) -> bool) -> Result<Option<Ports>, EncapError> {
     let Some(ports) = udp_ports(buf.packet())? else {
         return Ok(None);
     };
     if !takes(ports) {
-        return Err(EncapError::NoSaForPort(ports.dport).into());
+        return Err(EncapError::NoSaForPort(ports.dport));
     }
     let s = split(buf.packet())?;
     let packet = buf.packet();
@@ -257,24 +296,24 @@ pub fn decapsulate(buf: &mut PacketBuf, takes: impl FnOnce(Ports) -> bool) -> Re
         .ok_or(EncapError::BadLength)?;
     let udp_len = usize::from(u16::from_be_bytes([seg[4], seg[5]]));
     if udp_len != seg.len() {
-        return Err(EncapError::BadLength.into());
+        return Err(EncapError::BadLength);
     }
     let checksum = u16::from_be_bytes([seg[6], seg[7]]);
     let v6 = packet[0] >> 4 == 6;
     if checksum == 0 && v6 {
-        return Err(EncapError::ZeroChecksumV6.into());
+        return Err(EncapError::ZeroChecksumV6);
     }
     if checksum != 0 {
         let (src, dst) = ip::addrs(packet)?;
         if udp_sum(src, dst, seg) != 0xffff {
-            return Err(EncapError::BadChecksum.into());
+            return Err(EncapError::BadChecksum);
         }
     }
-    match &seg[UDP_HEADER_LEN..] {
-        [KEEPALIVE] => return Err(EncapError::Keepalive.into()),
-        [0, 0, 0, 0, ..] => return Err(EncapError::NonEsp.into()),
-        p if p.len() < 8 => return Err(EncapError::Runt.into()),
-        _ => {}
+    match classify(&seg[UDP_HEADER_LEN..]) {
+        Payload::Keepalive => return Err(EncapError::Keepalive),
+        Payload::NonEsp => return Err(EncapError::NonEsp),
+        Payload::Runt => return Err(EncapError::Runt),
+        Payload::Esp => {}
     }
     // Link-layer padding after the IP packet goes first, so the gap is the only change.
     buf.trim_back(buf.len() - end)?;
@@ -282,6 +321,31 @@ pub fn decapsulate(buf: &mut PacketBuf, takes: impl FnOnce(Ports) -> bool) -> Re
     buf.remove_gap(s.offset, UDP_HEADER_LEN)?;
     ip::fix_length(buf.packet_mut())?;
     Ok(Some(ports))
+}
+
+/// The UDP payload of a sealed packet for a kernel UDP socket, which puts its own IP and UDP
+/// headers in front (RFC 3948 2.1, 3.1.1 and 3.2.1 with the socket doing step 3): the ESP
+/// header and what follows it, up to the IP length. IPv4 with protocol 50 after the header and
+/// its options, IPv6 with next header 50 right after the fixed header (extension headers would
+/// be lost, and tunneld's SAs add none); `None` for anything else (AH outermost, a bad length).
+pub fn socket_payload(packet: &[u8]) -> Option<&[u8]> {
+    match *packet.first()? >> 4 {
+        4 => {
+            let p = ip::Ipv4Packet::new_checked(packet).ok()?;
+            if p.protocol() != proto::ESP {
+                return None;
+            }
+            packet.get(p.header_len()..p.total_len())
+        }
+        6 => {
+            let p = ip::Ipv6Packet::new_checked(packet).ok()?;
+            if p.next_header() != proto::ESP {
+                return None;
+            }
+            packet.get(ipv6_field::HEADER_LEN..ipv6_field::HEADER_LEN + p.payload_len())
+        }
+        _ => None,
+    }
 }
 
 /// RFC 3948 3.1.2 step 3: the TCP or UDP checksum of a packet opened from a transport-mode SA
@@ -386,6 +450,48 @@ mod tests {
     }
 
     #[test]
+    fn classifies_like_rfc_3948() {
+        assert_eq!(classify(&[0xff]), Payload::Keepalive);
+        assert_eq!(classify(&[0, 0, 0, 0, 1, 2, 3, 4, 5]), Payload::NonEsp);
+        assert_eq!(classify(&[0, 0, 0, 0]), Payload::NonEsp);
+        assert_eq!(classify(&[]), Payload::Runt);
+        assert_eq!(classify(&[0xfe]), Payload::Runt);
+        assert_eq!(classify(&[0, 0, 0x10, 1, 0, 0, 0]), Payload::Runt);
+        assert_eq!(classify(&[0, 0, 0x10, 1, 0, 0, 0, 1]), Payload::Esp);
+        assert_eq!(classify(&[0xff, 0xff]), Payload::Runt);
+    }
+
+    #[test]
+    fn socket_payload_of_ipv4_and_ipv6() {
+        let mut p = vec![0x45, 0, 0, 28, 0, 0, 0, 0, 64, 50, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2];
+        p.extend_from_slice(&[9; 8]);
+        p.extend_from_slice(&[0xee; 4]); // after the IP length: not sent
+        assert_eq!(socket_payload(&p), Some(&[9u8; 8][..]));
+        p[9] = 51;
+        assert_eq!(socket_payload(&p), None);
+        p[9] = 50;
+        p[0] = 0x44;
+        assert_eq!(socket_payload(&p), None);
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&1000u16.to_be_bytes());
+        assert_eq!(socket_payload(&p), None);
+        assert_eq!(socket_payload(&[]), None);
+        // IPv6: next header ESP, payload length within the packet.
+        let mut q = vec![0x60, 0, 0, 0, 0, 8, 50, 64];
+        q.extend_from_slice(&[1; 32]);
+        q.extend_from_slice(&[9; 8]);
+        q.extend_from_slice(&[0xee; 4]);
+        assert_eq!(socket_payload(&q), Some(&[9u8; 8][..]));
+        q[6] = 51;
+        assert_eq!(socket_payload(&q), None, "AH outermost");
+        q[6] = 50;
+        q[4..6].copy_from_slice(&100u16.to_be_bytes());
+        assert_eq!(socket_payload(&q), None, "payload length beyond the packet");
+        assert_eq!(socket_payload(&q[..39]), None);
+        assert_eq!(socket_payload(&[0x70; 60]), None);
+    }
+
+    #[test]
     fn ipv4_gets_a_udp_header_with_a_zero_checksum_and_loses_it_again() {
         let plain = v4(proto::ESP, &esp_body());
         let (r, wire) = with_buf(&plain, |b| encapsulate(b, 4500, 4501));
@@ -430,13 +536,13 @@ mod tests {
         bad[60] ^= 1;
         assert_eq!(
             with_buf(&bad, |b| decapsulate(b, |_| true)).0,
-            Err(EncapError::BadChecksum.into())
+            Err(EncapError::BadChecksum)
         );
         let mut zero = wire.clone();
         zero[46..48].copy_from_slice(&[0, 0]);
         assert_eq!(
             with_buf(&zero, |b| decapsulate(b, |_| true)).0,
-            Err(EncapError::ZeroChecksumV6.into())
+            Err(EncapError::ZeroChecksumV6)
         );
     }
 
@@ -451,7 +557,7 @@ mod tests {
         assert!(with_buf(&wire, |b| decapsulate(b, |_| true)).0.unwrap().is_some());
         wire[27] ^= 0x40;
         let (r, after) = with_buf(&wire, |b| decapsulate(b, |_| true));
-        assert_eq!(r, Err(EncapError::BadChecksum.into()));
+        assert_eq!(r, Err(EncapError::BadChecksum));
         assert_eq!(after, wire, "a refused datagram is left as it was");
     }
 
@@ -466,24 +572,24 @@ mod tests {
             v4(proto::UDP, &u)
         };
         let dec = |p: &[u8]| with_buf(p, |b| decapsulate(b, |p| p.dport == 4500)).0;
-        assert_eq!(dec(&udp(&[0xff], 4500)), Err(EncapError::Keepalive.into()));
+        assert_eq!(dec(&udp(&[0xff], 4500)), Err(EncapError::Keepalive));
         assert_eq!(
             dec(&udp(&[0, 0, 0, 0, 1, 2, 3, 4, 5, 6], 4500)),
-            Err(EncapError::NonEsp.into())
+            Err(EncapError::NonEsp)
         );
-        assert_eq!(dec(&udp(&[1, 2, 3], 4500)), Err(EncapError::Runt.into()));
-        assert_eq!(dec(&udp(&[0xff], 53)), Err(EncapError::NoSaForPort(53).into()));
+        assert_eq!(dec(&udp(&[1, 2, 3], 4500)), Err(EncapError::Runt));
+        assert_eq!(dec(&udp(&[0xff], 53)), Err(EncapError::NoSaForPort(53)));
         assert!(dec(&udp(&[0, 0, 0x10, 1, 0, 0, 0, 1], 4500)).unwrap().is_some());
         // A UDP length that disagrees with the IP length, a fragment, a cut header.
         let mut p = udp(&[0, 0, 0x10, 1, 0, 0, 0, 1], 4500);
         p[25] = 99;
-        assert_eq!(dec(&p), Err(EncapError::BadLength.into()));
+        assert_eq!(dec(&p), Err(EncapError::BadLength));
         let mut p = udp(&[0, 0, 0x10, 1, 0, 0, 0, 1], 4500);
         p[6] = 0x20; // MF
         ip::fix_length(&mut p).unwrap();
         assert_eq!(dec(&p), Err(Error::Fragment.into()));
         let p = v4(proto::UDP, &[0x11, 0x94, 0x11]);
-        assert_eq!(dec(&p), Err(EncapError::BadLength.into()));
+        assert_eq!(dec(&p), Err(EncapError::BadLength));
         // Not UDP: left alone.
         let p = v4(proto::ESP, &esp_body());
         assert_eq!(with_buf(&p, |b| decapsulate(b, |_| true)), (Ok(None), p.clone()));
@@ -493,10 +599,7 @@ mod tests {
     #[test]
     fn only_esp_goes_in_udp() {
         let p = v4(proto::AH, &esp_body());
-        assert_eq!(
-            with_buf(&p, |b| encapsulate(b, 1, 2)).0,
-            Err(EncapError::NotEsp(51).into())
-        );
+        assert_eq!(with_buf(&p, |b| encapsulate(b, 1, 2)).0, Err(EncapError::NotEsp(51)));
         // No headroom: refused, not a panic.
         let p = v4(proto::ESP, &esp_body());
         let mut raw = p.clone();
@@ -506,39 +609,7 @@ mod tests {
         let mut rh = vec![proto::ESP, 0, 0, 0, 0, 0, 0, 0];
         rh.extend_from_slice(&esp_body());
         let p = v6(proto::ROUTING, &rh);
-        assert_eq!(
-            with_buf(&p, |b| encapsulate(b, 1, 2)).0,
-            Err(EncapError::RoutingHeader.into())
-        );
-    }
-
-    #[test]
-    fn the_sad_takes_encap_on_esp_sas_with_ports_only() {
-        use crate::sad::{InstallError, SaConfig, Sad};
-        use core::time::Duration;
-        use ipsec_core::sa::{Keyed, Proto, SaParams};
-        use ipsec_core::{AeadAlg, IntegAlg};
-        let mut esp = SaParams::new(Proto::Esp, 0x10);
-        esp.aead = Some(Keyed::new(AeadAlg::AesGcm, &[7u8; 20], 16));
-        let mut ah = SaParams::new(Proto::Ah, 0x11);
-        ah.integ = Some(Keyed::new(IntegAlg::HmacSha1, &[7u8; 20], 12));
-        let with = |p: &SaParams, e: UdpEncap| SaConfig {
-            encap: Some(e),
-            ..SaConfig::new("x", p.clone(), None)
-        };
-        let mut sad = Sad::new();
-        let id = sad.install(with(&esp, UdpEncap::NAT_T), Duration::ZERO).unwrap();
-        assert_eq!(sad.get(id).unwrap().config.encap, Some(UdpEncap::NAT_T));
-        let refused =
-            |r: Result<_, InstallError>| matches!(r, Err(InstallError::Sa(PacketError::Ipsec(Error::InvalidSa(_)))));
-        assert!(refused(sad.install(with(&ah, UdpEncap::NAT_T), Duration::ZERO)));
-        esp.spi = 0x12;
-        let zero = UdpEncap {
-            sport: 0,
-            ..UdpEncap::NAT_T
-        };
-        assert!(refused(sad.install(with(&esp, zero), Duration::ZERO)));
-        assert_eq!(sad.len(), 1);
+        assert_eq!(with_buf(&p, |b| encapsulate(b, 1, 2)).0, Err(EncapError::RoutingHeader));
     }
 
     /// A TCP or UDP checksum made over `oa` as source becomes the one over the packet's source.

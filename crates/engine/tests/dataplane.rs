@@ -551,3 +551,59 @@ fn inbound_sa_names_the_sa_inbound_opens_with() {
     assert!(s.sas.iter().all(|x| x.inbound.packets == 0));
     assert_eq!(s.inbound_drops, Drops::default());
 }
+
+/// The packet context the inbound batch call takes and reports: an SA with `encap espinudp`
+/// opens only packets the caller says arrived in UDP to its port (else dropped as
+/// `encap_mismatch`, charged to the SA, RFC 3948 5.2 as Linux's XFRMINSTATEMISMATCH); an SA
+/// without takes either. Accepted packets report the SA and the outer addresses.
+#[test]
+fn an_encapsulating_sa_opens_only_what_arrived_in_udp_to_its_port() {
+    use ipsec_core::sa::Mode;
+    let mut params = esp_params(0x900, Mode::Tunnel, Some(("10.9.0.1", "10.9.0.2")));
+    params.replay_window = 0;
+    let with = SaConfig {
+        encap: Some(UdpEncap::NAT_T),
+        ..SaConfig::new("nat", params.clone(), None)
+    };
+    let without = SaConfig::new("plain", params, None);
+    for (config, wants_udp) in [(with, true), (without, false)] {
+        let (a, b, ids) = pair(&[config], sel("10.0.0.0/24", "10.0.0.0/24"));
+        let mut w = worker(3);
+        let sealed = process(&udp("10.0.0.1", "10.0.0.2", 64), |p| {
+            a.data_plane().outbound(&mut w, p, secs(0))
+        })
+        .1;
+        let port = |dport| udp_encap::Ports { sport: 4500, dport };
+        let arrivals = [
+            Arrival::default(),
+            Arrival::in_udp(port(4500)),
+            Arrival::in_udp(port(4501)),
+        ];
+        let plane = b.data_plane();
+        let mut raws: Vec<Vec<u8>> = arrivals.iter().map(|_| framed(&sealed)).collect();
+        let mut bufs: Vec<PacketBuf> = raws
+            .iter_mut()
+            .map(|r| PacketBuf::new(r, HEAD, sealed.len()).unwrap())
+            .collect();
+        let mut out = vec![Ok(Verdict::Bypass); bufs.len()];
+        let mut got = arrivals;
+        plane.inbound_batch_arrivals(&mut w, &mut bufs, &mut out, &mut got, secs(0));
+        let ok: Vec<bool> = out.iter().map(|o| o.is_ok()).collect();
+        if wants_udp {
+            assert_eq!(ok, [false, true, false], "{out:?}");
+            for i in [0, 2] {
+                let d = out[i].unwrap_err();
+                assert_eq!((d.reason, d.sa), (DropReason::EncapMismatch, Some(ids[0])));
+            }
+            let s = b.snapshot(secs(0));
+            assert_eq!(s.sas[0].inbound.drops.encap_mismatch, 2);
+            assert_eq!(s.sas[0].inbound.packets, 1);
+        } else {
+            assert_eq!(ok, [true, true, true], "{out:?}");
+        }
+        let opened = got[1];
+        assert_eq!(opened.encap, Some(port(4500)), "what the caller said is kept");
+        assert_eq!(opened.sa, Some(ids[0]));
+        assert_eq!(opened.outer, Some((ip("10.9.0.1"), ip("10.9.0.2"))));
+    }
+}

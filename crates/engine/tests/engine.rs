@@ -785,3 +785,32 @@ fn tunnel_mode_ipcomp_sends_uncompressed_packets_as_ip_in_ip() {
         assert_eq!(r.unwrap_err().reason, DropReason::PolicyDiscard);
     }
 }
+
+/// (Moved from `udp_encap`'s unit tests, which no longer import the SAD.)
+#[test]
+fn the_sad_takes_encap_on_esp_sas_with_ports_only() {
+    use ipsec_core::sa::{Keyed, Proto, SaParams};
+    use ipsec_core::{AeadAlg, Error, IntegAlg};
+    use std::time::Duration;
+    let mut esp = SaParams::new(Proto::Esp, 0x10);
+    esp.aead = Some(Keyed::new(AeadAlg::AesGcm, &[7u8; 20], 16));
+    let mut ah = SaParams::new(Proto::Ah, 0x11);
+    ah.integ = Some(Keyed::new(IntegAlg::HmacSha1, &[7u8; 20], 12));
+    let with = |p: &SaParams, e: UdpEncap| SaConfig {
+        encap: Some(e),
+        ..SaConfig::new("x", p.clone(), None)
+    };
+    let mut sad = Sad::new();
+    let id = sad.install(with(&esp, UdpEncap::NAT_T), Duration::ZERO).unwrap();
+    assert_eq!(sad.get(id).unwrap().config.encap, Some(UdpEncap::NAT_T));
+    let refused =
+        |r: Result<_, InstallError>| matches!(r, Err(InstallError::Sa(PacketError::Ipsec(Error::InvalidSa(_)))));
+    assert!(refused(sad.install(with(&ah, UdpEncap::NAT_T), Duration::ZERO)));
+    esp.spi = 0x12;
+    let zero = UdpEncap {
+        sport: 0,
+        ..UdpEncap::NAT_T
+    };
+    assert!(refused(sad.install(with(&esp, zero), Duration::ZERO)));
+    assert_eq!(sad.len(), 1);
+}

@@ -111,6 +111,17 @@ pub(crate) fn inc(c: &AtomicU64) {
     add(c, 1);
 }
 
+/// Counts one error and logs it: the first one, then at every power of two, so a peer that
+/// floods errors cannot flood the log.
+pub(crate) fn count_error(c: &AtomicU64, what: &str, e: &std::io::Error) {
+    let n = c.fetch_add(1, Ordering::Relaxed) + 1;
+    if n.is_power_of_two() {
+        tracing::warn!("{what}: {e} ({n} so far)");
+    } else {
+        tracing::debug!("{what}: {e}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,12 +6,14 @@
 //! the final counters are written before [`run`] returns.
 
 use crate::control::{Control, ControlSocket};
-use crate::encap;
+use crate::raw::{RawRx, RawTx};
 use crate::stats;
-use crate::sys::{self, RawRx, RawTx, Tun, UdpEncap};
-use crate::tunnel::{
-    inbound_protocols, run_inbound, run_outbound, tun_mtu_for, ByFamily, Report, TunIo, Tunnel, UnderlayRx, UnderlayTx,
-};
+use crate::sys;
+use crate::tun::{Tun, TunIo};
+use crate::tunnel::{inbound_protocols, run_inbound, run_outbound, tun_mtu_for, Report, Tunnel};
+use crate::udp::UdpEncap;
+use crate::underlay::{ByFamily, UnderlayRx, UnderlayTx};
+use ipsec_engine::udp_encap;
 use ipsec_engine::Engine;
 use std::io;
 use std::net::{IpAddr, Ipv6Addr};
@@ -426,7 +428,7 @@ fn add_endpoints(report: &mut Report, udp: &[&UdpEncap]) {
 /// Every [`TICK`] until `stop`: lifetimes and events (handed to the control socket), and the
 /// stats file (with each peer's ESP-in-UDP endpoint); a reload as soon as SIGHUP asks for
 /// one; with ESP in UDP, a NAT-keepalive to every peer every
-/// [`encap::KEEPALIVE_INTERVAL_SECS`] (the first right away).
+/// [`udp_encap::KEEPALIVE_INTERVAL_SECS`] (the first right away).
 fn ticker(
     t: &Tunnel,
     stats_path: Option<&Path>,
@@ -439,7 +441,7 @@ fn ticker(
     let mut next_keepalive = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         if Instant::now() >= next_keepalive {
-            next_keepalive = Instant::now() + Duration::from_secs(encap::KEEPALIVE_INTERVAL_SECS);
+            next_keepalive = Instant::now() + Duration::from_secs(udp_encap::KEEPALIVE_INTERVAL_SECS);
             for u in udp {
                 let (sent, err) = u.send_keepalives();
                 crate::counters::add(&t.counters().udp_keepalives_tx, sent as u64);

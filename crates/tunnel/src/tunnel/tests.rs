@@ -63,7 +63,7 @@ impl TunIo for FakeTun {
     fn offload(&self) -> bool {
         self.offload
     }
-    fn send_vnet(&self, hdr: &[u8; VNET_HDR_LEN], packet: &[u8]) -> io::Result<()> {
+    fn send_vnet(&self, hdr: &[u8; crate::tun::offload::VNET_HDR_LEN], packet: &[u8]) -> io::Result<()> {
         assert!(self.offload, "a header written to a device without offloads");
         self.send(&[&hdr[..], packet].concat())
     }
@@ -649,7 +649,7 @@ fn batches_go_through_and_everything_in_them_is_counted() {
     let tun = FakeTun::default();
     let n = rx.recv_batch(&mut batch).unwrap();
     assert_eq!(n, 8);
-    b.inbound_batch(&mut batch, n, &rx, &tun);
+    b.inbound_batch(&mut batch, n, &rx, &mut TunPort::new(&tun));
     let kept: Vec<_> = inner.iter().filter(|p| is_ip(p)).cloned().collect();
     assert_eq!(tun.written(), kept);
     let cb = b.counters().snapshot();
@@ -680,7 +680,7 @@ fn batches_go_through_and_everything_in_them_is_counted() {
 /// empty header; a bad header is counted.
 #[test]
 fn offloads_segment_on_the_way_out_and_coalesce_on_the_way_in() {
-    use crate::offload::{VnetHdr, F_NEEDS_CSUM, GSO_TCPV4};
+    use crate::tun::offload::{VnetHdr, F_NEEDS_CSUM, GSO_TCPV4, VNET_HDR_LEN};
     let (a, b) = pair(bundle_esp);
     let tun_a = FakeTun {
         offload: true,
@@ -739,7 +739,7 @@ fn offloads_segment_on_the_way_out_and_coalesce_on_the_way_in() {
         batch.recv_area(i)[..p.len()].copy_from_slice(p);
         batch.set(i, p.len(), RxKind::Packet, None);
     }
-    b.inbound_batch(&mut batch, sealed.len(), &wire, &tun_b);
+    b.inbound_batch(&mut batch, sealed.len(), &wire, &mut TunPort::new(&tun_b));
     let w = tun_b.written();
     assert_eq!(w.len(), 2, "the ping alone, the 17 segments as one");
     assert_eq!(w[0], [&[0u8; VNET_HDR_LEN][..], &ping].concat());
@@ -948,7 +948,7 @@ fn each_peer_is_learned_only_from_packets_its_own_sas_authenticated() {
     let mut batch = Batch::new();
     let n = rx.recv_batch(&mut batch).unwrap();
     let tun = FakeTun::default();
-    a.inbound_batch(&mut batch, n, &rx, &tun);
+    a.inbound_batch(&mut batch, n, &rx, &mut TunPort::new(&tun));
     assert_eq!(tun.written().len(), 4, "all but the forgery open");
     let learned = rx.learned.lock().unwrap().clone();
     // Per peer, the last source of a packet its SAs authenticated, in order of appearance;
@@ -978,7 +978,7 @@ fn learn_from(a: &Tunnel, datagrams: Vec<(Vec<u8>, SocketAddr)>) -> (usize, Vec<
     let mut batch = Batch::new();
     let n = rx.recv_batch(&mut batch).unwrap();
     let tun = FakeTun::default();
-    a.inbound_batch(&mut batch, n, &rx, &tun);
+    a.inbound_batch(&mut batch, n, &rx, &mut TunPort::new(&tun));
     let learned = rx.learned.lock().unwrap().clone();
     (tun.written().len(), learned)
 }
@@ -1027,7 +1027,7 @@ fn only_new_packets_move_a_peers_endpoint() {
 /// forgery with C's SPI moves nothing; C's own packet moves C's.
 #[test]
 fn udp_sockets_learn_each_peer_only_from_its_own_sas() {
-    use crate::sys::UdpEncap;
+    use crate::udp::UdpEncap;
     use std::net::UdpSocket;
     let (a, b, c) = ("127.0.0.1", "127.0.0.2", "127.0.0.3");
     let mirror = |local: &str, remote: &str, out: u32, inb: u32, e: &mut Engine, inner: &str| {
@@ -1054,7 +1054,7 @@ fn udp_sockets_learn_each_peer_only_from_its_own_sas() {
     let port = g[0].local_port().unwrap();
     let configured = |p: &str| Some(SocketAddr::new(ip(p), 4500));
     let deliver = |wire: &[u8], from: &UdpSocket| {
-        let esp = crate::encap::esp_payload(wire).unwrap();
+        let esp = ipsec_engine::udp_encap::socket_payload(wire).unwrap();
         from.send_to(esp, (ip(a), port)).unwrap();
         let t0 = Instant::now();
         let mut batch = Batch::new();
@@ -1066,7 +1066,7 @@ fn udp_sockets_learn_each_peer_only_from_its_own_sas() {
             assert!(t0.elapsed() < Duration::from_secs(5), "nothing arrived");
         };
         let tun = FakeTun::default();
-        host_a.inbound_batch(&mut batch, n, &g[0], &tun);
+        host_a.inbound_batch(&mut batch, n, &g[0], &mut TunPort::new(&tun));
         tun.written().len()
     };
     let at_c = UdpSocket::bind((ip(c), 0)).unwrap();
@@ -1090,4 +1090,93 @@ fn udp_sockets_learn_each_peer_only_from_its_own_sas() {
     assert_eq!(deliver(&from_c, &elsewhere), 1);
     assert_eq!(g[0].endpoint(ip(c)), Some(elsewhere.local_addr().unwrap()));
     assert_eq!(g[0].endpoint(ip(b)), Some(at_c.local_addr().unwrap()));
+}
+
+/// A TCP super-packet read from a device with offloads and `payload` bytes cut into
+/// `gso_size`-byte segments, as the kernel hands it over (checksum field: the pseudo-header
+/// sum), and its virtio-net header.
+fn super_packet(payload_len: usize, gso_size: u16) -> (crate::tun::offload::VnetHdr, Vec<u8>) {
+    use crate::tun::offload::{VnetHdr, F_NEEDS_CSUM, GSO_TCPV4};
+    let mut sp = Vec::new();
+    etherparse::PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+        .tcp(40000, 5201, 1000, 500)
+        .ack(77)
+        .write(&mut sp, &payload(payload_len))
+        .unwrap();
+    let mut sum: u32 = 6 + (sp.len() as u32 - 20);
+    for c in sp[12..20].chunks(2) {
+        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sp[36..38].copy_from_slice(&(sum as u16).to_be_bytes());
+    let hdr = VnetHdr {
+        flags: F_NEEDS_CSUM,
+        gso_type: GSO_TCPV4,
+        hdr_len: 40,
+        gso_size,
+        csum_start: 20,
+        csum_offset: 16,
+    };
+    (hdr, sp)
+}
+
+/// The TUN port hands the loops plain packets in batches of at most BATCH: a super-packet of
+/// 60 segments fills one batch and its other 28 segments come first in the next, followed
+/// there by the plain packet read after it; nothing is lost or reordered, and the segments
+/// are the super-packet's bytes.
+#[test]
+fn a_super_packet_larger_than_a_batch_continues_in_the_next() {
+    use crate::tun::offload::VNET_HDR_LEN;
+    let tun = FakeTun {
+        offload: true,
+        ..FakeTun::default()
+    };
+    let (hdr, sp) = super_packet(60 * 1000, 1000);
+    tun.queue([&hdr.to_bytes()[..], &sp].concat());
+    let ping = ping4(9, 100);
+    tun.queue([&[0u8; VNET_HDR_LEN][..], &ping].concat());
+    let c = DaemonCounters::default();
+    let mut port = TunPort::new(&tun);
+    let mut b = Batch::new();
+    let mut segments = Vec::new();
+    assert_eq!(port.read_batch(&mut b, &c).unwrap(), BATCH);
+    segments.extend((0..BATCH).map(|i| b.packet(i).to_vec()));
+    // FakeTun's recv_more has nothing: the second batch is the rest of the super-packet, then
+    // (the next call waits with recv) the ping.
+    let n = port.read_batch(&mut b, &c).unwrap();
+    assert_eq!(n, 60 - BATCH);
+    segments.extend((0..n).map(|i| b.packet(i).to_vec()));
+    assert_eq!(port.read_batch(&mut b, &c).unwrap(), 1);
+    assert_eq!(b.packet(0), &ping[..]);
+    assert_eq!(c.snapshot().tun_gso_packets, 1);
+    // Every segment: 40 bytes of headers and its 1000 bytes of the payload, in order.
+    let body: Vec<u8> = segments.iter().flat_map(|s| s[40..].to_vec()).collect();
+    assert_eq!(body, sp[40..]);
+    assert!(segments.iter().all(|s| s.len() == 1040));
+}
+
+/// Non-ESP datagrams (IKE behind the marker, RFC 3948 2.2) go to the consumer set on the
+/// tunnel, with their bytes and source, and are counted either way; without a consumer they
+/// are only counted.
+#[test]
+fn non_esp_datagrams_go_to_the_consumer() {
+    let (_, mut b) = pair(bundle_esp);
+    let got = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let sink = std::sync::Arc::clone(&got);
+    b.set_non_esp(Box::new(move |d: &[u8], from: SocketAddr| {
+        sink.lock().unwrap().push((d.to_vec(), from))
+    }));
+    let ike = [&[0u8, 0, 0, 0][..], &[0x21; 28]].concat();
+    let rx = FakeBatchRx::default();
+    *rx.datagrams.lock().unwrap() = vec![(ike.clone(), RxKind::NonEsp), (vec![0xff], RxKind::Keepalive)];
+    let mut batch = Batch::new();
+    let n = rx.recv_batch(&mut batch).unwrap();
+    let tun = FakeTun::default();
+    b.inbound_batch(&mut batch, n, &rx, &mut TunPort::new(&tun));
+    let from = SocketAddr::new(ip("203.0.113.9"), 40000);
+    assert_eq!(*got.lock().unwrap(), vec![(ike, from)]);
+    let c = b.counters().snapshot();
+    assert_eq!((c.udp_non_esp, c.udp_keepalives_rx, c.tun_tx_packets), (1, 1, 0));
 }

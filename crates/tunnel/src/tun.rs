@@ -1,0 +1,475 @@
+//! The TUN device, as the loops see it: plain IPv4 and IPv6 packets, read and written in
+//! batches ([`TunPort`]), as wireguard-go's `tun.Device` hands them over. Behind that, the
+//! device itself ([`TunIo`]: one frame per read or write; [`Tun`] is the real multi-queue
+//! device) and, when the device has offloads (IFF_VNET_HDR), the virtio-net header on every
+//! frame: TCP/UDP super-packets the kernel hands over are cut into segments on the way out
+//! and opened packets of one flow coalesced on the way in ([`offload`], sans-IO). The core
+//! ([`crate::tunnel`]) never sees a virtio-net header.
+//!
+//! `unsafe` here: the TUNSETIFF and TUNSETOFFLOAD ioctls, `read(2)`, `write(2)` and
+//! `writev(2)` on the queue's descriptor; each with its `// SAFETY:` comment.
+#![allow(unsafe_code)]
+
+pub mod offload;
+
+use crate::counters::{add, count_error, inc, DaemonCounters};
+use crate::packet::{Batch, RxKind, BATCH, MAX_PACKET};
+use crate::sys::{ifreq, is_wait, poll_readable, set_nonblocking};
+use offload::{Coalescer, Segmenter, VnetHdr, GSO_NONE, VNET_HDR_LEN};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+use tracing::debug;
+
+/// A TUN device queue, one frame per call: inner IPv4 and IPv6 packets without any
+/// packet-information header, each behind a `virtio_net_hdr` when [`offload`](Self::offload)
+/// is on. The loops use it through a [`TunPort`].
+pub trait TunIo: Sync {
+    /// Reads one frame into `buf`; `Ok(None)` when none came within the device's wait
+    /// interval (so the caller can check whether to stop).
+    fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>>;
+    /// Writes one packet (behind an empty virtio-net header when offloads are on).
+    fn send(&self, packet: &[u8]) -> io::Result<()>;
+    /// Reads one more frame into `buf` if one is ready now, without waiting: how a batch is
+    /// filled after [`recv`](Self::recv) woke the reader. The default: none.
+    fn recv_more(&self, _buf: &mut [u8]) -> io::Result<Option<usize>> {
+        Ok(None)
+    }
+    /// Whether every read and write carries a `virtio_net_hdr` in front of the packet
+    /// (IFF_VNET_HDR with TSO/USO offloads: reads may be super-packets, see [`offload`]).
+    /// The default: no.
+    fn offload(&self) -> bool {
+        false
+    }
+    /// Writes `packet` behind the virtio-net header `hdr` (only when [`offload`](Self::offload)
+    /// is on; the default writes the packet alone).
+    fn send_vnet(&self, _hdr: &[u8; VNET_HDR_LEN], packet: &[u8]) -> io::Result<()> {
+        self.send(packet)
+    }
+}
+
+/// A super-packet read from the device whose segments did not all fit in one batch: the
+/// segmenter and the next segment (the frame stays in [`TunPort`]'s read buffer).
+struct Pending {
+    seg: Segmenter,
+    frame_len: usize,
+    next: usize,
+}
+
+/// One thread's port on a TUN queue: [`read_batch`](Self::read_batch) and
+/// [`write_batch`](Self::write_batch) move plain IP packets, and with offloads this is where
+/// the virtio-net header is read and written, super-packets are cut into segments (TSO/USO,
+/// [`Segmenter`]) and opened packets coalesced (GRO, [`Coalescer`]). It holds the thread's
+/// offload buffers (allocated once, only when the device has offloads), so every thread that
+/// reads or writes a queue has its own port on it.
+pub struct TunPort<'a> {
+    dev: &'a dyn TunIo,
+    /// Offloads: the frame last read (header and packet).
+    raw: Box<[u8]>,
+    pending: Option<Pending>,
+    gro: Option<Coalescer>,
+}
+
+impl<'a> TunPort<'a> {
+    /// A port on `dev`.
+    pub fn new(dev: &'a dyn TunIo) -> Self {
+        let vnet = dev.offload();
+        TunPort {
+            dev,
+            raw: if vnet {
+                vec![0u8; VNET_HDR_LEN + MAX_PACKET].into_boxed_slice()
+            } else {
+                Box::default()
+            },
+            pending: None,
+            gro: vnet.then(Coalescer::new),
+        }
+    }
+
+    /// The device.
+    pub fn device(&self) -> &'a dyn TunIo {
+        self.dev
+    }
+
+    /// Reads up to [`BATCH`] IP packets into `b`'s slots from 0 (waiting for the first as
+    /// long as the device waits) and returns how many: 0 when none came. Segments of a
+    /// super-packet that did not fit come first in the next call. What the device gave that
+    /// cannot be used is counted in `c` (bad virtio-net headers and super-packets as offload
+    /// errors, the super-packets cut as GSO packets); a read error after the first packet is
+    /// counted and ends the batch; on the first it is returned (the caller counts it).
+    pub fn read_batch(&mut self, b: &mut Batch, c: &DaemonCounters) -> io::Result<usize> {
+        if self.gro.is_some() {
+            return self.read_vnet(b, c);
+        }
+        let Some(len) = self.dev.recv(b.recv_area(0))? else {
+            return Ok(0);
+        };
+        b.set(0, len, RxKind::Packet, None);
+        let mut n = 1;
+        while n < BATCH {
+            match self.dev.recv_more(b.recv_area(n)) {
+                Ok(Some(len)) => {
+                    b.set(n, len, RxKind::Packet, None);
+                    n += 1;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    if !is_wait(&e) {
+                        count_error(&c.tun_read_errors, "reading the TUN device", &e);
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// [`read_batch`](Self::read_batch) from a device with offloads: each frame is a
+    /// virtio-net header and a packet, maybe a super-packet, which is cut into segments right
+    /// into the batch's slots; partial checksums are completed.
+    fn read_vnet(&mut self, b: &mut Batch, c: &DaemonCounters) -> io::Result<usize> {
+        let mut n = self.drain(b, 0, c);
+        while n < BATCH {
+            let r = if n == 0 {
+                self.dev.recv(&mut self.raw)
+            } else {
+                self.dev.recv_more(&mut self.raw)
+            };
+            let len = match r {
+                Ok(Some(len)) => len.min(self.raw.len()),
+                Ok(None) => break,
+                Err(e) if n == 0 => return Err(e),
+                Err(e) => {
+                    if !is_wait(&e) {
+                        count_error(&c.tun_read_errors, "reading the TUN device", &e);
+                    }
+                    break;
+                }
+            };
+            let Ok(hdr) = VnetHdr::parse(&self.raw[..len]) else {
+                inc(&c.tun_offload_errors);
+                continue;
+            };
+            let pkt = &mut self.raw[VNET_HDR_LEN..len];
+            if hdr.gso_type == GSO_NONE {
+                if let Err(e) = offload::complete_checksum(pkt, &hdr) {
+                    inc(&c.tun_offload_errors);
+                    debug!("packet from the TUN device dropped: {e}");
+                    continue;
+                }
+                b.recv_area(n)[..pkt.len()].copy_from_slice(pkt);
+                b.set(n, pkt.len(), RxKind::Packet, None);
+                n += 1;
+                continue;
+            }
+            match Segmenter::new(pkt, &hdr) {
+                Ok(seg) => {
+                    inc(&c.tun_gso_packets);
+                    self.pending = Some(Pending {
+                        seg,
+                        frame_len: len,
+                        next: 0,
+                    });
+                    n = self.drain(b, n, c);
+                }
+                Err(e) => {
+                    inc(&c.tun_offload_errors);
+                    debug!("super-packet from the TUN device dropped: {e}");
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Cuts the pending super-packet's next segments into `b`'s slots from `n` on, while
+    /// there is room; returns the next free slot.
+    fn drain(&mut self, b: &mut Batch, mut n: usize, c: &DaemonCounters) -> usize {
+        let Some(p) = &mut self.pending else { return n };
+        let frame = &self.raw[VNET_HDR_LEN..p.frame_len];
+        while n < BATCH && p.next < p.seg.count() {
+            match p.seg.write(frame, p.next, b.recv_area(n)) {
+                Ok(l) => {
+                    b.set(n, l, RxKind::Packet, None);
+                    n += 1;
+                    p.next += 1;
+                }
+                Err(e) => {
+                    inc(&c.tun_offload_errors);
+                    debug!("segment of a super-packet dropped: {e}");
+                    p.next = p.seg.count();
+                }
+            }
+        }
+        if p.next >= p.seg.count() {
+            self.pending = None;
+        }
+        n
+    }
+
+    /// Writes `packets` (whole IP packets) to the device, counting them in `c` as written
+    /// packets (each packet of a coalesced write counts) or write errors. With offloads,
+    /// packets of one flow (their order kept) are coalesced into super-packets the kernel
+    /// takes whole (GRO).
+    pub fn write_batch(&mut self, packets: &[&[u8]], c: &DaemonCounters) {
+        let Some(gro) = &mut self.gro else {
+            for p in packets {
+                match self.dev.send(p) {
+                    Ok(()) => {
+                        inc(&c.tun_tx_packets);
+                        add(&c.tun_tx_bytes, p.len() as u64);
+                    }
+                    Err(e) => count_error(&c.tun_write_errors, "writing the TUN device", &e),
+                }
+            }
+            return;
+        };
+        let dev = self.dev;
+        let write = |hdr: &VnetHdr, packet: &[u8], n: usize| match dev.send_vnet(&hdr.to_bytes(), packet) {
+            Ok(()) => {
+                add(&c.tun_tx_packets, n as u64);
+                add(&c.tun_tx_bytes, packet.len() as u64);
+                if n > 1 {
+                    inc(&c.tun_gro_packets);
+                }
+            }
+            Err(e) => count_error(&c.tun_write_errors, "writing the TUN device", &e),
+        };
+        // Packets of one flow next to each other, their order kept.
+        let m = packets.len().min(BATCH);
+        let mut order = [(0u64, 0usize); BATCH];
+        for (i, p) in packets[..m].iter().enumerate() {
+            order[i] = (offload::flow_key(p), i);
+        }
+        order[..m].sort_unstable();
+        for &(_, i) in &order[..m] {
+            let packet = packets[i];
+            if gro.append(packet) {
+                continue;
+            }
+            let n = gro.count();
+            if let Some((hdr, sp)) = gro.finish() {
+                write(&hdr, sp, n);
+            }
+            if !gro.start(packet) {
+                write(&VnetHdr::default(), packet, 1);
+            }
+        }
+        let n = gro.count();
+        if let Some((hdr, sp)) = gro.finish() {
+            write(&hdr, sp, n);
+        }
+    }
+}
+
+// The TUN ioctls and flags (linux/if_tun.h); written out because not every libc version
+// exports them.
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca; // _IOW('T', 202, int)
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0; // _IOW('T', 208, unsigned int)
+const IFF_TUN: libc::c_short = 0x0001;
+const IFF_NO_PI: libc::c_short = 0x1000;
+const IFF_MULTI_QUEUE: libc::c_short = 0x0100;
+const IFF_VNET_HDR: libc::c_short = 0x4000;
+const TUN_F_CSUM: libc::c_uint = 0x01;
+const TUN_F_TSO4: libc::c_uint = 0x02;
+const TUN_F_TSO6: libc::c_uint = 0x04;
+const TUN_F_USO4: libc::c_uint = 0x20;
+const TUN_F_USO6: libc::c_uint = 0x40;
+
+/// One queue of the TUN device, in TUN mode without the packet-information header: reads
+/// and writes are bare IPv4 and IPv6 packets, each behind a 10-byte `virtio_net_hdr`
+/// ([`offload::VnetHdr`]) when the device has offloads ([`Tun::offload`]).
+///
+/// The device is multi-queue (IFF_MULTI_QUEUE): [`Tun::open_queues`] opens one descriptor
+/// per worker; the kernel spreads the packets it routes into the device over the queues by
+/// flow hash, and any queue may be written.
+pub struct Tun {
+    fd: std::os::fd::OwnedFd,
+    name: String,
+    wait: Duration,
+    vnet: bool,
+}
+
+impl Tun {
+    /// Creates (or attaches to) the TUN device `name` with one queue and no offloads; reads
+    /// wait at most `wait` so the reader can check for shutdown. Needs CAP_NET_ADMIN.
+    pub fn open(name: &str, wait: Duration) -> io::Result<Tun> {
+        let mut q = Self::open_queues(name, 1, false, wait)?;
+        Ok(q.remove(0))
+    }
+
+    /// Creates the TUN device `name` with `queues` queues (at least 1). With `offload`, asks
+    /// for IFF_VNET_HDR and TSO4/TSO6 with checksum offload (TUNSETOFFLOAD); when the kernel
+    /// refuses either, the device is made again without them ([`Tun::offload`] says which).
+    pub fn open_queues(name: &str, queues: usize, offload: bool, wait: Duration) -> io::Result<Vec<Tun>> {
+        ifreq(name)?; // the name checks first: a bad name is no reason to retry
+        if offload {
+            match Self::open_with(name, queues, true, wait) {
+                Ok(q) => return Ok(q),
+                Err(e) => tracing::warn!("TUN offloads refused ({e}): plain reads and writes"),
+            }
+        }
+        Self::open_with(name, queues, false, wait)
+    }
+
+    fn open_with(name: &str, queues: usize, vnet: bool, wait: Duration) -> io::Result<Vec<Tun>> {
+        let mut out: Vec<Tun> = Vec::with_capacity(queues.max(1));
+        let mut name = name.to_string();
+        for _ in 0..queues.max(1) {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/net/tun")?;
+            let fd = std::os::fd::OwnedFd::from(file);
+            let mut ifr = ifreq(&name)?;
+            let mut flags = IFF_TUN | IFF_NO_PI | IFF_MULTI_QUEUE;
+            if vnet {
+                flags |= IFF_VNET_HDR;
+            }
+            ifr.ifr_ifru.ifru_flags = flags;
+            // SAFETY: TUNSETIFF takes a pointer to one `struct ifreq`, which `ifr` is (valid,
+            // exclusively borrowed, alive across the call); the kernel writes the device's
+            // name into `ifr_name` (NUL-terminated, within IFNAMSIZ).
+            let r = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF as _, &mut ifr as *mut libc::ifreq) };
+            if r < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            name = ifr
+                .ifr_name
+                .iter()
+                .take_while(|&&c| c != 0)
+                .map(|&c| c as u8 as char)
+                .collect();
+            set_nonblocking(fd.as_raw_fd())?;
+            if vnet && out.is_empty() {
+                // USO (UDP super-packets, Linux >= 6.2) where the kernel knows it, else TSO only.
+                let tso = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+                let mut r = -1;
+                for off in [tso | TUN_F_USO4 | TUN_F_USO6, tso] {
+                    // SAFETY: TUNSETOFFLOAD takes its argument by value (an unsigned int of
+                    // flags); no memory is passed.
+                    r = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, off as libc::c_ulong) };
+                    if r == 0 {
+                        break;
+                    }
+                }
+                if r < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            out.push(Tun {
+                fd,
+                name: name.clone(),
+                wait,
+                vnet,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The device's name as the kernel gave it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl TunIo for Tun {
+    fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        if !poll_readable(self.fd.as_raw_fd(), self.wait)? {
+            return Ok(None);
+        }
+        self.recv_more(buf)
+    }
+
+    fn recv_more(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        // SAFETY: `buf` is a valid, exclusively borrowed buffer of `buf.len()` bytes; read(2)
+        // writes at most that many. The fd is open while `self` lives.
+        let r = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::WouldBlock {
+                Ok(None)
+            } else {
+                Err(e)
+            };
+        }
+        Ok(Some(r as usize))
+    }
+
+    fn send(&self, packet: &[u8]) -> io::Result<()> {
+        if self.vnet {
+            return self.send_vnet(&[0; VNET_HDR_LEN], packet);
+        }
+        // SAFETY: `packet` is a valid borrowed buffer of `packet.len()` bytes that write(2)
+        // only reads.
+        let r = unsafe { libc::write(self.fd.as_raw_fd(), packet.as_ptr().cast(), packet.len()) };
+        check_write(r, packet.len())
+    }
+
+    fn offload(&self) -> bool {
+        self.vnet
+    }
+
+    fn send_vnet(&self, hdr: &[u8; VNET_HDR_LEN], packet: &[u8]) -> io::Result<()> {
+        if !self.vnet {
+            return self.send(packet);
+        }
+        let iov = [
+            libc::iovec {
+                iov_base: hdr.as_ptr() as *mut libc::c_void,
+                iov_len: hdr.len(),
+            },
+            libc::iovec {
+                iov_base: packet.as_ptr() as *mut libc::c_void,
+                iov_len: packet.len(),
+            },
+        ];
+        // SAFETY: two iovecs describing live borrowed buffers with their true lengths, which
+        // writev(2) only reads; `iov` outlives the call.
+        let r = unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), 2) };
+        check_write(r, hdr.len() + packet.len())
+    }
+}
+
+/// A write(2)'s result as `io::Result`: an error, a short write, or all `want` bytes.
+fn check_write(r: isize, want: usize) -> io::Result<()> {
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if r as usize == want {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            format!("short TUN write: {r} of {want} bytes"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::set_up;
+    use crate::sys::tests::{not_run, privileged};
+
+    /// As root: a multi-queue TUN device with offloads; a TCP super-packet written to one
+    /// queue with a GSO header is accepted by the kernel, and the queues share one name.
+    #[test]
+    fn privileged_multi_queue_tun_with_offloads() {
+        if !privileged() {
+            not_run("needs root and /dev/net/tun");
+            return;
+        }
+        let qs = Tun::open_queues("tnlmq%d", 3, true, Duration::from_millis(20)).unwrap();
+        assert_eq!(qs.len(), 3);
+        assert!(qs.iter().all(|q| q.name() == qs[0].name() && q.offload()));
+        set_up(qs[0].name()).unwrap();
+        let plain = Tun::open_queues("tnlpl%d", 2, false, Duration::from_millis(20)).unwrap();
+        assert!(!plain[1].offload());
+        // A zero header and a plain packet: accepted (a short one is the kernel's to drop).
+        let mut p = vec![0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 1, 1, 1, 10, 1, 1, 2];
+        let c = offload::checksum(&p);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        p.extend_from_slice(&[0, 1, 0, 2, 0, 8, 0, 0]);
+        qs[1].send(&p).unwrap();
+    }
+}

@@ -1,0 +1,78 @@
+//! The underlay as the loops see it: a sender of whole IP packets ([`UnderlayTx`], one per IP
+//! version, [`ByFamily`] over both) and receiving sockets that fill a [`Batch`]
+//! ([`UnderlayRx`]). The real ones are raw IP sockets ([`crate::raw`]) and the ESP-in-UDP
+//! socket ([`crate::udp`]); tests use in-memory fakes.
+
+use crate::packet::{Batch, RxKind};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+
+/// The underlay's sending side: whole IPv4 or IPv6 packets, headers included, as the engine
+/// built them.
+pub trait UnderlayTx: Sync {
+    /// Sends `packet` (a complete IP packet) towards `dst`, its outer destination.
+    fn send_to(&self, packet: &[u8], dst: IpAddr) -> io::Result<()>;
+    /// Sends `packets[i]` towards `dsts[i]` from the first on, in as few system calls as it
+    /// can; returns how many were sent (at least 1), or the error of the first one (which
+    /// the caller counts and skips). The default sends the first with [`send_to`](Self::send_to).
+    fn send_batch(&self, packets: &[&[u8]], dsts: &[IpAddr]) -> io::Result<usize> {
+        self.send_to(packets[0], dsts[0]).map(|()| 1)
+    }
+}
+
+/// An underlay over both IP versions: each packet goes to the sender of its destination's
+/// family (a run of one family per call); a packet for a family without one is an error
+/// (counted as a send error, never sent elsewhere).
+pub struct ByFamily<'a> {
+    /// The IPv4 sender.
+    pub v4: Option<&'a dyn UnderlayTx>,
+    /// The IPv6 sender.
+    pub v6: Option<&'a dyn UnderlayTx>,
+}
+
+impl ByFamily<'_> {
+    fn of(&self, dst: &IpAddr) -> io::Result<&dyn UnderlayTx> {
+        match dst {
+            IpAddr::V4(_) => self.v4,
+            IpAddr::V6(_) => self.v6,
+        }
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::AddrNotAvailable,
+                format!("no IPv{} underlay to send to {dst}", if dst.is_ipv4() { 4 } else { 6 }),
+            )
+        })
+    }
+}
+
+impl UnderlayTx for ByFamily<'_> {
+    fn send_to(&self, packet: &[u8], dst: IpAddr) -> io::Result<()> {
+        self.of(&dst)?.send_to(packet, dst)
+    }
+
+    fn send_batch(&self, packets: &[&[u8]], dsts: &[IpAddr]) -> io::Result<usize> {
+        let Some(first) = dsts.first() else { return Ok(0) };
+        let run = dsts.iter().take_while(|d| d.is_ipv4() == first.is_ipv4()).count();
+        self.of(first)?.send_batch(&packets[..run], &dsts[..run])
+    }
+}
+
+/// One of the underlay's receiving sockets: whole IPv4 or IPv6 packets, headers included
+/// (rebuilt by the socket where the kernel does not hand them over).
+pub trait UnderlayRx: Sync {
+    /// Reads one packet into `buf`; `Ok(None)` when none came within the wait interval.
+    fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>>;
+    /// Reads up to [`BATCH`](crate::packet::BATCH) packets into `batch` (waiting for the first as
+    /// [`recv`](Self::recv) does) and returns how many; the default reads one with `recv`.
+    fn recv_batch(&self, batch: &mut Batch) -> io::Result<usize> {
+        Ok(self.recv(batch.recv_area(0))?.map_or(0, |n| {
+            batch.set(0, n, RxKind::Packet, None);
+            1
+        }))
+    }
+    /// The engine accepted a packet that came from `src`, authenticated by an SA of `peer`
+    /// (the configured address its tunnel starts at): an encapsulating socket learns that
+    /// peer's current address and port from it, and no other peer's (RFC 3948 NAT
+    /// traversal). The default does nothing.
+    fn authenticated(&self, _peer: IpAddr, _src: SocketAddr) {}
+}
