@@ -262,7 +262,7 @@ impl AtomicCounters {
 pub struct CompSnapshot {
     /// `off`, `always`, `backoff` or `model`.
     pub mode: &'static str,
-    /// The configured link rate, bit/s (0: unknown, taken as unlimited).
+    /// The configured link rate, bit/s (0: unknown, estimated by the model).
     pub link_bps: u64,
     /// Packets sent compressed (probes included).
     pub compressed: u64,
@@ -295,22 +295,39 @@ pub struct ModelSnapshot {
     pub flips: u64,
     /// Probes sent compressed while the decision was `skip`.
     pub probes: u64,
+    /// Compression attempts timed (the model's samples).
+    pub samples: u64,
+    /// Compression attempts that should have been timed but were not (no clock): anything
+    /// but 0 means the model is deciding blind.
+    pub untimed: u64,
     /// Compression rate (EWMA of this SA's compressions).
     pub comp_mbps: Option<f64>,
-    /// The peer's decompression rate as assumed: equal to the compression rate.
+    /// Decompression rate: measured (a sample of this SA's own output decompressed again,
+    /// and inbound decompressions), else assumed equal to the compression rate.
     pub decomp_mbps: Option<f64>,
+    /// Whether `decomp_mbps` was measured.
+    pub decomp_measured: bool,
     /// Encryption rate of the bundle's ESP (0: not measured yet).
     pub enc_mbps: Option<f64>,
     /// ICV computation rate of the bundle's AH (none: no AH).
     pub icv_mbps: Option<f64>,
-    /// The link rate used.
+    /// The link rate used: configured, else estimated (none: not known yet).
     pub link_mbps: Option<f64>,
+    /// `configured`, `estimated` or `unknown`.
+    pub link_source: &'static str,
+    /// The link rate estimated from what the SA's bundle sent (also when one is configured).
+    pub link_estimate_mbps: Option<f64>,
     /// Compression ratio X = original / compressed (EWMA over the attempts).
     pub ratio: Option<f64>,
-    /// Left side: (1 - 1/X)(crypto + link), ns per original byte.
+    /// The paper's left side: (1 - 1/X)(crypto + link), ns per original byte (a report).
     pub gain_ns_per_byte: Option<f64>,
-    /// Right side: compression + decompression, ns per original byte.
+    /// The paper's right side: compression + decompression, ns per original byte.
     pub cost_ns_per_byte: Option<f64>,
+    /// The pipelined form, which decides: the slowest stage with compression, ns per
+    /// original byte.
+    pub on_ns_per_byte: Option<f64>,
+    /// The slowest stage without compression.
+    pub off_ns_per_byte: Option<f64>,
 }
 
 fn mbps(ns_per_byte: f64) -> Option<f64> {
@@ -319,8 +336,11 @@ fn mbps(ns_per_byte: f64) -> Option<f64> {
 
 impl CompSnapshot {
     /// The snapshot of an IPComp SA.
-    pub fn of(adaptive: ipsec_ipcomp::Adaptive, sa: &ipsec_ipcomp::IpcompSa) -> Self {
-        let c = sa.counters();
+    pub fn of(adaptive: ipsec_ipcomp::Adaptive, sa: &ipsec_ipcomp::SharedIpcomp) -> Self {
+        let (c, status, untimed) = {
+            let s = sa.state();
+            (*s.counters(), s.model().map(|m| m.status()), s.untimed())
+        };
         CompSnapshot {
             mode: sa.config().adaptive.name(),
             link_bps: adaptive.link_bps,
@@ -332,18 +352,33 @@ impl CompSnapshot {
             skipped_model: c.skipped_model,
             bytes_saved: c.bytes_saved,
             decompressed: c.decompressed,
-            model: sa.model_status().map(|m| ModelSnapshot {
+            model: status.map(|m| ModelSnapshot {
                 decision: if m.compressing { "compress" } else { "skip" },
                 flips: m.flips,
                 probes: m.probes,
+                samples: m.samples,
+                untimed,
                 comp_mbps: m.comp_ns.and_then(mbps),
                 decomp_mbps: m.decomp_ns.and_then(mbps),
+                decomp_measured: m.decomp_measured,
                 enc_mbps: mbps(m.enc_ns),
                 icv_mbps: mbps(m.hc_ns),
-                link_mbps: (adaptive.link_bps > 0).then(|| adaptive.link_bps as f64 / 1e6),
+                link_mbps: if adaptive.link_bps > 0 {
+                    Some(adaptive.link_bps as f64 / 1e6)
+                } else {
+                    m.link_estimate_bps.map(|b| b / 1e6)
+                },
+                link_source: match (m.link_configured, m.net_ns > 0.0) {
+                    (true, _) => "configured",
+                    (false, true) => "estimated",
+                    (false, false) => "unknown",
+                },
+                link_estimate_mbps: m.link_estimate_bps.map(|b| b / 1e6),
                 ratio: m.inv_ratio.filter(|r| *r > 0.0).map(|r| 1.0 / r),
                 gain_ns_per_byte: m.gain_ns,
                 cost_ns_per_byte: m.cost_ns,
+                on_ns_per_byte: m.on_ns,
+                off_ns_per_byte: m.off_ns,
             }),
         }
     }

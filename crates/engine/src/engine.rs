@@ -15,7 +15,7 @@
 use crate::bundle::PacketError;
 use crate::counters::{AtomicDrops, CompSnapshot, Counters, DropReason, Drops};
 use crate::lifetime::{Limit, State, Usage};
-use crate::sad::{InstallError, SaConfig, SaEntry, SaId, Sad, SharedSa};
+use crate::sad::{Codecs, InstallError, SaConfig, SaEntry, SaId, Sad, SharedSa};
 use crate::spd::{Action, Direction, Flow, Policy, Spd};
 use crate::udp_encap::{EncapError, Ports, UdpEncap};
 use alloc::collections::VecDeque;
@@ -30,7 +30,7 @@ use ipsec_core::ip::{self, proto, Ipv4Packet, Ipv6Packet, Split};
 use ipsec_core::rng::IvRng;
 use ipsec_core::sa::{Mode, Proto};
 use ipsec_core::PacketBuf;
-use ipsec_ipcomp::{AdaptiveMode, CryptoOp};
+use ipsec_ipcomp::CryptoOp;
 
 /// The most SAs one inbound packet may be opened with (IPComp + ESP + AH, and one more for
 /// a nested tunnel). Deeper nesting is dropped as malformed.
@@ -178,37 +178,51 @@ pub struct Snapshot {
     pub outbound_drops: Drops,
 }
 
-/// A worker's own context: what a thread needs besides the shared data plane. Today the
-/// CSPRNG that makes ESP CBC IVs (RFC 3602 section 3: unpredictable IVs); one per thread, so
-/// no thread waits for another's IV.
+/// A worker's own context: what a thread needs besides the shared data plane: the CSPRNG
+/// that makes ESP CBC IVs (RFC 3602 section 3: unpredictable IVs) and its IPComp codecs
+/// ([`Codecs`]); one per thread, so no thread waits for another's IV or codec.
 ///
-/// With a clock ([`Worker::with_clock`]), the worker also times what feeds an adaptive
-/// IPComp SA's cost model: each compression of such an SA, and (one run in
-/// [`CRYPTO_SAMPLE`]) the bundle's ESP or AH work after it. No SA wants timing unless its
-/// mode is `model`, so other SAs pay nothing.
+/// With a clock (the default with `std`: [`monotonic_ns`]; [`Worker::with_clock`] otherwise),
+/// the worker also times what feeds an adaptive IPComp SA's cost model: each compression and
+/// decompression of such an SA, and (one run in [`CRYPTO_SAMPLE`]) the bundle's ESP or AH
+/// work after it. No SA wants timing unless it has a model, so other SAs pay nothing.
 #[derive(Debug)]
 pub struct Worker {
     rng: IvRng,
     clock: Option<fn() -> u64>,
     runs: u32,
+    codecs: Codecs,
+}
+
+/// Nanoseconds since the first call, on the monotonic clock (`Instant`: `clock_gettime
+/// (CLOCK_MONOTONIC)` through the vDSO on Linux, nanosecond resolution): the clock
+/// [`Worker::new`] gives its workers.
+#[cfg(feature = "std")]
+pub fn monotonic_ns() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
 }
 
 /// One sealed run in this many has its ESP/AH work timed for an adaptive IPComp SA.
 pub const CRYPTO_SAMPLE: u32 = 8;
 
 impl Worker {
-    /// A worker whose IV generator is seeded by the operating system.
+    /// A worker whose IV generator is seeded by the operating system, with the monotonic
+    /// clock [`monotonic_ns`] (so adaptive IPComp SAs get their timings on every path).
     #[cfg(feature = "std")]
     pub fn new() -> Result<Self, PacketError> {
-        Ok(Worker::with_rng(IvRng::from_os()?))
+        Ok(Worker::with_rng(IvRng::from_os()?).with_clock(monotonic_ns))
     }
 
-    /// A worker with a caller-seeded IV generator (for `no_std` targets and reproducible tests).
+    /// A worker with a caller-seeded IV generator (for `no_std` targets and reproducible
+    /// tests) and no clock: give it one with [`Worker::with_clock`], or its adaptive IPComp
+    /// SAs' models see no timings (and count what they missed, see `untimed` in snapshots).
     pub fn with_rng(rng: IvRng) -> Self {
         Worker {
             rng,
             clock: None,
             runs: 0,
+            codecs: Codecs::default(),
         }
     }
 
@@ -217,6 +231,20 @@ impl Worker {
     pub fn with_clock(mut self, clock: fn() -> u64) -> Self {
         self.clock = Some(clock);
         self
+    }
+
+    /// Whether the worker has a clock.
+    pub fn has_clock(&self) -> bool {
+        self.clock.is_some()
+    }
+
+    /// Makes the codecs of `plane`'s IPComp SAs now, so their first packets allocate nothing.
+    pub fn prepare(&mut self, plane: &DataPlane) {
+        for (_, e) in plane.sad.iter() {
+            if let SharedSa::Comp(s) = &e.sa {
+                self.codecs.prepare(s);
+            }
+        }
     }
 }
 
@@ -307,7 +335,8 @@ type Classified = Result<Result<usize, Verdict>, Dropped>;
 /// The worker's clock, if this run's crypto is to be timed for the adaptive IPComp SA `timed`.
 fn crypto_clock(timed: Option<&SaEntry>, w: &Worker) -> Option<fn() -> u64> {
     timed?;
-    w.clock.filter(|_| w.runs.is_multiple_of(CRYPTO_SAMPLE))
+    // The first run and one in CRYPTO_SAMPLE after it: a model needs its first figures early.
+    w.clock.filter(|_| w.runs % CRYPTO_SAMPLE == 1)
 }
 
 /// Feeds `ns` spent on the live packets of a run (of `lens` bytes before the transform) into
@@ -315,8 +344,21 @@ fn crypto_clock(timed: Option<&SaEntry>, w: &Worker) -> Option<fn() -> u64> {
 fn feed_crypto(comp: &SaEntry, op: CryptoOp, lens: &[usize], live: &[bool], ns: u64) {
     let bytes: usize = lens.iter().zip(live).filter(|(_, l)| **l).map(|(b, _)| *b).sum();
     if let SharedSa::Comp(s) = &comp.sa {
-        s.lock().observe_crypto(op, bytes, ns);
+        s.observe_crypto(op, bytes, ns);
     }
+}
+
+/// Tells an adaptive IPComp SA's model that its bundle put `wire` bytes on the link at `now`
+/// (its link-rate estimate, when no rate is configured).
+fn feed_sent(comp: Option<&SaEntry>, wire: usize, now: Duration) {
+    if let Some(SharedSa::Comp(s)) = comp.map(|e| &e.sa) {
+        s.observe_sent(wire, now.as_nanos() as u64);
+    }
+}
+
+/// Whether the SA is an IPComp SA with a cost model (whose bundle's work is timed for it).
+fn has_model(e: &SaEntry) -> bool {
+    matches!(&e.sa, SharedSa::Comp(s) if s.wants_timing())
 }
 
 /// Packets a batch call prepares at once (more are processed in chunks of this size).
@@ -513,7 +555,7 @@ impl DataPlane {
                 Err(r) => return Err(self.drop_at(Direction::Out, id, r, None)),
             }
             let t0 = crypto_clock(timed, w).map(|c| (c, c()));
-            let applies = match e.sa.seal_timed(&mut w.rng, buf, w.clock) {
+            let applies = match e.sa.seal_timed(&mut w.rng, &mut w.codecs, buf, w.clock) {
                 Ok(a) => a,
                 Err(err) => return Err(self.drop_at(Direction::Out, id, DropReason::of(&err), Some(err))),
             };
@@ -524,7 +566,7 @@ impl DataPlane {
                 };
                 feed_crypto(comp, op, &[before], &[true], c().saturating_sub(t0));
             }
-            if matches!(e.sa, SharedSa::Comp(_)) && e.config.adaptive.mode == AdaptiveMode::Model {
+            if has_model(e) {
                 timed = Some(e);
             }
             let after = buf.len();
@@ -539,6 +581,7 @@ impl DataPlane {
             applied += usize::from(applies);
             self.apply(Direction::Out, id, &t, now);
         }
+        feed_sent(timed, buf.len(), now);
         Ok(Verdict::Protected(applied))
     }
 
@@ -689,14 +732,14 @@ impl DataPlane {
                 sa => {
                     let live: [bool; BATCH] = core::array::from_fn(|i| i < n && out[i].is_ok());
                     let t0 = crypto_clock(timed, w).map(|c| (c, c()));
-                    if matches!(sa, SharedSa::Comp(_)) && e.config.adaptive.mode == AdaptiveMode::Model {
+                    if has_model(e) {
                         timed = Some(e);
                     }
                     for i in 0..n {
                         if out[i].is_err() {
                             continue;
                         }
-                        match sa.seal_timed(&mut w.rng, &mut bufs[i], w.clock) {
+                        match sa.seal_timed(&mut w.rng, &mut w.codecs, &mut bufs[i], w.clock) {
                             Ok(true) => sealed[i] = true,
                             Ok(false) => {
                                 // IPComp left it uncompressed: counted, not "applied".
@@ -733,6 +776,15 @@ impl DataPlane {
             }
             self.apply(Direction::Out, id, &t, now);
         }
+        if timed.is_some() {
+            let wire = out[..n]
+                .iter()
+                .zip(&bufs[..n])
+                .filter(|(o, _)| o.is_ok())
+                .map(|(_, b)| b.len())
+                .sum();
+            feed_sent(timed, wire, now);
+        }
     }
 
     /// Processes an inbound packet (RFC 4301 5.2): opens it in place SA by SA, from the
@@ -743,9 +795,9 @@ impl DataPlane {
     /// handed to the SA. SAs are charged (counters and lifetime) only once the policy has
     /// accepted the packet, so packets the policy refuses cannot use up an SA's lifetime.
     /// IPComp inside IPComp is refused (RFC 3173 section 2: never compress twice).
-    pub fn inbound(&self, _w: &mut Worker, buf: &mut PacketBuf, now: Duration) -> Result<Verdict, Dropped> {
+    pub fn inbound(&self, w: &mut Worker, buf: &mut PacketBuf, now: Duration) -> Result<Verdict, Dropped> {
         let mut tallies = Tallies::default();
-        let r = self.inbound_one(buf, now, &mut tallies, &mut Arrival::default());
+        let r = self.inbound_one(w, buf, now, &mut tallies, &mut Arrival::default());
         tallies.flush(self, now);
         r
     }
@@ -755,14 +807,14 @@ impl DataPlane {
     /// by packet).
     pub fn inbound_batch(
         &self,
-        _w: &mut Worker,
+        w: &mut Worker,
         bufs: &mut [PacketBuf],
         out: &mut [Result<Verdict, Dropped>],
         now: Duration,
     ) {
         let mut tallies = Tallies::default();
         for (buf, o) in bufs.iter_mut().zip(out.iter_mut()) {
-            *o = self.inbound_one(buf, now, &mut tallies, &mut Arrival::default());
+            *o = self.inbound_one(w, buf, now, &mut tallies, &mut Arrival::default());
         }
         tallies.flush(self, now);
     }
@@ -773,7 +825,7 @@ impl DataPlane {
     /// looking the SA up again. Meaningful only where `out[i]` is `Ok(Verdict::Protected(_))`.
     pub fn inbound_batch_arrivals(
         &self,
-        _w: &mut Worker,
+        w: &mut Worker,
         bufs: &mut [PacketBuf],
         out: &mut [Result<Verdict, Dropped>],
         arrivals: &mut [Arrival],
@@ -781,7 +833,7 @@ impl DataPlane {
     ) {
         let mut tallies = Tallies::default();
         for ((buf, o), a) in bufs.iter_mut().zip(out.iter_mut()).zip(arrivals.iter_mut()) {
-            *o = self.inbound_one(buf, now, &mut tallies, a);
+            *o = self.inbound_one(w, buf, now, &mut tallies, a);
         }
         tallies.flush(self, now);
     }
@@ -803,6 +855,7 @@ impl DataPlane {
 
     fn inbound_one(
         &self,
+        w: &mut Worker,
         buf: &mut PacketBuf,
         now: Duration,
         tallies: &mut Tallies,
@@ -884,7 +937,7 @@ impl DataPlane {
                 return Err(self.drop_at(Direction::In, id, r, None));
             }
             let before = buf.len();
-            let r = e.sa.open(buf, outer.split);
+            let r = e.sa.open(buf, outer.split, &mut w.codecs, w.clock);
             let opened = match r {
                 Ok(o) => o,
                 Err(err) => return Err(self.drop_at(Direction::In, id, DropReason::of(&err), Some(err))),
@@ -1340,7 +1393,7 @@ fn sa_snapshot(id: SaId, e: &SaEntry, now: Duration) -> SaSnapshot {
         inbound: e.inbound(),
         outbound: e.outbound(),
         comp: match &e.sa {
-            SharedSa::Comp(s) => Some(CompSnapshot::of(e.config.adaptive, &s.lock())),
+            SharedSa::Comp(s) => Some(CompSnapshot::of(e.config.adaptive, s)),
             _ => None,
         },
     }

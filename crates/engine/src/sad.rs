@@ -21,7 +21,7 @@ use ipsec_core::rng::IvRng;
 use ipsec_core::sa::{Mode, Proto, SaParams, Tunnel};
 use ipsec_core::PacketBuf;
 use ipsec_esp::Esp;
-use ipsec_ipcomp::{Adaptive, Algorithm, IpcompConfig, IpcompSa, OpenOutcome, SealOutcome};
+use ipsec_ipcomp::{Adaptive, Algorithm, Codec, IpcompConfig, OpenOutcome, SealOutcome, SharedIpcomp};
 
 /// The handle of an SA in the [`Sad`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -116,9 +116,9 @@ impl fmt::Display for InstallError {
 impl std::error::Error for InstallError {}
 
 /// An SA's keyed transform, shared by every thread that uses the SA: ESP and AH by `&self`
-/// (atomic sequence counter, replay window locked only for its bitmap), IPComp behind a lock
-/// (its codec state and scratch are per SA today, so one IPComp SA compresses on one thread
-/// at a time).
+/// (atomic sequence counter, replay window locked only for its bitmap), IPComp by `&self`
+/// too, with each thread's own codec ([`Codecs`]) and a short lock on the SA's decision
+/// state and counters, so one IPComp SA compresses on every worker at once.
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)] // one per SA, never per packet
 pub enum SharedSa {
@@ -127,7 +127,31 @@ pub enum SharedSa {
     /// AH.
     Ah(Ah),
     /// IPComp.
-    Comp(spin::Mutex<IpcompSa>),
+    Comp(SharedIpcomp),
+}
+
+/// A worker's IPComp codecs: one per algorithm (and DEFLATE window) it has met, made the
+/// first time (or by [`Codecs::prepare`]) and reused for every SA that fits it (a codec keeps
+/// nothing from one packet to the next).
+#[derive(Debug, Default)]
+pub struct Codecs(Vec<Codec>);
+
+impl Codecs {
+    /// The codec for `sa`, made if this worker has none that fits.
+    pub fn get(&mut self, sa: &SharedIpcomp) -> &mut Codec {
+        let i = match self.0.iter().position(|c| c.fits(sa.config())) {
+            Some(i) => i,
+            None => {
+                self.0.push(sa.codec());
+                self.0.len() - 1
+            }
+        };
+        &mut self.0[i]
+    }
+    /// Makes the codecs `sa` needs now, so its first packet allocates nothing.
+    pub fn prepare(&mut self, sa: &SharedIpcomp) {
+        self.get(sa);
+    }
 }
 
 impl SharedSa {
@@ -146,19 +170,16 @@ impl SharedSa {
                     "an IPComp SA needs a compression algorithm",
                 ))?;
                 let cfg = IpcompConfig::from_sa_params(params, alg)?.with_adaptive(adaptive);
-                SharedSa::Comp(spin::Mutex::new(IpcompSa::new(cfg)?))
+                SharedSa::Comp(SharedIpcomp::new(cfg)?)
             }
         })
     }
 
-    /// Applies the SA to an outbound packet with the worker's IV generator. `Ok(false)` when
-    /// IPComp left the packet as it was (non-expansion, RFC 3173 section 2.2).
-    pub fn seal(&self, rng: &mut IvRng, buf: &mut PacketBuf) -> Result<bool, PacketError> {
-        match self {
-            SharedSa::Esp(s) => s.seal(rng, buf).map(|_| true).map_err(Into::into),
-            SharedSa::Ah(s) => s.seal(buf).map(|_| true).map_err(Into::into),
-            SharedSa::Comp(s) => Ok(matches!(s.lock().seal(buf)?, SealOutcome::Compressed { .. })),
-        }
+    /// Applies the SA to an outbound packet with the worker's IV generator and codecs.
+    /// `Ok(false)` when IPComp left the packet as it was (non-expansion, RFC 3173 section
+    /// 2.2).
+    pub fn seal(&self, rng: &mut IvRng, codecs: &mut Codecs, buf: &mut PacketBuf) -> Result<bool, PacketError> {
+        self.seal_timed(rng, codecs, buf, None)
     }
 
     /// As [`SharedSa::seal`]; an IPComp SA with a cost model times its compression with
@@ -166,21 +187,30 @@ impl SharedSa {
     pub fn seal_timed(
         &self,
         rng: &mut IvRng,
+        codecs: &mut Codecs,
         buf: &mut PacketBuf,
         clock: Option<fn() -> u64>,
     ) -> Result<bool, PacketError> {
-        match (self, clock) {
-            (SharedSa::Comp(s), Some(now)) => {
-                let o = s.lock().seal_timed(buf, now)?;
+        match self {
+            SharedSa::Esp(s) => s.seal(rng, buf).map(|_| true).map_err(Into::into),
+            SharedSa::Ah(s) => s.seal(buf).map(|_| true).map_err(Into::into),
+            SharedSa::Comp(s) => {
+                let o = s.seal(codecs.get(s), buf, clock)?;
                 Ok(matches!(o, SealOutcome::Compressed { .. }))
             }
-            _ => self.seal(rng, buf),
         }
     }
 
     /// Removes the SA's header from an inbound packet whose outermost IPsec header is this
-    /// SA's, found at `split` (ESP and AH; IPComp finds its own).
-    pub fn open(&self, buf: &mut PacketBuf, split: Split) -> Result<LayerOpened, PacketError> {
+    /// SA's, found at `split` (ESP and AH; IPComp finds its own, with the worker's codecs and,
+    /// for an SA with a cost model, timed by `clock`).
+    pub fn open(
+        &self,
+        buf: &mut PacketBuf,
+        split: Split,
+        codecs: &mut Codecs,
+        clock: Option<fn() -> u64>,
+    ) -> Result<LayerOpened, PacketError> {
         match self {
             SharedSa::Esp(s) => s
                 .open_at(buf, split)
@@ -191,7 +221,7 @@ impl SharedSa {
                 .map(|o| LayerOpened::authenticated(o.newest))
                 .map_err(Into::into),
             SharedSa::Comp(s) => Ok(LayerOpened {
-                decompressed: matches!(s.lock().open(buf)?, OpenOutcome::Decompressed { .. }),
+                decompressed: matches!(s.open(codecs.get(s), buf, clock)?, OpenOutcome::Decompressed { .. }),
                 newest: false,
             }),
         }

@@ -231,6 +231,9 @@ fn no_allocation_per_packet() {
         }
         let (pa, pb) = (a.data_plane(), b.data_plane());
         let mut w = Worker::with_rng(IvRng::from_seed([1; 32]));
+        // The worker's IPComp codecs are made now (set-up), not on its first packet.
+        w.prepare(&pa);
+        w.prepare(&pb);
         // Warm the engines' own workers up before counting.
         let raw = &mut raws[0];
         load(raw, &text);

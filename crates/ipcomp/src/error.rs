@@ -49,6 +49,8 @@ pub enum Error {
     DecompressedTooBig,
     /// An error from the shared IP and buffer code.
     Core(ipsec_core::Error),
+    /// The caller passed a codec of another algorithm (or DEFLATE window) than the SA's.
+    WrongCodec,
 }
 
 impl From<ipsec_core::Error> for Error {
@@ -71,6 +73,7 @@ impl fmt::Display for Error {
             Error::Decompress(e) => write!(f, "decompression failed: {e}"),
             Error::DecompressedTooBig => f.write_str("decompressed packet would exceed the size limit"),
             Error::Core(e) => fmt::Display::fmt(e, f),
+            Error::WrongCodec => f.write_str("the codec is not of the SA's algorithm"),
         }
     }
 }

@@ -125,7 +125,10 @@ pub mod sa;
 pub use compressor::{Algorithm, Compressor, CPI_DEFLATE, CPI_LZF, CPI_LZS};
 pub use error::{DecompressError, Error};
 pub use header::{IpcompPacket, IpcompRepr, HEADER_LEN};
-pub use policy::{Adaptive, AdaptiveMode, Backoff, CostModel, Counters, CryptoOp, ModelConfig, ModelStatus};
+pub use policy::{
+    Adaptive, AdaptiveMode, Backoff, CostModel, Counters, CryptoOp, LinkEstimator, ModelConfig, ModelStatus, Stages,
+};
 pub use sa::{
-    transport_placement, IpcompConfig, IpcompSa, OpenOutcome, SealOutcome, SkipReason, DEFAULT_MIN_SIZE, OUTER_TTL,
+    transport_placement, Codec, IpcompConfig, IpcompSa, IpcompState, OpenOutcome, SealOutcome, SharedIpcomp,
+    SkipReason, DECOMPRESS_SAMPLE, DEFAULT_MIN_SIZE, OUTER_TTL,
 };

@@ -150,7 +150,7 @@ pub struct Adaptive {
     /// The mode.
     pub mode: AdaptiveMode,
     /// The rate of the link the secured packets leave on, in bit/s (R_SECNET of the model);
-    /// 0: unknown, taken as unlimited (no transmission time saved by compressing).
+    /// 0: unknown, estimated from the rate the SA's packets leave at ([`LinkEstimator`]).
     pub link_bps: u64,
 }
 
@@ -164,7 +164,8 @@ impl Adaptive {
 /// Configuration of the model.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ModelConfig {
-    /// The link rate the secured packet is sent at, in bit/s (R_SECNET).
+    /// The link rate the secured packet is sent at, in bit/s (R_SECNET); 0: unknown, estimated
+    /// ([`LinkEstimator`]).
     pub link_bps: f64,
     /// While the model says "skip", still compress one packet in this many to keep the
     /// measured ratio and rates fresh (0: never probe). A probe whose own figures agree with
@@ -173,14 +174,16 @@ pub struct ModelConfig {
     pub probe_interval: u32,
     /// The longest interval between probes.
     pub max_probe_interval: u32,
-    /// Hysteresis: compressing stops when gain < cost × (1 − h) and starts again when gain >
-    /// cost × (1 + h), so a link near break-even does not make the decision flap.
+    /// Hysteresis: with `on` and `off` the slowest stage with and without compression
+    /// ([`Stages`]), compressing starts when on < off × (1 − h) and stops when on ≥ off ×
+    /// (1 − h/4), so a link near break-even does not make the decision flap, and compression
+    /// that gains nothing stops.
     pub hysteresis: f64,
 }
 
 impl ModelConfig {
-    /// Defaults for a link of `link_bps` bit/s (0: unlimited): a probe every 16 to 256
-    /// skipped packets, 10% hysteresis.
+    /// Defaults for a link of `link_bps` bit/s (0: unknown, estimated): a probe every 16 to
+    /// 256 skipped packets, 10% hysteresis.
     pub fn new(link_bps: f64) -> Self {
         ModelConfig {
             link_bps,
@@ -208,27 +211,191 @@ pub struct ModelStatus {
     pub enc_ns: f64,
     /// Integrity check computation cost, ns per byte; 0 if not observed.
     pub hc_ns: f64,
-    /// Link time, ns per byte (8e9 / link rate; 0 for unlimited).
+    /// Link time, ns per byte (8e9 / link rate): the configured rate, else the estimate, else
+    /// 0 (unknown yet).
     pub net_ns: f64,
+    /// The link rate estimated from what the SA sent, bit/s (`None` until a window closed).
+    pub link_estimate_bps: Option<f64>,
+    /// Whether the link rate used is the configured one (else estimated).
+    pub link_configured: bool,
     /// Compressed / original size (EWMA over the attempts), i.e. 1/X.
     pub inv_ratio: Option<f64>,
-    /// Both sides of the inequality now, ns per original byte.
+    /// The paper's inequality now, ns per original byte: its left side (what compression
+    /// saves, summed over the stages).
     pub gain_ns: Option<f64>,
-    /// The right-hand side.
+    /// The paper's right side (compression + decompression).
     pub cost_ns: Option<f64>,
+    /// The pipelined form, which decides: the slowest stage with compression, ns per original
+    /// byte ([`Stages::on`]).
+    pub on_ns: Option<f64>,
+    /// The slowest stage without compression ([`Stages::off`]).
+    pub off_ns: Option<f64>,
+    /// Whether the decompression cost was measured (else assumed equal to compression).
+    pub decomp_measured: bool,
+    /// Compression attempts the model has seen.
+    pub samples: u64,
 }
 
-/// The McGregor-Lee Complete model: compression pays when
+/// The stages a packet goes through, each in ns per original byte, without and with
+/// compression; `r` = 1/X (compressed / original):
+///
+/// ```text
+///            sender              link        receiver
+/// off        E + H               N           D + V
+/// on         C + (E + H)·r       N·r         U + (D + V)·r
+/// ```
+///
+/// with C, U compression and decompression, E, H encryption and ICV computation, D, V
+/// decryption and ICV verification, N the link (8e9 / R_SECNET). The stages overlap in a
+/// pipelined daemon (the sender's next packet is compressed while this one is on the link and
+/// the peer decrypts the one before): throughput is bounded by the slowest stage, so
+/// compression pays when `max(on) < max(off)`. The paper's Complete model sums the stages
+/// instead (a packet processed start to end before the next), which is [`CostModel::sides`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stages {
+    /// Sender without compression: E + H.
+    pub send_off: f64,
+    /// Sender with: C + (E + H)·r.
+    pub send_on: f64,
+    /// Link without: N.
+    pub link_off: f64,
+    /// Link with: N·r.
+    pub link_on: f64,
+    /// Receiver without: D + V.
+    pub recv_off: f64,
+    /// Receiver with: U + (D + V)·r.
+    pub recv_on: f64,
+}
+
+impl Stages {
+    /// The slowest stage with compression.
+    pub fn on(&self) -> f64 {
+        self.send_on.max(self.link_on).max(self.recv_on)
+    }
+    /// The slowest stage without.
+    pub fn off(&self) -> f64 {
+        self.send_off.max(self.link_off).max(self.recv_off)
+    }
+}
+
+/// Windows the link estimate is made of (each [`LinkEstimator::WINDOW_NS`] long).
+const LINK_WINDOWS: usize = 8;
+
+/// Estimates the link rate (R_SECNET) when none is configured, from the rate the SA's
+/// packets leave at: the bytes the bundle puts on the wire per window of
+/// [`WINDOW_NS`](Self::WINDOW_NS), the largest of the last [`LINK_WINDOWS`] windows (a max
+/// filter, as BBR estimates a path's bottleneck bandwidth). The daemon's sends block when the
+/// link's queue is full, so a window in which the sender was not busy compressing moves bytes
+/// at the link's rate (or at the sender's, when the CPU is the bottleneck: a lower bound of the
+/// link, which still says "the link is not the slowest stage"). A window in which compression
+/// kept the sender busy (70% of the window or more) says only that the link is at least that
+/// fast: it never lowers the estimate, so a CPU-bound compressing sender cannot talk itself
+/// into believing the link is slow. A gap longer than a window (an idle sender) restarts the
+/// window, so idle time does not count as a slow link.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkEstimator {
+    start: u64,
+    last: u64,
+    bytes: u64,
+    busy_ns: u64,
+    open: bool,
+    /// Rates (bit/s) of the last windows the sender was not saturated in.
+    free: [f64; LINK_WINDOWS],
+    free_next: usize,
+    /// Rates of the last saturated windows (lower bounds).
+    bound: [f64; LINK_WINDOWS],
+    bound_next: usize,
+    windows: u64,
+}
+
+impl Default for LinkEstimator {
+    fn default() -> Self {
+        LinkEstimator {
+            start: 0,
+            last: 0,
+            bytes: 0,
+            busy_ns: 0,
+            open: false,
+            free: [0.0; LINK_WINDOWS],
+            free_next: 0,
+            bound: [0.0; LINK_WINDOWS],
+            bound_next: 0,
+            windows: 0,
+        }
+    }
+}
+
+impl LinkEstimator {
+    /// The length of one measuring window, ns (10 ms).
+    pub const WINDOW_NS: u64 = 10_000_000;
+
+    /// Records `bytes` put on the wire at `now_ns`; `true` when this closed a window.
+    pub fn observe_sent(&mut self, bytes: usize, now_ns: u64) -> bool {
+        if !self.open || now_ns < self.last || now_ns - self.last > Self::WINDOW_NS {
+            // A new window starts at this send; its bytes were queued before it started.
+            self.open = true;
+            self.start = now_ns;
+            self.last = now_ns;
+            self.bytes = 0;
+            self.busy_ns = 0;
+            return false;
+        }
+        self.last = now_ns;
+        self.bytes += bytes as u64;
+        let elapsed = now_ns - self.start;
+        if elapsed >= Self::WINDOW_NS {
+            let rate = self.bytes as f64 * 8e9 / elapsed as f64;
+            if self.busy_ns.saturating_mul(10) >= elapsed.saturating_mul(7) {
+                self.bound[self.bound_next] = rate;
+                self.bound_next = (self.bound_next + 1) % LINK_WINDOWS;
+            } else {
+                self.free[self.free_next] = rate;
+                self.free_next = (self.free_next + 1) % LINK_WINDOWS;
+            }
+            self.windows += 1;
+            self.start = now_ns;
+            self.bytes = 0;
+            self.busy_ns = 0;
+            return true;
+        }
+        false
+    }
+    /// Records `ns` the sender spent compressing.
+    pub fn observe_busy(&mut self, ns: u64) {
+        if self.open {
+            self.busy_ns += ns;
+        }
+    }
+    /// The estimate, bit/s: `None` until a window closed.
+    pub fn estimate(&self) -> Option<f64> {
+        let m = self.free.iter().chain(&self.bound).fold(0.0f64, |a, &b| a.max(b));
+        (self.windows > 0 && m > 0.0).then_some(m)
+    }
+    /// Windows measured so far.
+    pub fn windows(&self) -> u64 {
+        self.windows
+    }
+}
+
+/// The cost model of an adaptive IPComp SA, after McGregor and Lee. The paper's Complete
+/// model says compression pays when
 ///
 /// ```text
 /// (1 - 1/X)(1/R_E + 1/R_D + 1/R_HC + 1/R_HV + 1/R_SECNET) >= 1/R_COMP + 1/R_DECOMP
 /// ```
 ///
-/// with X the compression ratio (original/compressed, header-free) and R the rates. The model
-/// keeps the inverse rates, in nanoseconds per (uncompressed) byte, as EWMAs of what the
-/// caller observes. Unobserved crypto costs count as 0 (no such transform); decryption and
-/// verification default to their forward rates and decompression to the compression rate
-/// (the paper's assumptions, and conservative for decompression).
+/// with X the compression ratio (original/compressed, header-free) and R the rates: the
+/// stages summed, as for one packet processed from start to end. A pipelined daemon overlaps
+/// them, so the decision here uses the pipelined form ([`Stages`]: the slowest stage with
+/// compression against the slowest without); the paper's sides stay available as a report
+/// ([`CostModel::sides`]).
+///
+/// The model keeps the inverse rates, in nanoseconds per (uncompressed) byte, as EWMAs of what
+/// the caller observes. Unobserved crypto costs count as 0 (no such transform); decryption and
+/// verification default to their forward rates and decompression, until measured, to the
+/// compression rate (the paper's assumption, conservative). An unknown link rate is
+/// estimated ([`LinkEstimator`]); until an estimate exists the model does not compress
+/// (except its probes), since the link may well be the fast stage.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CostModel {
     /// Configuration.
@@ -241,6 +408,8 @@ pub struct CostModel {
     hv: Ewma,
     /// compressed/original, i.e. 1/X.
     inv_ratio: Ewma,
+    link: LinkEstimator,
+    samples: u64,
     skipped_since_probe: u32,
     probe_every: u32,
     compressing: bool,
@@ -260,9 +429,13 @@ impl CostModel {
             hc: Ewma::default(),
             hv: Ewma::default(),
             inv_ratio: Ewma::default(),
+            link: LinkEstimator::default(),
+            samples: 0,
             skipped_since_probe: 0,
             probe_every: config.probe_interval,
-            compressing: true,
+            // A configured link: compress until the first measurement says otherwise (the
+            // paper's start). An unknown one: measure it uncompressed first.
+            compressing: config.link_bps > 0.0,
             flips: 0,
             probes: 0,
         }
@@ -278,7 +451,20 @@ impl CostModel {
         if let Some(t) = Self::ns_per_byte(bytes_in, nanos) {
             self.comp.update_time(t);
             self.inv_ratio.update((bytes_out as f64 / bytes_in as f64).min(1.0));
+            self.samples += 1;
+            self.link.observe_busy(nanos);
         }
+    }
+    /// Records that the bundle put `wire` bytes on the link at `now_ns` (the caller's
+    /// monotonic clock, e.g. the engine's `now`): the link estimate's input.
+    pub fn observe_sent(&mut self, wire: usize, now_ns: u64) {
+        if self.link.observe_sent(wire, now_ns) && self.config.link_bps <= 0.0 {
+            self.decide();
+        }
+    }
+    /// The link estimator.
+    pub fn link_estimator(&self) -> &LinkEstimator {
+        &self.link
     }
     /// Records a decompression producing `bytes_out` bytes in `nanos`.
     pub fn observe_decompress(&mut self, bytes_out: usize, nanos: u64) {
@@ -313,8 +499,8 @@ impl CostModel {
         e.update(ns);
     }
 
-    /// Both sides of the inequality, in ns per original byte: (gain, cost). `None` until a
-    /// compression has been observed.
+    /// The paper's inequality, in ns per original byte: (gain, cost). `None` until a
+    /// compression has been observed. A report: the decision uses [`CostModel::stages`].
     pub fn sides(&self) -> Option<(f64, f64)> {
         let comp = self.comp.get()?;
         let inv_x = self.inv_ratio.get()?;
@@ -323,13 +509,38 @@ impl CostModel {
         let dec = self.dec.get().unwrap_or(enc);
         let hc = self.hc.get().unwrap_or(0.0);
         let hv = self.hv.get().unwrap_or(hc);
-        let net = self.net_ns();
+        let net = self.net_ns().unwrap_or(0.0);
         Some(((1.0 - inv_x) * (enc + dec + hc + hv + net), comp + decomp))
     }
 
-    /// Whether compression pays (true while there is not enough data to tell).
+    /// The pipelined stages, in ns per original byte. `None` until a compression has been
+    /// observed and the link rate is known (configured or estimated).
+    pub fn stages(&self) -> Option<Stages> {
+        let comp = self.comp.get()?;
+        let r = self.inv_ratio.get()?;
+        let net = self.net_ns()?;
+        let decomp = self.decomp.get().unwrap_or(comp);
+        let enc = self.enc.get().unwrap_or(0.0);
+        let dec = self.dec.get().unwrap_or(enc);
+        let hc = self.hc.get().unwrap_or(0.0);
+        let hv = self.hv.get().unwrap_or(hc);
+        Some(Stages {
+            send_off: enc + hc,
+            send_on: comp + (enc + hc) * r,
+            link_off: net,
+            link_on: net * r,
+            recv_off: dec + hv,
+            recv_on: decomp + (dec + hv) * r,
+        })
+    }
+
+    /// Whether compression pays (true while there is not enough data to tell and the link
+    /// rate is configured; false while an unknown link rate has not been estimated).
     pub fn pays(&self) -> bool {
-        !matches!(self.sides(), Some((gain, cost)) if gain < cost)
+        match self.stages() {
+            Some(s) => s.on() < s.off(),
+            None => self.compressing,
+        }
     }
 
     /// The per-packet decision: compress when it pays (with hysteresis), or as a periodic
@@ -351,14 +562,17 @@ impl CostModel {
 
     /// Re-evaluates the decision with hysteresis; `true` when it changed.
     pub fn decide(&mut self) -> bool {
-        let Some((gain, cost)) = self.sides() else {
+        let Some(st) = self.stages() else {
             return false;
         };
+        let (on, off) = (st.on(), st.off());
         let h = self.config.hysteresis.clamp(0.0, 0.9);
+        // Both thresholds lie below parity: compressing that gains nothing (incompressible
+        // data on a slow link, where the link bounds both) stops.
         let next = if self.compressing {
-            gain >= cost * (1.0 - h)
+            on < off * (1.0 - h / 4.0)
         } else {
-            gain > cost * (1.0 + h)
+            on < off * (1.0 - h)
         };
         if next != self.compressing {
             self.compressing = next;
@@ -412,6 +626,7 @@ impl CostModel {
     /// The inputs and state, for snapshots and logs.
     pub fn status(&self) -> ModelStatus {
         let sides = self.sides();
+        let stages = self.stages();
         let comp = self.comp.get();
         ModelStatus {
             compressing: self.compressing,
@@ -421,18 +636,25 @@ impl CostModel {
             decomp_ns: self.decomp.get().or(comp),
             enc_ns: self.enc.get().unwrap_or(0.0),
             hc_ns: self.hc.get().unwrap_or(0.0),
-            net_ns: self.net_ns(),
+            net_ns: self.net_ns().unwrap_or(0.0),
+            link_estimate_bps: self.link.estimate(),
+            link_configured: self.config.link_bps > 0.0,
             inv_ratio: self.inv_ratio.get(),
             gain_ns: sides.map(|s| s.0),
             cost_ns: sides.map(|s| s.1),
+            on_ns: stages.map(|s| s.on()),
+            off_ns: stages.map(|s| s.off()),
+            decomp_measured: self.decomp.get().is_some(),
+            samples: self.samples,
         }
     }
 
-    fn net_ns(&self) -> f64 {
+    /// The link's ns per byte: configured, else estimated, else unknown.
+    fn net_ns(&self) -> Option<f64> {
         if self.config.link_bps > 0.0 {
-            8e9 / self.config.link_bps
+            Some(8e9 / self.config.link_bps)
         } else {
-            0.0
+            self.link.estimate().map(|bps| 8e9 / bps)
         }
     }
 }

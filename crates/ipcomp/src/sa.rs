@@ -140,21 +140,103 @@ pub enum OpenOutcome {
     NotCompressed,
 }
 
-/// An IPComp SA. Holds the codec state and a scratch buffer, both allocated at creation.
+/// One thread's codec: the algorithm's state (match-finder tables, inflater) and the scratch
+/// buffers compression and decompression write into, allocated once. An [`IpcompSa`] has
+/// one; a multi-threaded caller gives each thread its own (per algorithm and window, see
+/// [`Codec::fits`]) and shares one [`SharedIpcomp`], so an SA compresses on every thread at
+/// once and its lock is held only for the decision and the bookkeeping, never the codec.
+#[derive(Debug)]
+pub struct Codec {
+    compressor: Compressor,
+    window: usize,
+    scratch: Vec<u8>,
+    /// Where a sampled decompression of the codec's own output goes (see
+    /// [`DECOMPRESS_SAMPLE`]).
+    check: Vec<u8>,
+}
+
+/// One compression in this many (of an SA with a cost model) is decompressed again into a
+/// spare buffer and timed: the model's decompression cost, measured on the data the SA sends
+/// (the peer's own rate is not observable; the paper assumed it equal to compression's).
+pub const DECOMPRESS_SAMPLE: u32 = 16;
+
+impl Codec {
+    /// The codec an SA of configuration `cfg` needs.
+    pub fn new(cfg: &IpcompConfig) -> Self {
+        let compressor = match cfg.algorithm {
+            Algorithm::Deflate => Compressor::deflate_with_window(cfg.deflate_window),
+            a => Compressor::new(a),
+        };
+        Codec {
+            compressor,
+            window: cfg.deflate_window,
+            scratch: vec![0u8; MAX_PACKET + ipv6_field::HEADER_LEN],
+            check: vec![0u8; MAX_PACKET + ipv6_field::HEADER_LEN],
+        }
+    }
+    /// Whether this codec serves SAs of configuration `cfg` (same algorithm and, for
+    /// DEFLATE, the same window): codecs hold no state from one packet to the next.
+    pub fn fits(&self, cfg: &IpcompConfig) -> bool {
+        self.compressor.algorithm() == cfg.algorithm
+            && (cfg.algorithm != Algorithm::Deflate || self.window == cfg.deflate_window)
+    }
+}
+
+/// An IPComp SA's decision state and counters: what every thread using the SA shares, behind
+/// its lock.
+#[derive(Debug)]
+pub struct IpcompState {
+    backoff: BackoffState,
+    model: Option<CostModel>,
+    counters: Counters,
+    /// Compressions since the last timed decompression.
+    since_decompress: u32,
+    /// Attempts the model wanted timed but the caller gave no clock for.
+    untimed: u64,
+}
+
+impl IpcompState {
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    /// The back-off state.
+    pub fn backoff(&self) -> &BackoffState {
+        &self.backoff
+    }
+    /// The cost model (`None` if not configured).
+    pub fn model(&self) -> Option<&CostModel> {
+        self.model.as_ref()
+    }
+    /// The cost model, to feed measurements into.
+    pub fn model_mut(&mut self) -> Option<&mut CostModel> {
+        self.model.as_mut()
+    }
+    /// Compression attempts the model should have had timed but the caller gave no clock
+    /// for (a caller's mistake: the model cannot decide without them).
+    pub fn untimed(&self) -> u64 {
+        self.untimed
+    }
+}
+
+/// An IPComp SA shared by threads (`&self` everywhere): its configuration and, behind a
+/// short lock, its [`IpcompState`]. Each thread brings its own [`Codec`]; compressing and
+/// decompressing run outside the lock.
+#[derive(Debug)]
+pub struct SharedIpcomp {
+    cfg: IpcompConfig,
+    state: spin::Mutex<IpcompState>,
+}
+
+/// An IPComp SA with its own codec, for one thread (`&mut self`).
 ///
 /// Order with the other transforms: on output, compress first and then apply ESP/AH to the
 /// result; on input, remove ESP/AH first and then decompress (RFC 3173 section 3). Every
 /// packet is compressed independently (no history across packets).
 #[derive(Debug)]
 pub struct IpcompSa {
-    cfg: IpcompConfig,
-    codec: Compressor,
-    scratch: Vec<u8>,
-    backoff: BackoffState,
-    model: Option<CostModel>,
-    counters: Counters,
-    /// The caller's clock during [`IpcompSa::seal_timed`].
-    clock: Option<fn() -> u64>,
+    shared: SharedIpcomp,
+    codec: Codec,
 }
 
 /// How the inserted header is placed in transport mode (RFC 3173 section 3.2): after the IPv4
@@ -201,7 +283,82 @@ fn resize_tail(buf: &mut PacketBuf<'_>, at: usize, new_len: usize) -> Result<(),
 }
 
 impl IpcompSa {
-    /// Creates the SA, allocating its codec state and scratch buffer.
+    /// Creates the SA, allocating its codec state and scratch buffers.
+    pub fn new(cfg: IpcompConfig) -> Result<Self, Error> {
+        let shared = SharedIpcomp::new(cfg)?;
+        let codec = shared.codec();
+        Ok(IpcompSa { shared, codec })
+    }
+    /// The configuration.
+    pub fn config(&self) -> &IpcompConfig {
+        &self.shared.cfg
+    }
+    /// The counters.
+    pub fn counters(&self) -> Counters {
+        self.shared.counters()
+    }
+    /// The back-off state.
+    pub fn backoff(&self) -> BackoffState {
+        self.shared.state.lock().backoff
+    }
+    /// The cost model, to feed measurements into (`None` if not configured).
+    pub fn model_mut(&mut self) -> Option<&mut CostModel> {
+        self.shared.state.get_mut().model.as_mut()
+    }
+    /// The cost model (a copy).
+    pub fn model(&self) -> Option<CostModel> {
+        self.shared.state.lock().model
+    }
+    /// Whether the caller should time [`seal`](Self::seal) and the bundle's crypto for this
+    /// SA (it has a cost model to feed).
+    pub fn wants_timing(&self) -> bool {
+        self.shared.wants_timing()
+    }
+    /// The cost model's inputs and decision (`None` without a model).
+    pub fn model_status(&self) -> Option<ModelStatus> {
+        self.shared.model_status()
+    }
+    /// Feeds the time a [`seal`](Self::seal) took into the cost model (if it tried to
+    /// compress), and re-evaluates the decision.
+    pub fn observe_seal(&mut self, outcome: &SealOutcome, nanos: u64) {
+        if let (Some(m), Some((i, o))) = (self.model_mut(), outcome.attempt()) {
+            m.observe_attempt(i, o, nanos);
+            m.decide();
+        }
+    }
+    /// Feeds a crypto operation of the SA's bundle over `bytes` bytes taking `nanos` into
+    /// the cost model.
+    pub fn observe_crypto(&mut self, op: crate::policy::CryptoOp, bytes: usize, nanos: u64) {
+        self.shared.observe_crypto(op, bytes, nanos);
+    }
+    /// Feeds the time an [`open`](Self::open) took into the cost model (if it decompressed).
+    pub fn observe_open(&mut self, outcome: &OpenOutcome, nanos: u64) {
+        if let (Some(m), OpenOutcome::Decompressed { original, .. }) = (self.model_mut(), outcome) {
+            m.observe_decompress(*original, nanos);
+        }
+    }
+    /// As [`seal`](Self::seal), timing the compression (only an attempt is timed: two calls
+    /// of `clock`, monotonic nanoseconds) and feeding the cost model, if the SA has one.
+    pub fn seal_timed(&mut self, buf: &mut PacketBuf<'_>, clock: fn() -> u64) -> Result<SealOutcome, Error> {
+        self.shared.seal(&mut self.codec, buf, Some(clock))
+    }
+    /// Compresses an outbound IP packet in place: [`SharedIpcomp::seal`] with the SA's codec.
+    pub fn seal(&mut self, buf: &mut PacketBuf<'_>) -> Result<SealOutcome, Error> {
+        self.shared.seal(&mut self.codec, buf, None)
+    }
+    /// Decompresses an inbound IP packet in place: [`SharedIpcomp::open`] with the SA's codec.
+    pub fn open(&mut self, buf: &mut PacketBuf<'_>) -> Result<OpenOutcome, Error> {
+        self.shared.open(&mut self.codec, buf, None)
+    }
+    /// The shared part (configuration, decision state, counters).
+    pub fn shared(&self) -> &SharedIpcomp {
+        &self.shared
+    }
+}
+
+impl SharedIpcomp {
+    /// Checks the configuration and sets up the decision state (no codec: see
+    /// [`SharedIpcomp::codec`]).
     pub fn new(cfg: IpcompConfig) -> Result<Self, Error> {
         if cfg.mode == Mode::Tunnel {
             match cfg.tunnel {
@@ -212,133 +369,139 @@ impl IpcompSa {
                 _ => {}
             }
         }
-        let codec = match cfg.algorithm {
-            Algorithm::Deflate => Compressor::deflate_with_window(cfg.deflate_window),
-            a => Compressor::new(a),
+        let model = match (cfg.adaptive, cfg.model) {
+            (AdaptiveMode::Model, m) => Some(CostModel::new(m.unwrap_or(ModelConfig::new(0.0)))),
+            (AdaptiveMode::Backoff, m) => m.map(CostModel::new),
+            _ => None,
         };
-        Ok(IpcompSa {
-            codec,
-            scratch: vec![0u8; MAX_PACKET + ipv6_field::HEADER_LEN],
-            backoff: BackoffState::default(),
-            model: match (cfg.adaptive, cfg.model) {
-                (AdaptiveMode::Model, m) => Some(CostModel::new(m.unwrap_or(ModelConfig::new(0.0)))),
-                (AdaptiveMode::Backoff, m) => m.map(CostModel::new),
-                _ => None,
-            },
-            counters: Counters::default(),
-            clock: None,
+        Ok(SharedIpcomp {
+            state: spin::Mutex::new(IpcompState {
+                backoff: BackoffState::default(),
+                model,
+                counters: Counters::default(),
+                since_decompress: 0,
+                untimed: 0,
+            }),
             cfg,
         })
     }
-
+    /// A new codec for this SA (one per thread).
+    pub fn codec(&self) -> Codec {
+        Codec::new(&self.cfg)
+    }
     /// The configuration.
     pub fn config(&self) -> &IpcompConfig {
         &self.cfg
     }
-    /// The counters.
-    pub fn counters(&self) -> &Counters {
-        &self.counters
+    /// The counters now.
+    pub fn counters(&self) -> Counters {
+        self.state.lock().counters
     }
-    /// The back-off state.
-    pub fn backoff(&self) -> &BackoffState {
-        &self.backoff
+    /// The decision state, locked (keep it short: every thread's packets wait for it).
+    pub fn state(&self) -> spin::MutexGuard<'_, IpcompState> {
+        self.state.lock()
     }
-    /// The cost model, to feed measurements into (`None` if not configured).
-    pub fn model_mut(&mut self) -> Option<&mut CostModel> {
-        self.model.as_mut()
-    }
-    /// The cost model.
-    pub fn model(&self) -> Option<&CostModel> {
-        self.model.as_ref()
-    }
-    /// Whether the caller should time [`seal`](Self::seal) and the bundle's crypto for this
-    /// SA (it has a cost model to feed).
+    /// Whether the caller should time this SA's work and its bundle's crypto (it has a cost
+    /// model to feed).
     pub fn wants_timing(&self) -> bool {
-        self.model.is_some()
+        self.cfg.adaptive == AdaptiveMode::Model || self.cfg.model.is_some()
     }
     /// The cost model's inputs and decision (`None` without a model).
     pub fn model_status(&self) -> Option<ModelStatus> {
-        self.model.as_ref().map(CostModel::status)
-    }
-    /// Feeds the time a [`seal`](Self::seal) took into the cost model (if it tried to
-    /// compress), and re-evaluates the decision.
-    pub fn observe_seal(&mut self, outcome: &SealOutcome, nanos: u64) {
-        if let (Some(m), Some((i, o))) = (self.model.as_mut(), outcome.attempt()) {
-            m.observe_attempt(i, o, nanos);
-            m.decide();
-        }
+        self.state.lock().model.as_ref().map(CostModel::status)
     }
     /// Feeds a crypto operation of the SA's bundle over `bytes` bytes taking `nanos` into
     /// the cost model.
-    pub fn observe_crypto(&mut self, op: crate::policy::CryptoOp, bytes: usize, nanos: u64) {
-        if let Some(m) = self.model.as_mut() {
+    pub fn observe_crypto(&self, op: crate::policy::CryptoOp, bytes: usize, nanos: u64) {
+        if let Some(m) = self.state.lock().model.as_mut() {
             m.observe_crypto(op, bytes, nanos);
         }
     }
-    /// Feeds the time an [`open`](Self::open) took into the cost model (if it decompressed).
-    pub fn observe_open(&mut self, outcome: &OpenOutcome, nanos: u64) {
-        if let (Some(m), OpenOutcome::Decompressed { original, .. }) = (self.model.as_mut(), outcome) {
-            m.observe_decompress(*original, nanos);
+    /// Tells the cost model that the bundle put `wire` bytes on the link at `now_ns`
+    /// (the caller's monotonic clock): what its link-rate estimate is made of.
+    pub fn observe_sent(&self, wire: usize, now_ns: u64) {
+        if let Some(m) = self.state.lock().model.as_mut() {
+            m.observe_sent(wire, now_ns);
         }
     }
 
-    /// Decides whether to try, compresses `scratch`-wise, and records the result. Returns the
-    /// compressed length or why not.
-    fn try_compress(&mut self, data_at: usize, buf: &PacketBuf<'_>) -> Result<usize, SkipReason> {
-        let data = &buf.packet()[data_at..];
-        if data.len() < self.cfg.min_size.max(HEADER_LEN + 1) {
-            self.counters.skipped_too_small += 1;
-            return Err(SkipReason::TooSmall);
-        }
-        match self.cfg.adaptive {
-            AdaptiveMode::Off => {
-                self.counters.skipped_off += 1;
-                return Err(SkipReason::Off);
+    /// Decides whether to try, compresses into the codec's scratch, and records the result
+    /// (timed with `clock` if given and the SA has a model). Returns the compressed length or
+    /// why not. The lock is held for the decision and for the bookkeeping, not meanwhile.
+    fn try_compress(&self, codec: &mut Codec, data: &[u8], clock: Option<fn() -> u64>) -> Result<usize, SkipReason> {
+        let len = data.len();
+        let sample = {
+            let mut s = self.state.lock();
+            if len < self.cfg.min_size.max(HEADER_LEN + 1) {
+                s.counters.skipped_too_small += 1;
+                return Err(SkipReason::TooSmall);
             }
-            AdaptiveMode::Backoff if self.backoff.should_skip() => {
-                self.counters.skipped_backoff += 1;
-                return Err(SkipReason::Backoff);
+            match self.cfg.adaptive {
+                AdaptiveMode::Off => {
+                    s.counters.skipped_off += 1;
+                    return Err(SkipReason::Off);
+                }
+                AdaptiveMode::Backoff if s.backoff.should_skip() => {
+                    s.counters.skipped_backoff += 1;
+                    return Err(SkipReason::Backoff);
+                }
+                _ => {}
             }
-            _ => {}
-        }
-        if let Some(m) = self.model.as_mut() {
-            if !m.should_compress() {
-                self.counters.skipped_model += 1;
-                return Err(SkipReason::Model);
+            if let Some(m) = s.model.as_mut() {
+                if !m.should_compress() {
+                    s.counters.skipped_model += 1;
+                    return Err(SkipReason::Model);
+                }
             }
-        }
+            s.model.is_some() && {
+                s.since_decompress += 1;
+                s.since_decompress >= DECOMPRESS_SAMPLE
+            }
+        };
         // Useful only if compressed + 4 < original.
-        let limit = data.len() - HEADER_LEN - 1;
-        let clock = self.clock.filter(|_| self.model.is_some());
+        let limit = len - HEADER_LEN - 1;
+        let clock = clock.filter(|_| self.wants_timing());
         let t0 = clock.map(|c| c());
-        let r = self.codec.compress(data, &mut self.scratch[..limit]);
-        if let (Some(c), Some(t0), Some(m)) = (clock, t0, self.model.as_mut()) {
-            m.observe_attempt(data.len(), r.unwrap_or(data.len()), c().saturating_sub(t0));
+        let r = codec.compressor.compress(data, &mut codec.scratch[..limit]);
+        let nanos = clock.zip(t0).map(|(c, t0)| c().saturating_sub(t0));
+        let mut decompress_ns = None;
+        if let (Some(n), Some(c), true) = (r, clock, sample) {
+            let t0 = c();
+            let ok = codec
+                .compressor
+                .decompress(&codec.scratch[..n], &mut codec.check[..len])
+                == Ok(len);
+            decompress_ns = ok.then(|| c().saturating_sub(t0));
+        }
+        let mut s = self.state.lock();
+        if let (Some(m), Some(ns)) = (s.model.as_mut(), nanos) {
+            m.observe_attempt(len, r.unwrap_or(len), ns);
+            if let Some(d) = decompress_ns {
+                m.observe_decompress(len, d);
+            }
             m.decide();
         }
+        if decompress_ns.is_some() {
+            s.since_decompress = 0;
+        }
+        if nanos.is_none() && s.model.is_some() {
+            s.untimed += 1;
+        }
+        let backoff = self.cfg.backoff;
         match r {
             Some(n) => {
-                self.backoff.record(&self.cfg.backoff, true);
-                self.counters.compressed += 1;
-                self.counters.bytes_in += data.len() as u64;
-                self.counters.bytes_saved += (data.len() - n - HEADER_LEN) as u64;
+                s.backoff.record(&backoff, true);
+                s.counters.compressed += 1;
+                s.counters.bytes_in += len as u64;
+                s.counters.bytes_saved += (len - n - HEADER_LEN) as u64;
                 Ok(n)
             }
             None => {
-                self.backoff.record(&self.cfg.backoff, false);
-                self.counters.skipped_incompressible += 1;
-                Err(SkipReason::Incompressible { original: data.len() })
+                s.backoff.record(&backoff, false);
+                s.counters.skipped_incompressible += 1;
+                Err(SkipReason::Incompressible { original: len })
             }
         }
-    }
-
-    /// As [`seal`](Self::seal), timing the compression (only an attempt is timed: two calls
-    /// of `clock`, monotonic nanoseconds) and feeding the cost model, if the SA has one.
-    pub fn seal_timed(&mut self, buf: &mut PacketBuf<'_>, clock: fn() -> u64) -> Result<SealOutcome, Error> {
-        self.clock = Some(clock);
-        let r = self.seal(buf);
-        self.clock = None;
-        r
     }
 
     /// Compresses an outbound IP packet in place. Transport mode: the IPComp header goes where
@@ -346,19 +509,34 @@ impl IpcompSa {
     /// mode: the whole packet is compressed behind a new outer header. When the packet is not
     /// compressed, transport mode leaves it byte-identical and tunnel mode sends it IP-in-IP.
     ///
-    /// Tunnel mode needs 20 (IPv4) or 40 (IPv6) bytes of headroom.
-    pub fn seal(&mut self, buf: &mut PacketBuf<'_>) -> Result<SealOutcome, Error> {
+    /// Tunnel mode needs 20 (IPv4) or 40 (IPv6) bytes of headroom. `codec` is the calling
+    /// thread's ([`Codec::fits`] this SA); with a `clock` (monotonic nanoseconds) an SA with a
+    /// cost model times the attempt and feeds the model.
+    pub fn seal(
+        &self,
+        codec: &mut Codec,
+        buf: &mut PacketBuf<'_>,
+        clock: Option<fn() -> u64>,
+    ) -> Result<SealOutcome, Error> {
+        if !codec.fits(&self.cfg) {
+            return Err(Error::WrongCodec);
+        }
         buf.trim_to_ip_len()?;
         match self.cfg.mode {
-            Mode::Transport => self.seal_transport(buf),
-            Mode::Tunnel => self.seal_tunnel(buf),
+            Mode::Transport => self.seal_transport(codec, buf, clock),
+            Mode::Tunnel => self.seal_tunnel(codec, buf, clock),
         }
     }
 
-    fn seal_transport(&mut self, buf: &mut PacketBuf<'_>) -> Result<SealOutcome, Error> {
+    fn seal_transport(
+        &self,
+        codec: &mut Codec,
+        buf: &mut PacketBuf<'_>,
+        clock: Option<fn() -> u64>,
+    ) -> Result<SealOutcome, Error> {
         let split = transport_placement(buf.packet())?;
         let original = buf.len() - split.offset;
-        let n = match self.try_compress(split.offset, buf) {
+        let n = match self.try_compress(codec, &buf.packet()[split.offset..], clock) {
             Ok(n) => n,
             Err(why) => return Ok(SealOutcome::NotCompressed(why)),
         };
@@ -370,7 +548,7 @@ impl IpcompSa {
         }
         .emit(&mut IpcompPacket::new_unchecked(&mut pkt[split.offset..]));
         let at = split.offset + HEADER_LEN;
-        pkt[at..at + n].copy_from_slice(&self.scratch[..n]);
+        pkt[at..at + n].copy_from_slice(&codec.scratch[..n]);
         pkt[split.nh_offset] = proto::COMP;
         buf.trim_back(original - HEADER_LEN - n)?;
         ip::fix_length(buf.packet_mut())?;
@@ -380,7 +558,12 @@ impl IpcompSa {
         })
     }
 
-    fn seal_tunnel(&mut self, buf: &mut PacketBuf<'_>) -> Result<SealOutcome, Error> {
+    fn seal_tunnel(
+        &self,
+        codec: &mut Codec,
+        buf: &mut PacketBuf<'_>,
+        clock: Option<fn() -> u64>,
+    ) -> Result<SealOutcome, Error> {
         let t = self
             .cfg
             .tunnel
@@ -406,7 +589,7 @@ impl IpcompSa {
             return Err(ipsec_core::Error::TooBig.into());
         }
         let original = buf.len();
-        let (outcome, next) = match self.try_compress(0, buf) {
+        let (outcome, next) = match self.try_compress(codec, buf.packet(), clock) {
             Ok(n) => {
                 let pkt = buf.packet_mut();
                 IpcompRepr {
@@ -414,7 +597,7 @@ impl IpcompSa {
                     cpi: self.cfg.cpi,
                 }
                 .emit(&mut IpcompPacket::new_unchecked(&mut pkt[..]));
-                pkt[HEADER_LEN..HEADER_LEN + n].copy_from_slice(&self.scratch[..n]);
+                pkt[HEADER_LEN..HEADER_LEN + n].copy_from_slice(&codec.scratch[..n]);
                 buf.trim_back(original - HEADER_LEN - n)?;
                 (
                     SealOutcome::Compressed {
@@ -464,21 +647,30 @@ impl IpcompSa {
     ///
     /// The result is bounded by 65535 bytes (IPv6: 40 + 65535) and by [`IpcompConfig::mtu`]:
     /// beyond that is [`Error::DecompressedTooBig`]. The buffer needs room (tailroom, or else
-    /// headroom) for the decompressed size.
-    pub fn open(&mut self, buf: &mut PacketBuf<'_>) -> Result<OpenOutcome, Error> {
+    /// headroom) for the decompressed size. `codec` is the calling thread's; with a `clock`,
+    /// an SA with a cost model times the decompression and feeds the model.
+    pub fn open(
+        &self,
+        codec: &mut Codec,
+        buf: &mut PacketBuf<'_>,
+        clock: Option<fn() -> u64>,
+    ) -> Result<OpenOutcome, Error> {
+        if !codec.fits(&self.cfg) {
+            return Err(Error::WrongCodec);
+        }
         buf.trim_to_ip_len()?;
         let split = ip::upper_split(buf.packet())?;
         let tunnel = self.cfg.mode == Mode::Tunnel;
         if split.next != proto::COMP {
             return match (tunnel, split.next) {
                 (false, _) => {
-                    self.counters.received_uncompressed += 1;
+                    self.state.lock().counters.received_uncompressed += 1;
                     Ok(OpenOutcome::NotCompressed)
                 }
                 (true, proto::IPIP | proto::IPV6) => {
                     self.decap_check(&buf.packet()[split.offset..], split.next)?;
                     buf.pull_front(split.offset)?;
-                    self.counters.received_uncompressed += 1;
+                    self.state.lock().counters.received_uncompressed += 1;
                     Ok(OpenOutcome::NotCompressed)
                 }
                 (true, p) => Err(ipsec_core::Error::BadInnerProtocol(p).into()),
@@ -498,19 +690,26 @@ impl IpcompSa {
             MAX_PACKET
         };
         let bound = ip_max.min(self.cfg.mtu).saturating_sub(keep);
-        let n = self.codec.decompress(compressed, &mut self.scratch[..bound])?;
+        let clock = clock.filter(|_| self.wants_timing());
+        let t0 = clock.map(|c| c());
+        let n = codec.compressor.decompress(compressed, &mut codec.scratch[..bound])?;
+        let nanos = clock.zip(t0).map(|(c, t0)| c().saturating_sub(t0));
         if tunnel {
-            self.decap_check(&self.scratch[..n], hdr.next_header)?;
+            self.decap_check(&codec.scratch[..n], hdr.next_header)?;
             resize_tail(buf, 0, n)?;
-            buf.packet_mut().copy_from_slice(&self.scratch[..n]);
+            buf.packet_mut().copy_from_slice(&codec.scratch[..n]);
         } else {
             resize_tail(buf, split.offset, n)?;
             let pkt = buf.packet_mut();
-            pkt[split.offset..].copy_from_slice(&self.scratch[..n]);
+            pkt[split.offset..].copy_from_slice(&codec.scratch[..n]);
             pkt[split.nh_offset] = hdr.next_header;
             ip::fix_length(pkt)?;
         }
-        self.counters.decompressed += 1;
+        let mut s = self.state.lock();
+        s.counters.decompressed += 1;
+        if let (Some(m), Some(ns)) = (s.model.as_mut(), nanos) {
+            m.observe_decompress(n, ns);
+        }
         Ok(OpenOutcome::Decompressed {
             compressed: clen,
             original: n,

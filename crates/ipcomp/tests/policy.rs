@@ -113,10 +113,25 @@ fn model_decides_as_the_inequality_says() {
     assert!(!fast.should_compress());
 
     // 10 Mbit/s (800 ns/B), X = 2.5 (1/X = 0.4), DEFLATE 20/80 Mbit/s (400 + 100 = 500),
-    // no crypto observed (0): gain 0.6 * 800 = 480 < 500: skip. At X = 4: 0.75 * 800 =
-    // 600 >= 500: compress.
-    assert!(!model(10.0, 20.0, 80.0, 2.5, &[]).pays());
-    assert!(model(10.0, 20.0, 80.0, 4.0, &[]).pays());
+    // no crypto observed (0). The paper's form: gain 0.6 * 800 = 480 < 500: skip. But the
+    // stages overlap: with compression the slowest is the compressor, 400 ns/B (link 320,
+    // receiver 100), without it the link, 800 ns/B: compressing doubles the throughput, and
+    // the pipelined form, which decides, says so.
+    let m = model(10.0, 20.0, 80.0, 2.5, &[]);
+    let (gain, cost) = m.sides().unwrap();
+    assert!(gain < cost, "{gain} {cost}");
+    let st = m.stages().unwrap();
+    assert_eq!((st.on(), st.off()), (400.0, 800.0));
+    assert!(m.pays());
+    // At 20 Mbit/s (400 ns/B) the compressor is as slow as the link: no gain, skip.
+    let m = model(20.0, 20.0, 80.0, 2.5, &[]);
+    let st = m.stages().unwrap();
+    assert_eq!((st.on(), st.off()), (400.0, 400.0));
+    assert!(!m.pays());
+    // The fast link above: the sender's stage, 80 + 12 × 0.5 = 86 ns/B with compression,
+    // against 12 (AES + HMAC) without.
+    let st = fast.stages().unwrap();
+    assert_eq!((st.send_on, st.on(), st.off()), (86.0, 86.0, 12.0));
 
     // Decryption and verification default to the forward rates: same as giving them.
     let half = model(
@@ -128,13 +143,15 @@ fn model_decides_as_the_inequality_says() {
     );
     assert_eq!(half.sides(), fast.sides());
 
-    // No observation yet: compress (to measure).
+    // No observation yet, link configured: compress (to measure).
     assert!(CostModel::new(ModelConfig {
         link_bps: 1e9,
         probe_interval: 0,
         ..ModelConfig::new(0.0)
     })
     .pays());
+    // No observation, link unknown: do not (it is measured uncompressed first).
+    assert!(!CostModel::new(ModelConfig::new(0.0)).pays());
 }
 
 #[test]
@@ -253,4 +270,52 @@ fn model_switches_with_the_data_and_back() {
     .unwrap();
     run(&mut fast, &text, 100);
     assert!(!fast.model_status().unwrap().compressing);
+}
+
+/// The link estimate and the pipelined decision on a known workload: compression at
+/// 10 ns/B with X = 2.5, AES at 1 ns/B; packets of 1000 wire bytes paced at the link rate.
+#[test]
+fn unknown_link_rate_is_estimated_and_decides() {
+    fn paced(m: &mut CostModel, t: &mut u64, bps: f64, ms: u64) {
+        let end = *t + ms * 1_000_000;
+        while *t < end {
+            m.observe_sent(1000, *t);
+            *t += (1000.0 * 8e9 / bps) as u64;
+        }
+    }
+    for (bps, want) in [(10e6, true), (100e6, true), (1e9, false), (10e9, false)] {
+        let mut m = CostModel::new(ModelConfig {
+            probe_interval: 0,
+            ..ModelConfig::new(0.0)
+        });
+        m.observe_compress(1000, 400, 10_000);
+        m.observe_crypto(CryptoOp::Encrypt, 1000, 1000);
+        assert!(!m.compressing() && m.stages().is_none(), "unknown link: measure first");
+        let mut t = 5_000_000_000;
+        paced(&mut m, &mut t, bps, 50);
+        let est = m.link_estimator().estimate().unwrap();
+        assert!((est / bps - 1.0).abs() < 0.01, "{est} for {bps}");
+        // 10 Mbit/s: link 800 ns/B off, 320 on, compressor 10.4: compress. 1 Gbit/s: link
+        // 8 off, compressor 10.4 on: skip.
+        assert_eq!(m.compressing(), want, "{bps}: {:?}", m.stages());
+    }
+    // A window in which compression kept the sender busy says only "at least this fast":
+    // it does not lower the estimate made from free windows.
+    let mut m = CostModel::new(ModelConfig::new(0.0));
+    let mut t = 1_000_000_000;
+    paced(&mut m, &mut t, 1e9, 30);
+    for _ in 0..20 {
+        // 10 ms windows moving 100 Mbit/s while compressing 9 ms of each.
+        for k in 0..125u64 {
+            m.observe_attempt(2500, 1000, 72_000);
+            m.observe_sent(1000, t + k * 80_000);
+        }
+        t += 10_000_000;
+    }
+    let est = m.link_estimator().estimate().unwrap();
+    assert!((est / 1e9 - 1.0).abs() < 0.01, "{est}");
+    // An idle gap is not a slow link.
+    m.observe_sent(1000, t + 1_000_000_000);
+    m.observe_sent(1000, t + 1_000_100_000);
+    assert!((m.link_estimator().estimate().unwrap() / 1e9 - 1.0).abs() < 0.01);
 }

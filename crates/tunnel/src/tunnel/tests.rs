@@ -1180,3 +1180,80 @@ fn non_esp_datagrams_go_to_the_consumer() {
     let c = b.counters().snapshot();
     assert_eq!((c.udp_non_esp, c.udp_keepalives_rx, c.tun_tx_packets), (1, 1, 0));
 }
+
+// ---- adaptive IPComp: the model's inputs reach it on the daemon's paths (issue #23) -------
+
+/// A comp (mode `model`, link unknown) + ESP bundle each way.
+fn bundle_model(src: &str, dst: &str, spi: u32) -> Vec<SaConfig> {
+    let mut c = comp("comp", spi + 0x100);
+    c.adaptive = ipsec_ipcomp::Adaptive {
+        mode: ipsec_ipcomp::AdaptiveMode::Model,
+        link_bps: 0,
+    };
+    vec![c, esp_gcm("esp", spi, src, dst)]
+}
+
+/// An IPv4 UDP packet of `len` payload bytes from a seeded generator: incompressible.
+fn random_udp(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let data: Vec<u8> = (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let mut out = Vec::new();
+    etherparse::PacketBuilder::ipv4([10, 100, 0, 1], [10, 100, 0, 2], 64)
+        .udp(5000, 5001)
+        .write(&mut out, &data)
+        .unwrap();
+    out
+}
+
+/// The outbound model SA's model snapshot of a tunnel.
+fn model_of(t: &Tunnel) -> ipsec_engine::ModelSnapshot {
+    let snap = t.engine().snapshot(t.now());
+    let s = snap.sas.iter().find(|s| s.name == "comp-out").expect("comp-out");
+    s.comp.as_ref().and_then(|c| c.model.clone()).expect("a model")
+}
+
+/// tunneld's loops seal through `outbound_batch` with the batch's own worker: the model must
+/// get its compression and crypto timings there too. Before the fix the batch's worker had
+/// no clock, the model saw nothing and kept compressing random data forever (issue #23).
+#[test]
+fn the_model_is_fed_on_the_batch_path_and_skips_random_data() {
+    let (a, _b) = pair(bundle_model);
+    let wire = FakeWire::default();
+    let mut batch = Batch::new();
+    for round in 0..8u64 {
+        for i in 0..BATCH {
+            let p = random_udp(round * 100 + i as u64, 1300);
+            batch.recv_area(i)[..p.len()].copy_from_slice(&p);
+            batch.set(i, p.len(), RxKind::Packet, None);
+        }
+        a.outbound_batch(&mut batch, BATCH, &wire);
+    }
+    assert_eq!(wire.take().len(), 8 * BATCH);
+    let m = model_of(&a);
+    assert!(m.comp_mbps.is_some(), "no compression timing reached the model: {m:?}");
+    assert!(m.enc_mbps.is_some(), "no encryption timing reached the model: {m:?}");
+    assert_eq!(m.decision, "skip", "random data does not compress: {m:?}");
+    assert!(m.samples >= 1 && m.untimed == 0, "{m:?}");
+}
+
+/// The same through the one-packet path.
+#[test]
+fn the_model_is_fed_on_the_single_packet_path_and_skips_random_data() {
+    let (a, _b) = pair(bundle_model);
+    let wire = FakeWire::default();
+    let mut pkt = PacketBuffer::new();
+    for i in 0..64u64 {
+        let n = pkt.load(&random_udp(i, 1300));
+        assert_eq!(a.outbound(&mut pkt, n, &wire), Outcome::Forwarded);
+    }
+    let m = model_of(&a);
+    assert!(m.comp_mbps.is_some(), "{m:?}");
+    assert_eq!(m.decision, "skip", "{m:?}");
+}
