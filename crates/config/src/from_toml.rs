@@ -82,8 +82,8 @@ struct TunnelToml {
     peers: Option<Spanned<Vec<Spanned<String>>>>,
     control: Option<Spanned<String>>,
     encap: Option<Spanned<String>>,
-    encap_sport: Option<u16>,
-    encap_dport: Option<u16>,
+    encap_sport: Option<Spanned<u16>>,
+    encap_dport: Option<Spanned<u16>>,
     workers: Option<Spanned<u32>>,
     offload: Option<bool>,
 }
@@ -381,9 +381,17 @@ fn tunnel_config(t: &TunnelToml, lines: &LineIndex, line: usize) -> Result<Tunne
             .collect::<Result<Vec<_>, _>>()?,
         (None, None) => Vec::new(),
     };
+    // Port 0 is no port: a datagram from it cannot be answered and the kernel would pick a
+    // random one (an SA's `encap espinudp 0 ...` is refused the same way).
+    for (what, v) in [("encap_sport", &t.encap_sport), ("encap_dport", &t.encap_dport)] {
+        if let Some(v) = v.as_ref().filter(|v| *v.get_ref() == 0) {
+            return Err(invalid(lines.of(v), format!("{what} 0 is not a port (1-65535)")));
+        }
+    }
+    let port = |v: &Option<Spanned<u16>>| v.as_ref().map_or(4500, |v| *v.get_ref());
     let udp_encap = match &t.encap {
         None => None,
-        Some(e) if e.get_ref() == "espinudp" => Some((t.encap_sport.unwrap_or(4500), t.encap_dport.unwrap_or(4500))),
+        Some(e) if e.get_ref() == "espinudp" => Some((port(&t.encap_sport), port(&t.encap_dport))),
         Some(e) if e.get_ref() == "none" => None,
         Some(e) => {
             return Err(invalid(
@@ -857,6 +865,35 @@ mod tests {
         assert_eq!(pol.selector.dst_ports, PortRange { lo: 1, hi: 1023 });
         assert_eq!(pol.action, ActionConfig::Protect(vec!["e".into()]));
         c.build(std::time::Duration::ZERO).unwrap();
+    }
+
+    #[test]
+    fn spi_0_and_esn_without_a_window_are_refused() {
+        // RFC 4303 2.1: SPI 0 MUST NOT be sent (in UDP it is RFC 3948's non-ESP marker).
+        let e = err(&esp("").replace("spi = 0x1000", "spi = 0"));
+        assert!(e.to_string().contains("SPI 0 is reserved"), "{e}");
+        let e = err(&format!(
+            "[[sa]]\nname = \"x\"\nxfrm = \"proto esp spi 0 aead 'rfc4106(gcm(aes))' {K20} 128\"\n"
+        ));
+        assert!(e.to_string().contains("SPI 0 is reserved"), "{e}");
+        // ESN with replay_window = 0 (Linux refuses it too).
+        let e = err(&esp("esn = true\nreplay_window = 0\n"));
+        assert!(e.to_string().contains("ESN needs a replay window"), "{e}");
+        parse(&esp("esn = true\n")).unwrap();
+        parse(&esp("replay_window = 0\n")).unwrap();
+    }
+
+    #[test]
+    fn tunnel_encap_port_0_is_refused() {
+        let t =
+            |extra: &str| format!("[tunnel]\nlocal = \"10.0.0.1\"\nencap = \"espinudp\"\npeer = \"10.0.0.2\"\n{extra}");
+        let e = err(&t("encap_sport = 0\n"));
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.to_string().contains("encap_sport 0 is not a port"), "{e}");
+        let e = err(&t("encap_dport = 0\n"));
+        assert!(e.to_string().contains("encap_dport 0 is not a port"), "{e}");
+        let c = parse(&t("encap_sport = 4501\n")).unwrap();
+        assert_eq!(c.tunnel.unwrap().udp_encap, Some((4501, 4500)));
     }
 
     #[test]

@@ -107,6 +107,23 @@ fn sa_errors_are_the_config_files_and_never_show_keys() {
 }
 
 #[test]
+fn sa_add_refuses_spi_0_and_esn_without_a_window() {
+    let mut e = Engine::new();
+    let mut st = State::default();
+    // RFC 4303 2.1: SPI 0 MUST NOT be sent (in UDP it is RFC 3948's non-ESP marker).
+    let msg = err_of(&add(&mut e, &mut st, "z", 0, KEY_OLD));
+    assert!(msg.contains("SPI 0 is reserved"), "{msg}");
+    let h = req(
+        &mut e,
+        &mut st,
+        0,
+        json!({"v":1,"op":"sa.add","name":"n","spec":format!("{} replay-window 0 flag esn", spec(0x10, KEY_OLD))}),
+    );
+    assert!(err_of(&h).contains("ESN needs a replay window"));
+    assert!(e.sad().is_empty());
+}
+
+#[test]
 fn sa_add_list_get_del_and_keys_only_when_asked() {
     let mut e = Engine::new();
     let mut st = State::default();
