@@ -64,10 +64,9 @@ impl Secret {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
-    #[serde(default)]
-    sa: Vec<Spanned<SaToml>>,
-    #[serde(default)]
-    policy: Vec<Spanned<PolicyToml>>,
+    /// `None` when absent; `Some(empty)` when written `sa = []` (on purpose).
+    sa: Option<Vec<Spanned<SaToml>>>,
+    policy: Option<Vec<Spanned<PolicyToml>>>,
     tunnel: Option<Spanned<TunnelToml>>,
 }
 
@@ -293,7 +292,9 @@ pub fn parse_known(text: &str, known: &[&str]) -> Result<Config, ConfigError> {
     })?;
     let mut config = Config::default();
     let mut names: HashMap<String, usize> = known.iter().map(|n| (n.to_string(), 0)).collect();
-    for sa in &file.sa {
+    config.empty_on_purpose =
+        file.sa.as_ref().is_some_and(Vec::is_empty) && file.policy.as_ref().is_some_and(Vec::is_empty);
+    for sa in file.sa.iter().flatten() {
         let name = sa.get_ref().name.get_ref().clone();
         let item = Item::Sa(name.clone());
         let cfg = sa_config(sa.get_ref(), &lines, lines.of(sa)).map_err(|e| e.about(item.clone()))?;
@@ -313,7 +314,7 @@ pub fn parse_known(text: &str, known: &[&str]) -> Result<Config, ConfigError> {
         config.sas.push(cfg);
         config.lines.sas.push(lines.of(sa));
     }
-    for (i, p) in file.policy.iter().enumerate() {
+    for (i, p) in file.policy.iter().flatten().enumerate() {
         let item = Item::Policy {
             index: i + 1,
             name: p.get_ref().name.clone(),

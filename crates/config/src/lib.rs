@@ -118,6 +118,11 @@ pub struct Config {
     pub lines: Lines,
     /// The TOML `[tunnel]` table, for `tunneld` (the engine does not use it).
     pub tunnel: Option<TunnelConfig>,
+    /// The file holds no SA and no policy on purpose: TOML `sa = []` and `policy = []`
+    /// written out, or setkey `flush;` and `spdflush;` with nothing added after them. A
+    /// tunneld reload takes an empty config only then (an empty or cut-short file is refused,
+    /// the running SAs and policies kept).
+    pub empty_on_purpose: bool,
 }
 
 /// `tunneld`'s settings (the TOML `[tunnel]` table): every field optional.

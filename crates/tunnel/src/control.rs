@@ -14,7 +14,7 @@
 //! take the control lock: every change publishes a new data plane they load lock-free.
 
 use crate::tunnel::Tunnel;
-use ipsec_config::{from_toml, show::SaView, ActionConfig, Config};
+use ipsec_config::{from_toml, show::SaView, ActionConfig, Config, PolicyConfig};
 use ipsec_core::sa::Keyed;
 use ipsec_engine::{
     Action, Engine, Event, InstallError, Limit, Limits, Policy, SaConfig, SaEntry, SaId, SharedSa, State as SaState,
@@ -205,7 +205,13 @@ fn policy_from_request(req: &Map<String, Value>, state: &State) -> Result<Policy
     let known: Vec<&str> = state.names.keys().map(String::as_str).collect();
     let c: Config = from_toml::parse_known(&text, &known).map_err(|e| e.describe())?;
     let pc = c.policies.into_iter().next().ok_or("no policy")?;
-    let action = match pc.action {
+    policy_of(&pc, state)
+}
+
+/// A config file's policy with its bundle's SA names resolved to the running SAs: the one
+/// conversion `policy.add` and a reload share.
+fn policy_of(p: &PolicyConfig, state: &State) -> Result<Policy, String> {
+    let action = match &p.action {
         ActionConfig::Bypass => Action::Bypass,
         ActionConfig::Discard => Action::Discard,
         ActionConfig::Protect(names) => Action::Protect(
@@ -216,8 +222,8 @@ fn policy_from_request(req: &Map<String, Value>, state: &State) -> Result<Policy
         ),
     };
     Ok(Policy {
-        dir: pc.dir,
-        selector: pc.selector,
+        dir: p.dir,
+        selector: p.selector,
         action,
     })
 }
