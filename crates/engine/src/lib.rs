@@ -27,7 +27,9 @@ pub use bundle::{AnySa, Bundle, PacketError};
 pub use counters::{CompSnapshot, Counters, DropReason, Drops, ModelSnapshot};
 #[cfg(feature = "std")]
 pub use engine::PlaneHandle;
-pub use engine::{Arrival, DataPlane, Dropped, Engine, Event, SaSnapshot, Snapshot, Verdict, Worker, BATCH, MAX_DEPTH};
+pub use engine::{
+    Arrival, DataPlane, Dropped, Engine, Event, Retired, SaSnapshot, Snapshot, Verdict, Worker, BATCH, MAX_DEPTH,
+};
 pub use lifetime::{Lifetime, Limit, Limits, State, Usage};
 pub use sad::{InstallError, LayerOpened, SaConfig, SaEntry, SaId, Sad, SharedSa};
 pub use spd::{Action, Direction, Flow, Policy, PortRange, Prefix, Selector, Spd};

@@ -503,9 +503,11 @@ fn request(
             only(&req, &["name"])?;
             let name = str_field(&req, "name")?;
             let id = state.id(name).ok_or_else(|| format!("no SA named `{name}`"))?;
+            let ev = sa_event("sa.removed", now, name, id, engine.sad().get(id), json!({}));
             engine.remove_sa(id).map_err(install_error)?;
             state.names.remove(name);
-            events.push(sa_event("sa.removed", now, name, id, engine.sad().get(id), json!({})));
+            state.seq_warned.retain(|&i| i != id);
+            events.push(ev);
             Ok(json!({"id": id.0}))
         }
         "sa.list" => {
@@ -613,10 +615,11 @@ pub fn after_tick(engine: &mut Engine, state: &mut State, events: &[Event], now:
             r.since = now;
         }
         if expired || now.saturating_sub(r.since) >= RETIRE_IDLE {
+            let why = if expired { "expired" } else { "idle" };
+            let ev = sa_event("sa.retired", now, &r.name, r.id, Some(e), json!({ "why": why }));
             if engine.remove_sa(r.id).is_ok() {
-                let e = engine.sad().get(r.id);
-                let why = if expired { "expired" } else { "idle" };
-                out.push(sa_event("sa.retired", now, &r.name, r.id, e, json!({ "why": why })));
+                state.seq_warned.retain(|&i| i != r.id);
+                out.push(ev);
             }
         } else {
             keep.push(r);

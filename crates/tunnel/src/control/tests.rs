@@ -676,3 +676,45 @@ fn a_monitor_that_does_not_read_slows_nobody() {
         stop.store(true, Ordering::Relaxed);
     });
 }
+
+/// Retired SAs are freed (issue #22): 2,000 `sa.update`s, each old SA retired when idle,
+/// leave one SA in the SAD, a `show` and a snapshot the size they were after the first
+/// hundred, and every packet opened counted (live SA + retired total).
+#[test]
+fn rekeys_over_the_socket_leave_no_sa_behind() {
+    let [(mut a, mut sa), (mut b, mut sb)] = pair();
+    let mut w = Worker::new().unwrap();
+    let mut sizes = Vec::new();
+    const N: u32 = 2000;
+    for g in 1..=N {
+        let now = u64::from(g) * (RETIRE_IDLE.as_secs() + 1);
+        let upd = json!({"v":1,"op":"sa.update","name":"ab","spec":spec(0x2000 + g, if g % 2 == 0 { KEY_OLD } else { KEY_NEW })});
+        ok_of(&req(&mut b, &mut sb, now, upd.clone()));
+        ok_of(&req(&mut a, &mut sa, now, upd));
+        let wire = seal(&mut a, now);
+        assert_eq!(open(&b, &mut w, &wire, now), Ok(Verdict::Protected(1)));
+        // One tick later the old SA has been idle for RETIRE_IDLE: retired and freed.
+        let later = Duration::from_secs(now + RETIRE_IDLE.as_secs());
+        for (e, st) in [(&mut a, &mut sa), (&mut b, &mut sb)] {
+            e.poll(later);
+            let ev = after_tick(e, st, &[], later);
+            assert_eq!(ev.len(), 1, "{ev:?}");
+            assert_eq!(ev[0]["event"], "sa.retired");
+            let old = if g == 1 { 0x1000 } else { 0x2000 + g - 1 };
+            assert_eq!(ev[0]["spi"], format!("{old:#x}"));
+        }
+        if g == 100 || g == N {
+            let show = req(&mut b, &mut sb, now, json!({"v":1,"op":"show"}))
+                .response
+                .to_string();
+            let snap = serde_json::to_string(&b.snapshot(later)).unwrap();
+            sizes.push((show.len(), snap.len()));
+        }
+    }
+    assert_eq!((a.sad().len(), b.sad().len()), (1, 1));
+    let (s100, sn) = (sizes[0], sizes[1]);
+    assert!(sn.0 <= s100.0 + 32 && sn.1 <= s100.1 + 32, "{s100:?} -> {sn:?}");
+    let snap = b.snapshot(secs(0));
+    assert_eq!(snap.retired.sas, u64::from(N));
+    assert_eq!(snap.retired.inbound.packets + snap.sas[0].inbound.packets, u64::from(N));
+}
