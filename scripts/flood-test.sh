@@ -203,6 +203,7 @@ def counted(s):
     e = s["engine"]
     n = sum(e["inbound_drops"].values())
     n += sum(sum(sa["inbound"]["drops"].values()) for sa in e["sas"])
+    n += sum(e["retired"]["inbound"]["drops"].values())
     d = s["daemon"]
     return n + d["udp_non_esp"] + d["udp_runts"] + d["udp_keepalives_rx"], d
 b0, b1, a0, a1 = load("b.before"), load("b.after"), load("a.before"), load("a.after")

@@ -543,7 +543,8 @@ pub fn event_text(ev: &Value) -> String {
     t
 }
 
-/// `ipsec monitor`: prints events until the daemon goes away (or `count` events).
+/// `ipsec monitor`: prints events until `count` events (exit 0) or until the daemon goes
+/// away (exit 1, saying so).
 pub fn run_monitor(opts: &ControlOpts, count: Option<u64>) -> ExitCode {
     let mut s = match connect(&opts.control) {
         Ok(s) => s,
@@ -559,7 +560,15 @@ pub fn run_monitor(opts: &ControlOpts, count: Option<u64>) -> ExitCode {
     loop {
         line.clear();
         match r.read_line(&mut line) {
-            Ok(0) => return ExitCode::SUCCESS,
+            // The daemon closed the connection: it stopped, or (before the first line) it
+            // refused without a word. Either way the events end here, which a script should
+            // hear about.
+            Ok(0) if first => return fail("tunneld closed the connection without answering"),
+            Ok(0) => {
+                return fail(format!(
+                    "tunneld closed the connection after {seen} events (did it stop?)"
+                ))
+            }
             Ok(_) => {}
             Err(e) => return fail(format!("reading events: {e}")),
         }

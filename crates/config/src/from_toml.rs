@@ -64,10 +64,9 @@ impl Secret {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
-    #[serde(default)]
-    sa: Vec<Spanned<SaToml>>,
-    #[serde(default)]
-    policy: Vec<Spanned<PolicyToml>>,
+    /// `None` when absent; `Some(empty)` when written `sa = []` (on purpose).
+    sa: Option<Vec<Spanned<SaToml>>>,
+    policy: Option<Vec<Spanned<PolicyToml>>>,
     tunnel: Option<Spanned<TunnelToml>>,
     #[serde(default)]
     connection: Vec<Spanned<crate::connection::ConnectionToml>>,
@@ -84,8 +83,8 @@ struct TunnelToml {
     peers: Option<Spanned<Vec<Spanned<String>>>>,
     control: Option<Spanned<String>>,
     encap: Option<Spanned<String>>,
-    encap_sport: Option<u16>,
-    encap_dport: Option<u16>,
+    encap_sport: Option<Spanned<u16>>,
+    encap_dport: Option<Spanned<u16>>,
     workers: Option<Spanned<u32>>,
     offload: Option<bool>,
 }
@@ -295,7 +294,9 @@ pub fn parse_known(text: &str, known: &[&str]) -> Result<Config, ConfigError> {
     })?;
     let mut config = Config::default();
     let mut names: HashMap<String, usize> = known.iter().map(|n| (n.to_string(), 0)).collect();
-    for sa in &file.sa {
+    config.empty_on_purpose =
+        file.sa.as_ref().is_some_and(Vec::is_empty) && file.policy.as_ref().is_some_and(Vec::is_empty);
+    for sa in file.sa.iter().flatten() {
         let name = sa.get_ref().name.get_ref().clone();
         let item = Item::Sa(name.clone());
         let cfg = sa_config(sa.get_ref(), &lines, lines.of(sa)).map_err(|e| e.about(item.clone()))?;
@@ -315,7 +316,7 @@ pub fn parse_known(text: &str, known: &[&str]) -> Result<Config, ConfigError> {
         config.sas.push(cfg);
         config.lines.sas.push(lines.of(sa));
     }
-    for (i, p) in file.policy.iter().enumerate() {
+    for (i, p) in file.policy.iter().flatten().enumerate() {
         let item = Item::Policy {
             index: i + 1,
             name: p.get_ref().name.clone(),
@@ -400,9 +401,17 @@ fn tunnel_config(t: &TunnelToml, lines: &LineIndex, line: usize) -> Result<Tunne
             .collect::<Result<Vec<_>, _>>()?,
         (None, None) => Vec::new(),
     };
+    // Port 0 is no port: a datagram from it cannot be answered and the kernel would pick a
+    // random one (an SA's `encap espinudp 0 ...` is refused the same way).
+    for (what, v) in [("encap_sport", &t.encap_sport), ("encap_dport", &t.encap_dport)] {
+        if let Some(v) = v.as_ref().filter(|v| *v.get_ref() == 0) {
+            return Err(invalid(lines.of(v), format!("{what} 0 is not a port (1-65535)")));
+        }
+    }
+    let port = |v: &Option<Spanned<u16>>| v.as_ref().map_or(4500, |v| *v.get_ref());
     let udp_encap = match &t.encap {
         None => None,
-        Some(e) if e.get_ref() == "espinudp" => Some((t.encap_sport.unwrap_or(4500), t.encap_dport.unwrap_or(4500))),
+        Some(e) if e.get_ref() == "espinudp" => Some((port(&t.encap_sport), port(&t.encap_dport))),
         Some(e) if e.get_ref() == "none" => None,
         Some(e) => {
             return Err(invalid(
@@ -876,6 +885,35 @@ mod tests {
         assert_eq!(pol.selector.dst_ports, PortRange { lo: 1, hi: 1023 });
         assert_eq!(pol.action, ActionConfig::Protect(vec!["e".into()]));
         c.build(std::time::Duration::ZERO).unwrap();
+    }
+
+    #[test]
+    fn spi_0_and_esn_without_a_window_are_refused() {
+        // RFC 4303 2.1: SPI 0 MUST NOT be sent (in UDP it is RFC 3948's non-ESP marker).
+        let e = err(&esp("").replace("spi = 0x1000", "spi = 0"));
+        assert!(e.to_string().contains("SPI 0 is reserved"), "{e}");
+        let e = err(&format!(
+            "[[sa]]\nname = \"x\"\nxfrm = \"proto esp spi 0 aead 'rfc4106(gcm(aes))' {K20} 128\"\n"
+        ));
+        assert!(e.to_string().contains("SPI 0 is reserved"), "{e}");
+        // ESN with replay_window = 0 (Linux refuses it too).
+        let e = err(&esp("esn = true\nreplay_window = 0\n"));
+        assert!(e.to_string().contains("ESN needs a replay window"), "{e}");
+        parse(&esp("esn = true\n")).unwrap();
+        parse(&esp("replay_window = 0\n")).unwrap();
+    }
+
+    #[test]
+    fn tunnel_encap_port_0_is_refused() {
+        let t =
+            |extra: &str| format!("[tunnel]\nlocal = \"10.0.0.1\"\nencap = \"espinudp\"\npeer = \"10.0.0.2\"\n{extra}");
+        let e = err(&t("encap_sport = 0\n"));
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.to_string().contains("encap_sport 0 is not a port"), "{e}");
+        let e = err(&t("encap_dport = 0\n"));
+        assert!(e.to_string().contains("encap_dport 0 is not a port"), "{e}");
+        let c = parse(&t("encap_sport = 4501\n")).unwrap();
+        assert_eq!(c.tunnel.unwrap().udp_encap, Some((4501, 4500)));
     }
 
     #[test]

@@ -121,6 +121,11 @@ pub struct Config {
     pub tunnel: Option<TunnelConfig>,
     /// The TOML `[[connection]]`s: IKEv2 connections ([`connection`]), for `tunneld`.
     pub connections: Vec<connection::ConnectionConfig>,
+    /// The file holds no SA and no policy on purpose: TOML `sa = []` and `policy = []`
+    /// written out, or setkey `flush;` and `spdflush;` with nothing added after them. A
+    /// tunneld reload takes an empty config only then (an empty or cut-short file is refused,
+    /// the running SAs and policies kept).
+    pub empty_on_purpose: bool,
 }
 
 /// `tunneld`'s settings (the TOML `[tunnel]` table): every field optional.

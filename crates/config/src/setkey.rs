@@ -1017,6 +1017,8 @@ pub fn parse(text: &str, opts: &Options) -> Result<(Config, Vec<Warning>), Confi
     let mut sas: Vec<SaDraft> = Vec::new();
     let mut policies: Vec<PolicyDraft> = Vec::new();
     let mut spdadds = 0;
+    // `flush;` (every protocol) and `spdflush;` seen: an empty result is on purpose.
+    let (mut flushed, mut spdflushed) = (false, false);
     for stmt in statements(text)? {
         let head = &stmt[0];
         match head.text.as_str() {
@@ -1049,12 +1051,14 @@ pub fn parse(text: &str, opts: &Options) -> Result<(Config, Vec<Warning>), Confi
                     return Err(syntax(t.line, format!("unexpected `{}` after flush", t.text)));
                 }
                 sas.retain(|s| only.is_some_and(|p| p != s.config.params.proto));
+                flushed |= only.is_none();
             }
             "spdflush" => {
                 if let Some(t) = stmt.get(1) {
                     return Err(syntax(t.line, format!("unexpected `{}` after spdflush", t.text)));
                 }
                 policies.clear();
+                spdflushed = true;
             }
             w @ ("delete" | "deleteall" | "get" | "dump" | "update" | "spdupdate" | "spddelete" | "spddump"
             | "exit" | "quit" | "bye") => {
@@ -1080,7 +1084,10 @@ pub fn parse(text: &str, opts: &Options) -> Result<(Config, Vec<Warning>), Confi
         s.config.name = name;
     }
     policies.sort_by_key(|p| p.priority);
-    let mut config = Config::default();
+    let mut config = Config {
+        empty_on_purpose: flushed && spdflushed && sas.is_empty() && policies.is_empty(),
+        ..Config::default()
+    };
     for p in &policies {
         let action = match &p.action {
             DraftAction::Bypass => ActionConfig::Bypass,

@@ -164,6 +164,14 @@ impl SaParams {
             a.alg.check_key(a.key.len())?;
             a.alg.check_icv_bits(a.icv_len * 8)?;
         }
+        // RFC 4303 2.1 and RFC 4302 2.4: SPI 0 is reserved for local use and MUST NOT be
+        // sent; in UDP (RFC 3948 2.2) four zero bytes where the SPI goes are the non-ESP
+        // marker, so the peer would take every packet for IKE.
+        if self.spi == 0 && self.proto != Proto::Comp {
+            return Err(Error::InvalidSa(
+                "SPI 0 is reserved (RFC 4303 2.1, RFC 4302 2.4: it MUST NOT be sent; in UDP it is RFC 3948's non-ESP marker)",
+            ));
+        }
         match self.proto {
             Proto::Esp => {
                 if self.aead.is_some() && (self.enc.is_some() || self.integ.is_some()) {
@@ -202,6 +210,14 @@ impl SaParams {
             _ => {}
         }
         replay::ReplayWindow::new(self.replay_window, self.esn)?;
+        // The receiver infers the high 32 bits of an ESN from its window (RFC 4303 3.4.3,
+        // Appendix A): without one it cannot (Linux refuses it too, `xfrm_user`'s
+        // verify_replay).
+        if self.esn && self.replay_window == 0 && self.proto != Proto::Comp {
+            return Err(Error::InvalidSa(
+                "ESN needs a replay window (the receiver infers the high 32 bits from it, RFC 4303 Appendix A)",
+            ));
+        }
         replay::SeqCounter::new(self.initial_seq, self.esn)?;
         Ok(())
     }
@@ -259,6 +275,23 @@ mod tests {
         p.initial_seq = 1 << 32;
         assert!(p.validate().is_err());
         p.esn = true;
+        assert_eq!(p.validate(), Ok(()));
+        // SPI 0 (RFC 4303 2.1: MUST NOT be sent), for ESP and AH.
+        let mut p = esp();
+        p.spi = 0;
+        assert!(matches!(p.validate(), Err(Error::InvalidSa(m)) if m.contains("SPI 0")));
+        let mut p = SaParams::new(Proto::Ah, 0);
+        p.integ = Some(Keyed::new(IntegAlg::HmacSha1, &[2; 20], 12));
+        assert!(matches!(p.validate(), Err(Error::InvalidSa(m)) if m.contains("SPI 0")));
+        p.spi = 1;
+        assert_eq!(p.validate(), Ok(()));
+        // ESN without a replay window: refused; with one, or without ESN: fine.
+        let mut p = esp();
+        p.esn = true;
+        assert_eq!(p.validate(), Ok(()));
+        p.replay_window = 0;
+        assert!(matches!(p.validate(), Err(Error::InvalidSa(m)) if m.contains("ESN needs a replay window")));
+        p.esn = false;
         assert_eq!(p.validate(), Ok(()));
     }
 }

@@ -156,6 +156,14 @@ impl Drops {
     pub fn total(&self) -> u64 {
         DropReason::ALL.iter().map(|&r| self.get(r)).sum()
     }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &Drops) {
+        for r in DropReason::ALL {
+            let s = self.slot(r);
+            *s = s.saturating_add(other.get(r));
+        }
+    }
 }
 
 /// Traffic through one SA in one direction.
@@ -186,6 +194,16 @@ impl Counters {
         self.bytes_before = self.bytes_before.saturating_add(before as u64);
         self.bytes_after = self.bytes_after.saturating_add(after as u64);
         self.overhead_bytes = self.overhead_bytes.saturating_add(wire_minus_plain);
+    }
+
+    /// Adds `other`'s counts to these (totals over several SAs).
+    pub fn add(&mut self, other: &Counters) {
+        self.packets = self.packets.saturating_add(other.packets);
+        self.bytes_before = self.bytes_before.saturating_add(other.bytes_before);
+        self.bytes_after = self.bytes_after.saturating_add(other.bytes_after);
+        self.overhead_bytes = self.overhead_bytes.saturating_add(other.overhead_bytes);
+        self.not_compressed = self.not_compressed.saturating_add(other.not_compressed);
+        self.drops.add(&other.drops);
     }
 }
 

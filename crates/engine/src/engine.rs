@@ -166,12 +166,46 @@ pub struct SaSnapshot {
     pub comp: Option<CompSnapshot>,
 }
 
+/// What was counted on the SAs taken out ([`Engine::remove_sa`]: deleted, or replaced and
+/// retired), added up: once an SA is freed its counters live on here, so no total a snapshot
+/// gives ever goes down and the snapshot stays the size of the SAs installed now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Retired {
+    /// SAs taken out since the engine started.
+    pub sas: u64,
+    /// Of those, the ones not freed yet: a worker still holds a data plane published before
+    /// they were taken out (their counters are counted here already and may still grow).
+    pub held: u64,
+    /// Bytes and packets they were charged against their lifetimes.
+    pub bytes: u64,
+    /// Packets likewise.
+    pub packets: u64,
+    /// Their inbound traffic and drops.
+    pub inbound: Counters,
+    /// Their outbound traffic and drops.
+    pub outbound: Counters,
+}
+
+impl Retired {
+    fn add(&mut self, e: &SaEntry) {
+        let u = e.usage();
+        self.sas += 1;
+        self.bytes = self.bytes.saturating_add(u.bytes);
+        self.packets = self.packets.saturating_add(u.packets);
+        self.inbound.add(&e.inbound());
+        self.outbound.add(&e.outbound());
+    }
+}
+
 /// All counters at one moment; serializes to JSON with the `serde` feature.
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Snapshot {
-    /// Each SA, in install order.
+    /// Each SA installed now, in install order.
     pub sas: Vec<SaSnapshot>,
+    /// The SAs taken out, their counters added up.
+    pub retired: Retired,
     /// Inbound drops not charged to an SA (no SA, policy).
     pub inbound_drops: Drops,
     /// Outbound drops not charged to an SA (policy).
@@ -1097,6 +1131,10 @@ impl<I: Iterator<Item = usize>> CollectLens for I {
 pub struct Engine {
     plane: DataPlane,
     published: Arc<DataPlane>,
+    /// SAs taken out that a data plane in use may still hold (freed by [`Engine::reclaim`]).
+    held: Vec<Arc<SaEntry>>,
+    /// The counters of the SAs freed.
+    retired: Retired,
     #[cfg(feature = "std")]
     handle: PlaneHandle,
     events: VecDeque<Event>,
@@ -1118,6 +1156,8 @@ impl Default for Engine {
             handle: Arc::new(arc_swap::ArcSwap::new(Arc::clone(&published))),
             plane,
             published,
+            held: Vec::new(),
+            retired: Retired::default(),
             events: VecDeque::new(),
             worker: None,
         }
@@ -1263,12 +1303,48 @@ impl Engine {
     }
 
     /// Takes an SA out: inbound packets for it find no SA, and outbound policies that still
-    /// name it drop their packets as `no_sa`. Its counters stay in snapshots.
+    /// name it drop their packets as `no_sa`. It leaves the SAD (its id is never given again)
+    /// and its counters go to the snapshot's [`Retired`] totals. It is freed, keys zeroed,
+    /// once no worker holds a data plane published before now: at once if none does, else
+    /// at a later [`Engine::poll`] (a grace period, as RCU's, that the planes' reference
+    /// counts measure).
     pub fn remove_sa(&mut self, id: SaId) -> Result<(), InstallError> {
         self.plane.sad.get(id).ok_or(InstallError::UnknownSa(id))?;
         self.plane.sad.unindex(id);
+        // Its last events (an expiry raised by a worker) are queued before it goes.
+        self.collect_events_forced();
+        if let Some(e) = self.plane.sad.take(id) {
+            self.held.push(e);
+        }
         self.publish();
+        self.reclaim();
         Ok(())
+    }
+
+    /// Frees the SAs taken out that no data plane holds any more (every worker has moved on
+    /// to a plane published after they went), adding their final counters to the retired
+    /// totals. [`Engine::poll`] calls it; the number still held is [`Retired::held`].
+    pub fn reclaim(&mut self) {
+        let mut keep = Vec::new();
+        for e in core::mem::take(&mut self.held) {
+            // Unique: no plane has it, so no worker can count on it any more (`try_unwrap`
+            // synchronizes with the other holders' drops, and so with their counting).
+            match Arc::try_unwrap(e) {
+                Ok(e) => self.retired.add(&e),
+                Err(e) => keep.push(e),
+            }
+        }
+        self.held = keep;
+    }
+
+    /// The retired totals now: the freed SAs' and those still held.
+    fn retired_now(&self) -> Retired {
+        let mut r = self.retired;
+        for e in &self.held {
+            r.add(e);
+        }
+        r.held = self.held.len() as u64;
+        r
     }
 
     /// The policies.
@@ -1286,6 +1362,10 @@ impl Engine {
         if !self.plane.shared.events.swap(false, Ordering::AcqRel) {
             return;
         }
+        self.collect_events_forced();
+    }
+
+    fn collect_events_forced(&mut self) {
         for (id, e) in self.plane.sad.iter() {
             if !e.has_events() {
                 continue;
@@ -1344,6 +1424,7 @@ impl Engine {
             self.plane.check_limits(e, now);
         }
         self.collect_events();
+        self.reclaim();
     }
 
     /// When [`Engine::poll`] next has something to do: the earliest time limit (soft for a
@@ -1371,6 +1452,7 @@ impl Engine {
     pub fn snapshot(&self, now: Duration) -> Snapshot {
         Snapshot {
             sas: self.plane.sad.iter().map(|(id, e)| sa_snapshot(id, e, now)).collect(),
+            retired: self.retired_now(),
             inbound_drops: self.plane.shared.inbound_drops.load(),
             outbound_drops: self.plane.shared.outbound_drops.load(),
         }

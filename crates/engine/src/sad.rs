@@ -435,9 +435,17 @@ type DstEntry = (Option<IpAddr>, SaId);
 
 /// The installed SAs. Cloning is cheap in SAs (they are shared): the control side clones the
 /// SAD to publish a new data plane.
+///
+/// Ids are never reused: an SA taken out ([`Sad::take`]) leaves no slot behind, so memory
+/// follows the SAs installed now, not every SA there ever was, and an id still held
+/// somewhere (an event, a policy naming a deleted SA) finds nothing rather than another SA.
 #[derive(Debug, Default, Clone)]
 pub struct Sad {
-    entries: Vec<Arc<SaEntry>>,
+    entries: HashMap<SaId, Arc<SaEntry>>,
+    /// The ids in `entries`, ascending (install order).
+    order: Vec<SaId>,
+    /// The next id to give.
+    next: u32,
     /// (protocol, SPI) → the SAs with that pair, each with its destination (if any).
     by_spi: HashMap<(u8, u32), Vec<DstEntry>>,
     /// The tunnel-mode IPComp SAs (few; searched by endpoints).
@@ -468,14 +476,21 @@ impl Sad {
         let (p, spi, dst) = config.key();
         if let Some(list) = self.by_spi.get(&(p, spi)) {
             if let Some((_, id)) = list.iter().find(|(d, _)| *d == dst) {
-                let existing = self.entries[id.0 as usize].config.name.clone();
+                let existing = self.entries.get(id).map_or_else(String::new, |e| e.config.name.clone());
                 return Err(InstallError::Duplicate { existing });
             }
         }
         let sa = SharedSa::with_adaptive(&config.params, config.comp, config.adaptive).map_err(InstallError::Sa)?;
-        let id = SaId(self.entries.len() as u32);
+        if self.next == u32::MAX {
+            return Err(InstallError::Sa(PacketError::Ipsec(ipsec_core::Error::InvalidSa(
+                "no SA id left (2^32 - 1 SAs installed since start)",
+            ))));
+        }
+        let id = SaId(self.next);
+        self.next += 1;
         let ipcomp_tunnel = config.params.proto == Proto::Comp && config.params.mode == Mode::Tunnel;
-        self.entries.push(Arc::new(SaEntry::new(config, sa, now)));
+        self.entries.insert(id, Arc::new(SaEntry::new(config, sa, now)));
+        self.order.push(id);
         self.by_spi.entry((p, spi)).or_default().push((dst, id));
         if ipcomp_tunnel {
             self.ipcomp_tunnels.push(id);
@@ -495,7 +510,7 @@ impl Sad {
 
     /// Takes an SA out of the inbound index; its entry (and counters) stay, marked removed.
     pub(crate) fn unindex(&mut self, id: SaId) {
-        let Some(e) = self.entries.get(id.0 as usize) else {
+        let Some(e) = self.entries.get(&id) else {
             return;
         };
         e.mark_removed();
@@ -506,6 +521,15 @@ impl Sad {
                 self.by_spi.remove(&(p, spi));
             }
         }
+    }
+
+    /// Takes a removed SA ([`Sad::unindex`]) out altogether; the caller keeps it until no
+    /// published data plane holds it.
+    pub(crate) fn take(&mut self, id: SaId) -> Option<Arc<SaEntry>> {
+        let e = self.entries.remove(&id)?;
+        self.order.retain(|&i| i != id);
+        self.ipcomp_tunnels.retain(|&i| i != id);
+        Some(e)
     }
 
     /// The tunnel-mode IPComp SA between `src` and `dst` (which receives IP-in-IP packets its
@@ -520,12 +544,14 @@ impl Sad {
 
     /// An SA by id.
     pub fn get(&self, id: SaId) -> Option<&SaEntry> {
-        self.entries.get(id.0 as usize).map(|e| &**e)
+        self.entries.get(&id).map(|e| &**e)
     }
 
     /// Every SA with its id, in install order.
     pub fn iter(&self) -> impl Iterator<Item = (SaId, &SaEntry)> {
-        self.entries.iter().enumerate().map(|(i, e)| (SaId(i as u32), &**e))
+        self.order
+            .iter()
+            .filter_map(|id| self.entries.get(id).map(|e| (*id, &**e)))
     }
 
     /// Number of SAs.

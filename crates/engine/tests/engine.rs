@@ -732,10 +732,14 @@ fn rekey_replaces_the_sa_and_keeps_packets_in_flight() {
         process(&in_flight, |buf| b.inbound(buf, secs(6))).0.unwrap_err().reason,
         DropReason::NoSa
     );
+    // The removed SA is gone from the SAD and the snapshot; its counters are in `retired`.
     let s = b.snapshot(secs(6));
-    assert_eq!(s.sas[old_id.0 as usize].state, State::Removed);
-    assert_eq!(s.sas[old_id.0 as usize].inbound.packets, 1, "counters survive removal");
-    assert_eq!(serde_json::to_value(&s).unwrap()["sas"][0]["state"], "removed");
+    assert!(b.sad().get(old_id).is_none());
+    assert_eq!(s.sas.iter().map(|x| x.id).collect::<Vec<_>>(), [new_b]);
+    assert_eq!(s.retired.sas, 1);
+    assert_eq!(s.retired.inbound.packets, 1, "counters survive removal");
+    assert_eq!(s.retired.inbound.drops.no_sa, 0);
+    assert_eq!(serde_json::to_value(&s).unwrap()["retired"]["inbound"]["packets"], 1);
     let ah = SaConfig::new("ah", ah_params(0x200, Mode::Transport, None), None);
     assert_eq!(a.replace_sa(new_a, ah, secs(7)), Err(InstallError::ReplaceProtocol));
     assert_eq!(a.remove_sa(SaId(42)), Err(InstallError::UnknownSa(SaId(42))));

@@ -14,14 +14,14 @@
 //! take the control lock: every change publishes a new data plane they load lock-free.
 
 use crate::tunnel::Tunnel;
-use ipsec_config::{from_toml, show::SaView, ActionConfig, Config};
+use ipsec_config::{from_toml, show::SaView, ActionConfig, Config, PolicyConfig};
 use ipsec_core::sa::Keyed;
 use ipsec_engine::{
     Action, Engine, Event, InstallError, Limit, Limits, Policy, SaConfig, SaEntry, SaId, SharedSa, State as SaState,
 };
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -37,13 +37,19 @@ use zeroize::Zeroizing;
 pub const VERSION: u64 = 1;
 /// The longest request line, newline included.
 pub const MAX_REQUEST: usize = 64 * 1024;
-/// How long a client may stay silent before the daemon closes its connection (the socket
-/// serves one client at a time).
+/// How long a client has to send one whole request line, counted from its connection or its
+/// previous response: idle time and a request trickled in a byte at a time count alike, so no
+/// client keeps its connection longer by sending slowly.
 pub const CLIENT_IDLE: Duration = Duration::from_secs(2);
-/// The longest one client may keep the socket, however busy.
+/// The longest one client may stay connected, however busy (checked while it sends, too).
 pub const CLIENT_MAX: Duration = Duration::from_secs(10);
-/// How long a write to a client or monitor may block.
+/// How long writing one response (or the first line to a monitor) may take.
 pub const WRITE_TIMEOUT: Duration = Duration::from_millis(500);
+/// The most clients served at once, each on its own thread with its own deadlines; one more
+/// is answered `busy` and closed (monitors do not count: they hold no thread).
+pub const MAX_CLIENTS: usize = 32;
+/// How often a client's thread, waiting for its client, looks whether tunneld is stopping.
+pub const POLL: Duration = Duration::from_millis(50);
 /// An SA replaced by `sa.update` is removed once it has received nothing for this long.
 pub const RETIRE_IDLE: Duration = Duration::from_secs(5);
 /// `sa.seq_near_exhaustion` is raised when an SA without ESN has used this many sequence
@@ -205,7 +211,13 @@ fn policy_from_request(req: &Map<String, Value>, state: &State) -> Result<Policy
     let known: Vec<&str> = state.names.keys().map(String::as_str).collect();
     let c: Config = from_toml::parse_known(&text, &known).map_err(|e| e.describe())?;
     let pc = c.policies.into_iter().next().ok_or("no policy")?;
-    let action = match pc.action {
+    policy_of(&pc, state)
+}
+
+/// A config file's policy with its bundle's SA names resolved to the running SAs: the one
+/// conversion `policy.add` and a reload share.
+fn policy_of(p: &PolicyConfig, state: &State) -> Result<Policy, String> {
+    let action = match &p.action {
         ActionConfig::Bypass => Action::Bypass,
         ActionConfig::Discard => Action::Discard,
         ActionConfig::Protect(names) => Action::Protect(
@@ -216,8 +228,8 @@ fn policy_from_request(req: &Map<String, Value>, state: &State) -> Result<Policy
         ),
     };
     Ok(Policy {
-        dir: pc.dir,
-        selector: pc.selector,
+        dir: p.dir,
+        selector: p.selector,
         action,
     })
 }
@@ -491,9 +503,11 @@ fn request(
             only(&req, &["name"])?;
             let name = str_field(&req, "name")?;
             let id = state.id(name).ok_or_else(|| format!("no SA named `{name}`"))?;
+            let ev = sa_event("sa.removed", now, name, id, engine.sad().get(id), json!({}));
             engine.remove_sa(id).map_err(install_error)?;
             state.names.remove(name);
-            events.push(sa_event("sa.removed", now, name, id, engine.sad().get(id), json!({})));
+            state.seq_warned.retain(|&i| i != id);
+            events.push(ev);
             Ok(json!({"id": id.0}))
         }
         "sa.list" => {
@@ -601,10 +615,11 @@ pub fn after_tick(engine: &mut Engine, state: &mut State, events: &[Event], now:
             r.since = now;
         }
         if expired || now.saturating_sub(r.since) >= RETIRE_IDLE {
+            let why = if expired { "expired" } else { "idle" };
+            let ev = sa_event("sa.retired", now, &r.name, r.id, Some(e), json!({ "why": why }));
             if engine.remove_sa(r.id).is_ok() {
-                let e = engine.sad().get(r.id);
-                let why = if expired { "expired" } else { "idle" };
-                out.push(sa_event("sa.retired", now, &r.name, r.id, e, json!({ "why": why })));
+                state.seq_warned.retain(|&i| i != r.id);
+                out.push(ev);
             }
         } else {
             keep.push(r);
@@ -672,8 +687,10 @@ impl Control {
         h
     }
 
-    /// After a tick: names the engine's events, retires idle SAs, and publishes.
+    /// After a tick: names the engine's events, retires idle SAs, and publishes; drops
+    /// monitors that hung up.
     pub fn tick(&self, t: &Tunnel, events: &[Event]) {
+        self.prune_monitors();
         let out = {
             let mut st = self.state();
             let mut eng = t.engine();
@@ -721,12 +738,14 @@ impl Control {
         }
     }
 
-    /// Sends events to every monitor (dropping those that fail or block) and to the hook.
+    /// Sends events to every monitor and to the hook. Monitor sockets do not block: one
+    /// whose buffer is full (it does not read) or that is gone is dropped, so no monitor
+    /// delays the request that raised the events.
     pub fn publish(&self, events: &[Value]) {
         if events.is_empty() {
             return;
         }
-        let mut ms = self.monitors.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ms = self.monitors();
         for ev in events {
             let mut line = ev.to_string();
             line.push('\n');
@@ -735,13 +754,37 @@ impl Control {
         }
     }
 
-    fn add_monitor(&self, s: UnixStream) -> bool {
-        let mut ms = self.monitors.lock().unwrap_or_else(|p| p.into_inner());
+    fn monitors(&self) -> MutexGuard<'_, Vec<UnixStream>> {
+        self.monitors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many monitors are connected (those that hung up counted until the next prune).
+    pub fn monitor_count(&self) -> usize {
+        self.monitors().len()
+    }
+
+    /// Drops the monitors whose client hung up: a closed connection reads as end of file
+    /// (what a monitor sends is ignored). Run before a monitor is added and every tick, so
+    /// clients that come and go with no event between do not use up the slots.
+    pub fn prune_monitors(&self) {
+        prune(&mut self.monitors());
+    }
+
+    /// Makes `s` a monitor if a slot is free (after pruning): the response line `ok` is
+    /// written first, under the monitors' lock, so no event comes before it. Otherwise
+    /// answers `too many monitors`. Whether it was added.
+    fn add_monitor(&self, mut s: UnixStream, ok: &Value, stop: &AtomicBool) -> io::Result<bool> {
+        let mut ms = self.monitors();
+        prune(&mut ms);
         if ms.len() >= MAX_MONITORS {
-            return false;
+            let e = error(format!("too many monitors ({MAX_MONITORS}): try again later"));
+            write_line(&mut s, &e, Instant::now() + WRITE_TIMEOUT, stop)?;
+            return Ok(false);
         }
+        write_line(&mut s, ok, Instant::now() + WRITE_TIMEOUT, stop)?;
+        s.set_nonblocking(true)?;
         ms.push(s);
-        true
+        Ok(true)
     }
 
     /// Runs the hook on a thread of its own, killed after [`HOOK_TIMEOUT`].
@@ -762,6 +805,20 @@ impl Control {
             self.hooks_running.fetch_sub(1, Ordering::AcqRel);
         }
     }
+}
+
+/// Drops the monitors (non-blocking sockets) whose client hung up or whose socket failed.
+fn prune(ms: &mut Vec<UnixStream>) {
+    let mut scratch = [0u8; 256];
+    ms.retain_mut(|s| loop {
+        match s.read(&mut scratch) {
+            Ok(0) => return false,
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return false,
+        }
+    });
 }
 
 /// Runs `sh -c cmd` with `input` on its standard input; kills it after `limit`.
@@ -839,22 +896,43 @@ impl ControlSocket {
         })
     }
 
-    /// Serves clients one at a time until `stop` is set.
+    /// Serves clients until `stop` is set: each on a thread of its own (at most
+    /// [`MAX_CLIENTS`]; one more is answered `busy`), with its own deadlines ([`CLIENT_IDLE`]
+    /// for each whole request, [`CLIENT_MAX`] in all), so a slow client delays nobody. Returns
+    /// once every client thread has seen `stop` (within [`POLL`] plus the request in hand).
     pub fn serve(&self, t: &Tunnel, c: &Control, stop: &AtomicBool) {
-        while !stop.load(Ordering::Relaxed) {
-            match self.listener.accept() {
-                Ok((s, _)) => {
-                    if let Err(e) = serve_client(t, c, s, stop) {
-                        info!("control client: {e}");
+        let active = AtomicUsize::new(0);
+        thread::scope(|s| {
+            while !stop.load(Ordering::Relaxed) {
+                match self.listener.accept() {
+                    Ok((conn, _)) => {
+                        if active.load(Ordering::Acquire) >= MAX_CLIENTS {
+                            busy(conn);
+                            continue;
+                        }
+                        active.fetch_add(1, Ordering::AcqRel);
+                        let active = &active;
+                        let spawned = thread::Builder::new()
+                            .name("control-client".into())
+                            .spawn_scoped(s, move || {
+                                if let Err(e) = serve_client(t, c, conn, stop) {
+                                    info!("control client: {e}");
+                                }
+                                active.fetch_sub(1, Ordering::AcqRel);
+                            });
+                        if let Err(e) = spawned {
+                            active.fetch_sub(1, Ordering::AcqRel);
+                            warn!("control socket: starting a client thread: {e}");
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => thread::sleep(Duration::from_millis(20)),
+                    Err(e) => {
+                        warn!("control socket accept: {e}");
+                        thread::sleep(Duration::from_millis(100));
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => thread::sleep(Duration::from_millis(20)),
-                Err(e) => {
-                    warn!("control socket accept: {e}");
-                    thread::sleep(Duration::from_millis(100));
-                }
             }
-        }
+        });
     }
 }
 
@@ -864,74 +942,161 @@ impl Drop for ControlSocket {
     }
 }
 
-/// Reads one line of at most `max` bytes into `out` (without the newline). `Ok(false)` at
-/// the end of the stream; an over-long line is an error (the rest of it is not read).
-pub fn read_line_bounded<R: BufRead>(r: &mut R, out: &mut Vec<u8>, max: usize) -> io::Result<bool> {
-    out.clear();
-    loop {
-        let buf = r.fill_buf()?;
-        if buf.is_empty() {
-            return Ok(!out.is_empty());
+/// Answers a client beyond [`MAX_CLIENTS`] without waiting for it.
+fn busy(conn: UnixStream) {
+    let _ = conn.set_nonblocking(true);
+    let line = format!(
+        "{}\n",
+        error(format!("busy: {MAX_CLIENTS} control clients connected; try again"))
+    );
+    let _ = (&conn).write_all(line.as_bytes());
+    warn!("control socket: {MAX_CLIENTS} clients connected; one more refused");
+}
+
+/// Request lines from one client, each of at most `max` bytes and each due by a deadline
+/// (not per read: a client sending a byte at a time gets no more time than a silent one).
+/// What the client sent beyond a line is kept for the next; every byte is zeroed when
+/// dropped (requests carry keys).
+pub struct RequestReader {
+    pending: Zeroizing<Vec<u8>>,
+    max: usize,
+}
+
+impl RequestReader {
+    /// A reader of lines of at most `max` bytes, newline included.
+    pub fn new(max: usize) -> Self {
+        RequestReader {
+            pending: Zeroizing::new(Vec::new()),
+            max,
         }
-        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (&buf[..i], Some(i + 1)),
-            None => (buf, None),
-        };
-        if out.len() + chunk.len() >= max {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("request longer than {max} bytes"),
-            ));
+    }
+
+    /// The next line (without its newline) read from `s`, which must come whole before
+    /// `deadline`; `Ok(None)` when the client closed (a last line without newline counts).
+    /// Errors: `TimedOut` past the deadline, `InvalidData` for a line longer than `max`,
+    /// `Interrupted` when `stop` is set (looked at every [`POLL`]).
+    pub fn next(
+        &mut self,
+        s: &mut UnixStream,
+        deadline: Instant,
+        stop: &AtomicBool,
+    ) -> io::Result<Option<Zeroizing<Vec<u8>>>> {
+        let mut chunk = Zeroizing::new([0u8; 4096]);
+        let mut scanned = 0;
+        loop {
+            if let Some(i) = self.pending[scanned..].iter().position(|&b| b == b'\n') {
+                let end = scanned + i;
+                if end >= self.max {
+                    break;
+                }
+                let line = Zeroizing::new(self.pending[..end].to_vec());
+                self.pending.drain(..=end);
+                return Ok(Some(line));
+            }
+            scanned = self.pending.len();
+            if self.pending.len() >= self.max {
+                break;
+            }
+            if stop.load(Ordering::Relaxed) {
+                return Err(io::Error::new(io::ErrorKind::Interrupted, "tunneld is stopping"));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no whole request in time: connection closed",
+                ));
+            }
+            s.set_read_timeout(Some((deadline - now).clamp(Duration::from_millis(1), POLL)))?;
+            match s.read(&mut chunk[..]) {
+                Ok(0) if self.pending.is_empty() => return Ok(None),
+                Ok(0) => return Ok(Some(Zeroizing::new(std::mem::take(&mut *self.pending)))),
+                Ok(n) => self.pending.extend_from_slice(&chunk[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(e),
+            }
         }
-        out.extend_from_slice(chunk);
-        let n = done.unwrap_or(buf.len());
-        r.consume(n);
-        if done.is_some() {
-            return Ok(true);
-        }
+        Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("request longer than {} bytes", self.max),
+        ))
     }
 }
 
-fn serve_client(t: &Tunnel, c: &Control, s: UnixStream, stop: &AtomicBool) -> io::Result<()> {
+/// Writes `v` and a newline to `s` by `deadline`, giving up early if `stop` is set.
+fn write_line(s: &mut UnixStream, v: &Value, deadline: Instant, stop: &AtomicBool) -> io::Result<()> {
+    let mut line = Zeroizing::new(v.to_string());
+    line.push('\n');
+    let mut b = line.as_bytes();
+    while !b.is_empty() {
+        let now = Instant::now();
+        if now >= deadline || stop.load(Ordering::Relaxed) {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client does not read its response",
+            ));
+        }
+        s.set_write_timeout(Some((deadline - now).clamp(Duration::from_millis(1), POLL)))?;
+        match s.write(b) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => b = &b[n..],
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn serve_client(t: &Tunnel, c: &Control, mut s: UnixStream, stop: &AtomicBool) -> io::Result<()> {
     s.set_nonblocking(false)?;
-    s.set_read_timeout(Some(CLIENT_IDLE))?;
-    s.set_write_timeout(Some(WRITE_TIMEOUT))?;
-    let mut w = s.try_clone()?;
+    let start = Instant::now();
     let uid = crate::sys::peer_uid(&s)?;
     if uid != 0 {
-        let _ = writeln!(w, "{}", error("only root may use the control socket"));
+        let _ = write_line(
+            &mut s,
+            &error("only root may use the control socket"),
+            start + WRITE_TIMEOUT,
+            stop,
+        );
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!("refused uid {uid}"),
         ));
     }
-    let start = Instant::now();
-    let mut r = BufReader::new(s.take(u64::MAX));
-    let mut line = Zeroizing::new(Vec::new());
-    while !stop.load(Ordering::Relaxed) && start.elapsed() < CLIENT_MAX {
-        match read_line_bounded(&mut r, &mut line, MAX_REQUEST) {
-            Ok(false) => return Ok(()),
-            Ok(true) => {}
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                writeln!(w, "{}", error(e.to_string()))?;
+    let end = start + CLIENT_MAX;
+    let mut r = RequestReader::new(MAX_REQUEST);
+    let mut since = start;
+    loop {
+        let line = match r.next(&mut s, (since + CLIENT_IDLE).min(end), stop) {
+            Ok(Some(l)) => l,
+            Ok(None) => return Ok(()),
+            Err(e) if matches!(e.kind(), io::ErrorKind::InvalidData | io::ErrorKind::TimedOut) => {
+                let _ = write_line(&mut s, &error(e.to_string()), Instant::now() + WRITE_TIMEOUT, stop);
                 return Err(e);
             }
             Err(e) => return Err(e),
-        }
+        };
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         let h = c.request(t, &line);
-        writeln!(w, "{}", h.response)?;
         if h.monitor {
-            w.set_read_timeout(None)?;
-            if !c.add_monitor(w) {
-                return Err(io::Error::other("too many monitors"));
-            }
-            return Ok(());
+            return match c.add_monitor(s, &h.response, stop)? {
+                true => Ok(()),
+                false => Err(io::Error::other("too many monitors")),
+            };
         }
+        write_line(&mut s, &h.response, Instant::now() + WRITE_TIMEOUT, stop)?;
+        since = Instant::now();
     }
-    Ok(())
 }
 
 pub mod reload;

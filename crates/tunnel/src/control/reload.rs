@@ -14,11 +14,20 @@
 //! differs), and only then are removed SAs retired (kept until idle, like a replaced SA, so a
 //! rekey by renaming loses nothing). SAs and policies that did not change are not touched:
 //! their flows, counters, sequence numbers and replay windows go on. Everything is checked
-//! before anything is changed; a file that cannot be applied changes nothing.
+//! before anything is changed; a file that cannot be applied changes nothing. A file with
+//! no SA and no policy is refused ([`EMPTY_REFUSED`]) unless it says so on purpose
+//! ([`Config::empty_on_purpose`]).
 
 use super::*;
 use ipsec_config::{ActionConfig, PolicyConfig};
 use ipsec_engine::{Direction, Selector};
+
+/// Why a reload to a config with no SA and no policy, not written so on purpose, changes
+/// nothing: an empty or cut-short file (an editor's save in progress, a full disk) would
+/// otherwise drop every tunnel.
+pub const EMPTY_REFUSED: &str = "the file has no SA and no policy (empty, or cut short?): the running SAs and \
+policies are kept; to remove them all on purpose write `sa = []` and `policy = []` (setkey: `flush;` and `spdflush;`), \
+or delete them over the control socket";
 
 /// What differs between two configs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -179,7 +188,15 @@ pub struct Applied {
 pub fn apply(engine: &mut Engine, state: &mut State, new: &Config, now: Duration) -> Result<Applied, String> {
     // The file on its own: names, keys, lifetimes, bundles (the start-up checks and messages).
     new.build(now).map_err(|e| e.describe())?;
-    let changes = diff(&running(engine, state), new);
+    let run = running(engine, state);
+    if new.sas.is_empty()
+        && new.policies.is_empty()
+        && !new.empty_on_purpose
+        && !(run.sas.is_empty() && run.policies.is_empty())
+    {
+        return Err(EMPTY_REFUSED.into());
+    }
+    let changes = diff(&run, new);
     let sa = |name: &str| new.sas.iter().find(|s| s.name == name);
     // What the running engine adds: a new or rekeyed SA must not take the SAD slot
     // (protocol, SPI, destination) of an SA still installed, since the old one stays until
@@ -226,23 +243,7 @@ pub fn apply(engine: &mut Engine, state: &mut State, new: &Config, now: Duration
         let ps = new
             .policies
             .iter()
-            .map(|p| {
-                let action = match &p.action {
-                    ActionConfig::Bypass => Action::Bypass,
-                    ActionConfig::Discard => Action::Discard,
-                    ActionConfig::Protect(names) => Action::Protect(
-                        names
-                            .iter()
-                            .map(|n| state.id(n).ok_or_else(|| format!("no SA named `{n}`")))
-                            .collect::<Result<_, _>>()?,
-                    ),
-                };
-                Ok(Policy {
-                    dir: p.dir,
-                    selector: p.selector,
-                    action,
-                })
-            })
+            .map(|p| policy_of(p, state))
             .collect::<Result<Vec<_>, String>>()?;
         for &i in &changes.policies_removed {
             let v = policy_json(i, &old[i - 1], engine);

@@ -3,6 +3,7 @@
 
 use super::*;
 use ipsec_engine::{DropReason, Verdict, Worker};
+use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
 
 const KEY_OLD: &str = "0x0102030405060708090a0b0c0d0e0f1011121314";
@@ -103,6 +104,23 @@ fn sa_errors_are_the_config_files_and_never_show_keys() {
         json!({"v":1,"op":"sa.add","name":"c","spec":spec(0x101, KEY_OLD),"lifetime":{"soft":{"seconds":10},"hard":{"seconds":5}}}),
     );
     assert!(err_of(&h).contains("lifetime"));
+    assert!(e.sad().is_empty());
+}
+
+#[test]
+fn sa_add_refuses_spi_0_and_esn_without_a_window() {
+    let mut e = Engine::new();
+    let mut st = State::default();
+    // RFC 4303 2.1: SPI 0 MUST NOT be sent (in UDP it is RFC 3948's non-ESP marker).
+    let msg = err_of(&add(&mut e, &mut st, "z", 0, KEY_OLD));
+    assert!(msg.contains("SPI 0 is reserved"), "{msg}");
+    let h = req(
+        &mut e,
+        &mut st,
+        0,
+        json!({"v":1,"op":"sa.add","name":"n","spec":format!("{} replay-window 0 flag esn", spec(0x10, KEY_OLD))}),
+    );
+    assert!(err_of(&h).contains("ESN needs a replay window"));
     assert!(e.sad().is_empty());
 }
 
@@ -287,17 +305,49 @@ fn expiry_events_are_named() {
 }
 
 #[test]
-fn over_long_lines_are_refused() {
-    let mut r = io::Cursor::new(b"abc\ndef".to_vec());
-    let mut out = Vec::new();
-    assert!(read_line_bounded(&mut r, &mut out, 16).unwrap());
-    assert_eq!(out, b"abc");
-    assert!(read_line_bounded(&mut r, &mut out, 16).unwrap());
-    assert_eq!(out, b"def");
-    assert!(!read_line_bounded(&mut r, &mut out, 16).unwrap());
-    let mut r = io::Cursor::new(vec![b'x'; 100]);
-    let e = read_line_bounded(&mut r, &mut out, 16).unwrap_err();
-    assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+fn request_lines_are_bounded_in_length_and_time() {
+    let never = AtomicBool::new(false);
+    let soon = || Instant::now() + secs(5);
+    let (mut a, mut b) = UnixStream::pair().unwrap();
+    b.write_all(b"abc\ndef\nxyz").unwrap();
+    drop(b);
+    let mut r = RequestReader::new(16);
+    assert_eq!(&**r.next(&mut a, soon(), &never).unwrap().unwrap(), b"abc");
+    assert_eq!(&**r.next(&mut a, soon(), &never).unwrap().unwrap(), b"def");
+    assert_eq!(&**r.next(&mut a, soon(), &never).unwrap().unwrap(), b"xyz");
+    assert!(r.next(&mut a, soon(), &never).unwrap().is_none());
+    // Too long, with or without a newline at the end.
+    for tail in [&b""[..], b"\n"] {
+        let (mut a, mut b) = UnixStream::pair().unwrap();
+        b.write_all(&[b'x'; 100]).unwrap();
+        b.write_all(tail).unwrap();
+        let e = RequestReader::new(16).next(&mut a, soon(), &never).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+    }
+    // The deadline is for the whole line: bytes trickling in do not extend it.
+    let (mut a, mut b) = UnixStream::pair().unwrap();
+    let t0 = Instant::now();
+    let (e, took) = thread::scope(|s| {
+        s.spawn(move || {
+            for _ in 0..20 {
+                if b.write_all(b"x").is_err() {
+                    return;
+                }
+                thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let e = RequestReader::new(1000).next(&mut a, t0 + Duration::from_millis(300), &never);
+        (e.unwrap_err(), t0.elapsed())
+    });
+    assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+    assert!(took < Duration::from_millis(600), "{took:?}");
+    // A stop is seen within POLL.
+    let (mut a, _b) = UnixStream::pair().unwrap();
+    let stop = AtomicBool::new(true);
+    let t0 = Instant::now();
+    let e = RequestReader::new(16).next(&mut a, soon(), &stop).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::Interrupted);
+    assert!(t0.elapsed() < secs(1));
 }
 
 #[test]
@@ -431,4 +481,240 @@ fn an_sas_encap_is_listed_and_given_back_in_its_spec() {
         sa.get("encap").is_none() && !sa["spec"].as_str().unwrap().contains("encap"),
         "{sa}"
     );
+}
+
+/// A control socket on a fresh path in a temporary directory, with a tunnel core.
+struct Served {
+    dir: PathBuf,
+    path: PathBuf,
+    sock: ControlSocket,
+    t: Tunnel,
+    c: Control,
+}
+
+fn served(tag: &str) -> Served {
+    let dir = std::env::temp_dir().join(format!("ctl-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tunneld.sock");
+    let sock = ControlSocket::bind(&path).unwrap();
+    let t = Tunnel::new(Engine::new(), vec![Ipv4Addr::new(10, 99, 0, 2).into()]);
+    let c = Control::new(&t.engine(), None);
+    Served { dir, path, sock, t, c }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Reads one response line; `None` at end of stream or on an error.
+fn response(r: &mut BufReader<UnixStream>) -> Option<Value> {
+    let mut line = String::new();
+    match r.read_line(&mut line) {
+        Ok(n) if n > 0 => serde_json::from_str(&line).ok(),
+        _ => None,
+    }
+}
+
+/// Issue #22 defect 1: a client that sends part of a request and then a byte every now and
+/// then, never a newline, held the socket (its deadline was checked only between lines):
+/// other clients waited, and so did the daemon's stop. Now every client has its own thread
+/// and a deadline for each whole request.
+#[test]
+fn a_slow_client_delays_no_other_client_and_not_the_stop() {
+    let sv = served("slow");
+    let stop = AtomicBool::new(false);
+    thread::scope(|s| {
+        let serve = s.spawn(|| sv.sock.serve(&sv.t, &sv.c, &stop));
+        // Two trickling clients: part of a request, then a byte every 300 ms.
+        let trickle = |path: &Path| {
+            let mut w = UnixStream::connect(path).unwrap();
+            w.write_all(br#"{"v":1,"op":"sa.li"#).unwrap();
+            w
+        };
+        let mut slow = vec![trickle(&sv.path), trickle(&sv.path)];
+        let t0 = Instant::now();
+        // Meanwhile other clients are answered at once, many times over.
+        let mut fast_worst = Duration::ZERO;
+        let mut cut_off = None;
+        while t0.elapsed() < CLIENT_IDLE + secs(1) {
+            for w in &mut slow {
+                if w.write_all(b" ").is_err() && cut_off.is_none() {
+                    cut_off = Some(t0.elapsed());
+                }
+            }
+            let asked = Instant::now();
+            let mut cl = client(&sv.path);
+            assert_eq!(call(&mut cl, r#"{"v":1,"op":"sa.list"}"#)["ok"], true);
+            fast_worst = fast_worst.max(asked.elapsed());
+            thread::sleep(Duration::from_millis(300));
+        }
+        assert!(fast_worst < secs(1), "a client waited {fast_worst:?} behind a slow one");
+        // The slow ones were told why and closed at their deadline, not later.
+        for w in slow.drain(..) {
+            let mut r = BufReader::new(w);
+            let v = response(&mut r).expect("an error line before the close");
+            assert!(v["error"].as_str().unwrap().contains("no whole request in time"), "{v}");
+            assert!(response(&mut r).is_none());
+        }
+        assert!(
+            cut_off.is_none_or(|c| c < CLIENT_IDLE + secs(1)),
+            "cut off after {cut_off:?}"
+        );
+        // A stop is not held by a client in the middle of a request.
+        let _hold = trickle(&sv.path);
+        thread::sleep(Duration::from_millis(200));
+        let t1 = Instant::now();
+        stop.store(true, Ordering::Relaxed);
+        serve.join().unwrap();
+        assert!(
+            t1.elapsed() < Duration::from_millis(500),
+            "stop took {:?}",
+            t1.elapsed()
+        );
+    });
+}
+
+/// Up to MAX_CLIENTS idle clients are served at once, each for at most CLIENT_IDLE; one
+/// more is answered `busy` at once (not queued behind them), and the slots come back.
+#[test]
+fn idle_clients_are_bounded_and_never_queue_the_others() {
+    let sv = served("idle");
+    let stop = AtomicBool::new(false);
+    thread::scope(|s| {
+        s.spawn(|| sv.sock.serve(&sv.t, &sv.c, &stop));
+        let idle: Vec<UnixStream> = (0..MAX_CLIENTS)
+            .map(|_| UnixStream::connect(&sv.path).unwrap())
+            .collect();
+        thread::sleep(Duration::from_millis(300));
+        let t0 = Instant::now();
+        let mut extra = client(&sv.path);
+        writeln!(extra.1, r#"{{"v":1,"op":"sa.list"}}"#).unwrap();
+        let v = response(&mut extra.0).unwrap();
+        assert!(v["error"].as_str().unwrap().starts_with("busy"), "{v}");
+        assert!(t0.elapsed() < secs(1));
+        // The idle ones are closed after CLIENT_IDLE; then there is room again.
+        thread::sleep(CLIENT_IDLE + Duration::from_millis(500));
+        let mut cl = client(&sv.path);
+        assert_eq!(call(&mut cl, r#"{"v":1,"op":"sa.list"}"#)["ok"], true);
+        drop(idle);
+        stop.store(true, Ordering::Relaxed);
+    });
+}
+
+/// Issue #22 defect 2: monitors that disconnected with no event between used up the slots
+/// (the 17th was answered ok and closed). Now hung-up monitors are dropped before a new one
+/// is counted; with every slot really in use, the next is refused with an error, not `ok`.
+#[test]
+fn monitor_slots_come_back_when_monitors_leave() {
+    let sv = served("mon");
+    let stop = AtomicBool::new(false);
+    thread::scope(|s| {
+        s.spawn(|| sv.sock.serve(&sv.t, &sv.c, &stop));
+        for _ in 0..3 * MAX_MONITORS {
+            let mut m = client(&sv.path);
+            assert_eq!(call(&mut m, r#"{"v":1,"op":"monitor"}"#)["ok"], true);
+        }
+        // This one is a monitor and gets events.
+        let mut m = client(&sv.path);
+        assert_eq!(call(&mut m, r#"{"v":1,"op":"monitor"}"#)["ok"], true);
+        let mut cl = client(&sv.path);
+        let add = json!({"v":1,"op":"sa.add","name":"ab","spec":spec(0x1000, KEY_OLD)}).to_string();
+        assert_eq!(call(&mut cl, &add)["ok"], true);
+        assert_eq!(response(&mut m.0).unwrap()["event"], "sa.added");
+        // All slots in use: refused with a reason.
+        let mut held: Vec<_> = (1..MAX_MONITORS).map(|_| client(&sv.path)).collect();
+        for h in &mut held {
+            assert_eq!(call(h, r#"{"v":1,"op":"monitor"}"#)["ok"], true);
+        }
+        let mut no = client(&sv.path);
+        let v = call(&mut no, r#"{"v":1,"op":"monitor"}"#);
+        assert_eq!(v["ok"], false, "{v}");
+        assert!(v["error"].as_str().unwrap().contains("too many monitors"), "{v}");
+        // One leaves: its slot is free for the next.
+        drop(held.pop());
+        thread::sleep(Duration::from_millis(100));
+        let mut again = client(&sv.path);
+        assert_eq!(call(&mut again, r#"{"v":1,"op":"monitor"}"#)["ok"], true);
+        assert_eq!(sv.c.monitor_count(), MAX_MONITORS);
+        stop.store(true, Ordering::Relaxed);
+    });
+}
+
+/// A monitor that does not read is dropped when its buffer fills; the requests raising the
+/// events are not slowed by it.
+#[test]
+fn a_monitor_that_does_not_read_slows_nobody() {
+    let sv = served("deaf");
+    let stop = AtomicBool::new(false);
+    thread::scope(|s| {
+        s.spawn(|| sv.sock.serve(&sv.t, &sv.c, &stop));
+        let mut deaf = client(&sv.path);
+        assert_eq!(call(&mut deaf, r#"{"v":1,"op":"monitor"}"#)["ok"], true);
+        let mut cl = client(&sv.path);
+        let t0 = Instant::now();
+        for i in 0..400u32 {
+            let add = json!({"v":1,"op":"sa.add","name":format!("s{i}"),"spec":spec(0x1000 + i, KEY_OLD)}).to_string();
+            assert_eq!(call(&mut cl, &add)["ok"], true);
+            let del = json!({"v":1,"op":"sa.del","name":format!("s{i}")}).to_string();
+            assert_eq!(call(&mut cl, &del)["ok"], true);
+            if i % 50 == 49 {
+                cl = client(&sv.path); // within CLIENT_MAX
+            }
+        }
+        assert!(t0.elapsed() < secs(20), "{:?}", t0.elapsed());
+        assert_eq!(sv.c.monitor_count(), 0, "the deaf monitor is dropped");
+        // What it got is whole lines up to where it was dropped.
+        deaf.1.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut n = 0;
+        while let Some(v) = response(&mut deaf.0) {
+            assert!(v["event"].is_string());
+            n += 1;
+        }
+        assert!(n > 100, "{n}");
+        stop.store(true, Ordering::Relaxed);
+    });
+}
+
+/// Retired SAs are freed (issue #22): 2,000 `sa.update`s, each old SA retired when idle,
+/// leave one SA in the SAD, a `show` and a snapshot the size they were after the first
+/// hundred, and every packet opened counted (live SA + retired total).
+#[test]
+fn rekeys_over_the_socket_leave_no_sa_behind() {
+    let [(mut a, mut sa), (mut b, mut sb)] = pair();
+    let mut w = Worker::new().unwrap();
+    let mut sizes = Vec::new();
+    const N: u32 = 2000;
+    for g in 1..=N {
+        let now = u64::from(g) * (RETIRE_IDLE.as_secs() + 1);
+        let upd = json!({"v":1,"op":"sa.update","name":"ab","spec":spec(0x2000 + g, if g % 2 == 0 { KEY_OLD } else { KEY_NEW })});
+        ok_of(&req(&mut b, &mut sb, now, upd.clone()));
+        ok_of(&req(&mut a, &mut sa, now, upd));
+        let wire = seal(&mut a, now);
+        assert_eq!(open(&b, &mut w, &wire, now), Ok(Verdict::Protected(1)));
+        // One tick later the old SA has been idle for RETIRE_IDLE: retired and freed.
+        let later = Duration::from_secs(now + RETIRE_IDLE.as_secs());
+        for (e, st) in [(&mut a, &mut sa), (&mut b, &mut sb)] {
+            e.poll(later);
+            let ev = after_tick(e, st, &[], later);
+            assert_eq!(ev.len(), 1, "{ev:?}");
+            assert_eq!(ev[0]["event"], "sa.retired");
+            let old = if g == 1 { 0x1000 } else { 0x2000 + g - 1 };
+            assert_eq!(ev[0]["spi"], format!("{old:#x}"));
+        }
+        if g == 100 || g == N {
+            let show = req(&mut b, &mut sb, now, json!({"v":1,"op":"show"}))
+                .response
+                .to_string();
+            let snap = serde_json::to_string(&b.snapshot(later)).unwrap();
+            sizes.push((show.len(), snap.len()));
+        }
+    }
+    assert_eq!((a.sad().len(), b.sad().len()), (1, 1));
+    let (s100, sn) = (sizes[0], sizes[1]);
+    assert!(sn.0 <= s100.0 + 32 && sn.1 <= s100.1 + 32, "{s100:?} -> {sn:?}");
+    let snap = b.snapshot(secs(0));
+    assert_eq!(snap.retired.sas, u64::from(N));
+    assert_eq!(snap.retired.inbound.packets + snap.sas[0].inbound.packets, u64::from(N));
 }

@@ -29,8 +29,11 @@ pub const GSO_TCPV6: u8 = 4;
 pub const GSO_UDP_L4: u8 = 5;
 /// `gso_type` bit: ECN (CWR is set on the first segment only).
 pub const GSO_ECN: u8 = 0x80;
-/// The most segments one super-packet may be cut into.
-pub const MAX_SEGMENTS: usize = 1024;
+/// The most segments one super-packet may be cut into: one per payload byte of the largest
+/// one. The kernel builds super-packets of thousands of segments when a peer advertises a
+/// tiny MSS (MSS 48: about 1,360); segments are written one at a time into the batch, so the
+/// count costs no memory and the loop is bounded by the packet's length.
+pub const MAX_SEGMENTS: usize = MAX_SUPER;
 /// The largest super-packet (IPv4's and IPv6's length field).
 pub const MAX_SUPER: usize = 65535;
 
@@ -48,8 +51,9 @@ pub enum OffloadError {
     Truncated,
     /// A GSO type other than TCPv4, TCPv6 and UDP_L4.
     UnsupportedGso(u8),
-    /// A super-packet that is not plain TCP (or, for UDP_L4, UDP) over IPv4 (no fragment) or
-    /// IPv6 (no extension header), or whose IP version does not match the GSO type.
+    /// A super-packet that is not TCP (or, for UDP_L4, UDP) over IPv4 (not a fragment) or
+    /// IPv6 (extension headers other than Hop-by-Hop, Destination Options or a finished
+    /// Routing header not allowed), or whose IP version does not match the GSO type.
     NotTcp,
     /// `gso_size` 0, or more than [`MAX_SEGMENTS`] segments.
     BadGsoSize,
@@ -157,12 +161,34 @@ impl Layout {
 
 /// The layout of `p` if it is TCP over IPv4 (no options restriction, not a fragment) or IPv6
 /// (no extension header) with a complete TCP header; the total from the IP length field.
+/// What GRO coalesces.
 fn tcp_layout(p: &[u8]) -> Option<Layout> {
-    l4_layout(p, PROTO_TCP)
+    l4_layout(p, PROTO_TCP, false)
 }
 
-/// [`tcp_layout`] for transport protocol `proto` (TCP or UDP, whose header is 8 bytes).
-fn l4_layout(p: &[u8], proto: u8) -> Option<Layout> {
+/// The length of an IPv6 packet's fixed header and the extension headers a segment repeats
+/// (as the kernel's `ipv6_gso_segment` does): Hop-by-Hop and Destination Options (RFC 8200
+/// 4.3, 4.6), and a Routing header whose Segments Left is 0 (so the destination in the fixed
+/// header is the final one, which the pseudo-header needs, RFC 8200 8.1). A Fragment header,
+/// a Routing header still to be processed, or anything but `proto` after them: `None`. The
+/// walk is bounded by the packet ([`ipsec_core::ip::walk_ipv6_ext`]).
+fn ipv6_headers(p: &[u8], proto: u8) -> Option<usize> {
+    let mut ok = true;
+    let split = ipsec_core::ip::walk_ipv6_ext(p, |h| {
+        ok &= match h.kind {
+            ipsec_core::ip::proto::HOPOPTS | ipsec_core::ip::proto::DSTOPTS => true,
+            ipsec_core::ip::proto::ROUTING => p.get(h.offset + 3) == Some(&0),
+            _ => false,
+        }
+    })
+    .ok()?;
+    (ok && split.next == proto).then_some(split.offset)
+}
+
+/// The layout of `p` if it carries transport protocol `proto` (TCP, or UDP whose header is 8
+/// bytes); with `ext`, IPv6 extension headers a segmenter repeats are allowed
+/// ([`ipv6_headers`]).
+fn l4_layout(p: &[u8], proto: u8, ext: bool) -> Option<Layout> {
     let (v6, ip, total) = match p.first()? >> 4 {
         4 => {
             let ihl = usize::from(p[0] & 0x0f) * 4;
@@ -175,10 +201,17 @@ fn l4_layout(p: &[u8], proto: u8) -> Option<Layout> {
             (false, ihl, usize::from(u16::from_be_bytes([p[2], p[3]])))
         }
         6 => {
-            if p.len() < 40 || p[6] != proto {
+            if p.len() < 40 {
                 return None;
             }
-            (true, 40, 40 + usize::from(u16::from_be_bytes([p[4], p[5]])))
+            let ip = if p[6] == proto {
+                40
+            } else if ext {
+                ipv6_headers(p, proto)?
+            } else {
+                return None;
+            };
+            (true, ip, 40 + usize::from(u16::from_be_bytes([p[4], p[5]])))
         }
         _ => return None,
     };
@@ -238,7 +271,7 @@ impl Segmenter {
             GSO_UDP_L4 => (None, PROTO_UDP),
             t => return Err(OffloadError::UnsupportedGso(t)),
         };
-        let layout = l4_layout(p, proto).ok_or(OffloadError::NotTcp)?;
+        let layout = l4_layout(p, proto, true).ok_or(OffloadError::NotTcp)?;
         if v6.is_some_and(|v6| layout.v6 != v6) {
             return Err(OffloadError::NotTcp);
         }
@@ -276,6 +309,7 @@ impl Segmenter {
         out[h..len].copy_from_slice(&p[from..to]);
         let (ip, tcp) = out[..len].split_at_mut(l.ip);
         if l.v6 {
+            // The payload length covers the extension headers, which each segment repeats.
             ip[4..6].copy_from_slice(&((len - 40) as u16).to_be_bytes());
         } else {
             ip[2..4].copy_from_slice(&(len as u16).to_be_bytes());

@@ -226,6 +226,49 @@ fn a_file_that_cannot_be_applied_changes_nothing() {
     }
 }
 
+/// An empty or cut-short file (no SA, no policy) is refused and the running config kept,
+/// unless it is empty on purpose: TOML `sa = []` and `policy = []`, setkey `flush;` and
+/// `spdflush;`.
+#[test]
+fn an_empty_file_is_refused_unless_empty_on_purpose() {
+    let text = [sa("x", 0x10, KEY1), pol("out", 2, "x")].concat();
+    let (mut e, mut st) = running_of(&text);
+    let before = running(&e, &st);
+    let setkey = |t: &str| ipsec_config::parse(t, ipsec_config::Format::Setkey).unwrap().config;
+    for new in [
+        cfg(""),
+        cfg("# only a comment\n"),
+        cfg("[tunnel]\npeer = \"10.99.0.2\"\n"),
+        cfg("sa = []\n"),
+        setkey("flush;\n"),
+        setkey("spdflush;\n"),
+        setkey("# nothing\n"),
+    ] {
+        let err = apply(&mut e, &mut st, &new, secs(1)).unwrap_err();
+        assert_eq!(err, EMPTY_REFUSED);
+        assert_eq!(running(&e, &st), before);
+        assert!(st.retiring().is_empty());
+    }
+    // setkey's flushes followed by an add are not empty: an ordinary reload.
+    assert!(
+        !setkey("flush;\nspdflush;\nadd 10.0.0.1 10.0.0.2 esp 0x300 -E null -A hmac-sha1 \"12345678901234567890\";\n")
+            .empty_on_purpose
+    );
+    // On purpose: everything goes (SAs retired as a removed SA is: kept until idle).
+    for new in [cfg("sa = []\npolicy = []\n"), setkey("flush;\nspdflush;\n")] {
+        assert!(new.empty_on_purpose);
+        let (mut e, mut st) = running_of(&text);
+        let a = apply(&mut e, &mut st, &new, secs(1)).unwrap();
+        assert_eq!(a.changes.removed, ["x"]);
+        assert_eq!(a.changes.policies_removed, [1]);
+        assert!(e.spd().policies().is_empty());
+        assert_eq!(st.retiring().len(), 1);
+    }
+    // An empty file on an empty daemon changes nothing and is no error.
+    let (mut e, mut st) = (Engine::new(), State::default());
+    assert!(apply(&mut e, &mut st, &cfg(""), secs(1)).unwrap().changes.is_empty());
+}
+
 #[test]
 fn a_policy_on_an_sa_deleted_over_the_socket_is_replaced() {
     let text = [sa("x", 0x10, KEY1), pol("out", 2, "x")].concat();
