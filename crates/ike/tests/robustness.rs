@@ -116,7 +116,13 @@ fn random_chains_behind_valid_headers() {
         }
         let l = m.len() as u32;
         m[24..28].copy_from_slice(&l.to_be_bytes());
-        let _ = b.handle_datagram(std::time::Duration::ZERO, format!("{B_IP}:500").parse().unwrap(), format!("{A_IP}:500").parse().unwrap(), &m, &mut rng);
+        let _ = b.handle_datagram(
+            std::time::Duration::ZERO,
+            format!("{B_IP}:500").parse().unwrap(),
+            format!("{A_IP}:500").parse().unwrap(),
+            &m,
+            &mut rng,
+        );
         while b.poll_transmit().is_some() {}
         while b.poll_event().is_some() {}
     }
