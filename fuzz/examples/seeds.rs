@@ -156,7 +156,14 @@ fn main() {
 fn ike_seeds(root: &Path) {
     use ipsec_fuzz::ike;
     use rand_chacha::rand_core::SeedableRng;
-    for (n, proposal) in ["aes128gcm16-prfsha256-x25519", "aes256-sha256-modp2048", "aes128gcm16-prfsha256-ecp256"].iter().enumerate() {
+    for (n, proposal) in [
+        "aes128gcm16-prfsha256-x25519",
+        "aes256-sha256-modp2048",
+        "aes128gcm16-prfsha256-ecp256",
+    ]
+    .iter()
+    .enumerate()
+    {
         let mut i = ipsec_ike::Endpoint::new(ike::initiator(proposal));
         let mut r = ipsec_ike::Endpoint::new(ike::responder());
         let mut irng = rand_chacha::ChaCha20Rng::seed_from_u64(ike::INITIATOR_SEED);
@@ -206,7 +213,11 @@ fn ike_seeds(root: &Path) {
         assert!(up && down, "the ike_responder seed {proposal} does not replay");
         write(root, "ike_responder", &format!("x{n}"), &seed);
     }
-    for s in ["aes128gcm16-prfsha256-x25519, aes256-sha256-ecp384", "10.1.0.0/16[tcp/443]", "vpn.example.org"] {
+    for s in [
+        "aes128gcm16-prfsha256-x25519, aes256-sha256-ecp384",
+        "10.1.0.0/16[tcp/443]",
+        "vpn.example.org",
+    ] {
         write(root, "ike_parse", &format!("t{}", s.len()), s.as_bytes());
     }
 }

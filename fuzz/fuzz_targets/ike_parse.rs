@@ -14,7 +14,10 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(m) = message::Message::parse(data) {
         if let Some((off, _)) = m.chain.sk {
-            for (e, i) in [(Encr::AesGcm16_128, None), (Encr::AesCbc128, Some(Integ::HmacSha256_128))] {
+            for (e, i) in [
+                (Encr::AesGcm16_128, None),
+                (Encr::AesCbc128, Some(Integ::HmacSha256_128)),
+            ] {
                 let sk = SkCipher::new(e, i, &vec![1; e.keymat_len()], &vec![2; i.map_or(0, |i| i.key_len())]).unwrap();
                 let _ = sk.open(data, off);
             }

@@ -240,13 +240,24 @@ pub mod ike {
 
     /// An initiator matching [`responder`] with proposal `ike`.
     pub fn initiator(ike: &str) -> Config {
-        Config::new(vec![conn("i", INITIATOR, RESPONDER, ike, "10.1.0.0/16", "10.2.0.0/16", "aes128gcm16")])
+        Config::new(vec![conn(
+            "i",
+            INITIATOR,
+            RESPONDER,
+            ike,
+            "10.1.0.0/16",
+            "10.2.0.0/16",
+            "aes128gcm16",
+        )])
     }
 
     /// (local, remote) of a datagram to the responder on port 500 or 4500.
     pub fn addrs(natt: bool) -> (SocketAddr, SocketAddr) {
         let p = if natt { 4500 } else { 500 };
-        (format!("{RESPONDER}:{p}").parse().unwrap(), format!("{INITIATOR}:{p}").parse().unwrap())
+        (
+            format!("{RESPONDER}:{p}").parse().unwrap(),
+            format!("{INITIATOR}:{p}").parse().unwrap(),
+        )
     }
 
     /// Splits a fuzz input into datagrams: `[flags u8][len u16 BE][bytes]`...; flag bit 0 =
