@@ -138,9 +138,11 @@ pub fn run_ike(cmd: &IkeCmd, opts: &ControlOpts) -> ExitCode {
         IkeCmd::Initiate { name } => respond(opts, &json!({"v":1,"op":"ike.initiate","name":name}).to_string(), |v| {
             format!("{}: initiating (IKE SPI {})", s(&v["conn"]), s(&v["spi"]))
         }),
-        IkeCmd::Terminate { name } => respond(opts, &json!({"v":1,"op":"ike.terminate","name":name}).to_string(), |v| {
-            format!("{}: deleting", s(&v["conn"]))
-        }),
+        IkeCmd::Terminate { name } => respond(
+            opts,
+            &json!({"v":1,"op":"ike.terminate","name":name}).to_string(),
+            |v| format!("{}: deleting", s(&v["conn"])),
+        ),
         IkeCmd::List => respond(opts, r#"{"v":1,"op":"ike.list"}"#, |v| {
             let t = ike_text(v);
             if t.is_empty() {

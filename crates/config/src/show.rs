@@ -380,17 +380,41 @@ impl Effective {
         for c in &self.connections {
             let _ = writeln!(out, "\nIKEv2 connection {} (line {}):", c.name, c.line);
             let _ = writeln!(out, "  addresses {} <-> {}", c.addrs.0, c.addrs.1);
-            let _ = writeln!(out, "  ids       {} <-> {} (pre-shared key from the secrets file)", c.ids.0, c.ids.1);
+            let _ = writeln!(
+                out,
+                "  ids       {} <-> {} (pre-shared key from the secrets file)",
+                c.ids.0, c.ids.1
+            );
             let _ = writeln!(out, "  proposals {}", c.proposals.join(", "));
             let _ = writeln!(
                 out,
                 "  ESP in UDP {}; liveness checks {}",
-                if c.encap { "always" } else { "always (tunneld's IKE children go in UDP)" },
-                if c.dpd_delay == 0 { "off".to_string() } else { format!("every {} s", c.dpd_delay) }
+                if c.encap {
+                    "always"
+                } else {
+                    "always (tunneld's IKE children go in UDP)"
+                },
+                if c.dpd_delay == 0 {
+                    "off".to_string()
+                } else {
+                    format!("every {} s", c.dpd_delay)
+                }
             );
             for (name, l, r, p, start) in &c.children {
-                let any = |v: &Vec<String>| if v.is_empty() { "dynamic".to_string() } else { v.join(", ") };
-                let _ = writeln!(out, "  child {name}: {} <-> {}; ESP {}; start {start}", any(l), any(r), p.join(", "));
+                let any = |v: &Vec<String>| {
+                    if v.is_empty() {
+                        "dynamic".to_string()
+                    } else {
+                        v.join(", ")
+                    }
+                };
+                let _ = writeln!(
+                    out,
+                    "  child {name}: {} <-> {}; ESP {}; start {start}",
+                    any(l),
+                    any(r),
+                    p.join(", ")
+                );
             }
         }
         out
