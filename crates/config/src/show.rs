@@ -136,8 +136,23 @@ pub struct ConnectionView {
     pub encap: bool,
     /// Liveness checks every this many seconds (0: off).
     pub dpd_delay: u64,
-    /// Per child: name, local selectors, remote selectors, ESP proposals, start action.
-    pub children: Vec<(String, Vec<String>, Vec<String>, Vec<String>, String)>,
+    /// The child SAs.
+    pub children: Vec<ChildView>,
+}
+
+/// One child of a connection as `ipsec check-config` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChildView {
+    /// Its name.
+    pub name: String,
+    /// Local traffic selectors (empty: dynamic).
+    pub local_ts: Vec<String>,
+    /// Remote traffic selectors (empty: dynamic).
+    pub remote_ts: Vec<String>,
+    /// ESP proposals.
+    pub esp_proposals: Vec<String>,
+    /// `start`, `trap` or `none`.
+    pub start_action: String,
 }
 
 fn alg<A: Copy>(k: &Option<Keyed<A>>, name: impl Fn(A) -> &'static str, icv: bool, salt: usize) -> Option<AlgView> {
@@ -256,14 +271,12 @@ impl Effective {
                 children: c
                     .children
                     .iter()
-                    .map(|ch| {
-                        (
-                            ch.name.clone(),
-                            ch.local_ts.clone(),
-                            ch.remote_ts.clone(),
-                            ch.esp_proposals.clone(),
-                            format!("{:?}", ch.start_action).to_lowercase(),
-                        )
+                    .map(|ch| ChildView {
+                        name: ch.name.clone(),
+                        local_ts: ch.local_ts.clone(),
+                        remote_ts: ch.remote_ts.clone(),
+                        esp_proposals: ch.esp_proposals.clone(),
+                        start_action: format!("{:?}", ch.start_action).to_lowercase(),
                     })
                     .collect(),
             })
@@ -400,7 +413,7 @@ impl Effective {
                     format!("every {} s", c.dpd_delay)
                 }
             );
-            for (name, l, r, p, start) in &c.children {
+            for ch in &c.children {
                 let any = |v: &Vec<String>| {
                     if v.is_empty() {
                         "dynamic".to_string()
@@ -410,10 +423,12 @@ impl Effective {
                 };
                 let _ = writeln!(
                     out,
-                    "  child {name}: {} <-> {}; ESP {}; start {start}",
-                    any(l),
-                    any(r),
-                    p.join(", ")
+                    "  child {}: {} <-> {}; ESP {}; start {}",
+                    ch.name,
+                    any(&ch.local_ts),
+                    any(&ch.remote_ts),
+                    ch.esp_proposals.join(", "),
+                    ch.start_action
                 );
             }
         }
