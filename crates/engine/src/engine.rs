@@ -337,6 +337,13 @@ impl DataPlane {
         self.shared.events.store(true, Ordering::Release);
     }
 
+    /// Whether an SA raised an event (a byte or packet limit reached on traffic) that the
+    /// control side has not collected yet ([`Engine::next_event`]): one atomic load, so a
+    /// daemon can look often and take the control side's lock only when there is something.
+    pub fn events_pending(&self) -> bool {
+        self.shared.events.load(Ordering::Acquire)
+    }
+
     fn drop_engine(&self, dir: Direction, reason: DropReason, error: Option<PacketError>) -> Dropped {
         match dir {
             Direction::In => self.shared.inbound_drops.count(reason),
