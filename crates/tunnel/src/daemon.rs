@@ -1,9 +1,10 @@
 //! The daemon: opens the multi-queue TUN device and the sockets, runs one outbound thread
 //! per worker (its TUN queue), one inbound thread per worker's UDP socket (ESP in UDP) and
-//! one per raw socket, ticks once a second on the calling thread (engine
-//! lifetimes, events logged, the stats file rewritten) and stops cleanly when the stop flag is
-//! set: every loop wakes at least every [`WAIT`] to look at it, the threads are joined, and
-//! the final counters are written before [`run`] returns.
+//! one per raw socket, and the ticker on the calling thread, which sleeps until something is
+//! due (the engine's next time limit, the next stats write, the control side's tick, the next
+//! NAT-keepalive); it stops cleanly when the stop flag is set: every loop wakes at least every
+//! [`WAIT`] to look at it, the threads are joined, and the final counters are written before
+//! [`run`] returns. The signal handlers ([`Signals`]) are installed by the caller first thing.
 
 use crate::control::{Control, ControlSocket};
 use crate::raw::{RawRx, RawTx};
@@ -24,7 +25,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
-/// How often the ticker runs.
+/// How often the stats file is rewritten and the control side ticks.
 pub const TICK: Duration = Duration::from_secs(1);
 /// The longest a device read waits before its loop looks at the stop flag again.
 pub const WAIT: Duration = Duration::from_millis(200);
