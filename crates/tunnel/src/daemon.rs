@@ -288,6 +288,14 @@ impl IkeParts {
             let local = SocketAddr::new(local.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), sport);
             h.datagram(local, from, d);
         }));
+        if let Some(traps) = crate::ike::Traps::of(&setup.config).map_err(io::Error::other)? {
+            let h = handle.clone();
+            tunnel.set_trap(Box::new(move |p: &[u8]| {
+                if let Some((conn, child, sel)) = traps.matches(p) {
+                    h.acquire(conn, child, sel);
+                }
+            }));
+        }
         let keylog = match &setup.keylog {
             Some(d) => Some(crate::ike::KeyLog::new(d.clone()).map_err(context(format!("--keylog {}", d.display())))?),
             None => None,
