@@ -70,6 +70,9 @@ pub struct Options {
     pub offload: bool,
     /// The config file SIGHUP reloads ([`Control::reload`]); `None`: SIGHUP is not handled.
     pub reload: Option<PathBuf>,
+    /// Once every device, socket and the control socket are open, run as this user (a name
+    /// or a uid) with no capability and no way to regain one ([`sys::drop_privileges`]).
+    pub user: Option<String>,
 }
 
 impl Default for Options {
@@ -87,6 +90,7 @@ impl Default for Options {
             workers: 0,
             offload: true,
             reload: None,
+            user: None,
         }
     }
 }
@@ -233,6 +237,11 @@ pub fn run_with_ike(
         udp: underlay.udp_firsts(),
         notify: crate::sd_notify::Notifier::from_env(),
     };
+    if let Some(u) = &opts.user {
+        let (uid, gid) = sys::lookup_user(u).map_err(context(format!("--user {u}")))?;
+        sys::drop_privileges(uid, gid).map_err(context(format!("dropping privileges to {u}")))?;
+        info!("running as {u} (uid {uid}, gid {gid}) with no capabilities and no new privileges: everything tunneld needs is open");
+    }
     let services = Services {
         socket: socket.as_ref(),
         ike,
