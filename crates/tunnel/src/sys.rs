@@ -326,6 +326,11 @@ pub fn mtu(name: &str) -> io::Result<u32> {
 
 /// Sets the MTU of interface `name`. Needs CAP_NET_ADMIN.
 pub fn set_mtu(name: &str, mtu: u32) -> io::Result<()> {
+    // A persistent device the administrator set up already (`ip tuntap add ... user U`, `ip
+    // link set ... mtu`) needs no change, and so no privilege.
+    if self::mtu(name).is_ok_and(|m| m == mtu) {
+        return Ok(());
+    }
     let mut ifr = ifreq(name)?;
     ifr.ifr_ifru.ifru_mtu = libc::c_int::try_from(mtu)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("MTU {mtu} too large")))?;
@@ -344,6 +349,9 @@ pub fn flags(name: &str) -> io::Result<libc::c_short> {
 /// Brings interface `name` up. Needs CAP_NET_ADMIN.
 pub fn set_up(name: &str) -> io::Result<()> {
     let f = flags(name)?;
+    if f & libc::IFF_UP as libc::c_short != 0 {
+        return Ok(());
+    }
     let mut ifr = ifreq(name)?;
     ifr.ifr_ifru.ifru_flags = f | libc::IFF_UP as libc::c_short;
     ifreq_ioctl(libc::SIOCSIFFLAGS, &mut ifr).map_err(|e| with_name(name, e, "bringing up"))
@@ -419,7 +427,13 @@ pub fn drop_privileges(uid: u32, gid: u32) -> io::Result<()> {
         }
     }
     let status = std::fs::read_to_string("/proc/self/status")?;
-    let field = |k: &str| status.lines().find_map(|l| l.strip_prefix(k)).map(str::trim).unwrap_or("");
+    let field = |k: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(str::trim)
+            .unwrap_or("")
+    };
     let uids: Vec<&str> = field("Uid:").split_whitespace().collect();
     if uids.iter().any(|u| u.parse::<u32>().ok() != Some(uid)) || uids.is_empty() {
         return Err(io::Error::other(format!("still running with uids {uids:?}")));
