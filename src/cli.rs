@@ -1,8 +1,9 @@
-//! The command lines of `ipsec` ([`Cli`]), as a library item so that man pages and shell
+//! The command lines of `ipsec` ([`Cli`]) and `tunneld` ([`TunneldArgs`]), as library items so that man pages and shell
 //! completions can be generated from the same definitions (`examples/gen-man.rs`).
 
 use crate::spec;
 use clap::{Args, Parser, Subcommand};
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 /// `ipsec`.
@@ -115,4 +116,66 @@ pub struct OpenArgs {
     /// that begin in the middle of an SA, e.g. beyond 2^32 with ESN).
     #[arg(long, value_name = "N")]
     pub seq: Option<u64>,
+}
+
+/// `tunneld`.
+#[derive(Parser)]
+#[command(
+    name = "tunneld",
+    version,
+    about = "Carry a TUN device's packets to peers through ESP, AH and IPComp (userspace IPsec over IPv4/IPv6 raw sockets or ESP in UDP)"
+)]
+pub struct TunneldArgs {
+    /// The config file: SAs and policies (TOML or setkey, as `ipsec check-config` takes
+    /// them) and, in TOML, the `[tunnel]` table.
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// The TUN device's name (default: `[tunnel] tun`, else ipsec0).
+    #[arg(long, value_name = "NAME")]
+    pub tun: Option<String>,
+    /// Write the counters as JSON to FILE every second and on exit (replaced atomically).
+    #[arg(long, value_name = "FILE")]
+    pub stats: Option<PathBuf>,
+    /// The control socket (Unix, mode 0600, root only; `ipsec sa|policy|show|monitor` speak
+    /// to it). Default: `[tunnel] control`, else none.
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<PathBuf>,
+    /// Run CMD (by `sh -c`) for every event (SA added, replaced, removed, soft or hard
+    /// expiry, ...) with the event's JSON on its standard input; killed after 10 s.
+    #[arg(long = "on-event", value_name = "CMD")]
+    pub on_event: Option<String>,
+    /// Worker threads, each with its own TUN queue (default: `[tunnel] workers`, else one per
+    /// core).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub workers: Option<u16>,
+    /// No TUN offloads (default: `[tunnel] offload`, else on): plain reads and writes, no
+    /// TSO segmentation or GRO coalescing.
+    #[arg(long)]
+    pub no_offload: bool,
+    /// This host's underlay address, IPv4 or IPv6; give it twice for one of each (default:
+    /// `[tunnel] local`).
+    #[arg(long, value_name = "ADDR")]
+    pub local: Vec<IpAddr>,
+    /// A peer's underlay address, IPv4 or IPv6; repeat it for several peers (default:
+    /// `[tunnel] peer` or `peers`; none: any address the SAs tunnel to).
+    #[arg(long, value_name = "ADDR")]
+    pub peer: Vec<IpAddr>,
+    /// The secrets file with the IKE connections' pre-shared keys (TOML `[[ike]]` entries,
+    /// mode 0600 or stricter; default: [tunnel] secrets).
+    #[arg(long, value_name = "FILE")]
+    pub secrets: Option<PathBuf>,
+    /// Write every IKE and ESP key to DIR as Wireshark's `ikev2_decryption_table` and
+    /// `esp_sa` tables, so tshark can decrypt the traffic. For tests and debugging only:
+    /// anyone who reads DIR decrypts this host's traffic. Off by default.
+    #[arg(long, value_name = "DIR")]
+    pub keylog: Option<PathBuf>,
+    /// Run as USER (a name or a uid) once the TUN device, the sockets and the control socket
+    /// are open: tunneld then keeps no capability at all and cannot regain one
+    /// (PR_SET_NO_NEW_PRIVS). The stats file's directory and the config file (SIGHUP) must
+    /// be writable and readable by USER.
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+    /// Log level: error, warn, info, debug (every dropped packet) or trace.
+    #[arg(long, value_name = "LEVEL", default_value = "info")]
+    pub log: String,
 }
