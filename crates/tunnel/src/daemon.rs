@@ -184,7 +184,8 @@ pub fn run_with_ike(
     hup: &AtomicBool,
 ) -> io::Result<Report> {
     let protocols = inbound_protocols(&engine);
-    if protocols.is_empty() {
+    // With IKE the policies come when its child SAs are up.
+    if protocols.is_empty() && ike.is_none() {
         warn!("no inbound policy protects anything: nothing will be received from the peer");
     }
     let workers = match opts.workers {
