@@ -142,7 +142,7 @@ table ip iinat {
   }
 }
 table ip iiguard {
-  chain fwd {
+  chain guard {
     type filter hook forward priority filter; policy drop;
     ct state established,related accept
     iifname "$2" oifname "$1" accept

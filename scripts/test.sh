@@ -20,6 +20,8 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 # tunneld end to end in two network namespaces: only as root with /dev/net/tun and a working
 # `ip netns` (otherwise it says why it was skipped); about 40 s.
 bash scripts/netns-test.sh --if-possible
+# tunneld's IKEv2 against strongSwan (docs/ike-interop.md): root only, like the netns test.
+bash scripts/ike-interop.sh --if-possible
 IPSEC_BIN="$PWD/target/release/ipsec" python3 -m pytest tests/interop -q -p no:cacheprovider
 # Short fuzz pass over every cargo-fuzz target (about 25 s each, two at a time; scripts/fuzz.sh).
 bash scripts/fuzz.sh 25
