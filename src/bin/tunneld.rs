@@ -67,6 +67,15 @@ struct Args {
     /// `[tunnel] peer` or `peers`; none: any address the SAs tunnel to).
     #[arg(long, value_name = "ADDR")]
     peer: Vec<IpAddr>,
+    /// The secrets file with the IKE connections' pre-shared keys (TOML `[[ike]]` entries,
+    /// mode 0600 or stricter; default: [tunnel] secrets).
+    #[arg(long, value_name = "FILE")]
+    secrets: Option<PathBuf>,
+    /// Write every IKE and ESP key to DIR as Wireshark's `ikev2_decryption_table` and
+    /// `esp_sa` tables, so tshark can decrypt the traffic. For tests and debugging only:
+    /// anyone who reads DIR decrypts this host's traffic. Off by default.
+    #[arg(long, value_name = "DIR")]
+    keylog: Option<PathBuf>,
     /// Log level: error, warn, info, debug (every dropped packet) or trace.
     #[arg(long, value_name = "LEVEL", default_value = "info")]
     log: String,
@@ -97,13 +106,35 @@ fn main() -> ExitCode {
         t.peers = args.peer.clone();
     }
     // ESP in UDP from the SAs' `encap espinudp` or [tunnel] encap (they must agree).
-    let udp_encap = match loaded.config.udp_encap_for_tunneld() {
+    let mut udp_encap = match loaded.config.udp_encap_for_tunneld() {
         Ok(u) => u,
         Err(e) => {
             eprintln!("tunneld: {}", e.in_file(&file));
             return ExitCode::from(2);
         }
     };
+    // IKEv2 connections: their keys from the secrets file; their peers join [tunnel]'s; their
+    // child SAs go in UDP (port 4500), so the ESP-in-UDP sockets are opened.
+    let ike = match ike_setup(&loaded.config, &args, &t) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("tunneld: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(i) = &ike {
+        for c in &i.config.connections {
+            if !t.local.contains(&c.local_addr) {
+                t.local.push(c.local_addr);
+            }
+            if let Some(r) = c.remote_addr {
+                if !t.peers.contains(&r) {
+                    t.peers.push(r);
+                }
+            }
+        }
+        udp_encap = Some(udp_encap.unwrap_or((4500, 4500)));
+    }
     if let Err(e) = config::check_underlay(&t.local, &t.peers, udp_encap.is_some()) {
         eprintln!("tunneld: {e}");
         return ExitCode::from(2);
@@ -148,11 +179,42 @@ fn main() -> ExitCode {
         reload: Some(args.config.clone()),
         ..Options::default()
     };
-    match daemon::run(engine, &opts, &stop) {
+    match daemon::run_with_ike(engine, &opts, ike, &stop) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tunneld: {e}");
             ExitCode::from(1)
         }
     }
+}
+
+/// The IKE setup of the config's `[[connection]]`s (None: there are none): each with its
+/// pre-shared key from the secrets file (`--secrets` or `[tunnel] secrets`).
+fn ike_setup(c: &config::Config, args: &Args, t: &config::TunnelConfig) -> Result<Option<daemon::IkeSetup>, String> {
+    if c.connections.is_empty() {
+        if args.keylog.is_some() {
+            return Err("--keylog: the config has no [[connection]] (IKE)".into());
+        }
+        return Ok(None);
+    }
+    let path = args
+        .secrets
+        .clone()
+        .or_else(|| t.secrets.clone())
+        .ok_or("the config has IKE connections: their pre-shared keys come from a secrets file (--secrets FILE or [tunnel] secrets)")?;
+    let secrets = ipsec_config::connection::Secrets::load(&path)?;
+    let mut conns = Vec::new();
+    for conn in &c.connections {
+        if conn.remote_addr.is_none() {
+            return Err(format!(
+                "connection `{}`: tunneld needs remote_addrs (the peer's address) for now",
+                conn.name
+            ));
+        }
+        conns.push(conn.to_ike(&secrets)?);
+    }
+    Ok(Some(daemon::IkeSetup {
+        config: ipsec_ike::Config::new(conns),
+        keylog: args.keylog.clone(),
+    }))
 }

@@ -82,6 +82,7 @@ struct TunnelToml {
     peer: Option<Spanned<String>>,
     peers: Option<Spanned<Vec<Spanned<String>>>>,
     control: Option<Spanned<String>>,
+    secrets: Option<Spanned<String>>,
     encap: Option<Spanned<String>>,
     encap_sport: Option<Spanned<u16>>,
     encap_dport: Option<Spanned<u16>>,
@@ -435,6 +436,7 @@ fn tunnel_config(t: &TunnelToml, lines: &LineIndex, line: usize) -> Result<Tunne
         local,
         peers,
         control: t.control.as_ref().map(|c| std::path::PathBuf::from(c.get_ref())),
+        secrets: t.secrets.as_ref().map(|c| std::path::PathBuf::from(c.get_ref())),
         workers: match &t.workers {
             Some(w) if !(1..=256).contains(w.get_ref()) => {
                 return Err(invalid(lines.of(w), format!("workers {} is not in 1-256", w.get_ref())))

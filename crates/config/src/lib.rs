@@ -140,6 +140,7 @@ pub struct Config {
 /// peer = "10.99.0.2"      # the peer's: sealed packets to other addresses are dropped;
 ///                         # several: peers = ["10.99.0.2", "fd00:99::3"]
 /// control = "/run/tunneld.sock"  # the control socket (tunneld --control overrides it)
+/// secrets = "/etc/ipsec-tunneld/secrets.toml"  # IKE pre-shared keys, mode 0600 (--secrets)
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TunnelConfig {
@@ -156,6 +157,8 @@ pub struct TunnelConfig {
     pub peers: Vec<std::net::IpAddr>,
     /// The control socket's path.
     pub control: Option<std::path::PathBuf>,
+    /// The secrets file with the IKE connections' pre-shared keys ([`connection::Secrets`]).
+    pub secrets: Option<std::path::PathBuf>,
     /// `encap = "espinudp"`: ESP in UDP (RFC 3948) from port `encap_sport` to `encap_dport`
     /// (both 4500 by default). SAs may carry it instead (`encap espinudp`): see
     /// [`Config::udp_encap_for_tunneld`].

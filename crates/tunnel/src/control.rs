@@ -651,6 +651,8 @@ pub fn after_tick(engine: &mut Engine, state: &mut State, events: &[Event], now:
 /// The control side of a running tunneld: its [`State`], the monitors, the hook.
 pub struct Control {
     state: Mutex<State>,
+    /// The IKE thread, when tunneld runs IKE (`ike.*` requests, IKE SAs in `show`).
+    ike: std::sync::OnceLock<crate::ike::IkeHandle>,
     monitors: Mutex<Vec<UnixStream>>,
     hook: Option<String>,
     hooks_running: Arc<AtomicUsize>,
@@ -662,6 +664,7 @@ impl Control {
     pub fn new(engine: &Engine, hook: Option<String>) -> Self {
         Control {
             state: Mutex::new(State::from_engine(engine)),
+            ike: std::sync::OnceLock::new(),
             monitors: Mutex::new(Vec::new()),
             hook,
             hooks_running: Arc::new(AtomicUsize::new(0)),
@@ -673,9 +676,42 @@ impl Control {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Hands `ike.*` requests (and the IKE part of `show`) to the IKE thread.
+    pub fn set_ike(&self, h: crate::ike::IkeHandle) {
+        let _ = self.ike.set(h);
+    }
+
+    /// `ike.initiate`, `ike.terminate` (`{"v":1,"op":"ike.initiate","name":"CONN"}`) and
+    /// `ike.list`: answered by the IKE thread; `None` for any other request.
+    fn ike_request(&self, line: &[u8]) -> Option<Handled> {
+        let req: Value = serde_json::from_slice(line).ok()?;
+        let op = req.get("op")?.as_str()?;
+        if !op.starts_with("ike.") {
+            return None;
+        }
+        let r = match self.ike.get() {
+            None => Err("this tunneld runs no IKE (no [[connection]] in its config)".to_string()),
+            Some(_) if req.get("v").and_then(Value::as_u64) != Some(VERSION) => {
+                Err(format!("missing or unsupported `v`: this tunneld speaks v {VERSION}"))
+            }
+            Some(h) => h.request(op, req.get("name").and_then(Value::as_str)),
+        };
+        Some(Handled {
+            response: match r {
+                Ok(v) => ok(v),
+                Err(e) => error(e),
+            },
+            events: Vec::new(),
+            monitor: false,
+        })
+    }
+
     /// Handles one request against the tunnel's engine and publishes its events.
     pub fn request(&self, t: &Tunnel, line: &[u8]) -> Handled {
-        let h = {
+        if let Some(h) = self.ike_request(line) {
+            return h;
+        }
+        let mut h = {
             let mut st = self.state();
             let mut eng = t.engine();
             handle(line, &mut eng, &mut st, t.now())
@@ -684,6 +720,15 @@ impl Control {
             info!("control: {ev}");
         }
         self.publish(&h.events);
+        // `show` lists the IKE SAs too (asked of the IKE thread with no lock held).
+        if let Some(ike) = self.ike.get() {
+            let is_show = serde_json::from_slice::<Value>(line).is_ok_and(|r| r["op"] == "show");
+            if is_show && h.response["ok"] == true {
+                if let Ok(list) = ike.request("ike.list", None) {
+                    h.response["ike_sas"] = list["ike_sas"].clone();
+                }
+            }
+        }
         h
     }
 
@@ -736,6 +781,109 @@ impl Control {
                 Err(e)
             }
         }
+    }
+
+    /// IKE: installs a negotiated child SA pair ([`crate::ike::child_sas`]): both SAs under
+    /// their `ike:` names, then one protect policy per direction and selector pair, after the
+    /// config's policies; events `sa.added` and `policy.added`. All or nothing.
+    pub fn ike_install(&self, t: &Tunnel, c: crate::ike::ChildSas) -> Result<(), String> {
+        let now = t.now();
+        let mut events = Vec::new();
+        let r = {
+            let mut st = self.state();
+            let mut eng = t.engine();
+            let tag = || json!({"ike": true});
+            let out = add_sa(&mut eng, &mut st, c.out, now, &mut events, tag())?;
+            let inb = match add_sa(&mut eng, &mut st, c.inb, now, &mut events, tag()) {
+                Ok(id) => id,
+                Err(e) => {
+                    st.names.retain(|_, &mut id| id != out);
+                    let _ = eng.remove_sa(out);
+                    return Err(e);
+                }
+            };
+            let mut ps = eng.spd().policies().to_vec();
+            for (o, i) in &c.selectors {
+                ps.push(Policy {
+                    dir: ipsec_engine::Direction::Out,
+                    selector: *o,
+                    action: Action::Protect(vec![out]),
+                });
+                ps.push(Policy {
+                    dir: ipsec_engine::Direction::In,
+                    selector: *i,
+                    action: Action::Protect(vec![inb]),
+                });
+            }
+            match eng.set_policies(ps) {
+                Ok(()) => {
+                    let n = eng.spd().policies().len();
+                    for k in n + 1 - 2 * c.selectors.len()..=n {
+                        let v = policy_json(k, &eng.spd().policies()[k - 1], &eng);
+                        events.push(event("policy.added", now, json!({"policy": v, "ike": true})));
+                    }
+                    Ok(())
+                }
+                Err(e) => {
+                    for id in [out, inb] {
+                        st.names.retain(|_, &mut x| x != id);
+                        let _ = eng.remove_sa(id);
+                    }
+                    Err(install_error(e))
+                }
+            }
+        };
+        for ev in &events {
+            info!("control: {ev}");
+        }
+        self.publish(&events);
+        r
+    }
+
+    /// IKE: removes the SAs named `names` and every policy that protects with them; events
+    /// `policy.removed` and `sa.removed`. Names not installed are skipped.
+    pub fn ike_remove(&self, t: &Tunnel, names: &[String]) {
+        let now = t.now();
+        let mut events = Vec::new();
+        {
+            let mut st = self.state();
+            let mut eng = t.engine();
+            let ids: Vec<(String, SaId)> = names
+                .iter()
+                .filter_map(|n| st.id(n).map(|id| (n.clone(), id)))
+                .collect();
+            let ps = eng.spd().policies().to_vec();
+            let keep: Vec<Policy> = ps
+                .iter()
+                .filter(
+                    |p| !matches!(&p.action, Action::Protect(v) if v.iter().any(|x| ids.iter().any(|(_, id)| id == x))),
+                )
+                .cloned()
+                .collect();
+            if keep.len() != ps.len() {
+                for (i, p) in ps.iter().enumerate() {
+                    if !keep.contains(p) {
+                        let v = policy_json(i + 1, p, &eng);
+                        events.push(event("policy.removed", now, json!({"policy": v, "ike": true})));
+                    }
+                }
+                if let Err(e) = eng.set_policies(keep) {
+                    warn!("IKE: removing policies: {}", install_error(e));
+                }
+            }
+            for (name, id) in ids {
+                let ev = sa_event("sa.removed", now, &name, id, eng.sad().get(id), json!({"ike": true}));
+                if eng.remove_sa(id).is_ok() {
+                    st.names.remove(&name);
+                    st.seq_warned.retain(|&i| i != id);
+                    events.push(ev);
+                }
+            }
+        }
+        for ev in &events {
+            info!("control: {ev}");
+        }
+        self.publish(&events);
     }
 
     /// Sends events to every monitor and to the hook. Monitor sockets do not block: one

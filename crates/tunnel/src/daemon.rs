@@ -16,7 +16,7 @@ use crate::underlay::{ByFamily, UnderlayRx, UnderlayTx};
 use ipsec_engine::udp_encap;
 use ipsec_engine::Engine;
 use std::io;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -118,9 +118,24 @@ pub fn init_logging(level: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+/// IKEv2 for the daemon ([`crate::ike`]): the endpoint's configuration and the key log.
+pub struct IkeSetup {
+    /// The connections (ports: 500, and the ESP-in-UDP port for NAT-T).
+    pub config: ipsec_ike::Config,
+    /// `--keylog DIR`: Wireshark's key tables (off by default).
+    pub keylog: Option<PathBuf>,
+}
+
 /// Runs the daemon until `stop` is set; returns the final counters (also written to the
 /// stats file). Fails only while setting up (device, sockets, interface settings).
 pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Report> {
+    run_with_ike(engine, opts, None, stop)
+}
+
+/// [`run`], with IKEv2 when `ike` is given: UDP port 500 is bound on the local addresses, the
+/// ESP-in-UDP sockets (which must be configured: `opts.udp_encap`) hand their non-ESP
+/// datagrams to the IKE thread, which installs the child SAs it negotiates.
+pub fn run_with_ike(engine: Engine, opts: &Options, ike: Option<IkeSetup>, stop: &AtomicBool) -> io::Result<Report> {
     let protocols = inbound_protocols(&engine);
     if protocols.is_empty() {
         warn!("no inbound policy protects anything: nothing will be received from the peer");
@@ -231,7 +246,53 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
         }
         None => None,
     };
-    let tunnel = Tunnel::new(engine, opts.peers.clone());
+    let mut tunnel = Tunnel::new(engine, opts.peers.clone());
+    let mut ike_parts = None;
+    if let Some(setup) = ike {
+        let Some((sport, _)) = opts.udp_encap else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "IKE needs the ESP-in-UDP sockets (its child SAs go in UDP)",
+            ));
+        };
+        let (handle, inputs) = crate::ike::IkeHandle::new();
+        let locals: Vec<IpAddr> = [local4.map(IpAddr::V4), (want6).then_some(IpAddr::V6(local6))]
+            .into_iter()
+            .flatten()
+            .collect();
+        let mut sockets = Vec::new();
+        for &l in &locals {
+            let s = std::net::UdpSocket::bind(SocketAddr::new(l, setup.config.ike_port)).map_err(context(format!(
+                "binding UDP port {} on {l} for IKE",
+                setup.config.ike_port
+            )))?;
+            s.set_nonblocking(true)?;
+            sockets.push(s);
+        }
+        let h = handle.clone();
+        let (l4, l6) = (local4, local6);
+        tunnel.set_non_esp(Box::new(move |d: &[u8], from: SocketAddr| {
+            let local = match from {
+                SocketAddr::V4(_) => SocketAddr::new(IpAddr::V4(l4.unwrap_or(Ipv4Addr::UNSPECIFIED)), sport),
+                SocketAddr::V6(_) => SocketAddr::new(IpAddr::V6(l6), sport),
+            };
+            h.datagram(local, from, d);
+        }));
+        let keylog = match &setup.keylog {
+            Some(d) => Some(crate::ike::KeyLog::new(d.clone()).map_err(context(format!("--keylog {}", d.display())))?),
+            None => None,
+        };
+        let mut config = setup.config;
+        config.natt_port = sport;
+        config.export_ike_keys = keylog.is_some();
+        info!(
+            "IKE: {} connection(s), UDP {} and {sport} on {}",
+            config.connections.len(),
+            config.ike_port,
+            list(&locals)
+        );
+        ike_parts = Some((handle, inputs, sockets, keylog, ipsec_ike::Endpoint::new(config)));
+    }
     // Worker i: TUN queue i -> engine -> its sender (per IP version); its UDP sockets (ESP in
     // UDP) -> engine -> TUN queue i. Raw sockets (one per protocol and version: each raw
     // socket gets a copy of every packet, so they cannot be spread) write to queue 0.
@@ -302,6 +363,26 @@ pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Repo
             // Let the threads already started end, so the scope can.
             stop.store(true, Ordering::Relaxed);
             return result;
+        }
+        if let Some((handle, inputs, sockets, keylog, endpoint)) = ike_parts.take() {
+            control.set_ike(handle);
+            let c = &control;
+            let natt: Vec<(&UdpEncap, IpAddr)> = [&udp4, &udp6]
+                .into_iter()
+                .flatten()
+                .map(|g| (&g[0], g[0].local()))
+                .collect();
+            result = thread::Builder::new()
+                .name("ike".into())
+                .spawn_scoped(s, move || {
+                    let socks = crate::ike::IkeSockets { ike: sockets, natt };
+                    crate::ike::run(t, c, endpoint, &socks, &inputs, keylog.as_ref(), stop)
+                })
+                .map(drop);
+            if result.is_err() {
+                stop.store(true, Ordering::Relaxed);
+                return result;
+            }
         }
         if let Some(sock) = &socket {
             let c = &control;

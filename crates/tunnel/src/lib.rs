@@ -30,6 +30,7 @@
 pub mod control;
 pub mod counters;
 pub mod daemon;
+pub mod ike;
 pub mod outer;
 pub mod packet;
 pub mod raw;

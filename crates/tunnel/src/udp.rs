@@ -333,6 +333,11 @@ impl UdpEncap {
             .map(|e| (e.peer, e.current(), e.learned.load().is_some()))
     }
 
+    /// The address the socket is bound to.
+    pub fn local(&self) -> IpAddr {
+        self.local
+    }
+
     /// The port the socket is bound to.
     pub fn local_port(&self) -> io::Result<u16> {
         Ok(self.sock.local_addr()?.as_socket().map_or(0, |a| a.port()))
@@ -350,6 +355,12 @@ impl UdpEncap {
             }
         }
         (sent, err)
+    }
+
+    /// Sends one datagram (an IKE message with its non-ESP marker) from this socket's port to
+    /// `to`: IKE shares port 4500 with ESP in UDP (RFC 3948 2.2).
+    pub fn send_datagram(&self, payload: &[u8], to: SocketAddr) -> io::Result<()> {
+        self.sock.send_to(payload, &SockAddr::from(to)).map(drop)
     }
 
     /// The context of a datagram from `from` that was found to be `kind`.

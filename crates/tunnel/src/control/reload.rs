@@ -139,8 +139,16 @@ pub fn diff(old: &Config, new: &Config) -> Changes {
 /// The running SAs (by name, in install order) and policies (their bundles by SA name) as a
 /// config. A policy naming an SA that no longer has a name (deleted over the socket) names
 /// it `#ID`, which no config file can match.
+///
+/// The SAs IKE installed (named `ike:...`) and the policies that protect with them are not
+/// the config file's: they are left out here, and a reload keeps them ([`apply`]).
 pub fn running(engine: &Engine, state: &State) -> Config {
-    let mut named: Vec<(SaId, &String)> = state.names.iter().map(|(n, &id)| (id, n)).collect();
+    let mut named: Vec<(SaId, &String)> = state
+        .names
+        .iter()
+        .filter(|(n, _)| !n.starts_with(crate::ike::IKE_PREFIX))
+        .map(|(n, &id)| (id, n))
+        .collect();
     named.sort();
     let sas = named
         .iter()
@@ -156,6 +164,7 @@ pub fn running(engine: &Engine, state: &State) -> Config {
         .spd()
         .policies()
         .iter()
+        .filter(|p| !ike_policy(p, state))
         .map(|p| PolicyConfig {
             name: None,
             dir: p.dir,
@@ -172,6 +181,13 @@ pub fn running(engine: &Engine, state: &State) -> Config {
         policies,
         ..Config::default()
     }
+}
+
+/// Whether `p` protects with an SA IKE installed.
+fn ike_policy(p: &ipsec_engine::Policy, state: &State) -> bool {
+    matches!(&p.action, Action::Protect(ids) if ids.iter().any(|&id| {
+        state.names.iter().any(|(n, &x)| x == id && n.starts_with(crate::ike::IKE_PREFIX))
+    }))
 }
 
 /// What a reload did.
@@ -249,7 +265,11 @@ pub fn apply(engine: &mut Engine, state: &mut State, new: &Config, now: Duration
             let v = policy_json(i, &old[i - 1], engine);
             events.push(event("policy.removed", now, json!({"policy": v, "reload": true})));
         }
-        engine.set_policies(ps).map_err(install_error)?;
+        // IKE's policies stay, after the file's.
+        let ike: Vec<_> = old.iter().filter(|p| ike_policy(p, state)).cloned().collect();
+        engine
+            .set_policies(ps.into_iter().chain(ike).collect())
+            .map_err(install_error)?;
         for &i in &changes.policies_added {
             let v = policy_json(i, &engine.spd().policies()[i - 1], engine);
             events.push(event("policy.added", now, json!({"policy": v, "reload": true})));

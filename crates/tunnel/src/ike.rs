@@ -1,0 +1,641 @@
+//! IKEv2 in tunneld: one thread drives the sans-IO [`ipsec_ike::Endpoint`] — datagrams from
+//! UDP port 500 (its own sockets) and from port 4500 (the ESP-in-UDP sockets hand it the
+//! datagrams that carry the non-ESP marker, RFC 3948 2.2), commands from the control socket,
+//! and the endpoint's next deadline — and turns its events into SAs and policies installed
+//! through the control side ([`Control::ike_install`], the path `ipsec sa add` takes), so
+//! `ipsec show`, `ipsec monitor`, the stats file and the metrics see them like any other SA.
+//!
+//! - A child SA pair becomes two ESP SAs named `ike:CONN/CHILD/out-SPI` and `.../in-SPI`
+//!   (tunnel mode, the negotiated algorithms and KEYMAT keys, ESP in UDP with the ports IKE
+//!   used, RFC 3948) and, per pair of selectors (RFC 7296 2.9), an outbound and an inbound
+//!   policy ([`child_sas`], sans-IO and tested here).
+//! - tunneld's IKE children always go in UDP: tunneld runs its ESP-in-UDP sockets (its fast
+//!   path) and asks strongSwan's way (`encap = yes`, a NAT_DETECTION_SOURCE_IP that cannot
+//!   match, 2.23) when no NAT is found. strongSwan's own userspace data plane needs the same.
+//! - The peer's endpoint moves only on authenticated IKE messages (the endpoint reports
+//!   [`Event::PeerEndpointChanged`]) or new ESP packets (the data plane).
+//! - Keys never reach a log line; `--keylog DIR` (off by default, loudly announced) writes
+//!   Wireshark's `ikev2_decryption_table` and `esp_sa` tables.
+//!
+//! Part 1 does not rekey: the negotiated lifetimes become soft limits (events), and the SAs
+//! live until the peer deletes them or goes away.
+
+use crate::control::Control;
+use crate::tunnel::Tunnel;
+use ipsec_core::sa::{Keyed, Mode, Proto, SaParams, Tunnel as Endpoints};
+use ipsec_core::{AeadAlg, EncAlg, IntegAlg};
+use ipsec_engine::{Limits, PortRange, Prefix, SaConfig, Selector};
+use ipsec_ike::alg::{Encr, Integ};
+use ipsec_ike::ts::TrafficSelector;
+use ipsec_ike::{ChildSaInfo, Event};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::Mutex;
+use std::time::Duration;
+use tracing::{info, warn};
+
+/// The prefix of the names of the SAs IKE installs: a config reload leaves them alone.
+pub const IKE_PREFIX: &str = "ike:";
+
+/// How many received datagrams may wait for the IKE thread (more are dropped and counted).
+const QUEUE: usize = 256;
+
+/// What the IKE thread is asked to do.
+pub enum Input {
+    /// A datagram that arrived on `local` from `remote` (on 4500: with its non-ESP marker).
+    Datagram {
+        /// Where it arrived.
+        local: SocketAddr,
+        /// Its source.
+        remote: SocketAddr,
+        /// Its UDP payload.
+        data: Vec<u8>,
+    },
+    /// `ipsec ike initiate|terminate NAME`; the answer goes to `reply`.
+    Command {
+        /// `initiate` or `terminate`.
+        op: String,
+        /// The connection.
+        conn: String,
+        /// Where the answer goes.
+        reply: mpsc::Sender<Result<Value, String>>,
+    },
+    /// The IKE SAs and their children as JSON, for `ipsec show`.
+    List(mpsc::Sender<Value>),
+}
+
+/// The daemon's side of the IKE thread: a queue into it.
+#[derive(Clone)]
+pub struct IkeHandle {
+    tx: SyncSender<Input>,
+    dropped: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl IkeHandle {
+    /// A handle and the receiving end the IKE thread reads.
+    pub fn new() -> (IkeHandle, Receiver<Input>) {
+        let (tx, rx) = mpsc::sync_channel(QUEUE);
+        (
+            IkeHandle {
+                tx,
+                dropped: Default::default(),
+            },
+            rx,
+        )
+    }
+
+    /// Queues a received datagram without blocking (the receiving threads must not wait);
+    /// counts it when the queue is full.
+    pub fn datagram(&self, local: SocketAddr, remote: SocketAddr, data: &[u8]) {
+        let d = Input::Datagram {
+            local,
+            remote,
+            data: data.to_vec(),
+        };
+        if self.tx.try_send(d).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Datagrams dropped because the IKE thread was behind.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Runs a control-socket request `op` (`ike.initiate`, `ike.terminate`, `ike.list`) and
+    /// waits at most 2 s for the IKE thread's answer.
+    pub fn request(&self, op: &str, conn: Option<&str>) -> Result<Value, String> {
+        let wait = Duration::from_secs(2);
+        let busy = || "the IKE thread did not answer".to_string();
+        match op {
+            "ike.list" => {
+                let (tx, rx) = mpsc::channel();
+                self.tx.send(Input::List(tx)).map_err(|_| busy())?;
+                rx.recv_timeout(wait).map_err(|_| busy())
+            }
+            "ike.initiate" | "ike.terminate" => {
+                let conn = conn.ok_or("`name`: the connection's name is needed")?;
+                let (tx, rx) = mpsc::channel();
+                self.tx
+                    .send(Input::Command {
+                        op: op.trim_start_matches("ike.").into(),
+                        conn: conn.into(),
+                        reply: tx,
+                    })
+                    .map_err(|_| busy())?;
+                rx.recv_timeout(wait).map_err(|_| busy())?
+            }
+            other => Err(format!("unknown op `{other}`")),
+        }
+    }
+}
+
+/// The engine's algorithms and keys for one direction of a child SA.
+fn keyed(params: &mut SaParams, encr: Encr, integ: Option<Integ>, ek: &[u8], ik: &[u8]) -> Result<(), String> {
+    match encr {
+        Encr::AesGcm16_128 | Encr::AesGcm16_256 => params.aead = Some(Keyed::new(AeadAlg::AesGcm, ek, 16)),
+        Encr::ChaCha20Poly1305 => params.aead = Some(Keyed::new(AeadAlg::ChaCha20Poly1305, ek, 16)),
+        Encr::AesCbc128 | Encr::AesCbc256 => {
+            params.enc = Some(Keyed::new(EncAlg::AesCbc, ek, 0));
+            let (alg, icv) = match integ.ok_or("AES-CBC without an integrity algorithm")? {
+                Integ::HmacSha256_128 => (IntegAlg::HmacSha256, 16),
+                Integ::HmacSha384_192 => (IntegAlg::HmacSha384, 24),
+                Integ::HmacSha512_256 => (IntegAlg::HmacSha512, 32),
+            };
+            params.integ = Some(Keyed::new(alg, ik, icv));
+        }
+    }
+    Ok(())
+}
+
+/// The prefixes that cover the address range `start..=end` exactly (RFC 7296 traffic
+/// selectors are ranges; the SPD takes prefixes). At most 256 (a pathological range is cut
+/// there, and said so by `Err`).
+pub fn range_prefixes(start: IpAddr, end: IpAddr) -> Result<Vec<Prefix>, String> {
+    let (bits, lo, hi) = match (start, end) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => (32u32, u32::from(a) as u128, u32::from(b) as u128),
+        (IpAddr::V6(a), IpAddr::V6(b)) => (128u32, u128::from(a), u128::from(b)),
+        _ => return Err("a traffic selector mixes IPv4 and IPv6".into()),
+    };
+    if lo > hi {
+        return Err("a traffic selector's range is empty".into());
+    }
+    let addr = |v: u128| -> IpAddr {
+        if bits == 32 {
+            IpAddr::from((v as u32).to_be_bytes())
+        } else {
+            IpAddr::from(v.to_be_bytes())
+        }
+    };
+    let mut out = Vec::new();
+    let mut cur = lo;
+    loop {
+        // The largest block aligned at `cur` that stays within `hi`.
+        let mut size = if cur == 0 { bits } else { cur.trailing_zeros().min(bits) };
+        while size > 0 && (size >= 128 || cur + ((1u128 << size) - 1) > hi) {
+            if size >= 128 && cur == 0 && hi == u128::MAX {
+                break;
+            }
+            size -= 1;
+        }
+        out.push(Prefix::new(addr(cur), (bits - size) as u8).ok_or("bad prefix")?);
+        if out.len() > 256 {
+            return Err("a traffic selector needs more than 256 prefixes".into());
+        }
+        let last = if size >= 128 {
+            u128::MAX
+        } else {
+            cur + ((1u128 << size) - 1)
+        };
+        if last >= hi {
+            break;
+        }
+        cur = last + 1;
+    }
+    Ok(out)
+}
+
+/// The SPD selectors of one (local, remote) pair of traffic selectors: outbound (local →
+/// remote) and inbound (remote → local).
+fn selectors(l: &TrafficSelector, r: &TrafficSelector) -> Result<Vec<(Selector, Selector)>, String> {
+    let ports = |t: &TrafficSelector| PortRange {
+        lo: t.start_port,
+        hi: t.end_port,
+    };
+    if l.protocol != r.protocol && l.protocol != 0 && r.protocol != 0 {
+        return Ok(Vec::new());
+    }
+    let proto = [l.protocol, r.protocol].into_iter().find(|&p| p != 0);
+    let mut v = Vec::new();
+    for lp in range_prefixes(l.start, l.end)? {
+        for rp in range_prefixes(r.start, r.end)? {
+            let out = Selector {
+                src: Some(lp),
+                dst: Some(rp),
+                proto,
+                src_ports: ports(l),
+                dst_ports: ports(r),
+            };
+            let inb = Selector {
+                src: Some(rp),
+                dst: Some(lp),
+                proto,
+                src_ports: ports(r),
+                dst_ports: ports(l),
+            };
+            v.push((out, inb));
+        }
+    }
+    Ok(v)
+}
+
+/// What one child SA pair installs.
+pub struct ChildSas {
+    /// The outbound SA.
+    pub out: SaConfig,
+    /// The inbound SA.
+    pub inb: SaConfig,
+    /// (outbound, inbound) selector pairs, one policy each way.
+    pub selectors: Vec<(Selector, Selector)>,
+}
+
+/// The SAs and policy selectors of a negotiated child SA pair (sans-IO).
+pub fn child_sas(c: &ChildSaInfo) -> Result<ChildSas, String> {
+    if c.protocol != 50 {
+        return Err(format!("protocol {} (only ESP)", c.protocol));
+    }
+    let name = |dir: &str, spi: u32| format!("{IKE_PREFIX}{}/{}/{dir}-{spi:08x}", c.conn, c.child);
+    let (l, r) = (c.local.ip(), c.remote.ip());
+    let sa = |dir: &str, spi: u32, src: IpAddr, dst: IpAddr, ek: &[u8], ik: &[u8]| -> Result<SaConfig, String> {
+        let mut p = SaParams::new(Proto::Esp, spi);
+        p.mode = match c.mode {
+            ipsec_ike::Mode::Tunnel => Mode::Tunnel,
+            ipsec_ike::Mode::Transport => Mode::Transport,
+        };
+        p.tunnel = Some(Endpoints { src, dst });
+        p.esn = c.suite.esn;
+        keyed(&mut p, c.suite.encr, c.suite.integ, ek, ik)?;
+        let mut cfg = SaConfig::new(name(dir, spi), p, None);
+        // Part 1 does not rekey: the negotiated lifetime is reported (a soft expiry event),
+        // the SA stays until the peer deletes it or goes away.
+        cfg.lifetime.soft = Limits {
+            seconds: Some(c.lifetimes.rekey_time.as_secs().max(1)),
+            bytes: (c.lifetimes.rekey_bytes > 0).then_some(c.lifetimes.rekey_bytes),
+            packets: (c.lifetimes.rekey_packets > 0).then_some(c.lifetimes.rekey_packets),
+        };
+        cfg.encap = c.encap.map(|e| {
+            let (sport, dport) = if dir == "out" {
+                (e.local_port, e.remote_port)
+            } else {
+                (e.remote_port, e.local_port)
+            };
+            ipsec_engine::UdpEncap { sport, dport, oa: None }
+        });
+        Ok(cfg)
+    };
+    let out = sa("out", c.spi_out, l, r, &c.encr_out, &c.integ_out)?;
+    let inb = sa("in", c.spi_in, r, l, &c.encr_in, &c.integ_in)?;
+    let mut sel = Vec::new();
+    for lt in &c.local_ts {
+        for rt in &c.remote_ts {
+            sel.extend(selectors(lt, rt)?);
+        }
+    }
+    if sel.is_empty() {
+        return Err("the traffic selectors leave nothing to protect".into());
+    }
+    Ok(ChildSas {
+        out,
+        inb,
+        selectors: sel,
+    })
+}
+
+/// How the IKE thread sends: UDP 500 sockets per local address, and the ESP-in-UDP sockets
+/// (port 4500) per IP version.
+pub struct IkeSockets<'a> {
+    /// Bound to `local:500`, one per IP version in use.
+    pub ike: Vec<UdpSocket>,
+    /// Sends a datagram from port 4500 (the ESP-in-UDP socket of that IP version).
+    pub natt: Vec<(&'a crate::udp::UdpEncap, IpAddr)>,
+}
+
+impl IkeSockets<'_> {
+    /// Sealed packets to `peer` go to `to` from now on (an authenticated IKE message came
+    /// from there, RFC 7296 2.23).
+    fn peer_moved(&self, peer: IpAddr, to: SocketAddr) {
+        use crate::underlay::UnderlayRx;
+        for (u, _) in &self.natt {
+            u.authenticated(peer, to);
+        }
+    }
+
+    fn send(&self, t: &ipsec_ike::Transmit) -> std::io::Result<()> {
+        if let Some(s) = self.ike.iter().find(|s| s.local_addr().is_ok_and(|a| a == t.local)) {
+            s.send_to(&t.payload, t.remote)?;
+            return Ok(());
+        }
+        if let Some((u, _)) = self.natt.iter().find(|(_, a)| *a == t.local.ip()) {
+            return u.send_datagram(&t.payload, t.remote);
+        }
+        Err(std::io::Error::other(format!("no socket bound to {}", t.local)))
+    }
+}
+
+/// The Wireshark key log (`--keylog DIR`): appends to `DIR/ikev2_decryption_table` and
+/// `DIR/esp_sa`, mode 0600.
+pub struct KeyLog {
+    dir: PathBuf,
+}
+
+impl KeyLog {
+    /// Opens (creates) the directory's tables, warning loudly.
+    pub fn new(dir: PathBuf) -> std::io::Result<KeyLog> {
+        std::fs::create_dir_all(&dir)?;
+        warn!(
+            "--keylog {}: EVERY IKE AND ESP KEY IS WRITTEN THERE (Wireshark's ikev2_decryption_table and esp_sa): anyone who reads it decrypts this host's traffic; for tests and debugging only",
+            dir.display()
+        );
+        Ok(KeyLog { dir })
+    }
+
+    fn append(&self, file: &str, lines: &[String]) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let p = self.dir.join(file);
+        let r = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&p)
+            .and_then(|mut f| lines.iter().try_for_each(|l| writeln!(f, "{l}")));
+        if let Err(e) = r {
+            warn!("--keylog: writing {}: {e}", p.display());
+        }
+    }
+}
+
+fn event_json(kind: &str, now: Duration, mut fields: Value) -> Value {
+    if let Value::Object(m) = &mut fields {
+        m.insert("event".into(), kind.into());
+        m.insert("time".into(), now.as_secs_f64().into());
+    }
+    fields
+}
+
+fn ts_json(ts: &[TrafficSelector]) -> Vec<String> {
+    ts.iter().map(|t| format!("{t}")).collect()
+}
+
+/// Runs the IKE thread until `stop`: `inputs` from the sockets and the control socket,
+/// `rx500` polled for port-500 datagrams. Returns when `stop` is set.
+pub fn run(
+    t: &Tunnel,
+    control: &Control,
+    mut endpoint: ipsec_ike::Endpoint,
+    sockets: &IkeSockets<'_>,
+    inputs: &Receiver<Input>,
+    keylog: Option<&KeyLog>,
+    stop: &AtomicBool,
+) {
+    let mut rng = rand_core::OsRng;
+    // The IKE SAs as the events reported them, for `ipsec show`.
+    let status: Mutex<Vec<(ipsec_ike::IkeSaInfo, Vec<String>)>> = Mutex::new(Vec::new());
+    let now = || t.now();
+    endpoint.start(now(), &mut rng);
+    let mut buf = vec![0u8; 65536];
+    while !stop.load(Ordering::Relaxed) {
+        // Port 500: read what is there without waiting (the channel wait below is the sleep).
+        for s in &sockets.ike {
+            while let Ok((n, from)) = s.recv_from(&mut buf) {
+                if let Ok(local) = s.local_addr() {
+                    if let Err(e) = endpoint.handle_datagram(now(), local, from, &buf[..n], &mut rng) {
+                        tracing::debug!("IKE datagram from {from} dropped: {e}");
+                    }
+                }
+            }
+        }
+        let wait = endpoint
+            .poll_timeout()
+            .map_or(Duration::from_millis(50), |d| d.saturating_sub(now()))
+            .min(Duration::from_millis(50));
+        match inputs.recv_timeout(wait) {
+            Ok(Input::Datagram { local, remote, data }) => {
+                if let Err(e) = endpoint.handle_datagram(now(), local, remote, &data, &mut rng) {
+                    tracing::debug!("IKE datagram from {remote} on {local} dropped: {e}");
+                }
+            }
+            Ok(Input::Command { op, conn, reply }) => {
+                let r = match op.as_str() {
+                    "initiate" => endpoint
+                        .initiate(now(), &conn, &mut rng)
+                        .map(|h| json!({"conn": conn, "spi": format!("{:016x}", h.0)})),
+                    _ => endpoint
+                        .terminate(now(), &conn, &mut rng)
+                        .map(|()| json!({"conn": conn})),
+                };
+                let _ = reply.send(r.map_err(|e| format!("connection `{conn}`: {e}")));
+            }
+            Ok(Input::List(reply)) => {
+                let st = status.lock().unwrap_or_else(|p| p.into_inner());
+                let sas: Vec<Value> = st
+                    .iter()
+                    .map(|(i, children)| {
+                        json!({
+                            "conn": i.conn,
+                            "spi_i": format!("{:016x}", i.spi_i),
+                            "spi_r": format!("{:016x}", i.spi_r),
+                            "role": format!("{:?}", i.role).to_lowercase(),
+                            "local": i.local.to_string(),
+                            "remote": i.remote.to_string(),
+                            "local_id": format!("{:?}", i.local_id),
+                            "remote_id": format!("{:?}", i.remote_id),
+                            "nat": i.nat,
+                            "suite": format!("{:?}", i.suite),
+                            "children": children,
+                        })
+                    })
+                    .collect();
+                let _ = reply.send(json!({ "ike_sas": sas }));
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if endpoint.poll_timeout().is_some_and(|d| d <= now()) {
+            endpoint.handle_timeout(now(), &mut rng);
+        }
+        while let Some(tx) = endpoint.poll_transmit() {
+            if let Err(e) = sockets.send(&tx) {
+                warn!("IKE: sending to {}: {e}", tx.remote);
+            }
+        }
+        while let Some(ev) = endpoint.poll_event() {
+            handle_event(t, control, sockets, ev, &status, keylog);
+        }
+    }
+    // A clean stop deletes our IKE SAs (the peer removes its SAs at once instead of waiting
+    // for its liveness checks).
+    let names: Vec<String> = endpoint.config().connections.iter().map(|c| c.name.clone()).collect();
+    for n in names {
+        let _ = endpoint.terminate(now(), &n, &mut rng);
+    }
+    while let Some(tx) = endpoint.poll_transmit() {
+        let _ = sockets.send(&tx);
+    }
+}
+
+fn handle_event(
+    t: &Tunnel,
+    control: &Control,
+    sockets: &IkeSockets<'_>,
+    ev: Event,
+    status: &Mutex<Vec<(ipsec_ike::IkeSaInfo, Vec<String>)>>,
+    keylog: Option<&KeyLog>,
+) {
+    let now = t.now();
+    let mut st = status.lock().unwrap_or_else(|p| p.into_inner());
+    let out = match ev {
+        Event::IkeUp { info, keys } => {
+            info!(
+                "IKE: {} up ({:?}, {} <-> {}, peer {:?}{})",
+                info.conn,
+                info.role,
+                info.local,
+                info.remote,
+                info.remote_id,
+                if info.nat { ", NAT" } else { "" }
+            );
+            if let (Some(k), Some(log)) = (keys.as_ref(), keylog) {
+                log.append("ikev2_decryption_table", &[ipsec_ike::keylog::ikev2_line(k)]);
+            }
+            let v = json!({"conn": info.conn, "spi_i": format!("{:016x}", info.spi_i), "spi_r": format!("{:016x}", info.spi_r),
+                "local": info.local.to_string(), "remote": info.remote.to_string(), "nat": info.nat});
+            st.retain(|(i, _)| !(i.spi_i == info.spi_i && i.spi_r == info.spi_r));
+            st.push((info, Vec::new()));
+            event_json("ike.up", now, v)
+        }
+        Event::IkeDown {
+            conn,
+            spi_i,
+            spi_r,
+            reason,
+        } => {
+            info!("IKE: {conn} down ({reason:?})");
+            st.retain(|(i, _)| i.spi_i != spi_i);
+            event_json(
+                "ike.down",
+                now,
+                json!({"conn": conn, "spi_i": format!("{spi_i:016x}"), "spi_r": format!("{spi_r:016x}"), "why": format!("{reason:?}")}),
+            )
+        }
+        Event::ChildUp(c) => {
+            if let Some(log) = keylog {
+                log.append("esp_sa", &ipsec_ike::keylog::esp_sa_lines(&c));
+            }
+            let v = json!({"conn": c.conn, "child": c.child, "spi_in": format!("{:08x}", c.spi_in),
+                "spi_out": format!("{:08x}", c.spi_out), "local_ts": ts_json(&c.local_ts), "remote_ts": ts_json(&c.remote_ts),
+                "encap": c.encap.map(|e| json!({"sport": e.local_port, "dport": e.remote_port}))});
+            match child_sas(&c).and_then(|sas| control.ike_install(t, sas)) {
+                Ok(()) => {
+                    info!(
+                        "IKE: {}/{} up: ESP in {:08x}, out {:08x}, {:?} <-> {:?}",
+                        c.conn, c.child, c.spi_in, c.spi_out, c.local_ts, c.remote_ts
+                    );
+                    // Sealed packets go to where the peer's IKE messages come from (behind a
+                    // NAT, not its configured address).
+                    sockets.peer_moved(c.remote.ip(), c.remote);
+                    if let Some((_, ch)) = st.iter_mut().find(|(i, _)| i.conn == c.conn) {
+                        ch.push(format!("{}: in {:08x}, out {:08x}", c.child, c.spi_in, c.spi_out));
+                    }
+                }
+                Err(e) => warn!("IKE: {}/{}: installing the child SA failed: {e}", c.conn, c.child),
+            }
+            event_json("child.up", now, v)
+        }
+        Event::ChildDown {
+            conn,
+            child,
+            spi_in,
+            spi_out,
+            reason,
+        } => {
+            let names = [
+                format!("{IKE_PREFIX}{conn}/{child}/out-{spi_out:08x}"),
+                format!("{IKE_PREFIX}{conn}/{child}/in-{spi_in:08x}"),
+            ];
+            control.ike_remove(t, &names);
+            info!("IKE: {conn}/{child} down ({reason:?}): its SAs and policies removed");
+            if let Some((_, ch)) = st.iter_mut().find(|(i, _)| i.conn == conn) {
+                ch.retain(|s| !s.starts_with(&format!("{child}: in {spi_in:08x}")));
+            }
+            event_json(
+                "child.down",
+                now,
+                json!({"conn": conn, "child": child, "spi_in": format!("{spi_in:08x}"), "spi_out": format!("{spi_out:08x}"), "why": format!("{reason:?}")}),
+            )
+        }
+        Event::AuthFailed { conn, local } => {
+            warn!(
+                "IKE: {conn}: authentication failed ({})",
+                if local {
+                    "we refused the peer"
+                } else {
+                    "the peer refused us"
+                }
+            );
+            event_json(
+                "ike.auth_failed",
+                now,
+                json!({"conn": conn, "by": if local { "us" } else { "peer" }}),
+            )
+        }
+        Event::ProposalMismatch { conn, child } => {
+            warn!(
+                "IKE: {conn}: no proposal in common{}",
+                child.as_deref().map_or(String::new(), |c| format!(" for child {c}"))
+            );
+            event_json("ike.no_proposal", now, json!({"conn": conn, "child": child}))
+        }
+        Event::TsUnacceptable { conn, child } => {
+            warn!("IKE: {conn}/{child}: traffic selectors unacceptable");
+            event_json("ike.ts_unacceptable", now, json!({"conn": conn, "child": child}))
+        }
+        Event::PeerEndpointChanged { conn, old, new, .. } => {
+            info!("IKE: {conn}: the peer moved from {old} to {new}");
+            sockets.peer_moved(old.ip(), new);
+            event_json(
+                "ike.peer_moved",
+                now,
+                json!({"conn": conn, "old": old.to_string(), "new": new.to_string()}),
+            )
+        }
+        other => {
+            tracing::debug!("IKE: {other:?}");
+            return;
+        }
+    };
+    drop(st);
+    control.publish(&[out]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn ranges_become_the_prefixes_that_cover_them_exactly() {
+        let p = |a: &str, b: &str| -> Vec<String> {
+            range_prefixes(ip(a), ip(b))
+                .unwrap()
+                .iter()
+                .map(|p| format!("{}/{}", p.addr(), p.len()))
+                .collect()
+        };
+        assert_eq!(p("10.1.0.0", "10.1.255.255"), ["10.1.0.0/16"]);
+        assert_eq!(p("10.0.0.1", "10.0.0.1"), ["10.0.0.1/32"]);
+        assert_eq!(p("0.0.0.0", "255.255.255.255"), ["0.0.0.0/0"]);
+        assert_eq!(
+            p("10.0.0.1", "10.0.0.6"),
+            ["10.0.0.1/32", "10.0.0.2/31", "10.0.0.4/31", "10.0.0.6/32"]
+        );
+        assert_eq!(p("::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"), ["::/0"]);
+        assert_eq!(p("fd00::", "fd00::ffff:ffff:ffff:ffff"), ["fd00::/64"]);
+        assert!(range_prefixes(ip("10.0.0.2"), ip("10.0.0.1")).is_err());
+        assert!(range_prefixes(ip("10.0.0.1"), ip("fd00::1")).is_err());
+        // Every address of an odd range is covered once, and nothing else.
+        let v = range_prefixes(ip("10.0.0.3"), ip("10.0.1.17")).unwrap();
+        for x in 0u32..1024 {
+            let a = IpAddr::from((u32::from_be_bytes([10, 0, 0, 0]) + x).to_be_bytes());
+            let n = v.iter().filter(|p| p.contains(a)).count();
+            assert_eq!(n, usize::from((3..=256 + 17).contains(&x)), "{a}");
+        }
+    }
+}
