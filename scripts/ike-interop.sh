@@ -246,7 +246,12 @@ j = json.load(sys.stdin)
 ike = [x for x in j.get("ike_sas", []) if str(x.get("state", "established")).lower() in ("established", "up")]
 child = sum(len(x.get("children", x.get("child_sas", []))) for x in ike)
 esp = sum(1 for s in j.get("sas", []) if s.get("proto") == "esp")
-print(len(ike), max(child, esp // 2))'
+print(len(ike), max(child, (esp + 1) // 2))'
+}
+
+# td_policies: how many policies tunneld has (IKE installs two per selector pair).
+td_policies() {
+  td_ctl policy list --json | python3 -c 'import json, sys; print(len(json.load(sys.stdin)["policies"]))'
 }
 
 # td_stop: SIGTERM to tunneld (exit 0 within 5 s) and its monitor.
@@ -422,7 +427,8 @@ run_case() {
   [ "${o[inner6]}" = no ] || { tts=$tts,fd00:100:1::/64; sts=$sts,fd00:100:2::/64; }
   local t_remote=$sa s_remote=$ta
   [ "$NAT" != t ] || s_remote=%any
-  [ "$NAT" != s ] || t_remote=%any
+  # tunneld needs a remote address for now (no %any): the NAT's outside address
+  [ "$NAT" != s ] || t_remote=10.99.1.254
   td_conf "$CD" local=$ta remote=$t_remote ike="${o[ike_t]}" esp="${o[esp_t]}" psk="$psk" \
     local_ts=$tts remote_ts=$sts start="${o[start]}"
   swan_instance "$SD"
@@ -464,10 +470,14 @@ run_case() {
         if [ "$NAT" = t ]; then
           [[ $peer == "remote-host=10.99.2.254 remote-port=2"???? ]] || fail "$CASE: charon sees tunneld at \`$peer\`, not the NAT's 10.99.2.254:20000-20999"
           grep -q 'remote host is behind NAT' "$SD/charon.log" || fail "$CASE: charon did not see the NAT"
+          peer="charon sees tunneld at ${peer#remote-host=}"
         else
           grep -q 'local host is behind NAT' "$SD/charon.log" || fail "$CASE: charon did not see its NAT"
+          grep -q 'IKE: gw up (Responder, 10.99.1.1:4500 <-> 10.99.1.254:2[0-9]\{4\},' "$CD/tunneld.log" ||
+            fail "$CASE: tunneld does not see charon at the NAT's 10.99.1.254:20000-20999: $(grep 'IKE: gw up' "$CD/tunneld.log")"
+          peer="tunneld's view: $(grep -o 'IKE: gw up ([^)]*)' "$CD/tunneld.log"); charon's: $peer"
         fi
-        log "$CASE: charon's view of the IKE peer: ${peer:-?}"
+        log "$CASE: through the NAT: $peer"
       fi
       if [ "${o[del]}" = t ]; then
         td_ike terminate >"$CD/terminate.out" 2>&1 || fail "$CASE: ipsec ike terminate failed: $(cat "$CD/terminate.out")"
@@ -475,6 +485,7 @@ run_case() {
         swan_terminate "$SD" --ike sw
       fi
       wait_counts 5 "0 0"
+      [ "$(td_policies)" = 0 ] || fail "$CASE: tunneld kept policies after the delete: $(td_ctl policy list)"
       cap_stop
       [ "${o[ke]}" = no ] || notify_seen "$CD/link.pcap" "" 17 || fail "$CASE: no INVALID_KE_PAYLOAD on the wire"
       if [ "${o[start]}" = start ]; then
@@ -556,7 +567,7 @@ want psk-r && run_case psk-r who=s ike=$A128 esp=aes128gcm16 psk_s=not-the-same-
 want noprop-i && run_case noprop-i who=t ike_t=$A128 ike_s=aes256-sha256-modp2048 esp=aes128gcm16 expect=noprop
 want noprop-r && run_case noprop-r who=s ike_t=aes256-sha256-modp2048 ike_s=$A128 esp=aes128gcm16 expect=noprop
 want ke-i && run_case ke-i who=t ike_t=aes128gcm16-prfsha256-x25519-ecp256 ike_s=aes128gcm16-prfsha256-ecp256-x25519 esp=aes128gcm16 ke=yes del=s
-want ke-r && run_case ke-r who=s ike_s=aes128gcm16-prfsha256-x25519-ecp256 ike_t=aes128gcm16-prfsha256-ecp256-x25519 esp=aes128gcm16 ke=yes del=t
+want ke-r && run_case ke-r who=s ike_s=aes128gcm16-prfsha256-x25519-ecp256 ike_t=aes128gcm16-prfsha256-ecp256 esp=aes128gcm16 ke=yes del=t
 want nat-i && run_case nat-i who=t nat=t ike=$A128 esp=aes128gcm16 del=s
 want nat-r && run_case nat-r who=s nat=s ike=aes128-sha256-ecp256 esp=aes256gcm16 del=t
 
