@@ -57,6 +57,13 @@ pub enum Cmd {
         #[command(flatten)]
         show: crate::ctl_cmd::ShowArgs,
     },
+    /// tunneld's IKEv2 connections over its control socket: initiate, terminate, list.
+    Ike {
+        #[command(subcommand)]
+        cmd: crate::ctl_cmd::IkeCmd,
+        #[command(flatten)]
+        opts: crate::ctl_cmd::ControlOpts,
+    },
     /// tunneld's events as they happen (SA added, replaced, removed, retired, expired; policy changes).
     Monitor {
         #[command(flatten)]

@@ -91,6 +91,69 @@ pub struct SaInstallArgs {
     pub lifetime: LifetimeArgs,
 }
 
+/// `ipsec ike ...`.
+#[derive(clap::Subcommand, Clone, Debug)]
+pub enum IkeCmd {
+    /// Start connection NAME (IKE_SA_INIT, IKE_AUTH with its first child SA).
+    Initiate {
+        /// The connection (`[[connection]] name`).
+        name: String,
+    },
+    /// Delete connection NAME's IKE SA and its child SAs (INFORMATIONAL with a Delete).
+    Terminate {
+        /// The connection.
+        name: String,
+    },
+    /// The IKE SAs and their child SAs.
+    List,
+}
+
+/// The IKE SAs of a `show` or `ike.list` response, as text.
+pub fn ike_text(v: &Value) -> String {
+    let mut out = String::new();
+    for sa in v["ike_sas"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        out.push_str(&format!(
+            "ike: {} ({}), {} <-> {}{}\n  ids {} <-> {}; SPIs {}_i {}_r\n  {}\n",
+            s(&sa["conn"]),
+            s(&sa["role"]),
+            s(&sa["local"]),
+            s(&sa["remote"]),
+            if sa["nat"] == true { ", NAT-T" } else { "" },
+            s(&sa["local_id"]),
+            s(&sa["remote_id"]),
+            s(&sa["spi_i"]),
+            s(&sa["spi_r"]),
+            s(&sa["suite"]),
+        ));
+        for c in sa["children"].as_array().map(Vec::as_slice).unwrap_or_default() {
+            out.push_str(&format!("  child {}\n", s(c)));
+        }
+    }
+    out
+}
+
+/// `ipsec ike ...`.
+pub fn run_ike(cmd: &IkeCmd, opts: &ControlOpts) -> ExitCode {
+    match cmd {
+        IkeCmd::Initiate { name } => respond(opts, &json!({"v":1,"op":"ike.initiate","name":name}).to_string(), |v| {
+            format!("{}: initiating (IKE SPI {})", s(&v["conn"]), s(&v["spi"]))
+        }),
+        IkeCmd::Terminate { name } => respond(
+            opts,
+            &json!({"v":1,"op":"ike.terminate","name":name}).to_string(),
+            |v| format!("{}: deleting", s(&v["conn"])),
+        ),
+        IkeCmd::List => respond(opts, r#"{"v":1,"op":"ike.list"}"#, |v| {
+            let t = ike_text(v);
+            if t.is_empty() {
+                "no IKE SA".into()
+            } else {
+                t
+            }
+        }),
+    }
+}
+
 /// `ipsec sa ...`.
 #[derive(clap::Subcommand, Clone, Debug)]
 pub enum SaCmd {
@@ -395,6 +458,11 @@ fn limits(l: &Value) -> String {
 /// `ipsec show`'s text: per SA, like `wg show`.
 pub fn show_text(v: &Value) -> String {
     let mut out = format!("uptime: {} s\n", v["uptime_seconds"]);
+    let ike = ike_text(v);
+    if !ike.is_empty() {
+        out.push('\n');
+        out.push_str(&ike);
+    }
     for sa in v["sas"].as_array().cloned().unwrap_or_default() {
         let ends = match (sa["src"].as_str(), sa["dst"].as_str()) {
             (Some(a), Some(b)) => format!(", {a} -> {b}"),

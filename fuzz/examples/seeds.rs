@@ -146,5 +146,78 @@ fn main() {
         }
     }
     write(&root, "tunnel_inbound", "plain", &udp_packet(false, TEXT));
+    ike_seeds(&root);
     println!("seed corpora written under {}", root.display());
+}
+
+/// IKE: an initiator runs a whole exchange (IKE_SA_INIT, IKE_AUTH, a liveness check, a
+/// Delete) against the `ike_responder` target's responder with the target's RNG seed; each
+/// datagram to the responder is an `ike_parse` seed, the sequence an `ike_responder` seed.
+fn ike_seeds(root: &Path) {
+    use ipsec_fuzz::ike;
+    use rand_chacha::rand_core::SeedableRng;
+    for (n, proposal) in [
+        "aes128gcm16-prfsha256-x25519",
+        "aes256-sha256-modp2048",
+        "aes128gcm16-prfsha256-ecp256",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut i = ipsec_ike::Endpoint::new(ike::initiator(proposal));
+        let mut r = ipsec_ike::Endpoint::new(ike::responder());
+        let mut irng = rand_chacha::ChaCha20Rng::seed_from_u64(ike::INITIATOR_SEED);
+        let mut rrng = rand_chacha::ChaCha20Rng::seed_from_u64(ike::RESPONDER_SEED);
+        let now = std::time::Duration::from_secs(1000);
+        let mut to_r: Vec<(u8, Vec<u8>)> = Vec::new();
+        i.initiate(now, "i", &mut irng).unwrap();
+        for step in 0..3 {
+            for _ in 0..8 {
+                let mut moved = false;
+                while let Some(t) = i.poll_transmit() {
+                    moved = true;
+                    let natt = t.remote.port() == 4500;
+                    to_r.push((natt as u8, t.payload.clone()));
+                    let _ = r.handle_datagram(now, t.remote, t.local, &t.payload, &mut rrng);
+                }
+                while let Some(t) = r.poll_transmit() {
+                    moved = true;
+                    let _ = i.handle_datagram(now, t.remote, t.local, &t.payload, &mut irng);
+                }
+                if !moved {
+                    break;
+                }
+            }
+            match step {
+                0 => i.check_liveness(now, "i", &mut irng).unwrap(),
+                1 => i.terminate(now, "i", &mut irng).unwrap(),
+                _ => {}
+            }
+        }
+        for (k, (_, d)) in to_r.iter().enumerate() {
+            write(root, "ike_parse", &format!("p{n}m{k}"), d);
+        }
+        let seed = ike::join(&to_r);
+        // The replay reaches IKE_AUTH: the target's responder brings the SA up and down.
+        let mut fresh = ipsec_ike::Endpoint::new(ike::responder());
+        let mut frng = rand_chacha::ChaCha20Rng::seed_from_u64(ike::RESPONDER_SEED);
+        let (mut up, mut down) = (false, false);
+        for (flags, d) in ike::split(&seed) {
+            let (local, remote) = ike::addrs(flags & 1 != 0);
+            let _ = fresh.handle_datagram(now, local, remote, d, &mut frng);
+            while let Some(e) = fresh.poll_event() {
+                up |= matches!(e, ipsec_ike::Event::IkeUp { .. });
+                down |= matches!(e, ipsec_ike::Event::IkeDown { .. });
+            }
+        }
+        assert!(up && down, "the ike_responder seed {proposal} does not replay");
+        write(root, "ike_responder", &format!("x{n}"), &seed);
+    }
+    for s in [
+        "aes128gcm16-prfsha256-x25519, aes256-sha256-ecp384",
+        "10.1.0.0/16[tcp/443]",
+        "vpn.example.org",
+    ] {
+        write(root, "ike_parse", &format!("t{}", s.len()), s.as_bytes());
+    }
 }

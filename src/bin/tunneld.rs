@@ -82,6 +82,15 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    // First of all: until a handler is installed, SIGHUP ends the process, and reading a
+    // large config and setting up the devices takes a while.
+    let signals = match daemon::Signals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("tunneld: installing the signal handlers: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let args = Args::parse();
     if let Err(e) = daemon::init_logging(&args.log) {
         eprintln!("tunneld: {e}");
@@ -158,13 +167,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let stop = match daemon::stop_on_signals() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("tunneld: installing the signal handlers: {e}");
-            return ExitCode::from(1);
-        }
-    };
+    if signals.stop.load(std::sync::atomic::Ordering::Relaxed) {
+        // SIGINT or SIGTERM while the config was read: nothing was set up yet.
+        return ExitCode::SUCCESS;
+    }
     let opts = Options {
         tun: args.tun.or(t.tun).unwrap_or_else(|| Options::default().tun),
         mtu: t.mtu,
@@ -179,7 +185,7 @@ fn main() -> ExitCode {
         reload: Some(args.config.clone()),
         ..Options::default()
     };
-    match daemon::run_with_ike(engine, &opts, ike, &stop) {
+    match daemon::run_with_ike(engine, &opts, ike, &signals.stop, &signals.hup) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tunneld: {e}");

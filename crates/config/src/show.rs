@@ -114,6 +114,45 @@ pub struct Effective {
     pub policies: Vec<PolicyView>,
     /// The `[tunnel]` table, if the file has one.
     pub tunnel: Option<TunnelView>,
+    /// The IKEv2 connections (`[[connection]]`), with their children (no keys: those are in
+    /// the secrets file).
+    pub connections: Vec<ConnectionView>,
+}
+
+/// One IKEv2 connection as `ipsec check-config` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConnectionView {
+    /// Its name.
+    pub name: String,
+    /// Its line.
+    pub line: usize,
+    /// Local and remote IKE addresses (`%any`: any).
+    pub addrs: (String, String),
+    /// Local and remote identities (`%any`: any).
+    pub ids: (String, String),
+    /// IKE proposals.
+    pub proposals: Vec<String>,
+    /// Forced UDP encapsulation.
+    pub encap: bool,
+    /// Liveness checks every this many seconds (0: off).
+    pub dpd_delay: u64,
+    /// The child SAs.
+    pub children: Vec<ChildView>,
+}
+
+/// One child of a connection as `ipsec check-config` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChildView {
+    /// Its name.
+    pub name: String,
+    /// Local traffic selectors (empty: dynamic).
+    pub local_ts: Vec<String>,
+    /// Remote traffic selectors (empty: dynamic).
+    pub remote_ts: Vec<String>,
+    /// ESP proposals.
+    pub esp_proposals: Vec<String>,
+    /// `start`, `trap` or `none`.
+    pub start_action: String,
 }
 
 fn alg<A: Copy>(k: &Option<Keyed<A>>, name: impl Fn(A) -> &'static str, icv: bool, salt: usize) -> Option<AlgView> {
@@ -215,7 +254,39 @@ impl Effective {
             peer: joined(&t.peers),
             peers: t.peers.iter().map(|a| a.to_string()).collect(),
         });
-        Effective { sas, policies, tunnel }
+        let connections = config
+            .connections
+            .iter()
+            .map(|c| ConnectionView {
+                name: c.name.clone(),
+                line: c.line,
+                addrs: (
+                    c.local_addr.to_string(),
+                    c.remote_addr.map_or_else(|| "%any".into(), |a| a.to_string()),
+                ),
+                ids: (c.local_id(), c.remote.id.clone().unwrap_or_else(|| "%any".into())),
+                proposals: c.proposals.clone(),
+                encap: c.encap,
+                dpd_delay: c.dpd_delay,
+                children: c
+                    .children
+                    .iter()
+                    .map(|ch| ChildView {
+                        name: ch.name.clone(),
+                        local_ts: ch.local_ts.clone(),
+                        remote_ts: ch.remote_ts.clone(),
+                        esp_proposals: ch.esp_proposals.clone(),
+                        start_action: format!("{:?}", ch.start_action).to_lowercase(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        Effective {
+            sas,
+            policies,
+            tunnel,
+            connections,
+        }
     }
 
     /// The text `ipsec check-config` prints: each SA, then a table of the policies.
@@ -318,6 +389,48 @@ impl Effective {
             let _ = writeln!(out, "  local {}", or_default(t.local.clone(), "any"));
             let label = if t.peers.len() > 1 { "peers" } else { "peer " };
             let _ = writeln!(out, "  {label} {}", or_default(t.peer.clone(), "any"));
+        }
+        for c in &self.connections {
+            let _ = writeln!(out, "\nIKEv2 connection {} (line {}):", c.name, c.line);
+            let _ = writeln!(out, "  addresses {} <-> {}", c.addrs.0, c.addrs.1);
+            let _ = writeln!(
+                out,
+                "  ids       {} <-> {} (pre-shared key from the secrets file)",
+                c.ids.0, c.ids.1
+            );
+            let _ = writeln!(out, "  proposals {}", c.proposals.join(", "));
+            let _ = writeln!(
+                out,
+                "  ESP in UDP {}; liveness checks {}",
+                if c.encap {
+                    "always"
+                } else {
+                    "always (tunneld's IKE children go in UDP)"
+                },
+                if c.dpd_delay == 0 {
+                    "off".to_string()
+                } else {
+                    format!("every {} s", c.dpd_delay)
+                }
+            );
+            for ch in &c.children {
+                let any = |v: &Vec<String>| {
+                    if v.is_empty() {
+                        "dynamic".to_string()
+                    } else {
+                        v.join(", ")
+                    }
+                };
+                let _ = writeln!(
+                    out,
+                    "  child {}: {} <-> {}; ESP {}; start {}",
+                    ch.name,
+                    any(&ch.local_ts),
+                    any(&ch.remote_ts),
+                    ch.esp_proposals.join(", "),
+                    ch.start_action
+                );
+            }
         }
         out
     }

@@ -301,9 +301,11 @@ pub struct DataPlane {
     shared: Arc<Shared>,
 }
 
-/// The outermost header of a packet, parsed once per layer: the split before the first
-/// non-extension header, the addresses, and whether the packet is an IP fragment.
+/// The outermost header of a packet, parsed once per layer: the IP length it claims, the split
+/// before the first non-extension header, the addresses, and whether the packet is an IP
+/// fragment.
 struct Outer {
+    len: usize,
     split: Split,
     src: IpAddr,
     dst: IpAddr,
@@ -311,12 +313,21 @@ struct Outer {
 }
 
 impl Outer {
+    /// Checks the header once ([`Ipv4Packet::new_checked`] or [`Ipv6Packet::new_checked`]:
+    /// version, lengths within the buffer) and reads everything the layer needs from it; the
+    /// IPv6 extension headers are walked within the claimed length (link-layer padding after
+    /// it is no header).
     fn of(packet: &[u8]) -> Result<Outer, ipsec_core::Error> {
         match ip::version(packet)? {
             4 => {
                 let p = Ipv4Packet::new_checked(packet)?;
                 Ok(Outer {
-                    split: ip::ipv4_split(packet)?,
+                    len: p.total_len(),
+                    split: Split {
+                        nh_offset: ip::ipv4_field::PROTOCOL,
+                        offset: p.header_len(),
+                        next: p.protocol(),
+                    },
                     src: IpAddr::V4(p.src()),
                     dst: IpAddr::V4(p.dst()),
                     fragment: p.is_fragment(),
@@ -324,9 +335,11 @@ impl Outer {
             }
             _ => {
                 let p = Ipv6Packet::new_checked(packet)?;
+                let len = p.total_len();
                 let mut fragment = false;
-                let split = ip::walk_ipv6_ext(packet, |h| fragment |= h.kind == proto::FRAGMENT)?;
+                let split = ip::walk_ipv6_ext(&packet[..len], |h| fragment |= h.kind == proto::FRAGMENT)?;
                 Ok(Outer {
+                    len,
                     split,
                     src: IpAddr::V6(p.src()),
                     dst: IpAddr::V6(p.dst()),
@@ -411,6 +424,13 @@ impl DataPlane {
 
     fn raise(&self) {
         self.shared.events.store(true, Ordering::Release);
+    }
+
+    /// Whether an SA raised an event (a byte or packet limit reached on traffic) that the
+    /// control side has not collected yet ([`Engine::next_event`]): one atomic load, so a
+    /// daemon can look often and take the control side's lock only when there is something.
+    pub fn events_pending(&self) -> bool {
+        self.shared.events.load(Ordering::Acquire)
     }
 
     fn drop_engine(&self, dir: Direction, reason: DropReason, error: Option<PacketError>) -> Dropped {
@@ -908,13 +928,14 @@ impl DataPlane {
         let mut depth = 0;
         let mut decompressed = false;
         loop {
-            if let Err(e) = buf.trim_to_ip_len() {
-                return Err(self.drop_engine(Direction::In, DropReason::Malformed, Some(e.into())));
-            }
             let outer = match Outer::of(buf.packet()) {
                 Ok(o) => o,
                 Err(e) => return Err(self.drop_engine(Direction::In, DropReason::Malformed, Some(e.into()))),
             };
+            // Link-layer padding after the IP packet goes (Outer::of checked the length).
+            if let Err(e) = buf.trim_back(buf.len() - outer.len) {
+                return Err(self.drop_engine(Direction::In, DropReason::Malformed, Some(e.into())));
+            }
             let next = outer.split.next;
             let ipsec = matches!(next, proto::ESP | proto::AH | proto::COMP);
             if decompressed && next == proto::COMP {

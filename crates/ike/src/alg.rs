@@ -118,7 +118,7 @@ impl Prf {
         })
     }
     /// Output length, which is also the preferred key length (RFC 4868 2.1).
-    pub fn len(self) -> usize {
+    pub fn output_len(self) -> usize {
         match self {
             Prf::HmacSha256 => 32,
             Prf::HmacSha384 => 48,

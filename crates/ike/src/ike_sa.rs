@@ -164,6 +164,7 @@ pub(crate) struct IkeSa {
 }
 
 impl IkeSa {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         conn: usize,
         role: Role,

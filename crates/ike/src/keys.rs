@@ -39,7 +39,11 @@ pub fn skeyseed(p: Prf, ni: &[u8], nr: &[u8], shared: &[u8]) -> KeyBytes {
 /// {SK_d | SK_ai | SK_ar | SK_ei | SK_er | SK_pi | SK_pr} = prf+(SKEYSEED, Ni | Nr | SPIi | SPIr).
 pub fn derive_ike_keys(suite: &IkeSuite, skeyseed: &[u8], ni: &[u8], nr: &[u8], spi_i: u64, spi_r: u64) -> IkeKeys {
     let p = suite.prf;
-    let (lp, la, le) = (p.len(), suite.integ.map_or(0, |i| i.key_len()), suite.encr.keymat_len());
+    let (lp, la, le) = (
+        p.output_len(),
+        suite.integ.map_or(0, |i| i.key_len()),
+        suite.encr.keymat_len(),
+    );
     let total = 3 * lp + 2 * la + 2 * le;
     let m = prf_plus(
         p,

@@ -35,14 +35,14 @@ pub fn prf(alg: Prf, key: &[u8], data: &[&[u8]]) -> KeyBytes {
 
 /// Longest prf+ output: 255 iterations of the PRF (2.13: the counter is one octet).
 pub fn prf_plus_max(alg: Prf) -> usize {
-    255 * alg.len()
+    255 * alg.output_len()
 }
 
 /// prf+(K, S) = T1 | T2 | ..., T1 = prf(K, S | 0x01), Tn = prf(K, Tn-1 | S | n), cut to
 /// `len` bytes (2.13). `len` is capped by [`prf_plus_max`]; callers ask for fixed sizes.
 pub fn prf_plus(alg: Prf, key: &[u8], seed: &[&[u8]], len: usize) -> KeyBytes {
     let len = len.min(prf_plus_max(alg));
-    let mut out = Zeroizing::new(Vec::with_capacity(len + alg.len()));
+    let mut out = Zeroizing::new(Vec::with_capacity(len + alg.output_len()));
     let mut t: KeyBytes = Zeroizing::new(Vec::new());
     let mut n: u8 = 1;
     while out.len() < len {

@@ -215,7 +215,7 @@ impl SkCipher {
         }
         let icv_at = msg.len() - self.icv_len;
         let ct_len = icv_at - ct_at;
-        if ct_len % self.block_len() != 0 {
+        if !ct_len.is_multiple_of(self.block_len()) {
             return Err(Error::BadLength);
         }
         let mut pt = Zeroizing::new(msg[ct_at..icv_at].to_vec());

@@ -1,9 +1,10 @@
 //! The daemon: opens the multi-queue TUN device and the sockets, runs one outbound thread
 //! per worker (its TUN queue), one inbound thread per worker's UDP socket (ESP in UDP) and
-//! one per raw socket, ticks once a second on the calling thread (engine
-//! lifetimes, events logged, the stats file rewritten) and stops cleanly when the stop flag is
-//! set: every loop wakes at least every [`WAIT`] to look at it, the threads are joined, and
-//! the final counters are written before [`run`] returns.
+//! one per raw socket, and the ticker on the calling thread, which sleeps until something is
+//! due (the engine's next time limit, the next stats write, the control side's tick, the next
+//! NAT-keepalive); it stops cleanly when the stop flag is set: every loop wakes at least every
+//! [`WAIT`] to look at it, the threads are joined, and the final counters are written before
+//! [`run`] returns. The signal handlers ([`Signals`]) are installed by the caller first thing.
 
 use crate::control::{Control, ControlSocket};
 use crate::raw::{RawRx, RawTx};
@@ -24,7 +25,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
-/// How often the ticker runs.
+/// How often the stats file is rewritten and the control side ticks.
 pub const TICK: Duration = Duration::from_secs(1);
 /// The longest a device read waits before its loop looks at the stop flag again.
 pub const WAIT: Duration = Duration::from_millis(200);
@@ -94,15 +95,31 @@ fn context(what: String) -> impl FnOnce(io::Error) -> io::Error {
     move |e| io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-/// A flag that SIGINT and SIGTERM set (the signal handler does nothing else); a second
-/// signal while it is already set ends the process with status 1, for a stop that hangs.
-pub fn stop_on_signals() -> io::Result<Arc<AtomicBool>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, 1, Arc::clone(&stop))?;
-        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+/// The flags the signal handlers set: `stop` by SIGINT and SIGTERM (a second signal while it
+/// is already set ends the process with status 1, for a stop that hangs), `hup` by SIGHUP
+/// (a config reload once running). Installed first thing at start-up ([`Signals::install`]):
+/// until a handler is installed a signal's default action applies, and SIGHUP's is to end the
+/// process, so a SIGHUP sent while a large config is read or the devices are set up would
+/// kill tunneld. One that arrives before tunneld runs makes it reload once it does.
+pub struct Signals {
+    /// Set by SIGINT and SIGTERM.
+    pub stop: Arc<AtomicBool>,
+    /// Set by SIGHUP.
+    pub hup: Arc<AtomicBool>,
+}
+
+impl Signals {
+    /// Installs the handlers (each only sets its flag).
+    pub fn install() -> io::Result<Signals> {
+        let stop = Arc::new(AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register_conditional_shutdown(sig, 1, Arc::clone(&stop))?;
+            signal_hook::flag::register(sig, Arc::clone(&stop))?;
+        }
+        let hup = Arc::new(AtomicBool::new(false));
+        signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))?;
+        Ok(Signals { stop, hup })
     }
-    Ok(stop)
 }
 
 /// Logs to standard error at `level` (`error`, `warn`, `info`, `debug`, `trace`).
@@ -127,110 +144,61 @@ pub struct IkeSetup {
 }
 
 /// Runs the daemon until `stop` is set; returns the final counters (also written to the
-/// stats file). Fails only while setting up (device, sockets, interface settings).
+/// stats file). Fails only while setting up (device, sockets, interface settings). SIGHUP
+/// reloads `opts.reload` from here on ([`run_with`] takes a flag set by handlers installed
+/// earlier, as tunneld does with [`Signals`]).
 pub fn run(engine: Engine, opts: &Options, stop: &AtomicBool) -> io::Result<Report> {
-    run_with_ike(engine, opts, None, stop)
+    let hup = Arc::new(AtomicBool::new(false));
+    let id = match &opts.reload {
+        Some(_) => Some(signal_hook::flag::register(
+            signal_hook::consts::SIGHUP,
+            Arc::clone(&hup),
+        )?),
+        None => None,
+    };
+    let r = run_with(engine, opts, stop, &hup);
+    if let Some(id) = id {
+        signal_hook::low_level::unregister(id);
+    }
+    r
 }
 
-/// [`run`], with IKEv2 when `ike` is given: UDP port 500 is bound on the local addresses, the
-/// ESP-in-UDP sockets (which must be configured: `opts.udp_encap`) hand their non-ESP
-/// datagrams to the IKE thread, which installs the child SAs it negotiates.
-pub fn run_with_ike(engine: Engine, opts: &Options, ike: Option<IkeSetup>, stop: &AtomicBool) -> io::Result<Report> {
+/// [`run`], with `hup` the flag that asks for a reload of `opts.reload` (when set).
+pub fn run_with(engine: Engine, opts: &Options, stop: &AtomicBool, hup: &AtomicBool) -> io::Result<Report> {
+    run_with_ike(engine, opts, None, stop, hup)
+}
+
+/// [`run_with`], with IKEv2 when `ike` is given: UDP port 500 is bound on the local
+/// addresses, the ESP-in-UDP sockets (which must be configured: `opts.udp_encap`) hand their
+/// non-ESP datagrams to the IKE thread, which installs the child SAs it negotiates
+/// ([`crate::ike`]).
+pub fn run_with_ike(
+    engine: Engine,
+    opts: &Options,
+    ike: Option<IkeSetup>,
+    stop: &AtomicBool,
+    hup: &AtomicBool,
+) -> io::Result<Report> {
     let protocols = inbound_protocols(&engine);
     if protocols.is_empty() {
         warn!("no inbound policy protects anything: nothing will be received from the peer");
     }
-    // ESP in UDP puts an 8-byte UDP header before each ESP header (RFC 3948).
-    let underlay = opts.underlay_mtu as usize - if opts.udp_encap.is_some() { 8 } else { 0 };
-    let mtu = opts
-        .mtu
-        .unwrap_or_else(|| tun_mtu_for(&engine, underlay).map_or(FALLBACK_MTU, |m| m as u32));
     let workers = match opts.workers {
         0 => thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    let tuns = Tun::open_queues(&opts.tun, workers, opts.offload, WAIT)
-        .map_err(context(format!("creating TUN device {}", opts.tun)))?;
-    let name = tuns[0].name().to_string();
-    sys::set_mtu(&name, mtu)?;
-    sys::set_up(&name)?;
+    let (tuns, mtu) = open_tun(&engine, opts, workers)?;
     ipsec_config::check_underlay(&opts.local, &opts.peers, opts.udp_encap.is_some())
         .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
-    let local4 = opts.local.iter().find_map(|a| match a {
-        IpAddr::V4(a) => Some(*a),
-        IpAddr::V6(_) => None,
-    });
-    let local6 = opts.local.iter().find_map(|a| match a {
-        IpAddr::V6(a) => Some(*a),
-        IpAddr::V4(_) => None,
-    });
     let (want4, want6) = underlay_versions(&engine, &opts.local, &opts.peers);
-    let local6 = match (want6, local6) {
-        (false, _) => Ipv6Addr::UNSPECIFIED, // no IPv6 socket is opened
-        (true, Some(a)) => a,
-        (true, None) => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the SAs tunnel to IPv6 addresses: an IPv6 underlay needs an IPv6 local address ([tunnel] local)",
-            ))
-        }
-    };
-    let peers_of = |v6: bool| -> Vec<IpAddr> { opts.peers.iter().copied().filter(|p| p.is_ipv6() == v6).collect() };
-    let mut udp4 = None;
-    let mut udp6 = None;
-    if let Some((sport, dport)) = opts.udp_encap {
-        for (want, v6, slot) in [(want4, false, &mut udp4), (want6, true, &mut udp6)] {
-            let peers = peers_of(v6);
-            if !want || peers.is_empty() {
-                continue;
-            }
-            let local = if v6 {
-                IpAddr::V6(local6)
-            } else {
-                IpAddr::V4(local4.ok_or_else(|| {
-                    io::Error::new(io::ErrorKind::InvalidInput, "ESP in UDP needs an IPv4 local address")
-                })?)
-            };
-            *slot = Some(
-                UdpEncap::open_group(local, sport, &peers, dport, workers, WAIT)
-                    .map_err(context(format!("opening UDP port {sport} on {local} for ESP in UDP")))?,
-            );
-        }
-    }
-    let udp = opts.udp_encap.is_some();
-    let raw_tx4 = match want4 && !udp {
-        true => Some(RawTx::open().map_err(context("opening the raw IPv4 sending socket".into()))?),
-        false => None,
-    };
-    let raw_tx6 = match want6 && !udp {
-        true => Some(RawTx::open_v6().map_err(context(
-            "opening the raw IPv6 sending socket (IPV6_HDRINCL: Linux 4.5 or later)".into(),
-        ))?),
-        false => None,
-    };
-    // With ESP in UDP, ESP arrives on the UDP sockets; AH and IPComp still on raw sockets.
-    let raw_protocols: Vec<u8> = protocols.iter().copied().filter(|&p| !udp || p != 50).collect();
-    let mut rxs = Vec::new();
-    for &p in &raw_protocols {
-        if want4 {
-            rxs.push(
-                RawRx::open(p, local4, WAIT)
-                    .map_err(context(format!("opening the raw IPv4 socket for protocol {p}")))?,
-            );
-        }
-        if want6 {
-            rxs.push(
-                RawRx::open_v6(p, local6, WAIT)
-                    .map_err(context(format!("opening the raw IPv6 socket for protocol {p}")))?,
-            );
-        }
-    }
+    let underlay = Underlay::open(opts, workers, want4, want6, &protocols)?;
     let list = |a: &[IpAddr]| match a {
         [] => "any".to_string(),
         a => a.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "),
     };
     info!(
-        "tunneld: {name} up with MTU {mtu}, {workers} workers, offloads {}; underlay {} -> {} (IPv4 {}, IPv6 {}); receiving IP protocols {protocols:?}{}",
+        "tunneld: {} up with MTU {mtu}, {workers} workers, offloads {}; underlay {} -> {} (IPv4 {}, IPv6 {}); receiving IP protocols {protocols:?}{}",
+        tuns[0].name(),
         if tuns[0].offload() { "on" } else { "off" },
         list(&opts.local),
         list(&opts.peers),
@@ -247,19 +215,60 @@ pub fn run_with_ike(engine: Engine, opts: &Options, ike: Option<IkeSetup>, stop:
         None => None,
     };
     let mut tunnel = Tunnel::new(engine, opts.peers.clone());
-    let mut ike_parts = None;
-    if let Some(setup) = ike {
+    let ike = match ike {
+        Some(setup) => Some(IkeParts::open(setup, opts, &mut tunnel, want6)?),
+        None => None,
+    };
+    let reload = opts.reload.as_deref().map(|path| Reload {
+        path,
+        flag: hup,
+        peers: &opts.peers,
+        protocols: &protocols,
+        esp_in_udp: opts.udp_encap.is_some(),
+    });
+    let ticker = Ticker {
+        stats: opts.stats.as_deref(),
+        control: Some(&control),
+        reload: reload.as_ref(),
+        udp: underlay.udp_firsts(),
+    };
+    let services = Services {
+        socket: socket.as_ref(),
+        ike,
+    };
+    serve(&tunnel, &tuns, &underlay, services, &control, &ticker, stop)?;
+    Ok(finish(&tunnel, &ticker))
+}
+
+/// The control side's threads besides the ticker: the control socket's and IKE's.
+struct Services<'a> {
+    socket: Option<&'a ControlSocket>,
+    ike: Option<IkeParts>,
+}
+
+/// What the IKE thread runs with, opened before the threads start.
+struct IkeParts {
+    handle: crate::ike::IkeHandle,
+    inputs: std::sync::mpsc::Receiver<crate::ike::Input>,
+    sockets: Vec<std::net::UdpSocket>,
+    keylog: Option<crate::ike::KeyLog>,
+    endpoint: ipsec_ike::Endpoint,
+}
+
+impl IkeParts {
+    /// Binds UDP port 500 on the local addresses and routes the non-ESP datagrams of
+    /// `tunnel`'s ESP-in-UDP sockets to the IKE thread.
+    fn open(setup: IkeSetup, opts: &Options, tunnel: &mut Tunnel, want6: bool) -> io::Result<IkeParts> {
         let Some((sport, _)) = opts.udp_encap else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "IKE needs the ESP-in-UDP sockets (its child SAs go in UDP)",
             ));
         };
+        let local4 = opts.local.iter().copied().find(IpAddr::is_ipv4);
+        let local6 = opts.local.iter().copied().find(IpAddr::is_ipv6).filter(|_| want6);
         let (handle, inputs) = crate::ike::IkeHandle::new();
-        let locals: Vec<IpAddr> = [local4.map(IpAddr::V4), (want6).then_some(IpAddr::V6(local6))]
-            .into_iter()
-            .flatten()
-            .collect();
+        let locals: Vec<IpAddr> = [local4, local6].into_iter().flatten().collect();
         let mut sockets = Vec::new();
         for &l in &locals {
             let s = std::net::UdpSocket::bind(SocketAddr::new(l, setup.config.ike_port)).map_err(context(format!(
@@ -270,12 +279,12 @@ pub fn run_with_ike(engine: Engine, opts: &Options, ike: Option<IkeSetup>, stop:
             sockets.push(s);
         }
         let h = handle.clone();
-        let (l4, l6) = (local4, local6);
         tunnel.set_non_esp(Box::new(move |d: &[u8], from: SocketAddr| {
             let local = match from {
-                SocketAddr::V4(_) => SocketAddr::new(IpAddr::V4(l4.unwrap_or(Ipv4Addr::UNSPECIFIED)), sport),
-                SocketAddr::V6(_) => SocketAddr::new(IpAddr::V6(l6), sport),
+                SocketAddr::V4(_) => local4,
+                SocketAddr::V6(_) => local6,
             };
+            let local = SocketAddr::new(local.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), sport);
             h.datagram(local, from, d);
         }));
         let keylog = match &setup.keylog {
@@ -289,57 +298,178 @@ pub fn run_with_ike(engine: Engine, opts: &Options, ike: Option<IkeSetup>, stop:
             "IKE: {} connection(s), UDP {} and {sport} on {}",
             config.connections.len(),
             config.ike_port,
-            list(&locals)
+            locals.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
         );
-        ike_parts = Some((handle, inputs, sockets, keylog, ipsec_ike::Endpoint::new(config)));
-    }
-    // Worker i: TUN queue i -> engine -> its sender (per IP version); its UDP sockets (ESP in
-    // UDP) -> engine -> TUN queue i. Raw sockets (one per protocol and version: each raw
-    // socket gets a copy of every packet, so they cannot be spread) write to queue 0.
-    fn sender<'a>(udp: &'a Option<Vec<UdpEncap>>, raw: &'a Option<RawTx>, i: usize) -> Option<&'a dyn UnderlayTx> {
-        match (udp, raw) {
-            (Some(u), _) => Some(&u[i] as &dyn UnderlayTx),
-            (None, Some(r)) => Some(r as &dyn UnderlayTx),
-            (None, None) => None,
-        }
-    }
-    let txs: Vec<ByFamily> = (0..workers)
-        .map(|i| ByFamily {
-            v4: sender(&udp4, &raw_tx4, i),
-            v6: sender(&udp6, &raw_tx6, i),
+        Ok(IkeParts {
+            handle,
+            inputs,
+            sockets,
+            keylog,
+            endpoint: ipsec_ike::Endpoint::new(config),
         })
-        .collect();
-    let mut readers: Vec<(String, &dyn UnderlayRx, &Tun)> = rxs
-        .iter()
-        .map(|rx| {
-            let v = if rx.is_v6() { "6" } else { "" };
-            (format!("underlay{v}-{}", rx.proto()), rx as &dyn UnderlayRx, &tuns[0])
-        })
-        .collect();
-    for (v, group) in [("", &udp4), ("6", &udp6)] {
-        if let Some(u) = group {
-            for (i, (s, q)) in u.iter().zip(&tuns).enumerate() {
-                readers.push((format!("underlay-udp{v}-{i}"), s, q));
+    }
+}
+
+/// Opens the TUN device's `workers` queues, sets its MTU (the configured one, or the largest
+/// inner packet every outbound bundle fits into the underlay MTU) and brings it up.
+fn open_tun(engine: &Engine, opts: &Options, workers: usize) -> io::Result<(Vec<Tun>, u32)> {
+    // ESP in UDP puts an 8-byte UDP header before each ESP header (RFC 3948).
+    let underlay = opts.underlay_mtu as usize - if opts.udp_encap.is_some() { 8 } else { 0 };
+    let mtu = opts
+        .mtu
+        .unwrap_or_else(|| tun_mtu_for(engine, underlay).map_or(FALLBACK_MTU, |m| m as u32));
+    let tuns = Tun::open_queues(&opts.tun, workers, opts.offload, WAIT)
+        .map_err(context(format!("creating TUN device {}", opts.tun)))?;
+    sys::set_mtu(tuns[0].name(), mtu)?;
+    sys::set_up(tuns[0].name())?;
+    Ok((tuns, mtu))
+}
+
+/// The underlay's sockets: with ESP in UDP, a group of UDP sockets per IP version (one per
+/// worker); else a raw sending socket per IP version; and a raw receiving socket per IP
+/// protocol and version (with ESP in UDP, for AH and IPComp only).
+struct Underlay {
+    udp4: Option<Vec<UdpEncap>>,
+    udp6: Option<Vec<UdpEncap>>,
+    raw_tx4: Option<RawTx>,
+    raw_tx6: Option<RawTx>,
+    rxs: Vec<RawRx>,
+}
+
+impl Underlay {
+    fn open(opts: &Options, workers: usize, want4: bool, want6: bool, protocols: &[u8]) -> io::Result<Underlay> {
+        let local4 = opts.local.iter().find_map(|a| match a {
+            IpAddr::V4(a) => Some(*a),
+            IpAddr::V6(_) => None,
+        });
+        let local6 = opts.local.iter().find_map(|a| match a {
+            IpAddr::V6(a) => Some(*a),
+            IpAddr::V4(_) => None,
+        });
+        let local6 =
+            match (want6, local6) {
+                (false, _) => Ipv6Addr::UNSPECIFIED, // no IPv6 socket is opened
+                (true, Some(a)) => a,
+                (true, None) => return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the SAs tunnel to IPv6 addresses: an IPv6 underlay needs an IPv6 local address ([tunnel] local)",
+                )),
+            };
+        let peers_of = |v6: bool| -> Vec<IpAddr> { opts.peers.iter().copied().filter(|p| p.is_ipv6() == v6).collect() };
+        let mut udp4 = None;
+        let mut udp6 = None;
+        if let Some((sport, dport)) = opts.udp_encap {
+            for (want, v6, slot) in [(want4, false, &mut udp4), (want6, true, &mut udp6)] {
+                let peers = peers_of(v6);
+                if !want || peers.is_empty() {
+                    continue;
+                }
+                let local = if v6 {
+                    IpAddr::V6(local6)
+                } else {
+                    IpAddr::V4(local4.ok_or_else(|| {
+                        io::Error::new(io::ErrorKind::InvalidInput, "ESP in UDP needs an IPv4 local address")
+                    })?)
+                };
+                *slot = Some(
+                    UdpEncap::open_group(local, sport, &peers, dport, workers, WAIT)
+                        .map_err(context(format!("opening UDP port {sport} on {local} for ESP in UDP")))?,
+                );
             }
         }
+        let udp = opts.udp_encap.is_some();
+        let raw_tx4 = match want4 && !udp {
+            true => Some(RawTx::open().map_err(context("opening the raw IPv4 sending socket".into()))?),
+            false => None,
+        };
+        let raw_tx6 = match want6 && !udp {
+            true => Some(RawTx::open_v6().map_err(context(
+                "opening the raw IPv6 sending socket (IPV6_HDRINCL: Linux 4.5 or later)".into(),
+            ))?),
+            false => None,
+        };
+        // With ESP in UDP, ESP arrives on the UDP sockets; AH and IPComp still on raw sockets.
+        let mut rxs = Vec::new();
+        for &p in protocols.iter().filter(|&&p| !udp || p != 50) {
+            if want4 {
+                rxs.push(
+                    RawRx::open(p, local4, WAIT)
+                        .map_err(context(format!("opening the raw IPv4 socket for protocol {p}")))?,
+                );
+            }
+            if want6 {
+                rxs.push(
+                    RawRx::open_v6(p, local6, WAIT)
+                        .map_err(context(format!("opening the raw IPv6 socket for protocol {p}")))?,
+                );
+            }
+        }
+        Ok(Underlay {
+            udp4,
+            udp6,
+            raw_tx4,
+            raw_tx6,
+            rxs,
+        })
     }
-    let udp_firsts: Vec<&UdpEncap> = [&udp4, &udp6].into_iter().flatten().map(|g| &g[0]).collect();
-    let hup = Arc::new(AtomicBool::new(false));
-    let hup_id = match &opts.reload {
-        Some(_) => Some(signal_hook::flag::register(
-            signal_hook::consts::SIGHUP,
-            Arc::clone(&hup),
-        )?),
-        None => None,
-    };
-    let reload = opts.reload.as_deref().map(|path| Reload {
-        path,
-        flag: &hup,
-        peers: &opts.peers,
-        protocols: &protocols,
-    });
-    let spawned = thread::scope(|s| -> io::Result<()> {
-        let t = &tunnel;
+
+    /// Worker `i`'s sender: its UDP socket of each IP version, else the raw sockets.
+    fn sender(&self, i: usize) -> ByFamily<'_> {
+        fn one<'a>(udp: &'a Option<Vec<UdpEncap>>, raw: &'a Option<RawTx>, i: usize) -> Option<&'a dyn UnderlayTx> {
+            match (udp, raw) {
+                (Some(u), _) => Some(&u[i] as &dyn UnderlayTx),
+                (None, Some(r)) => Some(r as &dyn UnderlayTx),
+                (None, None) => None,
+            }
+        }
+        ByFamily {
+            v4: one(&self.udp4, &self.raw_tx4, i),
+            v6: one(&self.udp6, &self.raw_tx6, i),
+        }
+    }
+
+    /// The receiving sockets, each with its thread's name and the TUN queue it writes to:
+    /// raw sockets (one per protocol and version: each gets a copy of every packet, so they
+    /// cannot be spread) write to queue 0, worker `i`'s UDP sockets to queue `i`.
+    fn readers<'a>(&'a self, tuns: &'a [Tun]) -> Vec<(String, &'a dyn UnderlayRx, &'a Tun)> {
+        let mut readers: Vec<(String, &dyn UnderlayRx, &Tun)> = self
+            .rxs
+            .iter()
+            .map(|rx| {
+                let v = if rx.is_v6() { "6" } else { "" };
+                (format!("underlay{v}-{}", rx.proto()), rx as &dyn UnderlayRx, &tuns[0])
+            })
+            .collect();
+        for (v, group) in [("", &self.udp4), ("6", &self.udp6)] {
+            if let Some(u) = group {
+                for (i, (s, q)) in u.iter().zip(tuns).enumerate() {
+                    readers.push((format!("underlay-udp{v}-{i}"), s, q));
+                }
+            }
+        }
+        readers
+    }
+
+    /// One socket of each UDP group (they share the peers' endpoints and the GSO/GRO tallies).
+    fn udp_firsts(&self) -> Vec<&UdpEncap> {
+        [&self.udp4, &self.udp6].into_iter().flatten().map(|g| &g[0]).collect()
+    }
+}
+
+/// Worker `i`: TUN queue `i` -> engine -> its sender; each receiving socket -> engine -> its
+/// TUN queue; the control socket's thread; and the ticker on this thread, until `stop`.
+fn serve(
+    t: &Tunnel,
+    tuns: &[Tun],
+    underlay: &Underlay,
+    services: Services<'_>,
+    control: &Control,
+    ticker: &Ticker,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    let Services { socket, ike } = services;
+    let txs: Vec<ByFamily> = (0..tuns.len()).map(|i| underlay.sender(i)).collect();
+    thread::scope(|s| -> io::Result<()> {
         let mut result = Ok(());
         for (i, (tun, tx)) in tuns.iter().zip(&txs).enumerate() {
             if result.is_err() {
@@ -350,7 +480,7 @@ pub fn run_with_ike(engine: Engine, opts: &Options, ike: Option<IkeSetup>, stop:
                 .spawn_scoped(s, move || run_outbound(t, tun, tx, stop))
                 .map(drop);
         }
-        for (thread_name, rx, tun) in readers {
+        for (thread_name, rx, tun) in underlay.readers(tuns) {
             if result.is_err() {
                 break;
             }
@@ -359,24 +489,27 @@ pub fn run_with_ike(engine: Engine, opts: &Options, ike: Option<IkeSetup>, stop:
                 .spawn_scoped(s, move || run_inbound(t, rx, tun, stop))
                 .map(drop);
         }
+        if result.is_ok() {
+            if let Some(sock) = socket {
+                result = thread::Builder::new()
+                    .name("control".into())
+                    .spawn_scoped(s, move || sock.serve(t, control, stop))
+                    .map(drop);
+            }
+        }
         if result.is_err() {
             // Let the threads already started end, so the scope can.
             stop.store(true, Ordering::Relaxed);
             return result;
         }
-        if let Some((handle, inputs, sockets, keylog, endpoint)) = ike_parts.take() {
-            control.set_ike(handle);
-            let c = &control;
-            let natt: Vec<(&UdpEncap, IpAddr)> = [&udp4, &udp6]
-                .into_iter()
-                .flatten()
-                .map(|g| (&g[0], g[0].local()))
-                .collect();
+        if let Some(ike) = ike {
+            control.set_ike(ike.handle.clone());
+            let natt: Vec<(&UdpEncap, IpAddr)> = underlay.udp_firsts().into_iter().map(|u| (u, u.local())).collect();
             result = thread::Builder::new()
                 .name("ike".into())
                 .spawn_scoped(s, move || {
-                    let socks = crate::ike::IkeSockets { ike: sockets, natt };
-                    crate::ike::run(t, c, endpoint, &socks, &inputs, keylog.as_ref(), stop)
+                    let socks = crate::ike::IkeSockets { ike: ike.sockets, natt };
+                    crate::ike::run(t, control, ike.endpoint, &socks, &ike.inputs, ike.keylog.as_ref(), stop)
                 })
                 .map(drop);
             if result.is_err() {
@@ -384,34 +517,16 @@ pub fn run_with_ike(engine: Engine, opts: &Options, ike: Option<IkeSetup>, stop:
                 return result;
             }
         }
-        if let Some(sock) = &socket {
-            let c = &control;
-            result = thread::Builder::new()
-                .name("control".into())
-                .spawn_scoped(s, move || sock.serve(t, c, stop))
-                .map(drop);
-            if result.is_err() {
-                stop.store(true, Ordering::Relaxed);
-                return result;
-            }
-        }
-        ticker(
-            t,
-            opts.stats.as_deref(),
-            Some(&control),
-            reload.as_ref(),
-            &udp_firsts,
-            stop,
-        );
+        ticker.run(t, stop);
         Ok(())
-    });
-    if let Some(id) = hup_id {
-        signal_hook::low_level::unregister(id);
-    }
-    spawned?;
-    let (mut report, _) = tunnel.tick();
-    add_endpoints(&mut report, &udp_firsts);
-    if let Some(p) = &opts.stats {
+    })
+}
+
+/// The final counters, written to the stats file and summed up in the log.
+fn finish(t: &Tunnel, ticker: &Ticker) -> Report {
+    let (mut report, _) = t.tick();
+    add_endpoints(&mut report, &ticker.udp);
+    if let Some(p) = ticker.stats {
         if let Err(e) = stats::write_json(p, &report) {
             warn!("writing {}: {e}", p.display());
         }
@@ -425,7 +540,7 @@ pub fn run_with_ike(engine: Engine, opts: &Options, ike: Option<IkeSetup>, stop:
         d.not_ip + d.bypass_dropped + d.not_to_peer,
         d.tun_read_errors + d.tun_write_errors + d.underlay_recv_errors + d.underlay_send_errors,
     );
-    Ok(report)
+    report
 }
 
 /// SIGHUP's config reload: the file, the flag the signal sets, what it is checked against.
@@ -435,17 +550,23 @@ struct Reload<'a> {
     peers: &'a [IpAddr],
     /// The IP protocols the raw sockets opened at start-up receive.
     protocols: &'a [u8],
+    /// ESP arrives on the ESP-in-UDP sockets, not on a raw socket.
+    esp_in_udp: bool,
 }
 
 impl Reload<'_> {
-    fn run_if_asked(&self, t: &Tunnel, control: Option<&Control>) {
-        let Some(c) = control else { return };
+    /// Reloads if SIGHUP asked for it; whether it tried.
+    fn run_if_asked(&self, t: &Tunnel, control: Option<&Control>) -> bool {
+        let Some(c) = control else { return false };
         if !self.flag.swap(false, Ordering::AcqRel) {
-            return;
+            return false;
         }
         info!("SIGHUP: reloading {}", self.path.display());
         if c.reload(t, self.path, self.peers).is_ok() {
-            let now = inbound_protocols(&t.engine());
+            let mut now = inbound_protocols(&t.engine());
+            if self.esp_in_udp {
+                now.retain(|&p| p != 50);
+            }
             if now.iter().any(|p| !self.protocols.contains(p)) {
                 warn!(
                     "the reloaded config receives IP protocols {now:?}, but the raw sockets opened at start receive {:?}: restart tunneld to receive the others",
@@ -453,6 +574,7 @@ impl Reload<'_> {
                 );
             }
         }
+        true
     }
 }
 
@@ -506,53 +628,100 @@ fn add_endpoints(report: &mut Report, udp: &[&UdpEncap]) {
     }
 }
 
-/// Every [`TICK`] until `stop`: lifetimes and events (handed to the control socket), and the
-/// stats file (with each peer's ESP-in-UDP endpoint); a reload as soon as SIGHUP asks for
-/// one; with ESP in UDP, a NAT-keepalive to every peer every
-/// [`udp_encap::KEEPALIVE_INTERVAL_SECS`] (the first right away).
-fn ticker(
-    t: &Tunnel,
-    stats_path: Option<&Path>,
-    control: Option<&Control>,
-    reload: Option<&Reload>,
-    udp: &[&UdpEncap],
-    stop: &AtomicBool,
-) {
-    let mut failures: u64 = 0;
-    let mut next_keepalive = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
-        if Instant::now() >= next_keepalive {
-            next_keepalive = Instant::now() + Duration::from_secs(udp_encap::KEEPALIVE_INTERVAL_SECS);
-            for u in udp {
-                let (sent, err) = u.send_keepalives();
-                crate::counters::add(&t.counters().udp_keepalives_tx, sent as u64);
-                if let Some(e) = err {
-                    warn!("sending a NAT-keepalive: {e}");
-                }
-            }
-        }
-        let (mut report, events) = t.tick();
-        add_endpoints(&mut report, udp);
-        if let Some(c) = control {
-            c.tick(t, &events);
-        }
-        if let Some(p) = stats_path {
-            match stats::write_json(p, &report) {
-                Ok(()) => failures = 0,
-                Err(e) => {
-                    failures += 1;
-                    if failures.is_power_of_two() {
-                        warn!("writing {}: {e} ({failures} times in a row)", p.display());
+/// The control thread's periodic work: the engine's time limits and events (handed to the
+/// control side), the stats file (with each peer's ESP-in-UDP endpoint), NAT-keepalives, and
+/// a reload as soon as SIGHUP asks for one.
+struct Ticker<'a> {
+    stats: Option<&'a Path>,
+    control: Option<&'a Control>,
+    reload: Option<&'a Reload<'a>>,
+    /// One socket of each ESP-in-UDP group.
+    udp: Vec<&'a UdpEncap>,
+}
+
+/// How often the ticker looks at the stop flag, SIGHUP's flag and the events the data plane
+/// raised, between its deadlines.
+const GLANCE: Duration = Duration::from_millis(20);
+
+impl Ticker<'_> {
+    /// Until `stop`. It sleeps until the next thing that is due, not scanning anything in
+    /// between: the engine's next time limit ([`Tunnel::poll_timeout`], polled only then or
+    /// when the data plane raised an event), the next stats write (every [`TICK`]: the only
+    /// time the engine's snapshot of every SA is taken), the control side's tick (every
+    /// [`TICK`]: it retires replaced SAs once idle), and with ESP in UDP the next
+    /// NAT-keepalive to every peer (every [`udp_encap::KEEPALIVE_INTERVAL_SECS`], the first
+    /// right away). It glances every [`GLANCE`] at the stop flag, SIGHUP and the data plane's
+    /// event flag (atomic loads).
+    fn run(&self, t: &Tunnel, stop: &AtomicBool) {
+        let mut failures: u64 = 0;
+        let start = Instant::now();
+        let (mut next_keepalive, mut next_stats, mut next_control) = (start, start, start);
+        // Polled once at start, then at each deadline the engine reports.
+        let mut next_poll = Some(start);
+        while !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            if !self.udp.is_empty() && now >= next_keepalive {
+                next_keepalive = now + Duration::from_secs(udp_encap::KEEPALIVE_INTERVAL_SECS);
+                for u in &self.udp {
+                    let (sent, err) = u.send_keepalives();
+                    crate::counters::add(&t.counters().udp_keepalives_tx, sent as u64);
+                    if let Some(e) = err {
+                        warn!("sending a NAT-keepalive: {e}");
                     }
                 }
             }
-        }
-        let until = Instant::now() + TICK;
-        while !stop.load(Ordering::Relaxed) && Instant::now() < until {
-            if let Some(r) = reload {
-                r.run_if_asked(t, control);
+            let mut events = Vec::new();
+            if next_poll.is_some_and(|p| now >= p) || t.events_pending() {
+                events = t.poll();
+                // The deadline is on the tunnel's clock; a second's slack at most is lost to
+                // rounding (the engine checks time limits in whole seconds).
+                next_poll = t.poll_timeout().map(|at| now + at.saturating_sub(t.now()));
             }
-            thread::sleep(Duration::from_millis(20));
+            if let Some(c) = self.control {
+                if now >= next_control || !events.is_empty() {
+                    next_control = now + TICK;
+                    c.tick(t, &events);
+                }
+            }
+            if let Some(p) = self.stats {
+                if now >= next_stats {
+                    next_stats = now + TICK;
+                    let mut report = t.report();
+                    add_endpoints(&mut report, &self.udp);
+                    match stats::write_json(p, &report) {
+                        Ok(()) => failures = 0,
+                        Err(e) => {
+                            failures += 1;
+                            if failures.is_power_of_two() {
+                                warn!("writing {}: {e} ({failures} times in a row)", p.display());
+                            }
+                        }
+                    }
+                }
+            }
+            let mut wake = [
+                next_poll,
+                self.stats.map(|_| next_stats),
+                self.control.map(|_| next_control),
+                (!self.udp.is_empty()).then_some(next_keepalive),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(now + Duration::from_secs(3600));
+            while !stop.load(Ordering::Relaxed) && Instant::now() < wake {
+                if let Some(r) = self.reload {
+                    if r.run_if_asked(t, self.control) {
+                        // The reload may have added SAs with earlier limits.
+                        next_poll = Some(Instant::now());
+                        wake = Instant::now();
+                    }
+                }
+                if t.events_pending() {
+                    break;
+                }
+                thread::sleep(GLANCE.min(wake.saturating_duration_since(Instant::now())));
+            }
         }
     }
 }
@@ -577,6 +746,49 @@ mod tests {
         assert!(e.to_string().contains("creating TUN device a-name-far-too-long"), "{e}");
     }
 
+    /// With no stats file and no control side, the ticker sleeps until the engine's next
+    /// time limit and polls it then: an SA with a 1 s soft limit and no traffic is dying
+    /// shortly after.
+    #[test]
+    fn ticker_polls_the_engine_at_its_deadline() {
+        use ipsec_core::sa::{Keyed, Proto, SaParams};
+        use ipsec_core::AeadAlg;
+        use ipsec_engine::{Lifetime, Limits, SaConfig, State};
+        let mut p = SaParams::new(Proto::Esp, 0x77);
+        p.aead = Some(Keyed::new(AeadAlg::AesGcm, &[7; 20], 16));
+        let mut c = SaConfig::new("soon", p, None);
+        c.lifetime = Lifetime {
+            soft: Limits {
+                seconds: Some(1),
+                ..Limits::default()
+            },
+            ..Lifetime::default()
+        };
+        let mut e = Engine::new();
+        let id = e.add_sa(c, Duration::ZERO).unwrap();
+        let t = Tunnel::new(e, Vec::new());
+        assert_eq!(t.poll_timeout(), Some(Duration::from_secs(1)));
+        let stop = AtomicBool::new(false);
+        let state = || t.engine().sad().get(id).unwrap().state();
+        thread::scope(|s| {
+            let ticker = Ticker {
+                stats: None,
+                control: None,
+                reload: None,
+                udp: Vec::new(),
+            };
+            let (t, stop) = (&t, &stop);
+            s.spawn(move || ticker.run(t, stop));
+            let t0 = Instant::now();
+            while state() != State::Dying && t0.elapsed() < Duration::from_secs(5) {
+                thread::sleep(Duration::from_millis(20));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        assert_eq!(state(), State::Dying);
+        assert_eq!(t.poll_timeout(), None, "no limit left to wait for");
+    }
+
     #[test]
     fn ticker_writes_stats_until_stopped() {
         let dir = std::env::temp_dir().join(format!("tunnel-ticker-{}", std::process::id()));
@@ -585,7 +797,14 @@ mod tests {
         let t = Tunnel::new(Engine::new(), Vec::new());
         let stop = AtomicBool::new(false);
         thread::scope(|s| {
-            s.spawn(|| ticker(&t, Some(&p), None, None, &[], &stop));
+            let ticker = Ticker {
+                stats: Some(&p),
+                control: None,
+                reload: None,
+                udp: Vec::new(),
+            };
+            let (t, stop) = (&t, &stop);
+            s.spawn(move || ticker.run(t, stop));
             let t0 = Instant::now();
             while !p.exists() && t0.elapsed() < Duration::from_secs(5) {
                 thread::sleep(Duration::from_millis(5));

@@ -639,3 +639,107 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod child_tests {
+    use super::*;
+    use ipsec_ike::alg::ChildSuite;
+
+    fn ts(s: &str) -> TrafficSelector {
+        TrafficSelector::from_str_config(s).unwrap()
+    }
+
+    fn info(encr: Encr, integ: Option<Integ>, ek: usize, ik: usize) -> ChildSaInfo {
+        ChildSaInfo {
+            conn: "gw".into(),
+            child: "net".into(),
+            protocol: 50,
+            spi_in: 0xc000_0001,
+            spi_out: 0xc000_0002,
+            suite: ChildSuite { encr, integ, esn: true },
+            mode: ipsec_ike::Mode::Tunnel,
+            local_ts: vec![ts("10.1.0.0/16")],
+            remote_ts: vec![ts("10.2.0.0/24"), ts("10.3.0.1")],
+            lifetimes: Default::default(),
+            encap: Some(ipsec_ike::UdpEncap {
+                local_port: 4500,
+                remote_port: 31000,
+            }),
+            local: "192.0.2.1:4500".parse().unwrap(),
+            remote: "198.51.100.2:31000".parse().unwrap(),
+            initiator: true,
+            encr_out: zeroize::Zeroizing::new(vec![1; ek]),
+            integ_out: zeroize::Zeroizing::new(vec![2; ik]),
+            encr_in: zeroize::Zeroizing::new(vec![3; ek]),
+            integ_in: zeroize::Zeroizing::new(vec![4; ik]),
+        }
+    }
+
+    /// A negotiated child becomes two ESP SAs with the right keys per direction, ports
+    /// mirrored, ESN kept, and one policy per selector pair each way.
+    #[test]
+    fn a_child_becomes_two_sas_and_a_policy_per_selector_pair() {
+        let c = child_sas(&info(Encr::AesGcm16_128, None, 20, 0)).unwrap();
+        assert_eq!(c.out.name, "ike:gw/net/out-c0000002");
+        assert_eq!(c.inb.name, "ike:gw/net/in-c0000001");
+        let (o, i) = (&c.out.params, &c.inb.params);
+        assert_eq!((o.spi, i.spi), (0xc000_0002, 0xc000_0001));
+        assert_eq!(
+            o.aead.as_ref().map(|k| (k.alg, &k.key[..], k.icv_len)),
+            Some((AeadAlg::AesGcm, &[1u8; 20][..], 16))
+        );
+        assert_eq!(i.aead.as_ref().map(|k| &k.key[..]), Some(&[3u8; 20][..]));
+        assert!(o.esn && i.esn);
+        let t = o.tunnel.unwrap();
+        assert_eq!((t.src, t.dst), (ip("192.0.2.1"), ip("198.51.100.2")));
+        assert_eq!(i.tunnel.unwrap().src, ip("198.51.100.2"));
+        let (eo, ei) = (c.out.encap.unwrap(), c.inb.encap.unwrap());
+        assert_eq!((eo.sport, eo.dport, ei.sport, ei.dport), (4500, 31000, 31000, 4500));
+        assert_eq!(c.selectors.len(), 2);
+        let (out, inb) = &c.selectors[1];
+        assert_eq!(out.src.unwrap().to_string(), "10.1.0.0/16");
+        assert_eq!(out.dst.unwrap().to_string(), "10.3.0.1/32");
+        assert_eq!((inb.src, inb.dst), (out.dst, out.src));
+        assert_eq!(c.out.lifetime.soft.seconds, Some(3600));
+        assert_eq!(
+            c.out.lifetime.hard.seconds, None,
+            "part 1 does not rekey: no hard limit"
+        );
+        // The engine accepts them.
+        let mut e = ipsec_engine::Engine::new();
+        e.add_sa(c.out, Duration::ZERO).unwrap();
+        e.add_sa(c.inb, Duration::ZERO).unwrap();
+    }
+
+    #[test]
+    fn cbc_children_get_their_hmac_truncation() {
+        for (integ, alg, icv, ik) in [
+            (Integ::HmacSha256_128, IntegAlg::HmacSha256, 16, 32),
+            (Integ::HmacSha384_192, IntegAlg::HmacSha384, 24, 48),
+            (Integ::HmacSha512_256, IntegAlg::HmacSha512, 32, 64),
+        ] {
+            let c = child_sas(&info(Encr::AesCbc256, Some(integ), 32, ik)).unwrap();
+            let p = &c.out.params;
+            assert_eq!(p.enc.as_ref().map(|k| (k.alg, k.key.len())), Some((EncAlg::AesCbc, 32)));
+            assert_eq!(
+                p.integ.as_ref().map(|k| (k.alg, k.icv_len, k.key.len())),
+                Some((alg, icv, ik))
+            );
+            let mut e = ipsec_engine::Engine::new();
+            e.add_sa(c.out, Duration::ZERO).unwrap();
+        }
+        let c = child_sas(&info(Encr::ChaCha20Poly1305, None, 36, 0)).unwrap();
+        assert_eq!(
+            c.out.params.aead.as_ref().map(|k| k.alg),
+            Some(AeadAlg::ChaCha20Poly1305)
+        );
+        assert!(
+            child_sas(&info(Encr::AesCbc128, None, 16, 0)).is_err(),
+            "CBC needs integrity"
+        );
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+}

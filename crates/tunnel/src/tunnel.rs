@@ -431,11 +431,28 @@ impl Tunnel {
         tun.write_batch(&opened[..m], c);
     }
 
-    /// Expires SAs whose time is up, logs the engine's events and returns every counter.
+    /// Expires SAs whose time is up, logs the engine's events and returns every counter:
+    /// [`poll`](Self::poll) and [`report`](Self::report).
     pub fn tick(&self) -> (Report, Vec<Event>) {
+        let events = self.poll();
+        (self.report(), events)
+    }
+
+    /// When the engine next has a time limit to check, on [`now`](Self::now)'s clock
+    /// ([`Engine::poll_timeout`]), or `None`.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        self.engine().poll_timeout()
+    }
+
+    /// Whether the data plane raised events not collected yet (one atomic load, no lock).
+    pub fn events_pending(&self) -> bool {
+        self.plane().events_pending()
+    }
+
+    /// Expires SAs whose time is up and returns the engine's events, logged.
+    pub fn poll(&self) -> Vec<Event> {
         let mut e = self.engine();
-        let now = self.now();
-        e.poll(now);
+        e.poll(self.now());
         let mut events = Vec::new();
         while let Some(ev) = e.next_event() {
             let (sa, limit, hard) = match ev {
@@ -450,10 +467,17 @@ impl Tunnel {
             }
             events.push(ev);
         }
+        events
+    }
+
+    /// Every counter now (the engine's snapshot: every SA), and the adaptive IPComp SAs whose
+    /// decision changed since the last report, logged.
+    pub fn report(&self) -> Report {
+        let now = self.now();
         let report = Report {
             uptime_seconds: now.as_secs(),
             daemon: self.counters.snapshot(),
-            engine: e.snapshot(now),
+            engine: self.engine().snapshot(now),
             peers: self
                 .peers
                 .iter()
@@ -465,7 +489,7 @@ impl Tunnel {
                 .collect(),
         };
         self.log_flips(&report.engine);
-        (report, events)
+        report
     }
 
     /// Logs each adaptive IPComp SA whose decision changed since the last tick, with the

@@ -39,6 +39,9 @@ pub fn pair(ike_a: &str, ike_b: &str, esp_a: &str, esp_b: &str) -> (Config, Conf
     (Config::new(vec![a]), Config::new(vec![b]))
 }
 
+/// Decides whether to drop a datagram: (from A, the datagram).
+pub type DropFn = Box<dyn FnMut(bool, &Transmit) -> bool>;
+
 pub struct Sent {
     pub from_a: bool,
     pub at: Duration,
@@ -53,7 +56,7 @@ pub struct Net {
     /// NAT in front of A: A's private (ip, port) appear as NAT_IP:(port + offset).
     pub nat_port_offset: Option<u16>,
     /// Drop datagrams for which this returns true (from_a, bytes).
-    pub drop: Box<dyn FnMut(bool, &Transmit) -> bool>,
+    pub drop: DropFn,
     pub sent: Vec<Sent>,
     pub events_a: Vec<Event>,
     pub events_b: Vec<Event>,

@@ -1257,3 +1257,55 @@ fn the_model_is_fed_on_the_single_packet_path_and_skips_random_data() {
     assert!(m.comp_mbps.is_some(), "{m:?}");
     assert_eq!(m.decision, "skip", "{m:?}");
 }
+
+/// An SA with `encap espinudp` opens what a real ESP-in-UDP socket received on its port: the
+/// socket records the datagram's ports in the packet's context and the engine checks them
+/// against the SA (RFC 3948 5.2). An SA whose `encap` names another port refuses the same
+/// packet as `encap_mismatch`, counted at the SA.
+#[test]
+fn an_sa_with_encap_opens_what_arrived_on_its_port() {
+    use crate::udp::UdpEncap;
+    use ipsec_engine::UdpEncap as Encap;
+    use std::net::UdpSocket;
+    let (a, b) = ("127.0.0.1", "127.0.0.2");
+    let g = UdpEncap::open_group(ip(a), 0, &[ip(b)], 4500, 1, Duration::from_millis(50)).unwrap();
+    let port = g[0].local_port().unwrap();
+    let sender = {
+        let mut e = Engine::new();
+        let o = e.add_sa(esp_gcm("o", 0x6001, b, a), Duration::ZERO).unwrap();
+        to_inner(&mut e, Direction::Out, "10.100.0.0/24", vec![o]);
+        Tunnel::new(e, vec![ip(a)])
+    };
+    let from = UdpSocket::bind((ip(b), 0)).unwrap();
+    for (dport, opens) in [(port, true), (port.wrapping_add(1), false)] {
+        let mut e = Engine::new();
+        let mut c = esp_gcm("i", 0x6001, b, a);
+        c.encap = Some(Encap {
+            sport: 4500,
+            dport,
+            oa: None,
+        });
+        let i = e.add_sa(c, Duration::ZERO).unwrap();
+        to_inner(&mut e, Direction::In, "10.100.0.0/24", vec![i]);
+        let host = Tunnel::new(e, vec![ip(b)]);
+        let wire = seal(&sender, &udp4([10, 100, 0, 2], [10, 100, 0, 1], 1));
+        from.send_to(ipsec_engine::udp_encap::socket_payload(&wire).unwrap(), (ip(a), port))
+            .unwrap();
+        let mut batch = Batch::new();
+        let t0 = Instant::now();
+        let n = loop {
+            let n = g[0].recv_batch(&mut batch).unwrap();
+            if n > 0 {
+                break n;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(5), "nothing arrived");
+        };
+        let ports = batch.context(0).arrival.encap.unwrap();
+        assert_eq!((ports.sport, ports.dport), (from.local_addr().unwrap().port(), port));
+        let tun = FakeTun::default();
+        host.inbound_batch(&mut batch, n, &g[0], &mut TunPort::new(&tun));
+        assert_eq!(tun.written().len(), usize::from(opens), "SA encap dport {dport}");
+        let (r, _) = host.tick();
+        assert_eq!(sa(&r, "i").inbound.drops.encap_mismatch, u64::from(!opens));
+    }
+}
