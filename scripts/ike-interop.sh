@@ -87,7 +87,8 @@ IPSEC=$(dirname "$BIN")/ipsec
 IPSEC_IKE=0
 "$IPSEC" ike --help >/dev/null 2>&1 && IPSEC_IKE=1
 WORK=$(mktemp -d /tmp/ike-interop.XXXXXX)
-trap 'rc=$?; swan_stop_all; cleanup_all $rc 30' EXIT
+# IKE_INTEROP_KEEP=1 keeps the work directory after a passing run too.
+trap 'rc=$?; swan_stop_all; [ "${IKE_INTEROP_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 30' EXIT
 trap 'fail "interrupted"' INT TERM
 KEYS="python3 scripts/charon_keys.py"
 CHECK="python3 scripts/ike_interop_keys.py"
@@ -465,6 +466,14 @@ run_case() {
   case ${o[expect]} in
     up)
       wait_counts 10 "1 1"
+      td_ctl ike list >"$CD/ike-list.out" 2>&1 || fail "$CASE: ipsec ike list failed: $(cat "$CD/ike-list.out")"
+      td_ctl show >"$CD/show.out" 2>&1 || fail "$CASE: ipsec show failed: $(cat "$CD/show.out")"
+      # The child's SPIs as `ipsec ike list` prints them are the ones charon lists (reversed).
+      local spis sw_sas
+      spis=$(sed -n 's/^ *child net: in \([0-9a-f]*\), out \([0-9a-f]*\)$/\1 \2/p' "$CD/ike-list.out")
+      sw_sas=$(swan_list_sas "$SD")
+      [[ -n $spis && $sw_sas == *"spi-in=${spis#* }"* && $sw_sas == *"spi-out=${spis% *}"* ]] ||
+        fail "$CASE: the child's SPIs differ: ipsec ike list: $(cat "$CD/ike-list.out"); charon: $sw_sas"
       ping_ok iia 10.100.1.1 10.100.2.1
       ping_ok iib 10.100.2.1 10.100.1.1
       if [ "${o[inner6]}" = yes ]; then
