@@ -29,6 +29,7 @@
 #             (start_action = start: tunneld initiates when it starts)
 #   r-gcm256  charon / v4 / aes256gcm16-prfsha384-ecp384 / aes256gcm16 / charon
 #   i-cbc     tunneld / v4 / aes128-sha256-ecp256 / chacha20poly1305 / charon
+#             (the others: tunneld initiates with `ipsec ike initiate gw`)
 #   r-modp    charon / v4 / aes256-sha512-modp2048 / aes128-sha256 / tunneld
 #   v6        tunneld / v6 (inner v4 and v6) / aes256-sha384-ecp384 / aes128gcm16 / charon
 #   r-v6      charon / v6 / aes128gcm16-prfsha256-x25519 / chacha20poly1305 / tunneld
@@ -40,10 +41,13 @@
 #   noprop-r  the same with charon initiating
 #   ke-i      tunneld offers x25519 then ecp256 (KE payload for x25519), charon prefers ecp256:
 #             INVALID_KE_PAYLOAD (group 19), tunneld retries with ecp256, then a success case
-#   ke-r      the same the other way (charon offers x25519 first, tunneld prefers ecp256)
+#   ke-r      charon offers x25519 then ecp256 (KE x25519), tunneld accepts only ecp256: tunneld
+#             asks for group 19, charon retries (tunneld as responder takes the KE's group
+#             whenever one of its proposals allows it, so "accepts it second" does not ask)
 #   nat-i     tunneld behind nftables masquerade (UDP source ports 20000-20999) initiates to
 #             charon (remote_addrs = %any), charon deletes
-#   nat-r     charon behind the NAT initiates to tunneld (remote_addrs = %any), tunneld deletes
+#   nat-r     charon behind the NAT initiates to tunneld (remote_addrs = the NAT's outside
+#             address: tunneld has no %any yet), tunneld sees the NAT's port, tunneld deletes
 #
 #   sudo bash scripts/ike-interop.sh                  # every case (builds tunneld, ipsec)
 #   sudo bash scripts/ike-interop.sh i-gcm nat-r      # only those, in the order above
