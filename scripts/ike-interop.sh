@@ -27,8 +27,8 @@
 # Cases (name: who initiates / underlay / IKE proposal / ESP proposal / who deletes):
 #   i-gcm     tunneld / v4 / aes128gcm16-prfsha256-x25519 / aes128gcm16 / tunneld
 #             (start_action = start: tunneld initiates when it starts)
-#   r-gcm256  charon / v4 / aes256gcm16-prfsha384-ecp384 / aes256gcm16 / charon
-#   i-cbc     tunneld / v4 / aes128-sha256-ecp256 / chacha20poly1305 / charon
+#   r-gcm256  charon / v4 / aes256gcm16-prfsha384-ecp384 / aes256gcm16 (tunneld: -esn-noesn) / charon
+#   i-cbc     tunneld / v4 / aes128-sha256-ecp256 / chacha20poly1305 (tunneld: -esn-noesn) / charon
 #             (the others: tunneld initiates with `ipsec ike initiate gw`)
 #   r-modp    charon / v4 / aes256-sha512-modp2048 / aes128-sha256 / tunneld
 #   v6        tunneld / v6 (inner v4 and v6) / aes256-sha384-ecp384 / aes128gcm16 / charon
@@ -580,8 +580,10 @@ run_case() {
 topo_up
 A128=aes128gcm16-prfsha256-x25519
 want i-gcm && run_case i-gcm who=t ike=$A128 esp=aes128gcm16 del=t start=start
-want r-gcm256 && run_case r-gcm256 who=s ike=aes256gcm16-prfsha384-ecp384 esp=aes256gcm16 del=s
-want i-cbc && run_case i-cbc who=t ike=aes128-sha256-ecp256 esp=chacha20poly1305 del=s
+# ESN: libipsec has none, so tunneld offers (i-cbc) or accepts (r-gcm256) ESN and no ESN and
+# must settle on no ESN with charon.
+want r-gcm256 && run_case r-gcm256 who=s ike=aes256gcm16-prfsha384-ecp384 esp_t=aes256gcm16-esn-noesn esp_s=aes256gcm16 del=s
+want i-cbc && run_case i-cbc who=t ike=aes128-sha256-ecp256 esp_t=chacha20poly1305-esn-noesn esp_s=chacha20poly1305 del=s
 want r-modp && run_case r-modp who=s ike=aes256-sha512-modp2048 esp=aes128-sha256 del=t
 want v6 && run_case v6 who=t fam=6 inner6=yes ike=aes256-sha384-ecp384 esp=aes128gcm16 del=s
 want r-v6 && run_case r-v6 who=s fam=6 ike=$A128 esp=chacha20poly1305 del=t
