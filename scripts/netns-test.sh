@@ -32,6 +32,11 @@
 #             routed to each (the SPD picks the peer); pings and iperf3 to both at the same
 #             time, tshark on each link checks every ESP frame's ICV and that no packet of the
 #             other peer's SAs is on it; keepalives and per-peer endpoints in A's stats
+#   user      the udp pair unprivileged: B with tunneld --user nobody (root opens the devices,
+#             then it drops to uid 65534 with no capability), A started as nobody with no
+#             capability at all on a persistent TUN device made for nobody; /proc/PID/status
+#             shows uid 65534, CapEff/CapPrm 0 and NoNewPrivs 1 for both; pings, the control
+#             socket (ipsec show) and a SIGHUP reload still work, the stats are written as nobody
 #   nooffload the udp stage's traffic again with tunneld --no-offload (the udp stage runs
 #             with TUN offloads on and checks they are), so both paths are covered; here
 #             ESP in UDP is named on the SAs (`encap = { type = "espinudp", ... }`), not in
@@ -53,7 +58,7 @@ START=$SECONDS
 NETNS_TAG=netns-test
 . scripts/lib-netns.sh
 IF_POSSIBLE=0
-ALL_STAGES="esp comp-esp esp-ah udp udp-nat flood rekey v6 peers nooffload"
+ALL_STAGES="esp comp-esp esp-ah udp udp-nat flood rekey v6 peers nooffload user"
 STAGES=()
 for arg in "$@"; do
   case " $ALL_STAGES --if-possible " in
@@ -983,6 +988,50 @@ expect "final counters agree, no super-packets either way" \
   "A.daemon.tun_gso_packets + A.daemon.tun_gro_packets + B.daemon.tun_gso_packets + B.daemon.tun_gro_packets == 0" \
   "sum(A.engine.inbound_drops.values()) + sum(B.engine.inbound_drops.values()) == 0" \
   "A.sas.esp_ab.outbound.packets > 1000"
+fi
+
+# ---- user (issue #21): tunneld drops root once everything is open ---------------------------
+if want user; then
+V=user
+mkdir -p "$WORK/user"
+chown nobody "$WORK/user"
+chmod 711 "$WORK"
+SA=$WORK/user/a.json
+SB=$WORK/user/b.json
+CTL=${IPSEC_BIN:-$(dirname "$BIN")/ipsec}
+[ -x "$CTL" ] || cargo build --release --locked --quiet --bin ipsec
+ip netns exec "$NSB" "$BIN" --config examples/tunnel/udp-b.toml --user nobody --stats "$SB" 2>"$WORK/user-b.log" &
+DB=$!
+BG+=("$DB")
+# A never has a privilege: the administrator made a persistent TUN device for nobody (with
+# its MTU, up), and tunneld starts as nobody with no capability at all.
+ip netns exec "$NSA" ip tuntap add dev ipsec0 mode tun user nobody multi_queue
+ip -n "$NSA" link set ipsec0 mtu 1438 up
+ip netns exec "$NSA" setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-all --no-new-privs \
+  "$BIN" --config examples/tunnel/udp-a.toml --stats "$SA" --control "$WORK/user/a.sock" 2>"$WORK/user-a.log" &
+DA=$!
+BG+=("$DA")
+wait_for 10 "tunneld (user) in $NSA to write its stats" test -s "$SA"
+wait_for 10 "tunneld (user) in $NSB to write its stats" test -s "$SB"
+ip -n "$NSA" addr add 10.100.0.1/24 dev ipsec0
+ip -n "$NSB" addr add 10.100.0.2/24 dev ipsec0
+for pid in "$DA" "$DB"; do
+  st=/proc/$pid/status
+  grep -qE '^Uid:\s+65534\s+65534\s+65534\s+65534$' "$st" || fail "user: tunneld $pid is not uid 65534: $(grep ^Uid "$st")"
+  grep -qE '^CapEff:\s+0000000000000000$' "$st" || fail "user: tunneld $pid keeps capabilities: $(grep ^CapEff "$st")"
+  grep -qE '^CapPrm:\s+0000000000000000$' "$st" || fail "user: tunneld $pid keeps permitted capabilities"
+  grep -qE '^NoNewPrivs:\s+1$' "$st" || fail "user: tunneld $pid lacks NoNewPrivs"
+done
+[ "$(stat -c %U "$SA")" = nobody ] || fail "user: the stats file is not written by nobody"
+ping_ok "$NSA" 10.100.0.2 3
+"$CTL" show --control "$WORK/user/a.sock" | grep -q '^sa: esp-ab' || fail "user: ipsec show over the control socket"
+kill -HUP "$DA"
+wait_for 5 "the reload as nobody" grep -q 'config.reloaded' "$WORK/user-a.log"
+ping_ok "$NSA" 10.100.0.2 2
+expect "pings counted after dropping root" "A.sas.esp_ab.outbound.packets == B.sas.esp_ab.inbound.packets == 5"
+stop
+ip netns exec "$NSA" ip tuntap del dev ipsec0 mode tun multi_queue 2>/dev/null || true
+log "user: tunneld ran as nobody with no capabilities (B dropped them, A never had any); traffic, control socket and reload worked"
 fi
 
 log "all checks passed: ${RAN[*]} ($((SECONDS - START)) s)"

@@ -76,6 +76,12 @@ struct Args {
     /// anyone who reads DIR decrypts this host's traffic. Off by default.
     #[arg(long, value_name = "DIR")]
     keylog: Option<PathBuf>,
+    /// Run as USER (a name or a uid) once the TUN device, the sockets and the control socket
+    /// are open: tunneld then keeps no capability at all and cannot regain one
+    /// (PR_SET_NO_NEW_PRIVS). The stats file's directory and the config file (SIGHUP) must
+    /// be writable and readable by USER.
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
     /// Log level: error, warn, info, debug (every dropped packet) or trace.
     #[arg(long, value_name = "LEVEL", default_value = "info")]
     log: String,
@@ -183,6 +189,7 @@ fn main() -> ExitCode {
         workers: args.workers.map(usize::from).or(t.workers).unwrap_or(0),
         offload: !args.no_offload && t.offload.unwrap_or(true),
         reload: Some(args.config.clone()),
+        user: args.user.clone(),
         ..Options::default()
     };
     match daemon::run_with_ike(engine, &opts, ike, &signals.stop, &signals.hup) {

@@ -70,6 +70,9 @@ pub struct Options {
     pub offload: bool,
     /// The config file SIGHUP reloads ([`Control::reload`]); `None`: SIGHUP is not handled.
     pub reload: Option<PathBuf>,
+    /// Once every device, socket and the control socket are open, run as this user (a name
+    /// or a uid) with no capability and no way to regain one ([`sys::drop_privileges`]).
+    pub user: Option<String>,
 }
 
 impl Default for Options {
@@ -87,6 +90,7 @@ impl Default for Options {
             workers: 0,
             offload: true,
             reload: None,
+            user: None,
         }
     }
 }
@@ -231,7 +235,13 @@ pub fn run_with_ike(
         control: Some(&control),
         reload: reload.as_ref(),
         udp: underlay.udp_firsts(),
+        notify: crate::sd_notify::Notifier::from_env(),
     };
+    if let Some(u) = &opts.user {
+        let (uid, gid) = sys::lookup_user(u).map_err(context(format!("--user {u}")))?;
+        sys::drop_privileges(uid, gid).map_err(context(format!("dropping privileges to {u}")))?;
+        info!("running as {u} (uid {uid}, gid {gid}) with no capabilities and no new privileges: everything tunneld needs is open");
+    }
     let services = Services {
         socket: socket.as_ref(),
         ike,
@@ -287,6 +297,14 @@ impl IkeParts {
             let local = SocketAddr::new(local.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), sport);
             h.datagram(local, from, d);
         }));
+        if let Some(traps) = crate::ike::Traps::of(&setup.config).map_err(io::Error::other)? {
+            let h = handle.clone();
+            tunnel.set_trap(Box::new(move |p: &[u8]| {
+                if let Some((conn, child, sel)) = traps.matches(p) {
+                    h.acquire(conn, child, sel);
+                }
+            }));
+        }
         let keylog = match &setup.keylog {
             Some(d) => Some(crate::ike::KeyLog::new(d.clone()).map_err(context(format!("--keylog {}", d.display())))?),
             None => None,
@@ -556,11 +574,18 @@ struct Reload<'a> {
 
 impl Reload<'_> {
     /// Reloads if SIGHUP asked for it; whether it tried.
-    fn run_if_asked(&self, t: &Tunnel, control: Option<&Control>) -> bool {
+    fn run_if_asked(&self, t: &Tunnel, control: Option<&Control>, sd: &crate::sd_notify::Notifier) -> bool {
         let Some(c) = control else { return false };
         if !self.flag.swap(false, Ordering::AcqRel) {
             return false;
         }
+        let _ = sd.reloading();
+        let r = self.reload_now(t, c);
+        let _ = sd.ready("carrying packets (reloaded)");
+        r
+    }
+
+    fn reload_now(&self, t: &Tunnel, c: &Control) -> bool {
         info!("SIGHUP: reloading {}", self.path.display());
         if c.reload(t, self.path, self.peers).is_ok() {
             let mut now = inbound_protocols(&t.engine());
@@ -637,6 +662,8 @@ struct Ticker<'a> {
     reload: Option<&'a Reload<'a>>,
     /// One socket of each ESP-in-UDP group.
     udp: Vec<&'a UdpEncap>,
+    /// systemd's notification socket (`Type=notify`; nothing outside systemd).
+    notify: crate::sd_notify::Notifier,
 }
 
 /// How often the ticker looks at the stop flag, SIGHUP's flag and the events the data plane
@@ -656,6 +683,11 @@ impl Ticker<'_> {
         let mut failures: u64 = 0;
         let start = Instant::now();
         let (mut next_keepalive, mut next_stats, mut next_control) = (start, start, start);
+        // systemd: ready once the threads run (this is the last thing the daemon starts);
+        // the watchdog from here on.
+        let sd = &self.notify;
+        let _ = sd.ready("carrying packets");
+        let mut next_watchdog = sd.watchdog_every().map(|_| start);
         // Polled once at start, then at each deadline the engine reports.
         let mut next_poll = Some(start);
         while !stop.load(Ordering::Relaxed) {
@@ -668,6 +700,12 @@ impl Ticker<'_> {
                     if let Some(e) = err {
                         warn!("sending a NAT-keepalive: {e}");
                     }
+                }
+            }
+            if let (Some(at), Some(every)) = (next_watchdog, sd.watchdog_every()) {
+                if now >= at {
+                    let _ = sd.watchdog();
+                    next_watchdog = Some(now + every);
                 }
             }
             let mut events = Vec::new();
@@ -704,6 +742,7 @@ impl Ticker<'_> {
                 self.stats.map(|_| next_stats),
                 self.control.map(|_| next_control),
                 (!self.udp.is_empty()).then_some(next_keepalive),
+                next_watchdog,
             ]
             .into_iter()
             .flatten()
@@ -711,7 +750,7 @@ impl Ticker<'_> {
             .unwrap_or(now + Duration::from_secs(3600));
             while !stop.load(Ordering::Relaxed) && Instant::now() < wake {
                 if let Some(r) = self.reload {
-                    if r.run_if_asked(t, self.control) {
+                    if r.run_if_asked(t, self.control, sd) {
                         // The reload may have added SAs with earlier limits.
                         next_poll = Some(Instant::now());
                         wake = Instant::now();
@@ -723,6 +762,7 @@ impl Ticker<'_> {
                 thread::sleep(GLANCE.min(wake.saturating_duration_since(Instant::now())));
             }
         }
+        let _ = sd.stopping();
     }
 }
 
@@ -776,6 +816,7 @@ mod tests {
                 control: None,
                 reload: None,
                 udp: Vec::new(),
+                notify: crate::sd_notify::Notifier::new(None, None),
             };
             let (t, stop) = (&t, &stop);
             s.spawn(move || ticker.run(t, stop));
@@ -796,12 +837,18 @@ mod tests {
         let p = dir.join("s.json");
         let t = Tunnel::new(Engine::new(), Vec::new());
         let stop = AtomicBool::new(false);
+        // systemd's side: READY when the ticker starts, WATCHDOG every half WatchdogSec
+        // (here 200 ms: every 100 ms), STOPPING at the end.
+        let sock = dir.join("notify.sock");
+        let _ = std::fs::remove_file(&sock);
+        let sd = std::os::unix::net::UnixDatagram::bind(&sock).unwrap();
         thread::scope(|s| {
             let ticker = Ticker {
                 stats: Some(&p),
                 control: None,
                 reload: None,
                 udp: Vec::new(),
+                notify: crate::sd_notify::Notifier::new(Some(sock.display().to_string()), Some(200_000)),
             };
             let (t, stop) = (&t, &stop);
             s.spawn(move || ticker.run(t, stop));
@@ -809,8 +856,19 @@ mod tests {
             while !p.exists() && t0.elapsed() < Duration::from_secs(5) {
                 thread::sleep(Duration::from_millis(5));
             }
+            thread::sleep(Duration::from_millis(450));
             stop.store(true, Ordering::Relaxed);
         });
+        sd.set_nonblocking(true).unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 256];
+        while let Ok(n) = sd.recv(&mut buf) {
+            got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+        assert!(got.first().is_some_and(|m| m.starts_with("READY=1\n")), "{got:?}");
+        assert_eq!(got.last().map(String::as_str), Some("STOPPING=1"), "{got:?}");
+        let dogs = got.iter().filter(|m| *m == "WATCHDOG=1").count();
+        assert!((2..=8).contains(&dogs), "{dogs} watchdog pings in ~0.45 s: {got:?}");
         let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
         assert_eq!(v["daemon"]["tun_rx_packets"], 0);
         assert!(v["engine"]["sas"].as_array().unwrap().is_empty());

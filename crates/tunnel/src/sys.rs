@@ -326,6 +326,11 @@ pub fn mtu(name: &str) -> io::Result<u32> {
 
 /// Sets the MTU of interface `name`. Needs CAP_NET_ADMIN.
 pub fn set_mtu(name: &str, mtu: u32) -> io::Result<()> {
+    // A persistent device the administrator set up already (`ip tuntap add ... user U`, `ip
+    // link set ... mtu`) needs no change, and so no privilege.
+    if self::mtu(name).is_ok_and(|m| m == mtu) {
+        return Ok(());
+    }
     let mut ifr = ifreq(name)?;
     ifr.ifr_ifru.ifru_mtu = libc::c_int::try_from(mtu)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("MTU {mtu} too large")))?;
@@ -344,6 +349,9 @@ pub fn flags(name: &str) -> io::Result<libc::c_short> {
 /// Brings interface `name` up. Needs CAP_NET_ADMIN.
 pub fn set_up(name: &str) -> io::Result<()> {
     let f = flags(name)?;
+    if f & libc::IFF_UP as libc::c_short != 0 {
+        return Ok(());
+    }
     let mut ifr = ifreq(name)?;
     ifr.ifr_ifru.ifru_flags = f | libc::IFF_UP as libc::c_short;
     ifreq_ioctl(libc::SIOCSIFFLAGS, &mut ifr).map_err(|e| with_name(name, e, "bringing up"))
@@ -373,6 +381,67 @@ pub fn peer_uid(s: &std::os::unix::net::UnixStream) -> io::Result<u32> {
         return Err(io::Error::last_os_error());
     }
     Ok(cred.uid)
+}
+
+/// `user`'s uid and primary gid from `/etc/passwd` (a name, or a number taken as the uid
+/// with the same gid).
+pub fn lookup_user(user: &str) -> io::Result<(u32, u32)> {
+    if let Ok(uid) = user.parse::<u32>() {
+        return Ok((uid, uid));
+    }
+    let passwd = std::fs::read_to_string("/etc/passwd")?;
+    passwd
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() >= 4 && f[0] == user).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))
+        })
+        .flatten()
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no user `{user}` in /etc/passwd")))
+}
+
+/// Gives up root for good, once everything the daemon needs is open: no new privileges
+/// (`PR_SET_NO_NEW_PRIVS`, so no exec can regain any), the supplementary groups replaced by
+/// `gid`, then `setgid(gid)` and `setuid(uid)` — which, without `PR_SET_KEEPCAPS`, clears the
+/// permitted and effective capabilities of every thread (glibc applies set*id to all of
+/// them). Checked afterwards: the uid must be `uid` and no capability may remain.
+pub fn drop_privileges(uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes integer arguments only and touches no
+    // memory of ours.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let groups = [gid as libc::gid_t];
+    // SAFETY: `groups` is a valid array of one gid_t that outlives the call; setgid and
+    // setuid take plain integers.
+    unsafe {
+        if libc::setgroups(1, groups.as_ptr()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::setgid(gid) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::setuid(uid) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let field = |k: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(str::trim)
+            .unwrap_or("")
+    };
+    let uids: Vec<&str> = field("Uid:").split_whitespace().collect();
+    if uids.iter().any(|u| u.parse::<u32>().ok() != Some(uid)) || uids.is_empty() {
+        return Err(io::Error::other(format!("still running with uids {uids:?}")));
+    }
+    if uid != 0 && (field("CapEff:") != "0000000000000000" || field("CapPrm:") != "0000000000000000") {
+        return Err(io::Error::other("capabilities remain after setuid"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

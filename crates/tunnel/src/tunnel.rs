@@ -98,7 +98,13 @@ pub struct Tunnel {
     flips: Mutex<Vec<u64>>,
     /// Where non-ESP datagrams (IKE, RFC 3948 2.2) received on an ESP-in-UDP socket go.
     non_esp: Option<NonEspSink>,
+    trap: Option<TrapSink>,
 }
+
+/// Where outbound packets that no policy covers go before they are dropped (IKE's trap
+/// policies, `start_action = trap`: the first packet of a connection's selectors starts it).
+/// Called on the sending thread with the inner packet; it must not block.
+pub type TrapSink = Box<dyn Fn(&[u8]) + Send + Sync>;
 
 /// A consumer of the non-ESP datagrams an ESP-in-UDP socket receives (IKE messages behind
 /// the non-ESP marker, RFC 3948 2.2): called on the receiving thread with the datagram
@@ -129,6 +135,19 @@ impl Tunnel {
             peers,
             flips: Mutex::new(Vec::new()),
             non_esp: None,
+            trap: None,
+        }
+    }
+
+    /// Shows `sink` every outbound packet dropped because no policy covers it (the packet is
+    /// still dropped and counted).
+    pub fn set_trap(&mut self, sink: TrapSink) {
+        self.trap = Some(sink);
+    }
+
+    fn trapped(&self, d: &Dropped, packet: &[u8]) {
+        if let (Some(t), ipsec_engine::DropReason::PolicyDiscard) = (&self.trap, d.reason) {
+            t(packet);
         }
     }
 
@@ -207,6 +226,7 @@ impl Tunnel {
             Err(d) => {
                 inc(&c.engine_out_drops);
                 debug!("outbound packet dropped: {d}");
+                self.trapped(&d, buf.packet());
                 return Outcome::Engine(d);
             }
         }
@@ -308,6 +328,7 @@ impl Tunnel {
                 Err(d) => {
                     inc(&c.engine_out_drops);
                     debug!("outbound packet dropped: {d}");
+                    self.trapped(d, buf.packet());
                     continue;
                 }
             }
