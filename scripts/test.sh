@@ -20,6 +20,8 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 # tunneld end to end in two network namespaces: only as root with /dev/net/tun and a working
 # `ip netns` (otherwise it says why it was skipped); about 40 s.
 bash scripts/netns-test.sh --if-possible
+# tunneld's IKEv2 against strongSwan (docs/ike-interop.md): root only, like the netns test.
+bash scripts/ike-interop.sh --if-possible
 # The soak (issue #22): rekeys, reloads, a garbage flood and control clients during a transfer;
 # a 2-minute pass here (scripts/soak.sh runs 10 minutes by default). Same conditions.
 SOAK_SECONDS=120 bash scripts/soak.sh --if-possible
