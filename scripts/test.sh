@@ -19,6 +19,8 @@ cargo test --workspace --locked
 # tunneld end to end in two network namespaces: only as root with /dev/net/tun and a working
 # `ip netns` (otherwise it says why it was skipped); about 40 s.
 bash scripts/netns-test.sh --if-possible
+# Adaptive IPComp's short demo (issue #23): model >= 90% of the better fixed mode; ~2.5 min.
+bash scripts/adaptive-demo.sh --ci --if-possible
 IPSEC_BIN="$PWD/target/release/ipsec" python3 -m pytest tests/interop -q -p no:cacheprovider
 # Short fuzz pass over every cargo-fuzz target (about 25 s each, two at a time; scripts/fuzz.sh).
 bash scripts/fuzz.sh 25

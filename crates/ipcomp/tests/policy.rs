@@ -168,13 +168,17 @@ fn model_skips_in_the_sa_and_probes() {
     let (o, _) = seal(&mut sa, &text);
     assert!(matches!(o, SealOutcome::Compressed { .. }));
     sa.observe_seal(&o, 1000 * 1040);
-    // Gain at most 8 ns/B (link only), cost 2000 ns/B: skip, with a probe every 4th packet.
-    let outcomes: Vec<_> = (0..8).map(|_| seal(&mut sa, &text).0).collect();
+    // With compression the sender's stage is 1000 ns/B, without it the link's 8: skip. A probe
+    // costs 125 skipped packets' time, so the 1% budget asks for one in 12500 packets, at
+    // most 4096 (more than the configured interval, 4).
+    let budget = sa.model().unwrap().probe_budget();
+    assert_eq!(budget, 4096);
+    let outcomes: Vec<_> = (0..2 * budget).map(|_| seal(&mut sa, &text).0).collect();
     let skip = SealOutcome::NotCompressed(SkipReason::Model);
-    assert_eq!(&outcomes[..3], &[skip; 3]);
-    assert!(matches!(outcomes[3], SealOutcome::Compressed { .. }), "probe");
-    assert_eq!(&outcomes[4..7], &[skip; 3]);
-    assert_eq!(sa.counters().skipped_model, 6);
+    let probes: Vec<usize> = (0..outcomes.len()).filter(|&i| outcomes[i] != skip).collect();
+    assert_eq!(probes, [4095, 8191]);
+    assert!(matches!(outcomes[4095], SealOutcome::Compressed { .. }), "probe");
+    assert_eq!(sa.counters().skipped_model, 2 * 4095);
     // A slow link makes it pay.
     let mut cfg = config(Algorithm::Deflate, Mode::Transport, false);
     cfg.model = Some(ModelConfig {
