@@ -22,15 +22,15 @@
 #   CORPUS=/path/to/calgary OUT=docs/adaptive XFER_SECONDS=8 LINKS="10M 100M" sudo -E bash scripts/adaptive-demo.sh
 #   sudo bash scripts/adaptive-demo.sh --corpus /work/shared/corpus   # the corpus elsewhere
 #   bash scripts/adaptive-demo.sh --ci [--if-possible]     # scripts/test.sh: 10M and unlimited,
-#       # book1 and random, 3 s each, two rounds (each cell's best kept; about 2.5 minutes),
+#       # book1 and random, 2 s each, two rounds (each cell's best kept; about 3 minutes),
 #       # into a temporary OUT; exits 1 when a model cell is below 90% of the better fixed mode
 #       # or its model got no timings. With --if-possible, without root, /dev/net/tun, tc or
 #       # working `ip netns`: says why, exits 0. ROUNDS=N repeats any run N times.
 #
 # Where the corpus (default ../shared/corpus) is missing, generated stand-ins are used and the
 # outputs SAY SO. Bounded: every wait has a deadline; the run takes about
-# (#links x #modes) x (#data x (XFER_SECONDS + 3) + 3) s, ~7 minutes with the defaults. Cleans
-# up (namespaces, daemons) on any exit.
+# ROUNDS x #links x #data x #modes x (XFER_SECONDS + 5) s, ~8 minutes with the defaults.
+# Cleans up (namespaces, daemons) on any exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -70,7 +70,7 @@ CORPUS=${CORPUS:-$ROOT/../shared/corpus}
 if [ $CI -eq 1 ]; then
   # The short version: two links, two data sets, a few seconds each; fails below 90%.
   OUT=${OUT:-$(mktemp -d /tmp/adaptive-ci.XXXXXX)}
-  SECONDS_CAP=${XFER_SECONDS:-3}
+  SECONDS_CAP=${XFER_SECONDS:-2}
   LINKS=${LINKS:-"10M unlimited"}
   DATASETS=${DATASETS:-"book1 random"}
   FLOOR=${FLOOR:-0.90}
@@ -189,6 +189,7 @@ config() { # SIDE MODE RATE -> file
 DA='' DB=''
 start() { # MODE RATE
   local ca cb
+  rm -f "$WORK/$1-$2-a.json" "$WORK/$1-$2-b.json" # a fresh daemon writes its own
   ca=$(config a "$1" "$2")
   cb=$(config b "$1" "$2")
   start_tunneld_pair "$ca" "$cb" "$WORK/$1-$2" tunneld
@@ -202,9 +203,11 @@ for round in $(seq "$ROUNDS"); do
   [ "$ROUNDS" -eq 1 ] || log "round $round of $ROUNDS"
   for rate in $LINKS; do
     shape "$rate"
-    for mode in $MODES; do
-      start "$mode" "$rate"
-      for data in $DATASETS; do
+    for data in $DATASETS; do
+      # The modes of one cell back to back, each with fresh daemons (the model starts cold),
+      # so the machine's other load drifts little between them.
+      for mode in $MODES; do
+        start "$mode" "$rate"
         PORT=$((PORT + 1))
         ip netns exec "$NSB" timeout $((SECONDS_CAP + 40)) python3 "$WORK/xfer.py" recv 10.100.0.2 $PORT $((SECONDS_CAP + 30)) >"$WORK/recv.out" 2>"$WORK/recv.log" &
         rpid=$!
@@ -223,7 +226,7 @@ d = json.load(open(f))
 c = [s["comp"] for s in d["engine"]["sas"] if s["name"] == "comp-ab"][0]
 m = c.get("model") or {}
 gp = int(nbytes) * 8 / float(secs) / 1e6
-# The model's figures in this cell (the daemon runs the link's three data sets in a row).
+# The model's figures in this cell.
 delta = lambda k, k0: m[k] - int(k0) if k in m else ""
 num = lambda v: f"{v:.1f}" if isinstance(v, (int, float)) else ""
 print(f"{rate},{mode},{data},{nbytes},{float(secs):.3f},{gp:.2f},{c['compressed'] - int(c0)},"
@@ -232,9 +235,9 @@ print(f"{rate},{mode},{data},{nbytes},{float(secs):.3f},{gp:.2f},{c['compressed'
       f"{num(m.get('comp_mbps'))},{num(m.get('ratio'))}")
 EOF
         log "$(tail -n 1 "$CSV")"
+        grep -h "IPComp model now says" "$WORK/$mode-$rate-a.log" | sed 's/^/  flip: /' | tail -n 2 >&2 || true
+        stop
       done
-      grep -h "IPComp model now says" "$WORK/$mode-$rate-a.log" | sed 's/^/  flip: /' | tail -n 4 >&2 || true
-      stop
     done
   done
 done
