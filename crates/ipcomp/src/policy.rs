@@ -583,7 +583,9 @@ impl CostModel {
         }
         let n = send_on / (off * PROBE_BUDGET);
         if n.is_finite() {
-            (n.ceil() as u32).clamp(1, MAX_PROBE_BUDGET)
+            // Rounded up without `f64::ceil` (not in `core`).
+            let whole = n.min(MAX_PROBE_BUDGET as f64) as u32;
+            (whole + u32::from((whole as f64) < n)).clamp(1, MAX_PROBE_BUDGET)
         } else {
             MAX_PROBE_BUDGET
         }
