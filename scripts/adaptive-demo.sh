@@ -301,8 +301,20 @@ if floor > 0:
     out.append(f"Floor {floor:.0%}: " + ("held in every cell." if not low and n else "MISSED: " + "; ".join(low)))
 if blind:
     out.append("MODEL WITHOUT TIMINGS: " + "; ".join(blind))
-open(sys.argv[3], "w").write("\n".join(out) + "\n")
-print("\n".join(out))
+# A page with the markers keeps its text: only the table between them is replaced.
+start, end = "<!-- adaptive-demo table: start -->", "<!-- adaptive-demo table: end -->"
+table = "\n".join(out) + "\n"
+try:
+    page = open(sys.argv[3]).read()
+except OSError:
+    page = ""
+if start in page and end in page:
+    head, rest = page.split(start, 1)
+    page = head + start + "\n" + table + end + rest.split(end, 1)[1]
+else:
+    page = table
+open(sys.argv[3], "w").write(page)
+print(table)
 sys.exit(1 if n == 0 or low or blind else 0)
 EOF
 if [ $CI -eq 1 ]; then
