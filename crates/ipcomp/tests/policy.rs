@@ -323,3 +323,19 @@ fn unknown_link_rate_is_estimated_and_decides() {
     m.observe_sent(1000, t + 1_000_100_000);
     assert!((m.link_estimator().estimate().unwrap() / 1e9 - 1.0).abs() < 0.01);
 }
+
+/// A timing average forgets one preempted (slow) first sample within a few samples, and a
+/// single slow sample later moves it by at most 1/8 of the average.
+#[test]
+fn a_slow_timing_sample_does_not_decide() {
+    use ipsec_ipcomp::policy::Ewma;
+    let mut e = Ewma::default();
+    e.update_time(500.0);
+    for _ in 0..8 {
+        e.update_time(3.0);
+    }
+    assert!(e.get().unwrap() < 5.0, "{:?}", e.get());
+    let before = e.get().unwrap();
+    e.update_time(1000.0);
+    assert!((e.get().unwrap() - before * 1.125).abs() < 1e-9, "{:?}", e.get());
+}
