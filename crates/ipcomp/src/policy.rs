@@ -72,8 +72,8 @@ pub enum CryptoOp {
     IntegrityVerify,
 }
 
-/// The share of the throughput probes may cost while the model says "skip" (1%).
-pub const PROBE_BUDGET: f64 = 0.01;
+/// The share of the throughput probes may cost while the model says "skip" (0.5%).
+pub const PROBE_BUDGET: f64 = 0.005;
 /// The most packets between two probes the budget may ask for.
 pub const MAX_PROBE_BUDGET: u32 = 4096;
 

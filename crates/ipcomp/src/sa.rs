@@ -155,11 +155,11 @@ pub struct Codec {
     check: Vec<u8>,
 }
 
-/// One compression in this many (of an SA with a cost model), and every probe, is
+/// One compression in this many (of an SA with a cost model), and one probe in 4, is
 /// decompressed again into a spare buffer and timed: the model's decompression cost, measured
 /// on the data the SA sends (the peer's own rate is not observable; the paper assumed it equal
 /// to compression's).
-pub const DECOMPRESS_SAMPLE: u32 = 16;
+pub const DECOMPRESS_SAMPLE: u32 = 64;
 
 impl Codec {
     /// The codec an SA of configuration `cfg` needs.
@@ -456,11 +456,11 @@ impl SharedIpcomp {
                 }
                 probe = !m.compressing();
             }
-            // Every probe (they are few and the figures must stay fresh while skipping) and one
-            // compression in DECOMPRESS_SAMPLE.
+            // One probe in 4 (they are few and the figures must stay fresh while skipping) and
+            // one compression in DECOMPRESS_SAMPLE.
             s.model.is_some() && {
-                s.since_decompress += 1;
-                probe || s.since_decompress >= DECOMPRESS_SAMPLE
+                s.since_decompress += if probe { DECOMPRESS_SAMPLE / 4 } else { 1 };
+                s.since_decompress >= DECOMPRESS_SAMPLE
             }
         };
         // Useful only if compressed + 4 < original.

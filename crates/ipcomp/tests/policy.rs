@@ -169,7 +169,7 @@ fn model_skips_in_the_sa_and_probes() {
     assert!(matches!(o, SealOutcome::Compressed { .. }));
     sa.observe_seal(&o, 1000 * 1040);
     // With compression the sender's stage is 1000 ns/B, without it the link's 8: skip. A probe
-    // costs 125 skipped packets' time, so the 1% budget asks for one in 12500 packets, at
+    // costs 125 skipped packets' time, so the 0.5% budget asks for one in 25000 packets, at
     // most 4096 (more than the configured interval, 4).
     let budget = sa.model().unwrap().probe_budget();
     assert_eq!(budget, 4096);
