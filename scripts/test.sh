@@ -27,6 +27,8 @@ bash scripts/ike-interop.sh --if-possible
 SOAK_SECONDS=120 bash scripts/soak.sh --if-possible
 # The Debian package installed for real, its man pages and systemd unit checked, then purged.
 bash scripts/deb-test.sh --if-possible
+# Adaptive IPComp's short demo (issue #23): model >= 90% of the better fixed mode; ~2.5 min.
+bash scripts/adaptive-demo.sh --ci --if-possible
 IPSEC_BIN="$PWD/target/release/ipsec" python3 -m pytest tests/interop -q -p no:cacheprovider
 # Short fuzz pass over every cargo-fuzz target (about 25 s each, two at a time; scripts/fuzz.sh).
 bash scripts/fuzz.sh 25

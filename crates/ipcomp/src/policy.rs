@@ -72,6 +72,11 @@ pub enum CryptoOp {
     IntegrityVerify,
 }
 
+/// The share of the throughput probes may cost while the model says "skip" (0.5%).
+pub const PROBE_BUDGET: f64 = 0.005;
+/// The most packets between two probes the budget may ask for.
+pub const MAX_PROBE_BUDGET: u32 = 4096;
+
 /// An exponentially weighted moving average (weight 1/8 for a new sample).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Ewma {
@@ -80,15 +85,19 @@ pub struct Ewma {
 }
 
 impl Ewma {
-    /// Adds a timing sample, first clipped to 4 times the average: a thread preempted
-    /// while it compressed (or encrypted) must not make one packet look 1000 times slower.
+    /// Adds a timing sample. Being preempted, or a cold cache, only ever makes an operation
+    /// look slower, so a timing average is asymmetric: a sample above the average is clipped
+    /// to twice it and weighs 1/8, one below it weighs 1/2. One slow first sample (a thread
+    /// preempted while it compressed, as a loaded machine does: 500 ns/B for 3 ns/B work was
+    /// seen) is forgotten in a few samples instead of deciding for many.
     pub fn update_time(&mut self, sample: f64) {
-        let s = if self.seen {
-            sample.min(self.value * 4.0)
+        if !self.seen {
+            self.update(sample);
+        } else if sample < self.value {
+            self.value += (sample - self.value) / 2.0;
         } else {
-            sample
-        };
-        self.update(s);
+            self.update(sample.min(self.value * 2.0));
+        }
     }
     /// Adds a sample.
     pub fn update(&mut self, sample: f64) {
@@ -552,12 +561,38 @@ impl CostModel {
             return true;
         }
         self.skipped_since_probe += 1;
-        if self.probe_every > 0 && self.skipped_since_probe >= self.probe_every {
+        if self.probe_every > 0 && self.skipped_since_probe >= self.probe_every.max(self.probe_budget()) {
             self.skipped_since_probe = 0;
             self.probes += 1;
             return true;
         }
         false
+    }
+
+    /// The fewest skipped packets between probes that keeps probing within
+    /// [`PROBE_BUDGET`] of the throughput: a probe costs the sender's stage with compression
+    /// instead of the slowest stage without, so one probe per `(send_on / off) / budget`
+    /// packets costs about `budget` (at most [`MAX_PROBE_BUDGET`] packets apart). 1 until
+    /// there is a compression sample; with the link not known yet, the stages without it.
+    pub fn probe_budget(&self) -> u32 {
+        let (Some(comp), Some(r)) = (self.comp.get(), self.inv_ratio.get()) else {
+            return 1;
+        };
+        let enc = self.enc.get().unwrap_or(0.0) + self.hc.get().unwrap_or(0.0);
+        let dec = self.dec.get().or(self.enc.get()).unwrap_or(0.0) + self.hv.get().or(self.hc.get()).unwrap_or(0.0);
+        let send_on = comp + enc * r;
+        let off = enc.max(dec).max(self.net_ns().unwrap_or(0.0));
+        if off <= 0.0 {
+            return MAX_PROBE_BUDGET;
+        }
+        let n = send_on / (off * PROBE_BUDGET);
+        if n.is_finite() {
+            // Rounded up without `f64::ceil` (not in `core`).
+            let whole = n.min(MAX_PROBE_BUDGET as f64) as u32;
+            (whole + u32::from((whole as f64) < n)).clamp(1, MAX_PROBE_BUDGET)
+        } else {
+            MAX_PROBE_BUDGET
+        }
     }
 
     /// Re-evaluates the decision with hysteresis; `true` when it changed.

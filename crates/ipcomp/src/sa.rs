@@ -155,10 +155,11 @@ pub struct Codec {
     check: Vec<u8>,
 }
 
-/// One compression in this many (of an SA with a cost model) is decompressed again into a
-/// spare buffer and timed: the model's decompression cost, measured on the data the SA sends
-/// (the peer's own rate is not observable; the paper assumed it equal to compression's).
-pub const DECOMPRESS_SAMPLE: u32 = 16;
+/// One compression in this many (of an SA with a cost model), and one probe in 4, is
+/// decompressed again into a spare buffer and timed: the model's decompression cost, measured
+/// on the data the SA sends (the peer's own rate is not observable; the paper assumed it equal
+/// to compression's).
+pub const DECOMPRESS_SAMPLE: u32 = 64;
 
 impl Codec {
     /// The codec an SA of configuration `cfg` needs.
@@ -447,14 +448,18 @@ impl SharedIpcomp {
                 }
                 _ => {}
             }
+            let mut probe = false;
             if let Some(m) = s.model.as_mut() {
                 if !m.should_compress() {
                     s.counters.skipped_model += 1;
                     return Err(SkipReason::Model);
                 }
+                probe = !m.compressing();
             }
+            // One probe in 4 (they are few and the figures must stay fresh while skipping) and
+            // one compression in DECOMPRESS_SAMPLE.
             s.model.is_some() && {
-                s.since_decompress += 1;
+                s.since_decompress += if probe { DECOMPRESS_SAMPLE / 4 } else { 1 };
                 s.since_decompress >= DECOMPRESS_SAMPLE
             }
         };

@@ -168,13 +168,17 @@ fn model_skips_in_the_sa_and_probes() {
     let (o, _) = seal(&mut sa, &text);
     assert!(matches!(o, SealOutcome::Compressed { .. }));
     sa.observe_seal(&o, 1000 * 1040);
-    // Gain at most 8 ns/B (link only), cost 2000 ns/B: skip, with a probe every 4th packet.
-    let outcomes: Vec<_> = (0..8).map(|_| seal(&mut sa, &text).0).collect();
+    // With compression the sender's stage is 1000 ns/B, without it the link's 8: skip. A probe
+    // costs 125 skipped packets' time, so the 0.5% budget asks for one in 25000 packets, at
+    // most 4096 (more than the configured interval, 4).
+    let budget = sa.model().unwrap().probe_budget();
+    assert_eq!(budget, 4096);
+    let outcomes: Vec<_> = (0..2 * budget).map(|_| seal(&mut sa, &text).0).collect();
     let skip = SealOutcome::NotCompressed(SkipReason::Model);
-    assert_eq!(&outcomes[..3], &[skip; 3]);
-    assert!(matches!(outcomes[3], SealOutcome::Compressed { .. }), "probe");
-    assert_eq!(&outcomes[4..7], &[skip; 3]);
-    assert_eq!(sa.counters().skipped_model, 6);
+    let probes: Vec<usize> = (0..outcomes.len()).filter(|&i| outcomes[i] != skip).collect();
+    assert_eq!(probes, [4095, 8191]);
+    assert!(matches!(outcomes[4095], SealOutcome::Compressed { .. }), "probe");
+    assert_eq!(sa.counters().skipped_model, 2 * 4095);
     // A slow link makes it pay.
     let mut cfg = config(Algorithm::Deflate, Mode::Transport, false);
     cfg.model = Some(ModelConfig {
@@ -318,4 +322,20 @@ fn unknown_link_rate_is_estimated_and_decides() {
     m.observe_sent(1000, t + 1_000_000_000);
     m.observe_sent(1000, t + 1_000_100_000);
     assert!((m.link_estimator().estimate().unwrap() / 1e9 - 1.0).abs() < 0.01);
+}
+
+/// A timing average forgets one preempted (slow) first sample within a few samples, and a
+/// single slow sample later moves it by at most 1/8 of the average.
+#[test]
+fn a_slow_timing_sample_does_not_decide() {
+    use ipsec_ipcomp::policy::Ewma;
+    let mut e = Ewma::default();
+    e.update_time(500.0);
+    for _ in 0..8 {
+        e.update_time(3.0);
+    }
+    assert!(e.get().unwrap() < 5.0, "{:?}", e.get());
+    let before = e.get().unwrap();
+    e.update_time(1000.0);
+    assert!((e.get().unwrap() - before * 1.125).abs() < 1e-9, "{:?}", e.get());
 }

@@ -527,17 +527,22 @@ impl Tunnel {
             }
             let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
             info!(
-                "SA `{}`: IPComp model now says {} ({} flips): ratio {}, compress {} Mbit/s, decompress (assumed) {} Mbit/s, \
-                 encrypt {} Mbit/s, ICV {} Mbit/s, link {} Mbit/s; gain {} vs cost {} ns/byte",
+                "SA `{}`: IPComp model now says {} ({} flips): ratio {}, compress {} Mbit/s, decompress ({}) {} Mbit/s, \
+                 encrypt {} Mbit/s, ICV {} Mbit/s, link ({}) {} Mbit/s; slowest stage with compression {} vs without {} ns/byte \
+                 (the paper's form: gain {} vs cost {})",
                 s.name,
                 m.decision,
                 m.flips,
                 f(m.ratio),
                 f(m.comp_mbps),
+                if m.decomp_measured { "measured" } else { "assumed" },
                 f(m.decomp_mbps),
                 f(m.enc_mbps),
                 f(m.icv_mbps),
-                m.link_mbps.map_or("unlimited".to_string(), |v| format!("{v:.1}")),
+                m.link_source,
+                f(m.link_mbps),
+                f(m.on_ns_per_byte),
+                f(m.off_ns_per_byte),
                 f(m.gain_ns_per_byte),
                 f(m.cost_ns_per_byte),
             );
