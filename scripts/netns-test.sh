@@ -36,7 +36,8 @@
 #             then it drops to uid 65534 with no capability), A started as nobody with no
 #             capability at all on a persistent TUN device made for nobody; /proc/PID/status
 #             shows uid 65534, CapEff/CapPrm 0 and NoNewPrivs 1 for both; pings, the control
-#             socket (ipsec show) and a SIGHUP reload still work, the stats are written as nobody
+#             socket (ipsec show), --metrics (promtool checks it) and a SIGHUP reload still
+#             work, the stats are written as nobody
 #   nooffload the udp stage's traffic again with tunneld --no-offload (the udp stage runs
 #             with TUN offloads on and checks they are), so both paths are covered; here
 #             ESP in UDP is named on the SAs (`encap = { type = "espinudp", ... }`), not in
@@ -1008,7 +1009,8 @@ BG+=("$DB")
 ip netns exec "$NSA" ip tuntap add dev ipsec0 mode tun user nobody multi_queue
 ip -n "$NSA" link set ipsec0 mtu 1438 up
 ip netns exec "$NSA" setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-all --no-new-privs \
-  "$BIN" --config examples/tunnel/udp-a.toml --stats "$SA" --control "$WORK/user/a.sock" 2>"$WORK/user-a.log" &
+  "$BIN" --config examples/tunnel/udp-a.toml --stats "$SA" --control "$WORK/user/a.sock" \
+  --metrics 127.0.0.1:9720 2>"$WORK/user-a.log" &
 DA=$!
 BG+=("$DA")
 wait_for 10 "tunneld (user) in $NSA to write its stats" test -s "$SA"
@@ -1025,6 +1027,14 @@ done
 [ "$(stat -c %U "$SA")" = nobody ] || fail "user: the stats file is not written by nobody"
 ping_ok "$NSA" 10.100.0.2 3
 "$CTL" show --control "$WORK/user/a.sock" | grep -q '^sa: esp-ab' || fail "user: ipsec show over the control socket"
+# The metrics endpoint (tunneld --metrics): the counters over HTTP, accepted by promtool.
+ip netns exec "$NSA" python3 -c 'import urllib.request,sys; sys.stdout.write(urllib.request.urlopen("http://127.0.0.1:9720/metrics", timeout=5).read().decode())' \
+  >"$WORK/user-metrics.txt" || fail "user: GET http://127.0.0.1:9720/metrics"
+grep -qE '^ipsec_sa_packets_total\{sa="esp-ab",spi="0x3001",proto="esp",direction="out"\} 3$' "$WORK/user-metrics.txt" ||
+  fail "user: /metrics lacks esp-ab's 3 outbound packets: $(grep -m3 ipsec_sa_packets "$WORK/user-metrics.txt")"
+if command -v promtool >/dev/null; then
+  promtool check metrics <"$WORK/user-metrics.txt" || fail "user: promtool check metrics refused /metrics"
+fi
 kill -HUP "$DA"
 wait_for 5 "the reload as nobody" grep -q 'config.reloaded' "$WORK/user-a.log"
 ping_ok "$NSA" 10.100.0.2 2

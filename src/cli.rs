@@ -169,6 +169,10 @@ pub struct TunneldArgs {
     /// anyone who reads DIR decrypts this host's traffic. Off by default.
     #[arg(long, value_name = "DIR")]
     pub keylog: Option<PathBuf>,
+    /// Serve the counters in the Prometheus text format at http://ADDR/metrics (e.g.
+    /// 127.0.0.1:9720; keep it on a loopback or management address). Off by default.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// Run as USER (a name or a uid) once the TUN device, the sockets and the control socket
     /// are open: tunneld then keeps no capability at all and cannot regain one
     /// (PR_SET_NO_NEW_PRIVS). The stats file's directory and the config file (SIGHUP) must

@@ -556,7 +556,7 @@ pub fn run_show(opts: &ControlOpts, a: &ShowArgs) -> ExitCode {
                     ..opts.clone()
                 },
                 r#"{"v":1,"op":"show"}"#,
-                crate::metrics::prometheus,
+                ipsec_tunnel::metrics::prometheus,
             ),
             ShowFormat::Json => respond(
                 &ControlOpts {
@@ -577,7 +577,7 @@ pub fn run_show(opts: &ControlOpts, a: &ShowArgs) -> ExitCode {
         Err(e) => return fail(format!("{}: {e}", path.display())),
     };
     let out = match format {
-        ShowFormat::Prometheus => crate::metrics::prometheus(&v),
+        ShowFormat::Prometheus => ipsec_tunnel::metrics::prometheus(&v),
         ShowFormat::Json => format!("{v}\n"),
         ShowFormat::Text => {
             // The stats file keeps the engine's snapshot under `engine`.

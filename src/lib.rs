@@ -22,7 +22,6 @@ pub use ipsec_model as model;
 pub mod check_config;
 pub mod cli;
 pub mod ctl_cmd;
-pub mod metrics;
 pub mod model_cmd;
 pub mod overhead_cmd;
 pub mod pcapio;

@@ -128,6 +128,7 @@ fn main() -> ExitCode {
         offload: !args.no_offload && t.offload.unwrap_or(true),
         reload: Some(args.config.clone()),
         user: args.user.clone(),
+        metrics: args.metrics,
         ..Options::default()
     };
     match daemon::run_with_ike(engine, &opts, ike, &signals.stop, &signals.hup) {

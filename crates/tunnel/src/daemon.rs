@@ -70,6 +70,9 @@ pub struct Options {
     pub offload: bool,
     /// The config file SIGHUP reloads ([`Control::reload`]); `None`: SIGHUP is not handled.
     pub reload: Option<PathBuf>,
+    /// Serve the counters in the Prometheus text format at `http://ADDR/metrics`
+    /// ([`crate::metrics::serve`]); `None`: no such listener.
+    pub metrics: Option<SocketAddr>,
     /// Once every device, socket and the control socket are open, run as this user (a name
     /// or a uid) with no capability and no way to regain one ([`sys::drop_privileges`]).
     pub user: Option<String>,
@@ -90,6 +93,7 @@ impl Default for Options {
             workers: 0,
             offload: true,
             reload: None,
+            metrics: None,
             user: None,
         }
     }
@@ -238,6 +242,12 @@ pub fn run_with_ike(
         udp: underlay.udp_firsts(),
         notify: crate::sd_notify::Notifier::from_env(),
     };
+    let metrics = match opts.metrics {
+        Some(a) => {
+            Some(std::net::TcpListener::bind(a).map_err(context(format!("--metrics {a}: binding the listener")))?)
+        }
+        None => None,
+    };
     if let Some(u) = &opts.user {
         let (uid, gid) = sys::lookup_user(u).map_err(context(format!("--user {u}")))?;
         sys::drop_privileges(uid, gid).map_err(context(format!("dropping privileges to {u}")))?;
@@ -246,6 +256,7 @@ pub fn run_with_ike(
     let services = Services {
         socket: socket.as_ref(),
         ike,
+        metrics,
     };
     serve(&tunnel, &tuns, &underlay, services, &control, &ticker, stop)?;
     Ok(finish(&tunnel, &ticker))
@@ -255,6 +266,7 @@ pub fn run_with_ike(
 struct Services<'a> {
     socket: Option<&'a ControlSocket>,
     ike: Option<IkeParts>,
+    metrics: Option<std::net::TcpListener>,
 }
 
 /// What the IKE thread runs with, opened before the threads start.
@@ -486,7 +498,7 @@ fn serve(
     ticker: &Ticker,
     stop: &AtomicBool,
 ) -> io::Result<()> {
-    let Services { socket, ike } = services;
+    let Services { socket, ike, metrics } = services;
     let txs: Vec<ByFamily> = (0..tuns.len()).map(|i| underlay.sender(i)).collect();
     thread::scope(|s| -> io::Result<()> {
         let mut result = Ok(());
@@ -520,6 +532,24 @@ fn serve(
             // Let the threads already started end, so the scope can.
             stop.store(true, Ordering::Relaxed);
             return result;
+        }
+        if let Some(l) = metrics {
+            let udp = underlay.udp_firsts();
+            result = thread::Builder::new()
+                .name("metrics".into())
+                .spawn_scoped(s, move || {
+                    let report = || {
+                        let mut r = t.report();
+                        add_endpoints(&mut r, &udp);
+                        serde_json::to_value(&r).unwrap_or_default()
+                    };
+                    crate::metrics::serve(&l, &report, stop)
+                })
+                .map(drop);
+            if result.is_err() {
+                stop.store(true, Ordering::Relaxed);
+                return result;
+            }
         }
         if let Some(ike) = ike {
             control.set_ike(ike.handle.clone());

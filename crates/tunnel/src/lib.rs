@@ -31,6 +31,7 @@ pub mod control;
 pub mod counters;
 pub mod daemon;
 pub mod ike;
+pub mod metrics;
 pub mod outer;
 pub mod packet;
 pub mod raw;

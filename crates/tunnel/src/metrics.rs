@@ -1,6 +1,6 @@
 //! tunneld's counters in the Prometheus text exposition format (version 0.0.4, which
 //! node_exporter's textfile collector and every Prometheus server read), for
-//! `ipsec show --format prometheus`.
+//! `ipsec show --format prometheus` and `tunneld --metrics ADDR` ([`serve`]).
 //!
 //! The input is either tunneld's stats file (`tunneld --stats FILE`: the daemon's counters,
 //! the engine's snapshot under `engine`, the peers) or the control socket's `show` response
@@ -218,6 +218,58 @@ pub fn prometheus(stats: &Value) -> String {
     out
 }
 
+/// The content type of [`prometheus`]'s text.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Serves `GET /metrics` on `listener` until `stop`, each answer rendered from `report()`
+/// (the same JSON the stats file holds). A minimal HTTP/1.x responder on purpose: one
+/// request per connection, the request head read with a 2 s deadline and at most 8 KiB, one
+/// connection at a time (a scraper every few seconds is the whole load); anything but
+/// `GET /metrics` is a 404 or 405. Bind it to a loopback address: the counters are not
+/// secret, but they are nobody else's business.
+pub fn serve(listener: &std::net::TcpListener, report: &dyn Fn() -> Value, stop: &std::sync::atomic::AtomicBool) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+    let _ = listener.set_nonblocking(true);
+    while !stop.load(Ordering::Relaxed) {
+        let mut conn = match listener.accept() {
+            Ok((c, _)) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            Err(_) => continue,
+        };
+        let _ = conn.set_nonblocking(false);
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 && std::time::Instant::now() < deadline {
+            match conn.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+        let line = String::from_utf8_lossy(line);
+        let mut words = line.split_whitespace();
+        let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+        let (status, body, ctype) = match (method, path.split('?').next().unwrap_or("")) {
+            ("GET", "/metrics") => ("200 OK", prometheus(&report()), CONTENT_TYPE),
+            ("GET", _) => ("404 Not Found", "only /metrics is here\n".to_string(), "text/plain"),
+            _ => ("405 Method Not Allowed", "GET /metrics\n".to_string(), "text/plain"),
+        };
+        let _ = write!(
+            conn,
+            "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,6 +326,36 @@ mod tests {
                 assert!(kind != "counter" || current.ends_with("_total"), "{current}");
             }
         }
+    }
+
+    /// `serve` answers a real HTTP GET /metrics with the text, a 404 elsewhere, and a client
+    /// that sends nothing is cut off without holding the next one past its deadline.
+    #[test]
+    fn metrics_are_served_over_http() {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let get = |path: &str| {
+            let mut c = std::net::TcpStream::connect(addr).unwrap();
+            write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let mut out = String::new();
+            c.read_to_string(&mut out).unwrap();
+            out
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| serve(&l, &stats, &stop));
+            let idle = std::net::TcpStream::connect(addr).unwrap();
+            let r = get("/metrics");
+            assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
+            assert!(
+                r.contains(CONTENT_TYPE) && r.contains("\nipsec_tunneld_tun_rx_packets_total 10\n"),
+                "{r}"
+            );
+            assert!(get("/").starts_with("HTTP/1.1 404"));
+            drop(idle);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
     }
 
     #[test]
