@@ -161,7 +161,7 @@ pub struct TunneldArgs {
     #[arg(long, value_name = "ADDR")]
     pub peer: Vec<IpAddr>,
     /// The secrets file with the IKE connections' pre-shared keys (TOML `[[ike]]` entries,
-    /// mode 0600 or stricter; default: [tunnel] secrets).
+    /// mode 0600 or stricter; default: `[tunnel] secrets`).
     #[arg(long, value_name = "FILE")]
     pub secrets: Option<PathBuf>,
     /// Write every IKE and ESP key to DIR as Wireshark's `ikev2_decryption_table` and

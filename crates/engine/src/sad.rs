@@ -436,7 +436,7 @@ type DstEntry = (Option<IpAddr>, SaId);
 /// The installed SAs. Cloning is cheap in SAs (they are shared): the control side clones the
 /// SAD to publish a new data plane.
 ///
-/// Ids are never reused: an SA taken out ([`Sad::take`]) leaves no slot behind, so memory
+/// Ids are never reused: an SA taken out (`Sad::take`) leaves no slot behind, so memory
 /// follows the SAs installed now, not every SA there ever was, and an id still held
 /// somewhere (an event, a policy naming a deleted SA) finds nothing rather than another SA.
 #[derive(Debug, Default, Clone)]

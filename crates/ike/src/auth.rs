@@ -1,5 +1,5 @@
 //! The Authentication payload (RFC 7296 section 3.8) and pre-shared key authentication
-//! (2.15): AUTH = prf(prf(Shared Secret, "Key Pad for IKEv2"), <SignedOctets>), where the
+//! (2.15): AUTH = prf(prf(Shared Secret, "Key Pad for IKEv2"), `<SignedOctets>`), where the
 //! signed octets are the sender's first message, the peer's nonce and prf(SK_p, IDx').
 use crate::alg::Prf;
 use crate::error::Error;

@@ -24,7 +24,7 @@ fn unreachable_hmac() -> ! {
     panic!("HMAC refused a key")
 }
 
-/// prf(key, data[0] | data[1] | ...).
+/// `prf(key, data[0] | data[1] | ...)`.
 pub fn prf(alg: Prf, key: &[u8], data: &[&[u8]]) -> KeyBytes {
     match alg {
         Prf::HmacSha256 => hmac::<Hmac<Sha256>>(key, data),

@@ -292,7 +292,7 @@ const LINK_WINDOWS: usize = 8;
 
 /// Estimates the link rate (R_SECNET) when none is configured, from the rate the SA's
 /// packets leave at: the bytes the bundle puts on the wire per window of
-/// [`WINDOW_NS`](Self::WINDOW_NS), the largest of the last [`LINK_WINDOWS`] windows (a max
+/// [`WINDOW_NS`](Self::WINDOW_NS), the largest of the last `LINK_WINDOWS` (8) windows (a max
 /// filter, as BBR estimates a path's bottleneck bandwidth). The daemon's sends block when the
 /// link's queue is full, so a window in which the sender was not busy compressing moves bytes
 /// at the link's rate (or at the sender's, when the CPU is the bottleneck: a lower bound of the

@@ -1,6 +1,6 @@
 //! The exchanges, one module per exchange type (RFC 7296 1.2-1.4): each holds the request
 //! builder and the request and response handlers of its exchange, for both roles.
-//! [`IkeSa::handle_message`] checks the message ID window (2.3) and dispatches.
+//! `IkeSa::handle_message` checks the message ID window (2.3) and dispatches.
 pub mod create_child_sa;
 pub mod ike_auth;
 pub mod ike_sa_init;
