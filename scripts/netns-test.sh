@@ -36,8 +36,9 @@
 #             then it drops to uid 65534 with no capability), A started as nobody with no
 #             capability at all on a persistent TUN device made for nobody; /proc/PID/status
 #             shows uid 65534, CapEff/CapPrm 0 and NoNewPrivs 1 for both; pings, the control
-#             socket (ipsec show), --metrics (promtool checks it) and a SIGHUP reload still
-#             work, the stats are written as nobody
+#             socket (ipsec show; --control-group lets a non-root member in, nobody else),
+#             --metrics (promtool checks it) and a SIGHUP reload still work, the stats are
+#             written as nobody
 #   nooffload the udp stage's traffic again with tunneld --no-offload (the udp stage runs
 #             with TUN offloads on and checks they are), so both paths are covered; here
 #             ESP in UDP is named on the SAs (`encap = { type = "espinudp", ... }`), not in
@@ -1010,7 +1011,7 @@ ip netns exec "$NSA" ip tuntap add dev ipsec0 mode tun user nobody multi_queue
 ip -n "$NSA" link set ipsec0 mtu 1438 up
 ip netns exec "$NSA" setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-all --no-new-privs \
   "$BIN" --config examples/tunnel/udp-a.toml --stats "$SA" --control "$WORK/user/a.sock" \
-  --metrics 127.0.0.1:9720 2>"$WORK/user-a.log" &
+  --control-group nogroup --metrics 127.0.0.1:9720 2>"$WORK/user-a.log" &
 DA=$!
 BG+=("$DA")
 wait_for 10 "tunneld (user) in $NSA to write its stats" test -s "$SA"
@@ -1027,6 +1028,15 @@ done
 [ "$(stat -c %U "$SA")" = nobody ] || fail "user: the stats file is not written by nobody"
 ping_ok "$NSA" 10.100.0.2 3
 "$CTL" show --control "$WORK/user/a.sock" | grep -q '^sa: esp-ab' || fail "user: ipsec show over the control socket"
+# --control-group nogroup: the socket is group nogroup, mode 0660; a non-root member may use
+# it, a non-member is refused.
+[ "$(stat -c '%a %G' "$WORK/user/a.sock")" = "660 nogroup" ] ||
+  fail "user: the control socket is $(stat -c '%a %G' "$WORK/user/a.sock"), not 660 nogroup"
+setpriv --reuid=1 --regid=nogroup --clear-groups "$CTL" show --control "$WORK/user/a.sock" | grep -q '^sa: esp-ab' ||
+  fail "user: a member of the control group was refused"
+if setpriv --reuid=1 --regid=1 --clear-groups "$CTL" show --control "$WORK/user/a.sock" >/dev/null 2>&1; then
+  fail "user: a user outside the control group was served"
+fi
 # The metrics endpoint (tunneld --metrics): the counters over HTTP, accepted by promtool.
 ip netns exec "$NSA" python3 -c 'import urllib.request,sys; sys.stdout.write(urllib.request.urlopen("http://127.0.0.1:9720/metrics", timeout=5).read().decode())' \
   >"$WORK/user-metrics.txt" || fail "user: GET http://127.0.0.1:9720/metrics"

@@ -169,6 +169,10 @@ pub struct TunneldArgs {
     /// anyone who reads DIR decrypts this host's traffic. Off by default.
     #[arg(long, value_name = "DIR")]
     pub keylog: Option<PathBuf>,
+    /// Let members of GROUP use the control socket too (it becomes group GROUP, mode 0660);
+    /// by default only root may.
+    #[arg(long, value_name = "GROUP")]
+    pub control_group: Option<String>,
     /// Serve the counters in the Prometheus text format at http://ADDR/metrics (e.g.
     /// 127.0.0.1:9720; keep it on a loopback or management address). Off by default.
     #[arg(long, value_name = "ADDR")]

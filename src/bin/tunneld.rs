@@ -129,6 +129,7 @@ fn main() -> ExitCode {
         reload: Some(args.config.clone()),
         user: args.user.clone(),
         metrics: args.metrics,
+        control_group: args.control_group.clone(),
         ..Options::default()
     };
     match daemon::run_with_ike(engine, &opts, ike, &signals.stop, &signals.hup) {

@@ -1011,6 +1011,8 @@ pub fn run_bounded(cmd: &str, input: &[u8], limit: Duration) -> Option<std::proc
 pub struct ControlSocket {
     listener: UnixListener,
     path: PathBuf,
+    /// Clients in this group may use the socket too (its mode is then 0660, its group this).
+    group: Option<u32>,
 }
 
 impl ControlSocket {
@@ -1041,7 +1043,19 @@ impl ControlSocket {
         Ok(ControlSocket {
             listener,
             path: path.to_path_buf(),
+            group: None,
         })
+    }
+
+    /// Lets members of group `gid` use the socket: the file becomes group `gid`, mode 0660
+    /// (connecting needs write permission), and a client is served when it is root or has
+    /// `gid` as its primary or a supplementary group (its process's `/proc/PID/status`, read
+    /// when it connects).
+    pub fn allow_group(&mut self, gid: u32) -> io::Result<()> {
+        std::os::unix::fs::chown(&self.path, None, Some(gid))?;
+        std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o660))?;
+        self.group = Some(gid);
+        Ok(())
     }
 
     /// Serves clients until `stop` is set: each on a thread of its own (at most
@@ -1063,7 +1077,7 @@ impl ControlSocket {
                         let spawned = thread::Builder::new()
                             .name("control-client".into())
                             .spawn_scoped(s, move || {
-                                if let Err(e) = serve_client(t, c, conn, stop) {
+                                if let Err(e) = serve_client(t, c, conn, self.group, stop) {
                                     info!("control client: {e}");
                                 }
                                 active.fetch_sub(1, Ordering::AcqRel);
@@ -1203,14 +1217,34 @@ fn write_line(s: &mut UnixStream, v: &Value, deadline: Instant, stop: &AtomicBoo
     Ok(())
 }
 
-fn serve_client(t: &Tunnel, c: &Control, mut s: UnixStream, stop: &AtomicBool) -> io::Result<()> {
+/// Whether the peer of `s` may use the control socket: root, or (with `group`) a member of
+/// that group. (Not simply tunneld's own user: with `--user nobody` that would be every
+/// other service running as nobody.)
+fn allowed(s: &UnixStream, group: Option<u32>) -> io::Result<(bool, u32)> {
+    let (uid, gid, pid) = crate::sys::peer_cred(s)?;
+    if uid == 0 {
+        return Ok((true, uid));
+    }
+    let Some(g) = group else { return Ok((false, uid)) };
+    if gid == g {
+        return Ok((true, uid));
+    }
+    let groups = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let member = groups
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .is_some_and(|l| l.split_whitespace().any(|x| x.parse::<u32>().ok() == Some(g)));
+    Ok((member, uid))
+}
+
+fn serve_client(t: &Tunnel, c: &Control, mut s: UnixStream, group: Option<u32>, stop: &AtomicBool) -> io::Result<()> {
     s.set_nonblocking(false)?;
     let start = Instant::now();
-    let uid = crate::sys::peer_uid(&s)?;
-    if uid != 0 {
+    let (ok, uid) = allowed(&s, group)?;
+    if !ok {
         let _ = write_line(
             &mut s,
-            &error("only root may use the control socket"),
+            &error("only root and the control group may use the control socket"),
             start + WRITE_TIMEOUT,
             stop,
         );

@@ -70,6 +70,8 @@ pub struct Options {
     pub offload: bool,
     /// The config file SIGHUP reloads ([`Control::reload`]); `None`: SIGHUP is not handled.
     pub reload: Option<PathBuf>,
+    /// The group whose members may use the control socket besides root (mode 0660).
+    pub control_group: Option<String>,
     /// Serve the counters in the Prometheus text format at `http://ADDR/metrics`
     /// ([`crate::metrics::serve`]); `None`: no such listener.
     pub metrics: Option<SocketAddr>,
@@ -94,6 +96,7 @@ impl Default for Options {
             offload: true,
             reload: None,
             metrics: None,
+            control_group: None,
             user: None,
         }
     }
@@ -219,7 +222,14 @@ pub fn run_with_ike(
     let control = Control::new(&engine, opts.on_event.clone());
     let socket = match &opts.control {
         Some(p) => {
-            Some(ControlSocket::bind(p).map_err(context(format!("binding the control socket {}", p.display())))?)
+            let mut sock =
+                ControlSocket::bind(p).map_err(context(format!("binding the control socket {}", p.display())))?;
+            if let Some(g) = &opts.control_group {
+                let gid = sys::lookup_group(g).map_err(context(format!("--control-group {g}")))?;
+                sock.allow_group(gid)
+                    .map_err(context(format!("giving the control socket to group {g}")))?;
+            }
+            Some(sock)
         }
         None => None,
     };

@@ -360,6 +360,12 @@ pub fn set_up(name: &str) -> io::Result<()> {
 /// The user id of the process at the other end of a Unix stream socket (`SO_PEERCRED`, as
 /// the peer was when it connected): the control socket serves root only.
 pub fn peer_uid(s: &std::os::unix::net::UnixStream) -> io::Result<u32> {
+    peer_cred(s).map(|(uid, _, _)| uid)
+}
+
+/// The user id, primary group id and process id of the peer of a Unix stream socket
+/// (`SO_PEERCRED`, as the peer was when it connected).
+pub fn peer_cred(s: &std::os::unix::net::UnixStream) -> io::Result<(u32, u32, i32)> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: u32::MAX,
@@ -380,7 +386,7 @@ pub fn peer_uid(s: &std::os::unix::net::UnixStream) -> io::Result<u32> {
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(cred.uid)
+    Ok((cred.uid, cred.gid, cred.pid))
 }
 
 /// `user`'s uid and primary gid from `/etc/passwd` (a name, or a number taken as the uid
@@ -399,6 +405,20 @@ pub fn lookup_user(user: &str) -> io::Result<(u32, u32)> {
         .flatten()
         .next()
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no user `{user}` in /etc/passwd")))
+}
+
+/// `group`'s gid from `/etc/group` (a name, or a number).
+pub fn lookup_group(group: &str) -> io::Result<u32> {
+    if let Ok(gid) = group.parse::<u32>() {
+        return Ok(gid);
+    }
+    std::fs::read_to_string("/etc/group")?
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() >= 3 && f[0] == group).then(|| f[2].parse().ok()).flatten()
+        })
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no group `{group}` in /etc/group")))
 }
 
 /// Gives up root for good, once everything the daemon needs is open: no new privileges
