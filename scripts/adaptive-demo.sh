@@ -205,8 +205,11 @@ for round in $(seq "$ROUNDS"); do
     shape "$rate"
     for data in $DATASETS; do
       # The modes of one cell back to back, each with fresh daemons (the model starts cold),
-      # so the machine's other load drifts little between them.
-      for mode in $MODES; do
+      # so the machine's other load drifts little between them; every other round in the
+      # reverse order, so no mode always runs first or last.
+      order=$MODES
+      [ $((round % 2)) -eq 1 ] || order=$(echo "$MODES" | tr ' ' '\n' | tac | paste -sd ' ' -)
+      for mode in $order; do
         start "$mode" "$rate"
         PORT=$((PORT + 1))
         ip netns exec "$NSB" timeout $((SECONDS_CAP + 40)) python3 "$WORK/xfer.py" recv 10.100.0.2 $PORT $((SECONDS_CAP + 30)) >"$WORK/recv.out" 2>"$WORK/recv.log" &

@@ -405,7 +405,11 @@ impl SharedIpcomp {
     /// Whether the caller should time this SA's work and its bundle's crypto (it has a cost
     /// model to feed).
     pub fn wants_timing(&self) -> bool {
-        self.cfg.adaptive == AdaptiveMode::Model || self.cfg.model.is_some()
+        match self.cfg.adaptive {
+            AdaptiveMode::Model => true,
+            AdaptiveMode::Backoff => self.cfg.model.is_some(),
+            AdaptiveMode::Off | AdaptiveMode::Always => false,
+        }
     }
     /// The cost model's inputs and decision (`None` without a model).
     pub fn model_status(&self) -> Option<ModelStatus> {
