@@ -28,7 +28,10 @@ SOAK_SECONDS=120 bash scripts/soak.sh --if-possible
 # The Debian package installed for real, its man pages and systemd unit checked, then purged.
 bash scripts/deb-test.sh --if-possible
 # Adaptive IPComp's short demo (issue #23): model >= 90% of the better fixed mode; ~2.5 min.
-bash scripts/adaptive-demo.sh --ci --if-possible
+# The links are 10M and 100M: both decisions are exercised there (book1 compresses, random
+# does not); the CPU-bound unlimited cells swing by a third from run to run on 2 shared cores
+# (docs/adaptive/adaptive.md), too much for a pass/fail floor.
+LINKS="10M 100M" bash scripts/adaptive-demo.sh --ci --if-possible
 IPSEC_BIN="$PWD/target/release/ipsec" python3 -m pytest tests/interop -q -p no:cacheprovider
 # Short fuzz pass over every cargo-fuzz target (about 25 s each, two at a time; scripts/fuzz.sh).
 bash scripts/fuzz.sh 25
