@@ -1,12 +1,14 @@
 //! IKE_AUTH (RFC 7296 1.2) with pre-shared keys (2.15), carrying the first child SA:
 //! identities, AUTH computed and verified in constant time, ESP proposal choice, traffic
 //! selector narrowing (2.9) with TS_UNACCEPTABLE, transport mode (1.3.1), INITIAL_CONTACT.
+use crate::alg::Prf;
 use crate::auth::{method, psk_auth, verify, AuthPayload};
 use crate::config::Mode;
 use crate::event::{DownReason, Event, IkeKeyLog, IkeSaInfo};
 use crate::header::ExchangeType;
+use crate::id::Identity;
 use crate::ike_sa::{Child, Cx, IkeSa, Request, State};
-use crate::keys::derive_child_keys;
+use crate::keys::{derive_child_keys, IkeKeys};
 use crate::message::{Find, Payload};
 use crate::narrowing::{answer_within, narrow};
 use crate::notify::{kind, Notify};
@@ -26,6 +28,33 @@ pub(crate) fn new_spi(rng: &mut impl CryptoRngCore) -> u32 {
 }
 
 impl IkeSa {
+    /// RFC 7296 2.15: whether the peer proved the identity the connection requires (if it
+    /// requires one) and the pre-shared key: its AUTH must be
+    /// `prf(prf(PSK, "Key Pad for IKEv2"), message | nonce | prf(SK_p, IDx'))`, compared in
+    /// constant time, where `message` is the peer's IKE_SA_INIT message, `nonce` ours and
+    /// `sk_p` picks the peer's SK_p.
+    #[allow(clippy::too_many_arguments)]
+    fn peer_proved(
+        &self,
+        cx: &Cx,
+        peer_id: &Identity,
+        id_body: &[u8],
+        auth: &AuthPayload,
+        prf: Prf,
+        message: &[u8],
+        nonce: &[u8],
+        sk_p: fn(&IkeKeys) -> &[u8],
+    ) -> bool {
+        let conn = self.conn(cx.cfg);
+        let ok_id = conn.remote_id.as_ref().is_none_or(|r| r == peer_id);
+        let ok_auth = auth.method == method::SHARED_KEY
+            && self.keys.as_ref().is_some_and(|k| {
+                let expected = psk_auth(prf, conn.psk.expose(), message, nonce, sk_p(k), id_body);
+                verify(&expected, &auth.data)
+            });
+        ok_id && ok_auth
+    }
+
     fn ike_up(&mut self, cx: &mut Cx) {
         self.state = State::Established;
         let (Some(suite), Some(remote_id)) = (self.suite, self.remote_id.clone()) else {
@@ -147,21 +176,10 @@ impl IkeSa {
             self.kill(cx, DownReason::PeerError(err));
             return;
         };
-        let conn = self.conn(cx.cfg);
-        let ok_id = conn.remote_id.as_ref().is_none_or(|r| r == idr);
-        let ok_auth = auth.method == method::SHARED_KEY
-            && self.keys.as_ref().is_some_and(|k| {
-                let expected = psk_auth(
-                    suite.prf,
-                    conn.psk.expose(),
-                    &self.init_resp,
-                    &self.ni,
-                    &k.sk_pr,
-                    idr_body,
-                );
-                verify(&expected, &auth.data)
-            });
-        if !(ok_id && ok_auth) {
+        // The responder signed its IKE_SA_INIT message and our nonce with SK_pr.
+        if !self.peer_proved(cx, idr, idr_body, auth, suite.prf, &self.init_resp, &self.ni, |k| {
+            &k.sk_pr
+        }) {
             cx.out.event(Event::AuthFailed {
                 conn: name,
                 local: true,
@@ -169,6 +187,7 @@ impl IkeSa {
             self.kill(cx, DownReason::AuthFailed);
             return;
         }
+        let conn = self.conn(cx.cfg);
         self.remote_id = Some(idr.clone());
         self.ike_up(cx);
         let Some(pc) = self.pending.take() else { return };
@@ -275,21 +294,10 @@ impl IkeSa {
             self.kill(cx, DownReason::PeerError(kind::INVALID_SYNTAX));
             return;
         };
-        let conn = self.conn(cx.cfg);
-        let ok_id = conn.remote_id.as_ref().is_none_or(|r| r == idi);
-        let ok_auth = auth.method == method::SHARED_KEY
-            && self.keys.as_ref().is_some_and(|k| {
-                let expected = psk_auth(
-                    suite.prf,
-                    conn.psk.expose(),
-                    &self.init_req,
-                    &self.nr,
-                    &k.sk_pi,
-                    idi_body,
-                );
-                verify(&expected, &auth.data)
-            });
-        if !(ok_id && ok_auth) {
+        // The initiator signed its IKE_SA_INIT message and our nonce with SK_pi.
+        if !self.peer_proved(cx, idi, idi_body, auth, suite.prf, &self.init_req, &self.nr, |k| {
+            &k.sk_pi
+        }) {
             self.respond(
                 cx,
                 ExchangeType::IkeAuth,
@@ -304,6 +312,7 @@ impl IkeSa {
             self.kill(cx, DownReason::AuthFailed);
             return;
         }
+        let conn = self.conn(cx.cfg);
         let Some(keys) = self.keys.as_ref() else { return };
         let idr = conn.local_id.to_body();
         let our_auth = psk_auth(
