@@ -680,7 +680,7 @@ fn batches_go_through_and_everything_in_them_is_counted() {
 /// empty header; a bad header is counted.
 #[test]
 fn offloads_segment_on_the_way_out_and_coalesce_on_the_way_in() {
-    use crate::tun::offload::{VnetHdr, F_NEEDS_CSUM, GSO_TCPV4, VNET_HDR_LEN};
+    use crate::tun::offload::{VnetHdr, VNET_HDR_LEN};
     let (a, b) = pair(bundle_esp);
     let tun_a = FakeTun {
         offload: true,
@@ -691,30 +691,8 @@ fn offloads_segment_on_the_way_out_and_coalesce_on_the_way_in() {
         ..FakeTun::default()
     };
     let wire = FakeWire::default();
-    // The super-packet: 20,000 bytes of TCP payload, TCP checksum field = pseudo-header sum.
-    let mut sp = Vec::new();
-    etherparse::PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
-        .tcp(40000, 5201, 1000, 500)
-        .ack(77)
-        .psh()
-        .write(&mut sp, &payload(20_000))
-        .unwrap();
-    let mut sum: u32 = 6 + (sp.len() as u32 - 20);
-    for c in sp[12..20].chunks(2) {
-        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sp[36..38].copy_from_slice(&(sum as u16).to_be_bytes());
-    let hdr = VnetHdr {
-        flags: F_NEEDS_CSUM,
-        gso_type: GSO_TCPV4,
-        hdr_len: 40,
-        gso_size: 1200,
-        csum_start: 20,
-        csum_offset: 16,
-    };
+    // The super-packet: 20,000 bytes of TCP payload (PSH set), 1,200-byte segments.
+    let (hdr, sp) = super_packet(20_000, 1200, true);
     tun_a.queue([&hdr.to_bytes()[..], &sp].concat());
     tun_a.queue(vec![1, 2, 3]); // shorter than the header
     let ping = ping4(1, 300);
@@ -1095,14 +1073,14 @@ fn udp_sockets_learn_each_peer_only_from_its_own_sas() {
 /// A TCP super-packet read from a device with offloads and `payload` bytes cut into
 /// `gso_size`-byte segments, as the kernel hands it over (checksum field: the pseudo-header
 /// sum), and its virtio-net header.
-fn super_packet(payload_len: usize, gso_size: u16) -> (crate::tun::offload::VnetHdr, Vec<u8>) {
+fn super_packet(payload_len: usize, gso_size: u16, psh: bool) -> (crate::tun::offload::VnetHdr, Vec<u8>) {
     use crate::tun::offload::{VnetHdr, F_NEEDS_CSUM, GSO_TCPV4};
     let mut sp = Vec::new();
-    etherparse::PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+    let tcp = etherparse::PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
         .tcp(40000, 5201, 1000, 500)
-        .ack(77)
-        .write(&mut sp, &payload(payload_len))
-        .unwrap();
+        .ack(77);
+    let tcp = if psh { tcp.psh() } else { tcp };
+    tcp.write(&mut sp, &payload(payload_len)).unwrap();
     let mut sum: u32 = 6 + (sp.len() as u32 - 20);
     for c in sp[12..20].chunks(2) {
         sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
@@ -1133,7 +1111,7 @@ fn a_super_packet_larger_than_a_batch_continues_in_the_next() {
         offload: true,
         ..FakeTun::default()
     };
-    let (hdr, sp) = super_packet(60 * 1000, 1000);
+    let (hdr, sp) = super_packet(60 * 1000, 1000, false);
     tun.queue([&hdr.to_bytes()[..], &sp].concat());
     let ping = ping4(9, 100);
     tun.queue([&[0u8; VNET_HDR_LEN][..], &ping].concat());
