@@ -648,41 +648,45 @@ def pcap_udp_payloads(path):
     return out
 
 
-def esp_check(a):
+# ESP-in-UDP datagrams of a capture opened in Python: the one ESP decoder of the harness
+# (charon_keys.py esp-check and ike_interop_keys.py esp).
+ESP_MACS = {"sha256": (hashlib.sha256, 16), "sha384": (hashlib.sha384, 24), "sha512": (hashlib.sha512, 32)}
+
+
+def open_esp_in_udp(pcap, keys, frames, who):
+    """Opens every ESP-in-UDP datagram (port 4500, not a non-ESP marker or keepalive) of PCAP.
+
+    keys(spi) gives (cipher, ek, ik, mac) or None for an SPI not known: cipher "gcm",
+    "chacha" (ek with its 4-byte salt) or "cbc" (AES-CBC with mac, a key of ESP_MACS). Every
+    ICV must verify, the padding be RFC 4303's, the next header 4 or 41 and the inner packet
+    of that IP version, and there must be at least FRAMES datagrams; exits 1 naming what did
+    not hold. Returns (datagrams opened, SPIs seen as hex strings).
+    """
     from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
-    with open(a.vector) as f:
-        v = json.load(f)
-    prop = v["proposals"]["esp_selected"]
-    if "/EXT_SEQ" in prop:
-        sys.exit("charon_keys: esp-check: ESN SAs not supported here")
-    sas = {int(v["child_sa"][d]["spi"], 16): v["child_sa"][d]
-           for d in ("initiator_to_responder", "responder_to_initiator")}
     bad, n, spis = [], 0, set()
-    for i, (src, dst, sport, dport, pl) in enumerate(pcap_udp_payloads(a.pcap), 1):
+    for i, (src, dst, sport, dport, pl) in enumerate(pcap_udp_payloads(pcap), 1):
         if 4500 not in (sport, dport) or len(pl) < 8 or pl[:4] == b"\0\0\0\0" or pl == b"\xff":
             continue
         spi = int.from_bytes(pl[:4], "big")
-        sa = sas.get(spi)
-        if sa is None:
-            bad.append(f"datagram {i}: ESP SPI {spi:08x} is not one of the vector's")
+        k = keys(spi)
+        if k is None:
+            bad.append(f"datagram {i}: ESP SPI {spi:08x} is not a known SA")
             continue
         n += 1
         spis.add(f"{spi:08x}")
-        ek, ik, hdr = bytes.fromhex(sa["encr_key"]), bytes.fromhex(sa["integ_key"] or ""), pl[:8]
+        cipher, ek, ik, mac = k
         try:
-            if prop.startswith(("ESP:AES_GCM_16", "ESP:CHACHA20_POLY1305")):
-                iv, body = pl[8:16], pl[16:]
-                aead = AESGCM(ek[:-4]) if "AES_GCM" in prop else ChaCha20Poly1305(ek[:-4])
-                plain = aead.decrypt(ek[-4:] + iv, body, hdr)
-            elif prop.startswith("ESP:AES_CBC") and "HMAC_SHA2_256_128" in prop:
-                icv, body = pl[-16:], pl[:-16]
-                if not hmac.compare_digest(hmac.new(ik, body, hashlib.sha256).digest()[:16], icv):
+            if cipher in ("gcm", "chacha"):
+                aead = AESGCM(ek[:-4]) if cipher == "gcm" else ChaCha20Poly1305(ek[:-4])
+                plain = aead.decrypt(ek[-4:] + pl[8:16], pl[16:], pl[:8])
+            else:
+                h, t = ESP_MACS[mac]
+                icv, signed = pl[-t:], pl[:-t]
+                if not hmac.compare_digest(hmac.new(ik, signed, h).digest()[:t], icv):
                     raise ValueError("ICV")
                 dec = Cipher(algorithms.AES(ek), modes.CBC(pl[8:24])).decryptor()
-                plain = dec.update(pl[24:-16]) + dec.finalize()
-            else:
-                sys.exit(f"charon_keys: esp-check: {prop} not supported here")
+                plain = dec.update(pl[24:-t]) + dec.finalize()
         except Exception as e:  # InvalidTag or the ICV above
             bad.append(f"datagram {i}: SPI {spi:08x}: ICV does not verify ({type(e).__name__})")
             continue
@@ -691,11 +695,35 @@ def esp_check(a):
         pad = plain[len(plain) - 2 - padlen:-2]
         if pad != bytes(range(1, padlen + 1)) or nh not in (4, 41) or not inner or inner[0] >> 4 != (4 if nh == 4 else 6):
             bad.append(f"datagram {i}: SPI {spi:08x}: opened but padding/next header/inner packet wrong")
-    if n < a.frames:
-        bad.append(f"{n} ESP datagrams, expected at least {a.frames}")
+    if n < frames:
+        bad.append(f"{n} ESP datagrams, expected at least {frames}")
     if bad:
-        print("charon_keys: esp-check FAILED:\n  " + "\n  ".join(bad[:20]), file=sys.stderr)
+        print(f"{who} FAILED:\n  " + "\n  ".join(bad[:20]), file=sys.stderr)
         sys.exit(1)
+    return n, spis
+
+
+def esp_check(a):
+    with open(a.vector) as f:
+        v = json.load(f)
+    prop = v["proposals"]["esp_selected"]
+    if "/EXT_SEQ" in prop:
+        sys.exit("charon_keys: esp-check: ESN SAs not supported here")
+    if prop.startswith("ESP:AES_GCM_16"):
+        cipher, mac = "gcm", None
+    elif prop.startswith("ESP:CHACHA20_POLY1305"):
+        cipher, mac = "chacha", None
+    elif prop.startswith("ESP:AES_CBC") and "HMAC_SHA2_256_128" in prop:
+        cipher, mac = "cbc", "sha256"
+    else:
+        sys.exit(f"charon_keys: esp-check: {prop} not supported here")
+    sas = {int(v["child_sa"][d]["spi"], 16): v["child_sa"][d]
+           for d in ("initiator_to_responder", "responder_to_initiator")}
+
+    def keys(spi):
+        sa = sas.get(spi)
+        return sa and (cipher, bytes.fromhex(sa["encr_key"]), bytes.fromhex(sa["integ_key"] or ""), mac)
+    n, spis = open_esp_in_udp(a.pcap, keys, a.frames, "charon_keys: esp-check")
     print(f"charon_keys: esp-check: {n} ESP datagrams (SPIs {', '.join(sorted(spis))}) opened in Python "
           f"with the vector's keys: ICVs good, padding and inner packets right")
 

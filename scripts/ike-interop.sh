@@ -64,23 +64,8 @@ NETNS_TAG=ike-interop
 . scripts/lib-netns.sh
 . scripts/lib-strongswan.sh
 ALL_CASES="i-gcm r-gcm256 i-cbc r-modp v6 r-v6 psk-i psk-r noprop-i noprop-r ke-i ke-r nat-i nat-r"
-IF_POSSIBLE=0
-CASES=()
-for arg in "$@"; do
-  case " $ALL_CASES --if-possible " in
-    *" $arg "*) ;;
-    *) fail "unknown case \`$arg\`: the cases are $ALL_CASES (none named: all)" ;;
-  esac
-  if [ "$arg" = --if-possible ]; then IF_POSSIBLE=1; else CASES+=("$arg"); fi
-done
-want() { [ ${#CASES[@]} -eq 0 ] || [[ " ${CASES[*]} " == *" $1 "* ]]; }
-cannot() {
-  [ $IF_POSSIBLE -eq 1 ] && { log "skipped: $*"; exit 0; }
-  fail "$*"
-}
-[ "$(id -u)" -eq 0 ] || cannot "needs root (network namespaces, charon, tunneld)"
-[ -e /dev/net/tun ] || cannot "no /dev/net/tun (tunneld and kernel-libipsec need TUN devices)"
-ip netns add ii-probe-$$ 2>/dev/null && ip netns del ii-probe-$$ || cannot "ip netns does not work here"
+parse_stages "$ALL_CASES" "$@"
+need_netns "network namespaces, charon, tunneld"
 
 swan_install
 locate_tunneld --bin ipsec

@@ -27,15 +27,13 @@
 
 import argparse
 import csv
-import hashlib
-import hmac
 import io
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from charon_keys import pcap_udp_payloads, ws_ike_names  # noqa: E402  (same directory)
+from charon_keys import open_esp_in_udp, ws_ike_names  # noqa: E402  (same directory)
 
 
 def rows(path):
@@ -110,50 +108,24 @@ def agree(a):
 
 
 def esp(a):
-    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
     sas = esp_table(a.esp)
-    bad, n, spis = [], 0, set()
-    macs = {"HMAC-SHA-256-128 [RFC4868]": (hashlib.sha256, 16), "HMAC-SHA-384-192 [RFC4868]": (hashlib.sha384, 24),
-            "HMAC-SHA-512-256 [RFC4868]": (hashlib.sha512, 32)}
-    for i, (src, dst, sport, dport, pl) in enumerate(pcap_udp_payloads(a.pcap), 1):
-        if 4500 not in (sport, dport) or len(pl) < 8 or pl[:4] == b"\0\0\0\0" or pl == b"\xff":
-            continue
-        spi = int.from_bytes(pl[:4], "big")
+    macs = {"HMAC-SHA-256-128 [RFC4868]": "sha256", "HMAC-SHA-384-192 [RFC4868]": "sha384",
+            "HMAC-SHA-512-256 [RFC4868]": "sha512"}
+
+    def keys(spi):
         sa = sas.get(spi)
         if sa is None:
-            bad.append(f"datagram {i}: ESP SPI {spi:08x} is not in the table")
-            continue
-        n += 1
-        spis.add(f"{spi:08x}")
-        ek, ik, hdr = bytes.fromhex(sa["ek"]), bytes.fromhex(sa["ik"]), pl[:8]
-        try:
-            if sa["enc"].startswith("AES-GCM with 16") or sa["enc"].startswith("ChaCha20 with Poly1305"):
-                iv, body = pl[8:16], pl[16:]
-                aead = AESGCM(ek[:-4]) if sa["enc"].startswith("AES-GCM") else ChaCha20Poly1305(ek[:-4])
-                plain = aead.decrypt(ek[-4:] + iv, body, hdr)
-            elif sa["enc"] == "AES-CBC [RFC3602]" and sa["integ"] in macs:
-                h, t = macs[sa["integ"]]
-                icv, signed = pl[-t:], pl[:-t]
-                if not hmac.compare_digest(hmac.new(ik, signed, h).digest()[:t], icv):
-                    raise ValueError("ICV")
-                dec = Cipher(algorithms.AES(ek), modes.CBC(pl[8:24])).decryptor()
-                plain = dec.update(pl[24:-t]) + dec.finalize()
-            else:
-                sys.exit(f"ike_interop_keys: esp: {sa['enc']} / {sa['integ']} not supported here")
-        except Exception as e:  # InvalidTag or the ICV above
-            bad.append(f"datagram {i}: SPI {spi:08x}: ICV does not verify ({type(e).__name__})")
-            continue
-        padlen, nh = plain[-2], plain[-1]
-        inner = plain[:len(plain) - 2 - padlen]
-        pad = plain[len(plain) - 2 - padlen:-2]
-        if pad != bytes(range(1, padlen + 1)) or nh not in (4, 41) or not inner or inner[0] >> 4 != (4 if nh == 4 else 6):
-            bad.append(f"datagram {i}: SPI {spi:08x}: opened but padding/next header/inner packet wrong")
-    if n < a.frames:
-        bad.append(f"{n} ESP datagrams, expected at least {a.frames}")
-    if bad:
-        print("ike_interop_keys: esp FAILED:\n  " + "\n  ".join(bad[:20]), file=sys.stderr)
-        sys.exit(1)
+            return None
+        if sa["enc"].startswith("AES-GCM with 16"):
+            cipher = "gcm"
+        elif sa["enc"].startswith("ChaCha20 with Poly1305"):
+            cipher = "chacha"
+        elif sa["enc"] == "AES-CBC [RFC3602]" and sa["integ"] in macs:
+            cipher = "cbc"
+        else:
+            sys.exit(f"ike_interop_keys: esp: {sa['enc']} / {sa['integ']} not supported here")
+        return cipher, bytes.fromhex(sa["ek"]), bytes.fromhex(sa["ik"]), macs.get(sa["integ"])
+    n, spis = open_esp_in_udp(a.pcap, keys, a.frames, "ike_interop_keys: esp")
     print(f"ike_interop_keys: {n} ESP datagrams (SPIs {', '.join(sorted(spis))}) opened in Python: "
           "ICVs good, padding and inner packets right")
 

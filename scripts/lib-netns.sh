@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Shared plumbing of the namespace scripts (netns-test.sh, flood-test.sh, compare-peers.sh,
-# adaptive-demo.sh), sourced by them after `cd` to the repository root:
+# adaptive-demo.sh, soak.sh, ike-interop.sh, strongswan-selftest.sh), sourced by them after `cd` to the repository root:
 #
 #   NETNS_TAG=netns-test          # the prefix of every message (required)
 #   NETNS_LOG_FD=2                # where `log` writes (default 1, stdout; `fail` always to 2)
@@ -41,6 +41,56 @@ cleanup_all() {
   else
     rm -rf "$WORK"
   fi
+}
+
+# parse_stages "ALL" ARG...: the command line of a staged script. Sets STAGES (the stages
+# named, each checked against the space-separated list ALL; none named: all run) and
+# IF_POSSIBLE (1 when --if-possible was given). With ALL empty only --if-possible is taken.
+parse_stages() {
+  local all=$1 arg
+  shift
+  IF_POSSIBLE=0
+  STAGES=()
+  for arg in "$@"; do
+    if [ "$arg" = --if-possible ]; then
+      IF_POSSIBLE=1
+    elif [ -n "$all" ] && [[ " $all " == *" $arg "* ]]; then
+      STAGES+=("$arg")
+    elif [ -n "$all" ]; then
+      fail "unknown stage \`$arg\`: the stages are $all (none named: all)"
+    else
+      fail "unknown argument \`$arg\` (only --if-possible)"
+    fi
+  done
+}
+
+# want STAGE: whether STAGE runs (every stage does when none was named); RAN records it.
+RAN=()
+want() {
+  if [ ${#STAGES[@]} -eq 0 ] || [[ " ${STAGES[*]} " == *" $1 "* ]]; then
+    RAN+=("$1")
+    return 0
+  fi
+  return 1
+}
+
+# cannot REASON: what this machine lacks. With --if-possible say so and exit 0, else fail.
+cannot() {
+  if [ "${IF_POSSIBLE:-0}" -eq 1 ]; then
+    log "skipped: $*"
+    exit 0
+  fi
+  fail "$*"
+}
+
+# need_netns WHY: root, /dev/net/tun and a working `ip netns`, or `cannot` (WHY says what
+# root is needed for).
+need_netns() {
+  local probe=probe-$NETNS_TAG-$$
+  [ "$(id -u)" -eq 0 ] || cannot "needs root ($1)"
+  [ -c /dev/net/tun ] || cannot "/dev/net/tun is missing"
+  ip netns add "${probe:0:60}" 2>/dev/null || cannot "\`ip netns add\` does not work here"
+  ip netns del "${probe:0:60}"
 }
 
 # netns_add NAME...: new namespaces, deleted on exit.

@@ -32,25 +32,8 @@ cd "$(dirname "$0")/.."
 START=$SECONDS
 NETNS_TAG=soak
 . scripts/lib-netns.sh
-IF_POSSIBLE=0
-for arg in "$@"; do
-  case $arg in
-    --if-possible) IF_POSSIBLE=1 ;;
-    *) fail "unknown argument \`$arg\` (only --if-possible)" ;;
-  esac
-done
-cannot() {
-  if [ $IF_POSSIBLE -eq 1 ]; then
-    log "skipped: $*"
-    exit 0
-  fi
-  fail "$*"
-}
-[ "$(id -u)" -eq 0 ] || cannot "needs root (network namespaces, TUN devices, raw sockets)"
-[ -c /dev/net/tun ] || cannot "/dev/net/tun is missing"
-PROBE=rbs-probe-$$
-ip netns add "$PROBE" 2>/dev/null || cannot "\`ip netns add\` does not work here"
-ip netns del "$PROBE"
+parse_stages "" "$@"
+need_netns "network namespaces, TUN devices, raw sockets"
 pkgs=()
 command -v iperf3 >/dev/null || pkgs+=(iperf3)
 command -v python3 >/dev/null || pkgs+=(python3)

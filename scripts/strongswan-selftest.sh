@@ -33,23 +33,8 @@ NETNS_TAG=strongswan-selftest
 . scripts/lib-netns.sh
 . scripts/lib-strongswan.sh
 ALL_STAGES="basic v6 nat"
-IF_POSSIBLE=0
-STAGES=()
-for arg in "$@"; do
-  case " $ALL_STAGES --if-possible " in
-    *" $arg "*) ;;
-    *) fail "unknown stage \`$arg\`: the stages are $ALL_STAGES (none named: all)" ;;
-  esac
-  if [ "$arg" = --if-possible ]; then IF_POSSIBLE=1; else STAGES+=("$arg"); fi
-done
-want() { [ ${#STAGES[@]} -eq 0 ] || [[ " ${STAGES[*]} " == *" $1 "* ]]; }
-cannot() {
-  [ $IF_POSSIBLE -eq 1 ] && { log "skipped: $*"; exit 0; }
-  fail "$*"
-}
-[ "$(id -u)" -eq 0 ] || cannot "needs root (network namespaces, charon)"
-[ -e /dev/net/tun ] || cannot "no /dev/net/tun (kernel-libipsec needs a TUN device)"
-ip netns add sw-probe-$$ 2>/dev/null && ip netns del sw-probe-$$ || cannot "ip netns does not work here"
+parse_stages "$ALL_STAGES" "$@"
+need_netns "network namespaces, charon"
 
 swan_install
 WORK=$(mktemp -d /tmp/strongswan-selftest.XXXXXX)
