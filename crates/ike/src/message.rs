@@ -209,6 +209,22 @@ pub trait Find {
     fn notify(&self, kind: u16) -> Option<&Notify>;
     /// The first error notify (type < 16384), if any.
     fn error_notify(&self) -> Option<&Notify>;
+    /// The first SA payload.
+    fn sa(&self) -> Option<&SaPayload>;
+    /// The first KE payload.
+    fn ke(&self) -> Option<&KePayload>;
+    /// The first nonce.
+    fn nonce(&self) -> Option<&Vec<u8>>;
+    /// The first IDi: the identity and its body as received.
+    fn id_i(&self) -> Option<(&Identity, &Vec<u8>)>;
+    /// The first IDr.
+    fn id_r(&self) -> Option<(&Identity, &Vec<u8>)>;
+    /// The first AUTH payload.
+    fn auth(&self) -> Option<&AuthPayload>;
+    /// The first TSi.
+    fn ts_i(&self) -> Option<&Vec<TrafficSelector>>;
+    /// The first TSr.
+    fn ts_r(&self) -> Option<&Vec<TrafficSelector>>;
 }
 
 impl Find for [Payload] {
@@ -228,6 +244,38 @@ impl Find for [Payload] {
             Payload::Notify(n) if crate::notify::kind::is_error(n.kind) => Some(n),
             _ => None,
         })
+    }
+    fn sa(&self) -> Option<&SaPayload> {
+        self.iter()
+            .find_map(|p| if let Payload::Sa(x) = p { Some(x) } else { None })
+    }
+    fn ke(&self) -> Option<&KePayload> {
+        self.iter()
+            .find_map(|p| if let Payload::Ke(x) = p { Some(x) } else { None })
+    }
+    fn nonce(&self) -> Option<&Vec<u8>> {
+        self.iter()
+            .find_map(|p| if let Payload::Nonce(x) = p { Some(x) } else { None })
+    }
+    fn id_i(&self) -> Option<(&Identity, &Vec<u8>)> {
+        self.iter()
+            .find_map(|p| if let Payload::IdI(i, b) = p { Some((i, b)) } else { None })
+    }
+    fn id_r(&self) -> Option<(&Identity, &Vec<u8>)> {
+        self.iter()
+            .find_map(|p| if let Payload::IdR(i, b) = p { Some((i, b)) } else { None })
+    }
+    fn auth(&self) -> Option<&AuthPayload> {
+        self.iter()
+            .find_map(|p| if let Payload::Auth(x) = p { Some(x) } else { None })
+    }
+    fn ts_i(&self) -> Option<&Vec<TrafficSelector>> {
+        self.iter()
+            .find_map(|p| if let Payload::TsI(x) = p { Some(x) } else { None })
+    }
+    fn ts_r(&self) -> Option<&Vec<TrafficSelector>> {
+        self.iter()
+            .find_map(|p| if let Payload::TsR(x) = p { Some(x) } else { None })
     }
 }
 

@@ -165,12 +165,8 @@ impl IkeSa {
             self.kill(cx, DownReason::AuthFailed);
             return;
         }
-        let idr = ps
-            .iter()
-            .find_map(|p| if let Payload::IdR(i, b) = p { Some((i, b)) } else { None });
-        let auth = ps
-            .iter()
-            .find_map(|p| if let Payload::Auth(a) = p { Some(a) } else { None });
+        let idr = ps.id_r();
+        let auth = ps.auth();
         let (Some((idr, idr_body)), Some(auth), Some(suite)) = (idr, auth, self.suite) else {
             let err = ps.error_notify().map_or(kind::INVALID_SYNTAX, |n| n.kind);
             self.kill(cx, DownReason::PeerError(err));
@@ -207,15 +203,9 @@ impl IkeSa {
             cx.out.event(e);
             return;
         }
-        let sa = ps
-            .iter()
-            .find_map(|p| if let Payload::Sa(s) = p { Some(s) } else { None });
-        let tsi = ps
-            .iter()
-            .find_map(|p| if let Payload::TsI(t) = p { Some(t) } else { None });
-        let tsr = ps
-            .iter()
-            .find_map(|p| if let Payload::TsR(t) = p { Some(t) } else { None });
+        let sa = ps.sa();
+        let tsi = ps.ts_i();
+        let tsr = ps.ts_r();
         let child = &conn.children[pc.cfg];
         let chosen = sa.and_then(|sa| accept_esp_answer(sa, &child.esp_proposals));
         let Some((spi_out, csuite)) = chosen else {
@@ -277,12 +267,8 @@ impl IkeSa {
             );
             return;
         }
-        let idi = ps
-            .iter()
-            .find_map(|p| if let Payload::IdI(i, b) = p { Some((i, b)) } else { None });
-        let auth = ps
-            .iter()
-            .find_map(|p| if let Payload::Auth(a) = p { Some(a) } else { None });
+        let idi = ps.id_i();
+        let auth = ps.auth();
         let (Some((idi, idi_body)), Some(auth), Some(suite)) = (idi, auth, self.suite) else {
             self.respond(
                 cx,
@@ -333,15 +319,9 @@ impl IkeSa {
         self.remote_id = Some(idi.clone());
         self.initial_contact = ps.notify(kind::INITIAL_CONTACT).is_some();
         // The first child.
-        let sa = ps
-            .iter()
-            .find_map(|p| if let Payload::Sa(s) = p { Some(s) } else { None });
-        let tsi = ps
-            .iter()
-            .find_map(|p| if let Payload::TsI(t) = p { Some(t) } else { None });
-        let tsr = ps
-            .iter()
-            .find_map(|p| if let Payload::TsR(t) = p { Some(t) } else { None });
+        let sa = ps.sa();
+        let tsi = ps.ts_i();
+        let tsr = ps.ts_r();
         let mut child_up = None;
         let mut child_event = None;
         if let (Some(sa), Some(tsi), Some(tsr)) = (sa, tsi, tsr) {

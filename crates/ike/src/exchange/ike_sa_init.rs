@@ -64,10 +64,6 @@ fn nat_state(
     evaluate(spi_i, spi_r, &srcs, dst, local, remote)
 }
 
-fn one<'a, T>(payloads: &'a [Payload], f: impl Fn(&'a Payload) -> Option<T>) -> Option<T> {
-    payloads.iter().find_map(f)
-}
-
 impl IkeSa {
     /// The initiator's IKE_SA_INIT request: SA, KE, Ni, N(NAT_DETECTION_*).
     pub(crate) fn build_init_request(
@@ -157,11 +153,10 @@ impl IkeSa {
             self.kill(cx, DownReason::PeerError(kind::COOKIE));
             return Ok(());
         }
-        let sa = one(ps, |p| if let Payload::Sa(s) = p { Some(s) } else { None })
-            .ok_or(Dropped::Malformed(crate::Error::MissingPayload("SA")))?;
-        let ke = one(ps, |p| if let Payload::Ke(k) = p { Some(k) } else { None })
-            .ok_or(Dropped::Malformed(crate::Error::MissingPayload("KE")))?;
-        let nr = one(ps, |p| if let Payload::Nonce(n) = p { Some(n) } else { None })
+        let sa = ps.sa().ok_or(Dropped::Malformed(crate::Error::MissingPayload("SA")))?;
+        let ke = ps.ke().ok_or(Dropped::Malformed(crate::Error::MissingPayload("KE")))?;
+        let nr = ps
+            .nonce()
             .ok_or(Dropped::Malformed(crate::Error::MissingPayload("Nonce")))?;
         let Some(suite) = accept_ike_answer(sa, &self.conn(cx.cfg).ike_proposals) else {
             cx.out.event(Event::ProposalMismatch {
@@ -259,11 +254,7 @@ pub(crate) fn respond_init(
         return Err(Dropped::WrongState);
     }
     let ps = &msg.chain.payloads;
-    let (Some(sa), Some(ke), Some(ni)) = (
-        one(ps, |p| if let Payload::Sa(s) = p { Some(s) } else { None }),
-        one(ps, |p| if let Payload::Ke(k) = p { Some(k) } else { None }),
-        one(ps, |p| if let Payload::Nonce(n) = p { Some(n) } else { None }),
-    ) else {
+    let (Some(sa), Some(ke), Some(ni)) = (ps.sa(), ps.ke(), ps.nonce()) else {
         stateless_reply(out, cfg, h, local, remote, Notify::ike(kind::INVALID_SYNTAX, &[]));
         return Err(Dropped::Malformed(crate::Error::MissingPayload("SA, KE or Nonce")));
     };
