@@ -399,6 +399,63 @@ fn install_error(e: InstallError) -> String {
     e.to_string()
 }
 
+/// IKE: adds a child's two SAs and its policies (one each way per selector pair), all or
+/// nothing: when a step fails the SAs already added go again and no event tells of them.
+fn install_child(
+    eng: &mut Engine,
+    st: &mut State,
+    c: crate::ike::ChildSas,
+    now: Duration,
+    events: &mut Vec<Value>,
+) -> Result<(), String> {
+    let mut added = Vec::new();
+    let r = add_child(eng, st, c, now, events, &mut added);
+    if r.is_err() {
+        for id in added {
+            st.names.retain(|_, &mut x| x != id);
+            let _ = eng.remove_sa(id);
+        }
+        events.clear();
+    }
+    r
+}
+
+/// [`install_child`]'s steps, noting in `added` each SA added.
+fn add_child(
+    eng: &mut Engine,
+    st: &mut State,
+    c: crate::ike::ChildSas,
+    now: Duration,
+    events: &mut Vec<Value>,
+    added: &mut Vec<SaId>,
+) -> Result<(), String> {
+    let tag = || json!({"ike": true});
+    let out = add_sa(eng, st, c.out, now, events, tag())?;
+    added.push(out);
+    let inb = add_sa(eng, st, c.inb, now, events, tag())?;
+    added.push(inb);
+    let mut ps = eng.spd().policies().to_vec();
+    for (o, i) in &c.selectors {
+        ps.push(Policy {
+            dir: ipsec_engine::Direction::Out,
+            selector: *o,
+            action: Action::Protect(vec![out]),
+        });
+        ps.push(Policy {
+            dir: ipsec_engine::Direction::In,
+            selector: *i,
+            action: Action::Protect(vec![inb]),
+        });
+    }
+    eng.set_policies(ps).map_err(install_error)?;
+    let n = eng.spd().policies().len();
+    for k in n + 1 - 2 * c.selectors.len()..=n {
+        let v = policy_json(k, &eng.spd().policies()[k - 1], eng);
+        events.push(event("policy.added", now, json!({"policy": v, "ike": true})));
+    }
+    Ok(())
+}
+
 /// `sa.add`: installs `c` under its name (which must be free); raises `sa.added` (with the
 /// fields of `extra`).
 fn add_sa(
@@ -792,46 +849,7 @@ impl Control {
         let r = {
             let mut st = self.state();
             let mut eng = t.engine();
-            let tag = || json!({"ike": true});
-            let out = add_sa(&mut eng, &mut st, c.out, now, &mut events, tag())?;
-            let inb = match add_sa(&mut eng, &mut st, c.inb, now, &mut events, tag()) {
-                Ok(id) => id,
-                Err(e) => {
-                    st.names.retain(|_, &mut id| id != out);
-                    let _ = eng.remove_sa(out);
-                    return Err(e);
-                }
-            };
-            let mut ps = eng.spd().policies().to_vec();
-            for (o, i) in &c.selectors {
-                ps.push(Policy {
-                    dir: ipsec_engine::Direction::Out,
-                    selector: *o,
-                    action: Action::Protect(vec![out]),
-                });
-                ps.push(Policy {
-                    dir: ipsec_engine::Direction::In,
-                    selector: *i,
-                    action: Action::Protect(vec![inb]),
-                });
-            }
-            match eng.set_policies(ps) {
-                Ok(()) => {
-                    let n = eng.spd().policies().len();
-                    for k in n + 1 - 2 * c.selectors.len()..=n {
-                        let v = policy_json(k, &eng.spd().policies()[k - 1], &eng);
-                        events.push(event("policy.added", now, json!({"policy": v, "ike": true})));
-                    }
-                    Ok(())
-                }
-                Err(e) => {
-                    for id in [out, inb] {
-                        st.names.retain(|_, &mut x| x != id);
-                        let _ = eng.remove_sa(id);
-                    }
-                    Err(install_error(e))
-                }
-            }
+            install_child(&mut eng, &mut st, c, now, &mut events)
         };
         for ev in &events {
             info!("control: {ev}");

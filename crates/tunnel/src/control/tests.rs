@@ -718,3 +718,51 @@ fn rekeys_over_the_socket_leave_no_sa_behind() {
     assert_eq!(snap.retired.sas, u64::from(N));
     assert_eq!(snap.retired.inbound.packets + snap.sas[0].inbound.packets, u64::from(N));
 }
+
+fn ike_child(spi_out: u32, spi_in: u32) -> crate::ike::ChildSas {
+    let sa = |dir: &str, spi: u32| {
+        let r = json!({"name": format!("ike:c/c/{dir}-{spi:08x}"), "spec": spec(spi, KEY_OLD)});
+        sa_from_request(r.as_object().unwrap()).unwrap()
+    };
+    let p = |a: [u8; 4]| ipsec_engine::Prefix::new(Ipv4Addr::from(a).into(), 24);
+    let sel = |s, d| ipsec_engine::Selector {
+        src: p(s),
+        dst: p(d),
+        ..Default::default()
+    };
+    crate::ike::ChildSas {
+        out: sa("out", spi_out),
+        inb: sa("in", spi_in),
+        selectors: vec![(
+            sel([192, 168, 1, 0], [192, 168, 2, 0]),
+            sel([192, 168, 2, 0], [192, 168, 1, 0]),
+        )],
+    }
+}
+
+#[test]
+fn an_ike_child_is_installed_whole_or_not_at_all() {
+    let mut e = Engine::new();
+    let mut st = State::default();
+    ok_of(&add(&mut e, &mut st, "manual", 0x300, KEY_OLD));
+    let mut events = Vec::new();
+    install_child(&mut e, &mut st, ike_child(0x100, 0x200), secs(1), &mut events).unwrap();
+    assert_eq!(e.sad().len(), 3);
+    assert_eq!(e.spd().policies().len(), 2);
+    let kinds: Vec<&str> = events.iter().map(|v| v["event"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["sa.added", "sa.added", "policy.added", "policy.added"],
+        "{events:?}"
+    );
+    // The inbound SA's SPI is taken (by the manual SA): the outbound one, added first, goes
+    // again, nothing else changes and no event tells of a half-installed child.
+    let mut events = Vec::new();
+    let err = install_child(&mut e, &mut st, ike_child(0x101, 0x300), secs(2), &mut events).unwrap_err();
+    assert!(!err.is_empty());
+    assert!(events.is_empty(), "{events:?}");
+    assert_eq!(e.sad().len(), 3);
+    assert_eq!(e.spd().policies().len(), 2);
+    assert!(st.id("ike:c/c/out-00000101").is_none());
+    assert!(st.id("ike:c/c/out-00000100").is_some() && st.id("manual").is_some());
+}
