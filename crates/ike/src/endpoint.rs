@@ -78,7 +78,8 @@ pub struct SaHandle(pub u64);
 pub struct Endpoint {
     cfg: Config,
     sas: BTreeMap<u64, IkeSa>,
-    /// Responder half-open SAs by (initiator SPI, peer), for IKE_SA_INIT retransmissions.
+    /// Responder SAs by (initiator SPI, peer), for IKE_SA_INIT retransmissions: kept while
+    /// the SA lives, since a retransmission can arrive after IKE_AUTH (on another port).
     half_open: BTreeMap<(u64, SocketAddr), u64>,
     out: Output,
 }
@@ -443,17 +444,20 @@ impl Endpoint {
     ) -> Result<(), Dropped> {
         let key = (msg.header.spi_i, remote);
         if let Some(spi) = self.half_open.get(&key) {
-            // A retransmitted IKE_SA_INIT: the kept response (2.1).
+            // A retransmitted IKE_SA_INIT: the kept response (2.1). One that comes after
+            // the SA moved on (its IKE_AUTH came first, on port 4500) is answered by nothing:
+            // the initiator has the response already, and a second SA would only wait to die.
             if let Some(sa) = self.sas.get(spi) {
-                if let Some((0, b)) = &sa.last_response {
-                    let b = b.clone();
-                    let mut cx = Cx {
-                        cfg: &self.cfg,
-                        out: &mut self.out,
-                        now,
-                    };
-                    sa.send(&mut cx, &b);
-                }
+                let Some((0, b)) = &sa.last_response else {
+                    return Err(Dropped::OutOfWindow);
+                };
+                let b = b.clone();
+                let mut cx = Cx {
+                    cfg: &self.cfg,
+                    out: &mut self.out,
+                    now,
+                };
+                sa.send(&mut cx, &b);
                 return Ok(());
             }
         }
@@ -503,8 +507,7 @@ impl Endpoint {
             self.sas.remove(&k);
         }
         let sas = &self.sas;
-        self.half_open
-            .retain(|_, spi| sas.get(spi).is_some_and(|s| s.state == State::InitDone));
+        self.half_open.retain(|_, spi| sas.contains_key(spi));
     }
 
     /// Runs the timers due at `now`: retransmissions with back-off, giving up (the SA goes

@@ -353,6 +353,41 @@ fn lost_ike_sa_init_response_is_retransmitted_and_answered_from_state() {
     assert_eq!(responses[0].t.payload, responses[1].t.payload);
 }
 
+/// A retransmitted IKE_SA_INIT that arrives after the IKE_AUTH it preceded (the initiator
+/// moved to port 4500; the copy was delayed on the way): no second responder SA, no answer.
+#[test]
+fn late_ike_sa_init_copy_after_ike_auth_makes_no_second_sa() {
+    let (a, b) = pair(IKE, IKE, ESP, ESP);
+    let mut net = Net::new(a, b);
+    net.a.initiate(net.now, "a2b", &mut net.rng).unwrap();
+    let init = net.a.poll_transmit().unwrap();
+    net.b
+        .handle_datagram(net.now, init.remote, init.local, &init.payload, &mut net.rng)
+        .unwrap();
+    let init_resp = net.b.poll_transmit().unwrap();
+    net.a
+        .handle_datagram(
+            net.now,
+            init_resp.remote,
+            init_resp.local,
+            &init_resp.payload,
+            &mut net.rng,
+        )
+        .unwrap();
+    let auth = net.a.poll_transmit().unwrap();
+    net.b
+        .handle_datagram(net.now, auth.remote, auth.local, &auth.payload, &mut net.rng)
+        .unwrap();
+    assert!(net.b.poll_transmit().is_some(), "the IKE_AUTH response");
+    while net.b.poll_event().is_some() {}
+    let late = net
+        .b
+        .handle_datagram(net.now, init.remote, init.local, &init.payload, &mut net.rng);
+    assert_eq!(late, Err(Dropped::OutOfWindow));
+    assert!(net.b.poll_transmit().is_none(), "no answer to the late copy");
+    assert_eq!(net.b.ike_sa_count(), 1, "one responder SA, not two");
+}
+
 #[test]
 fn duplicate_request_gets_the_kept_response() {
     let (a, b) = pair(IKE, IKE, ESP, ESP);
