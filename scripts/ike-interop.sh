@@ -33,6 +33,7 @@
 #   r-modp    charon / v4 / aes256-sha512-modp2048 / aes128-sha256 / tunneld
 #   v6        tunneld / v6 (inner v4 and v6) / aes256-sha384-ecp384 / aes128gcm16 / charon
 #   r-v6      charon / v6 / aes128gcm16-prfsha256-x25519 / chacha20poly1305 / tunneld
+#             (tunneld's remote_addrs = %any: a responder for any address)
 #   psk-i     tunneld initiates with a PSK charon does not have: charon answers
 #             AUTHENTICATION_FAILED; nothing installed on either side
 #   psk-r     the same with charon initiating: tunneld answers AUTHENTICATION_FAILED
@@ -46,8 +47,9 @@
 #             whenever one of its proposals allows it, so "accepts it second" does not ask)
 #   nat-i     tunneld behind nftables masquerade (UDP source ports 20000-20999) initiates to
 #             charon (remote_addrs = %any), charon deletes
-#   nat-r     charon behind the NAT initiates to tunneld (remote_addrs = the NAT's outside
-#             address: tunneld has no %any yet), tunneld sees the NAT's port, tunneld deletes
+#   nat-r     charon behind the NAT initiates to tunneld (remote_addrs = %any), tunneld sees
+#             the NAT's address and port, its stats list that peer (added at run time)
+#             while the child is up and not after, tunneld deletes
 #
 #   sudo bash scripts/ike-interop.sh                  # every case (builds tunneld, ipsec)
 #   sudo bash scripts/ike-interop.sh i-gcm nat-r      # only those, in the order above
@@ -119,6 +121,12 @@ topo_up() {
   ip -n iia addr add fd00:100:1::1/128 dev lo nodad
   ip -n iib addr add 10.100.2.1/32 dev lo
   ip -n iib addr add fd00:100:2::1/128 dev lo nodad
+  # The router learns both hosts now: otherwise the first IKE message through it waits (up to
+  # ~2 s for IPv6) on neighbour discovery, charon retransmits, and its log says so.
+  local a
+  for a in 10.99.2.1 fd00:99:2::1; do
+    ip netns exec iia ping -c 1 -W 3 -q "$a" >/dev/null || fail "topology: iia cannot reach $a through iin"
+  done
   NAT_USED=0
 }
 
@@ -303,6 +311,14 @@ ping_ok() {
   echo "$out" | grep -q ' 0% packet loss' || fail "$CASE: ping $2 -> $3 lost packets: $(echo "$out" | tail -n 2)"
 }
 
+# stats_peers FILE: the peers in tunneld's stats file, one per line: address, endpoint, learned.
+stats_peers() {
+  python3 -c 'import json, sys
+for p in json.load(open(sys.argv[1])).get("peers", []):
+    print(p["peer"], p.get("endpoint"), p.get("learned"))' "$1" 2>/dev/null
+}
+export -f stats_peers
+
 # monitor_has EVENT...: tunneld's monitor printed each EVENT.
 monitor_has() {
   local e
@@ -400,7 +416,7 @@ log_clean() {
 run_case() {
   CASE=$1
   shift
-  local -A o=([who]=t [fam]=4 [nat]=none [expect]=up [del]=t [inner6]=no [ke]=no [start]=none)
+  local -A o=([who]=t [fam]=4 [nat]=none [expect]=up [del]=t [inner6]=no [ke]=no [start]=none [any]=no)
   local kv
   for kv in "$@"; do o[${kv%%=*}]=${kv#*=}; done
   [ -z "${o[ike]:-}" ] || { o[ike_t]=${o[ike]}; o[ike_s]=${o[ike]}; }
@@ -424,8 +440,8 @@ run_case() {
   [ "${o[inner6]}" = no ] || { tts=$tts,fd00:100:1::/64; sts=$sts,fd00:100:2::/64; }
   local t_remote=$sa s_remote=$ta
   [ "$NAT" != t ] || s_remote=%any
-  # tunneld needs a remote address for now (no %any): the NAT's outside address
-  [ "$NAT" != s ] || t_remote=10.99.1.254
+  # tunneld as a responder for any address (road warriors; charon behind a NAT)
+  [ "${o[any]}" = no ] || t_remote=%any
   td_conf "$CD" local=$ta remote=$t_remote ike="${o[ike_t]}" esp="${o[esp_t]}" psk="$psk" \
     local_ts=$tts remote_ts=$sts start="${o[start]}"
   swan_instance "$SD"
@@ -481,6 +497,9 @@ run_case() {
           grep -q 'IKE: gw up (Responder, 10.99.1.1:4500 <-> 10.99.1.254:2[0-9]\{4\},' "$CD/tunneld.log" ||
             fail "$CASE: tunneld does not see charon at the NAT's 10.99.1.254:20000-20999: $(grep 'IKE: gw up' "$CD/tunneld.log")"
           peer="tunneld's view: $(grep -o 'IKE: gw up ([^)]*)' "$CD/tunneld.log"); charon's: $peer"
+          # remote_addrs = %any: the NAT's address is a peer added at run time, in the stats
+          wait_for 5 "$CASE: the NAT's address as a peer in tunneld's stats" \
+            bash -c "stats_peers '$CD/stats.json' | grep -qx '10.99.1.254 10.99.1.254:2[0-9]\{4\} True'"
         fi
         log "$CASE: through the NAT: $peer"
       fi
@@ -490,6 +509,10 @@ run_case() {
         swan_terminate "$SD" --ike sw
       fi
       nothing_left
+      if [ "${o[any]}" = yes ]; then
+        wait_for 5 "$CASE: the peer added at run time gone from tunneld's stats with its IKE SA" \
+          bash -c "[ -z \"\$(stats_peers '$CD/stats.json')\" ]"
+      fi
       cap_stop
       [ "${o[ke]}" = no ] || notify_seen "$CD/link.pcap" "" 17 || fail "$CASE: no INVALID_KE_PAYLOAD on the wire"
       if [ "${o[start]}" = start ]; then
@@ -526,6 +549,10 @@ run_case() {
           fail "$CASE: tunneld's ike.auth_failed does not say it refused the peer: $(grep auth_failed "$CD/monitor.log")"
       fi
       nothing_left
+      if [ "${o[any]}" = yes ]; then
+        wait_for 5 "$CASE: the peer added at run time gone from tunneld's stats with its IKE SA" \
+          bash -c "[ -z \"\$(stats_peers '$CD/stats.json')\" ]"
+      fi
       cap_stop
       # The IKE SA's keys from charon's log, its SPIs from the wire (see ike_interop_keys.py).
       $KEYS json "$SD/charon.log" -o "$CD/charon.json" 2>"$CD/charon_keys.log" ||
@@ -547,6 +574,10 @@ run_case() {
       done
       sleep 0.5
       nothing_left
+      if [ "${o[any]}" = yes ]; then
+        wait_for 5 "$CASE: the peer added at run time gone from tunneld's stats with its IKE SA" \
+          bash -c "[ -z \"\$(stats_peers '$CD/stats.json')\" ]"
+      fi
       cap_stop
       notify_seen "$CD/link.pcap" "" 14 || fail "$CASE: no NO_PROPOSAL_CHOSEN notify on the wire"
       [ "$(tshark -n -r "$CD/link.pcap" -Y 'isakmp.exchangetype != 34' 2>/dev/null | wc -l)" = 0 ] ||
@@ -571,7 +602,7 @@ want r-gcm256 && run_case r-gcm256 who=s ike=aes256gcm16-prfsha384-ecp384 esp_t=
 want i-cbc && run_case i-cbc who=t ike=aes128-sha256-ecp256 esp_t=chacha20poly1305-esn-noesn esp_s=chacha20poly1305 del=s
 want r-modp && run_case r-modp who=s ike=aes256-sha512-modp2048 esp=aes128-sha256 del=t
 want v6 && run_case v6 who=t fam=6 inner6=yes ike=aes256-sha384-ecp384 esp=aes128gcm16 del=s
-want r-v6 && run_case r-v6 who=s fam=6 ike=$A128 esp=chacha20poly1305 del=t
+want r-v6 && run_case r-v6 who=s fam=6 ike=$A128 esp=chacha20poly1305 del=t any=yes
 want psk-i && run_case psk-i who=t ike=$A128 esp=aes128gcm16 psk_s=not-the-same-key expect=auth
 want psk-r && run_case psk-r who=s ike=$A128 esp=aes128gcm16 psk_s=not-the-same-key expect=auth
 want noprop-i && run_case noprop-i who=t ike_t=$A128 ike_s=aes256-sha256-modp2048 esp=aes128gcm16 expect=noprop
@@ -579,7 +610,7 @@ want noprop-r && run_case noprop-r who=s ike_t=aes256-sha256-modp2048 ike_s=$A12
 want ke-i && run_case ke-i who=t ike_t=aes128gcm16-prfsha256-x25519-ecp256 ike_s=aes128gcm16-prfsha256-ecp256-x25519 esp=aes128gcm16 ke=yes del=s
 want ke-r && run_case ke-r who=s ike_s=aes128gcm16-prfsha256-x25519-ecp256 ike_t=aes128gcm16-prfsha256-ecp256 esp=aes128gcm16 ke=yes del=t
 want nat-i && run_case nat-i who=t nat=t ike=$A128 esp=aes128gcm16 del=s
-want nat-r && run_case nat-r who=s nat=s ike=aes128-sha256-ecp256 esp=aes256gcm16 del=t
+want nat-r && run_case nat-r who=s nat=s ike=aes128-sha256-ecp256 esp=aes256gcm16 del=t any=yes
 
 swan_host_quiet || fail "something listens on the host's UDP 500/4500 after the run"
 log "passed: ${PASSED[*]}"

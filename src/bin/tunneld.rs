@@ -88,7 +88,13 @@ fn main() -> ExitCode {
         }
         udp_encap = Some(udp_encap.unwrap_or((4500, 4500)));
     }
-    if let Err(e) = config::check_underlay(&t.local, &t.peers, udp_encap.is_some()) {
+    // A connection with `remote_addrs = %any` (a responder for any peer): its peers are
+    // added while running, so no configured peer is needed for ESP in UDP.
+    let dynamic = ike
+        .as_ref()
+        .is_some_and(|i| i.config.connections.iter().any(|c| c.remote_addr.is_none()));
+    let udp = udp_encap.is_some() && !(dynamic && t.peers.is_empty());
+    if let Err(e) = config::check_underlay(&t.local, &t.peers, udp) {
         eprintln!("tunneld: {e}");
         return ExitCode::from(2);
     }
@@ -158,12 +164,6 @@ fn ike_setup(c: &config::Config, args: &Args, t: &config::TunnelConfig) -> Resul
     let secrets = ipsec_config::connection::Secrets::load(&path)?;
     let mut conns = Vec::new();
     for conn in &c.connections {
-        if conn.remote_addr.is_none() {
-            return Err(format!(
-                "connection `{}`: tunneld needs remote_addrs (the peer's address) for now",
-                conn.name
-            ));
-        }
         conns.push(conn.to_ike(&secrets)?);
     }
     Ok(Some(daemon::IkeSetup {

@@ -200,10 +200,19 @@ pub fn run_with_ike(
         n => n,
     };
     let (tuns, mtu) = open_tun(&engine, opts, workers)?;
-    ipsec_config::check_underlay(&opts.local, &opts.peers, opts.udp_encap.is_some())
+    // An IKE connection that takes any remote address: its peers are added while running.
+    let dynamic = ike
+        .as_ref()
+        .is_some_and(|s| s.config.connections.iter().any(|c| c.remote_addr.is_none()));
+    let udp = opts.udp_encap.is_some() && !(dynamic && opts.peers.is_empty());
+    ipsec_config::check_underlay(&opts.local, &opts.peers, udp)
         .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
-    let (want4, want6) = underlay_versions(&engine, &opts.local, &opts.peers);
-    let underlay = Underlay::open(opts, workers, want4, want6, &protocols)?;
+    let (mut want4, mut want6) = underlay_versions(&engine, &opts.local, &opts.peers);
+    if dynamic {
+        want4 |= opts.local.iter().any(IpAddr::is_ipv4);
+        want6 |= opts.local.iter().any(IpAddr::is_ipv6);
+    }
+    let underlay = Underlay::open(opts, workers, want4, want6, &protocols, dynamic)?;
     let list = |a: &[IpAddr]| match a {
         [] => "any".to_string(),
         a => a.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "),
@@ -234,6 +243,9 @@ pub fn run_with_ike(
         None => None,
     };
     let mut tunnel = Tunnel::new(engine, opts.peers.clone());
+    if dynamic {
+        tunnel.allow_any_peer();
+    }
     let ike = match ike {
         Some(setup) => Some(IkeParts::open(setup, opts, &mut tunnel, want6)?),
         None => None,
@@ -378,7 +390,16 @@ struct Underlay {
 }
 
 impl Underlay {
-    fn open(opts: &Options, workers: usize, want4: bool, want6: bool, protocols: &[u8]) -> io::Result<Underlay> {
+    /// `dynamic`: IKE adds peers while running, so the ESP-in-UDP sockets open even for an IP
+    /// version with no configured peer.
+    fn open(
+        opts: &Options,
+        workers: usize,
+        want4: bool,
+        want6: bool,
+        protocols: &[u8],
+        dynamic: bool,
+    ) -> io::Result<Underlay> {
         let local4 = opts.local.iter().find_map(|a| match a {
             IpAddr::V4(a) => Some(*a),
             IpAddr::V6(_) => None,
@@ -402,7 +423,7 @@ impl Underlay {
         if let Some((sport, dport)) = opts.udp_encap {
             for (want, v6, slot) in [(want4, false, &mut udp4), (want6, true, &mut udp6)] {
                 let peers = peers_of(v6);
-                if !want || peers.is_empty() {
+                if !want || (peers.is_empty() && !dynamic) {
                     continue;
                 }
                 let local = if v6 {
@@ -680,9 +701,17 @@ fn underlay_versions(engine: &Engine, local: &[IpAddr], peers: &[IpAddr]) -> (bo
 /// of each), and the groups' UDP GSO/GRO tallies.
 fn add_endpoints(report: &mut Report, udp: &[&UdpEncap]) {
     for (peer, endpoint, learned) in udp.iter().flat_map(|u| u.endpoints()) {
-        if let Some(r) = report.peers.iter_mut().find(|r| r.peer == peer) {
-            r.endpoint = Some(endpoint);
-            r.learned = Some(learned);
+        match report.peers.iter_mut().find(|r| r.peer == peer) {
+            Some(r) => {
+                r.endpoint = Some(endpoint);
+                r.learned = Some(learned);
+            }
+            // A peer IKE added (a connection with `remote_addrs = %any`).
+            None => report.peers.push(crate::PeerReport {
+                peer,
+                endpoint: Some(endpoint),
+                learned: Some(learned),
+            }),
         }
     }
     let d = &mut report.daemon;

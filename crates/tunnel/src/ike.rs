@@ -408,6 +408,23 @@ impl IkeSockets<'_> {
         }
     }
 
+    /// A child SA with `peer` is up, its IKE messages from `at`: sealed packets to it go
+    /// there, and a peer not configured (a connection with `remote_addrs = %any`) joins the
+    /// ESP-in-UDP sockets' peers. `false`: no room for another such peer.
+    fn add_peer(&self, peer: IpAddr, at: SocketAddr) -> bool {
+        self.natt
+            .iter()
+            .filter(|(_, l)| l.is_ipv4() == peer.is_ipv4())
+            .all(|(u, _)| u.add_peer(peer, at))
+    }
+
+    /// `peer`'s last IKE SA is gone: a peer IKE added leaves the sockets' peers again.
+    fn remove_peer(&self, peer: IpAddr) {
+        for (u, _) in &self.natt {
+            u.remove_peer(peer);
+        }
+    }
+
     fn send(&self, t: &ipsec_ike::Transmit) -> std::io::Result<()> {
         if let Some(s) = self.ike.iter().find(|s| s.local_addr().is_ok_and(|a| a == t.local)) {
             s.send_to(&t.payload, t.remote)?;
@@ -608,7 +625,11 @@ fn handle_event(
             reason,
         } => {
             info!("IKE: {conn} down ({reason:?})");
+            let gone = st.iter().find(|(i, _)| i.spi_i == spi_i).map(|(i, _)| i.remote.ip());
             st.retain(|(i, _)| i.spi_i != spi_i);
+            if let Some(ip) = gone.filter(|ip| !st.iter().any(|(i, _)| i.remote.ip() == *ip)) {
+                sockets.remove_peer(ip);
+            }
             event_json(
                 "ike.down",
                 now,
@@ -630,7 +651,15 @@ fn handle_event(
                     );
                     // Sealed packets go to where the peer's IKE messages come from (behind a
                     // NAT, not its configured address).
-                    sockets.peer_moved(c.remote.ip(), c.remote);
+                    if !sockets.add_peer(c.remote.ip(), c.remote) {
+                        warn!(
+                            "IKE: {}/{}: {} peers added already: packets to {} cannot go",
+                            c.conn,
+                            c.child,
+                            crate::udp::MAX_DYNAMIC_PEERS,
+                            c.remote
+                        );
+                    }
                     if let Some((_, ch)) = st.iter_mut().find(|(i, _)| i.conn == c.conn) {
                         ch.push(format!("{}: in {:08x}, out {:08x}", c.child, c.spi_in, c.spi_out));
                     }

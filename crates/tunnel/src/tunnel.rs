@@ -94,6 +94,9 @@ pub struct Tunnel {
     counters: DaemonCounters,
     start: Instant,
     peers: Vec<IpAddr>,
+    /// Whether sealed packets may go to addresses not in `peers` (IKE adds peers while
+    /// running: a connection with `remote_addrs = %any`).
+    any_peer: bool,
     /// Per SA, the adaptive IPComp decision flips already logged.
     flips: Mutex<Vec<u64>>,
     /// Where non-ESP datagrams (IKE, RFC 3948 2.2) received on an ESP-in-UDP socket go.
@@ -133,6 +136,7 @@ impl Tunnel {
             counters: DaemonCounters::default(),
             start: Instant::now(),
             peers,
+            any_peer: false,
             flips: Mutex::new(Vec::new()),
             non_esp: None,
             trap: None,
@@ -169,10 +173,17 @@ impl Tunnel {
         &self.peers
     }
 
+    /// Lets sealed packets go to addresses that are not configured peers: IKE adds peers
+    /// while running (a responder with `remote_addrs = %any`), and the ESP-in-UDP sockets
+    /// send only to the peers they hold.
+    pub fn allow_any_peer(&mut self) {
+        self.any_peer = true;
+    }
+
     /// The outer destination of sealed `packet` if it may be sent: one of the peers, or
-    /// any when none are configured.
+    /// any when none are configured (or [`Tunnel::allow_any_peer`]).
     fn peer_dst(&self, packet: &[u8]) -> Option<IpAddr> {
-        outer_dst(packet).filter(|d| self.peers.is_empty() || self.peers.contains(d))
+        outer_dst(packet).filter(|d| self.any_peer || self.peers.is_empty() || self.peers.contains(d))
     }
 
     /// The peer whose SA `sa` (of `plane`) is: the SA's configured tunnel source, or the only

@@ -18,7 +18,7 @@ use crate::outer::{self, header_len};
 use crate::packet::{Batch, Context, RxKind, BATCH, MAX_PACKET};
 use crate::sys::{recv_from, recv_mmsg, send_mmsg, set_int_option, Names, RECV_BUFFER};
 use crate::underlay::{UnderlayRx, UnderlayTx};
-use arc_swap::ArcSwapOption;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use ipsec_engine::udp_encap::{self, Payload, Ports};
 use ipsec_engine::Arrival;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
@@ -176,12 +176,43 @@ struct Endpoint {
     configured: SocketAddr,
     /// Set (rarely: only when the peer moves) by the receiving threads, read for every send.
     learned: ArcSwapOption<SocketAddr>,
+    /// Added by IKE at run time (a connection that accepts any remote address) rather than
+    /// configured: taken out again when its last IKE SA goes.
+    dynamic: bool,
 }
+
+/// The peers of a socket group: the configured ones, and those IKE adds while running (a
+/// responder with `remote_addrs = %any`). Read without a lock for every batch sent; changed
+/// (rarely) by copying the list.
+type Peers = ArcSwap<Vec<Arc<Endpoint>>>;
+
+/// At most this many peers added at run time per socket group, so a stream of peers that
+/// authenticate cannot grow the table without bound.
+pub const MAX_DYNAMIC_PEERS: usize = 4096;
 
 impl Endpoint {
     fn current(&self) -> SocketAddr {
         self.learned.load().as_deref().copied().unwrap_or(self.configured)
     }
+}
+
+/// The entry of `peer` in a peer list.
+fn find(peers: &[Arc<Endpoint>], peer: IpAddr) -> Option<&Endpoint> {
+    peers.iter().find(|e| e.peer == peer).map(|e| &**e)
+}
+
+/// The source address put in the header rebuilt for a datagram from `from`: the peer whose
+/// endpoint (or address) it is, the only peer if there is one, else `from`'s address.
+fn header_src(peers: &[Arc<Endpoint>], from: SocketAddr) -> IpAddr {
+    if let [only] = peers {
+        return only.peer;
+    }
+    peers
+        .iter()
+        .find(|e| e.current() == from)
+        .map(|e| &**e)
+        .or_else(|| find(peers, from.ip()))
+        .map_or(from.ip(), |e| e.peer)
 }
 
 /// ESP in UDP (RFC 3948) on one UDP socket of one IP version, bound to the local address
@@ -203,7 +234,7 @@ pub struct UdpEncap {
     /// socket, so the lock is never contended).
     gro_rx: Mutex<GroBuffers>,
     /// The peers, shared by the sockets of one [`UdpEncap::open_group`].
-    peers: Arc<[Endpoint]>,
+    peers: Arc<Peers>,
     /// Whether runs of equal-sized datagrams go as one UDP GSO send (until the kernel
     /// refuses it once).
     gso: AtomicBool,
@@ -247,16 +278,19 @@ impl UdpEncap {
         }
         let peers = peers
             .iter()
-            .map(|&peer| Endpoint {
-                peer,
-                configured: SocketAddr::new(peer, dport),
-                learned: ArcSwapOption::empty(),
+            .map(|&peer| {
+                Arc::new(Endpoint {
+                    peer,
+                    configured: SocketAddr::new(peer, dport),
+                    learned: ArcSwapOption::empty(),
+                    dynamic: false,
+                })
             })
             .collect();
-        Self::open_with(local, sport, peers, wait)
+        Self::open_with(local, sport, Arc::new(ArcSwap::from_pointee(peers)), wait)
     }
 
-    fn open_with(local: IpAddr, sport: u16, peers: Arc<[Endpoint]>, wait: Duration) -> io::Result<UdpEncap> {
+    fn open_with(local: IpAddr, sport: u16, peers: Arc<Peers>, wait: Duration) -> io::Result<UdpEncap> {
         let sock = Socket::new(
             Domain::for_address(SocketAddr::new(local, 0)),
             Type::DGRAM,
@@ -323,14 +357,57 @@ impl UdpEncap {
 
     /// Where sealed packets to `peer` go now (`None`: not a peer of this socket).
     pub fn endpoint(&self, peer: IpAddr) -> Option<SocketAddr> {
-        self.peers.iter().find(|e| e.peer == peer).map(Endpoint::current)
+        find(&self.peers.load(), peer).map(|e| e.current())
     }
 
-    /// Each peer, where its packets go now, and whether that was learned.
-    pub fn endpoints(&self) -> impl Iterator<Item = (IpAddr, SocketAddr, bool)> + '_ {
+    /// Each peer, where its packets go now, and whether that was learned (a peer IKE added
+    /// counts as learned: its endpoint came from its authenticated messages).
+    pub fn endpoints(&self) -> Vec<(IpAddr, SocketAddr, bool)> {
         self.peers
+            .load()
             .iter()
-            .map(|e| (e.peer, e.current(), e.learned.load().is_some()))
+            .map(|e| (e.peer, e.current(), e.dynamic || e.learned.load().is_some()))
+            .collect()
+    }
+
+    /// IKE authenticated `peer` at `at` (RFC 7296 2.23): a configured peer's endpoint moves
+    /// there ([`UnderlayRx::authenticated`]); a peer not configured (a connection that takes
+    /// any remote address) is added with that endpoint, so sealed packets to it can go.
+    /// `false`: the table already holds [`MAX_DYNAMIC_PEERS`] added peers.
+    pub fn add_peer(&self, peer: IpAddr, at: SocketAddr) -> bool {
+        if find(&self.peers.load(), peer).is_some() {
+            self.authenticated(peer, at);
+            return true;
+        }
+        let mut added = false;
+        self.peers.rcu(|list| {
+            added = false;
+            let mut list = Vec::clone(list);
+            if find(&list, peer).is_none() && list.iter().filter(|e| e.dynamic).count() < MAX_DYNAMIC_PEERS {
+                list.push(Arc::new(Endpoint {
+                    peer,
+                    configured: at,
+                    learned: ArcSwapOption::empty(),
+                    dynamic: true,
+                }));
+                added = true;
+            }
+            list
+        });
+        if added {
+            tracing::info!("ESP-in-UDP: peer {peer} added at {at} (IKE)");
+        }
+        added || find(&self.peers.load(), peer).is_some()
+    }
+
+    /// Takes out `peer` if IKE added it ([`UdpEncap::add_peer`]); configured peers stay.
+    pub fn remove_peer(&self, peer: IpAddr) {
+        self.peers.rcu(|list| {
+            list.iter()
+                .filter(|e| !(e.dynamic && e.peer == peer))
+                .cloned()
+                .collect::<Vec<_>>()
+        });
     }
 
     /// The address the socket is bound to.
@@ -348,7 +425,7 @@ impl UdpEncap {
     pub fn send_keepalives(&self) -> (usize, Option<io::Error>) {
         let mut sent = 0;
         let mut err = None;
-        for e in self.peers.iter() {
+        for e in self.peers.load().iter() {
             match self.sock.send_to(&[udp_encap::KEEPALIVE], &SockAddr::from(e.current())) {
                 Ok(_) => sent += 1,
                 Err(x) => err = Some(io::Error::new(x.kind(), format!("to {}: {x}", e.current()))),
@@ -374,18 +451,6 @@ impl UdpEncap {
             }),
         }
     }
-
-    /// The source address put in the header rebuilt for a datagram from `from`.
-    fn header_src(&self, from: SocketAddr) -> IpAddr {
-        if let [only] = &self.peers[..] {
-            return only.peer;
-        }
-        self.peers
-            .iter()
-            .find(|e| e.current() == from)
-            .or_else(|| self.peers.iter().find(|e| e.peer == from.ip()))
-            .map_or(from.ip(), |e| e.peer)
-    }
 }
 
 impl UnderlayTx for UdpEncap {
@@ -397,6 +462,7 @@ impl UnderlayTx for UdpEncap {
         let n = packets.len().min(dsts.len()).min(BATCH);
         let mut esp: [&[u8]; BATCH] = [&[]; BATCH];
         let mut to = Names::new();
+        let peers = self.peers.load();
         // Up to the first packet that cannot go (which fails alone when it is the first).
         let mut m = 0;
         for i in 0..n {
@@ -406,8 +472,8 @@ impl UnderlayTx for UdpEncap {
                     "not an ESP packet right after its IP header: cannot go in UDP",
                 )
             });
-            let ep = self
-                .endpoint(dsts[i])
+            let ep = find(&peers, dsts[i])
+                .map(|e| e.current())
                 .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a peer", dsts[i])));
             match payload.and_then(|p| ep.map(|e| (p, e))) {
                 Ok((p, e)) => {
@@ -538,13 +604,14 @@ impl UdpEncap {
     fn recv_batch_gro(&self, batch: &mut Batch) -> io::Result<usize> {
         let mut gro = self.gro_rx.lock().unwrap_or_else(|p| p.into_inner());
         gro.allocate();
+        let peers = self.peers.load();
         let mut n = 0;
         for round in 0..3 {
             while n < BATCH {
                 let Some((len, from)) = fill_from_gro(&mut gro, batch, n, header_len(self.local)) else {
                     break;
                 };
-                let src = from.map_or(self.local, |f| self.header_src(f));
+                let src = from.map_or(self.local, |f| header_src(&peers, f));
                 let (kind, len) = decapsulate(batch.recv_area(n), len, src, self.local);
                 batch.set_context(n, len, self.context(kind, from));
                 n += 1;
@@ -676,7 +743,7 @@ impl UnderlayRx for UdpEncap {
         let Some((n, from)) = recv_from(self.sock.as_raw_fd(), &mut buf[h..], self.local.is_ipv6())? else {
             return Ok(None);
         };
-        let (kind, len) = decapsulate(buf, n, self.header_src(from), self.local);
+        let (kind, len) = decapsulate(buf, n, header_src(&self.peers.load(), from), self.local);
         Ok((kind == RxKind::Packet).then_some(len))
     }
 
@@ -693,8 +760,9 @@ impl UnderlayRx for UdpEncap {
             &mut lens,
             Some((&mut srcs, self.local.is_ipv6())),
         )?;
+        let peers = self.peers.load();
         for i in 0..n {
-            let src = self.header_src(srcs[i]);
+            let src = header_src(&peers, srcs[i]);
             let area = batch.recv_area(i);
             let (kind, len) = decapsulate(area, lens[i], src, self.local);
             batch.set_context(i, len, self.context(kind, Some(srcs[i])));
@@ -703,7 +771,8 @@ impl UnderlayRx for UdpEncap {
     }
 
     fn authenticated(&self, peer: IpAddr, src: SocketAddr) {
-        let Some(e) = self.peers.iter().find(|e| e.peer == peer) else {
+        let peers = self.peers.load();
+        let Some(e) = find(&peers, peer) else {
             return;
         };
         if e.learned.load().as_deref() != Some(&src) {
@@ -967,7 +1036,7 @@ mod tests {
         let from = SocketAddr::new(LO, 40001);
         g[1].authenticated(LO, from);
         assert_eq!(g[0].endpoint(LO), Some(from));
-        assert_eq!(g[0].endpoints().collect::<Vec<_>>(), vec![(LO, from, true)]);
+        assert_eq!(g[0].endpoints(), vec![(LO, from, true)]);
         let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         client.send_to(&[0xff], (Ipv4Addr::LOCALHOST, port)).unwrap();
         let b = recv_any(&g);
@@ -1028,6 +1097,50 @@ mod tests {
         assert!(g[0].send_batch(&[&p1], &[x]).is_err());
         assert_eq!(g[0].send_batch(&[&p1, &p2], &[b, x]).unwrap(), 1);
         assert!(g[0].send_batch(&[&[0x45u8; 20][..]], &[b]).is_err(), "not ESP");
+    }
+
+    /// IKE adds a peer that is not configured (`remote_addrs = %any`): every socket of the
+    /// group can send to it at the endpoint IKE saw, the receiving side names it; taking
+    /// it out again leaves the configured peer; a configured peer is only moved, never
+    /// removed; the added peers are bounded.
+    #[test]
+    fn ike_adds_and_removes_peers_at_run_time() {
+        let (b, c): (IpAddr, IpAddr) = ("127.0.0.2".parse().unwrap(), "127.0.0.3".parse().unwrap());
+        let g = UdpEncap::open_group(LO, 0, &[b], 4500, 2, Duration::from_millis(50)).unwrap();
+        let sc = std::net::UdpSocket::bind((c, 0)).unwrap();
+        sc.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let at = sc.local_addr().unwrap();
+        let mut esp = vec![0x45, 0, 0, 36, 0, 0, 0, 0, 64, 50, 0, 0, 127, 0, 0, 1, 127, 0, 0, 3];
+        esp.extend_from_slice(&[7; 16]);
+        assert!(g[0].send_batch(&[&esp], &[c]).is_err(), "not a peer yet");
+        assert!(g[1].add_peer(c, at));
+        assert_eq!(g[0].endpoint(c), Some(at));
+        assert_eq!(
+            g[0].endpoints(),
+            vec![(b, SocketAddr::new(b, 4500), false), (c, at, true)]
+        );
+        assert_eq!(g[0].send_batch(&[&esp], &[c]).unwrap(), 1);
+        let mut buf = [0u8; 64];
+        assert_eq!(sc.recv_from(&mut buf).unwrap().0, 16);
+        assert_eq!(header_src(&g[0].peers.load(), at), c, "datagrams from it are its");
+        // Added twice: one entry; a configured peer given to add_peer only moves.
+        assert!(g[0].add_peer(c, at));
+        let moved = SocketAddr::new(b, 40000);
+        assert!(g[0].add_peer(b, moved));
+        assert_eq!(g[0].endpoints().len(), 2);
+        assert_eq!(g[1].endpoint(b), Some(moved));
+        g[0].remove_peer(c);
+        g[0].remove_peer(b);
+        assert_eq!(g[1].endpoints(), vec![(b, moved, true)], "the configured peer stays");
+        assert!(g[0].send_batch(&[&esp], &[c]).is_err(), "gone");
+        // Bounded: MAX_DYNAMIC_PEERS added, then no more.
+        for i in 0..MAX_DYNAMIC_PEERS as u32 {
+            let p = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            assert!(g[0].add_peer(p, SocketAddr::new(p, 4500)));
+        }
+        let one_more: IpAddr = "10.255.0.1".parse().unwrap();
+        assert!(!g[0].add_peer(one_more, SocketAddr::new(one_more, 4500)));
+        assert_eq!(g[0].endpoint(one_more), None);
     }
 
     /// ESP in UDP over IPv6: the datagram comes back with an IPv6 header (the peer's
