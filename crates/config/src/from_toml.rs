@@ -108,11 +108,21 @@ struct SaToml {
     adaptive: Option<Spanned<String>>,
     /// IPComp: the link rate for the `model` mode (e.g. "100M").
     link_rate: Option<Spanned<String>>,
+    /// IPComp: a second algorithm under its own CPI, `{ comp = "lzf", cpi = 0xf001 }`.
+    alternative: Option<Spanned<AlternativeToml>>,
     replay_window: Option<Spanned<u32>>,
     esn: Option<Spanned<bool>>,
     lifetime: Option<Spanned<LifetimeToml>>,
     /// ESP in UDP (RFC 3948): `{ type = "espinudp", sport = 4500, dport = 4500, oa = "..." }`.
     encap: Option<Spanned<EncapToml>>,
+}
+
+/// `alternative = { comp = "lzf", cpi = 0xf001 }` of an IPComp `[[sa]]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AlternativeToml {
+    comp: Spanned<String>,
+    cpi: Spanned<u32>,
 }
 
 /// `encap = { ... }` of an `[[sa]]`: `ip xfrm state`'s `encap TYPE SPORT DPORT OADDR`.
@@ -496,8 +506,9 @@ fn sa_config(t: &SaToml, lines: &LineIndex, line: usize) -> Result<SaConfig, Con
         }
     };
     if let Some(x) = &t.xfrm {
-        let others: [(&str, Option<usize>); 14] = [
+        let others: [(&str, Option<usize>); 15] = [
             ("adaptive", t.adaptive.as_ref().map(|v| lines.of(v))),
+            ("alternative", t.alternative.as_ref().map(|v| lines.of(v))),
             ("link_rate", t.link_rate.as_ref().map(|v| lines.of(v))),
             ("proto", t.proto.as_ref().map(|v| lines.of(v))),
             ("spi", t.spi.as_ref().map(|v| lines.of(v))),
@@ -699,7 +710,7 @@ fn sa_config(t: &SaToml, lines: &LineIndex, line: usize) -> Result<SaConfig, Con
         ));
     }
     p.validate().map_err(|err| ConfigError::at(line, ErrorKind::Sa(err)))?;
-    let adaptive = adaptive_of(t, proto, lines)?;
+    let adaptive = adaptive_of(t, proto, &p, comp, lines)?;
     let encap = encap_of(t, &p, lines)?;
     Ok(SaConfig {
         name,
@@ -738,14 +749,43 @@ fn encap_of(t: &SaToml, p: &SaParams, lines: &LineIndex) -> Result<Option<ipsec_
     Ok(Some(u))
 }
 
-/// An IPComp SA's `adaptive` and `link_rate` fields.
-fn adaptive_of(t: &SaToml, proto: Proto, lines: &LineIndex) -> Result<ipsec_ipcomp::Adaptive, ConfigError> {
+/// An IPComp SA's `adaptive`, `link_rate` and `alternative` fields.
+fn adaptive_of(
+    t: &SaToml,
+    proto: Proto,
+    p: &SaParams,
+    comp: Option<Algorithm>,
+    lines: &LineIndex,
+) -> Result<ipsec_ipcomp::Adaptive, ConfigError> {
     let mut a = ipsec_ipcomp::Adaptive::default();
-    for f in [&t.adaptive, &t.link_rate].into_iter().flatten() {
+    let alt_line = t.alternative.as_ref().map(|v| lines.of(v));
+    for l in [&t.adaptive, &t.link_rate]
+        .into_iter()
+        .flatten()
+        .map(|f| lines.of(f))
+        .chain(alt_line)
+    {
         if proto != Proto::Comp {
-            let msg = "`adaptive` and `link_rate` belong to proto = \"comp\" SAs only";
-            return Err(ConfigError::at(lines.of(f), ErrorKind::Invalid(msg.into())));
+            let msg = "`adaptive`, `link_rate` and `alternative` belong to proto = \"comp\" SAs only";
+            return Err(ConfigError::at(l, ErrorKind::Invalid(msg.into())));
         }
+    }
+    if let Some(alt) = &t.alternative {
+        let at = alt.get_ref();
+        let algorithm = Algorithm::from_name(at.comp.get_ref()).ok_or_else(|| {
+            ConfigError::at(
+                lines.of(&at.comp),
+                ErrorKind::Invalid(format!(
+                    "unknown comp algorithm `{}`: use deflate, lzs or lzf",
+                    at.comp.get_ref()
+                )),
+            )
+        })?;
+        let cpi = *at.cpi.get_ref();
+        a.alternative = Some(
+            spec::check_alternative(comp, p.spi, algorithm, cpi)
+                .map_err(|m| ConfigError::at(lines.of(&at.cpi), ErrorKind::Invalid(m)))?,
+        );
     }
     if let Some(m) = &t.adaptive {
         a.mode =
