@@ -719,14 +719,15 @@ impl CostModel {
 
     /// While compressing with several algorithms: the packets between two compressed with
     /// the algorithm not in use. [`ModelConfig::probe_interval`] until it has figures, then
-    /// within [`PROBE_BUDGET`]: its sender stage over the slowest stage now, divided by the
-    /// budget (at most [`MAX_PROBE_BUDGET`]).
+    /// within [`PROBE_BUDGET`]: its slowest stage over the slowest stage now, divided by the
+    /// budget (at most [`MAX_PROBE_BUDGET`]): a probe with a slower compressor costs the
+    /// sender's time, one with a lower ratio the link's.
     pub fn alternative_spacing(&self) -> u32 {
         let floor = self.config.probe_interval.max(1);
         let (Some(alt), Some(now)) = (self.stages_of(self.other()), self.stages()) else {
             return floor;
         };
-        Self::spacing(alt.send_on, now.on()).max(floor)
+        Self::spacing(alt.on(), now.on()).max(floor)
     }
 
     /// `cost / (slowest · budget)` packets, rounded up, 1 to [`MAX_PROBE_BUDGET`].
