@@ -929,6 +929,38 @@ mod tests {
         c.build(std::time::Duration::ZERO).unwrap();
     }
 
+    /// An IPComp SA with LZF beside DEFLATE: each under its own CPI (RFC 3173 3.3), both
+    /// found by the SAD; a CPI shared with the SA, the same algorithm twice, or an ESP SA
+    /// with an alternative are refused.
+    #[test]
+    fn an_alternative_algorithm_has_a_cpi_of_its_own() {
+        let comp = |alt: &str| {
+            format!("[[sa]]\nname = \"c\"\nproto = \"comp\"\nspi = 0x4001\ncomp = \"deflate\"\nadaptive = \"model\"\n{alt}\n")
+        };
+        let c = parse(&comp("alternative = { comp = \"lzf\", cpi = 0xf001 }")).unwrap();
+        let a = c.sas[0].adaptive.alternative.unwrap();
+        assert_eq!((a.algorithm, a.cpi), (Algorithm::Lzf, 0xf001));
+        assert_eq!(c.sas[0].spis().collect::<Vec<_>>(), [0x4001, 0xf001]);
+        let mut sad = ipsec_engine::Sad::new();
+        let id = sad.install(c.sas[0].clone(), std::time::Duration::ZERO).unwrap();
+        let any: IpAddr = "192.0.2.1".parse().unwrap();
+        assert_eq!(sad.lookup(108, 0x4001, any), Some(id));
+        assert_eq!(sad.lookup(108, 0xf001, any), Some(id));
+        let e = err(&comp("alternative = { comp = \"lzf\", cpi = 0x4001 }"));
+        assert!(e.to_string().contains("CPI of its own"), "{e}");
+        let e = err(&comp("alternative = { comp = \"deflate\", cpi = 2 }"));
+        assert!(e.to_string().contains("own algorithm"), "{e}");
+        let e = err(&comp("alternative = { comp = \"zstd\", cpi = 0xf001 }"));
+        assert!(e.to_string().contains("unknown comp algorithm"), "{e}");
+        let e = err(&comp("alternative = { comp = \"lzf\", cpi = 0x1f001 }"));
+        assert!(e.to_string().contains("16 bits"), "{e}");
+        let e = err(&esp("alternative = { comp = \"lzf\", cpi = 0xf001 }"));
+        assert!(e.to_string().contains("belong to proto = \"comp\""), "{e}");
+        // The same in the xfrm words.
+        let s = spec::parse("proto comp spi 0x4001 comp deflate adaptive model alternative lzf 0xf001").unwrap();
+        assert_eq!(s.adaptive.alternative, Some(a));
+    }
+
     #[test]
     fn spi_0_and_esn_without_a_window_are_refused() {
         // RFC 4303 2.1: SPI 0 MUST NOT be sent (in UDP it is RFC 3948's non-ESP marker).

@@ -456,7 +456,7 @@ pub struct AlgorithmStatus {
 ///
 /// With several algorithms ([`CostModel::with_algorithms`], index 0 the SA's own), each has
 /// its own compression and decompression costs and ratio on this SA's data; the model
-/// compresses with the one whose slowest stage is lowest (switching only for a 5% gain), and
+/// compresses with the one whose slowest stage is lowest (switching only for a 10% gain), and
 /// keeps the other's figures fresh with probes: while skipping, probes alternate between the
 /// algorithms; while compressing, one packet in [`CostModel::alternative_spacing`] goes out
 /// compressed with the other (a valid packet under its CPI, not a wasted one).
@@ -771,14 +771,16 @@ impl CostModel {
     pub fn decide(&mut self) -> bool {
         let h = self.config.hysteresis.clamp(0.0, 0.9);
         if self.algorithms > 1 {
-            // The algorithm: the lowest slowest stage, by more than h/2 to switch.
+            // The algorithm: the lowest slowest stage, by more than h to switch (a sender
+            // near its limit times its compressions noisily; switching back and forth costs
+            // the worse algorithm's packets each time).
             let on = |a: usize| self.stages_of(a).map(|s| s.on());
             match (on(self.active), on(self.other())) {
                 (None, Some(_)) => {
                     self.active = self.other();
                     self.switches += 1;
                 }
-                (Some(cur), Some(alt)) if alt < cur * (1.0 - h / 2.0) => {
+                (Some(cur), Some(alt)) if alt < cur * (1.0 - h) => {
                     self.active = self.other();
                     self.switches += 1;
                     self.since_alternative = 0;
