@@ -261,7 +261,7 @@ const SENT_FLUSH_NS: u64 = 1_000_000;
 
 /// One thread's IPComp state: a [`Codec`] per algorithm (and DEFLATE window) it has met, and
 /// per SA it used, the SA's cached decision's count and the packets counted but not yet
-/// added to the SA's counters. The fast path of an SA whose model skips ([`Published`])
+/// added to the SA's counters. The fast path of an SA whose model skips (one atomic word per SA)
 /// reads one atomic and counts here, so skipping a packet takes no lock and writes no shared
 /// memory; [`Codecs::flush`] adds the counts (a caller with many packets flushes once per
 /// batch: counters are exact after it).
