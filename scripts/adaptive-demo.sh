@@ -85,7 +85,9 @@ else
   FLOOR=${FLOOR:-0}
   ROUNDS=${ROUNDS:-1}
 fi
-MODES=${MODES:-"always off model"}
+# model+lzf: the model with LZF beside DEFLATE (the SA's `alternative`), choosing among off,
+# DEFLATE and LZF.
+MODES=${MODES:-"always off model model+lzf"}
 mkdir -p "$OUT"
 
 locate_tunneld --bin ipsec
@@ -180,9 +182,24 @@ shape() { # RATE: tbf on A's veth (the data direction), or none
 }
 
 config() { # SIDE MODE RATE -> file
-  local f=$WORK/$1-$2-$3.toml rate=$3
-  sed "s|^comp = \"deflate\"|comp = \"deflate\"\nadaptive = \"$2\"\nlink_rate = \"$rate\"|" \
-    "examples/tunnel/comp-esp-$1.toml" >"$f"
+  local f=$WORK/$1-$2-$3.toml
+  python3 - "examples/tunnel/comp-esp-$1.toml" "$2" "$3" >"$f" <<'EOF'
+import re, sys
+src, mode, rate = sys.argv[1:]
+alt = mode == "model+lzf"
+out, spi = [], 0
+for line in open(src):
+    m = re.match(r"spi = (\S+)", line)
+    if m:
+        spi = int(m.group(1), 0)
+    out.append(line)
+    if line.startswith('comp = "deflate"'):
+        out.append(f'adaptive = "{"model" if alt else mode}"\nlink_rate = "{rate}"\n')
+        if alt:
+            # LZF beside DEFLATE, under a CPI of the private range (RFC 3173 3.3), one per SA.
+            out.append(f'alternative = {{ comp = "lzf", cpi = {0xf000 + (spi & 0xfff):#x} }}\n')
+sys.stdout.write("".join(out))
+EOF
   echo "$f"
 }
 
@@ -197,7 +214,7 @@ start() { # MODE RATE
 stop() { stop_pids "$DA" "$DB"; }
 
 CSV=$OUT/adaptive.csv
-echo "link,mode,data,bytes,seconds,goodput_mbps,compressed,skipped_model,probes,flips,decision,samples,untimed,link_mbps,link_source,comp_mbps,ratio" >"$CSV"
+echo "link,mode,data,bytes,seconds,goodput_mbps,compressed,skipped_model,probes,flips,decision,samples,untimed,link_mbps,link_source,comp_mbps,ratio,algorithm,switches" >"$CSV"
 PORT=5300
 for round in $(seq "$ROUNDS"); do
   [ "$ROUNDS" -eq 1 ] || log "round $round of $ROUNDS"
@@ -216,7 +233,7 @@ for round in $(seq "$ROUNDS"); do
         rpid=$!
         BG+=("$rpid")
         wait_tcp_listen 10 "the receiver" "$NSB" $PORT
-        before=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); c=[s['comp'] for s in d['engine']['sas'] if s['name']=='comp-ab'][0]; m=c.get('model') or {}; print(c['compressed'], c['skipped_model'], m.get('probes', 0), m.get('flips', 0), m.get('samples', 0), m.get('untimed', 0))" "$WORK/$mode-$rate-a.json")
+        before=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); c=[s['comp'] for s in d['engine']['sas'] if s['name']=='comp-ab'][0]; m=c.get('model') or {}; print(c['compressed'], c['skipped_model'], m.get('probes', 0), m.get('flips', 0), m.get('samples', 0), m.get('untimed', 0), m.get('switches', 0))" "$WORK/$mode-$rate-a.json")
         timeout $((SECONDS_CAP + 40)) ip netns exec "$NSA" python3 "$WORK/xfer.py" send 10.100.0.2 $PORT "$WORK/$data.bin" "$SECONDS_CAP" 2>"$WORK/send.log" ||
           fail "$rate $mode $data: sender failed: $(tail -n 2 "$WORK/send.log")"
         wait "$rpid" || fail "$rate $mode $data: receiver failed: $(tail -n 2 "$WORK/recv.log")"
@@ -224,7 +241,7 @@ for round in $(seq "$ROUNDS"); do
         read -r bytes secs <"$WORK/recv.out"
         python3 - "$WORK/$mode-$rate-a.json" "$rate" "$mode" "$data" "$bytes" "$secs" $before <<'EOF' >>"$CSV"
 import json, sys
-f, rate, mode, data, nbytes, secs, c0, m0, p0, f0, s0, u0 = sys.argv[1:]
+f, rate, mode, data, nbytes, secs, c0, m0, p0, f0, s0, u0, w0 = sys.argv[1:]
 d = json.load(open(f))
 c = [s["comp"] for s in d["engine"]["sas"] if s["name"] == "comp-ab"][0]
 m = c.get("model") or {}
@@ -235,7 +252,7 @@ num = lambda v: f"{v:.1f}" if isinstance(v, (int, float)) else ""
 print(f"{rate},{mode},{data},{nbytes},{float(secs):.3f},{gp:.2f},{c['compressed'] - int(c0)},"
       f"{c['skipped_model'] - int(m0)},{delta('probes', p0)},{delta('flips', f0)},{m.get('decision', '')},"
       f"{delta('samples', s0)},{delta('untimed', u0)},{num(m.get('link_mbps'))},{m.get('link_source', '')},"
-      f"{num(m.get('comp_mbps'))},{num(m.get('ratio'))}")
+      f"{num(m.get('comp_mbps'))},{num(m.get('ratio'))},{m.get('algorithm', '')},{delta('switches', w0)}")
 EOF
         log "$(tail -n 1 "$CSV")"
         grep -h "IPComp model now says" "$WORK/$mode-$rate-a.log" | sed 's/^/  flip: /' | tail -n 2 >&2 || true
@@ -271,13 +288,18 @@ for r in rows:
     k, g = (r["link"], r["data"], r["mode"]), float(r["goodput_mbps"])
     if g >= cells.get(k, -1.0):
         cells[k] = g
-        if r["mode"] == "model":
-            info[(r["link"], r["data"])] = r
+        if r["mode"].startswith("model"):
+            info[(r["link"], r["data"], r["mode"])] = r
+alt = any(r["mode"] == "model+lzf" for r in rows)
 out = [f"Run {sys.argv[4]}, commit {sys.argv[5]}; goodput in Mbit/s (TCP payload at the receiver)."]
 if sys.argv[6].strip():
     out.append(f"**GENERATED DATA stood in for: {sys.argv[6].strip()} (corpus missing).**")
-out += ["", "| link | data | always | off | model | model / best | flips | probes | decision | link used (Mbit/s) | `ipsec model` speedup (paper inputs: DEFLATE, 1 KB, RC5-CBC ESP) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|"]
+head = "| link | data | always | off | model | model / best | flips | probes | decision | link used (Mbit/s) |"
+rule = "|---|---|---:|---:|---:|---:|---:|---:|---|---|"
+if alt:
+    head += " model+lzf | / best | its decision (algorithm, switches, flips, probes) |"
+    rule += "---:|---:|---|"
+out += ["", head + " `ipsec model` speedup (paper inputs: DEFLATE, 1 KB, RC5-CBC ESP) |", rule + "---:|"]
 short, low, blind, n = [], [], [], 0
 for (link, data) in dict.fromkeys((r["link"], r["data"]) for r in rows):
     a, o, m = (cells.get((link, data, k)) for k in ("always", "off", "model"))
@@ -286,15 +308,27 @@ for (link, data) in dict.fromkeys((r["link"], r["data"]) for r in rows):
     n += 1
     best = max(a, o)
     p = pred.get((link, data), "")
-    i = info[(link, data)]
+    i = info[(link, data, "model")]
     lk = f'{i["link_mbps"]} ({i["link_source"]})' if i["link_mbps"] else i["link_source"]
-    out.append(f"| {link} | {data} | {a:.1f} | {o:.1f} | {m:.1f} | {m / best:.2f} | {i['flips']} | {i['probes']} | {i['decision']} | {lk} | {p} |")
+    line = f"| {link} | {data} | {a:.1f} | {o:.1f} | {m:.1f} | {m / best:.2f} | {i['flips']} | {i['probes']} | {i['decision']} | {lk} |"
     if m < 0.95 * best:
         short.append(f"{link}/{data}: model {m:.1f} < 95% of {best:.1f}")
-    if m < floor * best:
-        low.append(f"{link}/{data}: model {m:.1f} < {floor:.0%} of {best:.1f}")
-    if i["samples"] in ("", "0") or i["untimed"] not in ("", "0"):
-        blind.append(f"{link}/{data}: samples {i['samples']!r}, untimed {i['untimed']!r}")
+    checked = [("model", m, i)]
+    if alt:
+        l = cells.get((link, data, "model+lzf"))
+        j = info.get((link, data, "model+lzf"))
+        if l is None or j is None:
+            line += " | | |"
+        else:
+            what = f"{j['decision']}" + (f" {j['algorithm']}" if j["decision"] == "compress" else "")
+            line += f" {l:.1f} | {l / best:.2f} | {what}, {j['switches']} switches, {j['flips']} flips, {j['probes']} probes |"
+            checked.append(("model+lzf", l, j))
+    out.append(line + f" {p} |")
+    for name, v, k in checked:
+        if v < floor * best:
+            low.append(f"{link}/{data}: {name} {v:.1f} < {floor:.0%} of {best:.1f}")
+        if k["samples"] in ("", "0") or k["untimed"] not in ("", "0"):
+            blind.append(f"{link}/{data} {name}: samples {k['samples']!r}, untimed {k['untimed']!r}")
 out.append("")
 if n == 0:
     out.append("No complete cell (always, off and model) was measured.")

@@ -108,11 +108,21 @@ struct SaToml {
     adaptive: Option<Spanned<String>>,
     /// IPComp: the link rate for the `model` mode (e.g. "100M").
     link_rate: Option<Spanned<String>>,
+    /// IPComp: a second algorithm under its own CPI, `{ comp = "lzf", cpi = 0xf001 }`.
+    alternative: Option<Spanned<AlternativeToml>>,
     replay_window: Option<Spanned<u32>>,
     esn: Option<Spanned<bool>>,
     lifetime: Option<Spanned<LifetimeToml>>,
     /// ESP in UDP (RFC 3948): `{ type = "espinudp", sport = 4500, dport = 4500, oa = "..." }`.
     encap: Option<Spanned<EncapToml>>,
+}
+
+/// `alternative = { comp = "lzf", cpi = 0xf001 }` of an IPComp `[[sa]]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AlternativeToml {
+    comp: Spanned<String>,
+    cpi: Spanned<u32>,
 }
 
 /// `encap = { ... }` of an `[[sa]]`: `ip xfrm state`'s `encap TYPE SPORT DPORT OADDR`.
@@ -496,8 +506,9 @@ fn sa_config(t: &SaToml, lines: &LineIndex, line: usize) -> Result<SaConfig, Con
         }
     };
     if let Some(x) = &t.xfrm {
-        let others: [(&str, Option<usize>); 14] = [
+        let others: [(&str, Option<usize>); 15] = [
             ("adaptive", t.adaptive.as_ref().map(|v| lines.of(v))),
+            ("alternative", t.alternative.as_ref().map(|v| lines.of(v))),
             ("link_rate", t.link_rate.as_ref().map(|v| lines.of(v))),
             ("proto", t.proto.as_ref().map(|v| lines.of(v))),
             ("spi", t.spi.as_ref().map(|v| lines.of(v))),
@@ -699,7 +710,7 @@ fn sa_config(t: &SaToml, lines: &LineIndex, line: usize) -> Result<SaConfig, Con
         ));
     }
     p.validate().map_err(|err| ConfigError::at(line, ErrorKind::Sa(err)))?;
-    let adaptive = adaptive_of(t, proto, lines)?;
+    let adaptive = adaptive_of(t, proto, &p, comp, lines)?;
     let encap = encap_of(t, &p, lines)?;
     Ok(SaConfig {
         name,
@@ -738,14 +749,43 @@ fn encap_of(t: &SaToml, p: &SaParams, lines: &LineIndex) -> Result<Option<ipsec_
     Ok(Some(u))
 }
 
-/// An IPComp SA's `adaptive` and `link_rate` fields.
-fn adaptive_of(t: &SaToml, proto: Proto, lines: &LineIndex) -> Result<ipsec_ipcomp::Adaptive, ConfigError> {
+/// An IPComp SA's `adaptive`, `link_rate` and `alternative` fields.
+fn adaptive_of(
+    t: &SaToml,
+    proto: Proto,
+    p: &SaParams,
+    comp: Option<Algorithm>,
+    lines: &LineIndex,
+) -> Result<ipsec_ipcomp::Adaptive, ConfigError> {
     let mut a = ipsec_ipcomp::Adaptive::default();
-    for f in [&t.adaptive, &t.link_rate].into_iter().flatten() {
+    let alt_line = t.alternative.as_ref().map(|v| lines.of(v));
+    for l in [&t.adaptive, &t.link_rate]
+        .into_iter()
+        .flatten()
+        .map(|f| lines.of(f))
+        .chain(alt_line)
+    {
         if proto != Proto::Comp {
-            let msg = "`adaptive` and `link_rate` belong to proto = \"comp\" SAs only";
-            return Err(ConfigError::at(lines.of(f), ErrorKind::Invalid(msg.into())));
+            let msg = "`adaptive`, `link_rate` and `alternative` belong to proto = \"comp\" SAs only";
+            return Err(ConfigError::at(l, ErrorKind::Invalid(msg.into())));
         }
+    }
+    if let Some(alt) = &t.alternative {
+        let at = alt.get_ref();
+        let algorithm = Algorithm::from_name(at.comp.get_ref()).ok_or_else(|| {
+            ConfigError::at(
+                lines.of(&at.comp),
+                ErrorKind::Invalid(format!(
+                    "unknown comp algorithm `{}`: use deflate, lzs or lzf",
+                    at.comp.get_ref()
+                )),
+            )
+        })?;
+        let cpi = *at.cpi.get_ref();
+        a.alternative = Some(
+            spec::check_alternative(comp, p.spi, algorithm, cpi)
+                .map_err(|m| ConfigError::at(lines.of(&at.cpi), ErrorKind::Invalid(m)))?,
+        );
     }
     if let Some(m) = &t.adaptive {
         a.mode =
@@ -887,6 +927,38 @@ mod tests {
         assert_eq!(pol.selector.dst_ports, PortRange { lo: 1, hi: 1023 });
         assert_eq!(pol.action, ActionConfig::Protect(vec!["e".into()]));
         c.build(std::time::Duration::ZERO).unwrap();
+    }
+
+    /// An IPComp SA with LZF beside DEFLATE: each under its own CPI (RFC 3173 3.3), both
+    /// found by the SAD; a CPI shared with the SA, the same algorithm twice, or an ESP SA
+    /// with an alternative are refused.
+    #[test]
+    fn an_alternative_algorithm_has_a_cpi_of_its_own() {
+        let comp = |alt: &str| {
+            format!("[[sa]]\nname = \"c\"\nproto = \"comp\"\nspi = 0x4001\ncomp = \"deflate\"\nadaptive = \"model\"\n{alt}\n")
+        };
+        let c = parse(&comp("alternative = { comp = \"lzf\", cpi = 0xf001 }")).unwrap();
+        let a = c.sas[0].adaptive.alternative.unwrap();
+        assert_eq!((a.algorithm, a.cpi), (Algorithm::Lzf, 0xf001));
+        assert_eq!(c.sas[0].spis().collect::<Vec<_>>(), [0x4001, 0xf001]);
+        let mut sad = ipsec_engine::Sad::new();
+        let id = sad.install(c.sas[0].clone(), std::time::Duration::ZERO).unwrap();
+        let any: IpAddr = "192.0.2.1".parse().unwrap();
+        assert_eq!(sad.lookup(108, 0x4001, any), Some(id));
+        assert_eq!(sad.lookup(108, 0xf001, any), Some(id));
+        let e = err(&comp("alternative = { comp = \"lzf\", cpi = 0x4001 }"));
+        assert!(e.to_string().contains("CPI of its own"), "{e}");
+        let e = err(&comp("alternative = { comp = \"deflate\", cpi = 2 }"));
+        assert!(e.to_string().contains("own algorithm"), "{e}");
+        let e = err(&comp("alternative = { comp = \"zstd\", cpi = 0xf001 }"));
+        assert!(e.to_string().contains("unknown comp algorithm"), "{e}");
+        let e = err(&comp("alternative = { comp = \"lzf\", cpi = 0x1f001 }"));
+        assert!(e.to_string().contains("16 bits"), "{e}");
+        let e = err(&esp("alternative = { comp = \"lzf\", cpi = 0xf001 }"));
+        assert!(e.to_string().contains("belong to proto = \"comp\""), "{e}");
+        // The same in the xfrm words.
+        let s = spec::parse("proto comp spi 0x4001 comp deflate adaptive model alternative lzf 0xf001").unwrap();
+        assert_eq!(s.adaptive.alternative, Some(a));
     }
 
     #[test]

@@ -47,8 +47,10 @@ pub struct SaView {
     pub comp: Option<&'static str>,
     /// IPComp: the adaptive mode (`off`, `always`, `backoff`, `model`).
     pub adaptive: Option<&'static str>,
-    /// IPComp: the configured link rate in bit/s (0: unknown, taken as unlimited).
+    /// IPComp: the configured link rate in bit/s (0: unknown, estimated).
     pub link_bps: Option<u64>,
+    /// IPComp: the alternative algorithm and its CPI (`lzf cpi 0xf001`).
+    pub alternative: Option<String>,
     /// Replay window in packets (0: off).
     pub replay_window: u32,
     /// Extended sequence numbers.
@@ -189,6 +191,11 @@ impl SaView {
             comp: c.comp.map(|c| c.name()),
             adaptive: c.comp.map(|_| c.adaptive.mode.name()),
             link_bps: c.comp.map(|_| c.adaptive.link_bps),
+            alternative: c
+                .adaptive
+                .alternative
+                .filter(|_| c.comp.is_some())
+                .map(|a| format!("{} cpi {:#x}", a.algorithm, a.cpi)),
             replay_window: p.replay_window,
             esn: p.esn,
             lifetime: c.lifetime,
@@ -327,10 +334,13 @@ impl Effective {
             }
             if let Some(m) = s.adaptive {
                 let link = match s.link_bps.unwrap_or(0) {
-                    0 => "unknown (taken as unlimited)".to_string(),
+                    0 => "unknown (estimated)".to_string(),
                     b => format!("{} Mbit/s", b as f64 / 1e6),
                 };
                 let _ = writeln!(out, "      adaptive {m}, link {link}");
+            }
+            if let Some(a) = &s.alternative {
+                let _ = writeln!(out, "      alternative {a}");
             }
             if s.proto != "comp" {
                 let window = match s.replay_window {

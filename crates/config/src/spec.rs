@@ -237,6 +237,26 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
     }
 }
 
+/// Checks an IPComp SA's alternative algorithm `alg` under `cpi` against its own (`comp`
+/// under `spi`): a different algorithm and a CPI of its own, 16 bits.
+pub fn check_alternative(
+    comp: Option<Algorithm>,
+    spi: u32,
+    alg: Algorithm,
+    cpi: u32,
+) -> Result<ipsec_ipcomp::Alternative, String> {
+    let cpi = u16::try_from(cpi).map_err(|_| format!("an IPComp CPI is 16 bits; {cpi:#x} is too large"))?;
+    if u32::from(cpi) == spi {
+        return Err(format!(
+            "the alternative algorithm needs a CPI of its own (RFC 3173 3.3: the CPI names the algorithm); {cpi:#x} is the SA's"
+        ));
+    }
+    if comp == Some(alg) {
+        return Err(format!("the alternative is the SA's own algorithm ({alg})"));
+    }
+    Ok(ipsec_ipcomp::Alternative { algorithm: alg, cpi })
+}
+
 /// `off`, `always`, `backoff` or `model`.
 pub fn parse_adaptive_mode(s: &str) -> Result<AdaptiveMode, String> {
     AdaptiveMode::from_name(s)
@@ -258,6 +278,7 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
     let mut comp = None;
     let mut adaptive = Adaptive::default();
     let mut adaptive_given = false;
+    let mut alternative = None;
     let mut window = None;
     let mut esn = false;
     let mut encap = None;
@@ -355,6 +376,18 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
                 adaptive.link_bps = parse_rate(next(&mut it, "link")?).map_err(SpecError)?;
                 adaptive_given = true;
             }
+            "alternative" => {
+                let name = next(&mut it, "alternative")?;
+                let alg = Algorithm::from_name(name).ok_or_else(|| {
+                    SpecError(format!(
+                        "unknown comp algorithm {}: use deflate, lzs or lzf",
+                        shown(name)
+                    ))
+                })?;
+                let cpi = parse_u32(next(&mut it, "alternative ALGORITHM")?, "alternative CPI")?;
+                alternative = Some((alg, cpi));
+                adaptive_given = true;
+            }
             "replay-window" => window = Some(parse_u32(next(&mut it, "replay-window")?, "replay-window")?),
             "flag" => {
                 let f = next(&mut it, "flag")?;
@@ -415,7 +448,10 @@ pub fn parse(spec: &str) -> Result<SaSpec, SpecError> {
         return err("`comp` belongs to `proto comp` SAs only");
     }
     if proto != Proto::Comp && adaptive_given {
-        return err("`adaptive` and `link` belong to `proto comp` SAs only");
+        return err("`adaptive`, `link` and `alternative` belong to `proto comp` SAs only");
+    }
+    if let Some((alg, cpi)) = alternative {
+        adaptive.alternative = Some(check_alternative(comp, p.spi, alg, cpi).map_err(SpecError)?);
     }
     if let Some(e) = &encap {
         check_encap(&p, e).map_err(SpecError)?;

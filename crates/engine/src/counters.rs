@@ -309,6 +309,17 @@ pub struct CompSnapshot {
 pub struct ModelSnapshot {
     /// `compress` or `skip`.
     pub decision: &'static str,
+    /// The algorithm the model compresses with (`deflate`, `lzf`, `lzs`): the SA's own, or
+    /// its alternative when it chose that one. The figures below are this algorithm's.
+    pub algorithm: &'static str,
+    /// Times the model changed algorithm (SAs with an alternative).
+    pub switches: u64,
+    /// The other algorithm's figures (SAs with an alternative): compression rate, Mbit/s.
+    pub other_comp_mbps: Option<f64>,
+    /// The other algorithm's ratio X.
+    pub other_ratio: Option<f64>,
+    /// The other algorithm's slowest stage, ns per original byte.
+    pub other_on_ns_per_byte: Option<f64>,
     /// Times the decision changed.
     pub flips: u64,
     /// Probes sent compressed while the decision was `skip`.
@@ -355,9 +366,18 @@ fn mbps(ns_per_byte: f64) -> Option<f64> {
 impl CompSnapshot {
     /// The snapshot of an IPComp SA.
     pub fn of(adaptive: ipsec_ipcomp::Adaptive, sa: &ipsec_ipcomp::SharedIpcomp) -> Self {
-        let (c, status, untimed) = {
+        let (c, status, other, untimed) = {
             let s = sa.state();
-            (*s.counters(), s.model().map(|m| m.status()), s.untimed())
+            let other = s
+                .model()
+                .and_then(|m| m.algorithm_status(1 - m.active().min(1)).filter(|_| m.algorithms() > 1));
+            (*s.counters(), s.model().map(|m| m.status()), other, s.untimed())
+        };
+        let c = sa.with_published(c);
+        let names: [&'static str; 2] = {
+            let mut it = sa.algorithms().map(|(a, _)| a.name());
+            let first = it.next().unwrap_or("");
+            [first, it.next().unwrap_or(first)]
         };
         CompSnapshot {
             mode: sa.config().adaptive.name(),
@@ -372,6 +392,11 @@ impl CompSnapshot {
             decompressed: c.decompressed,
             model: status.map(|m| ModelSnapshot {
                 decision: if m.compressing { "compress" } else { "skip" },
+                algorithm: names[m.active.min(1)],
+                switches: m.switches,
+                other_comp_mbps: other.and_then(|o| o.comp_ns).and_then(mbps),
+                other_ratio: other.and_then(|o| o.inv_ratio).filter(|r| *r > 0.0).map(|r| 1.0 / r),
+                other_on_ns_per_byte: other.and_then(|o| o.on_ns),
                 flips: m.flips,
                 probes: m.probes,
                 samples: m.samples,

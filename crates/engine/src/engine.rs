@@ -397,9 +397,9 @@ fn feed_crypto(comp: &SaEntry, op: CryptoOp, lens: &[usize], live: &[bool], ns: 
 
 /// Tells an adaptive IPComp SA's model that its bundle put `wire` bytes on the link at `now`
 /// (its link-rate estimate, when no rate is configured).
-fn feed_sent(comp: Option<&SaEntry>, wire: usize, now: Duration) {
+fn feed_sent(comp: Option<&SaEntry>, codecs: &mut Codecs, wire: usize, now: Duration) {
     if let Some(SharedSa::Comp(s)) = comp.map(|e| &e.sa) {
-        s.observe_sent(wire, now.as_nanos() as u64);
+        s.observe_sent(codecs, wire, now.as_nanos() as u64);
     }
 }
 
@@ -635,7 +635,8 @@ impl DataPlane {
             applied += usize::from(applies);
             self.apply(Direction::Out, id, &t, now);
         }
-        feed_sent(timed, buf.len(), now);
+        feed_sent(timed, &mut w.codecs, buf.len(), now);
+        w.codecs.flush();
         Ok(Verdict::Protected(applied))
     }
 
@@ -837,8 +838,9 @@ impl DataPlane {
                 .filter(|(o, _)| o.is_ok())
                 .map(|(_, b)| b.len())
                 .sum();
-            feed_sent(timed, wire, now);
+            feed_sent(timed, &mut w.codecs, wire, now);
         }
+        w.codecs.flush();
     }
 
     /// Processes an inbound packet (RFC 4301 5.2): opens it in place SA by SA, from the
@@ -853,6 +855,7 @@ impl DataPlane {
         let mut tallies = Tallies::default();
         let r = self.inbound_one(w, buf, now, &mut tallies, &mut Arrival::default());
         tallies.flush(self, now);
+        w.codecs.flush();
         r
     }
 
@@ -871,6 +874,7 @@ impl DataPlane {
             *o = self.inbound_one(w, buf, now, &mut tallies, &mut Arrival::default());
         }
         tallies.flush(self, now);
+        w.codecs.flush();
     }
 
     /// [`inbound_batch`](Self::inbound_batch) that also reports, in `arrivals[i]`, the SA
@@ -890,6 +894,7 @@ impl DataPlane {
             *o = self.inbound_one(w, buf, now, &mut tallies, a);
         }
         tallies.flush(self, now);
+        w.codecs.flush();
     }
 
     /// The SA [`inbound`](Self::inbound) would open `packet`'s outermost ESP, AH or IPComp

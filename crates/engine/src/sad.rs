@@ -21,7 +21,8 @@ use ipsec_core::rng::IvRng;
 use ipsec_core::sa::{Mode, Proto, SaParams, Tunnel};
 use ipsec_core::PacketBuf;
 use ipsec_esp::Esp;
-use ipsec_ipcomp::{Adaptive, Algorithm, Codec, IpcompConfig, OpenOutcome, SealOutcome, SharedIpcomp};
+pub use ipsec_ipcomp::Codecs;
+use ipsec_ipcomp::{Adaptive, Algorithm, IpcompConfig, OpenOutcome, SealOutcome, SharedIpcomp};
 
 /// The handle of an SA in the [`Sad`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -58,6 +59,17 @@ impl SaConfig {
             lifetime: Lifetime::default(),
             encap: None,
         }
+    }
+
+    /// The SPIs the SA is found by inbound: its own, and for an IPComp SA with an
+    /// alternative algorithm that one's CPI (RFC 3173 section 3.3: the CPI names the
+    /// algorithm, so each algorithm the peer may send with has its own).
+    pub fn spis(&self) -> impl Iterator<Item = u32> {
+        let alt = match self.params.proto {
+            Proto::Comp => self.adaptive.alternative.map(|a| u32::from(a.cpi)),
+            _ => None,
+        };
+        core::iter::once(self.params.spi).chain(alt)
     }
 
     /// The SAD key: (IP protocol, SPI or CPI, destination if the SA names one).
@@ -130,30 +142,6 @@ pub enum SharedSa {
     Comp(SharedIpcomp),
 }
 
-/// A worker's IPComp codecs: one per algorithm (and DEFLATE window) it has met, made the
-/// first time (or by [`Codecs::prepare`]) and reused for every SA that fits it (a codec keeps
-/// nothing from one packet to the next).
-#[derive(Debug, Default)]
-pub struct Codecs(Vec<Codec>);
-
-impl Codecs {
-    /// The codec for `sa`, made if this worker has none that fits.
-    pub fn get(&mut self, sa: &SharedIpcomp) -> &mut Codec {
-        let i = match self.0.iter().position(|c| c.fits(sa.config())) {
-            Some(i) => i,
-            None => {
-                self.0.push(sa.codec());
-                self.0.len() - 1
-            }
-        };
-        &mut self.0[i]
-    }
-    /// Makes the codecs `sa` needs now, so its first packet allocates nothing.
-    pub fn prepare(&mut self, sa: &SharedIpcomp) {
-        self.get(sa);
-    }
-}
-
 impl SharedSa {
     /// Keys the SA that `params` describe; an IPComp SA also needs its algorithm.
     pub fn new(params: &SaParams, comp: Option<Algorithm>) -> Result<Self, PacketError> {
@@ -195,7 +183,7 @@ impl SharedSa {
             SharedSa::Esp(s) => s.seal(rng, buf).map(|_| true).map_err(Into::into),
             SharedSa::Ah(s) => s.seal(buf).map(|_| true).map_err(Into::into),
             SharedSa::Comp(s) => {
-                let o = s.seal(codecs.get(s), buf, clock)?;
+                let o = s.seal(codecs, buf, clock)?;
                 Ok(matches!(o, SealOutcome::Compressed { .. }))
             }
         }
@@ -221,7 +209,7 @@ impl SharedSa {
                 .map(|o| LayerOpened::authenticated(o.newest))
                 .map_err(Into::into),
             SharedSa::Comp(s) => Ok(LayerOpened {
-                decompressed: matches!(s.open(codecs.get(s), buf, clock)?, OpenOutcome::Decompressed { .. }),
+                decompressed: matches!(s.open(codecs, buf, clock)?, OpenOutcome::Decompressed { .. }),
                 newest: false,
             }),
         }
@@ -473,11 +461,13 @@ impl Sad {
                 return Err(InstallError::Sa(PacketError::Ipsec(ipsec_core::Error::InvalidSa(why))));
             }
         }
-        let (p, spi, dst) = config.key();
-        if let Some(list) = self.by_spi.get(&(p, spi)) {
-            if let Some((_, id)) = list.iter().find(|(d, _)| *d == dst) {
-                let existing = self.entries.get(id).map_or_else(String::new, |e| e.config.name.clone());
-                return Err(InstallError::Duplicate { existing });
+        let (p, _, dst) = config.key();
+        for spi in config.spis() {
+            if let Some(list) = self.by_spi.get(&(p, spi)) {
+                if let Some((_, id)) = list.iter().find(|(d, _)| *d == dst) {
+                    let existing = self.entries.get(id).map_or_else(String::new, |e| e.config.name.clone());
+                    return Err(InstallError::Duplicate { existing });
+                }
             }
         }
         let sa = SharedSa::with_adaptive(&config.params, config.comp, config.adaptive).map_err(InstallError::Sa)?;
@@ -489,9 +479,11 @@ impl Sad {
         let id = SaId(self.next);
         self.next += 1;
         let ipcomp_tunnel = config.params.proto == Proto::Comp && config.params.mode == Mode::Tunnel;
+        for spi in config.spis() {
+            self.by_spi.entry((p, spi)).or_default().push((dst, id));
+        }
         self.entries.insert(id, Arc::new(SaEntry::new(config, sa, now)));
         self.order.push(id);
-        self.by_spi.entry((p, spi)).or_default().push((dst, id));
         if ipcomp_tunnel {
             self.ipcomp_tunnels.push(id);
         }
@@ -514,11 +506,13 @@ impl Sad {
             return;
         };
         e.mark_removed();
-        let (p, spi, _) = e.config.key();
-        if let Some(list) = self.by_spi.get_mut(&(p, spi)) {
-            list.retain(|&(_, i)| i != id);
-            if list.is_empty() {
-                self.by_spi.remove(&(p, spi));
+        let (p, _, _) = e.config.key();
+        for spi in e.config.spis() {
+            if let Some(list) = self.by_spi.get_mut(&(p, spi)) {
+                list.retain(|&(_, i)| i != id);
+                if list.is_empty() {
+                    self.by_spi.remove(&(p, spi));
+                }
             }
         }
     }

@@ -18,7 +18,11 @@ fn fake_clock() -> u64 {
 
 fn run(mode: AdaptiveMode, link_bps: u64, n: usize) -> SaSnapshot {
     let mut comp = SaConfig::new("comp", SaParams::new(Proto::Comp, 0x4000), Some(Algorithm::Deflate));
-    comp.adaptive = Adaptive { mode, link_bps };
+    comp.adaptive = Adaptive {
+        mode,
+        link_bps,
+        ..Default::default()
+    };
     let mut p = SaParams::new(Proto::Esp, 0x300);
     p.aead = Some(Keyed::new(AeadAlg::AesGcm, &[0x33; 20], 16));
     let esp = SaConfig::new("esp", p, None);
@@ -100,6 +104,7 @@ fn model_pair(link_bps: u64) -> (Engine, Engine) {
     comp.adaptive = Adaptive {
         mode: AdaptiveMode::Model,
         link_bps,
+        ..Default::default()
     };
     let mut p = SaParams::new(Proto::Esp, 0x300);
     p.aead = Some(Keyed::new(AeadAlg::AesGcm, &[0x33; 20], 16));

@@ -126,9 +126,10 @@ pub use compressor::{Algorithm, Compressor, CPI_DEFLATE, CPI_LZF, CPI_LZS};
 pub use error::{DecompressError, Error};
 pub use header::{IpcompPacket, IpcompRepr, HEADER_LEN};
 pub use policy::{
-    Adaptive, AdaptiveMode, Backoff, CostModel, Counters, CryptoOp, LinkEstimator, ModelConfig, ModelStatus, Stages,
+    Adaptive, AdaptiveMode, AlgorithmStatus, Alternative, Backoff, CostModel, Counters, CryptoOp, LinkEstimator,
+    ModelConfig, ModelStatus, Stages, MAX_ALGORITHMS,
 };
 pub use sa::{
-    transport_placement, Codec, IpcompConfig, IpcompSa, IpcompState, OpenOutcome, SealOutcome, SharedIpcomp,
+    transport_placement, Codec, Codecs, IpcompConfig, IpcompSa, IpcompState, OpenOutcome, SealOutcome, SharedIpcomp,
     SkipReason, DECOMPRESS_SAMPLE, DEFAULT_MIN_SIZE, OUTER_TTL,
 };

@@ -161,6 +161,21 @@ pub struct Adaptive {
     /// The rate of the link the secured packets leave on, in bit/s (R_SECNET of the model);
     /// 0: unknown, estimated from the rate the SA's packets leave at ([`LinkEstimator`]).
     pub link_bps: u64,
+    /// A second algorithm the SA may send with, under its own CPI (RFC 3173 section 3.3: the
+    /// CPI names the algorithm): in [`AdaptiveMode::Model`] the model chooses among off, the
+    /// SA's algorithm and this one; in every mode the SA accepts packets under both CPIs.
+    pub alternative: Option<Alternative>,
+}
+
+/// An IPComp SA's second algorithm and the CPI its packets carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Alternative {
+    /// The algorithm.
+    pub algorithm: crate::Algorithm,
+    /// Its CPI: different from the SA's own, and known to the peer (a well-known one, 2 for
+    /// DEFLATE or 3 for LZS, only if no other SA of the host uses it; else one of the
+    /// negotiated or private range).
+    pub cpi: u16,
 }
 
 impl Adaptive {
@@ -243,6 +258,11 @@ pub struct ModelStatus {
     pub decomp_measured: bool,
     /// Compression attempts the model has seen.
     pub samples: u64,
+    /// The algorithm in use (index: 0 the SA's own, 1 its [`Alternative`]); the figures
+    /// above are its.
+    pub active: usize,
+    /// Times the algorithm in use changed.
+    pub switches: u64,
 }
 
 /// The stages a packet goes through, each in ns per original byte, without and with
@@ -386,6 +406,34 @@ impl LinkEstimator {
     }
 }
 
+/// The most algorithms one model chooses among (the SA's and one [`Alternative`]).
+pub const MAX_ALGORITHMS: usize = 2;
+
+/// What the model knows of one algorithm on this SA's data.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Figures {
+    comp: Ewma,
+    decomp: Ewma,
+    /// compressed/original, i.e. 1/X.
+    inv_ratio: Ewma,
+    samples: u64,
+}
+
+/// One algorithm's figures, for display (ns per original byte).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct AlgorithmStatus {
+    /// Compression cost (EWMA).
+    pub comp_ns: Option<f64>,
+    /// Decompression cost: observed, else equal to compression.
+    pub decomp_ns: Option<f64>,
+    /// Compressed / original (EWMA over the attempts).
+    pub inv_ratio: Option<f64>,
+    /// The slowest stage with this algorithm ([`Stages::on`]).
+    pub on_ns: Option<f64>,
+    /// Compression attempts with it.
+    pub samples: u64,
+}
+
 /// The cost model of an adaptive IPComp SA, after McGregor and Lee. The paper's Complete
 /// model says compression pays when
 ///
@@ -405,47 +453,63 @@ impl LinkEstimator {
 /// compression rate (the paper's assumption, conservative). An unknown link rate is
 /// estimated ([`LinkEstimator`]); until an estimate exists the model does not compress
 /// (except its probes), since the link may well be the fast stage.
+///
+/// With several algorithms ([`CostModel::with_algorithms`], index 0 the SA's own), each has
+/// its own compression and decompression costs and ratio on this SA's data; the model
+/// compresses with the one whose slowest stage is lowest (switching only for a 10% gain), and
+/// keeps the other's figures fresh with probes: while skipping, probes alternate between the
+/// algorithms; while compressing, one packet in [`CostModel::alternative_spacing`] goes out
+/// compressed with the other (a valid packet under its CPI, not a wasted one).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CostModel {
     /// Configuration.
     pub config: ModelConfig,
-    comp: Ewma,
-    decomp: Ewma,
+    figs: [Figures; MAX_ALGORITHMS],
+    algorithms: usize,
+    active: usize,
     enc: Ewma,
     dec: Ewma,
     hc: Ewma,
     hv: Ewma,
-    /// compressed/original, i.e. 1/X.
-    inv_ratio: Ewma,
     link: LinkEstimator,
     samples: u64,
     skipped_since_probe: u32,
+    since_alternative: u32,
     probe_every: u32,
     compressing: bool,
     flips: u64,
+    switches: u64,
     probes: u64,
 }
 
 impl CostModel {
-    /// A model with no observations.
+    /// A model of one algorithm with no observations.
     pub fn new(config: ModelConfig) -> Self {
+        Self::with_algorithms(config, 1)
+    }
+
+    /// A model choosing among `algorithms` (1 to [`MAX_ALGORITHMS`]; index 0 is the SA's own
+    /// algorithm, which it starts with).
+    pub fn with_algorithms(config: ModelConfig, algorithms: usize) -> Self {
         CostModel {
             config,
-            comp: Ewma::default(),
-            decomp: Ewma::default(),
+            figs: [Figures::default(); MAX_ALGORITHMS],
+            algorithms: algorithms.clamp(1, MAX_ALGORITHMS),
+            active: 0,
             enc: Ewma::default(),
             dec: Ewma::default(),
             hc: Ewma::default(),
             hv: Ewma::default(),
-            inv_ratio: Ewma::default(),
             link: LinkEstimator::default(),
             samples: 0,
             skipped_since_probe: 0,
+            since_alternative: 0,
             probe_every: config.probe_interval,
             // A configured link: compress until the first measurement says otherwise (the
             // paper's start). An unknown one: measure it uncompressed first.
             compressing: config.link_bps > 0.0,
             flips: 0,
+            switches: 0,
             probes: 0,
         }
     }
@@ -454,12 +518,33 @@ impl CostModel {
         (bytes > 0).then(|| nanos as f64 / bytes as f64)
     }
 
-    /// Records a compression of `bytes_in` to `bytes_out` (header-free) taking `nanos`.
-    /// An incompressible packet is recorded with `bytes_out = bytes_in`.
+    /// The algorithms the model chooses among.
+    pub fn algorithms(&self) -> usize {
+        self.algorithms
+    }
+    /// The algorithm it compresses with (index; 0 is the SA's own).
+    pub fn active(&self) -> usize {
+        self.active
+    }
+    /// Times the algorithm in use changed.
+    pub fn switches(&self) -> u64 {
+        self.switches
+    }
+
+    /// Records a compression of `bytes_in` to `bytes_out` (header-free) taking `nanos`, with
+    /// the algorithm in use. An incompressible packet is recorded with `bytes_out = bytes_in`.
     pub fn observe_compress(&mut self, bytes_in: usize, bytes_out: usize, nanos: u64) {
+        self.observe_compress_with(self.active, bytes_in, bytes_out, nanos);
+    }
+    /// As [`observe_compress`](Self::observe_compress), with algorithm `alg`.
+    pub fn observe_compress_with(&mut self, alg: usize, bytes_in: usize, bytes_out: usize, nanos: u64) {
+        let Some(f) = self.figs[..self.algorithms].get_mut(alg) else {
+            return;
+        };
         if let Some(t) = Self::ns_per_byte(bytes_in, nanos) {
-            self.comp.update_time(t);
-            self.inv_ratio.update((bytes_out as f64 / bytes_in as f64).min(1.0));
+            f.comp.update_time(t);
+            f.inv_ratio.update((bytes_out as f64 / bytes_in as f64).min(1.0));
+            f.samples += 1;
             self.samples += 1;
             self.link.observe_busy(nanos);
         }
@@ -475,10 +560,18 @@ impl CostModel {
     pub fn link_estimator(&self) -> &LinkEstimator {
         &self.link
     }
-    /// Records a decompression producing `bytes_out` bytes in `nanos`.
+    /// Records a decompression (with the algorithm in use) producing `bytes_out` bytes in
+    /// `nanos`.
     pub fn observe_decompress(&mut self, bytes_out: usize, nanos: u64) {
-        if let Some(t) = Self::ns_per_byte(bytes_out, nanos) {
-            self.decomp.update_time(t);
+        self.observe_decompress_with(self.active, bytes_out, nanos);
+    }
+    /// As [`observe_decompress`](Self::observe_decompress), with algorithm `alg`.
+    pub fn observe_decompress_with(&mut self, alg: usize, bytes_out: usize, nanos: u64) {
+        if let (Some(f), Some(t)) = (
+            self.figs[..self.algorithms].get_mut(alg),
+            Self::ns_per_byte(bytes_out, nanos),
+        ) {
+            f.decomp.update_time(t);
         }
     }
     /// Records a crypto operation over `bytes` taking `nanos`.
@@ -508,38 +601,50 @@ impl CostModel {
         e.update(ns);
     }
 
-    /// The paper's inequality, in ns per original byte: (gain, cost). `None` until a
-    /// compression has been observed. A report: the decision uses [`CostModel::stages`].
-    pub fn sides(&self) -> Option<(f64, f64)> {
-        let comp = self.comp.get()?;
-        let inv_x = self.inv_ratio.get()?;
-        let decomp = self.decomp.get().unwrap_or(comp);
+    /// The crypto costs: (E + H, D + V), ns per byte.
+    fn crypto(&self) -> (f64, f64) {
         let enc = self.enc.get().unwrap_or(0.0);
         let dec = self.dec.get().unwrap_or(enc);
         let hc = self.hc.get().unwrap_or(0.0);
         let hv = self.hv.get().unwrap_or(hc);
-        let net = self.net_ns().unwrap_or(0.0);
-        Some(((1.0 - inv_x) * (enc + dec + hc + hv + net), comp + decomp))
+        (enc + hc, dec + hv)
     }
 
-    /// The pipelined stages, in ns per original byte. `None` until a compression has been
-    /// observed and the link rate is known (configured or estimated).
+    /// The paper's inequality for the algorithm in use, in ns per original byte: (gain,
+    /// cost). `None` until a compression has been observed. A report: the decision uses
+    /// [`CostModel::stages`].
+    pub fn sides(&self) -> Option<(f64, f64)> {
+        let f = &self.figs[self.active];
+        let comp = f.comp.get()?;
+        let inv_x = f.inv_ratio.get()?;
+        let decomp = f.decomp.get().unwrap_or(comp);
+        let (eh, dv) = self.crypto();
+        let net = self.net_ns().unwrap_or(0.0);
+        Some(((1.0 - inv_x) * (eh + dv + net), comp + decomp))
+    }
+
+    /// The pipelined stages of the algorithm in use, in ns per original byte. `None` until a
+    /// compression has been observed and the link rate is known (configured or estimated).
     pub fn stages(&self) -> Option<Stages> {
-        let comp = self.comp.get()?;
-        let r = self.inv_ratio.get()?;
+        self.stages_of(self.active)
+    }
+
+    /// The pipelined stages with algorithm `alg` (`None` as for [`stages`](Self::stages), or
+    /// for an algorithm the model does not have).
+    pub fn stages_of(&self, alg: usize) -> Option<Stages> {
+        let f = self.figs[..self.algorithms].get(alg)?;
+        let comp = f.comp.get()?;
+        let r = f.inv_ratio.get()?;
         let net = self.net_ns()?;
-        let decomp = self.decomp.get().unwrap_or(comp);
-        let enc = self.enc.get().unwrap_or(0.0);
-        let dec = self.dec.get().unwrap_or(enc);
-        let hc = self.hc.get().unwrap_or(0.0);
-        let hv = self.hv.get().unwrap_or(hc);
+        let decomp = f.decomp.get().unwrap_or(comp);
+        let (eh, dv) = self.crypto();
         Some(Stages {
-            send_off: enc + hc,
-            send_on: comp + (enc + hc) * r,
+            send_off: eh,
+            send_on: comp + eh * r,
             link_off: net,
             link_on: net * r,
-            recv_off: dec + hv,
-            recv_on: decomp + (dec + hv) * r,
+            recv_off: dv,
+            recv_on: decomp + dv * r,
         })
     }
 
@@ -555,37 +660,82 @@ impl CostModel {
     /// The per-packet decision: compress when it pays (with hysteresis), or as a periodic
     /// probe while it does not.
     pub fn should_compress(&mut self) -> bool {
+        self.choose().is_some()
+    }
+
+    /// The per-packet decision with the algorithm: `Some(alg)` compresses with algorithm
+    /// `alg` (the one in use, a probe of the other, or a probe while skipping), `None` skips.
+    pub fn choose(&mut self) -> Option<usize> {
         self.decide();
         if self.compressing {
             self.skipped_since_probe = 0;
-            return true;
+            if self.algorithms > 1 {
+                self.since_alternative += 1;
+                if self.since_alternative >= self.alternative_spacing() {
+                    self.since_alternative = 0;
+                    self.probes += 1;
+                    return Some(self.other());
+                }
+            }
+            return Some(self.active);
         }
         self.skipped_since_probe += 1;
         if self.probe_every > 0 && self.skipped_since_probe >= self.probe_every.max(self.probe_budget()) {
-            self.skipped_since_probe = 0;
-            self.probes += 1;
-            return true;
+            return Some(self.take_probe());
         }
-        false
+        None
     }
 
-    /// The fewest skipped packets between probes that keeps probing within
-    /// [`PROBE_BUDGET`] of the throughput: a probe costs the sender's stage with compression
-    /// instead of the slowest stage without, so one probe per `(send_on / off) / budget`
-    /// packets costs about `budget` (at most [`MAX_PROBE_BUDGET`] packets apart). 1 until
-    /// there is a compression sample; with the link not known yet, the stages without it.
-    pub fn probe_budget(&self) -> u32 {
-        let (Some(comp), Some(r)) = (self.comp.get(), self.inv_ratio.get()) else {
-            return 1;
+    /// Counts a probe taken while skipping (by the caller's own count of skipped packets,
+    /// [`skip_spacing`](Self::skip_spacing)) and says which algorithm it compresses with:
+    /// with several, the one with fewer samples (the other first: it has none at the start).
+    pub fn take_probe(&mut self) -> usize {
+        self.skipped_since_probe = 0;
+        self.probes += 1;
+        (0..self.algorithms)
+            .min_by_key(|&a| (self.figs[a].samples, usize::from(a == self.active)))
+            .unwrap_or(0)
+    }
+
+    /// While the model skips with its figures complete, the skipped packets between probes
+    /// ([`ModelConfig::probe_interval`] or the probe budget, whichever is more; `u32::MAX`:
+    /// never): a caller may count them itself, without asking the model per packet, and call
+    /// [`take_probe`](Self::take_probe) when they are reached. `None` while the model
+    /// compresses or cannot decide yet (ask it per packet: [`choose`](Self::choose)).
+    pub fn skip_spacing(&self) -> Option<u32> {
+        if self.compressing || self.stages().is_none() {
+            return None;
+        }
+        Some(if self.probe_every == 0 {
+            u32::MAX
+        } else {
+            self.probe_every.max(self.probe_budget())
+        })
+    }
+
+    fn other(&self) -> usize {
+        (self.active + 1) % self.algorithms
+    }
+
+    /// While compressing with several algorithms: the packets between two compressed with
+    /// the algorithm not in use. [`ModelConfig::probe_interval`] until it has figures, then
+    /// within [`PROBE_BUDGET`]: its slowest stage over the slowest stage now, divided by the
+    /// budget (at most [`MAX_PROBE_BUDGET`]): a probe with a slower compressor costs the
+    /// sender's time, one with a lower ratio the link's.
+    pub fn alternative_spacing(&self) -> u32 {
+        let floor = self.config.probe_interval.max(1);
+        let (Some(alt), Some(now)) = (self.stages_of(self.other()), self.stages()) else {
+            return floor;
         };
-        let enc = self.enc.get().unwrap_or(0.0) + self.hc.get().unwrap_or(0.0);
-        let dec = self.dec.get().or(self.enc.get()).unwrap_or(0.0) + self.hv.get().or(self.hc.get()).unwrap_or(0.0);
-        let send_on = comp + enc * r;
-        let off = enc.max(dec).max(self.net_ns().unwrap_or(0.0));
-        if off <= 0.0 {
+        Self::spacing(alt.on(), now.on()).max(floor)
+    }
+
+    /// `cost / (slowest · budget)` packets, rounded up, 1 to [`MAX_PROBE_BUDGET`].
+    fn spacing(cost: f64, slowest: f64) -> u32 {
+        if slowest <= 0.0 {
             return MAX_PROBE_BUDGET;
         }
-        let n = send_on / (off * PROBE_BUDGET);
+        let n = cost / (slowest * PROBE_BUDGET);
         if n.is_finite() {
             // Rounded up without `f64::ceil` (not in `core`).
             let whole = n.min(MAX_PROBE_BUDGET as f64) as u32;
@@ -595,13 +745,53 @@ impl CostModel {
         }
     }
 
-    /// Re-evaluates the decision with hysteresis; `true` when it changed.
+    /// The fewest skipped packets between probes that keeps probing within
+    /// [`PROBE_BUDGET`] of the throughput: a probe costs the sender's stage with compression
+    /// instead of the slowest stage without, so one probe per `(send_on / off) / budget`
+    /// packets costs about `budget` (at most [`MAX_PROBE_BUDGET`] packets apart). 1 until
+    /// there is a compression sample; with the link not known yet, the stages without it.
+    /// With several algorithms, the dearest one's sender stage.
+    pub fn probe_budget(&self) -> u32 {
+        let (eh, dv) = self.crypto();
+        let mut send_on: Option<f64> = None;
+        for f in &self.figs[..self.algorithms] {
+            if let (Some(comp), Some(r)) = (f.comp.get(), f.inv_ratio.get()) {
+                let s = comp + eh * r;
+                send_on = Some(send_on.map_or(s, |m| m.max(s)));
+            }
+        }
+        let Some(send_on) = send_on else {
+            return 1;
+        };
+        Self::spacing(send_on, eh.max(dv).max(self.net_ns().unwrap_or(0.0)))
+    }
+
+    /// Re-evaluates the decision with hysteresis (first which algorithm, then whether to
+    /// compress with it); `true` when whether to compress changed.
     pub fn decide(&mut self) -> bool {
+        let h = self.config.hysteresis.clamp(0.0, 0.9);
+        if self.algorithms > 1 {
+            // The algorithm: the lowest slowest stage, by more than h to switch (a sender
+            // near its limit times its compressions noisily; switching back and forth costs
+            // the worse algorithm's packets each time).
+            let on = |a: usize| self.stages_of(a).map(|s| s.on());
+            match (on(self.active), on(self.other())) {
+                (None, Some(_)) => {
+                    self.active = self.other();
+                    self.switches += 1;
+                }
+                (Some(cur), Some(alt)) if alt < cur * (1.0 - h) => {
+                    self.active = self.other();
+                    self.switches += 1;
+                    self.since_alternative = 0;
+                }
+                _ => {}
+            }
+        }
         let Some(st) = self.stages() else {
             return false;
         };
         let (on, off) = (st.on(), st.off());
-        let h = self.config.hysteresis.clamp(0.0, 0.9);
         // Both thresholds lie below parity: compressing that gains nothing (incompressible
         // data on a slow link, where the link bounds both) stops.
         let next = if self.compressing {
@@ -636,18 +826,27 @@ impl CostModel {
         };
     }
 
-    /// Records a compression attempt and what it says about the decision (probe feedback).
+    /// Records a compression attempt with the algorithm in use and what it says about the
+    /// decision (probe feedback).
     pub fn observe_attempt(&mut self, bytes_in: usize, bytes_out: usize, nanos: u64) {
+        self.observe_attempt_with(self.active, bytes_in, bytes_out, nanos);
+    }
+
+    /// As [`observe_attempt`](Self::observe_attempt), with algorithm `alg`.
+    pub fn observe_attempt_with(&mut self, alg: usize, bytes_in: usize, bytes_out: usize, nanos: u64) {
+        if alg >= self.algorithms {
+            return;
+        }
         let sample = Self::ns_per_byte(bytes_in, nanos).map(|t| {
             let inv_x = (bytes_out as f64 / bytes_in as f64).min(1.0);
             let mut one = *self;
-            one.comp = Ewma::default();
-            one.comp.update(t);
-            one.inv_ratio = Ewma::default();
-            one.inv_ratio.update(inv_x);
-            one.pays()
+            one.figs[alg].comp = Ewma::default();
+            one.figs[alg].comp.update(t);
+            one.figs[alg].inv_ratio = Ewma::default();
+            one.figs[alg].inv_ratio.update(inv_x);
+            one.stages_of(alg).map_or(one.compressing, |s| s.on() < s.off())
         });
-        self.observe_compress(bytes_in, bytes_out, nanos);
+        self.observe_compress_with(alg, bytes_in, bytes_out, nanos);
         if let Some(p) = sample {
             self.probe_result(p);
         }
@@ -658,29 +857,45 @@ impl CostModel {
         self.compressing
     }
 
-    /// The inputs and state, for snapshots and logs.
+    /// One algorithm's figures (`None` for an index the model does not have).
+    pub fn algorithm_status(&self, alg: usize) -> Option<AlgorithmStatus> {
+        let f = self.figs[..self.algorithms].get(alg)?;
+        let comp = f.comp.get();
+        Some(AlgorithmStatus {
+            comp_ns: comp,
+            decomp_ns: f.decomp.get().or(comp),
+            inv_ratio: f.inv_ratio.get(),
+            on_ns: self.stages_of(alg).map(|s| s.on()),
+            samples: f.samples,
+        })
+    }
+
+    /// The inputs and state, for snapshots and logs (the figures of the algorithm in use).
     pub fn status(&self) -> ModelStatus {
         let sides = self.sides();
         let stages = self.stages();
-        let comp = self.comp.get();
+        let f = &self.figs[self.active];
+        let comp = f.comp.get();
         ModelStatus {
             compressing: self.compressing,
             flips: self.flips,
             probes: self.probes,
             comp_ns: comp,
-            decomp_ns: self.decomp.get().or(comp),
+            decomp_ns: f.decomp.get().or(comp),
             enc_ns: self.enc.get().unwrap_or(0.0),
             hc_ns: self.hc.get().unwrap_or(0.0),
             net_ns: self.net_ns().unwrap_or(0.0),
             link_estimate_bps: self.link.estimate(),
             link_configured: self.config.link_bps > 0.0,
-            inv_ratio: self.inv_ratio.get(),
+            inv_ratio: f.inv_ratio.get(),
             gain_ns: sides.map(|s| s.0),
             cost_ns: sides.map(|s| s.1),
             on_ns: stages.map(|s| s.on()),
             off_ns: stages.map(|s| s.off()),
-            decomp_measured: self.decomp.get().is_some(),
+            decomp_measured: f.decomp.get().is_some(),
             samples: self.samples,
+            active: self.active,
+            switches: self.switches,
         }
     }
 

@@ -3,10 +3,14 @@
 use crate::compressor::{Algorithm, Compressor};
 use crate::error::Error;
 use crate::header::{IpcompPacket, IpcompRepr, HEADER_LEN};
-use crate::policy::{Adaptive, AdaptiveMode, Backoff, BackoffState, CostModel, Counters, ModelConfig, ModelStatus};
+use crate::policy::{
+    Adaptive, AdaptiveMode, Alternative, Backoff, BackoffState, CostModel, Counters, ModelConfig, ModelStatus,
+};
+use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::net::IpAddr;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use ipsec_core::ip::{self, ipv4_field, ipv6_field, proto, Ipv4Packet, Ipv4Repr, Ipv6Repr, Split, MAX_PACKET};
 use ipsec_core::{Mode, PacketBuf, SaParams, Tunnel};
 
@@ -41,6 +45,10 @@ pub struct IpcompConfig {
     /// Cost model: required by [`AdaptiveMode::Model`] (defaults to an unlimited link when
     /// `None`); in [`AdaptiveMode::Backoff`] it is consulted after the back-off if given.
     pub model: Option<ModelConfig>,
+    /// A second algorithm under its own CPI: accepted inbound in every mode; outbound, the
+    /// model of [`AdaptiveMode::Model`] chooses between it and [`algorithm`](Self::algorithm)
+    /// (the other modes send with `algorithm` only).
+    pub alternative: Option<Alternative>,
 }
 
 impl IpcompConfig {
@@ -57,12 +65,14 @@ impl IpcompConfig {
             adaptive: AdaptiveMode::default(),
             backoff: Backoff::default(),
             model: None,
+            alternative: None,
         }
     }
     /// Sets the adaptive mode and, for [`AdaptiveMode::Model`], the model for its link rate.
     pub fn with_adaptive(mut self, a: Adaptive) -> Self {
         self.adaptive = a.mode;
         self.model = a.model_config();
+        self.alternative = a.alternative;
         self
     }
     /// From shared SA parameters (protocol IPComp; `spi` holds the CPI).
@@ -162,15 +172,19 @@ pub struct Codec {
 pub const DECOMPRESS_SAMPLE: u32 = 64;
 
 impl Codec {
-    /// The codec an SA of configuration `cfg` needs.
+    /// The codec of an SA of configuration `cfg` for its own algorithm.
     pub fn new(cfg: &IpcompConfig) -> Self {
-        let compressor = match cfg.algorithm {
-            Algorithm::Deflate => Compressor::deflate_with_window(cfg.deflate_window),
+        Self::of(cfg.algorithm, cfg.deflate_window)
+    }
+    /// The codec of `algorithm` (DEFLATE: matches at most `window` bytes back).
+    pub fn of(algorithm: Algorithm, window: usize) -> Self {
+        let compressor = match algorithm {
+            Algorithm::Deflate => Compressor::deflate_with_window(window),
             a => Compressor::new(a),
         };
         Codec {
             compressor,
-            window: cfg.deflate_window,
+            window,
             scratch: vec![0u8; MAX_PACKET + ipv6_field::HEADER_LEN],
             check: vec![0u8; MAX_PACKET + ipv6_field::HEADER_LEN],
         }
@@ -178,8 +192,133 @@ impl Codec {
     /// Whether this codec serves SAs of configuration `cfg` (same algorithm and, for
     /// DEFLATE, the same window): codecs hold no state from one packet to the next.
     pub fn fits(&self, cfg: &IpcompConfig) -> bool {
-        self.compressor.algorithm() == cfg.algorithm
-            && (cfg.algorithm != Algorithm::Deflate || self.window == cfg.deflate_window)
+        self.is(cfg.algorithm, cfg.deflate_window)
+    }
+    fn is(&self, algorithm: Algorithm, window: usize) -> bool {
+        self.compressor.algorithm() == algorithm && (algorithm != Algorithm::Deflate || self.window == window)
+    }
+}
+
+/// What an SA publishes for every thread's fast path, without its lock: the cached decision
+/// and the counts threads add in bulk.
+#[derive(Debug, Default)]
+struct Published {
+    /// 0: decide under the lock, packet by packet (the model compresses, cannot decide yet,
+    /// or the mode is not `model`). n > 0: the model skips; each thread sends its packets
+    /// uncompressed without asking and takes a probe after n of them
+    /// ([`CostModel::skip_spacing`]).
+    spacing: AtomicU32,
+    /// Counts threads added from their [`Codecs`] ([`Pending`]).
+    skipped_model: AtomicU64,
+    skipped_off: AtomicU64,
+    skipped_too_small: AtomicU64,
+    received_uncompressed: AtomicU64,
+}
+
+/// One thread's counts for one SA, not yet added to the SA's ([`Codecs::flush`]).
+#[derive(Debug, Default, Clone, Copy)]
+struct Pending {
+    skipped_model: u64,
+    skipped_off: u64,
+    skipped_too_small: u64,
+    received_uncompressed: u64,
+}
+
+/// One thread's view of one SA: what it counted, the packets it skipped since its last
+/// probe, and the wire bytes it sent since it last told the link estimate.
+#[derive(Debug)]
+struct Slot {
+    sa: Arc<Published>,
+    pending: Pending,
+    skipped: u32,
+    sent_bytes: u64,
+    sent_at: Option<u64>,
+}
+
+impl Slot {
+    fn flush(&mut self) {
+        let p = core::mem::take(&mut self.pending);
+        for (n, c) in [
+            (p.skipped_model, &self.sa.skipped_model),
+            (p.skipped_off, &self.sa.skipped_off),
+            (p.skipped_too_small, &self.sa.skipped_too_small),
+            (p.received_uncompressed, &self.sa.received_uncompressed),
+        ] {
+            if n > 0 {
+                c.fetch_add(n, Relaxed);
+            }
+        }
+    }
+}
+
+/// The most SAs one thread's [`Codecs`] keeps a [`Slot`] for (the oldest goes first, its
+/// counts flushed).
+const MAX_SLOTS: usize = 64;
+
+/// How often a thread tells an SA's link estimate what it sent: at most once per this many
+/// ns (the estimate's windows are 10 ms).
+const SENT_FLUSH_NS: u64 = 1_000_000;
+
+/// One thread's IPComp state: a [`Codec`] per algorithm (and DEFLATE window) it has met, and
+/// per SA it used, the SA's cached decision's count and the packets counted but not yet
+/// added to the SA's counters. The fast path of an SA whose model skips (one atomic word per SA)
+/// reads one atomic and counts here, so skipping a packet takes no lock and writes no shared
+/// memory; [`Codecs::flush`] adds the counts (a caller with many packets flushes once per
+/// batch: counters are exact after it).
+#[derive(Debug, Default)]
+pub struct Codecs {
+    codecs: Vec<Codec>,
+    slots: Vec<Slot>,
+}
+
+impl Codecs {
+    /// None yet: they are made as SAs need them ([`prepare`](Self::prepare)).
+    pub fn new() -> Self {
+        Self::default()
+    }
+    fn codec_index(&mut self, algorithm: Algorithm, window: usize) -> usize {
+        match self.codecs.iter().position(|c| c.is(algorithm, window)) {
+            Some(i) => i,
+            None => {
+                self.codecs.push(Codec::of(algorithm, window));
+                self.codecs.len() - 1
+            }
+        }
+    }
+    fn slot_index(&mut self, sa: &Arc<Published>) -> usize {
+        if let Some(i) = self.slots.iter().position(|s| Arc::ptr_eq(&s.sa, sa)) {
+            return i;
+        }
+        // SAs that are gone (only this slot holds their counts) go first.
+        self.slots.retain_mut(|s| {
+            s.flush();
+            Arc::strong_count(&s.sa) > 1
+        });
+        if self.slots.len() >= MAX_SLOTS {
+            self.slots.remove(0);
+        }
+        self.slots.push(Slot {
+            sa: sa.clone(),
+            pending: Pending::default(),
+            skipped: 0,
+            sent_bytes: 0,
+            sent_at: None,
+        });
+        self.slots.len() - 1
+    }
+    /// Makes the codecs `sa` needs (each of its algorithms) now, so its first packets
+    /// allocate nothing.
+    pub fn prepare(&mut self, sa: &SharedIpcomp) {
+        for (alg, _) in sa.algorithms() {
+            self.codec_index(alg, sa.cfg.deflate_window);
+        }
+        self.slot_index(&sa.published);
+    }
+    /// Adds what this thread counted to its SAs' counters.
+    pub fn flush(&mut self) {
+        for s in &mut self.slots {
+            s.flush();
+        }
     }
 }
 
@@ -227,6 +366,7 @@ impl IpcompState {
 pub struct SharedIpcomp {
     cfg: IpcompConfig,
     state: spin::Mutex<IpcompState>,
+    published: Arc<Published>,
 }
 
 /// An IPComp SA with its own codec, for one thread (`&mut self`).
@@ -237,7 +377,7 @@ pub struct SharedIpcomp {
 #[derive(Debug)]
 pub struct IpcompSa {
     shared: SharedIpcomp,
-    codec: Codec,
+    codecs: Codecs,
 }
 
 /// How the inserted header is placed in transport mode (RFC 3173 section 3.2): after the IPv4
@@ -287,8 +427,9 @@ impl IpcompSa {
     /// Creates the SA, allocating its codec state and scratch buffers.
     pub fn new(cfg: IpcompConfig) -> Result<Self, Error> {
         let shared = SharedIpcomp::new(cfg)?;
-        let codec = shared.codec();
-        Ok(IpcompSa { shared, codec })
+        let mut codecs = Codecs::new();
+        codecs.prepare(&shared);
+        Ok(IpcompSa { shared, codecs })
     }
     /// The configuration.
     pub fn config(&self) -> &IpcompConfig {
@@ -301,6 +442,16 @@ impl IpcompSa {
     /// The back-off state.
     pub fn backoff(&self) -> BackoffState {
         self.shared.state.lock().backoff
+    }
+    /// The cost model's published decision, after the model was changed through
+    /// [`model_mut`](Self::model_mut).
+    fn republish(&mut self) {
+        let shared = &mut self.shared;
+        let spacing = match (shared.cfg.adaptive, &shared.state.get_mut().model) {
+            (AdaptiveMode::Model, Some(m)) => m.skip_spacing().unwrap_or(0),
+            _ => 0,
+        };
+        shared.published.spacing.store(spacing, Relaxed);
     }
     /// The cost model, to feed measurements into (`None` if not configured).
     pub fn model_mut(&mut self) -> Option<&mut CostModel> {
@@ -341,15 +492,23 @@ impl IpcompSa {
     /// As [`seal`](Self::seal), timing the compression (only an attempt is timed: two calls
     /// of `clock`, monotonic nanoseconds) and feeding the cost model, if the SA has one.
     pub fn seal_timed(&mut self, buf: &mut PacketBuf<'_>, clock: fn() -> u64) -> Result<SealOutcome, Error> {
-        self.shared.seal(&mut self.codec, buf, Some(clock))
+        self.republish();
+        let r = self.shared.seal(&mut self.codecs, buf, Some(clock));
+        self.codecs.flush();
+        r
     }
-    /// Compresses an outbound IP packet in place: [`SharedIpcomp::seal`] with the SA's codec.
+    /// Compresses an outbound IP packet in place: [`SharedIpcomp::seal`] with the SA's codecs.
     pub fn seal(&mut self, buf: &mut PacketBuf<'_>) -> Result<SealOutcome, Error> {
-        self.shared.seal(&mut self.codec, buf, None)
+        self.republish();
+        let r = self.shared.seal(&mut self.codecs, buf, None);
+        self.codecs.flush();
+        r
     }
-    /// Decompresses an inbound IP packet in place: [`SharedIpcomp::open`] with the SA's codec.
+    /// Decompresses an inbound IP packet in place: [`SharedIpcomp::open`] with the SA's codecs.
     pub fn open(&mut self, buf: &mut PacketBuf<'_>) -> Result<OpenOutcome, Error> {
-        self.shared.open(&mut self.codec, buf, None)
+        let r = self.shared.open(&mut self.codecs, buf, None);
+        self.codecs.flush();
+        r
     }
     /// The shared part (configuration, decision state, counters).
     pub fn shared(&self) -> &SharedIpcomp {
@@ -370,8 +529,17 @@ impl SharedIpcomp {
                 _ => {}
             }
         }
+        if let Some(a) = cfg.alternative {
+            if a.cpi == cfg.cpi {
+                return Err(ipsec_core::Error::InvalidSa("the alternative algorithm needs a CPI of its own").into());
+            }
+        }
+        let algorithms = if cfg.alternative.is_some() { 2 } else { 1 };
         let model = match (cfg.adaptive, cfg.model) {
-            (AdaptiveMode::Model, m) => Some(CostModel::new(m.unwrap_or(ModelConfig::new(0.0)))),
+            (AdaptiveMode::Model, m) => Some(CostModel::with_algorithms(
+                m.unwrap_or(ModelConfig::new(0.0)),
+                algorithms,
+            )),
             (AdaptiveMode::Backoff, m) => m.map(CostModel::new),
             _ => None,
         };
@@ -384,19 +552,51 @@ impl SharedIpcomp {
                 untimed: 0,
             }),
             cfg,
+            published: Arc::default(),
         })
     }
-    /// A new codec for this SA (one per thread).
+    /// A new codec for this SA's own algorithm (a thread's [`Codecs`] makes the codecs of
+    /// every algorithm the SA uses).
     pub fn codec(&self) -> Codec {
         Codec::new(&self.cfg)
+    }
+    /// The algorithms the SA sends and accepts, with their CPIs: its own, then its
+    /// alternative (if configured).
+    pub fn algorithms(&self) -> impl Iterator<Item = (Algorithm, u16)> + '_ {
+        core::iter::once((self.cfg.algorithm, self.cfg.cpi)).chain(self.cfg.alternative.map(|a| (a.algorithm, a.cpi)))
+    }
+    /// The algorithm (index) of a received CPI.
+    fn algorithm_of(&self, cpi: u16) -> Option<usize> {
+        self.algorithms().position(|(_, c)| c == cpi)
+    }
+    /// Publishes the decision of the state `s` for the fast path ([`Published::spacing`]).
+    fn publish(&self, s: &IpcompState) {
+        let v = match (self.cfg.adaptive, &s.model) {
+            (AdaptiveMode::Model, Some(m)) => m.skip_spacing().unwrap_or(0),
+            _ => 0,
+        };
+        if self.published.spacing.load(Relaxed) != v {
+            self.published.spacing.store(v, Relaxed);
+        }
     }
     /// The configuration.
     pub fn config(&self) -> &IpcompConfig {
         &self.cfg
     }
-    /// The counters now.
+    /// The counters now (what threads counted on the fast path once they flushed it,
+    /// [`Codecs::flush`]).
     pub fn counters(&self) -> Counters {
-        self.state.lock().counters
+        let c = self.state.lock().counters;
+        self.with_published(c)
+    }
+    /// `c` with the counts threads added without the lock.
+    pub fn with_published(&self, mut c: Counters) -> Counters {
+        let p = &self.published;
+        c.skipped_model += p.skipped_model.load(Relaxed);
+        c.skipped_off += p.skipped_off.load(Relaxed);
+        c.skipped_too_small += p.skipped_too_small.load(Relaxed);
+        c.received_uncompressed += p.received_uncompressed.load(Relaxed);
+        c
     }
     /// The decision state, locked (keep it short: every thread's packets wait for it).
     pub fn state(&self) -> spin::MutexGuard<'_, IpcompState> {
@@ -418,55 +618,102 @@ impl SharedIpcomp {
     /// Feeds a crypto operation of the SA's bundle over `bytes` bytes taking `nanos` into
     /// the cost model.
     pub fn observe_crypto(&self, op: crate::policy::CryptoOp, bytes: usize, nanos: u64) {
-        if let Some(m) = self.state.lock().model.as_mut() {
+        let mut s = self.state.lock();
+        if let Some(m) = s.model.as_mut() {
             m.observe_crypto(op, bytes, nanos);
+            m.decide();
+            self.publish(&s);
         }
     }
     /// Tells the cost model that the bundle put `wire` bytes on the link at `now_ns`
-    /// (the caller's monotonic clock): what its link-rate estimate is made of.
-    pub fn observe_sent(&self, wire: usize, now_ns: u64) {
-        if let Some(m) = self.state.lock().model.as_mut() {
-            m.observe_sent(wire, now_ns);
+    /// (the caller's monotonic clock): what its link-rate estimate is made of. The thread's
+    /// `codecs` sum the bytes and tell the model at most once per millisecond.
+    pub fn observe_sent(&self, codecs: &mut Codecs, wire: usize, now_ns: u64) {
+        if !self.wants_timing() {
+            return;
+        }
+        let i = codecs.slot_index(&self.published);
+        let slot = &mut codecs.slots[i];
+        slot.sent_bytes += wire as u64;
+        if slot.sent_at.is_some_and(|t| now_ns >= t && now_ns - t < SENT_FLUSH_NS) {
+            return;
+        }
+        let bytes = core::mem::take(&mut slot.sent_bytes);
+        slot.sent_at = Some(now_ns);
+        let mut s = self.state.lock();
+        if let Some(m) = s.model.as_mut() {
+            m.observe_sent(bytes as usize, now_ns);
+            self.publish(&s);
         }
     }
 
-    /// Decides whether to try, compresses into the codec's scratch, and records the result
-    /// (timed with `clock` if given and the SA has a model). Returns the compressed length or
-    /// why not. The lock is held for the decision and for the bookkeeping, not meanwhile.
-    fn try_compress(&self, codec: &mut Codec, data: &[u8], clock: Option<fn() -> u64>) -> Result<usize, SkipReason> {
+    /// Decides whether to try and with which algorithm, compresses into that algorithm's
+    /// codec's scratch, and records the result (timed with `clock` if given and the SA has a
+    /// model). Returns the compressed length, the CPI and the codec (index in `codecs`), or
+    /// why not. While the model skips, a packet is decided without the lock ([`Published`]);
+    /// otherwise the lock is held for the decision and for the bookkeeping, not meanwhile.
+    fn try_compress(
+        &self,
+        codecs: &mut Codecs,
+        data: &[u8],
+        clock: Option<fn() -> u64>,
+    ) -> Result<(usize, u16, usize), SkipReason> {
         let len = data.len();
-        let sample = {
-            let mut s = self.state.lock();
-            if len < self.cfg.min_size.max(HEADER_LEN + 1) {
-                s.counters.skipped_too_small += 1;
-                return Err(SkipReason::TooSmall);
+        let slot = codecs.slot_index(&self.published);
+        if len < self.cfg.min_size.max(HEADER_LEN + 1) {
+            codecs.slots[slot].pending.skipped_too_small += 1;
+            return Err(SkipReason::TooSmall);
+        }
+        if self.cfg.adaptive == AdaptiveMode::Off {
+            codecs.slots[slot].pending.skipped_off += 1;
+            return Err(SkipReason::Off);
+        }
+        // The fast path: the model skips; this thread counts its own packets to the probe.
+        let spacing = self.published.spacing.load(Relaxed);
+        let mut due = false;
+        if spacing != 0 {
+            let sl = &mut codecs.slots[slot];
+            sl.skipped = sl.skipped.saturating_add(1);
+            if sl.skipped < spacing {
+                sl.pending.skipped_model += 1;
+                return Err(SkipReason::Model);
             }
-            match self.cfg.adaptive {
-                AdaptiveMode::Off => {
-                    s.counters.skipped_off += 1;
-                    return Err(SkipReason::Off);
-                }
-                AdaptiveMode::Backoff if s.backoff.should_skip() => {
-                    s.counters.skipped_backoff += 1;
-                    return Err(SkipReason::Backoff);
-                }
-                _ => {}
+            sl.skipped = 0;
+            due = true;
+        }
+        let (alg, sample) = {
+            let mut s = self.state.lock();
+            if self.cfg.adaptive == AdaptiveMode::Backoff && s.backoff.should_skip() {
+                s.counters.skipped_backoff += 1;
+                return Err(SkipReason::Backoff);
             }
             let mut probe = false;
+            let mut alg = 0;
             if let Some(m) = s.model.as_mut() {
-                if !m.should_compress() {
+                let chosen = if due && m.skip_spacing().is_some() {
+                    Some(m.take_probe())
+                } else {
+                    m.choose()
+                };
+                let Some(a) = chosen else {
                     s.counters.skipped_model += 1;
+                    self.publish(&s);
                     return Err(SkipReason::Model);
-                }
-                probe = !m.compressing();
+                };
+                alg = a;
+                probe = !m.compressing() || a != m.active();
             }
             // One probe in 4 (they are few and the figures must stay fresh while skipping) and
             // one compression in DECOMPRESS_SAMPLE.
-            s.model.is_some() && {
+            let sample = s.model.is_some() && {
                 s.since_decompress += if probe { DECOMPRESS_SAMPLE / 4 } else { 1 };
                 s.since_decompress >= DECOMPRESS_SAMPLE
-            }
+            };
+            (alg, sample)
         };
+        let (algorithm, cpi) = self.algorithms().nth(alg).unwrap_or((self.cfg.algorithm, self.cfg.cpi));
+        let ci = codecs.codec_index(algorithm, self.cfg.deflate_window);
+        let codec = &mut codecs.codecs[ci];
         // Useful only if compressed + 4 < original.
         let limit = len - HEADER_LEN - 1;
         let clock = clock.filter(|_| self.wants_timing());
@@ -484,9 +731,9 @@ impl SharedIpcomp {
         }
         let mut s = self.state.lock();
         if let (Some(m), Some(ns)) = (s.model.as_mut(), nanos) {
-            m.observe_attempt(len, r.unwrap_or(len), ns);
+            m.observe_attempt_with(alg, len, r.unwrap_or(len), ns);
             if let Some(d) = decompress_ns {
-                m.observe_decompress(len, d);
+                m.observe_decompress_with(alg, len, d);
             }
             m.decide();
         }
@@ -496,6 +743,7 @@ impl SharedIpcomp {
         if nanos.is_none() && s.model.is_some() {
             s.untimed += 1;
         }
+        self.publish(&s);
         let backoff = self.cfg.backoff;
         match r {
             Some(n) => {
@@ -503,7 +751,7 @@ impl SharedIpcomp {
                 s.counters.compressed += 1;
                 s.counters.bytes_in += len as u64;
                 s.counters.bytes_saved += (len - n - HEADER_LEN) as u64;
-                Ok(n)
+                Ok((n, cpi, ci))
             }
             None => {
                 s.backoff.record(&backoff, false);
@@ -518,38 +766,36 @@ impl SharedIpcomp {
     /// mode: the whole packet is compressed behind a new outer header. When the packet is not
     /// compressed, transport mode leaves it byte-identical and tunnel mode sends it IP-in-IP.
     ///
-    /// Tunnel mode needs 20 (IPv4) or 40 (IPv6) bytes of headroom. `codec` is the calling
-    /// thread's ([`Codec::fits`] this SA); with a `clock` (monotonic nanoseconds) an SA with a
-    /// cost model times the attempt and feeds the model.
+    /// Tunnel mode needs 20 (IPv4) or 40 (IPv6) bytes of headroom. `codecs` are the calling
+    /// thread's (made as needed); with a `clock` (monotonic nanoseconds) an SA with a cost
+    /// model times the attempt and feeds the model. The packet carries the CPI of the
+    /// algorithm it was compressed with.
     pub fn seal(
         &self,
-        codec: &mut Codec,
+        codecs: &mut Codecs,
         buf: &mut PacketBuf<'_>,
         clock: Option<fn() -> u64>,
     ) -> Result<SealOutcome, Error> {
-        if !codec.fits(&self.cfg) {
-            return Err(Error::WrongCodec);
-        }
         buf.trim_to_ip_len()?;
         match self.cfg.mode {
-            Mode::Transport => self.seal_transport(codec, buf, clock),
-            Mode::Tunnel => self.seal_tunnel(codec, buf, clock),
+            Mode::Transport => self.seal_transport(codecs, buf, clock),
+            Mode::Tunnel => self.seal_tunnel(codecs, buf, clock),
         }
     }
 
     fn seal_transport(
         &self,
-        codec: &mut Codec,
+        codecs: &mut Codecs,
         buf: &mut PacketBuf<'_>,
         clock: Option<fn() -> u64>,
     ) -> Result<SealOutcome, Error> {
         let split = transport_placement(buf.packet())?;
         let original = buf.len() - split.offset;
-        let n = match self.try_compress(codec, &buf.packet()[split.offset..], clock) {
-            Ok(n) => n,
+        let (n, cpi, ci) = match self.try_compress(codecs, &buf.packet()[split.offset..], clock) {
+            Ok(r) => r,
             Err(why) => return Ok(SealOutcome::NotCompressed(why)),
         };
-        let cpi = self.cfg.cpi;
+        let codec = &codecs.codecs[ci];
         let pkt = buf.packet_mut();
         IpcompRepr {
             next_header: split.next,
@@ -569,7 +815,7 @@ impl SharedIpcomp {
 
     fn seal_tunnel(
         &self,
-        codec: &mut Codec,
+        codecs: &mut Codecs,
         buf: &mut PacketBuf<'_>,
         clock: Option<fn() -> u64>,
     ) -> Result<SealOutcome, Error> {
@@ -598,12 +844,13 @@ impl SharedIpcomp {
             return Err(ipsec_core::Error::TooBig.into());
         }
         let original = buf.len();
-        let (outcome, next) = match self.try_compress(codec, buf.packet(), clock) {
-            Ok(n) => {
+        let (outcome, next) = match self.try_compress(codecs, buf.packet(), clock) {
+            Ok((n, cpi, ci)) => {
+                let codec = &codecs.codecs[ci];
                 let pkt = buf.packet_mut();
                 IpcompRepr {
                     next_header: inner_next,
-                    cpi: self.cfg.cpi,
+                    cpi,
                 }
                 .emit(&mut IpcompPacket::new_unchecked(&mut pkt[..]));
                 pkt[HEADER_LEN..HEADER_LEN + n].copy_from_slice(&codec.scratch[..n]);
@@ -656,39 +903,40 @@ impl SharedIpcomp {
     ///
     /// The result is bounded by 65535 bytes (IPv6: 40 + 65535) and by [`IpcompConfig::mtu`]:
     /// beyond that is [`Error::DecompressedTooBig`]. The buffer needs room (tailroom, or else
-    /// headroom) for the decompressed size. `codec` is the calling thread's; with a `clock`,
-    /// an SA with a cost model times the decompression and feeds the model.
+    /// headroom) for the decompressed size. `codecs` are the calling thread's; with a
+    /// `clock`, an SA with a cost model times the decompression and feeds the model. The
+    /// CPI must be the SA's or its alternative's; it says which algorithm inflates.
     pub fn open(
         &self,
-        codec: &mut Codec,
+        codecs: &mut Codecs,
         buf: &mut PacketBuf<'_>,
         clock: Option<fn() -> u64>,
     ) -> Result<OpenOutcome, Error> {
-        if !codec.fits(&self.cfg) {
-            return Err(Error::WrongCodec);
-        }
         buf.trim_to_ip_len()?;
         let split = ip::upper_split(buf.packet())?;
         let tunnel = self.cfg.mode == Mode::Tunnel;
         if split.next != proto::COMP {
             return match (tunnel, split.next) {
                 (false, _) => {
-                    self.state.lock().counters.received_uncompressed += 1;
+                    let i = codecs.slot_index(&self.published);
+                    codecs.slots[i].pending.received_uncompressed += 1;
                     Ok(OpenOutcome::NotCompressed)
                 }
                 (true, proto::IPIP | proto::IPV6) => {
                     self.decap_check(&buf.packet()[split.offset..], split.next)?;
                     buf.pull_front(split.offset)?;
-                    self.state.lock().counters.received_uncompressed += 1;
+                    let i = codecs.slot_index(&self.published);
+                    codecs.slots[i].pending.received_uncompressed += 1;
                     Ok(OpenOutcome::NotCompressed)
                 }
                 (true, p) => Err(ipsec_core::Error::BadInnerProtocol(p).into()),
             };
         }
         let hdr = IpcompRepr::parse(&IpcompPacket::new_checked(&buf.packet()[split.offset..])?)?;
-        if hdr.cpi != self.cfg.cpi {
-            return Err(Error::UnknownCpi(hdr.cpi));
-        }
+        let alg = self.algorithm_of(hdr.cpi).ok_or(Error::UnknownCpi(hdr.cpi))?;
+        let (algorithm, _) = self.algorithms().nth(alg).unwrap_or((self.cfg.algorithm, self.cfg.cpi));
+        let ci = codecs.codec_index(algorithm, self.cfg.deflate_window);
+        let codec = &mut codecs.codecs[ci];
         let compressed = &buf.packet()[split.offset + HEADER_LEN..];
         let clen = compressed.len();
         let v6 = ip::version(buf.packet())? == 6;
@@ -717,7 +965,7 @@ impl SharedIpcomp {
         let mut s = self.state.lock();
         s.counters.decompressed += 1;
         if let (Some(m), Some(ns)) = (s.model.as_mut(), nanos) {
-            m.observe_decompress(n, ns);
+            m.observe_decompress_with(alg, n, ns);
         }
         Ok(OpenOutcome::Decompressed {
             compressed: clen,

@@ -197,7 +197,13 @@ fn modes_off_and_always() {
     use ipsec_ipcomp::{Adaptive, AdaptiveMode};
     let random = v4_tcp(&corpus::seeded_random(1000, 2));
     let text = v4_tcp(&b"compressible ".repeat(80));
-    let cfg = |mode| config(Algorithm::Deflate, Mode::Transport, false).with_adaptive(Adaptive { mode, link_bps: 0 });
+    let cfg = |mode| {
+        config(Algorithm::Deflate, Mode::Transport, false).with_adaptive(Adaptive {
+            mode,
+            link_bps: 0,
+            ..Default::default()
+        })
+    };
     let mut off = IpcompSa::new(cfg(AdaptiveMode::Off)).unwrap();
     assert_eq!(
         seal(&mut off, &text),
@@ -232,6 +238,7 @@ fn model_switches_with_the_data_and_back() {
     let cfg = config(Algorithm::Deflate, Mode::Transport, false).with_adaptive(Adaptive {
         mode: AdaptiveMode::Model,
         link_bps: 10_000_000,
+        ..Default::default()
     });
     let mut sa = IpcompSa::new(cfg).unwrap();
     assert!(sa.wants_timing());
@@ -269,6 +276,7 @@ fn model_switches_with_the_data_and_back() {
         config(Algorithm::Deflate, Mode::Transport, false).with_adaptive(Adaptive {
             mode: AdaptiveMode::Model,
             link_bps: 0,
+            ..Default::default()
         }),
     )
     .unwrap();

@@ -533,17 +533,19 @@ impl Tunnel {
             let Some(m) = s.comp.as_ref().and_then(|c| c.model.as_ref()) else {
                 continue;
             };
-            if m.flips == *last {
+            if m.flips + m.switches == *last {
                 continue;
             }
             let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
             info!(
-                "SA `{}`: IPComp model now says {} ({} flips): ratio {}, compress {} Mbit/s, decompress ({}) {} Mbit/s, \
+                "SA `{}`: IPComp model now says {} with {} ({} flips, {} algorithm switches): ratio {}, compress {} Mbit/s, decompress ({}) {} Mbit/s, \
                  encrypt {} Mbit/s, ICV {} Mbit/s, link ({}) {} Mbit/s; slowest stage with compression {} vs without {} ns/byte \
                  (the paper's form: gain {} vs cost {})",
                 s.name,
                 m.decision,
+                m.algorithm,
                 m.flips,
+                m.switches,
                 f(m.ratio),
                 f(m.comp_mbps),
                 if m.decomp_measured { "measured" } else { "assumed" },
@@ -557,7 +559,7 @@ impl Tunnel {
                 f(m.gain_ns_per_byte),
                 f(m.cost_ns_per_byte),
             );
-            *last = m.flips;
+            *last = m.flips + m.switches;
         }
     }
 

@@ -1167,6 +1167,7 @@ fn bundle_model(src: &str, dst: &str, spi: u32) -> Vec<SaConfig> {
     c.adaptive = ipsec_ipcomp::Adaptive {
         mode: ipsec_ipcomp::AdaptiveMode::Model,
         link_bps: 0,
+        ..Default::default()
     };
     vec![c, esp_gcm("esp", spi, src, dst)]
 }
