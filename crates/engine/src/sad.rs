@@ -72,6 +72,13 @@ impl SaConfig {
         core::iter::once(self.params.spi).chain(alt)
     }
 
+    /// Whether `other` would take a SAD slot of this SA: the same protocol and destination,
+    /// and an SPI (or CPI, the alternative's included) in common.
+    pub fn overlaps(&self, other: &SaConfig) -> bool {
+        let ((p, _, d), (q, _, e)) = (self.key(), other.key());
+        p == q && d == e && self.spis().any(|s| other.spis().any(|t| s == t))
+    }
+
     /// The SAD key: (IP protocol, SPI or CPI, destination if the SA names one).
     pub fn key(&self) -> (u8, u32, Option<IpAddr>) {
         (

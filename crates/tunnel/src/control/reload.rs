@@ -222,7 +222,7 @@ pub fn apply(engine: &mut Engine, state: &mut State, new: &Config, now: Duration
         if let Some((_, e)) = engine
             .sad()
             .iter()
-            .find(|(_, e)| e.state() != SaState::Removed && e.config.key() == c.key())
+            .find(|(_, e)| e.state() != SaState::Removed && e.config.overlaps(c))
         {
             let how = if changes.changed.contains(name) && e.config.name == *name {
                 "a changed SA needs a new SPI: the running one stays until idle (make before break)".to_string()

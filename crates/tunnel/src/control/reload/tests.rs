@@ -226,6 +226,26 @@ fn a_file_that_cannot_be_applied_changes_nothing() {
     }
 }
 
+/// An IPComp SA's alternative CPI is a SAD slot too: an SA rekeyed to a new CPI that keeps
+/// its alternative's CPI would collide with the running SA (kept until idle, make before
+/// break); that is refused before anything is applied (an SA added with it included).
+#[test]
+fn a_rekey_onto_a_running_alternative_cpi_changes_nothing() {
+    let comp = |cpi: u32| {
+        format!(
+            "[[sa]]\nname = \"c\"\nproto = \"comp\"\nspi = {cpi:#x}\ncomp = \"deflate\"\nadaptive = \"model\"\n\
+             alternative = {{ comp = \"lzf\", cpi = 0xf001 }}\n"
+        )
+    };
+    let (mut e, mut st) = running_of(&comp(0x4001));
+    let before = running(&e, &st);
+    let new = [sa("a", 0x20, KEY1), comp(0x4002)].concat();
+    let err = apply(&mut e, &mut st, &cfg(&new), secs(1)).unwrap_err();
+    assert!(err.contains("SA `c`"), "{err}");
+    assert_eq!(running(&e, &st), before);
+    assert!(st.id("a").is_none(), "the SA added with it was not added");
+}
+
 /// An empty or cut-short file (no SA, no policy) is refused and the running config kept,
 /// unless it is empty on purpose: TOML `sa = []` and `policy = []`, setkey `flush;` and
 /// `spdflush;`.
