@@ -41,6 +41,12 @@ pub trait TunIo: Sync {
     fn offload(&self) -> bool {
         false
     }
+    /// Whether the device takes UDP super-packets (GSO_UDP_L4: TUNSETOFFLOAD accepted
+    /// USO4/USO6, Linux >= 6.2), so opened datagrams of one flow may be written as one. Only
+    /// with [`offload`](Self::offload). The default: no.
+    fn uso(&self) -> bool {
+        false
+    }
     /// Writes `packet` behind the virtio-net header `hdr` (only when [`offload`](Self::offload)
     /// is on; the default writes the packet alone).
     fn send_vnet(&self, _hdr: &[u8; VNET_HDR_LEN], packet: &[u8]) -> io::Result<()> {
@@ -82,7 +88,13 @@ impl<'a> TunPort<'a> {
                 Box::default()
             },
             pending: None,
-            gro: vnet.then(Coalescer::new),
+            gro: vnet.then(|| {
+                if dev.uso() {
+                    Coalescer::with_uso()
+                } else {
+                    Coalescer::new()
+                }
+            }),
         }
     }
 
@@ -209,7 +221,9 @@ impl<'a> TunPort<'a> {
     /// Writes `packets` (whole IP packets) to the device, counting them in `c` as written
     /// packets (each packet of a coalesced write counts) or write errors. With offloads,
     /// packets of one flow (their order kept) are coalesced into super-packets the kernel
-    /// takes whole (GRO).
+    /// takes whole (GRO): TCP always, UDP where the device takes USO ([`TunIo::uso`]). A UDP
+    /// super-packet the device refuses (EINVAL) is written again datagram by datagram, and
+    /// UDP is not coalesced on this port from then on.
     pub fn write_batch(&mut self, packets: &[&[u8]], c: &DaemonCounters) {
         let Some(gro) = &mut self.gro else {
             for p in packets {
@@ -224,16 +238,17 @@ impl<'a> TunPort<'a> {
             return;
         };
         let dev = self.dev;
-        let write = |hdr: &VnetHdr, packet: &[u8], n: usize| match dev.send_vnet(&hdr.to_bytes(), packet) {
+        let counted = |r: io::Result<()>, len: usize, n: usize| match r {
             Ok(()) => {
                 add(&c.tun_tx_packets, n as u64);
-                add(&c.tun_tx_bytes, packet.len() as u64);
+                add(&c.tun_tx_bytes, len as u64);
                 if n > 1 {
                     inc(&c.tun_gro_packets);
                 }
             }
             Err(e) => count_error(&c.tun_write_errors, "writing the TUN device", &e),
         };
+        let plain = |p: &[u8]| counted(dev.send_vnet(&VnetHdr::default().to_bytes(), p), p.len(), 1);
         // Packets of one flow next to each other, their order kept.
         let m = packets.len().min(BATCH);
         let mut order = [(0u64, 0usize); BATCH];
@@ -241,22 +256,36 @@ impl<'a> TunPort<'a> {
             order[i] = (offload::flow_key(p), i);
         }
         order[..m].sort_unstable();
-        for &(_, i) in &order[..m] {
-            let packet = packets[i];
-            if gro.append(packet) {
+        // The pending super-packet holds order[run..k]; written when the next packet does
+        // not continue it (or at the end).
+        let mut run = 0;
+        for k in 0..=m {
+            if k < m && gro.append(packets[order[k].1]) {
                 continue;
             }
             let n = gro.count();
+            let udp = gro.pending_udp();
             if let Some((hdr, sp)) = gro.finish() {
-                write(&hdr, sp, n);
+                let r = dev.send_vnet(&hdr.to_bytes(), sp);
+                match r {
+                    Err(e) if n > 1 && udp && e.raw_os_error() == Some(libc::EINVAL) => {
+                        tracing::warn!("TUN device refused a UDP super-packet ({e}): datagrams one by one from now on");
+                        gro.disable_uso();
+                        for &(_, i) in &order[run..k] {
+                            plain(packets[i]);
+                        }
+                    }
+                    r => counted(r, sp.len(), n),
+                }
             }
+            if k == m {
+                break;
+            }
+            run = k;
+            let packet = packets[order[k].1];
             if !gro.start(packet) {
-                write(&VnetHdr::default(), packet, 1);
+                plain(packet);
             }
-        }
-        let n = gro.count();
-        if let Some((hdr, sp)) = gro.finish() {
-            write(&hdr, sp, n);
         }
     }
 }
@@ -287,6 +316,7 @@ pub struct Tun {
     name: String,
     wait: Duration,
     vnet: bool,
+    uso: bool,
 }
 
 impl Tun {
@@ -314,6 +344,7 @@ impl Tun {
     fn open_with(name: &str, queues: usize, vnet: bool, wait: Duration) -> io::Result<Vec<Tun>> {
         let mut out: Vec<Tun> = Vec::with_capacity(queues.max(1));
         let mut name = name.to_string();
+        let mut uso = false;
         for _ in 0..queues.max(1) {
             let file = std::fs::OpenOptions::new()
                 .read(true)
@@ -349,6 +380,7 @@ impl Tun {
                     // flags); no memory is passed.
                     r = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, off as libc::c_ulong) };
                     if r == 0 {
+                        uso = off & TUN_F_USO4 != 0;
                         break;
                     }
                 }
@@ -361,6 +393,7 @@ impl Tun {
                 name: name.clone(),
                 wait,
                 vnet,
+                uso: vnet && uso,
             });
         }
         Ok(out)
@@ -409,6 +442,10 @@ impl TunIo for Tun {
         self.vnet
     }
 
+    fn uso(&self) -> bool {
+        self.uso
+    }
+
     fn send_vnet(&self, hdr: &[u8; VNET_HDR_LEN], packet: &[u8]) -> io::Result<()> {
         if !self.vnet {
             return self.send(packet);
@@ -450,6 +487,110 @@ mod tests {
     use super::*;
     use crate::sys::set_up;
     use crate::sys::tests::{not_run, privileged};
+    use offload::{Segmenter, GSO_UDP_L4};
+    use std::sync::Mutex;
+
+    /// A device with offloads that records what is written (header, packet) and, with
+    /// `refuse_uso`, refuses UDP super-packets as a kernel without USO does (EINVAL).
+    struct Written {
+        uso: bool,
+        refuse_uso: bool,
+        frames: Mutex<Vec<(VnetHdr, Vec<u8>)>>,
+    }
+
+    impl TunIo for Written {
+        fn recv(&self, _: &mut [u8]) -> io::Result<Option<usize>> {
+            Ok(None)
+        }
+        fn send(&self, _: &[u8]) -> io::Result<()> {
+            unreachable!("a device with offloads is written with a header")
+        }
+        fn offload(&self) -> bool {
+            true
+        }
+        fn uso(&self) -> bool {
+            self.uso
+        }
+        fn send_vnet(&self, hdr: &[u8; VNET_HDR_LEN], packet: &[u8]) -> io::Result<()> {
+            let h = VnetHdr::parse(hdr).unwrap();
+            if self.refuse_uso && h.gso_type == GSO_UDP_L4 {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            self.frames.lock().unwrap().push((h, packet.to_vec()));
+            Ok(())
+        }
+    }
+
+    /// Datagram `i` of a UDP flow from `sport` (IPv4, DF, consecutive IDs), 64 payload bytes.
+    fn datagram(sport: u16, i: u16) -> Vec<u8> {
+        let mut ip =
+            etherparse::Ipv4Header::new(0, 64, etherparse::IpNumber::UDP, [10, 0, 0, 1], [10, 0, 0, 2]).unwrap();
+        ip.dont_fragment = true;
+        ip.identification = 100 + i;
+        let mut p = Vec::new();
+        etherparse::PacketBuilder::ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
+            .udp(sport, 5201)
+            .write(&mut p, &[i as u8; 64])
+            .unwrap();
+        p
+    }
+
+    /// The datagrams a device was given, super-packets cut as the kernel cuts them.
+    fn cut(frames: &[(VnetHdr, Vec<u8>)]) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        for (h, p) in frames {
+            if h.gso_type == GSO_UDP_L4 {
+                let s = Segmenter::new(p, h).unwrap();
+                for i in 0..s.count() {
+                    let mut b = vec![0; 2000];
+                    let n = s.write(p, i, &mut b).unwrap();
+                    b.truncate(n);
+                    out.push(b);
+                }
+            } else {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+
+    /// Issue #20: a batch of opened datagrams of two interleaved UDP flows is written as one
+    /// GSO_UDP_L4 super-packet per flow where the device takes USO, every datagram counted;
+    /// without USO each goes alone; a device that refuses the super-packet (EINVAL) gets the
+    /// datagrams one by one, nothing lost, and no UDP super-packet again.
+    #[test]
+    fn udp_batches_are_written_as_uso_super_packets() {
+        let mut batch = Vec::new();
+        for i in 0..12 {
+            batch.push(datagram(4000, i));
+            batch.push(datagram(4001, i));
+        }
+        let refs: Vec<&[u8]> = batch.iter().map(|p| &p[..]).collect();
+        let flow = |sport: u16| -> Vec<Vec<u8>> { (0..12).map(|i| datagram(sport, i)).collect() };
+        for (uso, refuse, writes) in [(true, false, 2), (false, false, 24), (true, true, 24)] {
+            let dev = Written {
+                uso,
+                refuse_uso: refuse,
+                frames: Mutex::new(Vec::new()),
+            };
+            let c = DaemonCounters::default();
+            let mut port = TunPort::new(&dev);
+            port.write_batch(&refs, &c);
+            let frames = dev.frames.lock().unwrap().clone();
+            assert_eq!(frames.len(), writes, "uso {uso}, refused {refuse}");
+            let got = cut(&frames);
+            let (a, b): (Vec<_>, Vec<_>) = got.into_iter().partition(|p| p[21] == 0xa0);
+            assert_eq!((a, b), (flow(4000), flow(4001)), "each flow's datagrams, in order");
+            let s = c.snapshot();
+            assert_eq!(s.tun_tx_packets, 24);
+            assert_eq!(s.tun_gro_packets, if writes == 2 { 2 } else { 0 });
+            assert_eq!(s.tun_write_errors, 0);
+            if refuse {
+                port.write_batch(&refs[..4], &c);
+                assert_eq!(dev.frames.lock().unwrap().len(), 28, "no UDP super-packet tried again");
+            }
+        }
+    }
 
     /// As root: a multi-queue TUN device with offloads; a TCP super-packet written to one
     /// queue with a GSO header is accepted by the kernel, and the queues share one name.
