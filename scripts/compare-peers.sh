@@ -35,7 +35,8 @@
 #
 # base-esp, base-udp, base-cbc are tunneld-* run with $BASE_BIN (another build) instead.
 # Any tunneld variant takes a worker count: tunneld-udp@w1, tunneld-udp@w2 (--workers N;
-# default one per core), for the scaling figure:
+# default one per core), and @plain: TUN reads without io_uring (TUNNELD_TUN_URING=off),
+# for the scaling figure and before/after:
 #   VARIANTS="tunneld-udp@w1 tunneld-udp@w2" STREAMS=4 sudo -E bash scripts/compare-peers.sh
 #
 # Installs what is missing: iperf3 and wireguard-tools (apt), wireguard-go (go install, into
@@ -181,17 +182,26 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
       TARGET=$B4
       ;;
     tunneld-* | base-*)
-      # KIND[@wN]: tunneld-udp@w1 runs tunneld-udp with --workers 1.
-      local spec=${1#*-} bin=$BIN kind workers=()
+      # KIND[@wN][@plain]: tunneld-udp@w1 runs tunneld-udp with --workers 1; @plain with
+      # TUNNELD_TUN_URING=off (TUN reads one read(2) each, not through io_uring).
+      local spec=${1#*-} bin=$BIN kind workers=() envs=() opts=() opt
       kind=${spec%%@*}
-      [[ $spec == *@w* ]] && workers=(--workers "${spec##*@w}")
+      IFS=@ read -r -a opts <<<"${spec#"$kind"}"
+      for opt in "${opts[@]}"; do
+        case $opt in
+          '') ;;
+          w[0-9]*) workers=(--workers "${opt#w}") ;;
+          plain) envs=(TUNNELD_TUN_URING=off) ;;
+          *) fail "unknown variant option @$opt in $1" ;;
+        esac
+      done
       [[ $1 == base-* ]] && bin=${BASE_BIN:?BASE_BIN: the other tunneld build}
       for side in a b; do
         local ns=$NSA
         [ $side = b ] && ns=$NSB
         tunneld_config "$kind" $side >"$WORK/$kind-$side.toml"
         # shellcheck disable=SC2086
-        ip netns exec "$ns" "$bin" --config "$WORK/$kind-$side.toml" --log warn "${workers[@]}" ${TUNNELD_ARGS:-} 2>"$WORK/tunneld-$kind-$side.log" &
+        ip netns exec "$ns" env "${envs[@]}" "$bin" --config "$WORK/$kind-$side.toml" --log warn "${workers[@]}" ${TUNNELD_ARGS:-} 2>"$WORK/tunneld-$kind-$side.log" &
         BG+=($!)
         PIDS+=($!)
       done
