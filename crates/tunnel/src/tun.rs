@@ -183,7 +183,7 @@ impl<'a> TunPort<'a> {
         if self.uring_state == Uring::On {
             if let Some(u) = &mut self.uring {
                 match u.wait(first) {
-                    Ok(true) => return Ok(u.next().map(|(bid, len)| Frame::Ring(bid, len))),
+                    Ok(true) => return Ok(u.next_frame().map(|(bid, len)| Frame::Ring(bid, len))),
                     Ok(false) => return Ok(None),
                     Err(e) => {
                         tracing::warn!("io_uring read on the TUN device failed ({e}): reads one by one from now on");

@@ -544,7 +544,7 @@ impl Coalescer {
                 && u32::from(ipv4_id(p, b)) == self.next_seq
         };
         let same_ports = first[a.ip..a.ip + 4] == p[b.ip..b.ip + 4];
-        if !(same_ip && same_ports) || !udp_checksum_ok(&p[..b.total], b) {
+        if !(same_ip && same_ports && udp_checksum_ok(&p[..b.total], b)) {
             return false;
         }
         self.buf[self.len..self.len + payload].copy_from_slice(&p[b.headers()..b.total]);

@@ -213,11 +213,11 @@ impl UringReader {
 
     /// The next frame ready: its buffer id (for [`frame`](Self::frame) and
     /// [`recycle`](Self::recycle)) and length.
-    pub fn next(&mut self) -> Option<(u16, usize)> {
+    pub fn next_frame(&mut self) -> Option<(u16, usize)> {
         self.done.pop_front()
     }
 
-    /// The `len` bytes of buffer `bid` (a frame [`next`](Self::next) gave, not recycled yet).
+    /// The `len` bytes of buffer `bid` (a frame [`next_frame`](Self::next_frame) gave, not recycled yet).
     pub fn frame(&mut self, bid: u16, len: usize) -> &mut [u8] {
         let at = usize::from(bid) * self.frame_len;
         &mut self.bufs[at..at + len.min(self.frame_len)]

@@ -758,7 +758,7 @@ fn udp_coalescer_takes_arbitrary_bytes() {
         let k = (x as usize) % ps.len();
         let i = (x >> 8) as usize % ps[k].len();
         ps[k][i] = (x >> 20) as u8;
-        if x % 7 == 0 {
+        if x.is_multiple_of(7) {
             let n = (x >> 30) as usize % ps[k].len();
             ps[k].truncate(n);
         }
