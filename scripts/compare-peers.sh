@@ -35,7 +35,7 @@
 #
 # base-esp, base-udp, base-cbc are tunneld-* run with $BASE_BIN (another build) instead.
 # Any tunneld variant takes a worker count: tunneld-udp@w1, tunneld-udp@w2 (--workers N;
-# default one per core), and @plain: TUN reads without io_uring (TUNNELD_TUN_URING=off),
+# default one per core), and @uring: TUN reads through io_uring (TUNNELD_TUN_URING=on),
 # for the scaling figure and before/after:
 #   VARIANTS="tunneld-udp@w1 tunneld-udp@w2" STREAMS=4 sudo -E bash scripts/compare-peers.sh
 #
@@ -182,8 +182,8 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
       TARGET=$B4
       ;;
     tunneld-* | base-*)
-      # KIND[@wN][@plain]: tunneld-udp@w1 runs tunneld-udp with --workers 1; @plain with
-      # TUNNELD_TUN_URING=off (TUN reads one read(2) each, not through io_uring).
+      # KIND[@wN][@uring]: tunneld-udp@w1 runs tunneld-udp with --workers 1; @uring with
+      # TUNNELD_TUN_URING=on (TUN reads through io_uring, not one read(2) each).
       local spec=${1#*-} bin=$BIN kind workers=() envs=() opts=() opt
       kind=${spec%%@*}
       IFS=@ read -r -a opts <<<"${spec#"$kind"}"
@@ -191,7 +191,7 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
         case $opt in
           '') ;;
           w[0-9]*) workers=(--workers "${opt#w}") ;;
-          plain) envs=(TUNNELD_TUN_URING=off) ;;
+          uring) envs=(TUNNELD_TUN_URING=on) ;;
           *) fail "unknown variant option @$opt in $1" ;;
         esac
       done

@@ -1,4 +1,5 @@
-//! Batched TUN reads through io_uring (Linux >= 6.7): one multishot read
+//! Batched TUN reads through io_uring (Linux >= 6.7; used with `TUNNELD_TUN_URING=on`, see
+//! [`super::uring_allowed`]): one multishot read
 //! (`IORING_OP_READ_MULTISHOT`) on the queue's descriptor that, each time the device becomes
 //! readable, reads every frame it has into buffers the kernel takes from a ring of provided
 //! buffers (`IORING_REGISTER_PBUF_RING`), one completion per frame. The reading thread makes
