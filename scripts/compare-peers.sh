@@ -26,7 +26,7 @@
 #
 # The raw figures are kept in $OUT (default /tmp/compare-peers.txt).
 #
-#   sudo bash scripts/compare-peers.sh                        # everything, ~8 min
+#   sudo bash scripts/compare-peers.sh                        # everything, ~10 min
 #   DURATION=3 REPS=1 sudo -E bash scripts/compare-peers.sh   # a quick look
 #   TRAFFIC=udp64 VARIANTS="tunneld-udp wireguard-go" sudo -E bash scripts/compare-peers.sh
 #   VARIANTS="veth tunneld-esp wireguard-go" sudo -E bash scripts/compare-peers.sh
