@@ -11,21 +11,32 @@
 #   boringtun     boringtun-cli (crates.io), configured with `wg`
 #
 # For each repetition (REPS, default 3) the variants run in a rotated order (so no variant is
-# always first or last), each with iperf3 TCP for 1 and for 4 streams (DURATION seconds,
-# default 10). Printed at the end: per variant and stream count the median goodput (Mbit/s,
-# iperf3's receiver figure) and the median CPU-seconds per GB of the tunnel processes (both
-# ends: utime + stime from /proc/PID/stat over the transfer, divided by the bytes received).
+# always first or last), each with the traffic in TRAFFIC (default "tcp udp64"), DURATION
+# seconds per test (default 10):
+#
+#   tcp     iperf3 TCP for 1 and for 4 streams (STREAMS): the median goodput (Mbit/s, iperf3's
+#           receiver figure) and the median CPU-seconds per GB of the tunnel processes (both
+#           ends: utime + stime from /proc/PID/stat over the transfer, divided by the bytes
+#           received).
+#   udpN    iperf3 UDP, N-byte payloads, as fast as the sender goes (`-u -b 0 -l N`, N from 16
+#           to 1400; udp64 is the small-packet test): the median packets per second received
+#           (iperf3's receiver side: packets minus lost, over its seconds), the median CPU
+#           microseconds per received packet of the tunnel processes (both ends, as above)
+#           and the median loss.
+#
 # The raw figures are kept in $OUT (default /tmp/compare-peers.txt).
 #
-#   sudo bash scripts/compare-peers.sh                        # everything, ~6 min
+#   sudo bash scripts/compare-peers.sh                        # everything, ~10 min
 #   DURATION=3 REPS=1 sudo -E bash scripts/compare-peers.sh   # a quick look
+#   TRAFFIC=udp64 VARIANTS="tunneld-udp wireguard-go" sudo -E bash scripts/compare-peers.sh
 #   VARIANTS="veth tunneld-esp wireguard-go" sudo -E bash scripts/compare-peers.sh
 #   TUNNELD_BIN=target/release/tunneld TUNNELD_ARGS="--log info" ...
 #   BASE_BIN=/path/to/older/tunneld VARIANTS="base-esp tunneld-esp" ...  # before/after
 #
 # base-esp, base-udp, base-cbc are tunneld-* run with $BASE_BIN (another build) instead.
 # Any tunneld variant takes a worker count: tunneld-udp@w1, tunneld-udp@w2 (--workers N;
-# default one per core), for the scaling figure:
+# default one per core), and @uring: TUN reads through io_uring (TUNNELD_TUN_URING=on),
+# for the scaling figure and before/after:
 #   VARIANTS="tunneld-udp@w1 tunneld-udp@w2" STREAMS=4 sudo -E bash scripts/compare-peers.sh
 #
 # Installs what is missing: iperf3 and wireguard-tools (apt), wireguard-go (go install, into
@@ -43,6 +54,7 @@ NETNS_LOG_FD=2
 DURATION=${DURATION:-10}
 REPS=${REPS:-3}
 STREAMS=${STREAMS:-"1 4"}
+TRAFFIC=${TRAFFIC:-"tcp udp64"}
 VARIANTS=${VARIANTS:-"veth tunneld-esp tunneld-udp tunneld-cbc wireguard-go boringtun"}
 OUT=${OUT:-/tmp/compare-peers.txt}
 TOOLS=${TOOLS:-/tmp/compare-peers-tools}
@@ -50,6 +62,10 @@ WG_GO_VERSION=${WG_GO_VERSION:-v0.0.0-20260522210424-ecfc5a8d5446}
 BORINGTUN_VERSION=${BORINGTUN_VERSION:-0.6.0}
 [[ $DURATION =~ ^[0-9]+$ && $DURATION -ge 1 && $DURATION -le 120 ]] || fail "DURATION: 1 to 120 seconds"
 [[ $REPS =~ ^[0-9]+$ && $REPS -ge 1 && $REPS -le 10 ]] || fail "REPS: 1 to 10"
+for t in $TRAFFIC; do
+  [[ $t == tcp || ($t =~ ^udp([0-9]+)$ && ${BASH_REMATCH[1]} -ge 16 && ${BASH_REMATCH[1]} -le 1400) ]] ||
+    fail "TRAFFIC: tcp and udpN (N from 16 to 1400), not $t"
+done
 mkdir -p "$TOOLS"
 
 # ---- tools ------------------------------------------------------------------------------
@@ -166,17 +182,26 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
       TARGET=$B4
       ;;
     tunneld-* | base-*)
-      # KIND[@wN]: tunneld-udp@w1 runs tunneld-udp with --workers 1.
-      local spec=${1#*-} bin=$BIN kind workers=()
+      # KIND[@wN][@uring]: tunneld-udp@w1 runs tunneld-udp with --workers 1; @uring with
+      # TUNNELD_TUN_URING=on (TUN reads through io_uring, not one read(2) each).
+      local spec=${1#*-} bin=$BIN kind workers=() envs=() opts=() opt
       kind=${spec%%@*}
-      [[ $spec == *@w* ]] && workers=(--workers "${spec##*@w}")
+      IFS=@ read -r -a opts <<<"${spec#"$kind"}"
+      for opt in "${opts[@]}"; do
+        case $opt in
+          '') ;;
+          w[0-9]*) workers=(--workers "${opt#w}") ;;
+          uring) envs=(TUNNELD_TUN_URING=on) ;;
+          *) fail "unknown variant option @$opt in $1" ;;
+        esac
+      done
       [[ $1 == base-* ]] && bin=${BASE_BIN:?BASE_BIN: the other tunneld build}
       for side in a b; do
         local ns=$NSA
         [ $side = b ] && ns=$NSB
         tunneld_config "$kind" $side >"$WORK/$kind-$side.toml"
         # shellcheck disable=SC2086
-        ip netns exec "$ns" "$bin" --config "$WORK/$kind-$side.toml" --log warn "${workers[@]}" ${TUNNELD_ARGS:-} 2>"$WORK/tunneld-$kind-$side.log" &
+        ip netns exec "$ns" env "${envs[@]}" "$bin" --config "$WORK/$kind-$side.toml" --log warn "${workers[@]}" ${TUNNELD_ARGS:-} 2>"$WORK/tunneld-$kind-$side.log" &
         BG+=($!)
         PIDS+=($!)
       done
@@ -219,7 +244,7 @@ down() {
   PIDS=()
 }
 
-measure() { # VARIANT STREAMS REP: one iperf3 run; appends a line to $OUT
+measure() { # VARIANT STREAMS REP: one iperf3 TCP run; appends a line to $OUT
   local v=$1 n=$2 rep=$3
   ip netns exec "$NSB" timeout $((DURATION + 30)) iperf3 -s -1 -B "$TARGET" -p 5201 >"$WORK/iperf-server.log" 2>&1 &
   local srv=$!
@@ -243,6 +268,32 @@ EOF
   log "$(tail -n1 "$OUT")"
 }
 
+measure_udp() { # VARIANT LEN REP: one iperf3 UDP run of LEN-byte payloads, unlimited rate
+  local v=$1 len=$2 rep=$3
+  ip netns exec "$NSB" timeout $((DURATION + 30)) iperf3 -s -1 -B "$TARGET" -p 5201 >"$WORK/iperf-server.log" 2>&1 &
+  local srv=$!
+  BG+=("$srv")
+  wait_tcp_listen 10 "the iperf3 server" "$NSB" 5201
+  local c0 c1 rc=0
+  c0=$(cpu_ticks "${PIDS[@]}")
+  timeout $((DURATION + 30)) ip netns exec "$NSA" iperf3 -c "$TARGET" -p 5201 -u -b 0 -l "$len" -t "$DURATION" -J >"$WORK/iperf.json" 2>&1 || rc=$?
+  c1=$(cpu_ticks "${PIDS[@]}")
+  wait "$srv" || true
+  [ $rc -eq 0 ] || fail "$v: iperf3 -u failed: $(grep -m1 '"error"' "$WORK/iperf.json" || tail -n 3 "$WORK/iperf.json")"
+  python3 - "$WORK/iperf.json" "$v" "udp$len" "$rep" $((c1 - c0)) "$(getconf CLK_TCK)" >>"$OUT" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))["end"]
+v, t, rep, ticks, hz = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+# The receiver's view: the datagrams that arrived (packets counted by sequence number, less
+# those lost) over the receiver's seconds.
+rx = r["sum_received"]
+got = max(rx["packets"] - rx["lost_packets"], 1)
+sent = max(r["sum_sent"]["packets"], 1)
+print(f"{v} {t} {rep} {got / rx['seconds'] / 1e3:.1f} {ticks / hz / got * 1e6:.2f} {100 * (1 - got / sent):.1f}")
+EOF
+  log "$(tail -n1 "$OUT")"
+}
+
 have() {
   case $1 in
     wireguard-go) [ -x "$WG_GO" ] ;;
@@ -254,7 +305,7 @@ have() {
 # ---- the runs -----------------------------------------------------------------------------
 read -r -a VS <<<"$VARIANTS"
 : >"$OUT"
-echo "# variant streams rep mbit/s cpu-s/GB retransmits ($(date -u +%FT%TZ), $(git rev-parse --short HEAD 2>/dev/null || echo ?), ${DURATION}s)" >>"$OUT"
+echo "# variant streams rep mbit/s cpu-s/GB retransmits | variant udpN rep kpps cpu-us/packet loss-% ($(date -u +%FT%TZ), $(git rev-parse --short HEAD 2>/dev/null || echo ?), ${DURATION}s)" >>"$OUT"
 MISSING=()
 for v in "${VS[@]}"; do have "$v" || MISSING+=("$v"); done
 for rep in $(seq "$REPS"); do
@@ -263,7 +314,13 @@ for rep in $(seq "$REPS"); do
     v=${VS[$(((i + rep - 1) % k))]}
     have "$v" || continue
     up "$v"
-    for n in $STREAMS; do measure "$v" "$n" "$rep"; done
+    for t in $TRAFFIC; do
+      if [ "$t" = tcp ]; then
+        for n in $STREAMS; do measure "$v" "$n" "$rep"; done
+      else
+        measure_udp "$v" "${t#udp}" "$rep"
+      fi
+    done
     down
   done
 done
@@ -272,25 +329,38 @@ python3 - "$OUT" "${MISSING[*]:-}" <<'EOF'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith("#")]
 order, data = [], {}
-for v, n, rep, mbps, cpu, retr in rows:
+for v, n, rep, a, b, c in rows:
     if v not in order:
         order.append(v)
-    data.setdefault((v, n), []).append((float(mbps), float(cpu)))
-streams = sorted({n for _, n in data}, key=int)
+    data.setdefault((v, n), []).append((float(a), float(b), float(c)))
+streams = sorted({n for _, n in data if not n.startswith("udp")}, key=int)
+udps = sorted({n for _, n in data if n.startswith("udp")}, key=lambda n: int(n[3:]))
+med = lambda xs, k: statistics.median(x[k] for x in xs)
 print(open(sys.argv[1]).readline().strip())
-hdr = "| variant | " + " | ".join(f"{n} stream{'s' if n != '1' else ''}: Mbit/s | CPU-s/GB" for n in streams) + " |"
-print(hdr)
-print("|---" * (1 + 2 * len(streams)) + "|")
-for v in order:
-    cells = []
-    for n in streams:
-        xs = data.get((v, n), [])
+if streams:
+    hdr = "| variant | " + " | ".join(f"{n} stream{'s' if n != '1' else ''}: Mbit/s | CPU-s/GB" for n in streams) + " |"
+    print(hdr)
+    print("|---" * (1 + 2 * len(streams)) + "|")
+    for v in order:
+        cells = []
+        for n in streams:
+            xs = data.get((v, n), [])
+            if not xs:
+                cells += ["-", "-"]
+                continue
+            cells.append(f"{med(xs, 0):.0f}")
+            cells.append("-" if v == "veth" else f"{med(xs, 1):.2f}")
+        print(f"| {v} | " + " | ".join(cells) + " |")
+for u in udps:
+    print()
+    print(f"| variant | UDP {u[3:]} B: received kpps | tunnel CPU µs/packet | loss % |")
+    print("|---|---|---|---|")
+    for v in order:
+        xs = data.get((v, u), [])
         if not xs:
-            cells += ["-", "-"]
             continue
-        cells.append(f"{statistics.median(x[0] for x in xs):.0f}")
-        cells.append("-" if v == "veth" else f"{statistics.median(x[1] for x in xs):.2f}")
-    print(f"| {v} | " + " | ".join(cells) + " |")
+        cpu = "-" if v == "veth" else f"{med(xs, 1):.2f}"
+        print(f"| {v} | {med(xs, 0):.1f} | {cpu} | {med(xs, 2):.1f} |")
 if sys.argv[2]:
     print(f"missing (not installed): {sys.argv[2]}")
 EOF

@@ -1,7 +1,9 @@
 //! TUN offloads, sans-IO: the `virtio_net_hdr` a TUN device with IFF_VNET_HDR puts in front
 //! of every packet, TCP segmentation of the super-packets the kernel hands over with TSO4/TSO6
-//! and UDP segmentation of those it hands over with USO4/USO6 ([`Segmenter`]), and the reverse on the way in: opened packets of one TCP flow coalesced
-//! into one super-packet (GRO, [`Coalescer`]) that the kernel segments or takes as is.
+//! and UDP segmentation of those it hands over with USO4/USO6 ([`Segmenter`]), and the reverse
+//! on the way in: opened packets of one TCP flow, and (where the device takes USO, Linux >= 6.2)
+//! equal-sized datagrams of one UDP flow, coalesced into one super-packet (GRO, [`Coalescer`])
+//! that the kernel segments or takes as is.
 //!
 //! Everything here works on byte slices and fixed buffers: no I/O, no allocation per packet
 //! (the [`Coalescer`] owns one 64 KB buffer). Every parse of the device's bytes returns an
@@ -36,6 +38,10 @@ pub const GSO_ECN: u8 = 0x80;
 pub const MAX_SEGMENTS: usize = MAX_SUPER;
 /// The largest super-packet (IPv4's and IPv6's length field).
 pub const MAX_SUPER: usize = 65535;
+/// The most datagrams one UDP super-packet written to the device carries: the kernel's
+/// `UDP_MAX_SEGMENTS` (64 before Linux 6.12, 128 since), which `virtio_net_hdr_to_skb`
+/// enforces for GSO_UDP_L4.
+pub const MAX_UDP_SEGMENTS: usize = 64;
 
 const TCP_FIN: u8 = 0x01;
 const TCP_SYN: u8 = 0x02;
@@ -354,10 +360,20 @@ impl Segmenter {
 /// every segment but the last exactly as long as the first, the last no longer; never SYN,
 /// FIN, RST, URG, nor an empty payload; at most [`MAX_SUPER`] bytes.
 ///
+/// Made [`with_uso`](Self::with_uso), it also builds UDP super-packets (GSO_UDP_L4, which
+/// the kernel cuts as its `__udp_gso_segment` does, so [`Segmenter`] gives the datagrams
+/// back byte for byte): datagrams of one flow (same addresses, ports, IP TOS/TTL and DF;
+/// IPv6: first word and hop limit; no IPv4 options or IPv6 extension headers) whose IPv4 IDs
+/// follow each other (the kernel numbers the segments that way), each with a non-zero UDP
+/// checksum, UDP length and IPv4 header checksum that are right (the kernel recomputes each
+/// segment's, so a wrong one must not be made right by coalescing: such a datagram goes
+/// alone, for the receiver to drop as it would), a non-empty payload, every payload but the last exactly as long as the first, at
+/// most [`MAX_UDP_SEGMENTS`] datagrams and [`MAX_SUPER`] bytes.
+///
 /// [`finish`](Self::finish) gives the packet to write and its header: one packet alone comes
-/// back unchanged with an empty header; several come with GSO_TCPV4/6, [`F_NEEDS_CSUM`] and
-/// the pseudo-header sum in the TCP checksum field (the packets' own checksums are not
-/// checked again: ESP authenticated every byte).
+/// back unchanged with an empty header; several come with GSO_TCPV4/6 (or GSO_UDP_L4),
+/// [`F_NEEDS_CSUM`] and the pseudo-header sum in the checksum field (the TCP packets' own
+/// checksums are not checked again: ESP authenticated every byte).
 pub struct Coalescer {
     buf: Box<[u8]>,
     len: usize,
@@ -365,7 +381,10 @@ pub struct Coalescer {
     gso: usize,
     last_payload: usize,
     count: usize,
+    /// TCP: the next sequence number; UDP over IPv4: the next IP ID.
     next_seq: u32,
+    /// Whether UDP datagrams are coalesced too (the device takes GSO_UDP_L4).
+    uso: bool,
 }
 
 impl Default for Coalescer {
@@ -385,7 +404,32 @@ impl Coalescer {
             last_payload: 0,
             count: 0,
             next_seq: 0,
+            uso: false,
         }
+    }
+
+    /// An empty coalescer that also builds UDP super-packets (GSO_UDP_L4): for a device
+    /// that accepted USO4/USO6.
+    pub fn with_uso() -> Self {
+        Coalescer {
+            uso: true,
+            ..Self::new()
+        }
+    }
+
+    /// Whether UDP datagrams are coalesced too.
+    pub fn uso(&self) -> bool {
+        self.uso
+    }
+
+    /// Stops coalescing UDP datagrams (the device refused a UDP super-packet).
+    pub fn disable_uso(&mut self) {
+        self.uso = false;
+    }
+
+    /// Whether the pending super-packet is UDP.
+    pub fn pending_udp(&self) -> bool {
+        self.layout.is_some_and(|l| l.udp)
     }
 
     /// Whether a super-packet is being built.
@@ -398,6 +442,11 @@ impl Coalescer {
     /// [`finish`](Self::finish).
     pub fn start(&mut self, p: &[u8]) -> bool {
         self.layout = None;
+        if self.uso {
+            if let Some(l) = udp_layout(p) {
+                return self.start_udp(p, l);
+            }
+        }
         let Some(l) = tcp_layout(p) else { return false };
         let flags = p[l.ip + 13];
         let payload = l.total - l.headers();
@@ -418,6 +467,9 @@ impl Coalescer {
     /// [`finish`](Self::finish) and [`start`](Self::start) anew).
     pub fn append(&mut self, p: &[u8]) -> bool {
         let Some(a) = self.layout else { return false };
+        if a.udp {
+            return self.append_udp(p, a);
+        }
         let Some(b) = tcp_layout(p) else { return false };
         let first = &self.buf[..self.len];
         if (Layout { total: a.total, ..b }) != a {
@@ -453,6 +505,56 @@ impl Coalescer {
         true
     }
 
+    fn start_udp(&mut self, p: &[u8], l: Layout) -> bool {
+        let payload = l.total - l.headers();
+        if payload == 0 || !udp_checksum_ok(&p[..l.total], l) {
+            return false;
+        }
+        self.buf[..l.total].copy_from_slice(&p[..l.total]);
+        self.len = l.total;
+        self.layout = Some(l);
+        self.gso = payload;
+        self.last_payload = payload;
+        self.count = 1;
+        self.next_seq = u32::from(ipv4_id(p, l).wrapping_add(1));
+        true
+    }
+
+    fn append_udp(&mut self, p: &[u8], a: Layout) -> bool {
+        let Some(b) = udp_layout(p) else { return false };
+        if (Layout { total: a.total, ..b }) != a {
+            return false;
+        }
+        let payload = b.total - b.headers();
+        if payload == 0
+            || payload > self.gso
+            || self.last_payload != self.gso
+            || self.count >= MAX_UDP_SEGMENTS
+            || self.len + payload > MAX_SUPER
+        {
+            return false;
+        }
+        let first = &self.buf[..self.len];
+        let same_ip = if a.v6 {
+            first[..4] == p[..4] && first[6..40] == p[6..40]
+        } else {
+            first[1] == p[1]
+                && first[6..10] == p[6..10]
+                && first[12..20] == p[12..20]
+                && u32::from(ipv4_id(p, b)) == self.next_seq
+        };
+        let same_ports = first[a.ip..a.ip + 4] == p[b.ip..b.ip + 4];
+        if !(same_ip && same_ports && udp_checksum_ok(&p[..b.total], b)) {
+            return false;
+        }
+        self.buf[self.len..self.len + payload].copy_from_slice(&p[b.headers()..b.total]);
+        self.len += payload;
+        self.next_seq = u32::from((self.next_seq as u16).wrapping_add(1));
+        self.last_payload = payload;
+        self.count += 1;
+        true
+    }
+
     /// How many packets the pending (or last finished) super-packet holds.
     pub fn count(&self) -> usize {
         self.count
@@ -475,6 +577,24 @@ impl Coalescer {
             let c = checksum(ip);
             ip[10..12].copy_from_slice(&c.to_be_bytes());
         }
+        if l.udp {
+            // The UDP length and the pseudo-header sum over the whole super-datagram: the
+            // kernel adjusts both per segment (`__udp_gso_segment`).
+            let udp = tcp;
+            let udp_len = udp.len();
+            udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+            let partial = fold(pseudo_sum(ip, PROTO_UDP, udp_len));
+            udp[6..8].copy_from_slice(&partial.to_be_bytes());
+            let hdr = VnetHdr {
+                flags: F_NEEDS_CSUM,
+                gso_type: GSO_UDP_L4,
+                hdr_len: l.headers() as u16,
+                gso_size: self.gso as u16,
+                csum_start: l.ip as u16,
+                csum_offset: 6,
+            };
+            return Some((hdr, &self.buf[..len]));
+        }
         let partial = fold(pseudo_sum(ip, PROTO_TCP, tcp.len()));
         tcp[16..18].copy_from_slice(&partial.to_be_bytes());
         let hdr = VnetHdr {
@@ -493,13 +613,50 @@ fn seq(tcp: &[u8]) -> u32 {
     u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]])
 }
 
-/// A key that sorts packets of one TCP flow next to each other (stable sort keeps their
-/// order), so [`Coalescer`] sees them consecutively: the addresses and ports hashed, 0 for
-/// anything not TCP.
+/// The layout of `p` if it is a UDP datagram the [`Coalescer`] may take: IPv4 without
+/// options (not a fragment) or IPv6 without extension headers.
+fn udp_layout(p: &[u8]) -> Option<Layout> {
+    l4_layout(p, PROTO_UDP, false).filter(|l| l.ip == if l.v6 { 40 } else { 20 })
+}
+
+/// An IPv4 packet's identification (0 for IPv6, which has none in its fixed header).
+fn ipv4_id(p: &[u8], l: Layout) -> u16 {
+    if l.v6 {
+        0
+    } else {
+        u16::from_be_bytes([p[4], p[5]])
+    }
+}
+
+/// Whether the UDP datagram `p` (exactly its IP total length) carries a checksum and it is
+/// right (RFC 768; RFC 8200 8.1), its UDP length is its IP length's, and (IPv4) its header
+/// checksum is right (RFC 791): segmentation rewrites all three, which must not make a bad
+/// datagram good. A zero UDP checksum (none, IPv4 only) does not count: the kernel's UDP GRO
+/// does not coalesce those either, as segmentation would add one.
+fn udp_checksum_ok(p: &[u8], l: Layout) -> bool {
+    let udp = &p[l.ip..];
+    if udp[6..8] == [0, 0] || usize::from(u16::from_be_bytes([udp[4], udp[5]])) != udp.len() {
+        return false;
+    }
+    if !l.v6 && checksum(&p[..l.ip]) != 0 {
+        return false;
+    }
+    fold(sum(pseudo_sum(p, PROTO_UDP, udp.len()), udp)) == 0xffff
+}
+
+/// A key that sorts packets of one TCP or UDP flow next to each other (stable sort keeps
+/// their order), so [`Coalescer`] sees them consecutively: the protocol, addresses and ports
+/// hashed, 0 for anything else.
 pub fn flow_key(p: &[u8]) -> u64 {
-    let Some(l) = tcp_layout(p) else { return 0 };
+    let (l, proto) = match tcp_layout(p) {
+        Some(l) => (l, PROTO_TCP),
+        None => match udp_layout(p) {
+            Some(l) => (l, PROTO_UDP),
+            None => return 0,
+        },
+    };
     let addrs = if l.v6 { &p[8..40] } else { &p[12..20] };
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ u64::from(proto);
     for &b in addrs.iter().chain(&p[l.ip..l.ip + 4]) {
         h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
     }

@@ -499,3 +499,274 @@ fn uso_super_packets_become_valid_datagrams() {
     };
     assert_eq!(Segmenter::new(&tcp, &h), Err(OffloadError::NotTcp));
 }
+
+/// `count` UDP datagrams of one flow as a sender's socket makes them (etherparse builds and
+/// checksums them): IPv4 with DF and consecutive IDs from 0xfff0 (so the ID wraps), or IPv6;
+/// each `size` payload bytes but the last, which has `last`.
+fn datagrams(v6: bool, count: usize, size: usize, last: usize) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|i| {
+            let n = if i + 1 == count { last } else { size };
+            let body: Vec<u8> = (0..n).map(|j| (i * 31 + j) as u8).collect();
+            let mut p = Vec::new();
+            if v6 {
+                PacketBuilder::ipv6([0xfd; 16], [0xfe; 16], 64)
+                    .udp(5201, 40000)
+                    .write(&mut p, &body)
+                    .unwrap();
+            } else {
+                let mut ip =
+                    Ipv4Header::new(0, 64, etherparse::IpNumber::UDP, [10, 100, 0, 1], [10, 100, 0, 2]).unwrap();
+                ip.dont_fragment = true;
+                ip.identification = 0xfff0u16.wrapping_add(i as u16);
+                PacketBuilder::ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
+                    .udp(5201, 40000)
+                    .write(&mut p, &body)
+                    .unwrap();
+            }
+            p
+        })
+        .collect()
+}
+
+fn coalesce_with(mut c: Coalescer, segs: &[Vec<u8>]) -> Vec<(VnetHdr, Vec<u8>)> {
+    let mut out = Vec::new();
+    for s in segs {
+        if c.append(s) {
+            continue;
+        }
+        if let Some((h, b)) = c.finish() {
+            out.push((h, b.to_vec()));
+        }
+        if !c.start(s) {
+            out.push((VnetHdr::default(), s.clone()));
+        }
+    }
+    if let Some((h, b)) = c.finish() {
+        out.push((h, b.to_vec()));
+    }
+    out
+}
+
+/// Checks a UDP super-packet with etherparse as the one datagram it claims to be: IP length
+/// (and IPv4 header checksum), UDP length over the whole super-datagram, and the partial
+/// checksum completed as the kernel would ([`complete_checksum`]) equal to etherparse's.
+fn check_udp_super(hdr: &VnetHdr, p: &[u8]) {
+    let mut done = p.to_vec();
+    complete_checksum(&mut done, hdr).unwrap();
+    let (udp, data, calc) = if p[0] >> 4 == 6 {
+        let (ip, rest) = Ipv6Header::from_slice(&done).unwrap();
+        assert_eq!(usize::from(ip.payload_length) + 40, p.len());
+        let (u, data) = etherparse::UdpHeader::from_slice(rest).unwrap();
+        (u.clone(), data, u.calc_checksum_ipv6(&ip, data).unwrap())
+    } else {
+        let (ip, rest) = Ipv4Header::from_slice(&done).unwrap();
+        assert_eq!(usize::from(ip.total_len), p.len());
+        assert_eq!(ip.header_checksum, ip.calc_header_checksum());
+        let (u, data) = etherparse::UdpHeader::from_slice(rest).unwrap();
+        (u.clone(), data, u.calc_checksum_ipv4(&ip, data).unwrap())
+    };
+    assert_eq!(usize::from(udp.length), 8 + data.len());
+    assert_eq!(udp.checksum, calc, "the completed checksum");
+}
+
+/// Issue #20: equal-sized datagrams of one UDP flow become one GSO_UDP_L4 super-packet whose
+/// header and partial checksum etherparse agrees with, and cutting it as the kernel does
+/// ([`Segmenter`]) gives every original datagram back byte for byte (IPv4 IDs, lengths,
+/// checksums), for IPv4 and IPv6, 64-byte and 1,200-byte payloads, with a shorter last one.
+#[test]
+fn udp_datagrams_coalesce_into_a_uso_super_packet_and_segment_back() {
+    for v6 in [false, true] {
+        for (count, size, last) in [(2, 64, 64), (32, 64, 64), (17, 64, 1), (20, 1200, 1200), (30, 1400, 77)] {
+            let dgs = datagrams(v6, count, size, last);
+            let back = coalesce_with(Coalescer::with_uso(), &dgs);
+            assert_eq!(back.len(), 1, "v6 {v6}, {count} x {size}");
+            let (hdr, sp) = &back[0];
+            let ip = if v6 { 40 } else { 20 };
+            assert_eq!(
+                *hdr,
+                VnetHdr {
+                    flags: F_NEEDS_CSUM,
+                    gso_type: GSO_UDP_L4,
+                    hdr_len: ip as u16 + 8,
+                    gso_size: size as u16,
+                    csum_start: ip as u16,
+                    csum_offset: 6,
+                }
+            );
+            assert_eq!(sp.len(), ip + 8 + size * (count - 1) + last);
+            check_udp_super(hdr, sp);
+            let segs = segment_all(sp, hdr);
+            assert_eq!(segs.len(), count);
+            for (i, (s, d)) in segs.iter().zip(&dgs).enumerate() {
+                assert_eq!(diff(s, d), None, "v6 {v6}, {count} x {size}: datagram {i}");
+            }
+        }
+    }
+}
+
+/// A single datagram is written as it is (the kernel refuses a UDP super-packet of one
+/// segment), and without USO no UDP datagram is coalesced at all.
+#[test]
+fn udp_alone_or_without_uso_goes_as_it_is() {
+    let one = datagrams(false, 1, 64, 64);
+    let back = coalesce_with(Coalescer::with_uso(), &one);
+    assert_eq!(back, vec![(VnetHdr::default(), one[0].clone())]);
+    let many = datagrams(false, 5, 64, 64);
+    let back = coalesce_with(Coalescer::new(), &many);
+    assert_eq!(back.len(), 5);
+    assert!(back.iter().all(|(h, _)| *h == VnetHdr::default()));
+    let mut c = Coalescer::with_uso();
+    assert!(c.uso());
+    c.disable_uso();
+    assert!(!c.start(&many[0]));
+}
+
+/// Where the flow does not continue as the kernel would cut it, the run ends: another port,
+/// an IPv4 ID out of sequence, another TTL or TOS, DF differing, a longer datagram, one
+/// after a shorter one, an empty one; datagrams with a wrong or no checksum go alone (so the
+/// receiver drops or takes them as it would have); IPv4 options and more than
+/// [`MAX_UDP_SEGMENTS`] datagrams end runs too.
+#[test]
+fn udp_coalescing_stops_where_the_flow_does_not_continue() {
+    let d = datagrams(false, 4, 64, 64);
+    let runs = |ps: &[Vec<u8>]| -> Vec<usize> {
+        coalesce_with(Coalescer::with_uso(), ps)
+            .iter()
+            .map(|(h, p)| {
+                if h.gso_type == GSO_UDP_L4 {
+                    Segmenter::new(p, h).unwrap().count()
+                } else {
+                    1
+                }
+            })
+            .collect()
+    };
+    let fix_v4 = |p: &mut Vec<u8>| {
+        p[10..12].copy_from_slice(&[0, 0]);
+        let c = checksum(&p[..20]);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+    };
+    let fix_udp = |p: &mut Vec<u8>| {
+        p[26..28].copy_from_slice(&[0, 0]);
+        let (ip, rest) = Ipv4Header::from_slice(p).unwrap();
+        let (u, data) = etherparse::UdpHeader::from_slice(rest).unwrap();
+        let c = u.calc_checksum_ipv4(&ip, data).unwrap();
+        p[26..28].copy_from_slice(&c.to_be_bytes());
+    };
+    assert_eq!(runs(&d), vec![4]);
+    // Another source port.
+    let mut port = d[2].clone();
+    port[20..22].copy_from_slice(&5202u16.to_be_bytes());
+    fix_udp(&mut port);
+    assert_eq!(runs(&[d[0].clone(), d[1].clone(), port, d[3].clone()]), vec![2, 1, 1]);
+    // An ID gap (a datagram lost or reordered on the way).
+    assert_eq!(runs(&[d[0].clone(), d[1].clone(), d[3].clone()]), vec![2, 1]);
+    // TTL, TOS, DF.
+    for (at, v) in [(8usize, 9u8), (1, 0x10), (6, 0)] {
+        let mut q = d[1].clone();
+        q[at] = v;
+        fix_v4(&mut q);
+        if at == 8 {
+            fix_udp(&mut q);
+        }
+        assert_eq!(runs(&[d[0].clone(), q, d[2].clone()]), vec![1, 1, 1], "byte {at}");
+    }
+    // A longer datagram, one after a short one, an empty one.
+    let long = datagrams(false, 2, 64, 65);
+    assert_eq!(runs(&long), vec![1, 1], "a longer last datagram is not a segment");
+    let short = datagrams(false, 3, 64, 10);
+    assert_eq!(runs(&short), vec![3]);
+    let mut after_short = datagrams(false, 4, 64, 64);
+    after_short[1] = datagrams(false, 2, 64, 10)[1].clone();
+    assert_eq!(runs(&after_short), vec![2, 2]);
+    let empty = datagrams(false, 3, 64, 0);
+    assert_eq!(runs(&empty), vec![2, 1]);
+    let empties = datagrams(false, 3, 0, 0);
+    assert_eq!(runs(&empties), vec![1, 1, 1]);
+    // A wrong checksum, and none.
+    let mut bad = d[1].clone();
+    bad[30] ^= 1;
+    assert_eq!(runs(&[d[0].clone(), bad.clone(), d[2].clone()]), vec![1, 1, 1]);
+    let mut c = Coalescer::with_uso();
+    assert!(!c.start(&bad));
+    let mut none = d[1].clone();
+    none[26..28].copy_from_slice(&[0, 0]);
+    assert_eq!(runs(&[d[0].clone(), none, d[2].clone()]), vec![1, 1, 1]);
+    // IPv4 options: not coalesced.
+    let mut opt = Vec::new();
+    let mut ip = Ipv4Header::new(8 + 4, 64, etherparse::IpNumber::UDP, [10, 100, 0, 1], [10, 100, 0, 2]).unwrap();
+    ip.options = [1, 1, 1, 0][..].try_into().unwrap();
+    PacketBuilder::ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
+        .udp(1, 2)
+        .write(&mut opt, &[7; 4])
+        .unwrap();
+    assert!(!Coalescer::with_uso().start(&opt));
+    // More than MAX_UDP_SEGMENTS: a second super-packet.
+    let lots = datagrams(false, MAX_UDP_SEGMENTS + 3, 64, 64);
+    assert_eq!(runs(&lots), vec![MAX_UDP_SEGMENTS, 3]);
+    // IPv6: another flow label or hop limit ends the run.
+    let d6 = datagrams(true, 3, 64, 64);
+    let mut fl = d6[1].clone();
+    fl[3] ^= 1;
+    assert_eq!(runs(&[d6[0].clone(), fl, d6[2].clone()]), vec![1, 1, 1]);
+    assert_eq!(runs(&d6), vec![3]);
+}
+
+/// Interleaved UDP flows (and a TCP flow) sorted by [`flow_key`] coalesce per flow, each
+/// back to its own datagrams.
+#[test]
+fn interleaved_udp_and_tcp_flows_coalesce_per_flow() {
+    let a = datagrams(false, 4, 64, 64);
+    let b = datagrams(true, 4, 100, 100);
+    let (t, th) = super_v4(GSO as usize * 4, false, false);
+    let ts = segment_all(&t, &th);
+    let mut mixed: Vec<Vec<u8>> = Vec::new();
+    for i in 0..4 {
+        mixed.extend([a[i].clone(), b[i].clone(), ts[i].clone()]);
+    }
+    assert_ne!(flow_key(&a[0]), flow_key(&b[0]));
+    assert_ne!(flow_key(&a[0]), 0);
+    let mut order: Vec<usize> = (0..mixed.len()).collect();
+    order.sort_by_key(|&i| (flow_key(&mixed[i]), i));
+    let sorted: Vec<Vec<u8>> = order.iter().map(|&i| mixed[i].clone()).collect();
+    let back = coalesce_with(Coalescer::with_uso(), &sorted);
+    assert_eq!(back.len(), 3);
+    for (want, n) in [(&a, 4), (&b, 4)] {
+        let (h, p) = back
+            .iter()
+            .find(|(h, p)| h.gso_type == GSO_UDP_L4 && p[0] >> 4 == want[0][0] >> 4)
+            .unwrap();
+        let segs = segment_all(p, h);
+        assert_eq!(segs.len(), n);
+        assert_eq!(&segs, want);
+    }
+    assert!(back.iter().any(|(h, p)| *h == th && diff(p, &t).is_none()));
+}
+
+/// Random bytes through the UDP side of the coalescer: never a panic, and whatever it builds
+/// cuts back into the datagrams it was given.
+#[test]
+fn udp_coalescer_takes_arbitrary_bytes() {
+    let good = datagrams(false, 6, 64, 64);
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..3000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let mut ps = good.clone();
+        let k = (x as usize) % ps.len();
+        let i = (x >> 8) as usize % ps[k].len();
+        ps[k][i] = (x >> 20) as u8;
+        if x.is_multiple_of(7) {
+            let n = (x >> 30) as usize % ps[k].len();
+            ps[k].truncate(n);
+        }
+        for (h, p) in coalesce_with(Coalescer::with_uso(), &ps) {
+            if h.gso_type == GSO_UDP_L4 {
+                let segs = segment_all(&p, &h);
+                assert!(segs.iter().all(|s| ps.contains(s)));
+            }
+        }
+    }
+}
