@@ -787,9 +787,17 @@ impl EspSa {
 
 /// RFC 4106 section 5 / RFC 7634 section 2.1: the AAD is SPI || Sequence Number, or with
 /// ESN, SPI || high 32 bits || low 32 bits.
+#[inline(always)]
 fn aead_aad<'a>(out: &'a mut [u8; 12], esp_header: &[u8], hi: &[u8]) -> &'a [u8] {
+    // Two fixed shapes (the ESN high bits are 4 bytes or none), so every copy has a length
+    // known at compile time.
     out[..4].copy_from_slice(&esp_header[..4]);
-    out[4..4 + hi.len()].copy_from_slice(hi);
-    out[4 + hi.len()..8 + hi.len()].copy_from_slice(&esp_header[4..8]);
-    &out[..8 + hi.len()]
+    if let Ok(hi) = <&[u8; 4]>::try_from(hi) {
+        out[4..8].copy_from_slice(hi);
+        out[8..12].copy_from_slice(&esp_header[4..8]);
+        &out[..]
+    } else {
+        out[4..8].copy_from_slice(&esp_header[4..8]);
+        &out[..8]
+    }
 }
