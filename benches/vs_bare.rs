@@ -2,7 +2,7 @@
 //!
 //! | group | functions | parameter | throughput (bytes per iteration) |
 //! |---|---|---|---|
-//! | `gcm128` | `esp`, `aead-ring`, `aead-rustcrypto`, `bare-ring` | IPv4 packet size | the packet |
+//! | `gcm128` | `esp`, `esp-shared`, `aead-ring`, `aead-rustcrypto`, `bare-ring` | IPv4 packet size | the packet |
 //! | `cbc_sha1`, `cbc_sha256` | `esp`, `bare` | IPv4 packet size | the packet |
 //! | `ah_sha1` | `ah`, `bare` | IPv4 packet size | the packet |
 //!
@@ -11,6 +11,12 @@
 //!   packet; the buffer has head- and tailroom), then `EspSa::open` of the result by a second SA
 //!   built from the same parameters. The receiver's replay window sees sequence numbers 1, 2, 3…
 //!   in order, so every packet is new and the window check and update are in the timed path.
+//!   `EspSa` owns its SA (`&mut self`): it takes sequence numbers and updates the replay
+//!   window without atomic operations.
+//! - `esp-shared` (`gcm128`): the same with `Esp::seal` and `Esp::open` on SAs shared by
+//!   reference, as the engine and tunneld use them from several threads: the sequence number
+//!   is an atomic compare-and-swap and the replay window is locked for its check and again
+//!   for its update.
 //! - `bare-ring` (`gcm128`): ring's `LessSafeKey` AES-128-GCM, keyed once, seals and opens the
 //!   bytes ESP encrypts (the inner packet, padding and the 2-byte trailer) with a 12-byte AAD.
 //! - `aead-ring`, `aead-rustcrypto` (`gcm128`): `ipsec_core::aead::Aead::seal_in_place` and
@@ -37,7 +43,7 @@ use ipsec_core::aead::{Aead, Backend};
 use ipsec_core::ip::{proto, Ipv4Repr};
 use ipsec_core::sa::{Keyed, Proto};
 use ipsec_core::{AeadAlg, EncAlg, IntegAlg, Mode, PacketBuf, SaParams, Tunnel};
-use ipsec_esp::EspSa;
+use ipsec_esp::{Esp, EspSa};
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
@@ -144,6 +150,37 @@ fn bench_esp(g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallT
     });
 }
 
+/// Adds the `esp-shared` function: [`bench_esp`] through the shared face ([`Esp`], `&self`,
+/// atomic sequence counter, locked replay window).
+fn bench_esp_shared(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    params: &SaParams,
+    size: usize,
+) {
+    let (tx, mut rng) = EspSa::new(params).expect("ESP SA").into_parts();
+    let rx = Esp::new(params).expect("ESP SA");
+    let packet = ipv4_packet(size);
+    let template = framed(&packet);
+    let mut check = template.clone();
+    let mut pb = PacketBuf::new(&mut check, ROOM, size).expect("buffer");
+    tx.seal(&mut rng, &mut pb).expect("seal");
+    assert_ne!(pb.packet(), &packet[..], "ESP sealed nothing");
+    rx.open(&mut pb).expect("open");
+    assert_eq!(pb.packet(), &packet[..], "ESP round trip");
+    g.bench_function(BenchmarkId::new("esp-shared", size), |b| {
+        b.iter_batched_ref(
+            || template.clone(),
+            |v| {
+                let mut pb = PacketBuf::new(v, ROOM, size).expect("buffer");
+                tx.seal(&mut rng, &mut pb).expect("seal");
+                rx.open(&mut pb).expect("open");
+                pb.len()
+            },
+            BatchSize::SmallInput,
+        )
+    });
+}
+
 fn gcm128(c: &mut Criterion) {
     let params = tunnel_params(None, None, Some((AeadAlg::AesGcm, 16)));
     let keymat = &params.aead.as_ref().expect("AEAD").key;
@@ -161,6 +198,7 @@ fn gcm128(c: &mut Criterion) {
     for size in SIZES {
         g.throughput(Throughput::Bytes(size as u64));
         bench_esp(&mut g, &params, size);
+        bench_esp_shared(&mut g, &params, size);
 
         // The bytes ESP encrypts, followed by the 16-byte ICV.
         let n = esp_enc_len(size, 1);

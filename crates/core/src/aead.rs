@@ -253,10 +253,12 @@ impl Aead {
     }
 
     /// ICV length in bytes.
+    #[inline]
     pub fn icv_len(&self) -> usize {
         self.icv_len
     }
 
+    #[inline]
     fn nonce(&self, iv: &[u8; 8]) -> [u8; 12] {
         let mut n = [0u8; 12];
         n[..4].copy_from_slice(&self.salt);
@@ -272,6 +274,7 @@ impl Aead {
     }
 
     /// Encrypts `data` in place and writes the ICV (`icv_len` bytes) to `icv`.
+    #[inline]
     pub fn seal(&self, iv: &[u8; 8], aad: &[u8], data: &mut [u8], icv: &mut [u8]) -> Result<(), Error> {
         if icv.len() != self.icv_len {
             return Err(Error::NoTailroom);
@@ -302,6 +305,7 @@ impl Aead {
     /// in place. On [`Error::BadIcv`] no plaintext is given back: the RustCrypto backend checks
     /// before it decrypts and leaves `data` as it was; ring decrypts and authenticates in one
     /// pass and overwrites `data` with zeros when the tags differ.
+    #[inline]
     pub fn open(&self, iv: &[u8; 8], aad: &[u8], data: &mut [u8], icv: &[u8]) -> Result<(), Error> {
         if icv.len() != self.icv_len {
             return Err(Error::Truncated);

@@ -16,6 +16,7 @@ impl<'a> PacketBuf<'a> {
     /// A packet of `len` bytes at offset `head` of `data`.
     ///
     /// Returns [`Error::Truncated`] if the range does not fit in `data`.
+    #[inline]
     pub fn new(data: &'a mut [u8], head: usize, len: usize) -> Result<Self, Error> {
         if head.checked_add(len).is_none_or(|end| end > data.len()) {
             return Err(Error::Truncated);
@@ -24,36 +25,44 @@ impl<'a> PacketBuf<'a> {
     }
 
     /// Offset of the packet's first byte in the underlying buffer.
+    #[inline]
     pub fn head(&self) -> usize {
         self.head
     }
     /// Length of the packet.
     #[allow(clippy::len_without_is_empty)]
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
     /// Bytes free before the packet.
+    #[inline]
     pub fn headroom(&self) -> usize {
         self.head
     }
     /// Bytes free after the packet.
+    #[inline]
     pub fn tailroom(&self) -> usize {
         self.data.len() - self.head - self.len
     }
     /// The packet.
+    #[inline]
     pub fn packet(&self) -> &[u8] {
         &self.data[self.head..self.head + self.len]
     }
     /// The packet, mutable.
+    #[inline]
     pub fn packet_mut(&mut self) -> &mut [u8] {
         &mut self.data[self.head..self.head + self.len]
     }
     /// The whole underlying buffer and the packet's offset, for moves that span headroom.
+    #[inline]
     pub fn raw_mut(&mut self) -> (&mut [u8], usize) {
         (self.data, self.head)
     }
 
     /// Grows the packet by `n` bytes at the front (into the headroom).
+    #[inline]
     pub fn push_front(&mut self, n: usize) -> Result<(), Error> {
         if n > self.head {
             return Err(Error::NoHeadroom);
@@ -63,6 +72,7 @@ impl<'a> PacketBuf<'a> {
         Ok(())
     }
     /// Drops `n` bytes from the front of the packet.
+    #[inline]
     pub fn pull_front(&mut self, n: usize) -> Result<(), Error> {
         if n > self.len {
             return Err(Error::Truncated);
@@ -72,6 +82,7 @@ impl<'a> PacketBuf<'a> {
         Ok(())
     }
     /// Grows the packet by `n` bytes at the back (into the tailroom).
+    #[inline]
     pub fn push_back(&mut self, n: usize) -> Result<(), Error> {
         if n > self.tailroom() {
             return Err(Error::NoTailroom);
@@ -80,6 +91,7 @@ impl<'a> PacketBuf<'a> {
         Ok(())
     }
     /// Drops `n` bytes from the back of the packet.
+    #[inline]
     pub fn trim_back(&mut self, n: usize) -> Result<(), Error> {
         if n > self.len {
             return Err(Error::Truncated);
@@ -90,6 +102,7 @@ impl<'a> PacketBuf<'a> {
 
     /// Drops the bytes after the length the IP header claims (link-layer padding), so the
     /// packet is exactly the IP packet.
+    #[inline]
     pub fn trim_to_ip_len(&mut self) -> Result<(), Error> {
         let claimed = crate::ip::claimed_len(self.packet())?;
         self.trim_back(self.len - claimed)

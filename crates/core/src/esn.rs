@@ -2,11 +2,13 @@
 //! Appendix A2.2) and splitting the 64-bit counter at the sender (RFC 4303 section 2.2.1).
 
 /// The low 32 bits, as carried in the packet.
+#[inline]
 pub fn low(seq: u64) -> u32 {
     seq as u32
 }
 
 /// The high 32 bits, as appended to the ICV input.
+#[inline]
 pub fn high(seq: u64) -> u32 {
     (seq >> 32) as u32
 }
@@ -16,6 +18,7 @@ pub fn high(seq: u64) -> u32 {
 ///
 /// At the start of the SA (`top` in the first subspace) the guess "previous subspace" is
 /// impossible and the current one is used.
+#[inline]
 pub fn infer_high(top: u64, w: u32, seq_lo: u32) -> u32 {
     let th = high(top);
     let tl = low(top);

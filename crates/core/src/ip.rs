@@ -39,6 +39,7 @@ pub mod proto {
 pub const MAX_PACKET: usize = 65535;
 
 /// RFC 1071 Internet checksum over `data`.
+#[inline]
 pub fn checksum(data: &[u8]) -> u16 {
     !fold(ones_sum(0, data))
 }
@@ -47,6 +48,7 @@ pub fn checksum(data: &[u8]) -> u16 {
 /// carries not yet folded, so a checksum can be summed in pieces (a pseudo-header, then the
 /// segment). Eight bytes at a time: two 32-bit halves, which fold to the same 16-bit sum (RFC
 /// 1071 2(B)). An odd last byte is padded with zero, so only the last piece may be odd.
+#[inline]
 pub fn ones_sum(mut acc: u64, data: &[u8]) -> u64 {
     let mut chunks = data.chunks_exact(8);
     for c in &mut chunks {
@@ -64,6 +66,7 @@ pub fn ones_sum(mut acc: u64, data: &[u8]) -> u64 {
 }
 
 /// Folds a sum from [`ones_sum`] to 16 bits (not complemented).
+#[inline]
 pub fn fold(mut acc: u64) -> u16 {
     while acc > 0xffff {
         acc = (acc & 0xffff) + (acc >> 16);
@@ -72,6 +75,7 @@ pub fn fold(mut acc: u64) -> u16 {
 }
 
 /// The IP version of a packet from its first nibble.
+#[inline]
 pub fn version(packet: &[u8]) -> Result<u8, Error> {
     match packet.first().map(|b| b >> 4) {
         Some(v @ (4 | 6)) => Ok(v),
@@ -114,10 +118,12 @@ pub struct Ipv4Packet<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Wraps a buffer without checks.
+    #[inline]
     pub fn new_unchecked(buffer: T) -> Self {
         Ipv4Packet { buffer }
     }
     /// Wraps a buffer and checks it with [`Ipv4Packet::check_len`].
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self, Error> {
         let p = Self::new_unchecked(buffer);
         p.check_len()?;
@@ -125,6 +131,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
     /// Checks that the version is 4, the header length is at least 20 and fits, and the
     /// total length covers the header and fits in the buffer (trailing bytes are allowed).
+    #[inline]
     pub fn check_len(&self) -> Result<(), Error> {
         let b = self.buffer.as_ref();
         if b.len() < ipv4_field::HEADER_LEN || b[0] >> 4 != 4 {
@@ -142,41 +149,50 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         self.buffer
     }
     /// Header length in bytes.
+    #[inline]
     pub fn header_len(&self) -> usize {
         ((self.buffer.as_ref()[ipv4_field::VER_IHL] & 0x0f) as usize) * 4
     }
     /// Total length.
+    #[inline]
     pub fn total_len(&self) -> usize {
         let b = self.buffer.as_ref();
         u16::from_be_bytes([b[2], b[3]]) as usize
     }
     /// Type of service.
+    #[inline]
     pub fn tos(&self) -> u8 {
         self.buffer.as_ref()[ipv4_field::TOS]
     }
     /// Identification.
+    #[inline]
     pub fn ident(&self) -> u16 {
         let b = self.buffer.as_ref();
         u16::from_be_bytes([b[4], b[5]])
     }
     /// The Don't Fragment flag.
+    #[inline]
     pub fn dont_frag(&self) -> bool {
         self.buffer.as_ref()[6] & 0x40 != 0
     }
     /// Whether this is a fragment (More Fragments set or a non-zero offset).
+    #[inline]
     pub fn is_fragment(&self) -> bool {
         let b = self.buffer.as_ref();
         u16::from_be_bytes([b[6], b[7]]) & 0x3fff != 0
     }
     /// Time to live.
+    #[inline]
     pub fn ttl(&self) -> u8 {
         self.buffer.as_ref()[ipv4_field::TTL]
     }
     /// Protocol.
+    #[inline]
     pub fn protocol(&self) -> u8 {
         self.buffer.as_ref()[ipv4_field::PROTOCOL]
     }
     /// Header checksum as stored.
+    #[inline]
     pub fn checksum(&self) -> u16 {
         let b = self.buffer.as_ref();
         u16::from_be_bytes([b[10], b[11]])
@@ -186,11 +202,13 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         checksum(&self.buffer.as_ref()[..self.header_len()]) == 0
     }
     /// Source address.
+    #[inline]
     pub fn src(&self) -> Ipv4Addr {
         let b = self.buffer.as_ref();
         Ipv4Addr::new(b[12], b[13], b[14], b[15])
     }
     /// Destination address.
+    #[inline]
     pub fn dst(&self) -> Ipv4Addr {
         let b = self.buffer.as_ref();
         Ipv4Addr::new(b[16], b[17], b[18], b[19])
@@ -199,10 +217,12 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Sets the total length.
+    #[inline]
     pub fn set_total_len(&mut self, len: u16) {
         self.buffer.as_mut()[ipv4_field::LENGTH].copy_from_slice(&len.to_be_bytes());
     }
     /// Sets the protocol.
+    #[inline]
     pub fn set_protocol(&mut self, p: u8) {
         self.buffer.as_mut()[ipv4_field::PROTOCOL] = p;
     }
@@ -243,10 +263,12 @@ pub struct Ipv6Packet<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// Wraps a buffer without checks.
+    #[inline]
     pub fn new_unchecked(buffer: T) -> Self {
         Ipv6Packet { buffer }
     }
     /// Wraps a buffer and checks it with [`Ipv6Packet::check_len`].
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self, Error> {
         let p = Self::new_unchecked(buffer);
         p.check_len()?;
@@ -254,6 +276,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     }
     /// Checks the version and that the payload length fits in the buffer. A payload length of
     /// 0 (a jumbogram) is refused.
+    #[inline]
     pub fn check_len(&self) -> Result<(), Error> {
         let b = self.buffer.as_ref();
         if b.len() < ipv6_field::HEADER_LEN || b[0] >> 4 != 6 {
@@ -270,6 +293,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
         self.buffer
     }
     /// Traffic class.
+    #[inline]
     pub fn traffic_class(&self) -> u8 {
         let b = self.buffer.as_ref();
         (b[0] << 4) | (b[1] >> 4)
@@ -280,29 +304,35 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
         u32::from_be_bytes([0, b[1] & 0x0f, b[2], b[3]])
     }
     /// Payload length.
+    #[inline]
     pub fn payload_len(&self) -> usize {
         let b = self.buffer.as_ref();
         u16::from_be_bytes([b[4], b[5]]) as usize
     }
     /// Total length (header plus payload).
+    #[inline]
     pub fn total_len(&self) -> usize {
         ipv6_field::HEADER_LEN + self.payload_len()
     }
     /// Next header.
+    #[inline]
     pub fn next_header(&self) -> u8 {
         self.buffer.as_ref()[ipv6_field::NEXT_HEADER]
     }
     /// Hop limit.
+    #[inline]
     pub fn hop_limit(&self) -> u8 {
         self.buffer.as_ref()[ipv6_field::HOP_LIMIT]
     }
     /// Source address.
+    #[inline]
     pub fn src(&self) -> Ipv6Addr {
         let mut a = [0u8; 16];
         a.copy_from_slice(&self.buffer.as_ref()[ipv6_field::SRC]);
         Ipv6Addr::from(a)
     }
     /// Destination address.
+    #[inline]
     pub fn dst(&self) -> Ipv6Addr {
         let mut a = [0u8; 16];
         a.copy_from_slice(&self.buffer.as_ref()[ipv6_field::DST]);
@@ -548,6 +578,7 @@ impl Ipv4Repr {
         })
     }
     /// Header length (no options).
+    #[inline]
     pub fn buffer_len(&self) -> usize {
         ipv4_field::HEADER_LEN
     }
@@ -608,6 +639,7 @@ impl Ipv6Repr {
         })
     }
     /// Header length.
+    #[inline]
     pub fn buffer_len(&self) -> usize {
         ipv6_field::HEADER_LEN
     }
@@ -629,6 +661,7 @@ impl Ipv6Repr {
 }
 
 /// The TOS / traffic class byte of an IP packet.
+#[inline]
 pub fn tos(packet: &[u8]) -> Result<u8, Error> {
     match version(packet)? {
         4 => Ok(Ipv4Packet::new_checked(packet)?.tos()),
@@ -651,6 +684,7 @@ pub fn addrs(packet: &[u8]) -> Result<(IpAddr, IpAddr), Error> {
 }
 
 /// The length an IP packet claims (IPv4 total length, IPv6 40 + payload length).
+#[inline]
 pub fn claimed_len(packet: &[u8]) -> Result<usize, Error> {
     match version(packet)? {
         4 => Ok(Ipv4Packet::new_checked(packet)?.total_len()),

@@ -96,6 +96,7 @@ impl ReplayWindow {
 
     /// The full sequence number of a packet whose wire sequence number is `seq_lo`, if it may
     /// be new: not 0, not a replay, not left of the window. Changes nothing.
+    #[inline]
     pub fn check(&self, seq_lo: u32) -> Result<u64, Error> {
         let seq = if self.esn {
             let w = if self.size == 0 { ESN_NOTIONAL_WINDOW } else { self.size };
@@ -128,6 +129,7 @@ impl ReplayWindow {
     /// the window checks replays and `seq` is above every number accepted before (a late
     /// packet inside the window, or any packet on an SA without a window, is `Ok(false)`).
     /// Only a new packet may move a peer's learned address (RFC 7296 2.23; RFC 3948 4).
+    #[inline]
     pub fn accept(&mut self, seq: u64) -> Result<bool, Error> {
         if self.size == 0 {
             self.top = self.top.max(seq);
@@ -224,6 +226,7 @@ impl AtomicSeq {
     }
 
     /// The number the next packet gets, without taking it.
+    #[inline]
     pub fn peek(&self) -> Result<u64, Error> {
         let n = self.next.load(Ordering::Relaxed);
         if n == 0 || n > self.limit {
@@ -235,8 +238,23 @@ impl AtomicSeq {
 
     /// Takes the next number, or fails with [`Error::SequenceExhausted`] once the space is
     /// used up.
+    #[inline]
     pub fn take(&self) -> Result<u64, Error> {
         self.take_n(1).map(|(first, _)| first)
+    }
+
+    /// [`AtomicSeq::take`] for a sole owner: `&mut self` proves no other thread draws at the
+    /// same time, so the counter is read and written without an atomic read-modify-write.
+    #[inline]
+    pub fn take_mut(&mut self) -> Result<u64, Error> {
+        let next = self.next.get_mut();
+        let cur = *next;
+        if cur == 0 || cur > self.limit {
+            return Err(Error::SequenceExhausted);
+        }
+        // After u64::MAX the counter becomes 0, which means exhausted.
+        *next = cur.wrapping_add(1);
+        Ok(cur)
     }
 
     /// Takes up to `n` consecutive numbers at once: returns the first and how many were
@@ -284,11 +302,13 @@ impl SharedReplay {
     }
 
     /// [`ReplayWindow::check`] under the lock.
+    #[inline]
     pub fn check(&self, seq_lo: u32) -> Result<u64, Error> {
         self.window.lock().check(seq_lo)
     }
 
     /// [`ReplayWindow::accept`] under the lock.
+    #[inline]
     pub fn accept(&self, seq: u64) -> Result<bool, Error> {
         self.window.lock().accept(seq)
     }
@@ -296,6 +316,13 @@ impl SharedReplay {
     /// [`ReplayWindow::set_last`] under the lock.
     pub fn set_last(&self, last: u64) {
         self.window.lock().set_last(last)
+    }
+
+    /// The window itself, for a sole owner: `&mut self` proves no other thread holds it, so
+    /// no lock is taken.
+    #[inline]
+    pub fn get_mut(&mut self) -> &mut ReplayWindow {
+        self.window.get_mut()
     }
 
     /// A copy of the window as it is now (for reports).

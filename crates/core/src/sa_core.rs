@@ -7,10 +7,12 @@
 //! threads by shared reference: sequence numbers come from an [`AtomicSeq`], the window is a
 //! [`SharedReplay`] locked only for the bitmap test and update.
 
+use crate::buf::PacketBuf;
 use crate::error::Error;
-use crate::ip::{self, ipv6_field, Ipv4Packet, Split};
+use crate::ip::{self, ipv4_field, ipv6_field, Ipv4Packet, Split};
 use crate::replay::{AtomicSeq, ReplayWindow, SharedReplay};
 use crate::sa::{Mode, Proto, SaParams, Tunnel};
+use crate::tunnel::{InnerInfo, OuterHeader};
 use crate::{esn, tunnel};
 
 /// What an ESP or AH SA is besides its keys.
@@ -22,6 +24,11 @@ pub struct SaCore {
     esn: bool,
     seq: AtomicSeq,
     replay: SharedReplay,
+    /// The protocol number the outer header carries.
+    proto: u8,
+    /// The tunnel-mode outer header, laid out once (`None` in transport mode or when the
+    /// endpoints' families differ, which sealing then refuses).
+    outer: Option<OuterHeader>,
 }
 
 impl SaCore {
@@ -35,7 +42,18 @@ impl SaCore {
                 Proto::Comp => "not an IPComp SA",
             }));
         }
+        let proto_number = match proto {
+            Proto::Esp => ip::proto::ESP,
+            Proto::Ah => ip::proto::AH,
+            Proto::Comp => ip::proto::COMP,
+        };
+        let outer = match (params.mode, &params.tunnel) {
+            (Mode::Tunnel, Some(t)) => OuterHeader::new(t, proto_number),
+            _ => None,
+        };
         Ok(SaCore {
+            proto: proto_number,
+            outer,
             spi: params.spi,
             mode: params.mode,
             tunnel: params.tunnel,
@@ -51,31 +69,58 @@ impl SaCore {
     }
 
     /// The SPI.
+    #[inline]
     pub fn spi(&self) -> u32 {
         self.spi
     }
     /// Transport or tunnel.
+    #[inline]
     pub fn mode(&self) -> Mode {
         self.mode
     }
     /// The endpoints.
+    #[inline]
     pub fn tunnel(&self) -> Option<&Tunnel> {
         self.tunnel.as_ref()
     }
     /// Whether 64-bit sequence numbers are in use.
+    #[inline]
     pub fn esn(&self) -> bool {
         self.esn
     }
     /// The send counter.
+    #[inline]
     pub fn seq(&self) -> &AtomicSeq {
         &self.seq
     }
     /// The receive window.
+    #[inline]
     pub fn replay(&self) -> &SharedReplay {
         &self.replay
     }
+    /// The send counter, for a sole owner (see [`AtomicSeq::take_mut`]).
+    #[inline]
+    pub fn seq_mut(&mut self) -> &mut AtomicSeq {
+        &mut self.seq
+    }
+    /// The receive window, for a sole owner: no lock (see [`SharedReplay::get_mut`]).
+    #[inline]
+    pub fn replay_mut(&mut self) -> &mut ReplayWindow {
+        self.replay.get_mut()
+    }
+
+    /// Prepends the tunnel-mode outer header to the packet in `buf` (the bytes and errors of
+    /// [`tunnel::push_outer`], from the header laid out when the SA was made).
+    #[inline]
+    pub fn push_outer(&self, buf: &mut PacketBuf, inner: InnerInfo, ident: u16) -> Result<(), Error> {
+        match &self.outer {
+            Some(o) => o.push(buf, inner, ident),
+            None => tunnel::push_outer(buf, self.tunnel_endpoints()?, self.proto, inner, ident),
+        }
+    }
 
     /// Length of the outer header this SA adds (tunnel mode), else 0.
+    #[inline]
     pub fn outer_len(&self) -> usize {
         match (self.mode, &self.tunnel) {
             (Mode::Tunnel, Some(t)) => tunnel::outer_len(t),
@@ -84,6 +129,7 @@ impl SaCore {
     }
 
     /// The endpoints of a tunnel-mode SA.
+    #[inline]
     pub fn tunnel_endpoints(&self) -> Result<&Tunnel, Error> {
         self.tunnel
             .as_ref()
@@ -92,6 +138,7 @@ impl SaCore {
 
     /// The high 32 bits of `seq` as they enter the ICV (RFC 4303 2.2.1, RFC 4302 2.5.1): 4
     /// bytes with ESN, none without.
+    #[inline]
     pub fn esn_hi<'a>(&self, seq: u64, out: &'a mut [u8; 4]) -> &'a [u8] {
         *out = esn::high(seq).to_be_bytes();
         if self.esn {
@@ -124,6 +171,32 @@ impl SaCore {
             return Err(Error::Fragment);
         }
         Ok(split)
+    }
+
+    /// [`SaCore::find_header`] on a packet that may carry link-layer padding: returns the
+    /// length the IP header claims (trim the packet to it) and where the `proto` header lies
+    /// in the trimmed packet. Errors as [`ip::claimed_len`] then [`SaCore::find_header`];
+    /// an IPv4 header is parsed once for all three.
+    #[inline]
+    pub fn locate(packet: &[u8], proto: u8) -> Result<(usize, Split), Error> {
+        if ip::version(packet)? == 4 {
+            let p = Ipv4Packet::new_checked(packet)?;
+            if p.protocol() != proto {
+                return Err(Error::WrongProtocol(p.protocol()));
+            }
+            if p.is_fragment() {
+                return Err(Error::Fragment);
+            }
+            let split = Split {
+                nh_offset: ipv4_field::PROTOCOL,
+                offset: p.header_len(),
+                next: proto,
+            };
+            return Ok((p.total_len(), split));
+        }
+        let claimed = ip::claimed_len(packet)?;
+        let split = Self::find_header(&packet[..claimed], proto)?;
+        Ok((claimed, split))
     }
 
     /// Whether an IP packet is a fragment: IPv4 with MF set or a non-zero offset, IPv6 with a

@@ -169,6 +169,12 @@ pub struct Esp {
     /// A fixed IV, for reproducible tests only.
     fixed_iv: Option<[u8; MAX_IV]>,
     check_padding: bool,
+    /// Explicit IV, ICV and block lengths and the padding alignment, fixed by the algorithms
+    /// (read per packet, so kept here rather than matched out of `crypto` each time).
+    iv_len: usize,
+    icv_len: usize,
+    block: usize,
+    align: usize,
 }
 
 impl core::fmt::Debug for Esp {
@@ -179,6 +185,28 @@ impl core::fmt::Debug for Esp {
             .field("esn", &self.core.esn())
             .finish_non_exhaustive()
     }
+}
+
+/// What [`Esp::seal_plan`] found out about a packet to seal, before a sequence number is
+/// taken.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    layout: Layout,
+    /// Offset of the ESP header in the sealed packet.
+    prefix: usize,
+    next_header: u8,
+    /// Padding plus the 2-byte trailer.
+    trailer: usize,
+}
+
+/// What [`Esp::open_parse`] found in a received packet, before the replay check.
+#[derive(Debug, Clone, Copy)]
+struct Parsed {
+    split: ip::Split,
+    /// The sequence number as carried.
+    seq_lo: u32,
+    /// Length from the ESP header to the end of the ICV.
+    esp_len: usize,
 }
 
 /// Where a sealed packet's parts lie, between [`Esp::seal_prepare`] and the crypto.
@@ -214,11 +242,21 @@ impl Esp {
                 iv_len: e.alg.iv_len(),
             }
         };
+        let (iv_len, icv_len, block) = match &crypto {
+            Crypto::Cbc {
+                integ, block, iv_len, ..
+            } => (*iv_len, integ.icv_len(), *block),
+            Crypto::Aead(a) => (8, a.icv_len(), 1),
+        };
         Ok(Esp {
             core,
             crypto,
             fixed_iv: None,
             check_padding: true,
+            iv_len,
+            icv_len,
+            block,
+            align: padding::alignment(block),
         })
     }
 
@@ -258,25 +296,19 @@ impl Esp {
     }
 
     /// Explicit IV length.
+    #[inline]
     pub fn iv_len(&self) -> usize {
-        match &self.crypto {
-            Crypto::Cbc { iv_len, .. } => *iv_len,
-            Crypto::Aead(_) => 8,
-        }
+        self.iv_len
     }
     /// ICV length.
+    #[inline]
     pub fn icv_len(&self) -> usize {
-        match &self.crypto {
-            Crypto::Cbc { integ, .. } => integ.icv_len(),
-            Crypto::Aead(a) => a.icv_len(),
-        }
+        self.icv_len
     }
     /// Cipher block size the padding aligns to (1 for stream and null ciphers).
+    #[inline]
     pub fn block_size(&self) -> usize {
-        match &self.crypto {
-            Crypto::Cbc { block, .. } => *block,
-            Crypto::Aead(_) => 1,
-        }
+        self.block
     }
 
     /// The headroom and (largest) tailroom [`Esp::seal`] needs.
@@ -314,42 +346,60 @@ impl Esp {
     /// Bytes after the length the IP header claims (link-layer padding) are dropped first.
     /// On any other error the packet is left as it was and no sequence number is used up.
     pub fn seal(&self, rng: &mut IvRng, buf: &mut PacketBuf) -> Result<u64, Error> {
-        let s = self.seal_prepare(rng, buf, None)?;
-        self.seal_crypto(buf, &s)?;
-        self.seal_finish(buf, &s)?;
-        Ok(s.seq)
+        self.core.seq().peek()?;
+        let plan = self.seal_plan(buf)?;
+        let seq = self.core.seq().take()?;
+        self.seal_with(rng, buf, &plan, seq)
     }
 
-    /// The checks, then the trailer, ESP header and IV written around the plaintext. `seq`
-    /// is a number the caller already took (a batch); `None` takes one from the counter.
-    fn seal_prepare(&self, rng: &mut IvRng, buf: &mut PacketBuf, seq: Option<u64>) -> Result<Sealing, Error> {
-        if seq.is_none() {
-            self.core.seq().peek()?;
-        }
-        let iv_len = self.iv_len();
-        let icv_len = self.icv_len();
-        let hdr = packet::HEADER_LEN + iv_len;
+    /// A planned packet sealed with sequence number `seq`: framing, crypto, IP header(s).
+    #[inline(always)]
+    fn seal_with(&self, rng: &mut IvRng, buf: &mut PacketBuf, plan: &Plan, seq: u64) -> Result<u64, Error> {
+        let s = self.seal_frame(rng, buf, plan, seq)?;
+        self.seal_crypto(buf, &s)?;
+        self.seal_finish(buf, &s)?;
+        Ok(seq)
+    }
+
+    /// The checks, then the trailer, ESP header and IV written around the plaintext, with
+    /// `seq`, a number the caller already took (a batch).
+    fn seal_prepare(&self, rng: &mut IvRng, buf: &mut PacketBuf, seq: u64) -> Result<Sealing, Error> {
+        let plan = self.seal_plan(buf)?;
+        self.seal_frame(rng, buf, &plan, seq)
+    }
+
+    /// The checks before a sequence number is taken: the packet is trimmed to its IP length
+    /// and parsed (once), the padding computed, the room and final size checked. Nothing else
+    /// in `buf` changes.
+    #[inline(always)]
+    fn seal_plan(&self, buf: &mut PacketBuf) -> Result<Plan, Error> {
+        let icv_len = self.icv_len;
+        let hdr = packet::HEADER_LEN + self.iv_len;
         let outer_len = self.core.outer_len();
 
         // Where the protected part starts, what it is, and how long the IP header stays.
-        buf.trim_to_ip_len()?;
         let layout = match self.core.mode() {
             Mode::Transport => {
+                buf.trim_to_ip_len()?;
                 // RFC 4303 3.3.4: transport-mode ESP is applied only to whole IP datagrams.
                 if SaCore::is_fragment(buf.packet())? {
                     return Err(Error::Fragment);
                 }
                 Layout::Transport(ip::transport_split(buf.packet())?)
             }
-            Mode::Tunnel => Layout::Tunnel(InnerInfo::of(buf.packet())?),
+            Mode::Tunnel => {
+                // One parse gives the length to trim to and what the outer header copies.
+                let (info, claimed) = InnerInfo::with_len(buf.packet())?;
+                buf.trim_back(buf.len() - claimed)?;
+                Layout::Tunnel(info)
+            }
         };
         let (prefix, next_header) = match layout {
             Layout::Transport(s) => (s.offset, s.next),
             Layout::Tunnel(info) => (0, info.next_header),
         };
         let payload_len = buf.len() - prefix;
-        let pad = padding::pad_len(payload_len, self.block_size());
-        let trailer = pad + padding::TRAILER_LEN;
+        let trailer = padding::pad_to(payload_len, self.align) + padding::TRAILER_LEN;
         if buf.tailroom() < trailer + icv_len {
             return Err(Error::NoTailroom);
         }
@@ -358,21 +408,28 @@ impl Esp {
         }
         self.core
             .check_size(buf.packet(), buf.len() + hdr + trailer + icv_len + outer_len)?;
-        let seq = match seq {
-            Some(s) => s,
-            None => self.core.seq().take()?,
-        };
+        Ok(Plan {
+            layout,
+            prefix,
+            next_header,
+            trailer,
+        })
+    }
 
-        // Trailer, then the ESP header and IV in front of the payload, room for the ICV.
+    /// Trailer, then the ESP header and IV in front of the payload, room for the ICV.
+    #[inline(always)]
+    fn seal_frame(&self, rng: &mut IvRng, buf: &mut PacketBuf, plan: &Plan, seq: u64) -> Result<Sealing, Error> {
+        let iv_len = self.iv_len;
+        let hdr = packet::HEADER_LEN + iv_len;
         let l = buf.len();
-        buf.push_back(trailer)?;
-        padding::write_trailer(&mut buf.packet_mut()[l..], next_header);
-        match layout {
+        buf.push_back(plan.trailer)?;
+        padding::write_trailer(&mut buf.packet_mut()[l..], plan.next_header);
+        match plan.layout {
             Layout::Transport(s) => buf.insert_gap(s.offset, hdr)?,
             Layout::Tunnel(_) => buf.push_front(hdr)?,
         }
-        buf.push_back(icv_len)?;
-        let esp = &mut buf.packet_mut()[prefix..];
+        buf.push_back(self.icv_len)?;
+        let esp = &mut buf.packet_mut()[plan.prefix..];
         EspRepr {
             spi: self.core.spi(),
             seq: esn::low(seq),
@@ -386,13 +443,14 @@ impl Esp {
         }
         Ok(Sealing {
             seq,
-            prefix,
+            prefix: plan.prefix,
             hdr,
-            layout,
+            layout: plan.layout,
         })
     }
 
     /// Encrypts and computes the ICV of a prepared packet.
+    #[inline(always)]
     fn seal_crypto(&self, buf: &mut PacketBuf, s: &Sealing) -> Result<(), Error> {
         match &self.crypto {
             Crypto::Cbc { cipher, .. } => {
@@ -430,16 +488,14 @@ impl Esp {
     }
 
     /// The IP header(s) of a sealed packet.
+    #[inline(always)]
     fn seal_finish(&self, buf: &mut PacketBuf, s: &Sealing) -> Result<(), Error> {
         match s.layout {
             Layout::Transport(t) => {
                 buf.packet_mut()[t.nh_offset] = proto::ESP;
                 ip::fix_length(buf.packet_mut())
             }
-            Layout::Tunnel(info) => {
-                let t = self.core.tunnel_endpoints()?;
-                tunnel::push_outer(buf, t, proto::ESP, info, s.seq as u16)
-            }
+            Layout::Tunnel(info) => self.core.push_outer(buf, info, s.seq as u16),
         }
     }
 
@@ -474,7 +530,7 @@ impl Esp {
                 *o = Err(Error::SequenceExhausted);
                 continue;
             }
-            *o = match self.seal_prepare(rng, buf, Some(seq)) {
+            *o = match self.seal_prepare(rng, buf, seq) {
                 Ok(s) => match prepared.get_mut(i) {
                     Some(slot) => {
                         *slot = Some(s);
@@ -543,55 +599,91 @@ impl Esp {
     /// Decapsulates the ESP packet in `buf`, in place: replay check, ICV check (constant
     /// time, before decryption), decryption, padding check, then the window update.
     pub fn open(&self, buf: &mut PacketBuf) -> Result<Opened, Error> {
-        buf.trim_to_ip_len()?;
-        let split = SaCore::find_header(buf.packet(), proto::ESP)?;
+        let split = Self::locate(buf)?;
         self.open_at(buf, split)
+    }
+
+    /// Trims a received packet to its IP length and finds its ESP header, refusing
+    /// fragments ([`SaCore::locate`]: one parse of an IPv4 header).
+    #[inline(always)]
+    fn locate(buf: &mut PacketBuf) -> Result<ip::Split, Error> {
+        let (claimed, split) = SaCore::locate(buf.packet(), proto::ESP)?;
+        buf.trim_back(buf.len() - claimed)?;
+        Ok(split)
     }
 
     /// [`Esp::open`] for a caller that already found the ESP header with
     /// [`SaCore::find_header`] (which also refuses fragments) on a packet trimmed to its IP
     /// length: the headers are not parsed again.
     pub fn open_at(&self, buf: &mut PacketBuf, split: ip::Split) -> Result<Opened, Error> {
+        // RFC 4303 3.4.3 (as `SaCore::receive`): the replay check, which also infers the ESN
+        // high bits; the ICV check and decryption; only when they succeeded the window
+        // update. The window's lock is taken for each step, never across the crypto.
+        let p = self.open_parse(buf, split)?;
+        let seq = self.core.replay().check(p.seq_lo)?;
+        self.open_crypto(buf, &p, seq)?;
+        let newest = self.core.replay().accept(seq)?;
+        self.open_finish(buf, &p, seq, newest)
+    }
+
+    /// The length, alignment and SPI checks of a received packet, and its sequence number.
+    #[inline(always)]
+    fn open_parse(&self, buf: &mut PacketBuf, split: ip::Split) -> Result<Parsed, Error> {
         if split.offset > buf.len() || split.next != proto::ESP {
             return Err(Error::WrongProtocol(split.next));
         }
-        let iv_len = self.iv_len();
-        let icv_len = self.icv_len();
-        let hdr = packet::HEADER_LEN + iv_len;
+        let hdr = packet::HEADER_LEN + self.iv_len;
         let esp_len = buf.len() - split.offset;
-        if esp_len < hdr + icv_len + padding::TRAILER_LEN {
+        if esp_len < hdr + self.icv_len + padding::TRAILER_LEN {
             return Err(Error::Truncated);
         }
-        let ct_len = esp_len - hdr - icv_len;
-        let block = self.block_size();
-        if block > 1 && !ct_len.is_multiple_of(block) {
+        let ct_len = esp_len - hdr - self.icv_len;
+        if self.block > 1 && !ct_len.is_multiple_of(self.block) {
             return Err(Error::BadAlignment);
         }
-        let esp = &mut buf.packet_mut()[split.offset..];
-        let repr = EspRepr::parse(&EspPacket::new_checked(&*esp)?)?;
+        let repr = EspRepr::parse(&EspPacket::new_checked(&buf.packet()[split.offset..])?)?;
         if repr.spi != self.core.spi() {
             return Err(Error::UnknownSpi(repr.spi));
         }
-        let (body, icv) = esp.split_at_mut(esp_len - icv_len);
-        let (seq, newest, ()) = self.core.receive(repr.seq, |seq| {
-            let mut hi = [0u8; 4];
-            let hi = self.core.esn_hi(seq, &mut hi);
-            match &self.crypto {
-                Crypto::Cbc { cipher, integ, .. } => {
-                    integ.verify(&[body, hi], icv)?;
-                    let (head, data) = body.split_at_mut(hdr);
-                    cipher.decrypt(&head[packet::HEADER_LEN..], data)
-                }
-                Crypto::Aead(a) => {
-                    let (head, data) = body.split_at_mut(hdr);
-                    let mut aad = [0u8; 12];
-                    let aad = aead_aad(&mut aad, &head[..packet::HEADER_LEN], hi);
-                    let iv8: &[u8; 8] = head[packet::HEADER_LEN..hdr].try_into().map_err(|_| Error::Truncated)?;
-                    a.open(iv8, aad, data, icv)
-                }
+        Ok(Parsed {
+            split,
+            seq_lo: repr.seq,
+            esp_len,
+        })
+    }
+
+    /// The ICV check (constant time, before decryption) and the decryption, in place.
+    #[inline(always)]
+    fn open_crypto(&self, buf: &mut PacketBuf, p: &Parsed, seq: u64) -> Result<(), Error> {
+        let hdr = packet::HEADER_LEN + self.iv_len;
+        let esp = &mut buf.packet_mut()[p.split.offset..];
+        let (body, icv) = esp.split_at_mut(p.esp_len - self.icv_len);
+        let mut hi = [0u8; 4];
+        let hi = self.core.esn_hi(seq, &mut hi);
+        match &self.crypto {
+            Crypto::Cbc { cipher, integ, .. } => {
+                integ.verify(&[body, hi], icv)?;
+                let (head, data) = body.split_at_mut(hdr);
+                cipher.decrypt(&head[packet::HEADER_LEN..], data)
             }
-        })?;
-        let plaintext = &body[hdr..];
+            Crypto::Aead(a) => {
+                let (head, data) = body.split_at_mut(hdr);
+                let mut aad = [0u8; 12];
+                let aad = aead_aad(&mut aad, &head[..packet::HEADER_LEN], hi);
+                let iv8: &[u8; 8] = head[packet::HEADER_LEN..hdr].try_into().map_err(|_| Error::Truncated)?;
+                a.open(iv8, aad, data, icv)
+            }
+        }
+    }
+
+    /// After the window update: the trailer checked and dropped, the ESP header (and in
+    /// tunnel mode the outer header) removed.
+    #[inline(always)]
+    fn open_finish(&self, buf: &mut PacketBuf, p: &Parsed, seq: u64, newest: bool) -> Result<Opened, Error> {
+        let split = p.split;
+        let hdr = packet::HEADER_LEN + self.iv_len;
+        let icv_len = self.icv_len;
+        let plaintext = &buf.packet()[split.offset + hdr..split.offset + p.esp_len - icv_len];
         let (pad_len, next_header) = padding::check_trailer(plaintext, self.check_padding)?;
         let payload_len = plaintext.len() - pad_len - padding::TRAILER_LEN;
         let opened = Opened {
@@ -670,22 +762,42 @@ impl EspSa {
         (self.sa, self.rng)
     }
 
-    /// [`Esp::seal`] with this SA's IV generator.
+    /// [`Esp::seal`] with this SA's IV generator. The SA is this owner's alone, so the
+    /// sequence number is taken without an atomic operation.
     pub fn seal(&mut self, buf: &mut PacketBuf) -> Result<u64, Error> {
-        self.sa.seal(&mut self.rng, buf)
+        let sa = &mut self.sa;
+        sa.core.seq().peek()?;
+        let plan = sa.seal_plan(buf)?;
+        let seq = sa.core.seq_mut().take_mut()?;
+        sa.seal_with(&mut self.rng, buf, &plan, seq)
     }
 
-    /// [`Esp::open`].
+    /// [`Esp::open`]. The SA is this owner's alone, so the replay window is checked and
+    /// updated without its lock (in the same order: check, ICV and decryption, update).
     pub fn open(&mut self, buf: &mut PacketBuf) -> Result<Opened, Error> {
-        self.sa.open(buf)
+        let sa = &mut self.sa;
+        let split = Esp::locate(buf)?;
+        let p = sa.open_parse(buf, split)?;
+        let seq = sa.core.replay_mut().check(p.seq_lo)?;
+        sa.open_crypto(buf, &p, seq)?;
+        let newest = sa.core.replay_mut().accept(seq)?;
+        sa.open_finish(buf, &p, seq, newest)
     }
 }
 
 /// RFC 4106 section 5 / RFC 7634 section 2.1: the AAD is SPI || Sequence Number, or with
 /// ESN, SPI || high 32 bits || low 32 bits.
+#[inline(always)]
 fn aead_aad<'a>(out: &'a mut [u8; 12], esp_header: &[u8], hi: &[u8]) -> &'a [u8] {
+    // Two fixed shapes (the ESN high bits are 4 bytes or none), so every copy has a length
+    // known at compile time.
     out[..4].copy_from_slice(&esp_header[..4]);
-    out[4..4 + hi.len()].copy_from_slice(hi);
-    out[4 + hi.len()..8 + hi.len()].copy_from_slice(&esp_header[4..8]);
-    &out[..8 + hi.len()]
+    if let Ok(hi) = <&[u8; 4]>::try_from(hi) {
+        out[4..8].copy_from_slice(hi);
+        out[8..12].copy_from_slice(&esp_header[4..8]);
+        &out[..]
+    } else {
+        out[4..8].copy_from_slice(&esp_header[4..8]);
+        &out[..8]
+    }
 }

@@ -8,8 +8,26 @@ pub const TRAILER_LEN: usize = 2;
 /// RFC 4303 2.4: the padded plaintext plus the 2-byte trailer is a multiple of the cipher
 /// block size and of 4 bytes. Returns the pad length for `payload_len` bytes of payload.
 pub fn pad_len(payload_len: usize, block_size: usize) -> usize {
-    let align = lcm(block_size.max(1), 4);
-    (align - (payload_len + TRAILER_LEN) % align) % align
+    pad_to(payload_len, alignment(block_size))
+}
+
+/// What the padded payload and trailer are aligned to for a cipher of `block_size` bytes:
+/// the least common multiple of the block size and 4 (computed once per SA).
+pub fn alignment(block_size: usize) -> usize {
+    lcm(block_size.max(1), 4)
+}
+
+/// The pad length for `payload_len` bytes of payload aligned to `align` (from
+/// [`alignment`]): a mask when `align` is a power of two, as it is for every cipher ESP
+/// defines (4, 8 or 16), without a division.
+#[inline]
+pub fn pad_to(payload_len: usize, align: usize) -> usize {
+    let end = payload_len + TRAILER_LEN;
+    if align.is_power_of_two() {
+        end.wrapping_neg() & (align - 1)
+    } else {
+        (align - end % align) % align
+    }
 }
 
 fn lcm(a: usize, b: usize) -> usize {
@@ -22,6 +40,7 @@ fn lcm(a: usize, b: usize) -> usize {
 
 /// RFC 4303 2.4: writes the default padding (bytes 1, 2, 3, ...), the pad length and the
 /// next header into `trailer` (its length is the pad length plus 2).
+#[inline]
 pub fn write_trailer(trailer: &mut [u8], next_header: u8) {
     let n = trailer.len() - TRAILER_LEN;
     for (i, b) in trailer[..n].iter_mut().enumerate() {
@@ -34,6 +53,7 @@ pub fn write_trailer(trailer: &mut [u8], next_header: u8) {
 /// Reads the trailer at the end of decrypted `plaintext` and checks the padding bytes are
 /// the default 1, 2, 3, ... (RFC 4303 2.4: a receiver SHOULD check them when it knows the
 /// sender used the default scheme). Returns (pad length, next header).
+#[inline]
 pub fn check_trailer(plaintext: &[u8], check_contents: bool) -> Result<(usize, u8), Error> {
     let len = plaintext.len();
     if len < TRAILER_LEN {
@@ -61,6 +81,20 @@ pub fn check_trailer(plaintext: &[u8], check_contents: bool) -> Result<(usize, u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The mask agrees with RFC 4303 2.4's arithmetic for every block size and length.
+    #[test]
+    fn pad_to_is_the_division() {
+        for block in [1usize, 3, 4, 8, 12, 16, 32] {
+            let align = lcm(block, 4);
+            assert_eq!(super::alignment(block), align);
+            for len in 0..300 {
+                let want = (align - (len + TRAILER_LEN) % align) % align;
+                assert_eq!(pad_to(len, align), want, "block {block} len {len}");
+                assert_eq!((len + want + TRAILER_LEN) % align, 0);
+            }
+        }
+    }
 
     #[test]
     fn alignment() {
