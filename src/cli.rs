@@ -152,6 +152,10 @@ pub struct TunneldArgs {
     /// TSO segmentation or GRO coalescing.
     #[arg(long)]
     pub no_offload: bool,
+    /// Raw ESP, AH and IPComp received on the raw IP sockets only (default: `[tunnel]
+    /// packet_ring`, else on): no `AF_PACKET` receive rings.
+    #[arg(long)]
+    pub no_packet_ring: bool,
     /// This host's underlay address, IPv4 or IPv6; give it twice for one of each (default:
     /// `[tunnel] local`).
     #[arg(long, value_name = "ADDR")]

@@ -126,6 +126,7 @@ fn main() -> ExitCode {
         on_event: args.on_event,
         workers: args.workers.map(usize::from).or(t.workers).unwrap_or(0),
         offload: !args.no_offload && t.offload.unwrap_or(true),
+        packet_ring: !args.no_packet_ring && t.packet_ring.unwrap_or(true),
         reload: Some(args.config.clone()),
         user: args.user.clone(),
         metrics: args.metrics,

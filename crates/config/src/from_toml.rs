@@ -88,6 +88,7 @@ struct TunnelToml {
     encap_dport: Option<Spanned<u16>>,
     workers: Option<Spanned<u32>>,
     offload: Option<bool>,
+    packet_ring: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -444,6 +445,7 @@ fn tunnel_config(t: &TunnelToml, lines: &LineIndex, line: usize) -> Result<Tunne
             w => w.as_ref().map(|w| *w.get_ref() as usize),
         },
         offload: t.offload,
+        packet_ring: t.packet_ring,
         line: Some(line),
     })
 }
@@ -1105,7 +1107,7 @@ mod tests {
     fn tunnel_table() {
         assert_eq!(parse(&esp("")).unwrap().tunnel, None);
         let c = parse(&format!(
-            "{}\n[tunnel]\ntun = \"ipsec0\"\nmtu = 1400\nlocal = \"10.99.0.1\"\npeer = \"10.99.0.2\"\nworkers = 3\noffload = false\n",
+            "{}\n[tunnel]\ntun = \"ipsec0\"\nmtu = 1400\nlocal = \"10.99.0.1\"\npeer = \"10.99.0.2\"\nworkers = 3\noffload = false\npacket_ring = false\n",
             esp("")
         ))
         .unwrap();
@@ -1115,7 +1117,10 @@ mod tests {
         assert_eq!(t.local, vec![ip("10.99.0.1")]);
         assert_eq!(t.peers, vec![ip("10.99.0.2")]);
         assert_eq!(t.line, Some(8));
-        assert_eq!((t.workers, t.offload), (Some(3), Some(false)));
+        assert_eq!(
+            (t.workers, t.offload, t.packet_ring),
+            (Some(3), Some(false), Some(false))
+        );
         // Every field is optional; the table may come first.
         let c = parse(&format!("[tunnel]\n\n{}", esp(""))).unwrap();
         let t = c.tunnel.unwrap();

@@ -169,6 +169,9 @@ pub struct TunnelConfig {
     pub workers: Option<usize>,
     /// TUN offloads (TSO/GRO through IFF_VNET_HDR); `None`: on.
     pub offload: Option<bool>,
+    /// Raw ESP, AH and IPComp received through `AF_PACKET` rings (`PACKET_RX_RING`, fanned out
+    /// to the workers) rather than only the raw IP sockets; `None`: on where the kernel allows.
+    pub packet_ring: Option<bool>,
     /// The line of the `[tunnel]` header.
     pub line: Option<usize>,
 }

@@ -7,6 +7,7 @@
 //! [`run`] returns. The signal handlers ([`Signals`]) are installed by the caller first thing.
 
 use crate::control::{Control, ControlSocket};
+use crate::packet_ring::{self, PacketRing};
 use crate::raw::{RawRx, RawTx};
 use crate::stats;
 use crate::sys;
@@ -68,6 +69,11 @@ pub struct Options {
     /// Ask for TUN offloads (IFF_VNET_HDR, TSO4/TSO6, checksum): TCP super-packets read and
     /// segmented, opened packets coalesced; plain reads if the kernel refuses.
     pub offload: bool,
+    /// Raw ESP, AH and IPComp (no ESP in UDP): receive through one `AF_PACKET` ring per
+    /// worker ([`crate::packet_ring`]) for each IP version with a local address, the raw
+    /// sockets keeping only what a ring cannot take; the raw sockets alone if the kernel
+    /// refuses the rings (or this is off).
+    pub packet_ring: bool,
     /// The config file SIGHUP reloads ([`Control::reload`]); `None`: SIGHUP is not handled.
     pub reload: Option<PathBuf>,
     /// The group whose members may use the control socket besides root (mode 0660).
@@ -94,6 +100,7 @@ impl Default for Options {
             udp_encap: None,
             workers: 0,
             offload: true,
+            packet_ring: true,
             reload: None,
             metrics: None,
             control_group: None,
@@ -375,6 +382,8 @@ struct Underlay {
     raw_tx4: Option<RawTx>,
     raw_tx6: Option<RawTx>,
     rxs: Vec<RawRx>,
+    /// Raw mode with rings: one per worker (one fanout group).
+    rings: Vec<PacketRing>,
 }
 
 impl Underlay {
@@ -445,12 +454,24 @@ impl Underlay {
                 );
             }
         }
+        let rings = match opts.packet_ring && !udp && !protocols.is_empty() {
+            true => open_rings(
+                opts,
+                workers,
+                want4.then_some(local4).flatten(),
+                want6.then_some(local6),
+                protocols,
+                &rxs,
+            ),
+            false => Vec::new(),
+        };
         Ok(Underlay {
             udp4,
             udp6,
             raw_tx4,
             raw_tx6,
             rxs,
+            rings,
         })
     }
 
@@ -481,6 +502,9 @@ impl Underlay {
                 (format!("underlay{v}-{}", rx.proto()), rx as &dyn UnderlayRx, &tuns[0])
             })
             .collect();
+        for (i, (r, q)) in self.rings.iter().zip(tuns).enumerate() {
+            readers.push((format!("underlay-ring-{i}"), r, q));
+        }
         for (v, group) in [("", &self.udp4), ("6", &self.udp6)] {
             if let Some(u) = group {
                 for (i, (s, q)) in u.iter().zip(tuns).enumerate() {
@@ -495,6 +519,64 @@ impl Underlay {
     fn udp_firsts(&self) -> Vec<&UdpEncap> {
         [&self.udp4, &self.udp6].into_iter().flatten().map(|g| &g[0]).collect()
     }
+}
+
+/// Raw mode: one `AF_PACKET` ring per worker in one fanout group, taking the `protocols` to
+/// `local4` and `local6` (an IP version without a local address stays on the raw sockets:
+/// the ring could not tell packets to this host from packets it forwards); each raw socket
+/// of a version the rings take then keeps only the packets too long for them. Any failure
+/// (no CAP_NET_RAW for packet sockets, a kernel before 4.20) is logged and leaves the raw
+/// sockets as they were: no rings.
+fn open_rings(
+    opts: &Options,
+    workers: usize,
+    local4: Option<Ipv4Addr>,
+    local6: Option<Ipv6Addr>,
+    protocols: &[u8],
+    rxs: &[RawRx],
+) -> Vec<PacketRing> {
+    if local4.is_none() && local6.is_none() {
+        info!("no local underlay address: raw ESP/AH/IPComp received on the raw sockets only");
+        return Vec::new();
+    }
+    let max_len = packet_ring::max_len_for(opts.underlay_mtu);
+    let filter = packet_ring::RingFilter {
+        protocols: protocols.to_vec(),
+        local4,
+        local6,
+        max_len,
+    };
+    // One fanout group per daemon: its id from the process id (another daemon's group with
+    // the same id and other settings makes the join fail, and the raw sockets carry on).
+    let group = std::process::id() as u16;
+    let opened: io::Result<Vec<PacketRing>> = (0..workers)
+        .map(|_| PacketRing::open(&filter, opts.underlay_mtu, group, WAIT))
+        .collect();
+    let rings = match opened {
+        Ok(r) => r,
+        Err(e) => {
+            warn!("AF_PACKET receive rings refused ({e}): raw ESP/AH/IPComp received on the raw sockets only");
+            return Vec::new();
+        }
+    };
+    let covered = |rx: &RawRx| if rx.is_v6() { local6.is_some() } else { local4.is_some() };
+    if let Err(e) = rxs
+        .iter()
+        .filter(|rx| covered(rx))
+        .try_for_each(|rx| rx.keep_longer_than(max_len))
+    {
+        warn!("filtering the raw sockets ({e}): raw ESP/AH/IPComp received on the raw sockets only");
+        for rx in rxs.iter().filter(|rx| covered(rx)) {
+            let _ = rx.keep_all();
+        }
+        return Vec::new();
+    }
+    info!(
+        "receiving raw IP protocols {protocols:?} through {workers} AF_PACKET ring(s) (IPv4 {}, IPv6 {}; packets over {max_len} bytes on the raw sockets)",
+        if local4.is_some() { "on" } else { "off" },
+        if local6.is_some() { "on" } else { "off" },
+    );
+    rings
 }
 
 /// Worker `i`: TUN queue `i` -> engine -> its sender; each receiving socket -> engine -> its
