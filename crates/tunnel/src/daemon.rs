@@ -502,8 +502,8 @@ impl Underlay {
                 (format!("underlay{v}-{}", rx.proto()), rx as &dyn UnderlayRx, &tuns[0])
             })
             .collect();
-        for (i, (r, q)) in self.rings.iter().zip(tuns).enumerate() {
-            readers.push((format!("underlay-ring-{i}"), r, q));
+        for (i, r) in self.rings.iter().enumerate() {
+            readers.push((format!("underlay-ring-{i}"), r, &tuns[i % tuns.len()]));
         }
         for (v, group) in [("", &self.udp4), ("6", &self.udp6)] {
             if let Some(u) = group {
@@ -521,12 +521,13 @@ impl Underlay {
     }
 }
 
-/// Raw mode: one `AF_PACKET` ring per worker in one fanout group, taking the `protocols` to
-/// `local4` and `local6` (an IP version without a local address stays on the raw sockets:
-/// the ring could not tell packets to this host from packets it forwards); each raw socket
-/// of a version the rings take then keeps only the packets too long for them. Any failure
-/// (no CAP_NET_RAW for packet sockets, a kernel before 4.20) is logged and leaves the raw
-/// sockets as they were: no rings.
+/// Raw mode: per IP version with a local address, one `AF_PACKET` ring per worker on the
+/// interface that has that address (one fanout group per version), taking the `protocols` to
+/// it; the raw sockets of that version then keep, of what comes in on that interface, only
+/// the packets too long for the rings (and all that comes in elsewhere). A version without a
+/// local address stays on the raw sockets: a ring could not tell packets to this host from
+/// packets it forwards. A failure (no CAP_NET_RAW for packet sockets, a kernel before 4.20,
+/// an address on no interface) is logged and leaves that version on the raw sockets.
 fn open_rings(
     opts: &Options,
     workers: usize,
@@ -535,47 +536,47 @@ fn open_rings(
     protocols: &[u8],
     rxs: &[RawRx],
 ) -> Vec<PacketRing> {
-    if local4.is_none() && local6.is_none() {
-        info!("no local underlay address: raw ESP/AH/IPComp received on the raw sockets only");
-        return Vec::new();
-    }
     let max_len = packet_ring::max_len_for(opts.underlay_mtu);
-    let filter = packet_ring::RingFilter {
-        protocols: protocols.to_vec(),
-        local4,
-        local6,
-        max_len,
-    };
-    // One fanout group per daemon: its id from the process id (another daemon's group with
-    // the same id and other settings makes the join fail, and the raw sockets carry on).
-    let group = std::process::id() as u16;
-    let opened: io::Result<Vec<PacketRing>> = (0..workers)
-        .map(|_| PacketRing::open(&filter, opts.underlay_mtu, group, WAIT))
-        .collect();
-    let rings = match opened {
-        Ok(r) => r,
-        Err(e) => {
-            warn!("AF_PACKET receive rings refused ({e}): raw ESP/AH/IPComp received on the raw sockets only");
-            return Vec::new();
+    let mut rings = Vec::new();
+    let locals = [local4.map(IpAddr::V4), local6.map(IpAddr::V6)];
+    for (k, local) in locals.into_iter().flatten().enumerate() {
+        let v6 = local.is_ipv6();
+        let filter = packet_ring::RingFilter {
+            protocols: protocols.to_vec(),
+            local4: local4.filter(|_| !v6),
+            local6: local6.filter(|_| v6),
+            max_len,
+        };
+        // One fanout group per daemon and IP version, its id from the process id (another
+        // daemon's group with the same id makes the join fail, and the raw sockets carry on).
+        let group = (std::process::id() as u16).wrapping_mul(2).wrapping_add(k as u16);
+        let opened = packet_ring::interface_of(local).and_then(|i| {
+            let i = i.ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no interface has {local}")))?;
+            let r: io::Result<Vec<PacketRing>> = (0..workers)
+                .map(|_| PacketRing::open(&filter, i, opts.underlay_mtu, group, WAIT))
+                .collect();
+            Ok((i, r?))
+        });
+        let (ifindex, mut these) = match opened {
+            Ok(x) => x,
+            Err(e) => {
+                warn!("AF_PACKET receive rings for {local} refused ({e}): received on the raw sockets only");
+                continue;
+            }
+        };
+        let mine: Vec<&RawRx> = rxs.iter().filter(|rx| rx.is_v6() == v6).collect();
+        if let Err(e) = mine.iter().try_for_each(|rx| rx.keep_longer_than(ifindex, max_len)) {
+            warn!("filtering the raw sockets for {local} ({e}): received on the raw sockets only");
+            for rx in &mine {
+                let _ = rx.keep_all();
+            }
+            continue;
         }
-    };
-    let covered = |rx: &RawRx| if rx.is_v6() { local6.is_some() } else { local4.is_some() };
-    if let Err(e) = rxs
-        .iter()
-        .filter(|rx| covered(rx))
-        .try_for_each(|rx| rx.keep_longer_than(max_len))
-    {
-        warn!("filtering the raw sockets ({e}): raw ESP/AH/IPComp received on the raw sockets only");
-        for rx in rxs.iter().filter(|rx| covered(rx)) {
-            let _ = rx.keep_all();
-        }
-        return Vec::new();
+        info!(
+            "receiving raw IP protocols {protocols:?} to {local} through {workers} AF_PACKET ring(s) on interface {ifindex} (packets over {max_len} bytes, and from other interfaces, on the raw sockets)"
+        );
+        rings.append(&mut these);
     }
-    info!(
-        "receiving raw IP protocols {protocols:?} through {workers} AF_PACKET ring(s) (IPv4 {}, IPv6 {}; packets over {max_len} bytes on the raw sockets)",
-        if local4.is_some() { "on" } else { "off" },
-        if local6.is_some() { "on" } else { "off" },
-    );
     rings
 }
 

@@ -36,7 +36,7 @@ use crate::sys::{poll_readable, set_int_option};
 use crate::underlay::UnderlayRx;
 use socket2::{Domain, SockFilter, Socket, Type};
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -91,6 +91,8 @@ const JMP_JSET_K: u16 = 0x45;
 const RET_K: u16 = 0x06;
 /// `SKF_AD_OFF + SKF_AD_PKTTYPE`: loads the packet type (`PACKET_HOST` ...).
 const AD_PKTTYPE: u32 = (libc::SKF_AD_OFF + libc::SKF_AD_PKTTYPE) as u32;
+/// `SKF_AD_OFF + SKF_AD_IFINDEX`: loads the index of the interface it came in on.
+const AD_IFINDEX: u32 = (libc::SKF_AD_OFF + libc::SKF_AD_IFINDEX) as u32;
 
 /// A jump target in a program being assembled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,11 +208,14 @@ pub fn ring_program(f: &RingFilter) -> Vec<(u16, u8, u8, u32)> {
     assemble(&head, &v4, &v6)
 }
 
-/// The filter for a raw receiving socket beside the rings: only packets whose length as the
-/// socket sees it is above `min_len` (IPv4: the whole packet, so the ring's `max_len`; IPv6:
-/// the payload after the header, so `max_len - 40`).
-pub fn raw_program(min_len: usize) -> Vec<(u16, u8, u8, u32)> {
+/// The filter for a raw receiving socket beside a ring on interface `ifindex`: every packet
+/// that came in on another interface, and of those on `ifindex` only the ones whose length
+/// as the socket sees it is above `min_len` (IPv4: the whole packet, so the ring's `max_len`;
+/// IPv6: the payload after the header, so `max_len - 40`).
+pub fn raw_program(ifindex: u32, min_len: usize) -> Vec<(u16, u8, u8, u32)> {
     vec![
+        (LD_W_ABS, 0, 0, AD_IFINDEX),
+        (JMP_JEQ_K, 0, 2, ifindex),
         (LD_W_LEN, 0, 0, 0),
         (JMP_JGT_K, 0, 1, min_len as u32),
         (RET_K, 0, 0, u32::MAX),
@@ -224,9 +229,53 @@ fn sock_filters(prog: &[(u16, u8, u8, u32)]) -> Vec<SockFilter> {
         .collect()
 }
 
-/// Attaches [`raw_program`]`(min_len)` to a raw socket.
-pub fn raw_filter(sock: &Socket, min_len: usize) -> io::Result<()> {
-    sock.attach_filter(&sock_filters(&raw_program(min_len)))
+/// Attaches [`raw_program`]`(ifindex, min_len)` to a raw socket.
+pub fn raw_filter(sock: &Socket, ifindex: u32, min_len: usize) -> io::Result<()> {
+    sock.attach_filter(&sock_filters(&raw_program(ifindex, min_len)))
+}
+
+/// The index of the interface that has `addr`, if one has.
+pub fn interface_of(addr: IpAddr) -> io::Result<Option<u32>> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a pointer to a list it allocated into `list` (a valid
+    // out-pointer), or fails and writes nothing.
+    if unsafe { libc::getifaddrs(&mut list) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut found = None;
+    let mut at = list;
+    while !at.is_null() && found.is_none() {
+        // SAFETY: `at` is a node of the list getifaddrs returned, not freed until below; its
+        // `ifa_addr` is null or points at a sockaddr of the family its `sa_family` says, and
+        // `ifa_name` at a NUL-terminated name.
+        unsafe {
+            let ifa = &*at;
+            let a = ifa.ifa_addr;
+            let this = if a.is_null() {
+                None
+            } else {
+                match i32::from((*a).sa_family) {
+                    libc::AF_INET => {
+                        let sin = &*(a as *const libc::sockaddr_in);
+                        Some(IpAddr::from(sin.sin_addr.s_addr.to_ne_bytes()))
+                    }
+                    libc::AF_INET6 => {
+                        let sin6 = &*(a as *const libc::sockaddr_in6);
+                        Some(IpAddr::from(sin6.sin6_addr.s6_addr))
+                    }
+                    _ => None,
+                }
+            };
+            if this == Some(addr) {
+                let i = libc::if_nametoindex(ifa.ifa_name);
+                found = (i != 0).then_some(i);
+            }
+            at = ifa.ifa_next;
+        }
+    }
+    // SAFETY: `list` is what getifaddrs returned; nothing points into it any more.
+    unsafe { libc::freeifaddrs(list) };
+    Ok(found)
 }
 
 /// One worker's `AF_PACKET` socket and its mapped receive ring.
@@ -256,14 +305,29 @@ impl PacketRing {
     /// Opens one ring taking what `filter` passes, with frames sized for `underlay_mtu`, in
     /// fanout group `group` (the same for every worker's ring of one daemon). Reads wait at
     /// most `wait`. Needs CAP_NET_RAW; fails on kernels before 4.20 (`PACKET_IGNORE_OUTGOING`).
-    pub fn open(filter: &RingFilter, underlay_mtu: u32, group: u16, wait: Duration) -> io::Result<PacketRing> {
+    pub fn open(
+        filter: &RingFilter,
+        ifindex: u32,
+        underlay_mtu: u32,
+        group: u16,
+        wait: Duration,
+    ) -> io::Result<PacketRing> {
         let frame_size = frame_size(underlay_mtu);
+        // One IP version: bound to its EtherType, the socket is a protocol handler of that
+        // type only (no copies of other traffic, none of what is sent); both: every packet.
+        let ethertype = match (filter.local4, filter.local6) {
+            (Some(_), None) => libc::ETH_P_IP,
+            (None, Some(_)) => libc::ETH_P_IPV6,
+            _ => libc::ETH_P_ALL,
+        };
         // Protocol 0: nothing is received until bind, after the filter and ring are set.
         let sock = Socket::new(Domain::PACKET, Type::DGRAM, Some(0.into()))?;
         let fd = sock.as_raw_fd();
         sock.attach_filter(&sock_filters(&ring_program(filter)))?;
         set_int_option(fd, libc::SOL_PACKET, libc::PACKET_VERSION, TPACKET_V2)?;
-        set_int_option(fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, 1)?;
+        if ethertype == libc::ETH_P_ALL {
+            set_int_option(fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, 1)?;
+        }
         let block = BLOCK_BYTES.max(frame_size);
         let blocks = (RING_BYTES / block).max(1);
         let req = libc::tpacket_req {
@@ -316,9 +380,10 @@ impl PacketRing {
         // SAFETY: sockaddr_ll is a plain C struct; all-zero bytes are a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
-        sll.sll_ifindex = 0; // every interface
-                             // SAFETY: `sll` is an initialized sockaddr_ll that lives across the call, with its size.
+        sll.sll_protocol = (ethertype as u16).to_be();
+        // 0: every interface.
+        sll.sll_ifindex = ifindex as libc::c_int;
+        // SAFETY: `sll` is an initialized sockaddr_ll that lives across the call, with its size.
         let r = unsafe {
             libc::bind(
                 fd,
@@ -431,7 +496,7 @@ mod tests {
     /// A classic BPF interpreter for what the programs here use (loads of the packet, its
     /// length and type, AND, the conditional jumps, ja, ret): the programs run on made-up
     /// packets without a kernel. Returns the program's verdict (0: drop).
-    fn run(prog: &[(u16, u8, u8, u32)], pkt: &[u8], pkttype: u32) -> u32 {
+    fn run(prog: &[(u16, u8, u8, u32)], pkt: &[u8], pkttype: u32, ifindex: u32) -> u32 {
         let (mut a, mut pc) = (0u32, 0usize);
         loop {
             let (code, jt, jf, k) = prog[pc];
@@ -442,6 +507,7 @@ mod tests {
             };
             match code {
                 LD_W_ABS if k == AD_PKTTYPE => a = pkttype,
+                LD_W_ABS if k == AD_IFINDEX => a = ifindex,
                 LD_W_ABS => match load(k as usize, 4) {
                     Some(v) => a = v,
                     None => return 0,
@@ -509,7 +575,7 @@ mod tests {
     fn ring_program_takes_exactly_the_wanted_packets() {
         let prog = ring_program(&filter());
         let host = libc::PACKET_HOST as u32;
-        let ok = |p: &[u8]| run(&prog, p, host) != 0;
+        let ok = |p: &[u8]| run(&prog, p, host, 1) != 0;
         for proto in [50, 51, 108] {
             assert!(ok(&v4(proto, L4, 0, 100)), "IPv4 proto {proto}");
             assert!(ok(&v4(proto, L4, 0x4000, 1500)), "IPv4 proto {proto} with DF");
@@ -530,11 +596,11 @@ mod tests {
         assert!(!ok(&[0x45]), "a runt");
         assert!(!ok(&[]), "empty");
         assert_eq!(
-            run(&prog, &v4(50, L4, 0, 100), libc::PACKET_OTHERHOST as u32),
+            run(&prog, &v4(50, L4, 0, 100), libc::PACKET_OTHERHOST as u32, 1),
             0,
             "not to this host"
         );
-        assert_eq!(run(&prog, &v4(50, L4, 0, 100), libc::PACKET_BROADCAST as u32), 0);
+        assert_eq!(run(&prog, &v4(50, L4, 0, 100), libc::PACKET_BROADCAST as u32, 1), 0);
 
         // Without an IPv6 local address, no IPv6; only the protocols asked for.
         let f = RingFilter {
@@ -543,24 +609,25 @@ mod tests {
             ..filter()
         };
         let prog = ring_program(&f);
-        assert_ne!(run(&prog, &v4(50, L4, 0, 100), host), 0);
-        assert_eq!(run(&prog, &v4(51, L4, 0, 100), host), 0);
-        assert_eq!(run(&prog, &v6(50, L6, 100), host), 0);
+        assert_ne!(run(&prog, &v4(50, L4, 0, 100), host, 1), 0);
+        assert_eq!(run(&prog, &v4(51, L4, 0, 100), host, 1), 0);
+        assert_eq!(run(&prog, &v6(50, L6, 100), host, 1), 0);
         let f = RingFilter {
             local4: None,
             ..filter()
         };
         let prog = ring_program(&f);
-        assert_eq!(run(&prog, &v4(50, L4, 0, 100), host), 0);
-        assert_ne!(run(&prog, &v6(50, L6, 100), host), 0);
+        assert_eq!(run(&prog, &v4(50, L4, 0, 100), host, 1), 0);
+        assert_ne!(run(&prog, &v6(50, L6, 100), host, 1), 0);
     }
 
     #[test]
     fn raw_program_keeps_only_what_the_ring_cannot_take() {
-        let prog = raw_program(1968);
-        assert_eq!(run(&prog, &v4(50, L4, 0, 1968), 0), 0);
-        assert_ne!(run(&prog, &v4(50, L4, 0, 1969), 0), 0);
-        assert_ne!(run(&prog, &v4(50, L4, 0, 9000), 0), 0);
+        let prog = raw_program(7, 1968);
+        assert_eq!(run(&prog, &v4(50, L4, 0, 1968), 0, 7), 0);
+        assert_ne!(run(&prog, &v4(50, L4, 0, 1969), 0, 7), 0);
+        assert_ne!(run(&prog, &v4(50, L4, 0, 9000), 0, 7), 0);
+        assert_ne!(run(&prog, &v4(50, L4, 0, 100), 0, 8), 0, "from another interface");
     }
 
     /// As root: a ring on the loopback takes an ESP packet sent to 127.0.0.1 (as sent, the
@@ -586,7 +653,12 @@ mod tests {
             max_len: max_len_for(1500),
         };
         let group = (std::process::id() as u16) ^ 0x5a5a;
-        let ring = match PacketRing::open(&f, 1500, group, Duration::from_millis(50)) {
+        let lo = interface_of(IpAddr::V4(Ipv4Addr::LOCALHOST))
+            .unwrap()
+            .expect("lo has 127.0.0.1");
+        assert_eq!(interface_of(IpAddr::V6(Ipv6Addr::LOCALHOST)).unwrap(), Some(lo));
+        assert_eq!(interface_of(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 77))).unwrap(), None);
+        let ring = match PacketRing::open(&f, lo, 1500, group, Duration::from_millis(50)) {
             Ok(r) => r,
             Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
                 not_run(&format!("packet sockets refused: {e}"));
@@ -596,7 +668,7 @@ mod tests {
         };
         assert_eq!(ring.max_len(), 1968);
         let raw = RawRx::open(50, Some(Ipv4Addr::LOCALHOST), Duration::from_millis(50)).unwrap();
-        raw.keep_longer_than(ring.max_len()).unwrap();
+        raw.keep_longer_than(lo, ring.max_len()).unwrap();
         let spi = 0x7e59_0000u32 | (std::process::id() & 0xffff);
         let short = {
             let mut p = v4(50, Ipv4Addr::LOCALHOST, 0x4000, 100);
