@@ -11,12 +11,14 @@
 #   comp-esp  IPComp (DEFLATE) + ESP tunnel, AES-GCM: compressible pings are compressed (and
 #             counted), small ones go uncompressed, tshark decrypts; iperf3 TCP over IPv6
 #   esp-ah    ESP tunnel + AH on the outer header: AH on the wire, both SAs count every packet
-#   ring      raw ESP received through the AF_PACKET rings (the esp, comp-esp, esp-ah and v6
+#   ring      raw ESP received through the AF_PACKET rings and sent through AF_PACKET (the esp, comp-esp, esp-ah and v6
 #             stages use them too, by default): both daemons say they do; an ESP packet sent
 #             as two IPv4 fragments is reassembled and reaches the engine exactly once (once
 #             more a replay); packets longer than the rings' frames (veth and TUN MTU raised)
-#             arrive through the raw sockets, each once; iperf3; then the same with
-#             --no-packet-ring (the raw-socket fallback), which must not open a ring
+#             arrive through the raw sockets, each once; iperf3; what A sends bypasses
+#             netfilter's OUTPUT hook (AF_PACKET, PACKET_QDISC_BYPASS); then the same with
+#             --no-af-packet (the raw-socket fallback), which must not use AF_PACKET and whose
+#             packets all pass OUTPUT
 #   udp       ESP in UDP (RFC 3948) on port 4500, AES-GCM: pings both ways, tshark decodes
 #             udp.port==4500 as ESP and checks every ICV, scapy decrypts every captured frame
 #             and tunneld opens (and answers) what scapy seals as IP()/UDP()/ESP; one
@@ -406,11 +408,19 @@ ring_round() { # FALLBACK(0|1)
   local fallback=$1
   for h in a b; do
     if [ "$fallback" = 1 ]; then
-      ! grep -q 'AF_PACKET ring' "$WORK/$V-$h.log" || fail "$V: tunneld ($h) opened a ring with --no-packet-ring"
+      ! grep -q 'AF_PACKET' "$WORK/$V-$h.log" || fail "$V: tunneld ($h) used AF_PACKET with --no-af-packet"
     else
       grep -q "to 10.99.0.* through [0-9]* AF_PACKET ring(s)" "$WORK/$V-$h.log" || fail "$V: tunneld ($h) does not receive through the rings"
+      grep -q "sending raw IP packets through AF_PACKET" "$WORK/$V-$h.log" || fail "$V: tunneld ($h) does not send through AF_PACKET"
     fi
   done
+  # ESP that A sends through the stack passes netfilter's OUTPUT hook and is counted there;
+  # what it sends through AF_PACKET bypasses it.
+  ip netns exec "$NSA" nft -f - <<'NFT'
+table ip ringtest {
+  chain out { type filter hook output priority 0; ip protocol esp counter; }
+}
+NFT
   cap_start "$WORK/$V.pcap"
   ping_ok "$NSA" 10.100.0.2 3
   ping_ok "$NSB" fd00:100::1 3
@@ -440,10 +450,19 @@ ring_round() { # FALLBACK(0|1)
     ip -n "$ns" link set dev "$([ "$ns" = "$NSA" ] && echo "$VA" || echo "$VB")" mtu 1500
   done
   iperf 10.100.0.2 2
-  local da db
+  local da db hooked
   da=$(rawdrops "$NSA")
   db=$(rawdrops "$NSB")
+  hooked=$(ip netns exec "$NSA" nft list chain ip ringtest out | grep -o 'packets [0-9]*' | cut -d' ' -f2)
+  ip netns exec "$NSA" nft delete table ip ringtest
   stop
+  if [ "$fallback" = 1 ]; then
+    expect "every ESP packet A sent went through the stack ($hooked counted in OUTPUT)" \
+      "$hooked >= A.daemon.underlay_tx_packets"
+  else
+    expect "ESP that A sent bypassed the stack (only $hooked counted in OUTPUT)" \
+      "$hooked * 10 < A.daemon.underlay_tx_packets"
+  fi
   expect "final counters agree" \
     "A.sas.esp_ab.outbound.packets - A.daemon.underlay_send_errors == B.sas.esp_ab.inbound.packets + $db" \
     "B.sas.esp_ba.outbound.packets - B.daemon.underlay_send_errors == A.sas.esp_ba.inbound.packets + $da" \
@@ -457,11 +476,11 @@ start ring "$WORK/ring"
 ring_round 0
 log "ring: AF_PACKET rings: fragments, long packets and iperf3 each received once"
 for h in a b; do cp "examples/tunnel/esp-$h.toml" "$WORK/ring/ringoff-$h.toml"; done
-TUNNELD_ARGS=(--no-packet-ring)
+TUNNELD_ARGS=(--no-af-packet)
 start ringoff "$WORK/ring"
 TUNNELD_ARGS=()
 ring_round 1
-log "ring: the raw-socket fallback (--no-packet-ring): the same"
+log "ring: the raw-socket fallback (--no-af-packet): the same"
 fi
 
 # ---- udp (ESP in UDP, RFC 3948), directly and through a NAT -------------------------------

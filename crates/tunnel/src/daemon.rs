@@ -8,6 +8,7 @@
 
 use crate::control::{Control, ControlSocket};
 use crate::packet_ring::{self, PacketRing};
+use crate::packet_tx::PacketTx;
 use crate::raw::{RawRx, RawTx};
 use crate::stats;
 use crate::sys;
@@ -71,9 +72,13 @@ pub struct Options {
     pub offload: bool,
     /// Raw ESP, AH and IPComp (no ESP in UDP): receive through one `AF_PACKET` ring per
     /// worker ([`crate::packet_ring`]) for each IP version with a local address, the raw
-    /// sockets keeping only what a ring cannot take; the raw sockets alone if the kernel
-    /// refuses the rings (or this is off).
-    pub packet_ring: bool,
+    /// sockets keeping only what a ring cannot take, and send through an `AF_PACKET` socket
+    /// per worker to the next hop ([`crate::packet_tx`]); the raw sockets alone where the
+    /// kernel refuses (or this is off).
+    pub af_packet: bool,
+    /// With [`af_packet`](Self::af_packet): `PACKET_QDISC_BYPASS` on the senders (no qdisc,
+    /// and no capture on this host sees the outgoing packets).
+    pub qdisc_bypass: bool,
     /// The config file SIGHUP reloads ([`Control::reload`]); `None`: SIGHUP is not handled.
     pub reload: Option<PathBuf>,
     /// The group whose members may use the control socket besides root (mode 0660).
@@ -100,7 +105,8 @@ impl Default for Options {
             udp_encap: None,
             workers: 0,
             offload: true,
-            packet_ring: true,
+            af_packet: true,
+            qdisc_bypass: false,
             reload: None,
             metrics: None,
             control_group: None,
@@ -382,8 +388,12 @@ struct Underlay {
     raw_tx4: Option<RawTx>,
     raw_tx6: Option<RawTx>,
     rxs: Vec<RawRx>,
-    /// Raw mode with rings: one per worker (one fanout group).
+    /// Raw mode with rings: one per worker and IP version (a fanout group per version).
     rings: Vec<PacketRing>,
+    /// Raw mode through `AF_PACKET`: one sender per worker, per IP version (else the raw
+    /// sending sockets).
+    packet_tx4: Vec<PacketTx>,
+    packet_tx6: Vec<PacketTx>,
 }
 
 impl Underlay {
@@ -454,7 +464,7 @@ impl Underlay {
                 );
             }
         }
-        let rings = match opts.packet_ring && !udp && !protocols.is_empty() {
+        let rings = match opts.af_packet && !udp && !protocols.is_empty() {
             true => open_rings(
                 opts,
                 workers,
@@ -465,6 +475,32 @@ impl Underlay {
             ),
             false => Vec::new(),
         };
+        let senders = |want: bool, v6: bool| -> Vec<PacketTx> {
+            if !(want && opts.af_packet && !udp) {
+                return Vec::new();
+            }
+            match (0..workers).map(|_| PacketTx::open(v6, opts.qdisc_bypass)).collect() {
+                Ok(s) => s,
+                Err(e) => {
+                    warn!(
+                        "AF_PACKET sender for IPv{} refused ({e}): sending through the raw socket",
+                        if v6 { 6 } else { 4 }
+                    );
+                    Vec::new()
+                }
+            }
+        };
+        let (packet_tx4, packet_tx6) = (senders(want4, false), senders(want6, true));
+        if !packet_tx4.is_empty() || !packet_tx6.is_empty() {
+            info!(
+                "sending raw IP packets through AF_PACKET to the next hop{}, the raw socket where there is none",
+                if opts.qdisc_bypass {
+                    " (PACKET_QDISC_BYPASS)"
+                } else {
+                    ""
+                }
+            );
+        }
         Ok(Underlay {
             udp4,
             udp6,
@@ -472,11 +508,13 @@ impl Underlay {
             raw_tx6,
             rxs,
             rings,
+            packet_tx4,
+            packet_tx6,
         })
     }
 
     /// Worker `i`'s sender: its UDP socket of each IP version, else the raw sockets.
-    fn sender(&self, i: usize) -> ByFamily<'_> {
+    fn sender<'a>(&'a self, i: usize) -> ByFamily<'a> {
         fn one<'a>(udp: &'a Option<Vec<UdpEncap>>, raw: &'a Option<RawTx>, i: usize) -> Option<&'a dyn UnderlayTx> {
             match (udp, raw) {
                 (Some(u), _) => Some(&u[i] as &dyn UnderlayTx),
@@ -484,9 +522,10 @@ impl Underlay {
                 (None, None) => None,
             }
         }
+        let packet = |p: &'a [PacketTx]| p.get(i).map(|t| t as &dyn UnderlayTx);
         ByFamily {
-            v4: one(&self.udp4, &self.raw_tx4, i),
-            v6: one(&self.udp6, &self.raw_tx6, i),
+            v4: packet(&self.packet_tx4).or_else(|| one(&self.udp4, &self.raw_tx4, i)),
+            v6: packet(&self.packet_tx6).or_else(|| one(&self.udp6, &self.raw_tx6, i)),
         }
     }
 

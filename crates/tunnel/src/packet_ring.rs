@@ -17,7 +17,7 @@
 //! sockets' queues stay empty. IPv4 fragments are reassembled before the ring sees them and
 //! arrive on the ring when they fit; IPv6 fragments reassembled to at most
 //! [`PacketRing::max_len`] bytes are not received in ring mode (the raw sockets filter them
-//! out like the unfragmented packets the ring takes): `--no-packet-ring` for such an underlay.
+//! out like the unfragmented packets the ring takes): `--no-af-packet` for such an underlay.
 //!
 //! The send side stays the raw sockets' `sendmmsg` ([`crate::raw::RawTx`]): an `AF_PACKET`
 //! sender would need the next hop's link-layer address (routing and neighbour resolution) for
