@@ -99,6 +99,10 @@ counters! {
     /// Packets from the TUN device with a bad virtio-net header or a super-packet that cannot
     /// be segmented: dropped.
     tun_offload_errors,
+    /// Packets an `AF_PACKET` receive ring had no free frame for (raw ESP/AH/IPComp, the
+    /// kernel's `PACKET_STATISTICS`): dropped before tunneld saw them, like a full socket
+    /// queue's.
+    underlay_ring_drops,
 }
 
 /// Adds `n` to a counter.

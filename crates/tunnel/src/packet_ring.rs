@@ -38,7 +38,7 @@ use socket2::{Domain, SockFilter, Socket, Type};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// `TPACKET_V2` of linux/if_packet.h's `enum tpacket_versions`.
@@ -291,6 +291,8 @@ pub struct PacketRing {
     next: AtomicUsize,
     max_len: usize,
     wait: Duration,
+    /// Overflows read from the kernel and not yet taken ([`UnderlayRx::take_drops`]).
+    drops: AtomicU64,
 }
 
 // SAFETY: the mapping is owned by the PacketRing (unmapped only in Drop) and shared with the
@@ -376,6 +378,7 @@ impl PacketRing {
             next: AtomicUsize::new(0),
             max_len: filter.max_len,
             wait,
+            drops: AtomicU64::new(0),
         };
         // SAFETY: sockaddr_ll is a plain C struct; all-zero bytes are a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -440,17 +443,51 @@ impl PacketRing {
         self.status(i).store(libc::TP_STATUS_KERNEL, Ordering::Release);
     }
 
-    /// Takes the ready frames from the cursor on, at most [`BATCH`].
+    /// Takes the ready frames from the cursor on, at most [`BATCH`]; reads the kernel's drop
+    /// count when a frame says there were drops (`TP_STATUS_LOSING`).
     fn drain(&self, batch: &mut Batch) -> usize {
         let mut i = self.next.load(Ordering::Relaxed);
         let mut n = 0;
-        while n < BATCH && self.status(i).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0 {
+        let mut losing = false;
+        loop {
+            let status = self.status(i).load(Ordering::Acquire);
+            if n == BATCH || status & libc::TP_STATUS_USER == 0 {
+                break;
+            }
+            losing |= status & libc::TP_STATUS_LOSING != 0;
             self.take(i, batch, n);
             n += 1;
             i = (i + 1) % self.frames;
         }
         self.next.store(i, Ordering::Relaxed);
+        if losing {
+            self.read_drops();
+        }
         n
+    }
+
+    /// Adds the packets the kernel dropped since the last read (`PACKET_STATISTICS`, which
+    /// resets the kernel's counts) to [`drops`](Self::drops).
+    fn read_drops(&self) {
+        let mut st = libc::tpacket_stats {
+            tp_packets: 0,
+            tp_drops: 0,
+        };
+        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: PACKET_STATISTICS on a TPACKET_V2 socket fills a `struct tpacket_stats`;
+        // `st` is one, `len` says its size, and both live across the call.
+        let r = unsafe {
+            libc::getsockopt(
+                self.sock.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats).cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            self.drops.fetch_add(u64::from(st.tp_drops), Ordering::Relaxed);
+        }
     }
 }
 
@@ -483,9 +520,15 @@ impl UnderlayRx for PacketRing {
             return Ok(n);
         }
         if !poll_readable(self.sock.as_raw_fd(), self.wait)? {
+            // Idle: drops at the end of a burst have no later frame to flag them.
+            self.read_drops();
             return Ok(0);
         }
         Ok(self.drain(batch))
+    }
+
+    fn take_drops(&self) -> u64 {
+        self.drops.swap(0, Ordering::Relaxed)
     }
 }
 
