@@ -1,28 +1,27 @@
-//! The batched receive path of raw ESP, AH and IPComp: one `AF_PACKET` socket per worker with
-//! a `TPACKET_V2` receive ring (packet(7), Documentation/networking/packet_mmap.rst) the kernel
-//! copies packets into without a system call per packet, the workers' sockets joined in one
-//! `PACKET_FANOUT_HASH` group (one flow, so one SA's packets, stay on one worker and in order;
-//! `PACKET_FANOUT_FLAG_DEFRAG` reassembles IPv4 fragments before they are handed out). Each
-//! socket takes the packets of every interface (bound to no interface: the underlay is
-//! wherever the routes to the peers go) through a classic BPF filter that passes only
-//! packets addressed to this host (`PACKET_HOST`), to the configured local address, of one
-//! of the wanted IP protocols, unfragmented and at most [`PacketRing::max_len`] bytes long;
-//! `PACKET_IGNORE_OUTGOING` keeps the copies of sent packets out.
+//! The batched receive path of raw ESP, AH and IPComp: per IP version, one `AF_PACKET` socket
+//! per worker with a `TPACKET_V2` receive ring (packet(7), Documentation/networking/
+//! packet_mmap.rst) the kernel copies packets into without a system call per packet, the
+//! workers' sockets joined in one `PACKET_FANOUT_HASH` group (one flow, so one SA's packets,
+//! stay on one worker and in order; `PACKET_FANOUT_FLAG_DEFRAG` reassembles IPv4 fragments
+//! before they are handed out). Each socket is bound to the interface that has the local
+//! address ([`interface_of`]) and to its version's EtherType (so it is handed no other traffic
+//! and none of what is sent), with a classic BPF filter ([`ring_program`]) that passes only
+//! packets addressed to this host (`PACKET_HOST`), to the local address, of one of the wanted
+//! IP protocols, unfragmented and at most [`PacketRing::max_len`] bytes long.
 //!
 //! The raw IP sockets stay open beside the rings ([`crate::raw::RawRx`]): without a socket
 //! for protocol 50 the kernel, which has no XFRM here, would answer every ESP packet with an
 //! ICMP protocol-unreachable. In ring mode each gets a filter ([`raw_filter`]) that keeps only
-//! what the ring does not take, the packets longer than the ring's frames (IPv6 fragments
-//! reassembled into one, jumbo frames), so every packet is received exactly once and the raw
-//! sockets' queues stay empty. IPv4 fragments are reassembled before the ring sees them and
-//! arrive on the ring when they fit; IPv6 fragments reassembled to at most
-//! [`PacketRing::max_len`] bytes are not received in ring mode (the raw sockets filter them
-//! out like the unfragmented packets the ring takes): `--no-af-packet` for such an underlay.
+//! what the ring does not take: packets from other interfaces, and those longer than the
+//! ring's frames (IPv6 fragments reassembled into one, jumbo frames), so every packet is
+//! received exactly once and the raw sockets' queues stay empty. IPv4 fragments are
+//! reassembled before the ring sees them and arrive on the ring when they fit; IPv6 fragments
+//! reassembled to at most [`PacketRing::max_len`] bytes are not received in ring mode (the raw
+//! sockets filter them out like the unfragmented packets the ring takes): `--no-af-packet` for
+//! such an underlay. Ring overflows are read from the kernel (`PACKET_STATISTICS`) and
+//! reported through [`UnderlayRx::take_drops`].
 //!
-//! The send side stays the raw sockets' `sendmmsg` ([`crate::raw::RawTx`]): an `AF_PACKET`
-//! sender would need the next hop's link-layer address (routing and neighbour resolution) for
-//! each peer, and the profile showed receive costs it would not remove (see
-//! docs/performance.md, "Raw ESP").
+//! The send side is [`crate::packet_tx`].
 //!
 //! `unsafe` here: the `setsockopt`s with struct arguments, `bind` with a `sockaddr_ll`, `mmap`
 //! and `munmap` of the ring, and the reads of the ring's frames, which the kernel and this
