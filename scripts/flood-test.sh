@@ -212,6 +212,8 @@ legit_keepalives = a1["daemon"]["udp_keepalives_tx"] - a0["daemon"]["udp_keepali
 got = n1 - n0 - legit_keepalives
 sent = flood["sent"]
 kd = [y - x for x, y in zip(k1, k2)]
+# AF_PACKET ring overflows (raw ESP/AH/IPComp received through rings), counted by tunneld.
+kd.append(b1["daemon"].get("underlay_ring_drops", 0) - b0["daemon"].get("underlay_ring_drops", 0))
 kernel = sum(kd)
 hz = int(hz)
 base_s, flood_s = (cb - c0) / hz, (c2 - c1) / hz
@@ -230,7 +232,7 @@ reasons = {k: v for k, v in reasons.items() if v}
 print(f"flood-test: {p}: sent {sent} packets in {flood['seconds']:.1f} s ({sent / max(flood['seconds'], 1e-9) / 1e3:.0f} kpps; "
       f"{', '.join(f'{k} {v}' for k, v in flood['by_kind'].items())})")
 print(f"flood-test: {p}: counted by tunneld under drop reasons: {got} ({', '.join(f'{k} {v}' for k, v in sorted(reasons.items()))})")
-print(f"flood-test: {p}: dropped by the kernel before tunneld: {kernel} (raw socket queues {kd[0]}, UDP socket queue {kd[1]}, veth {kd[2]})")
+print(f"flood-test: {p}: dropped by the kernel before tunneld: {kernel} (raw socket queues {kd[0]}, UDP socket queue {kd[1]}, veth {kd[2]}, AF_PACKET rings {kd[3]})")
 print(f"flood-test: {p}: VmRSS of B's tunneld {r1} kB before the flood, {r2} kB after ({r2 - r1:+d} kB; limit +{limit} kB)")
 print(f"flood-test: {p}: CPU of B's tunneld: {base_s:.2f} s for the transfer alone, {flood_s:.2f} s with the flood: "
       f"{per:.2f} us per garbage packet; transfer {tb:.2f} s alone, {tf:.2f} s under the flood")

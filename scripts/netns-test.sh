@@ -11,6 +11,14 @@
 #   comp-esp  IPComp (DEFLATE) + ESP tunnel, AES-GCM: compressible pings are compressed (and
 #             counted), small ones go uncompressed, tshark decrypts; iperf3 TCP over IPv6
 #   esp-ah    ESP tunnel + AH on the outer header: AH on the wire, both SAs count every packet
+#   ring      raw ESP received through the AF_PACKET rings and sent through AF_PACKET (the esp, comp-esp, esp-ah and v6
+#             stages use them too, by default): both daemons say they do; an ESP packet sent
+#             as two IPv4 fragments is reassembled and reaches the engine exactly once (once
+#             more a replay); packets longer than the rings' frames (veth and TUN MTU raised)
+#             arrive through the raw sockets, each once; iperf3; what A sends bypasses
+#             netfilter's OUTPUT hook (AF_PACKET, PACKET_QDISC_BYPASS); then the same with
+#             --no-af-packet (the raw-socket fallback), which must not use AF_PACKET and whose
+#             packets all pass OUTPUT
 #   udp       ESP in UDP (RFC 3948) on port 4500, AES-GCM: pings both ways, tshark decodes
 #             udp.port==4500 as ESP and checks every ICV, scapy decrypts every captured frame
 #             and tunneld opens (and answers) what scapy seals as IP()/UDP()/ESP; one
@@ -60,7 +68,7 @@ START=$SECONDS
 NETNS_TAG=netns-test
 . scripts/lib-netns.sh
 IF_POSSIBLE=0
-ALL_STAGES="esp comp-esp esp-ah udp udp-nat flood rekey v6 peers nooffload user"
+ALL_STAGES="esp comp-esp esp-ah ring udp udp-nat flood rekey v6 peers nooffload user"
 STAGES=()
 for arg in "$@"; do
   case " $ALL_STAGES --if-possible " in
@@ -374,6 +382,105 @@ $HELPER esp "$WORK/esp-ah.pcap" --frames 12 \
   --uat "$($HELPER uat examples/tunnel/esp-ah-a.toml esp-ab)" \
   --uat "$($HELPER uat examples/tunnel/esp-ah-a.toml esp-ba)" || fail "esp-ah: tshark did not decrypt every frame"
 stop
+fi
+
+# ---- ring: the AF_PACKET receive rings and the raw-socket fallback --------------------------
+# frag_replay: the first A->B ESP packet of a capture sent again from A as two IPv4 fragments.
+frag_replay() { # PCAP
+  ip netns exec "$NSA" python3 - "$1" "$A4" "$B4" <<'PY' || fail "$V: could not send the fragments"
+import socket, struct, sys
+sys.path.insert(0, "scripts")
+from netns_helper import pcap_ipv4
+pcap, src, dst = sys.argv[1:]
+p = next(p for p in pcap_ipv4(pcap) if p[9] == 50 and socket.inet_ntoa(p[12:16]) == src)
+hl = (p[0] & 15) * 4
+head, body = bytearray(p[:hl]), p[hl:]
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+for off, part, more in ((0, body[:48], 1), (48, body[48:], 0)):
+    h = bytearray(head)
+    struct.pack_into("!HHH", h, 2, hl + len(part), 0x4242, (more << 13) | (off // 8))
+    h[10:12] = b"\0\0"  # the kernel fills in the checksum
+    s.sendto(bytes(h) + part, (dst, 0))
+print(f"netns-test: sent a {len(p)}-byte ESP packet again as two fragments")
+PY
+}
+ring_round() { # FALLBACK(0|1)
+  local fallback=$1
+  for h in a b; do
+    if [ "$fallback" = 1 ]; then
+      ! grep -q 'AF_PACKET' "$WORK/$V-$h.log" || fail "$V: tunneld ($h) used AF_PACKET with --no-af-packet"
+    else
+      grep -q "to 10.99.0.* through [0-9]* AF_PACKET ring(s)" "$WORK/$V-$h.log" || fail "$V: tunneld ($h) does not receive through the rings"
+      grep -q "sending raw IP packets through AF_PACKET" "$WORK/$V-$h.log" || fail "$V: tunneld ($h) does not send through AF_PACKET"
+    fi
+  done
+  # ESP that A sends through the stack passes netfilter's OUTPUT hook and is counted there;
+  # what it sends through AF_PACKET bypasses it.
+  ip netns exec "$NSA" nft -f - <<'NFT'
+table ip ringtest {
+  chain out { type filter hook output priority 0; ip protocol esp counter; }
+}
+NFT
+  cap_start "$WORK/$V.pcap"
+  ping_ok "$NSA" 10.100.0.2 3
+  ping_ok "$NSB" fd00:100::1 3
+  cap_stop
+  expect "pings counted by both daemons" \
+    "A.sas.esp_ab.outbound.packets == B.sas.esp_ab.inbound.packets == 6" \
+    "B.sas.esp_ba.outbound.packets == A.sas.esp_ba.inbound.packets == 6"
+  frag_replay "$WORK/$V.pcap"
+  expect "the fragmented packet reassembled and seen once (a replay)" \
+    "B.sas.esp_ab.inbound.drops.replay == 1" "B.daemon.underlay_rx_packets == 7" \
+    "B.sas.esp_ab.inbound.packets == 6"
+  # Packets longer than the rings' frames (1968 bytes): through the raw sockets.
+  local mtu0
+  mtu0=$(ip -n "$NSA" -o link show ipsec0 | grep -o 'mtu [0-9]*' | cut -d' ' -f2)
+  for ns in "$NSA" "$NSB"; do
+    ip -n "$ns" link set dev "$([ "$ns" = "$NSA" ] && echo "$VA" || echo "$VB")" mtu 4000
+    ip -n "$ns" link set dev ipsec0 mtu 3600
+  done
+  ping_ok "$NSA" 10.100.0.2 2 -s 3000 -M do
+  ping_ok "$NSB" fd00:100::1 2 -s 3000 -M do
+  expect "long packets, each received once" \
+    "A.sas.esp_ab.outbound.packets == B.sas.esp_ab.inbound.packets == 10" \
+    "B.sas.esp_ba.outbound.packets == A.sas.esp_ba.inbound.packets == 10" \
+    "A.daemon.underlay_rx_packets == 10" "B.daemon.underlay_rx_packets == 11"
+  for ns in "$NSA" "$NSB"; do
+    ip -n "$ns" link set dev ipsec0 mtu "$mtu0"
+    ip -n "$ns" link set dev "$([ "$ns" = "$NSA" ] && echo "$VA" || echo "$VB")" mtu 1500
+  done
+  iperf 10.100.0.2 2
+  local da db hooked
+  da=$(rawdrops "$NSA")
+  db=$(rawdrops "$NSB")
+  hooked=$(ip netns exec "$NSA" nft list chain ip ringtest out | grep -o 'packets [0-9]*' | cut -d' ' -f2)
+  ip netns exec "$NSA" nft delete table ip ringtest
+  stop
+  if [ "$fallback" = 1 ]; then
+    expect "every ESP packet A sent went through the stack ($hooked counted in OUTPUT)" \
+      "$hooked >= A.daemon.underlay_tx_packets"
+  else
+    expect "ESP that A sent bypassed the stack (only $hooked counted in OUTPUT)" \
+      "$hooked * 10 < A.daemon.underlay_tx_packets"
+  fi
+  expect "final counters agree" \
+    "A.sas.esp_ab.outbound.packets - A.daemon.underlay_send_errors == B.sas.esp_ab.inbound.packets + $db" \
+    "B.sas.esp_ba.outbound.packets - B.daemon.underlay_send_errors == A.sas.esp_ba.inbound.packets + $da" \
+    "sum(A.engine.inbound_drops.values()) == 0" "sum(B.sas.esp_ab.inbound.drops.values()) == 1" \
+    "A.daemon.udp_runts + B.daemon.udp_runts == 0" "A.sas.esp_ab.outbound.packets > 1000"
+}
+if want ring; then
+mkdir -p "$WORK/ring"
+for h in a b; do cp "examples/tunnel/esp-$h.toml" "$WORK/ring/ring-$h.toml"; done
+start ring "$WORK/ring"
+ring_round 0
+log "ring: AF_PACKET rings: fragments, long packets and iperf3 each received once"
+for h in a b; do cp "examples/tunnel/esp-$h.toml" "$WORK/ring/ringoff-$h.toml"; done
+TUNNELD_ARGS=(--no-af-packet)
+start ringoff "$WORK/ring"
+TUNNELD_ARGS=()
+ring_round 1
+log "ring: the raw-socket fallback (--no-af-packet): the same"
 fi
 
 # ---- udp (ESP in UDP, RFC 3948), directly and through a NAT -------------------------------
@@ -744,6 +851,13 @@ v6_stage() { # VARIANT ORDER TUN_MTU CAPTURE_FILTER IPERF_DST DROPS_FN
   got=$(ip -n "$NSA" -o link show ipsec0 | grep -o 'mtu [0-9]*')
   [ "$got" = "mtu $mtu" ] || fail "$v: TUN MTU is $got, not $mtu (1500 - IPv6 40$([ "$v" = udp6 ] && echo ' - UDP 8') - ESP-GCM 34)"
   cap_start "$WORK/$v.pcap" "$V6B" "$filter"
+  # Raw ESP over IPv6 goes out through AF_PACKET (the ring stage's check, for IPv6): past
+  # netfilter's OUTPUT hook, where only what the raw socket sends is counted.
+  [ "$v" != v6 ] || ip netns exec "$NSA" nft -f - <<'NFT'
+table ip6 v6test {
+  chain out { type filter hook output priority 0; meta l4proto esp counter; }
+}
+NFT
   ping_ok "$NSA" 10.100.0.2 3
   ping_ok "$NSA" fd00:100::2 3
   ping_ok "$NSB" 10.100.0.1 3
@@ -763,10 +877,16 @@ v6_stage() { # VARIANT ORDER TUN_MTU CAPTURE_FILTER IPERF_DST DROPS_FN
     --uat "$($HELPER uat "examples/tunnel/$v-a.toml" esp-ab)" \
     --uat "$($HELPER uat "examples/tunnel/$v-a.toml" esp-ba)" || fail "$v: tshark did not decrypt every frame"
   iperf "$dst" 2
-  local da db
+  local da db hooked=0
   da=$($drops "$NSA")
   db=$($drops "$NSB")
+  if [ "$v" = v6 ]; then
+    hooked=$(ip netns exec "$NSA" nft list chain ip6 v6test out | grep -o 'packets [0-9]*' | cut -d' ' -f2)
+    ip netns exec "$NSA" nft delete table ip6 v6test
+  fi
   stop
+  [ "$v" != v6 ] || expect "IPv6 ESP that A sent bypassed the stack (only $hooked counted in OUTPUT)" \
+    "$hooked * 10 < A.daemon.underlay_tx_packets"
   log "$v: socket queue drops: A $da, B $db"
   expect "final counters agree" \
     "A.sas.esp_ab.outbound.packets - A.daemon.underlay_send_errors == B.sas.esp_ab.inbound.packets + $db" \

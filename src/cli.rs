@@ -152,6 +152,15 @@ pub struct TunneldArgs {
     /// TSO segmentation or GRO coalescing.
     #[arg(long)]
     pub no_offload: bool,
+    /// Raw ESP, AH and IPComp through the raw IP sockets only (default: `[tunnel] af_packet`,
+    /// else on): no `AF_PACKET` receive rings or sender.
+    #[arg(long)]
+    pub no_af_packet: bool,
+    /// Raw ESP, AH and IPComp sent through AF_PACKET skip the interface's qdisc too
+    /// (PACKET_QDISC_BYPASS; default: `[tunnel] qdisc_bypass`, else off): faster, but no
+    /// capture on this host sees them.
+    #[arg(long)]
+    pub qdisc_bypass: bool,
     /// This host's underlay address, IPv4 or IPv6; give it twice for one of each (default:
     /// `[tunnel] local`).
     #[arg(long, value_name = "ADDR")]

@@ -132,6 +132,8 @@ fn main() -> ExitCode {
         on_event: args.on_event,
         workers: args.workers.map(usize::from).or(t.workers).unwrap_or(0),
         offload: !args.no_offload && t.offload.unwrap_or(true),
+        af_packet: !args.no_af_packet && t.af_packet.unwrap_or(true),
+        qdisc_bypass: args.qdisc_bypass || t.qdisc_bypass.unwrap_or(false),
         reload: Some(args.config.clone()),
         user: args.user.clone(),
         metrics: args.metrics,

@@ -88,6 +88,8 @@ struct TunnelToml {
     encap_dport: Option<Spanned<u16>>,
     workers: Option<Spanned<u32>>,
     offload: Option<bool>,
+    af_packet: Option<bool>,
+    qdisc_bypass: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -454,6 +456,8 @@ fn tunnel_config(t: &TunnelToml, lines: &LineIndex, line: usize) -> Result<Tunne
             w => w.as_ref().map(|w| *w.get_ref() as usize),
         },
         offload: t.offload,
+        af_packet: t.af_packet,
+        qdisc_bypass: t.qdisc_bypass,
         line: Some(line),
     })
 }
@@ -1177,7 +1181,7 @@ mod tests {
     fn tunnel_table() {
         assert_eq!(parse(&esp("")).unwrap().tunnel, None);
         let c = parse(&format!(
-            "{}\n[tunnel]\ntun = \"ipsec0\"\nmtu = 1400\nlocal = \"10.99.0.1\"\npeer = \"10.99.0.2\"\nworkers = 3\noffload = false\n",
+            "{}\n[tunnel]\ntun = \"ipsec0\"\nmtu = 1400\nlocal = \"10.99.0.1\"\npeer = \"10.99.0.2\"\nworkers = 3\noffload = false\naf_packet = false\nqdisc_bypass = true\n",
             esp("")
         ))
         .unwrap();
@@ -1187,7 +1191,10 @@ mod tests {
         assert_eq!(t.local, vec![ip("10.99.0.1")]);
         assert_eq!(t.peers, vec![ip("10.99.0.2")]);
         assert_eq!(t.line, Some(8));
-        assert_eq!((t.workers, t.offload), (Some(3), Some(false)));
+        assert_eq!(
+            (t.workers, t.offload, t.af_packet, t.qdisc_bypass),
+            (Some(3), Some(false), Some(false), Some(true))
+        );
         // Every field is optional; the table may come first.
         let c = parse(&format!("[tunnel]\n\n{}", esp(""))).unwrap();
         let t = c.tunnel.unwrap();

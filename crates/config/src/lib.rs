@@ -169,6 +169,13 @@ pub struct TunnelConfig {
     pub workers: Option<usize>,
     /// TUN offloads (TSO/GRO through IFF_VNET_HDR); `None`: on.
     pub offload: Option<bool>,
+    /// Raw ESP, AH and IPComp received through `AF_PACKET` rings (`PACKET_RX_RING`, fanned out
+    /// to the workers) and sent through `AF_PACKET` sockets (`PACKET_QDISC_BYPASS`) rather than
+    /// only the raw IP sockets; `None`: on where the kernel allows.
+    pub af_packet: Option<bool>,
+    /// With `af_packet`: `PACKET_QDISC_BYPASS` on the senders (no qdisc, invisible to captures
+    /// on this host); `None`: off.
+    pub qdisc_bypass: Option<bool>,
     /// The line of the `[tunnel]` header.
     pub line: Option<usize>,
 }

@@ -99,6 +99,10 @@ counters! {
     /// Packets from the TUN device with a bad virtio-net header or a super-packet that cannot
     /// be segmented: dropped.
     tun_offload_errors,
+    /// Packets an `AF_PACKET` receive ring had no free frame for (raw ESP/AH/IPComp, the
+    /// kernel's `PACKET_STATISTICS`): dropped before tunneld saw them, like a full socket
+    /// queue's.
+    underlay_ring_drops,
 }
 
 /// Adds `n` to a counter.
@@ -138,6 +142,6 @@ mod tests {
         let v = serde_json::to_value(s).unwrap();
         assert_eq!(v["not_ip"], 1);
         assert_eq!(v["tun_rx_bytes"], 1500);
-        assert_eq!(v.as_object().unwrap().len(), 28);
+        assert_eq!(v.as_object().unwrap().len(), 29);
     }
 }

@@ -7,6 +7,8 @@
 //! [`run`] returns. The signal handlers ([`Signals`]) are installed by the caller first thing.
 
 use crate::control::{Control, ControlSocket};
+use crate::packet_ring::{self, PacketRing};
+use crate::packet_tx::PacketTx;
 use crate::raw::{RawRx, RawTx};
 use crate::stats;
 use crate::sys;
@@ -68,6 +70,15 @@ pub struct Options {
     /// Ask for TUN offloads (IFF_VNET_HDR, TSO4/TSO6, checksum): TCP super-packets read and
     /// segmented, opened packets coalesced; plain reads if the kernel refuses.
     pub offload: bool,
+    /// Raw ESP, AH and IPComp (no ESP in UDP): receive through one `AF_PACKET` ring per
+    /// worker ([`crate::packet_ring`]) for each IP version with a local address, the raw
+    /// sockets keeping only what a ring cannot take, and send through an `AF_PACKET` socket
+    /// per worker to the next hop ([`crate::packet_tx`]); the raw sockets alone where the
+    /// kernel refuses (or this is off).
+    pub af_packet: bool,
+    /// With [`af_packet`](Self::af_packet): `PACKET_QDISC_BYPASS` on the senders (no qdisc,
+    /// and no capture on this host sees the outgoing packets).
+    pub qdisc_bypass: bool,
     /// The config file SIGHUP reloads ([`Control::reload`]); `None`: SIGHUP is not handled.
     pub reload: Option<PathBuf>,
     /// The group whose members may use the control socket besides root (mode 0660).
@@ -94,6 +105,8 @@ impl Default for Options {
             udp_encap: None,
             workers: 0,
             offload: true,
+            af_packet: true,
+            qdisc_bypass: false,
             reload: None,
             metrics: None,
             control_group: None,
@@ -387,6 +400,12 @@ struct Underlay {
     raw_tx4: Option<RawTx>,
     raw_tx6: Option<RawTx>,
     rxs: Vec<RawRx>,
+    /// Raw mode with rings: one per worker and IP version (a fanout group per version).
+    rings: Vec<PacketRing>,
+    /// Raw mode through `AF_PACKET`: one sender per worker, per IP version (else the raw
+    /// sending sockets).
+    packet_tx4: Vec<PacketTx>,
+    packet_tx6: Vec<PacketTx>,
 }
 
 impl Underlay {
@@ -466,17 +485,57 @@ impl Underlay {
                 );
             }
         }
+        let rings = match opts.af_packet && !udp && !protocols.is_empty() {
+            true => open_rings(
+                opts,
+                workers,
+                want4.then_some(local4).flatten(),
+                want6.then_some(local6),
+                protocols,
+                &rxs,
+            ),
+            false => Vec::new(),
+        };
+        let senders = |want: bool, v6: bool| -> Vec<PacketTx> {
+            if !(want && opts.af_packet && !udp) {
+                return Vec::new();
+            }
+            match (0..workers).map(|_| PacketTx::open(v6, opts.qdisc_bypass)).collect() {
+                Ok(s) => s,
+                Err(e) => {
+                    warn!(
+                        "AF_PACKET sender for IPv{} refused ({e}): sending through the raw socket",
+                        if v6 { 6 } else { 4 }
+                    );
+                    Vec::new()
+                }
+            }
+        };
+        let (packet_tx4, packet_tx6) = (senders(want4, false), senders(want6, true));
+        if !packet_tx4.is_empty() || !packet_tx6.is_empty() {
+            info!(
+                "sending raw IP packets through AF_PACKET to the next hop{}, the raw socket where there is none",
+                if opts.qdisc_bypass {
+                    " (PACKET_QDISC_BYPASS)"
+                } else {
+                    ""
+                }
+            );
+        }
         Ok(Underlay {
             udp4,
             udp6,
             raw_tx4,
             raw_tx6,
             rxs,
+            rings,
+            packet_tx4,
+            packet_tx6,
         })
     }
 
     /// Worker `i`'s sender: its UDP socket of each IP version, else the raw sockets.
-    fn sender(&self, i: usize) -> ByFamily<'_> {
+    fn sender<'a>(&'a self, i: usize) -> ByFamily<'a> {
         fn one<'a>(udp: &'a Option<Vec<UdpEncap>>, raw: &'a Option<RawTx>, i: usize) -> Option<&'a dyn UnderlayTx> {
             match (udp, raw) {
                 (Some(u), _) => Some(&u[i] as &dyn UnderlayTx),
@@ -484,9 +543,10 @@ impl Underlay {
                 (None, None) => None,
             }
         }
+        let packet = |p: &'a [PacketTx]| p.get(i).map(|t| t as &dyn UnderlayTx);
         ByFamily {
-            v4: one(&self.udp4, &self.raw_tx4, i),
-            v6: one(&self.udp6, &self.raw_tx6, i),
+            v4: packet(&self.packet_tx4).or_else(|| one(&self.udp4, &self.raw_tx4, i)),
+            v6: packet(&self.packet_tx6).or_else(|| one(&self.udp6, &self.raw_tx6, i)),
         }
     }
 
@@ -502,6 +562,9 @@ impl Underlay {
                 (format!("underlay{v}-{}", rx.proto()), rx as &dyn UnderlayRx, &tuns[0])
             })
             .collect();
+        for (i, r) in self.rings.iter().enumerate() {
+            readers.push((format!("underlay-ring-{i}"), r, &tuns[i % tuns.len()]));
+        }
         for (v, group) in [("", &self.udp4), ("6", &self.udp6)] {
             if let Some(u) = group {
                 for (i, (s, q)) in u.iter().zip(tuns).enumerate() {
@@ -516,6 +579,65 @@ impl Underlay {
     fn udp_firsts(&self) -> Vec<&UdpEncap> {
         [&self.udp4, &self.udp6].into_iter().flatten().map(|g| &g[0]).collect()
     }
+}
+
+/// Raw mode: per IP version with a local address, one `AF_PACKET` ring per worker on the
+/// interface that has that address (one fanout group per version), taking the `protocols` to
+/// it; the raw sockets of that version then keep, of what comes in on that interface, only
+/// the packets too long for the rings (and all that comes in elsewhere). A version without a
+/// local address stays on the raw sockets: a ring could not tell packets to this host from
+/// packets it forwards. A failure (no CAP_NET_RAW for packet sockets, a kernel before 4.20,
+/// an address on no interface) is logged and leaves that version on the raw sockets.
+fn open_rings(
+    opts: &Options,
+    workers: usize,
+    local4: Option<Ipv4Addr>,
+    local6: Option<Ipv6Addr>,
+    protocols: &[u8],
+    rxs: &[RawRx],
+) -> Vec<PacketRing> {
+    let max_len = packet_ring::max_len_for(opts.underlay_mtu);
+    let mut rings = Vec::new();
+    let locals = [local4.map(IpAddr::V4), local6.map(IpAddr::V6)];
+    for (k, local) in locals.into_iter().flatten().enumerate() {
+        let v6 = local.is_ipv6();
+        let filter = packet_ring::RingFilter {
+            protocols: protocols.to_vec(),
+            local4: local4.filter(|_| !v6),
+            local6: local6.filter(|_| v6),
+            max_len,
+        };
+        // One fanout group per daemon and IP version, its id from the process id (another
+        // daemon's group with the same id makes the join fail, and the raw sockets carry on).
+        let group = (std::process::id() as u16).wrapping_mul(2).wrapping_add(k as u16);
+        let opened = packet_ring::interface_of(local).and_then(|i| {
+            let i = i.ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no interface has {local}")))?;
+            let r: io::Result<Vec<PacketRing>> = (0..workers)
+                .map(|_| PacketRing::open(&filter, i, opts.underlay_mtu, group, WAIT))
+                .collect();
+            Ok((i, r?))
+        });
+        let (ifindex, mut these) = match opened {
+            Ok(x) => x,
+            Err(e) => {
+                warn!("AF_PACKET receive rings for {local} refused ({e}): received on the raw sockets only");
+                continue;
+            }
+        };
+        let mine: Vec<&RawRx> = rxs.iter().filter(|rx| rx.is_v6() == v6).collect();
+        if let Err(e) = mine.iter().try_for_each(|rx| rx.keep_longer_than(ifindex, max_len)) {
+            warn!("filtering the raw sockets for {local} ({e}): received on the raw sockets only");
+            for rx in &mine {
+                let _ = rx.keep_all();
+            }
+            continue;
+        }
+        info!(
+            "receiving raw IP protocols {protocols:?} to {local} through {workers} AF_PACKET ring(s) on interface {ifindex} (packets over {max_len} bytes, and from other interfaces, on the raw sockets)"
+        );
+        rings.append(&mut these);
+    }
+    rings
 }
 
 /// Worker `i`: TUN queue `i` -> engine -> its sender; each receiving socket -> engine -> its

@@ -10,9 +10,12 @@
 //! - The devices, one file each: [`tun`] (the multi-queue TUN device, with its offloads,
 //!   TSO/USO segmentation and GRO, behind [`TunPort`]'s batch interface; [`tun::offload`] is
 //!   sans-IO), [`raw`] (raw IP sockets), [`udp`] (the ESP-in-UDP socket with UDP GSO/GRO and
-//!   the peers' endpoints), [`underlay`] (the underlay's traits), [`outer`] (the IP header a
+//!   the peers' endpoints), [`packet_ring`] (raw ESP/AH/IPComp received through `AF_PACKET`
+//!   rings fanned out to the workers), [`packet_tx`] (and sent through `AF_PACKET` to the
+//!   next hop), [`underlay`] (the underlay's traits), [`outer`] (the IP header a
 //!   socket took off, put back) and [`sys`] (the system calls they share, the interface
-//!   ioctls). `unsafe` is allowed in `sys`, `tun` and `udp` only.
+//!   ioctls). `unsafe` is allowed in `sys`, `tun`, `udp`,
+//!   `packet_ring` and `packet_tx` only.
 //! - The control side: [`daemon`] wires it all together with one worker per core (a TUN
 //!   queue, an outbound thread and, for ESP in UDP, an inbound thread on its own socket
 //!   each), a ticker that sleeps until the engine's next deadline (lifetimes, events, the
@@ -34,6 +37,8 @@ pub mod ike;
 pub mod metrics;
 pub mod outer;
 pub mod packet;
+pub mod packet_ring;
+pub mod packet_tx;
 pub mod raw;
 pub mod sd_notify;
 pub mod stats;

@@ -130,6 +130,26 @@ impl RawRx {
         self.local6.is_some()
     }
 
+    /// Of the packets that come in on interface `ifindex`, keeps only those longer than
+    /// `max_len` bytes, IP header included (what an `AF_PACKET` ring on that interface taking
+    /// packets up to `max_len` bytes leaves to it, [`crate::packet_ring`]); the rest are
+    /// dropped by a socket filter before they are queued. Packets from other interfaces are
+    /// all kept.
+    pub fn keep_longer_than(&self, ifindex: u32, max_len: usize) -> io::Result<()> {
+        // An IPv6 raw socket's filter sees the payload after the header (RFC 3542 3).
+        let seen = if self.is_v6() {
+            max_len.saturating_sub(outer::IPV6_HEADER)
+        } else {
+            max_len
+        };
+        crate::packet_ring::raw_filter(&self.sock, ifindex, seen)
+    }
+
+    /// Keeps every packet again (takes the filter of [`keep_longer_than`](Self::keep_longer_than) off).
+    pub fn keep_all(&self) -> io::Result<()> {
+        self.sock.detach_filter()
+    }
+
     /// Slot `i` of `batch` holds `len` payload bytes after [`outer::IPV6_HEADER`] bytes from
     /// `src`: the header rebuilt, or the slot marked a runt if it cannot be.
     fn rebuild(&self, batch: &mut Batch, i: usize, len: usize, src: IpAddr, local: Ipv6Addr) {

@@ -599,6 +599,7 @@ pub fn run_inbound(t: &Tunnel, rx: &dyn UnderlayRx, tun: &dyn TunIo, stop: &Atom
             Err(e) if is_wait(&e) => {}
             Err(e) => t.read_error(&t.counters.underlay_recv_errors, "reading the underlay", &e),
         }
+        add(&t.counters.underlay_ring_drops, rx.take_drops());
     }
 }
 

@@ -75,4 +75,9 @@ pub trait UnderlayRx: Sync {
     /// peer's current address and port from it, and no other peer's (RFC 3948 NAT
     /// traversal). The default does nothing.
     fn authenticated(&self, _peer: IpAddr, _src: SocketAddr) {}
+    /// Packets the kernel dropped for this receiver since the last call (an `AF_PACKET`
+    /// ring's overflows, [`crate::packet_ring`]); the default: none known.
+    fn take_drops(&self) -> u64 {
+        0
+    }
 }
