@@ -844,6 +844,27 @@ fi
 # MTU counts the 40-byte IPv6 outer header (and the UDP header), pings of both inner families
 # both ways and the largest inner packets (-M do), tshark on the IPv6 veth checks every ESP
 # frame's ICV with the keys, iperf3, and the daemons' counters agree.
+# frag6_replay PCAP: the first A->B ESP packet over IPv6 of a capture sent again from A as two
+# IPv6 fragments (RFC 8200 4.5).
+frag6_replay() {
+  ip netns exec "$NSA" python3 - "$1" <<'PY' || fail "v6: could not send the IPv6 fragments"
+import socket, struct, sys
+sys.path.insert(0, "scripts")
+from netns_helper import pcap_ipv6
+src, dst = socket.inet_pton(socket.AF_INET6, "fd00:99::1"), socket.inet_pton(socket.AF_INET6, "fd00:99::2")
+p = next(p for p in pcap_ipv6(sys.argv[1]) if p[6] == 50 and p[8:24] == src)
+body = p[40:]
+s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+for off, part, more in ((0, body[:48], 1), (48, body[48:], 0)):
+    h = bytearray(p[:40])
+    struct.pack_into("!H", h, 4, 8 + len(part))
+    h[6] = 44  # a Fragment header next, then ESP
+    frag = struct.pack("!BBHI", 50, 0, off | more, 0x4242)
+    s.sendto(bytes(h) + frag + part, ("fd00:99::2", 0))
+print(f"netns-test: sent a {len(p)}-byte ESP packet over IPv6 again as two fragments")
+PY
+}
+
 v6_stage() { # VARIANT ORDER TUN_MTU CAPTURE_FILTER IPERF_DST DROPS_FN
   local v=$1 order=$2 mtu=$3 filter=$4 dst=$5 drops=$6
   start "$v" examples/tunnel "$order"
@@ -872,6 +893,13 @@ NFT
     "A.daemon.underlay_send_errors == B.daemon.underlay_send_errors == 0" \
     "A.daemon.not_to_peer == B.daemon.not_to_peer == 0" \
     "A.daemon.engine_in_drops == B.daemon.engine_in_drops == 0"
+  if [ "$v" = v6 ]; then
+    # An ESP packet fragmented on the way (IPv6 fragments, reassembled by B's kernel) is
+    # received: here the first A->B one again, so B counts one replay.
+    frag6_replay "$WORK/$v.pcap"
+    expect "an IPv6-fragmented ESP packet reassembled and seen once (a replay)" \
+      "B.sas.esp_ab.inbound.drops.replay == 1" "B.sas.esp_ab.inbound.packets == 16"
+  fi
   $HELPER count "$WORK/$v.pcap" "ipv6 && !ip && esp" --frames 32 || fail "$v: not 32 ESP frames over IPv6 on the link"
   $HELPER esp "$WORK/$v.pcap" --frames 32 \
     --uat "$($HELPER uat "examples/tunnel/$v-a.toml" esp-ab)" \

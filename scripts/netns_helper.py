@@ -30,6 +30,17 @@ from typing import Iterator, List, Tuple
 
 def pcap_ipv4(path: str) -> Iterator[bytes]:
     """The IPv4 packets of a classic pcap file with Ethernet (1) or raw IP (101) frames."""
+    return pcap_ip(path, 4)
+
+
+def pcap_ipv6(path: str) -> Iterator[bytes]:
+    """The IPv6 packets of a classic pcap file with Ethernet (1) or raw IP (101) frames."""
+    return pcap_ip(path, 6)
+
+
+def pcap_ip(path: str, version: int) -> Iterator[bytes]:
+    """The IP packets of one version of a classic pcap file (Ethernet or raw IP frames)."""
+    ethertype = b"\x08\x00" if version == 4 else b"\x86\xdd"
     with open(path, "rb") as f:
         data = f.read()
     if len(data) < 24:
@@ -48,12 +59,12 @@ def pcap_ipv4(path: str) -> Iterator[bytes]:
         frame = data[off + 16:off + 16 + incl]
         off += 16 + incl
         if linktype == 1:
-            if len(frame) < 14 or frame[12:14] != b"\x08\x00":
+            if len(frame) < 14 or frame[12:14] != ethertype:
                 continue
             frame = frame[14:]
         elif linktype != 101:
             raise SystemExit(f"{path}: link type {linktype} not handled")
-        if frame and frame[0] >> 4 == 4:
+        if frame and frame[0] >> 4 == version:
             yield frame
 
 

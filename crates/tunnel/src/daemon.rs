@@ -490,7 +490,9 @@ impl Underlay {
                 opts,
                 workers,
                 want4.then_some(local4).flatten(),
-                want6.then_some(local6),
+                // IPv6 is received on the raw sockets (see open_rings: its fragments would be
+                // lost); AF_PACKET sends both versions.
+                None,
                 protocols,
                 &rxs,
             ),
@@ -581,13 +583,16 @@ impl Underlay {
     }
 }
 
-/// Raw mode: per IP version with a local address, one `AF_PACKET` ring per worker on the
-/// interface that has that address (one fanout group per version), taking the `protocols` to
-/// it; the raw sockets of that version then keep, of what comes in on that interface, only
-/// the packets too long for the rings (and all that comes in elsewhere). A version without a
-/// local address stays on the raw sockets: a ring could not tell packets to this host from
-/// packets it forwards. A failure (no CAP_NET_RAW for packet sockets, a kernel before 4.20,
-/// an address on no interface) is logged and leaves that version on the raw sockets.
+/// Raw mode: with an IPv4 local address, one `AF_PACKET` ring per worker on the interface
+/// that has that address (one fanout group), taking the `protocols` to it; the IPv4 raw
+/// sockets then keep, of what comes in on that interface, only the packets too long for the
+/// rings (and all that comes in elsewhere). Without a local address IPv4 stays on the raw
+/// sockets: a ring could not tell packets to this host from packets it forwards. IPv6 stays
+/// on the raw sockets too: the kernel reassembles IPv6 fragments (and walks extension
+/// headers) only for them, and a raw IPv6 socket hands over the payload without saying
+/// whether it came in fragments, so a ring beside it would lose the ESP packets that were
+/// fragmented on the way. A failure (no CAP_NET_RAW for packet sockets, a kernel before 4.20,
+/// an address on no interface) is logged and leaves IPv4 on the raw sockets.
 fn open_rings(
     opts: &Options,
     workers: usize,
