@@ -199,7 +199,7 @@ table() {
     read -r e c cov ft n first last < <(totals "$t")
     files=$(find "$STATE/$t/corpus" -type f 2>/dev/null | wc -l)
     cfiles=$(find "fuzz/corpus/$t" -type f 2>/dev/null | wc -l)
-    bytes=$(du -sk "fuzz/corpus/$t" 2>/dev/null | cut -f1)
+    bytes=$(du -sk --apparent-size "fuzz/corpus/$t" 2>/dev/null | cut -f1)
     if [ -e "$STATE/$t/CRASHED" ]; then
       status="**crashed**"
     elif [ "$(progress "$t")" -ge 1000 ]; then
@@ -217,7 +217,7 @@ table() {
     totale=$((totale + e)); totalc=$((totalc + c))
   done
   echo
-  echo "Goal per target: $(awk -v g="$GOAL_EXECS" 'BEGIN {printf "%g M", g / 1e6}') executions or $((GOAL_CPU / 60)) CPU-minutes. Done: $ndone of $(wc -w <<<"$TARGETS"). Total: $(awk -v e="$totale" 'BEGIN {printf "%.1f M", e / 1e6}') executions, $(awk -v c="$totalc" 'BEGIN {printf "%.1f", c / 3.6e6}') CPU-hours. Committed corpus: $(find fuzz/corpus -type f | wc -l) files, $(du -sk fuzz/corpus | cut -f1) KB. Table written $(date -u '+%F %H:%M UTC') at commit $(commit)."
+  echo "Goal per target: $(awk -v g="$GOAL_EXECS" 'BEGIN {printf "%g M", g / 1e6}') executions or $((GOAL_CPU / 60)) CPU-minutes. Done: $ndone of $(wc -w <<<"$TARGETS"). Total: $(awk -v e="$totale" 'BEGIN {printf "%.1f M", e / 1e6}') executions, $(awk -v c="$totalc" 'BEGIN {printf "%.1f", c / 3.6e6}') CPU-hours. Committed corpus: $(find fuzz/corpus -type f 2>/dev/null | wc -l) files, $(du -sk --apparent-size fuzz/corpus 2>/dev/null | cut -f1) KB. Table written $(date -u '+%F %H:%M UTC') at commit $(commit)."
 }
 
 case "$MODE" in
@@ -262,7 +262,7 @@ if [ "$MODE" = merge ]; then
       old=$(find "fuzz/corpus/$t" -type f | wc -l)
       rm -rf "fuzz/corpus/$t"
       mv "$tmp/new" "fuzz/corpus/$t"
-      echo "fuzz-long: $t: $old files in the repo + $(find "$STATE/$t/corpus" -type f | wc -l) grown -> $(find "fuzz/corpus/$t" -type f | wc -l) ($(du -sk "fuzz/corpus/$t" | cut -f1) KB)$( [ "$big" -gt 0 ] && echo ", $big larger than $MAX_FILE bytes dropped")"
+      echo "fuzz-long: $t: $old files in the repo + $(find "$STATE/$t/corpus" -type f | wc -l) grown -> $(find "fuzz/corpus/$t" -type f | wc -l) ($(du -sk --apparent-size "fuzz/corpus/$t" | cut -f1) KB)$( [ "$big" -gt 0 ] && echo ", $big larger than $MAX_FILE bytes dropped")"
     else
       echo "fuzz-long: $t: merge FAILED, fuzz/corpus/$t unchanged; log:" >&2
       tail -20 "$tmp/merge.log" >&2
