@@ -72,6 +72,10 @@ pub enum CryptoOp {
     IntegrityVerify,
 }
 
+/// How much lower another algorithm's slowest stage must be before the model switches to
+/// it (see [`CostModel::decide`]): 25%.
+pub const ALGORITHM_HYSTERESIS: f64 = 0.25;
+
 /// The share of the throughput probes may cost while the model says "skip" (0.5%).
 pub const PROBE_BUDGET: f64 = 0.005;
 /// The most packets between two probes the budget may ask for.
@@ -771,16 +775,19 @@ impl CostModel {
     pub fn decide(&mut self) -> bool {
         let h = self.config.hysteresis.clamp(0.0, 0.9);
         if self.algorithms > 1 {
-            // The algorithm: the lowest slowest stage, by more than h to switch (a sender
-            // near its limit times its compressions noisily; switching back and forth costs
-            // the worse algorithm's packets each time).
+            // The algorithm: the lowest slowest stage, by more than ALGORITHM_HYSTERESIS (or
+            // h, if larger) to switch. A sender near its limit times its compressions
+            // noisily (a core shared with the receiver and the application inflates them),
+            // and where the choice matters the two differ by far more (LZF against DEFLATE
+            // on a fast link: 2-3x); switching on noise costs the worse algorithm's packets.
+            let hs = h.max(ALGORITHM_HYSTERESIS);
             let on = |a: usize| self.stages_of(a).map(|s| s.on());
             match (on(self.active), on(self.other())) {
                 (None, Some(_)) => {
                     self.active = self.other();
                     self.switches += 1;
                 }
-                (Some(cur), Some(alt)) if alt < cur * (1.0 - h) => {
+                (Some(cur), Some(alt)) if alt < cur * (1.0 - hs) => {
                     self.active = self.other();
                     self.switches += 1;
                     self.since_alternative = 0;
