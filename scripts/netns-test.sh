@@ -67,32 +67,9 @@ cd "$(dirname "$0")/.."
 START=$SECONDS
 NETNS_TAG=netns-test
 . scripts/lib-netns.sh
-IF_POSSIBLE=0
 ALL_STAGES="esp comp-esp esp-ah ring udp udp-nat flood rekey v6 peers nooffload user"
-STAGES=()
-for arg in "$@"; do
-  case " $ALL_STAGES --if-possible " in
-    *" $arg "*) ;;
-    *) fail "unknown stage \`$arg\`: the stages are $ALL_STAGES (none named: all)" ;;
-  esac
-  if [ "$arg" = --if-possible ]; then IF_POSSIBLE=1; else STAGES+=("$arg"); fi
-done
-RAN=()
-# want STAGE: whether STAGE runs (all do when none was named); notes that it did.
-want() {
-  if [ ${#STAGES[@]} -eq 0 ] || [[ " ${STAGES[*]} " == *" $1 "* ]]; then
-    RAN+=("$1")
-    return 0
-  fi
-  return 1
-}
-cannot() {
-  if [ $IF_POSSIBLE -eq 1 ]; then
-    log "skipped: $*"
-    exit 0
-  fi
-  fail "$*"
-}
+# STAGES, IF_POSSIBLE, want (RAN records the stages run) and cannot: scripts/lib-netns.sh.
+parse_stages "$ALL_STAGES" "$@"
 
 [ "$(id -u)" -eq 0 ] || cannot "needs root (network namespaces, TUN devices, raw sockets)"
 [ -c /dev/net/tun ] || cannot "/dev/net/tun is missing"
