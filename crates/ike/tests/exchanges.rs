@@ -353,12 +353,9 @@ fn lost_ike_sa_init_response_is_retransmitted_and_answered_from_state() {
     assert_eq!(responses[0].t.payload, responses[1].t.payload);
 }
 
-/// A retransmitted IKE_SA_INIT that arrives after the IKE_AUTH it preceded (the initiator
-/// moved to port 4500; the copy was delayed on the way): no second responder SA, no answer.
-#[test]
-fn late_ike_sa_init_copy_after_ike_auth_makes_no_second_sa() {
-    let (a, b) = pair(IKE, IKE, ESP, ESP);
-    let mut net = Net::new(a, b);
+/// A initiates; B gets the IKE_SA_INIT request, A the response, B the IKE_AUTH request (its
+/// response left unread). The two requests, for sending again.
+fn init_and_auth(net: &mut Net) -> (Transmit, Transmit) {
     net.a.initiate(net.now, "a2b", &mut net.rng).unwrap();
     let init = net.a.poll_transmit().unwrap();
     net.b
@@ -378,6 +375,16 @@ fn late_ike_sa_init_copy_after_ike_auth_makes_no_second_sa() {
     net.b
         .handle_datagram(net.now, auth.remote, auth.local, &auth.payload, &mut net.rng)
         .unwrap();
+    (init, auth)
+}
+
+/// A retransmitted IKE_SA_INIT that arrives after the IKE_AUTH it preceded (the initiator
+/// moved to port 4500; the copy was delayed on the way): no second responder SA, no answer.
+#[test]
+fn late_ike_sa_init_copy_after_ike_auth_makes_no_second_sa() {
+    let (a, b) = pair(IKE, IKE, ESP, ESP);
+    let mut net = Net::new(a, b);
+    let (init, auth) = init_and_auth(&mut net);
     assert!(net.b.poll_transmit().is_some(), "the IKE_AUTH response");
     while net.b.poll_event().is_some() {}
     let late = net
@@ -392,25 +399,7 @@ fn late_ike_sa_init_copy_after_ike_auth_makes_no_second_sa() {
 fn duplicate_request_gets_the_kept_response() {
     let (a, b) = pair(IKE, IKE, ESP, ESP);
     let mut net = Net::new(a, b);
-    net.a.initiate(net.now, "a2b", &mut net.rng).unwrap();
-    let init = net.a.poll_transmit().unwrap();
-    net.b
-        .handle_datagram(net.now, init.remote, init.local, &init.payload, &mut net.rng)
-        .unwrap();
-    let init_resp = net.b.poll_transmit().unwrap();
-    net.a
-        .handle_datagram(
-            net.now,
-            init_resp.remote,
-            init_resp.local,
-            &init_resp.payload,
-            &mut net.rng,
-        )
-        .unwrap();
-    let auth = net.a.poll_transmit().unwrap();
-    net.b
-        .handle_datagram(net.now, auth.remote, auth.local, &auth.payload, &mut net.rng)
-        .unwrap();
+    let (init, auth) = init_and_auth(&mut net);
     let r1 = net.b.poll_transmit().unwrap();
     net.b
         .handle_datagram(net.now, auth.remote, auth.local, &auth.payload, &mut net.rng)
