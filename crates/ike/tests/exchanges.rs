@@ -384,7 +384,7 @@ fn init_and_auth(net: &mut Net) -> (Transmit, Transmit) {
 fn late_ike_sa_init_copy_after_ike_auth_makes_no_second_sa() {
     let (a, b) = pair(IKE, IKE, ESP, ESP);
     let mut net = Net::new(a, b);
-    let (init, auth) = init_and_auth(&mut net);
+    let (init, _) = init_and_auth(&mut net);
     assert!(net.b.poll_transmit().is_some(), "the IKE_AUTH response");
     while net.b.poll_event().is_some() {}
     let late = net
