@@ -399,7 +399,7 @@ fn late_ike_sa_init_copy_after_ike_auth_makes_no_second_sa() {
 fn duplicate_request_gets_the_kept_response() {
     let (a, b) = pair(IKE, IKE, ESP, ESP);
     let mut net = Net::new(a, b);
-    let (init, auth) = init_and_auth(&mut net);
+    let (_, auth) = init_and_auth(&mut net);
     let r1 = net.b.poll_transmit().unwrap();
     net.b
         .handle_datagram(net.now, auth.remote, auth.local, &auth.payload, &mut net.rng)
