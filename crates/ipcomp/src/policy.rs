@@ -460,7 +460,7 @@ pub struct AlgorithmStatus {
 ///
 /// With several algorithms ([`CostModel::with_algorithms`], index 0 the SA's own), each has
 /// its own compression and decompression costs and ratio on this SA's data; the model
-/// compresses with the one whose slowest stage is lowest (switching only for a 10% gain), and
+/// compresses with the one whose slowest stage is lowest (switching only for a gain of [`ALGORITHM_HYSTERESIS`]), and
 /// keeps the other's figures fresh with probes: while skipping, probes alternate between the
 /// algorithms; while compressing, one packet in [`CostModel::alternative_spacing`] goes out
 /// compressed with the other (a valid packet under its CPI, not a wasted one).
@@ -478,6 +478,8 @@ pub struct CostModel {
     link: LinkEstimator,
     samples: u64,
     skipped_since_probe: u32,
+    /// The algorithm the last probe while skipping used ([`CostModel::take_probe`]).
+    last_probe: usize,
     since_alternative: u32,
     probe_every: u32,
     compressing: bool,
@@ -507,6 +509,7 @@ impl CostModel {
             link: LinkEstimator::default(),
             samples: 0,
             skipped_since_probe: 0,
+            last_probe: 0,
             since_alternative: 0,
             probe_every: config.probe_interval,
             // A configured link: compress until the first measurement says otherwise (the
@@ -692,13 +695,20 @@ impl CostModel {
 
     /// Counts a probe taken while skipping (by the caller's own count of skipped packets,
     /// [`skip_spacing`](Self::skip_spacing)) and says which algorithm it compresses with:
-    /// with several, the one with fewer samples (the other first: it has none at the start).
+    /// with several, one without figures yet first, then each in turn.
     pub fn take_probe(&mut self) -> usize {
         self.skipped_since_probe = 0;
         self.probes += 1;
-        (0..self.algorithms)
-            .min_by_key(|&a| (self.figs[a].samples, usize::from(a == self.active)))
-            .unwrap_or(0)
+        // One without figures first (the other one: the SA's own has a sample by the time
+        // the model skips); after that in turn. Not "the one with fewer samples": after a
+        // long run compressing with one algorithm, that would send every probe to the other
+        // for as many packets, and the first one's figure (perhaps one timed on a busy core)
+        // would never be measured again.
+        let alg = (0..self.algorithms)
+            .find(|&a| self.figs[a].samples == 0)
+            .unwrap_or((self.last_probe + 1) % self.algorithms);
+        self.last_probe = alg;
+        alg
     }
 
     /// While the model skips with its figures complete, the skipped packets between probes
