@@ -300,7 +300,7 @@ if alt:
     head += " model+lzf | / best | its decision (algorithm, switches, flips, probes) |"
     rule += "---:|---:|---|"
 out += ["", head + " `ipsec model` speedup (paper inputs: DEFLATE, 1 KB, RC5-CBC ESP) |", rule + "---:|"]
-short, low, weak, blind, n = [], [], [], [], 0
+short, low, blind, n = [], [], [], 0
 for (link, data) in dict.fromkeys((r["link"], r["data"]) for r in rows):
     a, o, m = (cells.get((link, data, k)) for k in ("always", "off", "model"))
     if None in (a, o, m):
@@ -326,10 +326,7 @@ for (link, data) in dict.fromkeys((r["link"], r["data"]) for r in rows):
     out.append(line + f" {p} |")
     for name, v, k in checked:
         if v < floor * best:
-            # The floor gates "model" (issue #23); "model+lzf" (an alternative algorithm per
-            # SA) is reported: under a loaded core its DEFLATE timings can read high enough
-            # that it skips on a link where compressing pays (docs/adaptive/adaptive.md).
-            (low if name == "model" else weak).append(f"{link}/{data}: {name} {v:.1f} < {floor:.0%} of {best:.1f}")
+            low.append(f"{link}/{data}: {name} {v:.1f} < {floor:.0%} of {best:.1f}")
         if k["samples"] in ("", "0") or k["untimed"] not in ("", "0"):
             blind.append(f"{link}/{data} {name}: samples {k['samples']!r}, untimed {k['untimed']!r}")
 out.append("")
@@ -339,8 +336,6 @@ else:
     out.append(f"Model >= 95% of the better fixed mode in {n - len(short)} of {n} cells" + (": " + "; ".join(short) if short else "."))
 if floor > 0:
     out.append(f"Floor {floor:.0%}: " + ("held in every cell." if not low and n else "MISSED: " + "; ".join(low)))
-if floor > 0 and weak:
-    out.append("BELOW THE FLOOR, reported, not failing (model+lzf): " + "; ".join(weak))
 if blind:
     out.append("MODEL WITHOUT TIMINGS: " + "; ".join(blind))
 # A page with the markers keeps its text: only the table between them is replaced.
