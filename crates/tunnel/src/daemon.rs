@@ -498,6 +498,15 @@ impl Underlay {
             ),
             false => Vec::new(),
         };
+        if let (true, Some(a)) = (rings.is_empty() && want4 && !udp, local4) {
+            // IPv4 on the raw sockets alone (the rings are IPv4 only): no tc filter a killed
+            // tunneld left behind may take their packets.
+            match packet_ring::IngressDrop::remove_stale(a) {
+                Ok(true) => warn!("removed a tc ingress filter a previous tunneld left for {a}"),
+                Ok(false) => {}
+                Err(e) => info!("looking for a stale tc ingress filter for {a}: {e}"),
+            }
+        }
         let senders = |want: bool, v6: bool| -> Vec<PacketTx> {
             if !(want && opts.af_packet && !udp) {
                 return Vec::new();
