@@ -649,7 +649,7 @@ fn open_rings(
         info!(
             "receiving raw IP protocols {protocols:?} to {local} through {workers} AF_PACKET ring(s) on interface {ifindex} (packets over {max_len} bytes, and from other interfaces, on the raw sockets)"
         );
-        if std::env::var("TUNNELD_RING_INGRESS").as_deref().unwrap_or("on") == "on" {
+        if std::env::var("TUNNELD_RING_INGRESS").as_deref() != Ok("off") {
             match packet_ring::IngressDrop::install(ifindex, &filter) {
                 Ok(d) => {
                     info!("the packets the rings take end at interface {ifindex}'s tc ingress (before the IP stack)");

@@ -1,13 +1,19 @@
 //! The batched receive path of raw ESP, AH and IPComp: per IP version, one `AF_PACKET` socket
 //! per worker with a `TPACKET_V2` receive ring (packet(7), Documentation/networking/
 //! packet_mmap.rst) the kernel copies packets into without a system call per packet, the
-//! workers' sockets joined in one `PACKET_FANOUT_HASH` group (one flow, so one SA's packets,
-//! stay on one worker and in order; `PACKET_FANOUT_FLAG_DEFRAG` reassembles IPv4 fragments
-//! before they are handed out). Each socket is bound to the interface that has the local
-//! address ([`interface_of`]) and to its version's EtherType (so it is handed no other traffic
-//! and none of what is sent), with a classic BPF filter ([`ring_program`]) that passes only
-//! packets addressed to this host (`PACKET_HOST`), to the local address, of one of the wanted
-//! IP protocols, unfragmented and at most [`PacketRing::max_len`] bytes long.
+//! workers' sockets joined in one fanout group whose classic BPF program
+//! ([`fanout_program`]) picks the ring from the source address and the SPI (one SA's
+//! packets stay on one worker and in order; `PACKET_FANOUT_FLAG_DEFRAG` reassembles IPv4
+//! fragments before they are handed out; `PACKET_FANOUT_FLAG_IGNORE_OUTGOING`: none of what
+//! is sent). Each socket is bound to the interface that has the local address
+//! ([`interface_of`]) as a tap of every EtherType (taps run before tc ingress), with a
+//! classic BPF filter ([`ring_program`]) that passes only packets addressed to this host
+//! (`PACKET_HOST`), to the local address, of one of the wanted IP protocols, unfragmented and
+//! at most [`PacketRing::max_len`] bytes long. A tc ingress filter ([`IngressDrop`],
+//! [`ingress_program`]: the same checks) then ends those packets before the IP stack, which
+//! would otherwise route each and hand a clone to the raw socket only to be filtered out.
+//! `TUNNELD_RING_INGRESS=off` (environment) binds to the version's EtherType and installs no
+//! tc filter; `TUNNELD_RING_FANOUT=hash` uses `PACKET_FANOUT_HASH` (both for measurements).
 //!
 //! The raw IP sockets stay open beside the rings ([`crate::raw::RawRx`]): without a socket
 //! for protocol 50 the kernel, which has no XFRM here, would answer every ESP packet with an
