@@ -36,6 +36,7 @@
 # base-esp, base-udp, base-cbc are tunneld-* run with $BASE_BIN (another build) instead.
 # Any tunneld variant takes a worker count: tunneld-udp@w1, tunneld-udp@w2 (--workers N;
 # default one per core), and @uring: TUN reads through io_uring (TUNNELD_TUN_URING=on),
+# and @NAME=VALUE: that environment variable for both daemons (tunneld-esp@TUNNELD_X=off),
 # for the scaling figure and before/after:
 #   VARIANTS="tunneld-udp@w1 tunneld-udp@w2" STREAMS=4 sudo -E bash scripts/compare-peers.sh
 #
@@ -191,7 +192,8 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
         case $opt in
           '') ;;
           w[0-9]*) workers=(--workers "${opt#w}") ;;
-          uring) envs=(TUNNELD_TUN_URING=on) ;;
+          uring) envs+=(TUNNELD_TUN_URING=on) ;;
+          [A-Z]*=*) envs+=("$opt") ;; # an environment variable for both daemons
           *) fail "unknown variant option @$opt in $1" ;;
         esac
       done

@@ -391,6 +391,11 @@ ring_round() { # FALLBACK(0|1)
       grep -q "sending raw IP packets through AF_PACKET" "$WORK/$V-$h.log" || fail "$V: tunneld ($h) does not send through AF_PACKET"
     fi
   done
+  # With the rings, tunneld's tc ingress filter (pref 65104) ends the packets they took
+  # before the IP stack; without them (the first daemons' filters removed on exit) none.
+  local tcf
+  tcf=$(ip netns exec "$NSB" tc filter show dev "$VB" ingress 2>/dev/null | grep -c 'pref 65104 bpf.*handle' || true)
+  [ "$tcf" = "$((1 - fallback))" ] || fail "$V: $tcf tc ingress filters of tunneld on B's veth, expected $((1 - fallback))"
   # ESP that A sends through the stack passes netfilter's OUTPUT hook and is counted there;
   # what it sends through AF_PACKET bypasses it.
   ip netns exec "$NSA" nft -f - <<'NFT'

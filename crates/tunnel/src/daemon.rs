@@ -498,6 +498,15 @@ impl Underlay {
             ),
             false => Vec::new(),
         };
+        if let (true, Some(a)) = (rings.is_empty() && want4 && !udp, local4) {
+            // IPv4 on the raw sockets alone (the rings are IPv4 only): no tc filter a killed
+            // tunneld left behind may take their packets.
+            match packet_ring::IngressDrop::remove_stale(a) {
+                Ok(true) => warn!("removed a tc ingress filter a previous tunneld left for {a}"),
+                Ok(false) => {}
+                Err(e) => info!("looking for a stale tc ingress filter for {a}: {e}"),
+            }
+        }
         let senders = |want: bool, v6: bool| -> Vec<PacketTx> {
             if !(want && opts.af_packet && !udp) {
                 return Vec::new();
@@ -640,6 +649,15 @@ fn open_rings(
         info!(
             "receiving raw IP protocols {protocols:?} to {local} through {workers} AF_PACKET ring(s) on interface {ifindex} (packets over {max_len} bytes, and from other interfaces, on the raw sockets)"
         );
+        if std::env::var("TUNNELD_RING_INGRESS").as_deref() != Ok("off") {
+            match packet_ring::IngressDrop::install(ifindex, &filter) {
+                Ok(d) => {
+                    info!("the packets the rings take end at interface {ifindex}'s tc ingress (before the IP stack)");
+                    these[0].hold(d);
+                }
+                Err(e) => info!("no tc ingress filter on interface {ifindex} ({e}): the IP stack sees the packets the rings took too"),
+            }
+        }
         rings.append(&mut these);
     }
     rings

@@ -1,13 +1,19 @@
 //! The batched receive path of raw ESP, AH and IPComp: per IP version, one `AF_PACKET` socket
 //! per worker with a `TPACKET_V2` receive ring (packet(7), Documentation/networking/
 //! packet_mmap.rst) the kernel copies packets into without a system call per packet, the
-//! workers' sockets joined in one `PACKET_FANOUT_HASH` group (one flow, so one SA's packets,
-//! stay on one worker and in order; `PACKET_FANOUT_FLAG_DEFRAG` reassembles IPv4 fragments
-//! before they are handed out). Each socket is bound to the interface that has the local
-//! address ([`interface_of`]) and to its version's EtherType (so it is handed no other traffic
-//! and none of what is sent), with a classic BPF filter ([`ring_program`]) that passes only
-//! packets addressed to this host (`PACKET_HOST`), to the local address, of one of the wanted
-//! IP protocols, unfragmented and at most [`PacketRing::max_len`] bytes long.
+//! workers' sockets joined in one fanout group whose classic BPF program
+//! ([`fanout_program`]) picks the ring from the source address and the SPI (one SA's
+//! packets stay on one worker and in order; `PACKET_FANOUT_FLAG_DEFRAG` reassembles IPv4
+//! fragments before they are handed out; `PACKET_FANOUT_FLAG_IGNORE_OUTGOING`: none of what
+//! is sent). Each socket is bound to the interface that has the local address
+//! ([`interface_of`]) as a tap of every EtherType (taps run before tc ingress), with a
+//! classic BPF filter ([`ring_program`]) that passes only packets addressed to this host
+//! (`PACKET_HOST`), to the local address, of one of the wanted IP protocols, unfragmented and
+//! at most [`PacketRing::max_len`] bytes long. A tc ingress filter ([`IngressDrop`],
+//! [`ingress_program`]: the same checks) then ends those packets before the IP stack, which
+//! would otherwise route each and hand a clone to the raw socket only to be filtered out.
+//! `TUNNELD_RING_INGRESS=off` (environment) binds to the version's EtherType and installs no
+//! tc filter; `TUNNELD_RING_FANOUT=hash` uses `PACKET_FANOUT_HASH` (both for measurements).
 //!
 //! The raw IP sockets stay open beside the rings ([`crate::raw::RawRx`]): without a socket
 //! for protocol 50 the kernel, which has no XFRM here, would answer every ESP packet with an
@@ -88,6 +94,26 @@ const JMP_JEQ_K: u16 = 0x15;
 const JMP_JGT_K: u16 = 0x25;
 const JMP_JSET_K: u16 = 0x45;
 const RET_K: u16 = 0x06;
+const RET_A: u16 = 0x16;
+const LD_W_IND: u16 = 0x40;
+const LDX_B_MSH: u16 = 0xb1;
+const LDX_MEM: u16 = 0x61;
+const ST: u16 = 0x02;
+const TAX: u16 = 0x07;
+const ALU_XOR_X: u16 = 0xac;
+const ALU_RSH_K: u16 = 0x74;
+const ALU_ADD_K: u16 = 0x04;
+/// `SKF_NET_OFF`: an absolute load at this base plus `k` reads at the network header plus `k`
+/// (where the data does not start at the IP header: tc ingress starts at the link-layer one).
+const NET_OFF: u32 = libc::SKF_NET_OFF as u32;
+/// `PACKET_FANOUT_CBPF` of linux/if_packet.h (Linux 4.3): a classic BPF program picks the
+/// socket of the group (its result modulo the number of sockets).
+const PACKET_FANOUT_CBPF: u32 = 6;
+/// `PACKET_FANOUT_FLAG_IGNORE_OUTGOING` of linux/if_packet.h: the group's hook is not
+/// handed the packets this host sends.
+const PACKET_FANOUT_FLAG_IGNORE_OUTGOING: u32 = 0x4000;
+/// `PACKET_FANOUT_DATA` of linux/if_packet.h: sets that program.
+const PACKET_FANOUT_DATA: libc::c_int = 22;
 /// `SKF_AD_OFF + SKF_AD_PKTTYPE`: loads the packet type (`PACKET_HOST` ...).
 const AD_PKTTYPE: u32 = (libc::SKF_AD_OFF + libc::SKF_AD_PKTTYPE) as u32;
 /// `SKF_AD_OFF + SKF_AD_IFINDEX`: loads the index of the interface it came in on.
@@ -126,8 +152,8 @@ fn jump(code: u16, k: u32, jt: To, jf: To) -> Op {
 }
 
 /// The program as `(code, jt, jf, k)`, labels resolved: the checks, then the IPv4 part, then
-/// the IPv6 part, then `ret accept` and `ret 0`.
-fn assemble(head: &[Op], v4: &[Op], v6: &[Op]) -> Vec<(u16, u8, u8, u32)> {
+/// the IPv6 part, then `ret accept` and `ret drop`.
+fn assemble(head: &[Op], v4: &[Op], v6: &[Op], accept_k: u32, drop_k: u32) -> Vec<(u16, u8, u8, u32)> {
     let (at_v4, at_v6) = (head.len(), head.len() + v4.len());
     let accept = at_v6 + v6.len();
     let drop = accept + 1;
@@ -154,26 +180,31 @@ fn assemble(head: &[Op], v4: &[Op], v6: &[Op]) -> Vec<(u16, u8, u8, u32)> {
             out.push((op.code, 0, 0, op.k));
         }
     }
-    out.push((RET_K, 0, 0, u32::MAX));
-    out.push((RET_K, 0, 0, 0));
+    out.push((RET_K, 0, 0, accept_k));
+    out.push((RET_K, 0, 0, drop_k));
     out
 }
 
-/// The ring's filter program for `f` (a `SOCK_DGRAM` packet socket: data starts at the IP
-/// header).
-pub fn ring_program(f: &RingFilter) -> Vec<(u16, u8, u8, u32)> {
-    let head = [
+/// The checks of [`ring_program`], with the packet's IP header at `at` (0, or [`NET_OFF`]);
+/// the length is the packet's (`skb->len`) or, with `ip_len`, the one its IP header gives
+/// (where the data starts before the IP header).
+fn ring_checks(f: &RingFilter, at: u32, ip_len: bool) -> (Vec<Op>, Vec<Op>, Vec<Op>) {
+    let mut head = vec![
         stmt(LD_W_ABS, AD_PKTTYPE),
         jump(JMP_JEQ_K, libc::PACKET_HOST as u32, To::Next, To::Drop),
-        stmt(LD_W_LEN, 0),
-        jump(JMP_JGT_K, f.max_len as u32, To::Drop, To::Next),
-        stmt(LD_B_ABS, 0),
+    ];
+    if !ip_len {
+        head.push(stmt(LD_W_LEN, 0));
+        head.push(jump(JMP_JGT_K, f.max_len as u32, To::Drop, To::Next));
+    }
+    head.extend([
+        stmt(LD_B_ABS, at),
         stmt(ALU_AND_K, 0xf0),
         jump(JMP_JEQ_K, 0x40, To::V4, To::Next),
         jump(JMP_JEQ_K, 0x60, To::V6, To::Drop),
-    ];
-    let protos = |at: u32, ops: &mut Vec<Op>| {
-        ops.push(stmt(LD_B_ABS, at));
+    ]);
+    let protos = |off: u32, ops: &mut Vec<Op>| {
+        ops.push(stmt(LD_B_ABS, at + off));
         for &p in &f.protocols {
             ops.push(jump(JMP_JEQ_K, u32::from(p), To::Accept, To::Next));
         }
@@ -182,10 +213,14 @@ pub fn ring_program(f: &RingFilter) -> Vec<(u16, u8, u8, u32)> {
     let mut v4 = Vec::new();
     match f.local4 {
         Some(a) => {
+            if ip_len {
+                v4.push(stmt(LD_H_ABS, at + 2));
+                v4.push(jump(JMP_JGT_K, f.max_len as u32, To::Drop, To::Next));
+            }
             // More fragments or a fragment offset: a fragment the fanout did not reassemble.
-            v4.push(stmt(LD_H_ABS, 6));
+            v4.push(stmt(LD_H_ABS, at + 6));
             v4.push(jump(JMP_JSET_K, 0x3fff, To::Drop, To::Next));
-            v4.push(stmt(LD_W_ABS, 16));
+            v4.push(stmt(LD_W_ABS, at + 16));
             v4.push(jump(JMP_JEQ_K, u32::from(a), To::Next, To::Drop));
             protos(9, &mut v4);
         }
@@ -194,8 +229,13 @@ pub fn ring_program(f: &RingFilter) -> Vec<(u16, u8, u8, u32)> {
     let mut v6 = Vec::new();
     match f.local6 {
         Some(a) => {
+            if ip_len {
+                v6.push(stmt(LD_H_ABS, at + 4));
+                v6.push(stmt(ALU_ADD_K, 40));
+                v6.push(jump(JMP_JGT_K, f.max_len as u32, To::Drop, To::Next));
+            }
             for (i, w) in a.octets().chunks(4).enumerate() {
-                v6.push(stmt(LD_W_ABS, 24 + 4 * i as u32));
+                v6.push(stmt(LD_W_ABS, at + 24 + 4 * i as u32));
                 let w = u32::from_be_bytes([w[0], w[1], w[2], w[3]]);
                 v6.push(jump(JMP_JEQ_K, w, To::Next, To::Drop));
             }
@@ -204,7 +244,66 @@ pub fn ring_program(f: &RingFilter) -> Vec<(u16, u8, u8, u32)> {
         }
         None => v6.push(jump(JMP_JA, 0, To::Drop, To::Drop)),
     }
-    assemble(&head, &v4, &v6)
+    (head, v4, v6)
+}
+
+/// The ring's filter program for `f` (a `SOCK_DGRAM` packet socket: data starts at the IP
+/// header).
+pub fn ring_program(f: &RingFilter) -> Vec<(u16, u8, u8, u32)> {
+    let (head, v4, v6) = ring_checks(f, 0, false);
+    assemble(&head, &v4, &v6, u32::MAX, 0)
+}
+
+/// `TC_ACT_STOLEN` of linux/pkt_cls.h: the filter took the packet (freed as consumed, not
+/// counted as a drop).
+pub const TC_ACT_STOLEN: u32 = 4;
+/// `TC_ACT_UNSPEC`: not this filter's; the next filter, then the stack, gets it.
+pub const TC_ACT_UNSPEC: u32 = u32::MAX;
+
+/// The tc ingress program (direct action) that ends, after the packet taps, the packets a
+/// ring with filter `f` has taken: [`TC_ACT_STOLEN`] for them, [`TC_ACT_UNSPEC`] for the
+/// rest. The same checks as [`ring_program`], at the network header (tc's data starts at the
+/// link-layer header) and on the length in the IP header (`skb->len` there includes the
+/// link-layer header; the two differ only on padded or malformed packets, which the raw
+/// sockets' filter drops too).
+pub fn ingress_program(f: &RingFilter) -> Vec<(u16, u8, u8, u32)> {
+    let (head, v4, v6) = ring_checks(f, NET_OFF, true);
+    assemble(&head, &v4, &v6, TC_ACT_STOLEN, TC_ACT_UNSPEC)
+}
+
+/// The fanout group's program ([`PACKET_FANOUT_CBPF`]): which ring gets a packet, from the
+/// packet's source address and the first word after the IP header (ESP's SPI, IPComp's CPI),
+/// so one SA's packets stay on one ring and in order. Cheaper per packet than
+/// `PACKET_FANOUT_HASH`, which dissects the flow and runs siphash on it; ESP's flow hash has
+/// no ports anyway, so that put all of one peer's packets on one ring. IPv4 fragments are
+/// reassembled before it runs (`PACKET_FANOUT_FLAG_DEFRAG`); a packet too short for the loads
+/// ends the program with 0 (the first ring).
+pub fn fanout_program() -> Vec<(u16, u8, u8, u32)> {
+    vec![
+        (LD_B_ABS, 0, 0, 0),
+        (ALU_AND_K, 0, 0, 0xf0),
+        (JMP_JEQ_K, 0, 5, 0x40),
+        // IPv4: X = the header length; M[0] = the first word after it; A = the source.
+        (LDX_B_MSH, 0, 0, 0),
+        (LD_W_IND, 0, 0, 0),
+        (ST, 0, 0, 0),
+        (LD_W_ABS, 0, 0, 12),
+        (JMP_JA, 0, 0, 3),
+        // Otherwise (IPv6): the first word after the fixed header; the source's last word.
+        (LD_W_ABS, 0, 0, 40),
+        (ST, 0, 0, 0),
+        (LD_W_ABS, 0, 0, 20),
+        // Mix: A ^= M[0]; A ^= A >> 16; A ^= A >> 8.
+        (LDX_MEM, 0, 0, 0),
+        (ALU_XOR_X, 0, 0, 0),
+        (TAX, 0, 0, 0),
+        (ALU_RSH_K, 0, 0, 16),
+        (ALU_XOR_X, 0, 0, 0),
+        (TAX, 0, 0, 0),
+        (ALU_RSH_K, 0, 0, 8),
+        (ALU_XOR_X, 0, 0, 0),
+        (RET_A, 0, 0, 0),
+    ]
 }
 
 /// The filter for a raw receiving socket beside a ring on interface `ifindex`: every packet
@@ -277,6 +376,202 @@ pub fn interface_of(addr: IpAddr) -> io::Result<Option<u32>> {
     Ok(found)
 }
 
+// tc over rtnetlink (linux/rtnetlink.h, linux/pkt_sched.h, linux/pkt_cls.h).
+const RTM_NEWQDISC: u16 = 36;
+const RTM_NEWTFILTER: u16 = 44;
+const RTM_DELTFILTER: u16 = 45;
+const NLMSG_ERROR: u16 = 2;
+const NLM_F_REQUEST: u16 = 0x1;
+const NLM_F_ACK: u16 = 0x4;
+const NLM_F_REPLACE: u16 = 0x100;
+const NLM_F_EXCL: u16 = 0x200;
+const NLM_F_CREATE: u16 = 0x400;
+const NLA_F_NESTED: u16 = 0x8000;
+const TCA_KIND: u16 = 1;
+const TCA_OPTIONS: u16 = 2;
+const TCA_BPF_OPS_LEN: u16 = 4;
+const TCA_BPF_OPS: u16 = 5;
+const TCA_BPF_NAME: u16 = 7;
+const TCA_BPF_FLAGS: u16 = 8;
+const TCA_BPF_FLAG_ACT_DIRECT: u32 = 1;
+/// `TC_H_CLSACT`: the clsact qdisc's parent; its handle is `TC_H_MAKE(TC_H_CLSACT, 0)`.
+const TC_H_CLSACT: u32 = 0xffff_fff1;
+/// `TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS)`: where ingress filters hang.
+const TC_INGRESS_PARENT: u32 = 0xffff_fff2;
+/// The priority of tunneld's ingress filter: late, so that filters of others run first.
+pub const INGRESS_PRIO: u16 = 0xfe50;
+
+/// A `struct tcmsg` request with `attrs`, flags `flags`.
+fn tc_message(kind: u16, flags: u16, ifindex: u32, handle: u32, parent: u32, info: u32, attrs: &[u8]) -> Vec<u8> {
+    let mut m = vec![0u8; 16];
+    m.extend_from_slice(&[0u8; 4]); // family AF_UNSPEC, padding
+    m.extend_from_slice(&(ifindex as i32).to_ne_bytes());
+    m.extend_from_slice(&handle.to_ne_bytes());
+    m.extend_from_slice(&parent.to_ne_bytes());
+    m.extend_from_slice(&info.to_ne_bytes());
+    m.extend_from_slice(attrs);
+    let len = m.len() as u32;
+    m[0..4].copy_from_slice(&len.to_ne_bytes());
+    m[4..6].copy_from_slice(&kind.to_ne_bytes());
+    m[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_ACK | flags).to_ne_bytes());
+    m
+}
+
+/// One netlink attribute, padded to 4 bytes.
+fn nla(kind: u16, value: &[u8]) -> Vec<u8> {
+    let mut a = Vec::with_capacity(4 + value.len() + 3);
+    a.extend_from_slice(&((4 + value.len()) as u16).to_ne_bytes());
+    a.extend_from_slice(&kind.to_ne_bytes());
+    a.extend_from_slice(value);
+    a.resize(a.len().next_multiple_of(4), 0);
+    a
+}
+
+/// The request that installs (or replaces) the ingress filter: cls_bpf, direct action, with
+/// the classic BPF `prog`, on `ifindex`, for EtherType `proto`, with handle `handle`.
+pub fn ingress_filter_request(ifindex: u32, proto: u16, handle: u32, prog: &[(u16, u8, u8, u32)]) -> Vec<u8> {
+    let mut ops = Vec::with_capacity(prog.len() * 8);
+    for &(code, jt, jf, k) in prog {
+        ops.extend_from_slice(&code.to_ne_bytes());
+        ops.extend_from_slice(&[jt, jf]);
+        ops.extend_from_slice(&k.to_ne_bytes());
+    }
+    let mut options = nla(TCA_BPF_OPS_LEN, &(prog.len() as u16).to_ne_bytes());
+    options.extend(nla(TCA_BPF_OPS, &ops));
+    options.extend(nla(TCA_BPF_NAME, b"tunneld\0"));
+    options.extend(nla(TCA_BPF_FLAGS, &TCA_BPF_FLAG_ACT_DIRECT.to_ne_bytes()));
+    let mut attrs = nla(TCA_KIND, b"bpf\0");
+    attrs.extend(nla(TCA_OPTIONS | NLA_F_NESTED, &options));
+    let info = u32::from(INGRESS_PRIO) << 16 | u32::from(proto.to_be());
+    tc_message(
+        RTM_NEWTFILTER,
+        NLM_F_CREATE | NLM_F_REPLACE,
+        ifindex,
+        handle,
+        TC_INGRESS_PARENT,
+        info,
+        &attrs,
+    )
+}
+
+/// Sends `req` and reads the kernel's acknowledgement: `Ok` or the error it reports.
+fn tc_request(nl: &Socket, req: &[u8]) -> io::Result<()> {
+    use std::io::Read;
+    nl.send(req)?;
+    let mut buf = [0u8; 4096];
+    let n = (&*nl).read(&mut buf)?;
+    let r = &buf[..n];
+    if r.len() < 20 || u16::from_ne_bytes([r[4], r[5]]) != NLMSG_ERROR {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "no netlink acknowledgement"));
+    }
+    match i32::from_ne_bytes([r[16], r[17], r[18], r[19]]) {
+        0 => Ok(()),
+        e => Err(io::Error::from_raw_os_error(-e)),
+    }
+}
+
+/// tunneld's tc ingress filter on one interface ([`ingress_program`]): the packets the rings
+/// took end there, after the packet taps and before the IP stack, which would otherwise route
+/// each one, deliver it to the raw socket of its protocol (a clone, dropped by that socket's
+/// filter) and free it. Removed on drop; a filter left behind by a daemon that was killed is
+/// replaced by the next one for the same address (same handle), or removed with
+/// `tc filter del dev IF ingress pref 65104` (`INGRESS_PRIO`).
+pub struct IngressDrop {
+    nl: Socket,
+    ifindex: u32,
+    handle: u32,
+    proto: u16,
+}
+
+impl IngressDrop {
+    /// Installs the filter for rings with filter `f` on `ifindex` (adding the clsact qdisc
+    /// if the interface has none). Needs CAP_NET_ADMIN, `sch_clsact` and `cls_bpf`.
+    pub fn install(ifindex: u32, f: &RingFilter) -> io::Result<IngressDrop> {
+        let (proto, handle) = match (f.local4, f.local6) {
+            (Some(a), None) => (libc::ETH_P_IP as u16, u32::from(a)),
+            (None, Some(a)) => (
+                libc::ETH_P_IPV6 as u16,
+                u32::from_be_bytes(a.octets()[12..].try_into().unwrap_or([0; 4])),
+            ),
+            _ => (libc::ETH_P_ALL as u16, 1),
+        };
+        let handle = handle.max(1);
+        let nl = Socket::new(
+            Domain::from(libc::AF_NETLINK),
+            Type::DGRAM,
+            Some(socket2::Protocol::from(libc::NETLINK_ROUTE)),
+        )?;
+        nl.set_read_timeout(Some(Duration::from_millis(500)))?;
+        let clsact = tc_message(
+            RTM_NEWQDISC,
+            NLM_F_CREATE | NLM_F_EXCL,
+            ifindex,
+            TC_H_CLSACT & 0xffff_0000,
+            TC_H_CLSACT,
+            0,
+            &nla(TCA_KIND, b"clsact\0"),
+        );
+        match tc_request(&nl, &clsact) {
+            Err(e) if e.raw_os_error() != Some(libc::EEXIST) => return Err(e),
+            _ => {}
+        }
+        tc_request(
+            &nl,
+            &ingress_filter_request(ifindex, proto, handle, &ingress_program(f)),
+        )?;
+        Ok(IngressDrop {
+            nl,
+            ifindex,
+            handle,
+            proto,
+        })
+    }
+
+    /// Removes the filter a killed daemon may have left for `local` (on the interface that
+    /// has it), so that a daemon receiving on the raw sockets alone gets those packets.
+    /// `Ok(true)`: there was one.
+    pub fn remove_stale(local: Ipv4Addr) -> io::Result<bool> {
+        let Some(ifindex) = interface_of(IpAddr::V4(local))? else {
+            return Ok(false);
+        };
+        let nl = Socket::new(
+            Domain::from(libc::AF_NETLINK),
+            Type::DGRAM,
+            Some(socket2::Protocol::from(libc::NETLINK_ROUTE)),
+        )?;
+        nl.set_read_timeout(Some(Duration::from_millis(500)))?;
+        let handle = u32::from(local).max(1);
+        match tc_request(&nl, &delete_request(ifindex, libc::ETH_P_IP as u16, handle)) {
+            Ok(()) => Ok(true),
+            // No clsact qdisc (EINVAL), or no filter of ours on it (ENOENT).
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINVAL)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The request that removes tunneld's ingress filter with `handle` for `proto` on `ifindex`.
+fn delete_request(ifindex: u32, proto: u16, handle: u32) -> Vec<u8> {
+    let info = u32::from(INGRESS_PRIO) << 16 | u32::from(proto.to_be());
+    tc_message(
+        RTM_DELTFILTER,
+        0,
+        ifindex,
+        handle,
+        TC_INGRESS_PARENT,
+        info,
+        &nla(TCA_KIND, b"bpf\0"),
+    )
+}
+
+impl Drop for IngressDrop {
+    fn drop(&mut self) {
+        if let Err(e) = tc_request(&self.nl, &delete_request(self.ifindex, self.proto, self.handle)) {
+            tracing::warn!("removing the tc ingress filter on interface {}: {e}", self.ifindex);
+        }
+    }
+}
+
 /// One worker's `AF_PACKET` socket and its mapped receive ring.
 pub struct PacketRing {
     sock: Socket,
@@ -292,6 +587,8 @@ pub struct PacketRing {
     wait: Duration,
     /// Overflows read from the kernel and not yet taken ([`UnderlayRx::take_drops`]).
     drops: AtomicU64,
+    /// The group's tc ingress filter, held by one of its rings ([`PacketRing::hold`]).
+    ingress: Option<IngressDrop>,
 }
 
 // SAFETY: the mapping is owned by the PacketRing (unmapped only in Drop) and shared with the
@@ -317,6 +614,7 @@ impl PacketRing {
         // One IP version: bound to its EtherType, the socket is a protocol handler of that
         // type only (no copies of other traffic, none of what is sent); both: every packet.
         let ethertype = match (filter.local4, filter.local6) {
+            _ if std::env::var("TUNNELD_RING_INGRESS").as_deref() != Ok("off") => libc::ETH_P_ALL,
             (Some(_), None) => libc::ETH_P_IP,
             (None, Some(_)) => libc::ETH_P_IPV6,
             _ => libc::ETH_P_ALL,
@@ -378,6 +676,7 @@ impl PacketRing {
             max_len: filter.max_len,
             wait,
             drops: AtomicU64::new(0),
+            ingress: None,
         };
         // SAFETY: sockaddr_ll is a plain C struct; all-zero bytes are a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -396,9 +695,59 @@ impl PacketRing {
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
-        let fanout = (libc::PACKET_FANOUT_HASH | libc::PACKET_FANOUT_FLAG_DEFRAG) << 16 | u32::from(group);
-        set_int_option(fd, libc::SOL_PACKET, libc::PACKET_FANOUT, fanout as libc::c_int)?;
+        let cbpf = std::env::var("TUNNELD_RING_FANOUT").as_deref() != Ok("hash");
+        let mode = if cbpf {
+            PACKET_FANOUT_CBPF
+        } else {
+            libc::PACKET_FANOUT_HASH
+        };
+        let fanout = |flags: u32| (mode | libc::PACKET_FANOUT_FLAG_DEFRAG | flags) << 16 | u32::from(group);
+        // The group's own hook is the one the kernel calls, so PACKET_IGNORE_OUTGOING above
+        // does not reach it: without the group's flag, every packet sent on the interface is
+        // cloned and handed to a ring's filter (which drops it: not PACKET_HOST).
+        if ethertype != libc::ETH_P_ALL
+            || set_int_option(
+                fd,
+                libc::SOL_PACKET,
+                libc::PACKET_FANOUT,
+                fanout(PACKET_FANOUT_FLAG_IGNORE_OUTGOING) as libc::c_int,
+            )
+            .is_err()
+        {
+            // Before Linux 6.2 (no such flag): the outgoing packets cost a clone each.
+            set_int_option(fd, libc::SOL_PACKET, libc::PACKET_FANOUT, fanout(0) as libc::c_int)?;
+        }
+        if cbpf {
+            let mut prog: Vec<libc::sock_filter> = fanout_program()
+                .into_iter()
+                .map(|(code, jt, jf, k)| libc::sock_filter { code, jt, jf, k })
+                .collect();
+            let fprog = libc::sock_fprog {
+                len: prog.len() as u16,
+                filter: prog.as_mut_ptr(),
+            };
+            // SAFETY: PACKET_FANOUT_DATA of a PACKET_FANOUT_CBPF group takes a `struct
+            // sock_fprog`; `fprog` is one pointing at `prog`'s `len` instructions, and both
+            // live across the call, which copies them.
+            let r = unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_PACKET,
+                    PACKET_FANOUT_DATA,
+                    (&fprog as *const libc::sock_fprog).cast(),
+                    std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+                )
+            };
+            if r < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
         Ok(ring)
+    }
+
+    /// Keeps `d` (the group's tc ingress filter) until this ring is dropped.
+    pub fn hold(&mut self, d: IngressDrop) {
+        self.ingress = Some(d);
     }
 
     /// The longest packet it takes.
@@ -539,7 +888,13 @@ mod tests {
     /// length and type, AND, the conditional jumps, ja, ret): the programs run on made-up
     /// packets without a kernel. Returns the program's verdict (0: drop).
     fn run(prog: &[(u16, u8, u8, u32)], pkt: &[u8], pkttype: u32, ifindex: u32) -> u32 {
-        let (mut a, mut pc) = (0u32, 0usize);
+        run_at(prog, pkt, pkttype, ifindex, 0)
+    }
+
+    /// [`run`] on a packet whose network header is at `net` (what `SKF_NET_OFF` loads are
+    /// relative to); also the loads, stores and ALU operations of [`fanout_program`].
+    fn run_at(prog: &[(u16, u8, u8, u32)], pkt: &[u8], pkttype: u32, ifindex: u32, net: usize) -> u32 {
+        let (mut a, mut x, mut m, mut pc) = (0u32, 0u32, [0u32; 16], 0usize);
         loop {
             let (code, jt, jf, k) = prog[pc];
             pc += 1;
@@ -547,21 +902,43 @@ mod tests {
                 pkt.get(at..at + n)
                     .map(|b| b.iter().fold(0u32, |x, &y| x << 8 | u32::from(y)))
             };
+            let abs = |k: u32| -> usize {
+                if k >= NET_OFF && k < AD_PKTTYPE.min(AD_IFINDEX) {
+                    net + (k - NET_OFF) as usize
+                } else {
+                    k as usize
+                }
+            };
             match code {
+                LD_W_ABS if k != AD_PKTTYPE && k != AD_IFINDEX => match load(abs(k), 4) {
+                    Some(v) => a = v,
+                    None => return 0,
+                },
+                LD_H_ABS => match load(abs(k), 2) {
+                    Some(v) => a = v,
+                    None => return 0,
+                },
+                LD_B_ABS => match load(abs(k), 1) {
+                    Some(v) => a = v,
+                    None => return 0,
+                },
+                LD_W_IND => match load(x as usize + k as usize, 4) {
+                    Some(v) => a = v,
+                    None => return 0,
+                },
+                LDX_B_MSH => match load(k as usize, 1) {
+                    Some(v) => x = (v & 0xf) * 4,
+                    None => return 0,
+                },
+                ST => m[k as usize] = a,
+                LDX_MEM => x = m[k as usize],
+                TAX => x = a,
+                ALU_XOR_X => a ^= x,
+                ALU_RSH_K => a >>= k,
+                ALU_ADD_K => a = a.wrapping_add(k),
+                RET_A => return a,
                 LD_W_ABS if k == AD_PKTTYPE => a = pkttype,
                 LD_W_ABS if k == AD_IFINDEX => a = ifindex,
-                LD_W_ABS => match load(k as usize, 4) {
-                    Some(v) => a = v,
-                    None => return 0,
-                },
-                LD_H_ABS => match load(k as usize, 2) {
-                    Some(v) => a = v,
-                    None => return 0,
-                },
-                LD_B_ABS => match load(k as usize, 1) {
-                    Some(v) => a = v,
-                    None => return 0,
-                },
                 LD_W_LEN => a = pkt.len() as u32,
                 ALU_AND_K => a &= k,
                 JMP_JA => pc += k as usize,
@@ -661,6 +1038,110 @@ mod tests {
         let prog = ring_program(&f);
         assert_eq!(run(&prog, &v4(50, L4, 0, 100), host, 1), 0);
         assert_ne!(run(&prog, &v6(50, L6, 100), host, 1), 0);
+    }
+
+    /// The tc ingress program, run where tc runs it (an Ethernet header before the IP one),
+    /// ends exactly the packets the ring program takes, and lets the rest on.
+    #[test]
+    fn ingress_program_ends_what_the_ring_takes() {
+        let f = filter();
+        let (ring, tc) = (ring_program(&f), ingress_program(&f));
+        let host = libc::PACKET_HOST as u32;
+        let mut packets = vec![
+            v4(50, L4, 0, 100),
+            v4(51, L4, 0x4000, 1500),
+            v4(108, L4, 0, 1968),
+            v4(50, L4, 0, 1969),
+            v4(50, L4, 0, 9000),
+            v4(17, L4, 0, 100),
+            v4(50, Ipv4Addr::new(10, 98, 0, 3), 0, 100),
+            v4(50, L4, 0x2000, 100),
+            v4(50, L4, 0x0010, 100),
+            v6(50, L6, 100),
+            v6(50, L6, 1968),
+            v6(50, L6, 1969),
+            v6(44, L6, 100),
+            v6(6, L6, 100),
+            vec![0x45],
+            vec![0x50; 60],
+        ];
+        packets.push(Vec::new());
+        for p in &packets {
+            let mut framed = vec![0u8; 14];
+            framed.extend_from_slice(p);
+            for pkttype in [host, libc::PACKET_OTHERHOST as u32, libc::PACKET_BROADCAST as u32] {
+                let taken = run(&ring, p, pkttype, 1) != 0;
+                let verdict = run_at(&tc, &framed, pkttype, 1, 14);
+                let want = if taken { TC_ACT_STOLEN } else { TC_ACT_UNSPEC };
+                // A load past the end aborts a program with 0 (TC_ACT_OK): only for runts,
+                // which the ring does not take either.
+                assert!(
+                    verdict == want || (!taken && verdict == 0 && p.len() < 20),
+                    "packet {:02x?}... ({} bytes), type {pkttype}: ring {taken}, tc {verdict:#x}",
+                    &p[..p.len().min(10)],
+                    p.len()
+                );
+            }
+        }
+    }
+
+    /// The fanout program: one SA's packets always to one ring; other SAs spread over the
+    /// rings; whatever it is given, it ends (runts with 0).
+    #[test]
+    fn fanout_program_keeps_an_sa_on_one_ring() {
+        let prog = fanout_program();
+        let esp = |spi: u32, src: [u8; 4], len: usize| {
+            let mut p = v4(50, L4, 0, len);
+            p[12..16].copy_from_slice(&src);
+            p[20..24].copy_from_slice(&spi.to_be_bytes());
+            p
+        };
+        let pick = |p: &[u8]| run(&prog, p, 0, 1);
+        let a = pick(&esp(0x2001, [10, 98, 0, 1], 100));
+        for len in [60, 1400, 1968] {
+            assert_eq!(pick(&esp(0x2001, [10, 98, 0, 1], len)), a, "same SA, other length");
+        }
+        // With options, the SPI is found after them.
+        let mut opts = esp(0x2001, [10, 98, 0, 1], 104);
+        opts[0] = 0x46;
+        opts.copy_within(20..100, 24);
+        assert_eq!(pick(&opts), a);
+        let mut rings = [0usize; 4];
+        for spi in 0x1000..0x1400u32 {
+            rings[(pick(&esp(spi, [10, 98, 0, 1], 100)) % 4) as usize] += 1;
+        }
+        assert!(rings.iter().all(|&n| n > 150), "SPIs spread over 4 rings: {rings:?}");
+        let mut six = v6(50, L6, 100);
+        six[40..44].copy_from_slice(&0x2001u32.to_be_bytes());
+        assert_eq!(pick(&six), pick(&six.clone()));
+        assert_eq!(pick(&[0x45; 10]), 0, "a runt");
+        assert_eq!(pick(&[]), 0);
+    }
+
+    #[test]
+    fn tc_requests_have_the_rtnetlink_layout() {
+        let prog = ingress_program(&filter());
+        let r = ingress_filter_request(7, libc::ETH_P_IP as u16, 0x0a62_0002, &prog);
+        assert_eq!(u32::from_ne_bytes(r[0..4].try_into().unwrap()) as usize, r.len());
+        assert_eq!(u16::from_ne_bytes([r[4], r[5]]), RTM_NEWTFILTER);
+        let flags = u16::from_ne_bytes([r[6], r[7]]);
+        assert_eq!(flags, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE);
+        assert_eq!(i32::from_ne_bytes(r[20..24].try_into().unwrap()), 7);
+        assert_eq!(u32::from_ne_bytes(r[24..28].try_into().unwrap()), 0x0a62_0002);
+        assert_eq!(u32::from_ne_bytes(r[28..32].try_into().unwrap()), TC_INGRESS_PARENT);
+        let info = u32::from_ne_bytes(r[32..36].try_into().unwrap());
+        assert_eq!(info >> 16, u32::from(INGRESS_PRIO));
+        assert_eq!(u16::from_be((info & 0xffff) as u16), libc::ETH_P_IP as u16);
+        // TCA_KIND "bpf", then the nested options with the program's instructions.
+        assert_eq!(&r[36..44], &[8, 0, 1, 0, b'b', b'p', b'f', 0][..]);
+        let opt_len = u16::from_ne_bytes([r[44], r[45]]) as usize;
+        assert_eq!(u16::from_ne_bytes([r[46], r[47]]), TCA_OPTIONS | NLA_F_NESTED);
+        assert_eq!(44 + opt_len, r.len());
+        assert_eq!(u16::from_ne_bytes([r[52], r[53]]) as usize, prog.len());
+        assert_eq!(u16::from_ne_bytes([r[56], r[57]]) as usize, 4 + 8 * prog.len());
+        let d = delete_request(7, libc::ETH_P_IP as u16, 5);
+        assert_eq!(u16::from_ne_bytes([d[4], d[5]]), RTM_DELTFILTER);
+        assert_eq!(&d[32..36], &r[32..36]);
     }
 
     #[test]
