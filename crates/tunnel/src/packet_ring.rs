@@ -271,7 +271,7 @@ pub fn ingress_program(f: &RingFilter) -> Vec<(u16, u8, u8, u32)> {
     assemble(&head, &v4, &v6, TC_ACT_STOLEN, TC_ACT_UNSPEC)
 }
 
-/// The fanout group's program ([`PACKET_FANOUT_CBPF`]): which ring gets a packet, from the
+/// The fanout group's program (`PACKET_FANOUT_CBPF`): which ring gets a packet, from the
 /// packet's source address and the first word after the IP header (ESP's SPI, IPComp's CPI),
 /// so one SA's packets stay on one ring and in order. Cheaper per packet than
 /// `PACKET_FANOUT_HASH`, which dissects the flow and runs siphash on it; ESP's flow hash has
