@@ -11,8 +11,15 @@
 //! read per queue, one system call per wakeup however many frames it brings), the plain way
 //! where it refuses.
 //!
-//! `unsafe` here: the TUNSETIFF and TUNSETOFFLOAD ioctls, `read(2)`, `write(2)` and
-//! `writev(2)` on the queue's descriptor; each with its `// SAFETY:` comment.
+//! After each batch it moved that carried packets other than TCP, a port gives up the CPU
+//! once (`sched_yield(2)`, see [`yield_allowed`]): the task it just handed packets to (the
+//! peer's reader behind the underlay, or the application reading what was written to the
+//! device) runs before this thread reads more, so under overload a CPU shared by the
+//! pipeline's stages turns over in batches and excess datagrams are dropped at the first
+//! queue (the TUN device's) rather than after every stage has paid for them.
+//!
+//! `unsafe` here: the TUNSETIFF and TUNSETOFFLOAD ioctls, `read(2)`, `write(2)`, `writev(2)`
+//! on the queue's descriptor and `sched_yield(2)`; each with its `// SAFETY:` comment.
 #![allow(unsafe_code)]
 
 pub mod offload;
@@ -75,6 +82,48 @@ pub fn uring_allowed() -> bool {
     *ALLOWED.get_or_init(|| matches!(std::env::var("TUNNELD_TUN_URING").as_deref(), Ok("on" | "1" | "yes")))
 }
 
+/// Whether a [`TunPort`] gives up the CPU (`sched_yield(2)`) after each batch it read or
+/// wrote that carried a packet other than TCP ([`yields_for`]): yes unless the environment
+/// says `TUNNELD_TUN_YIELD=off` (or `0`, `no`).
+///
+/// Why (issue #20, docs/performance.md "Small packets"): when the stages of a packet's path
+/// share CPUs (the sending application, both daemons' threads, the receiving application;
+/// on the 2-vCPU test machine all of them), a stage that keeps the CPU for its whole time
+/// slice hands its consumer far more than the consumer's socket holds (an iperf3 receiver's
+/// 208 KiB buffer is 256 small datagrams), so most of what both daemons sealed and opened was
+/// dropped at the end. Yielding after each batch lets the task just woken run first, so the
+/// stages take turns batch by batch and what cannot be carried is dropped at the TUN queue,
+/// before any work is spent on it. Where nothing else is runnable on the CPU the call
+/// returns at once (one system call per batch).
+///
+/// Not after batches of TCP alone: TCP's windows already pace the sender to the receiver, so
+/// nothing is thrown away at the end, and a yield per batch only added context switches
+/// (measured: 15-20% less TCP goodput, 15% more CPU per GB).
+pub fn yield_allowed() -> bool {
+    static ALLOWED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALLOWED.get_or_init(|| !matches!(std::env::var("TUNNELD_TUN_YIELD").as_deref(), Ok("off" | "0" | "no")))
+}
+
+/// Whether a batch of these packets is followed by a yield ([`yield_allowed`]): whether any
+/// of them is not TCP (IPv4 protocol or IPv6 first next header other than 6; anything that
+/// is not IPv4 or IPv6 counts as not TCP).
+pub fn yields_for<'p>(mut packets: impl Iterator<Item = &'p [u8]>) -> bool {
+    packets.any(|p| {
+        let proto = match p.first().map(|b| b >> 4) {
+            Some(4) => p.get(9),
+            Some(6) => p.get(6),
+            _ => None,
+        };
+        proto != Some(&6)
+    })
+}
+
+/// Gives up the CPU to any other runnable task on it (see [`yield_allowed`]).
+fn yield_cpu() {
+    // SAFETY: sched_yield(2) takes no arguments and touches no memory of ours.
+    unsafe { libc::sched_yield() };
+}
+
 /// Where a frame read from the device is: [`TunPort`]'s own buffer, or a buffer of the
 /// io_uring reader (given back once the frame is used).
 #[derive(Debug, Clone, Copy)]
@@ -116,6 +165,11 @@ pub struct TunPort<'a> {
     gro: Option<Coalescer>,
     uring: Option<UringReader>,
     uring_state: Uring,
+    /// Whether to give up the CPU after each batch moved ([`yield_allowed`]).
+    yields: bool,
+    /// Whether the last [`read_batch`](Self::read_batch) brought packets other than TCP (so
+    /// the next one first lets their consumers run).
+    moved: bool,
     /// Tests: read through io_uring whatever the environment says.
     #[cfg(test)]
     force_uring: bool,
@@ -142,6 +196,8 @@ impl<'a> TunPort<'a> {
             }),
             uring: None,
             uring_state: Uring::Untried,
+            yields: yield_allowed(),
+            moved: false,
             #[cfg(test)]
             force_uring: false,
         }
@@ -241,7 +297,22 @@ impl<'a> TunPort<'a> {
     /// cannot be used is counted in `c` (bad virtio-net headers and super-packets as offload
     /// errors, the super-packets cut as GSO packets); a read error after the first packet is
     /// counted and ends the batch; on the first it is returned (the caller counts it).
+    ///
+    /// When the previous call brought packets other than TCP (which the caller has sent on
+    /// since), it first gives up the CPU once ([`yield_allowed`]).
     pub fn read_batch(&mut self, b: &mut Batch, c: &DaemonCounters) -> io::Result<usize> {
+        if std::mem::take(&mut self.moved) {
+            yield_cpu();
+        }
+        let r = self.read_any(b, c);
+        if let Ok(n) = r {
+            self.moved = self.yields && yields_for((0..n).map(|i| b.packet(i)));
+        }
+        r
+    }
+
+    /// [`read_batch`](Self::read_batch) without the yield.
+    fn read_any(&mut self, b: &mut Batch, c: &DaemonCounters) -> io::Result<usize> {
         self.uring_setup();
         if self.gro.is_some() {
             return self.read_vnet(b, c);
@@ -385,8 +456,18 @@ impl<'a> TunPort<'a> {
     /// packets of one flow (their order kept) are coalesced into super-packets the kernel
     /// takes whole (GRO): TCP always, UDP where the device takes USO ([`TunIo::uso`]). A UDP
     /// super-packet the device refuses (EINVAL) is written again datagram by datagram, and
-    /// UDP is not coalesced on this port from then on.
+    /// UDP is not coalesced on this port from then on. Then, when there were packets other
+    /// than TCP, it gives up the CPU once ([`yield_allowed`]): the application they woke
+    /// reads them before this thread opens more.
     pub fn write_batch(&mut self, packets: &[&[u8]], c: &DaemonCounters) {
+        self.write_all(packets, c);
+        if self.yields && yields_for(packets.iter().copied()) {
+            yield_cpu();
+        }
+    }
+
+    /// [`write_batch`](Self::write_batch) without the yield.
+    fn write_all(&mut self, packets: &[&[u8]], c: &DaemonCounters) {
         let Some(gro) = &mut self.gro else {
             for p in packets {
                 match self.dev.send(p) {
