@@ -22,7 +22,9 @@
 #           to 1400; udp64 is the small-packet test): the median packets per second received
 #           (iperf3's receiver side: packets minus lost, over its seconds), the median CPU
 #           microseconds per received packet of the tunnel processes (both ends, as above)
-#           and the median loss.
+#           and the median loss. With DURATION >= 5, pings 100 ms apart through the tunnel
+#           from 2 s into the transfer to 1 s before its end: the round trip under that load
+#           (a separate table: median, 99th percentile, loss).
 #   ping    light load: 400 pings through the tunnel, 5 ms apart (`ping -i 0.005`): the median
 #           and 99th-percentile round trip in microseconds, and the loss.
 #
@@ -279,11 +281,20 @@ measure_udp() { # VARIANT LEN REP: one iperf3 UDP run of LEN-byte payloads, unli
   local srv=$!
   BG+=("$srv")
   wait_tcp_listen 10 "the iperf3 server" "$NSB" 5201
-  local c0 c1 rc=0
+  local c0 c1 rc=0 pinger=''
+  if [ "$DURATION" -ge 5 ]; then
+    (sleep 2 && exec ip netns exec "$NSA" ping -n -c $(((DURATION - 3) * 10)) -i 0.1 -W 1 "$TARGET") >"$WORK/ping-load.txt" 2>&1 &
+    pinger=$!
+    BG+=("$pinger")
+  fi
   c0=$(cpu_ticks "${PIDS[@]}")
   timeout $((DURATION + 30)) ip netns exec "$NSA" iperf3 -c "$TARGET" -p 5201 -u -b 0 -l "$len" -t "$DURATION" -J >"$WORK/iperf.json" 2>&1 || rc=$?
   c1=$(cpu_ticks "${PIDS[@]}")
   wait "$srv" || true
+  if [ -n "$pinger" ]; then
+    wait "$pinger" || true
+    ping_stats "$WORK/ping-load.txt" "$v" "udp${len}ping" "$rep" $(((DURATION - 3) * 10)) >>"$OUT" || true
+  fi
   [ $rc -eq 0 ] || fail "$v: iperf3 -u failed: $(grep -m1 '"error"' "$WORK/iperf.json" || tail -n 3 "$WORK/iperf.json")"
   python3 - "$WORK/iperf.json" "$v" "udp$len" "$rep" $((c1 - c0)) "$(getconf CLK_TCK)" >>"$OUT" <<'EOF'
 import json, sys
@@ -299,18 +310,23 @@ EOF
   log "$(tail -n1 "$OUT")"
 }
 
+ping_stats() { # FILE VARIANT KIND REP SENT: a line "VARIANT KIND REP median-us p99-us loss-%"
+  python3 - "$@" <<'EOF'
+import re, statistics, sys
+f, v, kind, rep, sent = sys.argv[1:6]
+rtt = sorted(float(x) * 1e3 for x in re.findall(r"time=([0-9.]+) ms", open(f).read()))
+if not rtt:
+    print(f"{v} {kind} {rep} 0 0 100.0")
+    sys.exit()
+p99 = rtt[min(len(rtt) - 1, int(0.99 * len(rtt)))]
+print(f"{v} {kind} {rep} {statistics.median(rtt):.0f} {p99:.0f} {100 * (1 - len(rtt) / int(sent)):.1f}")
+EOF
+}
+
 measure_ping() { # VARIANT REP: 400 pings 5 ms apart; appends the median and p99 RTT (µs), loss
   local v=$1 rep=$2
   ip netns exec "$NSA" timeout 30 ping -n -c 400 -i 0.005 -W 1 "$TARGET" >"$WORK/ping.txt" 2>&1 || true
-  python3 - "$WORK/ping.txt" "$v" "$rep" >>"$OUT" <<'EOF'
-import re, statistics, sys
-t = open(sys.argv[1]).read()
-rtt = sorted(float(x) * 1e3 for x in re.findall(r"time=([0-9.]+) ms", t))
-if not rtt:
-    sys.exit(f"{sys.argv[2]}: no ping came back")
-p99 = rtt[min(len(rtt) - 1, int(0.99 * len(rtt)))]
-print(f"{sys.argv[2]} ping {sys.argv[3]} {statistics.median(rtt):.0f} {p99:.0f} {100 * (1 - len(rtt) / 400):.1f}")
-EOF
+  ping_stats "$WORK/ping.txt" "$v" ping "$rep" 400 >>"$OUT"
   log "$(tail -n1 "$OUT")"
 }
 
@@ -356,7 +372,7 @@ for v, n, rep, a, b, c in rows:
         order.append(v)
     data.setdefault((v, n), []).append((float(a), float(b), float(c)))
 streams = sorted({n for _, n in data if n.isdigit()}, key=int)
-udps = sorted({n for _, n in data if n.startswith("udp")}, key=lambda n: int(n[3:]))
+udps = sorted({n for _, n in data if n.startswith("udp") and n[3:].isdigit()}, key=lambda n: int(n[3:]))
 med = lambda xs, k: statistics.median(x[k] for x in xs)
 print(open(sys.argv[1]).readline().strip())
 if streams:
@@ -383,12 +399,14 @@ for u in udps:
             continue
         cpu = "-" if v == "veth" else f"{med(xs, 1):.2f}"
         print(f"| {v} | {med(xs, 0):.1f} | {cpu} | {med(xs, 2):.1f} |")
-if any(n == "ping" for _, n in data):
+for kind, what in [("ping", "light load")] + [(u + "ping", f"under UDP {u[3:]} B at full rate") for u in udps]:
+    if not any(n == kind for _, n in data):
+        continue
     print()
-    print("| variant | ping, light load: median RTT µs | 99th percentile µs | loss % |")
+    print(f"| variant | ping, {what}: median RTT µs | 99th percentile µs | loss % |")
     print("|---|---|---|---|")
     for v in order:
-        xs = data.get((v, "ping"), [])
+        xs = data.get((v, kind), [])
         if xs:
             print(f"| {v} | {med(xs, 0):.0f} | {med(xs, 1):.0f} | {med(xs, 2):.1f} |")
 if sys.argv[2]:

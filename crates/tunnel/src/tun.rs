@@ -11,12 +11,12 @@
 //! read per queue, one system call per wakeup however many frames it brings), the plain way
 //! where it refuses.
 //!
-//! After each batch it moved that carried packets other than TCP, a port gives up the CPU
-//! once (`sched_yield(2)`, see [`yield_allowed`]): the task it just handed packets to (the
-//! peer's reader behind the underlay, or the application reading what was written to the
-//! device) runs before this thread reads more, so under overload a CPU shared by the
-//! pipeline's stages turns over in batches and excess datagrams are dropped at the first
-//! queue (the TUN device's) rather than after every stage has paid for them.
+//! After each batch it read that carried packets other than TCP, a port gives up the CPU
+//! once before reading more (`sched_yield(2)`, see [`yield_allowed`]): the stages after it
+//! (the peer's reader behind the underlay, the application behind the peer) run before it
+//! takes in more, so under overload a CPU shared by the pipeline's stages drains it in turn
+//! and excess datagrams are dropped at the first queue (the TUN device's) rather than after
+//! every stage has paid for them.
 //!
 //! `unsafe` here: the TUNSETIFF and TUNSETOFFLOAD ioctls, `read(2)`, `write(2)`, `writev(2)`
 //! on the queue's descriptor and `sched_yield(2)`; each with its `// SAFETY:` comment.
@@ -82,26 +82,35 @@ pub fn uring_allowed() -> bool {
     *ALLOWED.get_or_init(|| matches!(std::env::var("TUNNELD_TUN_URING").as_deref(), Ok("on" | "1" | "yes")))
 }
 
-/// Whether a [`TunPort`] gives up the CPU (`sched_yield(2)`) after each batch it read or
-/// wrote that carried a packet other than TCP ([`yields_for`]): yes unless the environment
-/// says `TUNNELD_TUN_YIELD=off` (or `0`, `no`).
+/// Whether a [`TunPort`] gives up the CPU (`sched_yield(2)`) after each batch it read that
+/// carried a packet other than TCP ([`yields_for`]), before reading the next: yes unless the
+/// environment says `TUNNELD_TUN_YIELD=off` (or `0`, `no`).
 ///
 /// Why (issue #20, docs/performance.md "Small packets"): when the stages of a packet's path
 /// share CPUs (the sending application, both daemons' threads, the receiving application;
-/// on the 2-vCPU test machine all of them), a stage that keeps the CPU for its whole time
-/// slice hands its consumer far more than the consumer's socket holds (an iperf3 receiver's
-/// 208 KiB buffer is 256 small datagrams), so most of what both daemons sealed and opened was
-/// dropped at the end. Yielding after each batch lets the task just woken run first, so the
-/// stages take turns batch by batch and what cannot be carried is dropped at the TUN queue,
-/// before any work is spent on it. Where nothing else is runnable on the CPU the call
-/// returns at once (one system call per batch).
+/// on the 2-vCPU test machine all of them), the TUN reader, whose queue never runs dry under
+/// a flood, kept the CPU for whole time slices and handed the stages after it far more than
+/// they could take: the peer opened it and wrote it to an application whose socket holds
+/// 256 small datagrams (an iperf3 receiver's 208 KiB), and most of what both daemons sealed
+/// and opened was dropped there. Yielding after each batch read lets the stages after it
+/// drain first, so what cannot be carried is dropped at the TUN queue, before any work is
+/// spent on it (64-byte UDP: 2x the packets received, a third of the CPU per received
+/// packet, and a lower round trip under that load). Where nothing else is runnable on the
+/// CPU the call returns at once (one system call per batch).
 ///
 /// Not after batches of TCP alone: TCP's windows already pace the sender to the receiver, so
 /// nothing is thrown away at the end, and a yield per batch only added context switches
-/// (measured: 15-20% less TCP goodput, 15% more CPU per GB).
+/// (measured: 15-20% less TCP goodput, 15% more CPU per GB). Not after writes to the device
+/// either: measured, that starved the opening thread, whose socket then filled (8 MiB: a
+/// round trip of 40 ms under load instead of 0.2).
 pub fn yield_allowed() -> bool {
     static ALLOWED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ALLOWED.get_or_init(|| !matches!(std::env::var("TUNNELD_TUN_YIELD").as_deref(), Ok("off" | "0" | "no")))
+    *ALLOWED.get_or_init(|| yield_setting(std::env::var("TUNNELD_TUN_YIELD").ok().as_deref()))
+}
+
+/// [`yield_allowed`] from the variable's value (unset: yes).
+fn yield_setting(v: Option<&str>) -> bool {
+    !matches!(v, Some("off" | "0" | "no"))
 }
 
 /// Whether a batch of these packets is followed by a yield ([`yield_allowed`]): whether any
@@ -165,7 +174,7 @@ pub struct TunPort<'a> {
     gro: Option<Coalescer>,
     uring: Option<UringReader>,
     uring_state: Uring,
-    /// Whether to give up the CPU after each batch moved ([`yield_allowed`]).
+    /// Whether to give up the CPU after each batch read ([`yield_allowed`]).
     yields: bool,
     /// Whether the last [`read_batch`](Self::read_batch) brought packets other than TCP (so
     /// the next one first lets their consumers run).
@@ -456,18 +465,8 @@ impl<'a> TunPort<'a> {
     /// packets of one flow (their order kept) are coalesced into super-packets the kernel
     /// takes whole (GRO): TCP always, UDP where the device takes USO ([`TunIo::uso`]). A UDP
     /// super-packet the device refuses (EINVAL) is written again datagram by datagram, and
-    /// UDP is not coalesced on this port from then on. Then, when there were packets other
-    /// than TCP, it gives up the CPU once ([`yield_allowed`]): the application they woke
-    /// reads them before this thread opens more.
+    /// UDP is not coalesced on this port from then on.
     pub fn write_batch(&mut self, packets: &[&[u8]], c: &DaemonCounters) {
-        self.write_all(packets, c);
-        if self.yields && yields_for(packets.iter().copied()) {
-            yield_cpu();
-        }
-    }
-
-    /// [`write_batch`](Self::write_batch) without the yield.
-    fn write_all(&mut self, packets: &[&[u8]], c: &DaemonCounters) {
         let Some(gro) = &mut self.gro else {
             for p in packets {
                 match self.dev.send(p) {
@@ -837,6 +836,27 @@ mod tests {
                 assert_eq!(dev.frames.lock().unwrap().len(), 28, "no UDP super-packet tried again");
             }
         }
+    }
+
+    /// Issue #20: the yield after a batch read is for anything but TCP alone, and
+    /// `TUNNELD_TUN_YIELD=off` turns it off.
+    #[test]
+    fn yields_after_batches_with_datagrams_only() {
+        let udp = datagram(4000, 1);
+        let mut tcp = udp.clone();
+        tcp[9] = 6;
+        let mut tcp6 = vec![0x60, 0, 0, 0, 0, 20, 6, 64];
+        tcp6.resize(60, 0);
+        let mut udp6 = tcp6.clone();
+        udp6[6] = 17;
+        let yields = |ps: &[&[u8]]| yields_for(ps.iter().copied());
+        assert!(!yields(&[&tcp, &tcp6, &tcp]), "TCP alone");
+        assert!(!yields(&[]), "nothing read");
+        assert!(yields(&[&tcp, &udp]), "a UDP datagram among TCP");
+        assert!(yields(&[&udp6]), "IPv6 UDP");
+        assert!(yields(&[&[0x45, 0, 0]]), "a runt counts as not TCP");
+        assert!(yield_setting(None) && yield_setting(Some("on")));
+        assert!(!yield_setting(Some("off")) && !yield_setting(Some("0")) && !yield_setting(Some("no")));
     }
 
     /// Runs `f` on a thread of its own in a network namespace of its own, so the addresses
