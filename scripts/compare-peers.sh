@@ -22,7 +22,11 @@
 #           to 1400; udp64 is the small-packet test): the median packets per second received
 #           (iperf3's receiver side: packets minus lost, over its seconds), the median CPU
 #           microseconds per received packet of the tunnel processes (both ends, as above)
-#           and the median loss.
+#           and the median loss. With DURATION >= 5, pings 100 ms apart through the tunnel
+#           from 2 s into the transfer to 1 s before its end: the round trip under that load
+#           (a separate table: median, 99th percentile, loss).
+#   ping    light load: 400 pings through the tunnel, 5 ms apart (`ping -i 0.005`): the median
+#           and 99th-percentile round trip in microseconds, and the loss.
 #
 # The raw figures are kept in $OUT (default /tmp/compare-peers.txt).
 #
@@ -35,9 +39,9 @@
 #
 # base-esp, base-udp, base-cbc are tunneld-* run with $BASE_BIN (another build) instead.
 # Any tunneld variant takes a worker count: tunneld-udp@w1, tunneld-udp@w2 (--workers N;
-# default one per core), and @uring: TUN reads through io_uring (TUNNELD_TUN_URING=on),
-# and @NAME=VALUE: that environment variable for both daemons (tunneld-esp@TUNNELD_X=off),
-# for the scaling figure and before/after:
+# default one per core), @uring: TUN reads through io_uring (TUNNELD_TUN_URING=on), and
+# @NAME=VALUE: tunneld run with that TUNNELD_* variable in its environment (e.g.
+# tunneld-udp@TUNNELD_TUN_YIELD=off), for the scaling figure and before/after:
 #   VARIANTS="tunneld-udp@w1 tunneld-udp@w2" STREAMS=4 sudo -E bash scripts/compare-peers.sh
 #
 # Installs what is missing: iperf3 and wireguard-tools (apt), wireguard-go (go install, into
@@ -64,8 +68,8 @@ BORINGTUN_VERSION=${BORINGTUN_VERSION:-0.6.0}
 [[ $DURATION =~ ^[0-9]+$ && $DURATION -ge 1 && $DURATION -le 120 ]] || fail "DURATION: 1 to 120 seconds"
 [[ $REPS =~ ^[0-9]+$ && $REPS -ge 1 && $REPS -le 10 ]] || fail "REPS: 1 to 10"
 for t in $TRAFFIC; do
-  [[ $t == tcp || ($t =~ ^udp([0-9]+)$ && ${BASH_REMATCH[1]} -ge 16 && ${BASH_REMATCH[1]} -le 1400) ]] ||
-    fail "TRAFFIC: tcp and udpN (N from 16 to 1400), not $t"
+  [[ $t == tcp || $t == ping || ($t =~ ^udp([0-9]+)$ && ${BASH_REMATCH[1]} -ge 16 && ${BASH_REMATCH[1]} -le 1400) ]] ||
+    fail "TRAFFIC: tcp, ping and udpN (N from 16 to 1400), not $t"
 done
 mkdir -p "$TOOLS"
 
@@ -183,8 +187,9 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
       TARGET=$B4
       ;;
     tunneld-* | base-*)
-      # KIND[@wN][@uring]: tunneld-udp@w1 runs tunneld-udp with --workers 1; @uring with
-      # TUNNELD_TUN_URING=on (TUN reads through io_uring, not one read(2) each).
+      # KIND[@wN][@uring][@TUNNELD_X=V]: tunneld-udp@w1 runs tunneld-udp with --workers 1;
+      # @uring with TUNNELD_TUN_URING=on (TUN reads through io_uring, not one read(2) each);
+      # @TUNNELD_X=V with that variable set.
       local spec=${1#*-} bin=$BIN kind workers=() envs=() opts=() opt
       kind=${spec%%@*}
       IFS=@ read -r -a opts <<<"${spec#"$kind"}"
@@ -193,7 +198,7 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
           '') ;;
           w[0-9]*) workers=(--workers "${opt#w}") ;;
           uring) envs+=(TUNNELD_TUN_URING=on) ;;
-          [A-Z]*=*) envs+=("$opt") ;; # an environment variable for both daemons
+          TUNNELD_[A-Z_]*=*) envs+=("$opt") ;; # a TUNNELD_* variable for both daemons
           *) fail "unknown variant option @$opt in $1" ;;
         esac
       done
@@ -276,11 +281,20 @@ measure_udp() { # VARIANT LEN REP: one iperf3 UDP run of LEN-byte payloads, unli
   local srv=$!
   BG+=("$srv")
   wait_tcp_listen 10 "the iperf3 server" "$NSB" 5201
-  local c0 c1 rc=0
+  local c0 c1 rc=0 pinger=''
+  if [ "$DURATION" -ge 5 ]; then
+    (sleep 2 && exec ip netns exec "$NSA" ping -n -c $(((DURATION - 3) * 10)) -i 0.1 -W 1 "$TARGET") >"$WORK/ping-load.txt" 2>&1 &
+    pinger=$!
+    BG+=("$pinger")
+  fi
   c0=$(cpu_ticks "${PIDS[@]}")
   timeout $((DURATION + 30)) ip netns exec "$NSA" iperf3 -c "$TARGET" -p 5201 -u -b 0 -l "$len" -t "$DURATION" -J >"$WORK/iperf.json" 2>&1 || rc=$?
   c1=$(cpu_ticks "${PIDS[@]}")
   wait "$srv" || true
+  if [ -n "$pinger" ]; then
+    wait "$pinger" || true
+    ping_stats "$WORK/ping-load.txt" "$v" "udp${len}ping" "$rep" $(((DURATION - 3) * 10)) >>"$OUT" || true
+  fi
   [ $rc -eq 0 ] || fail "$v: iperf3 -u failed: $(grep -m1 '"error"' "$WORK/iperf.json" || tail -n 3 "$WORK/iperf.json")"
   python3 - "$WORK/iperf.json" "$v" "udp$len" "$rep" $((c1 - c0)) "$(getconf CLK_TCK)" >>"$OUT" <<'EOF'
 import json, sys
@@ -296,6 +310,26 @@ EOF
   log "$(tail -n1 "$OUT")"
 }
 
+ping_stats() { # FILE VARIANT KIND REP SENT: a line "VARIANT KIND REP median-us p99-us loss-%"
+  python3 - "$@" <<'EOF'
+import re, statistics, sys
+f, v, kind, rep, sent = sys.argv[1:6]
+rtt = sorted(float(x) * 1e3 for x in re.findall(r"time=([0-9.]+) ms", open(f).read()))
+if not rtt:
+    print(f"{v} {kind} {rep} 0 0 100.0")
+    sys.exit()
+p99 = rtt[min(len(rtt) - 1, int(0.99 * len(rtt)))]
+print(f"{v} {kind} {rep} {statistics.median(rtt):.0f} {p99:.0f} {100 * (1 - len(rtt) / int(sent)):.1f}")
+EOF
+}
+
+measure_ping() { # VARIANT REP: 400 pings 5 ms apart; appends the median and p99 RTT (µs), loss
+  local v=$1 rep=$2
+  ip netns exec "$NSA" timeout 30 ping -n -c 400 -i 0.005 -W 1 "$TARGET" >"$WORK/ping.txt" 2>&1 || true
+  ping_stats "$WORK/ping.txt" "$v" ping "$rep" 400 >>"$OUT"
+  log "$(tail -n1 "$OUT")"
+}
+
 have() {
   case $1 in
     wireguard-go) [ -x "$WG_GO" ] ;;
@@ -307,7 +341,7 @@ have() {
 # ---- the runs -----------------------------------------------------------------------------
 read -r -a VS <<<"$VARIANTS"
 : >"$OUT"
-echo "# variant streams rep mbit/s cpu-s/GB retransmits | variant udpN rep kpps cpu-us/packet loss-% ($(date -u +%FT%TZ), $(git rev-parse --short HEAD 2>/dev/null || echo ?), ${DURATION}s)" >>"$OUT"
+echo "# variant streams rep mbit/s cpu-s/GB retransmits | variant udpN rep kpps cpu-us/packet loss-% | variant ping rep median-us p99-us loss-% ($(date -u +%FT%TZ), $(git rev-parse --short HEAD 2>/dev/null || echo ?), ${DURATION}s)" >>"$OUT"
 MISSING=()
 for v in "${VS[@]}"; do have "$v" || MISSING+=("$v"); done
 for rep in $(seq "$REPS"); do
@@ -319,6 +353,8 @@ for rep in $(seq "$REPS"); do
     for t in $TRAFFIC; do
       if [ "$t" = tcp ]; then
         for n in $STREAMS; do measure "$v" "$n" "$rep"; done
+      elif [ "$t" = ping ]; then
+        measure_ping "$v" "$rep"
       else
         measure_udp "$v" "${t#udp}" "$rep"
       fi
@@ -335,8 +371,8 @@ for v, n, rep, a, b, c in rows:
     if v not in order:
         order.append(v)
     data.setdefault((v, n), []).append((float(a), float(b), float(c)))
-streams = sorted({n for _, n in data if not n.startswith("udp")}, key=int)
-udps = sorted({n for _, n in data if n.startswith("udp")}, key=lambda n: int(n[3:]))
+streams = sorted({n for _, n in data if n.isdigit()}, key=int)
+udps = sorted({n for _, n in data if n.startswith("udp") and n[3:].isdigit()}, key=lambda n: int(n[3:]))
 med = lambda xs, k: statistics.median(x[k] for x in xs)
 print(open(sys.argv[1]).readline().strip())
 if streams:
@@ -363,6 +399,16 @@ for u in udps:
             continue
         cpu = "-" if v == "veth" else f"{med(xs, 1):.2f}"
         print(f"| {v} | {med(xs, 0):.1f} | {cpu} | {med(xs, 2):.1f} |")
+for kind, what in [("ping", "light load")] + [(u + "ping", f"under UDP {u[3:]} B at full rate") for u in udps]:
+    if not any(n == kind for _, n in data):
+        continue
+    print()
+    print(f"| variant | ping, {what}: median RTT µs | 99th percentile µs | loss % |")
+    print("|---|---|---|---|")
+    for v in order:
+        xs = data.get((v, kind), [])
+        if xs:
+            print(f"| {v} | {med(xs, 0):.0f} | {med(xs, 1):.0f} | {med(xs, 2):.1f} |")
 if sys.argv[2]:
     print(f"missing (not installed): {sys.argv[2]}")
 EOF
