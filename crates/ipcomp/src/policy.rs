@@ -94,7 +94,7 @@ impl Ewma {
     /// `CONFIG_IRQ_TIME_ACCOUNTING`, which charges softirq work to the thread it interrupts)
     /// the network's softirqs. In tunneld at 100 Mbit/s about half of all compressions carried
     /// such work, up to 4x their own time (DEFLATE 1,426-byte packets: 10th percentile 28
-    /// ns/B, median 39, 90th 60-80, 99th 110-136), while an operation's own cost varies little.
+    /// ns/B, median 29-39, 90th 60-80, 99th 110-136), while an operation's own cost varies little.
     /// So the estimate is a low one: a sample below it moves it halfway down to the sample; a
     /// sample above raises it by 1/8 of the excess, at most by 1/64 (1.6%), however far above.
     /// Interference, frequent or large, cannot lift it far (on those timings it stayed within
@@ -467,9 +467,9 @@ pub struct AlgorithmStatus {
 ///
 /// With several algorithms ([`CostModel::with_algorithms`], index 0 the SA's own), each has
 /// its own compression and decompression costs and ratio on this SA's data; the model
-/// compresses with the one whose slowest stage is lowest (switching only for a gain of [`ALGORITHM_HYSTERESIS`]), and
-/// keeps the other's figures fresh with probes: while skipping, probes alternate between the
-/// algorithms; while compressing, one packet in [`CostModel::alternative_spacing`] goes out
+/// compresses with the one whose slowest stage is lowest (switching only for a gain of
+/// [`ALGORITHM_HYSTERESIS`]), and keeps the other's figures fresh with probes: while skipping,
+/// probes take the algorithms in turn; while compressing, one packet in [`CostModel::alternative_spacing`] goes out
 /// compressed with the other (a valid packet under its CPI, not a wasted one).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CostModel {
