@@ -40,6 +40,7 @@ pub mod packet;
 pub mod packet_ring;
 pub mod packet_tx;
 pub mod raw;
+mod rtnetlink;
 pub mod sd_notify;
 pub mod stats;
 pub mod sys;

@@ -29,9 +29,10 @@
 
 use crate::packet::BATCH;
 use crate::raw::RawTx;
+use crate::rtnetlink::{self, NLMSG_ERROR, NLM_F_REQUEST};
 use crate::sys::set_int_option;
 use crate::underlay::UnderlayTx;
-use socket2::{Domain, Protocol, Socket, Type};
+use socket2::{Domain, Socket, Type};
 use std::io::{self, Read};
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
@@ -42,8 +43,6 @@ use std::time::{Duration, Instant};
 pub const REFRESH: Duration = Duration::from_secs(1);
 
 // rtnetlink (linux/netlink.h, linux/rtnetlink.h, linux/neighbour.h).
-const NLMSG_ERROR: u16 = 2;
-const NLM_F_REQUEST: u16 = 1;
 const RTM_NEWROUTE: u16 = 24;
 const RTM_GETROUTE: u16 = 26;
 const RTM_NEWNEIGH: u16 = 28;
@@ -73,21 +72,8 @@ pub struct NextHop {
 }
 
 fn nl_message(kind: u16, seq: u32, body: &[u8], attrs: &[(u16, &[u8])]) -> Vec<u8> {
-    let mut m = vec![0u8; 16];
-    m.extend_from_slice(body);
-    for (t, v) in attrs {
-        let len = 4 + v.len();
-        m.extend_from_slice(&(len as u16).to_ne_bytes());
-        m.extend_from_slice(&t.to_ne_bytes());
-        m.extend_from_slice(v);
-        m.resize(m.len().next_multiple_of(4), 0);
-    }
-    let len = m.len() as u32;
-    m[0..4].copy_from_slice(&len.to_ne_bytes());
-    m[4..6].copy_from_slice(&kind.to_ne_bytes());
-    m[6..8].copy_from_slice(&NLM_F_REQUEST.to_ne_bytes());
-    m[8..12].copy_from_slice(&seq.to_ne_bytes());
-    m
+    let attrs: Vec<u8> = attrs.iter().flat_map(|(t, v)| rtnetlink::nla(*t, v)).collect();
+    rtnetlink::message(kind, NLM_F_REQUEST, seq, body, &attrs)
 }
 
 /// A route request for `dst`: `rtmsg` with the family and a full-length destination.
@@ -267,12 +253,7 @@ impl PacketTx {
         if bypass {
             set_int_option(sock.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, 1)?;
         }
-        let nl = Socket::new(
-            Domain::from(libc::AF_NETLINK),
-            Type::DGRAM,
-            Some(Protocol::from(libc::NETLINK_ROUTE)),
-        )?;
-        nl.set_read_timeout(Some(Duration::from_millis(200)))?;
+        let nl = rtnetlink::socket(Duration::from_millis(200))?;
         let fallback = if v6 { RawTx::open_v6()? } else { RawTx::open()? };
         Ok(PacketTx {
             sock,

@@ -4,13 +4,12 @@
 //! (linux/rtnetlink.h, linux/pkt_sched.h, linux/pkt_cls.h).
 
 use super::*;
+use crate::rtnetlink::{self, nla, NLMSG_ERROR, NLM_F_REQUEST};
 
 // tc over rtnetlink (linux/rtnetlink.h, linux/pkt_sched.h, linux/pkt_cls.h).
 const RTM_NEWQDISC: u16 = 36;
 const RTM_NEWTFILTER: u16 = 44;
 const RTM_DELTFILTER: u16 = 45;
-const NLMSG_ERROR: u16 = 2;
-const NLM_F_REQUEST: u16 = 0x1;
 const NLM_F_ACK: u16 = 0x4;
 const NLM_F_REPLACE: u16 = 0x100;
 const NLM_F_EXCL: u16 = 0x200;
@@ -30,30 +29,14 @@ const TC_INGRESS_PARENT: u32 = 0xffff_fff2;
 /// The priority of tunneld's ingress filter: late, so that filters of others run first.
 pub const INGRESS_PRIO: u16 = 0xfe50;
 
-/// A `struct tcmsg` request with `attrs`, flags `flags`.
+/// A `struct tcmsg` request with `attrs`, flags `flags` (and the acknowledgement asked for).
 fn tc_message(kind: u16, flags: u16, ifindex: u32, handle: u32, parent: u32, info: u32, attrs: &[u8]) -> Vec<u8> {
-    let mut m = vec![0u8; 16];
-    m.extend_from_slice(&[0u8; 4]); // family AF_UNSPEC, padding
-    m.extend_from_slice(&(ifindex as i32).to_ne_bytes());
-    m.extend_from_slice(&handle.to_ne_bytes());
-    m.extend_from_slice(&parent.to_ne_bytes());
-    m.extend_from_slice(&info.to_ne_bytes());
-    m.extend_from_slice(attrs);
-    let len = m.len() as u32;
-    m[0..4].copy_from_slice(&len.to_ne_bytes());
-    m[4..6].copy_from_slice(&kind.to_ne_bytes());
-    m[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_ACK | flags).to_ne_bytes());
-    m
-}
-
-/// One netlink attribute, padded to 4 bytes.
-fn nla(kind: u16, value: &[u8]) -> Vec<u8> {
-    let mut a = Vec::with_capacity(4 + value.len() + 3);
-    a.extend_from_slice(&((4 + value.len()) as u16).to_ne_bytes());
-    a.extend_from_slice(&kind.to_ne_bytes());
-    a.extend_from_slice(value);
-    a.resize(a.len().next_multiple_of(4), 0);
-    a
+    let mut tcmsg = [0u8; 20]; // family AF_UNSPEC and padding, then:
+    tcmsg[4..8].copy_from_slice(&(ifindex as i32).to_ne_bytes());
+    tcmsg[8..12].copy_from_slice(&handle.to_ne_bytes());
+    tcmsg[12..16].copy_from_slice(&parent.to_ne_bytes());
+    tcmsg[16..20].copy_from_slice(&info.to_ne_bytes());
+    rtnetlink::message(kind, NLM_F_REQUEST | NLM_F_ACK | flags, 0, &tcmsg, attrs)
 }
 
 /// The request that installs (or replaces) the ingress filter: cls_bpf, direct action, with
@@ -125,12 +108,7 @@ impl IngressDrop {
             _ => (libc::ETH_P_ALL as u16, 1),
         };
         let handle = handle.max(1);
-        let nl = Socket::new(
-            Domain::from(libc::AF_NETLINK),
-            Type::DGRAM,
-            Some(socket2::Protocol::from(libc::NETLINK_ROUTE)),
-        )?;
-        nl.set_read_timeout(Some(Duration::from_millis(500)))?;
+        let nl = rtnetlink::socket(Duration::from_millis(500))?;
         let clsact = tc_message(
             RTM_NEWQDISC,
             NLM_F_CREATE | NLM_F_EXCL,
@@ -163,12 +141,7 @@ impl IngressDrop {
         let Some(ifindex) = interface_of(IpAddr::V4(local))? else {
             return Ok(false);
         };
-        let nl = Socket::new(
-            Domain::from(libc::AF_NETLINK),
-            Type::DGRAM,
-            Some(socket2::Protocol::from(libc::NETLINK_ROUTE)),
-        )?;
-        nl.set_read_timeout(Some(Duration::from_millis(500)))?;
+        let nl = rtnetlink::socket(Duration::from_millis(500))?;
         let handle = u32::from(local).max(1);
         match tc_request(&nl, &delete_request(ifindex, libc::ETH_P_IP as u16, handle)) {
             Ok(()) => Ok(true),
