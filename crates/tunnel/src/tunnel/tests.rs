@@ -310,6 +310,14 @@ fn udp4(src: [u8; 4], dst: [u8; 4], tag: u8) -> Vec<u8> {
     out
 }
 
+/// Puts `packets` into `batch`'s first slots as packets read from a device.
+fn load<'p>(batch: &mut Batch, packets: impl IntoIterator<Item = &'p [u8]>) {
+    for (i, p) in packets.into_iter().enumerate() {
+        batch.recv_area(i)[..p.len()].copy_from_slice(p);
+        batch.set(i, p.len(), RxKind::Packet, None);
+    }
+}
+
 // ---- tests ------------------------------------------------------------------------------
 
 #[test]
@@ -678,10 +686,7 @@ fn batches_go_through_and_everything_in_them_is_counted() {
     // Outbound: a batch of IPv4, IPv6 and garbage, sealed in one call.
     let inner = [ping4(1, 56), vec![0x00; 30], ping6(2, 1200), ping4(3, 1400)];
     let mut batch = Batch::new();
-    for (i, p) in inner.iter().enumerate() {
-        batch.recv_area(i)[..p.len()].copy_from_slice(p);
-        batch.set(i, p.len(), RxKind::Packet, None);
-    }
+    load(&mut batch, inner.iter().map(Vec::as_slice));
     let wire = FakeWire::default();
     a.outbound_batch(&mut batch, inner.len(), &wire);
     let sent = wire.take();
@@ -773,10 +778,7 @@ fn offloads_segment_on_the_way_out_and_coalesce_on_the_way_in() {
     assert_eq!(sealed.len(), 18);
     assert!(sealed.iter().all(|(p, _)| p.len() <= 1200 + 40 + 20 + 40));
     let mut batch = Batch::new();
-    for (i, (p, _)) in sealed.iter().enumerate() {
-        batch.recv_area(i)[..p.len()].copy_from_slice(p);
-        batch.set(i, p.len(), RxKind::Packet, None);
-    }
+    load(&mut batch, sealed.iter().map(|(p, _)| p.as_slice()));
     b.inbound_batch(&mut batch, sealed.len(), &wire, &mut TunPort::new(&tun_b));
     let w = tun_b.written();
     assert_eq!(w.len(), 2, "the ping alone, the 17 segments as one");

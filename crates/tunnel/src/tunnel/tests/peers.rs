@@ -101,10 +101,7 @@ fn sealed_packets_go_to_the_peer_their_outermost_sa_tunnels_to() {
         udp4([10, 100, 0, 1], [10, 100, 2, 8], 4),
     ];
     let mut batch = Batch::new();
-    for (i, p) in inner.iter().enumerate() {
-        batch.recv_area(i)[..p.len()].copy_from_slice(p);
-        batch.set(i, p.len(), RxKind::Packet, None);
-    }
+    load(&mut batch, inner.iter().map(Vec::as_slice));
     let wire = FakeWire::default();
     a.outbound_batch(&mut batch, inner.len(), &wire);
     let sent = wire.take();
