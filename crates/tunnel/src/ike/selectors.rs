@@ -1,0 +1,315 @@
+//! A negotiated child SA pair as the engine's SAs and policies (sans-IO): the keys per
+//! direction, the UDP encapsulation ports, and traffic-selector ranges (RFC 7296 3.13.1) as
+//! the SPD's prefixes.
+use super::IKE_PREFIX;
+use ipsec_core::sa::{Keyed, Mode, Proto, SaParams, Tunnel as Endpoints};
+use ipsec_core::{AeadAlg, EncAlg, IntegAlg};
+use ipsec_engine::{Limits, PortRange, Prefix, SaConfig, Selector};
+use ipsec_ike::alg::{Encr, Integ};
+use ipsec_ike::ts::TrafficSelector;
+use ipsec_ike::ChildSaInfo;
+use std::net::IpAddr;
+
+/// The engine's algorithms and keys for one direction of a child SA.
+fn keyed(params: &mut SaParams, encr: Encr, integ: Option<Integ>, ek: &[u8], ik: &[u8]) -> Result<(), String> {
+    match encr {
+        Encr::AesGcm16_128 | Encr::AesGcm16_256 => params.aead = Some(Keyed::new(AeadAlg::AesGcm, ek, 16)),
+        Encr::ChaCha20Poly1305 => params.aead = Some(Keyed::new(AeadAlg::ChaCha20Poly1305, ek, 16)),
+        Encr::AesCbc128 | Encr::AesCbc256 => {
+            params.enc = Some(Keyed::new(EncAlg::AesCbc, ek, 0));
+            let (alg, icv) = match integ.ok_or("AES-CBC without an integrity algorithm")? {
+                Integ::HmacSha256_128 => (IntegAlg::HmacSha256, 16),
+                Integ::HmacSha384_192 => (IntegAlg::HmacSha384, 24),
+                Integ::HmacSha512_256 => (IntegAlg::HmacSha512, 32),
+            };
+            params.integ = Some(Keyed::new(alg, ik, icv));
+        }
+    }
+    Ok(())
+}
+
+/// The prefixes that cover the address range `start..=end` exactly (RFC 7296 traffic
+/// selectors are ranges; the SPD takes prefixes). At most 256 (a pathological range is cut
+/// there, and said so by `Err`).
+pub fn range_prefixes(start: IpAddr, end: IpAddr) -> Result<Vec<Prefix>, String> {
+    let (bits, lo, hi) = match (start, end) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => (32u32, u32::from(a) as u128, u32::from(b) as u128),
+        (IpAddr::V6(a), IpAddr::V6(b)) => (128u32, u128::from(a), u128::from(b)),
+        _ => return Err("a traffic selector mixes IPv4 and IPv6".into()),
+    };
+    if lo > hi {
+        return Err("a traffic selector's range is empty".into());
+    }
+    let addr = |v: u128| -> IpAddr {
+        if bits == 32 {
+            IpAddr::from((v as u32).to_be_bytes())
+        } else {
+            IpAddr::from(v.to_be_bytes())
+        }
+    };
+    let mut out = Vec::new();
+    let mut cur = lo;
+    loop {
+        // The largest block aligned at `cur` that stays within `hi`.
+        let mut size = if cur == 0 { bits } else { cur.trailing_zeros().min(bits) };
+        while size > 0 && (size >= 128 || cur + ((1u128 << size) - 1) > hi) {
+            if size >= 128 && cur == 0 && hi == u128::MAX {
+                break;
+            }
+            size -= 1;
+        }
+        out.push(Prefix::new(addr(cur), (bits - size) as u8).ok_or("bad prefix")?);
+        if out.len() > 256 {
+            return Err("a traffic selector needs more than 256 prefixes".into());
+        }
+        let last = if size >= 128 {
+            u128::MAX
+        } else {
+            cur + ((1u128 << size) - 1)
+        };
+        if last >= hi {
+            break;
+        }
+        cur = last + 1;
+    }
+    Ok(out)
+}
+
+/// The SPD selectors of one (local, remote) pair of traffic selectors: outbound (local →
+/// remote) and inbound (remote → local).
+pub(crate) fn selectors(l: &TrafficSelector, r: &TrafficSelector) -> Result<Vec<(Selector, Selector)>, String> {
+    let ports = |t: &TrafficSelector| PortRange {
+        lo: t.start_port,
+        hi: t.end_port,
+    };
+    if l.protocol != r.protocol && l.protocol != 0 && r.protocol != 0 {
+        return Ok(Vec::new());
+    }
+    let proto = [l.protocol, r.protocol].into_iter().find(|&p| p != 0);
+    let mut v = Vec::new();
+    for lp in range_prefixes(l.start, l.end)? {
+        for rp in range_prefixes(r.start, r.end)? {
+            let out = Selector {
+                src: Some(lp),
+                dst: Some(rp),
+                proto,
+                src_ports: ports(l),
+                dst_ports: ports(r),
+            };
+            let inb = Selector {
+                src: Some(rp),
+                dst: Some(lp),
+                proto,
+                src_ports: ports(r),
+                dst_ports: ports(l),
+            };
+            v.push((out, inb));
+        }
+    }
+    Ok(v)
+}
+
+/// What one child SA pair installs.
+pub struct ChildSas {
+    /// The outbound SA.
+    pub out: SaConfig,
+    /// The inbound SA.
+    pub inb: SaConfig,
+    /// (outbound, inbound) selector pairs, one policy each way.
+    pub selectors: Vec<(Selector, Selector)>,
+}
+
+/// The SAs and policy selectors of a negotiated child SA pair (sans-IO).
+pub fn child_sas(c: &ChildSaInfo) -> Result<ChildSas, String> {
+    if c.protocol != 50 {
+        return Err(format!("protocol {} (only ESP)", c.protocol));
+    }
+    let name = |dir: &str, spi: u32| format!("{IKE_PREFIX}{}/{}/{dir}-{spi:08x}", c.conn, c.child);
+    let (l, r) = (c.local.ip(), c.remote.ip());
+    let sa = |dir: &str, spi: u32, src: IpAddr, dst: IpAddr, ek: &[u8], ik: &[u8]| -> Result<SaConfig, String> {
+        let mut p = SaParams::new(Proto::Esp, spi);
+        p.mode = match c.mode {
+            ipsec_ike::Mode::Tunnel => Mode::Tunnel,
+            ipsec_ike::Mode::Transport => Mode::Transport,
+        };
+        p.tunnel = Some(Endpoints { src, dst });
+        p.esn = c.suite.esn;
+        keyed(&mut p, c.suite.encr, c.suite.integ, ek, ik)?;
+        let mut cfg = SaConfig::new(name(dir, spi), p, None);
+        // Part 1 does not rekey: the negotiated lifetime is reported (a soft expiry event),
+        // the SA stays until the peer deletes it or goes away.
+        cfg.lifetime.soft = Limits {
+            seconds: Some(c.lifetimes.rekey_time.as_secs().max(1)),
+            bytes: (c.lifetimes.rekey_bytes > 0).then_some(c.lifetimes.rekey_bytes),
+            packets: (c.lifetimes.rekey_packets > 0).then_some(c.lifetimes.rekey_packets),
+        };
+        cfg.encap = c.encap.map(|e| {
+            let (sport, dport) = if dir == "out" {
+                (e.local_port, e.remote_port)
+            } else {
+                (e.remote_port, e.local_port)
+            };
+            ipsec_engine::UdpEncap { sport, dport, oa: None }
+        });
+        Ok(cfg)
+    };
+    let out = sa("out", c.spi_out, l, r, &c.encr_out, &c.integ_out)?;
+    let inb = sa("in", c.spi_in, r, l, &c.encr_in, &c.integ_in)?;
+    let mut sel = Vec::new();
+    for lt in &c.local_ts {
+        for rt in &c.remote_ts {
+            sel.extend(selectors(lt, rt)?);
+        }
+    }
+    if sel.is_empty() {
+        return Err("the traffic selectors leave nothing to protect".into());
+    }
+    Ok(ChildSas {
+        out,
+        inb,
+        selectors: sel,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn ranges_become_the_prefixes_that_cover_them_exactly() {
+        let p = |a: &str, b: &str| -> Vec<String> {
+            range_prefixes(ip(a), ip(b))
+                .unwrap()
+                .iter()
+                .map(|p| format!("{}/{}", p.addr(), p.len()))
+                .collect()
+        };
+        assert_eq!(p("10.1.0.0", "10.1.255.255"), ["10.1.0.0/16"]);
+        assert_eq!(p("10.0.0.1", "10.0.0.1"), ["10.0.0.1/32"]);
+        assert_eq!(p("0.0.0.0", "255.255.255.255"), ["0.0.0.0/0"]);
+        assert_eq!(
+            p("10.0.0.1", "10.0.0.6"),
+            ["10.0.0.1/32", "10.0.0.2/31", "10.0.0.4/31", "10.0.0.6/32"]
+        );
+        assert_eq!(p("::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"), ["::/0"]);
+        assert_eq!(p("fd00::", "fd00::ffff:ffff:ffff:ffff"), ["fd00::/64"]);
+        assert!(range_prefixes(ip("10.0.0.2"), ip("10.0.0.1")).is_err());
+        assert!(range_prefixes(ip("10.0.0.1"), ip("fd00::1")).is_err());
+        // Every address of an odd range is covered once, and nothing else.
+        let v = range_prefixes(ip("10.0.0.3"), ip("10.0.1.17")).unwrap();
+        for x in 0u32..1024 {
+            let a = IpAddr::from((u32::from_be_bytes([10, 0, 0, 0]) + x).to_be_bytes());
+            let n = v.iter().filter(|p| p.contains(a)).count();
+            assert_eq!(n, usize::from((3..=256 + 17).contains(&x)), "{a}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod child_tests {
+    use super::*;
+    use ipsec_ike::alg::ChildSuite;
+    use std::time::Duration;
+
+    fn ts(s: &str) -> TrafficSelector {
+        TrafficSelector::from_str_config(s).unwrap()
+    }
+
+    fn info(encr: Encr, integ: Option<Integ>, ek: usize, ik: usize) -> ChildSaInfo {
+        ChildSaInfo {
+            conn: "gw".into(),
+            child: "net".into(),
+            protocol: 50,
+            spi_in: 0xc000_0001,
+            spi_out: 0xc000_0002,
+            suite: ChildSuite { encr, integ, esn: true },
+            mode: ipsec_ike::Mode::Tunnel,
+            local_ts: vec![ts("10.1.0.0/16")],
+            remote_ts: vec![ts("10.2.0.0/24"), ts("10.3.0.1")],
+            lifetimes: Default::default(),
+            encap: Some(ipsec_ike::UdpEncap {
+                local_port: 4500,
+                remote_port: 31000,
+            }),
+            local: "192.0.2.1:4500".parse().unwrap(),
+            remote: "198.51.100.2:31000".parse().unwrap(),
+            initiator: true,
+            encr_out: zeroize::Zeroizing::new(vec![1; ek]),
+            integ_out: zeroize::Zeroizing::new(vec![2; ik]),
+            encr_in: zeroize::Zeroizing::new(vec![3; ek]),
+            integ_in: zeroize::Zeroizing::new(vec![4; ik]),
+        }
+    }
+
+    /// A negotiated child becomes two ESP SAs with the right keys per direction, ports
+    /// mirrored, ESN kept, and one policy per selector pair each way.
+    #[test]
+    fn a_child_becomes_two_sas_and_a_policy_per_selector_pair() {
+        let c = child_sas(&info(Encr::AesGcm16_128, None, 20, 0)).unwrap();
+        assert_eq!(c.out.name, "ike:gw/net/out-c0000002");
+        assert_eq!(c.inb.name, "ike:gw/net/in-c0000001");
+        let (o, i) = (&c.out.params, &c.inb.params);
+        assert_eq!((o.spi, i.spi), (0xc000_0002, 0xc000_0001));
+        assert_eq!(
+            o.aead.as_ref().map(|k| (k.alg, &k.key[..], k.icv_len)),
+            Some((AeadAlg::AesGcm, &[1u8; 20][..], 16))
+        );
+        assert_eq!(i.aead.as_ref().map(|k| &k.key[..]), Some(&[3u8; 20][..]));
+        assert!(o.esn && i.esn);
+        let t = o.tunnel.unwrap();
+        assert_eq!((t.src, t.dst), (ip("192.0.2.1"), ip("198.51.100.2")));
+        assert_eq!(i.tunnel.unwrap().src, ip("198.51.100.2"));
+        let (eo, ei) = (c.out.encap.unwrap(), c.inb.encap.unwrap());
+        assert_eq!((eo.sport, eo.dport, ei.sport, ei.dport), (4500, 31000, 31000, 4500));
+        assert_eq!(c.selectors.len(), 2);
+        let (out, inb) = &c.selectors[1];
+        assert_eq!(out.src.unwrap().to_string(), "10.1.0.0/16");
+        assert_eq!(out.dst.unwrap().to_string(), "10.3.0.1/32");
+        assert_eq!((inb.src, inb.dst), (out.dst, out.src));
+        assert_eq!(c.out.lifetime.soft.seconds, Some(3600));
+        assert_eq!(
+            c.out.lifetime.hard.seconds, None,
+            "part 1 does not rekey: no hard limit"
+        );
+        // The engine accepts them.
+        let mut e = ipsec_engine::Engine::new();
+        e.add_sa(c.out, Duration::ZERO).unwrap();
+        e.add_sa(c.inb, Duration::ZERO).unwrap();
+    }
+
+    #[test]
+    fn cbc_children_get_their_hmac_truncation() {
+        for (integ, alg, icv, ik) in [
+            (Integ::HmacSha256_128, IntegAlg::HmacSha256, 16, 32),
+            (Integ::HmacSha384_192, IntegAlg::HmacSha384, 24, 48),
+            (Integ::HmacSha512_256, IntegAlg::HmacSha512, 32, 64),
+        ] {
+            let c = child_sas(&info(Encr::AesCbc256, Some(integ), 32, ik)).unwrap();
+            let p = &c.out.params;
+            assert_eq!(p.enc.as_ref().map(|k| (k.alg, k.key.len())), Some((EncAlg::AesCbc, 32)));
+            assert_eq!(
+                p.integ.as_ref().map(|k| (k.alg, k.icv_len, k.key.len())),
+                Some((alg, icv, ik))
+            );
+            let mut e = ipsec_engine::Engine::new();
+            e.add_sa(c.out, Duration::ZERO).unwrap();
+        }
+        let c = child_sas(&info(Encr::ChaCha20Poly1305, None, 36, 0)).unwrap();
+        assert_eq!(
+            c.out.params.aead.as_ref().map(|k| k.alg),
+            Some(AeadAlg::ChaCha20Poly1305)
+        );
+        assert!(
+            child_sas(&info(Encr::AesCbc128, None, 16, 0)).is_err(),
+            "CBC needs integrity"
+        );
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+}

@@ -1,0 +1,140 @@
+//! Trap policies (swanctl `start_action = trap`): a packet that matches a trap child's
+//! selectors starts that child (an acquire, RFC 4301 5.1's "no SA yet").
+use super::selectors::selectors;
+use ipsec_engine::Selector;
+use ipsec_ike::ts::TrafficSelector;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// The trap policies of the connections whose child has `start_action = trap`: a packet
+/// matching one's selectors (local to remote) starts that connection, at most every
+/// [`Traps::EVERY`] per child.
+pub struct Traps {
+    traps: Vec<(String, String, Vec<Selector>, std::sync::atomic::AtomicU64)>,
+    start: std::time::Instant,
+}
+
+impl Traps {
+    /// How often a trap may ask for the same child.
+    pub const EVERY: Duration = Duration::from_millis(500);
+
+    /// The traps of `config`'s trap children (none: `None`).
+    pub fn of(config: &ipsec_ike::Config) -> Result<Option<Traps>, String> {
+        let mut traps = Vec::new();
+        for c in &config.connections {
+            for ch in c
+                .children
+                .iter()
+                .filter(|ch| ch.start_action == ipsec_ike::StartAction::Trap)
+            {
+                let l = if ch.local_ts.is_empty() {
+                    vec![TrafficSelector::host(c.local_addr)]
+                } else {
+                    ch.local_ts.clone()
+                };
+                let r = match (&ch.remote_ts[..], c.remote_addr) {
+                    ([], Some(a)) => vec![TrafficSelector::host(a)],
+                    ([], None) => continue,
+                    (r, _) => r.to_vec(),
+                };
+                let mut sel = Vec::new();
+                for lt in &l {
+                    for rt in &r {
+                        sel.extend(selectors(lt, rt)?.into_iter().map(|(out, _)| out));
+                    }
+                }
+                traps.push((c.name.clone(), ch.name.clone(), sel, Default::default()));
+            }
+        }
+        Ok((!traps.is_empty()).then(|| Traps {
+            traps,
+            start: std::time::Instant::now(),
+        }))
+    }
+
+    /// The connection and child whose trap `packet` matches, if it may ask now.
+    pub fn matches(&self, packet: &[u8]) -> Option<(&str, &str, ipsec_ike::PacketSelectors)> {
+        let flow = ipsec_engine::Flow::from_packet(packet).ok()?;
+        let now = self.start.elapsed().as_millis() as u64;
+        let (conn, child, _, last) = self
+            .traps
+            .iter()
+            .find(|(_, _, sel, _)| sel.iter().any(|s| s.matches(&flow)))?;
+        let prev = last.load(Ordering::Relaxed);
+        if prev != 0 && now.saturating_sub(prev) < Self::EVERY.as_millis() as u64 {
+            return None;
+        }
+        last.store(now.max(1), Ordering::Relaxed);
+        Some((
+            conn,
+            child,
+            ipsec_ike::PacketSelectors {
+                src: flow.src,
+                dst: flow.dst,
+                protocol: flow.proto,
+                src_port: flow.src_port.unwrap_or(0),
+                dst_port: flow.dst_port.unwrap_or(0),
+            },
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::IpAddr;
+
+    fn udp(src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
+        let mut out = Vec::new();
+        etherparse::PacketBuilder::ipv4(src, dst, 64)
+            .udp(4000, 53)
+            .write(&mut out, b"x")
+            .unwrap();
+        out
+    }
+
+    /// A packet from the local selectors to the remote ones asks for its connection and
+    /// child (with its own selectors), at most once per `Traps::EVERY`; others do not.
+    #[test]
+    fn a_trap_matches_its_selectors_and_asks_at_a_bounded_rate() {
+        let psk = ipsec_ike::Psk::new(b"k");
+        let id = ipsec_ike::Identity::from_str_config("a").unwrap();
+        let mut c = ipsec_ike::Connection::new(
+            "gw",
+            "192.0.2.1".parse().unwrap(),
+            Some("192.0.2.2".parse().unwrap()),
+            id,
+            None,
+            psk,
+            "aes128gcm16-prfsha256-x25519",
+        )
+        .unwrap();
+        let mut ch = ipsec_ike::ChildConfig::new("net", "10.1.0.0/16", "10.2.0.0/16", "aes128gcm16").unwrap();
+        ch.start_action = ipsec_ike::StartAction::Trap;
+        c.children.push(ch);
+        let mut none = c.clone();
+        none.children[0].start_action = ipsec_ike::StartAction::Start;
+        assert!(Traps::of(&ipsec_ike::Config::new(vec![none])).unwrap().is_none());
+        let traps = Traps::of(&ipsec_ike::Config::new(vec![c])).unwrap().unwrap();
+        let p = udp([10, 1, 0, 5], [10, 2, 3, 4]);
+        let (conn, child, sel) = traps.matches(&p).expect("matches");
+        assert_eq!((conn, child), ("gw", "net"));
+        assert_eq!(
+            (sel.src, sel.dst, sel.protocol, sel.dst_port),
+            (ip("10.1.0.5"), ip("10.2.3.4"), 17, 53)
+        );
+        assert!(traps.matches(&p).is_none(), "again at once: rate-limited");
+        assert!(
+            traps.matches(&udp([10, 2, 0, 5], [10, 1, 3, 4])).is_none(),
+            "the other way"
+        );
+        assert!(traps.matches(&udp([10, 3, 0, 5], [10, 2, 3, 4])).is_none(), "outside");
+        assert!(traps.matches(b"\x45garbage").is_none());
+        std::thread::sleep(Traps::EVERY + Duration::from_millis(20));
+        assert!(traps.matches(&p).is_some(), "after the interval");
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+}
