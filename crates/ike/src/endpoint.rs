@@ -1,15 +1,17 @@
 //! The sans-IO endpoint (quinn-proto style): it owns the configuration and every IKE SA,
 //! takes datagrams, commands and the time, and hands back datagrams to send, the next
 //! deadline and events. It never touches a socket, a clock, a file or the OS's randomness.
+use crate::child::{new_spi, Offer};
 use crate::config::{Config, StartAction};
 use crate::error::{CommandError, Error};
 use crate::event::{DownReason, Event, Role, Transmit};
-use crate::exchange::ike_auth::new_spi;
-use crate::exchange::ike_sa_init::respond_init;
 use crate::header::ExchangeType;
-use crate::ike_sa::{Cx, IkeSa, Output, PendingChild, Request, State, NON_ESP_MARKER};
+use crate::ike_sa::{Cx, EndpointEvent, IkeSa, Output, State, NON_ESP_MARKER};
 use crate::limits::MAX_IKE_SAS;
 use crate::message::Message;
+use crate::task::ike_auth::IkeAuth;
+use crate::task::ike_init::{respond_init, IkeInit};
+use crate::task::{child_delete::ChildDelete, Task};
 use crate::ts::TrafficSelector;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -44,12 +46,16 @@ pub enum Dropped {
     InvalidKe,
     /// Too many IKE SAs.
     TooManySas,
+    /// Authenticated, but its payloads are malformed: answered with INVALID_SYNTAX (or
+    /// UNSUPPORTED_CRITICAL_PAYLOAD) when it was a request (RFC 7296 2.21.3, 3.10.1).
+    InvalidSyntax(Error),
 }
 
 impl fmt::Display for Dropped {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Dropped::Malformed(e) => write!(f, "malformed: {e}"),
+            Dropped::InvalidSyntax(e) => write!(f, "authenticated but malformed (answered INVALID_SYNTAX): {e}"),
             other => fmt::Debug::fmt(other, f),
         }
     }
@@ -185,7 +191,8 @@ impl Endpoint {
         let local = SocketAddr::new(c.local_addr, self.cfg.ike_port);
         let remote = SocketAddr::new(remote_ip, c.remote_port);
         let spi = self.new_ike_spi(rng);
-        let mut sa = IkeSa::new(ci, Role::Initiator, spi, 0, local, remote, dh, now);
+        let mut sa = IkeSa::new(ci, Role::Initiator, spi, 0, local, remote, State::InitSent, now);
+        let mut offer = None;
         let child_idx = packet.map(|(i, _)| i).unwrap_or(0);
         if let Some(child) = c.children.get(child_idx) {
             let mut ts_i = if child.local_ts.is_empty() {
@@ -232,11 +239,12 @@ impl Endpoint {
                 ts_i.truncate(crate::limits::MAX_TS);
                 ts_r.truncate(crate::limits::MAX_TS);
             }
-            sa.pending = Some(PendingChild {
+            offer = Some(Offer {
                 cfg: child_idx,
                 spi_in: new_spi(rng),
                 ts_i,
                 ts_r,
+                kex: None,
             });
         }
         let mut cx = Cx {
@@ -244,7 +252,8 @@ impl Endpoint {
             out: &mut self.out,
             now,
         };
-        sa.request(&mut cx, Request::Init, rng);
+        sa.queue_task(&mut cx, Task::IkeInit(IkeInit::new(dh)), rng);
+        sa.queue_task(&mut cx, Task::IkeAuth(IkeAuth { child: offer }), rng);
         self.sas.insert(spi, sa);
         Ok(SaHandle(spi))
     }
@@ -270,17 +279,15 @@ impl Endpoint {
         let existing: Vec<&IkeSa> = self
             .sas
             .values()
-            .filter(|s| s.conn == ci && s.state != State::Dead)
+            .filter(|s| s.conn == ci && !s.state.is_dead())
             .collect();
         if existing.is_empty() {
             self.initiate_with(now, ci, Some((chi, packet)), rng)?;
             return Ok(());
         }
-        let has_child = existing.iter().any(|s| {
-            s.state != State::Established && s.pending.as_ref().is_some_and(|p| p.cfg == chi)
-                || s.children.iter().any(|c| c.info.child == child)
-                || s.state != State::Established && s.role == Role::Initiator
-        });
+        let has_child = existing
+            .iter()
+            .any(|s| s.children.iter().any(|c| c.cfg == chi) || !s.state.is_established() && s.role == Role::Initiator);
         if has_child {
             Ok(())
         } else {
@@ -302,8 +309,8 @@ impl Endpoint {
                 out: &mut self.out,
                 now,
             };
-            if sa.state == State::Established {
-                sa.request(&mut cx, Request::DeleteIke, rng);
+            if sa.state.is_established() {
+                sa.queue_task(&mut cx, Task::IkeDelete, rng);
             } else {
                 sa.kill(&mut cx, DownReason::Local);
             }
@@ -329,8 +336,8 @@ impl Endpoint {
             out: &mut self.out,
             now,
         };
-        if s.state == State::Established {
-            s.request(&mut cx, Request::DeleteIke, rng);
+        if s.state.is_established() {
+            s.queue_task(&mut cx, Task::IkeDelete, rng);
         } else {
             s.kill(&mut cx, DownReason::Local);
         }
@@ -355,7 +362,7 @@ impl Endpoint {
             out: &mut self.out,
             now,
         };
-        s.request(&mut cx, Request::DeleteChild(spi_in), rng);
+        s.queue_task(&mut cx, Task::ChildDelete(ChildDelete { spi_in }), rng);
         Ok(())
     }
 
@@ -371,7 +378,7 @@ impl Endpoint {
         for sa in self
             .sas
             .values_mut()
-            .filter(|s| s.conn == ci && s.state == State::Established)
+            .filter(|s| s.conn == ci && s.state.is_established())
         {
             found = true;
             let mut cx = Cx {
@@ -379,7 +386,7 @@ impl Endpoint {
                 out: &mut self.out,
                 now,
             };
-            sa.request(&mut cx, Request::Dpd, rng);
+            sa.queue_task(&mut cx, Task::IkeDpd, rng);
         }
         if found {
             Ok(())
@@ -417,18 +424,19 @@ impl Endpoint {
         } else {
             let our = if h.initiator { h.spi_r } else { h.spi_i };
             match self.sas.get_mut(&our) {
-                Some(sa) if sa.state != State::Dead => {
+                Some(sa) if !sa.state.is_dead() => {
                     let mut cx = Cx {
                         cfg: &self.cfg,
                         out: &mut self.out,
                         now,
                     };
-                    sa.handle_message(&mut cx, raw, &msg, local, remote, rng)
+                    let r = sa.handle_message(&mut cx, raw, &msg, local, remote, rng);
+                    self.apply_effects(our, now);
+                    r
                 }
                 _ => Err(Dropped::UnknownSpi),
             }
         };
-        self.after_initial_contact(now);
         self.reap();
         r
     }
@@ -448,7 +456,7 @@ impl Endpoint {
             // the SA moved on (its IKE_AUTH came first, on port 4500) is answered by nothing:
             // the initiator has the response already, and a second SA would only wait to die.
             if let Some(sa) = self.sas.get(spi) {
-                let Some((0, b)) = &sa.last_response else {
+                let Some((0, b)) = &sa.window.kept else {
                     return Err(Dropped::OutOfWindow);
                 };
                 let b = b.clone();
@@ -471,26 +479,33 @@ impl Endpoint {
         Ok(())
     }
 
+    /// What the SA filed under `spi` asks of the endpoint ([`EndpointEvent`]).
+    fn apply_effects(&mut self, spi: u64, now: Duration) {
+        let Some(sa) = self.sas.get_mut(&spi) else { return };
+        let effects = core::mem::take(&mut sa.effects);
+        for e in effects {
+            match e {
+                EndpointEvent::InitialContact => self.initial_contact(spi, now),
+                EndpointEvent::Rekeyed(new) => {
+                    let key = new.our_spi();
+                    self.sas.insert(key, *new);
+                }
+            }
+        }
+    }
+
     /// INITIAL_CONTACT (2.4): the peer has no other SA with us; forget ours with it.
-    fn after_initial_contact(&mut self, now: Duration) {
-        let Some((&spi, conn, id)) = self
-            .sas
-            .iter()
-            .find(|(_, s)| s.initial_contact)
-            .map(|(k, s)| (k, s.conn, s.remote_id.clone()))
-        else {
+    fn initial_contact(&mut self, spi: u64, now: Duration) {
+        let Some((conn, id)) = self.sas.get(&spi).map(|s| (s.conn, s.state.remote_id().cloned())) else {
             return;
         };
-        if let Some(s) = self.sas.get_mut(&spi) {
-            s.initial_contact = false;
-        }
         let mut cx = Cx {
             cfg: &self.cfg,
             out: &mut self.out,
             now,
         };
         for (k, s) in self.sas.iter_mut() {
-            if *k != spi && s.conn == conn && s.remote_id == id && s.state == State::Established {
+            if *k != spi && s.conn == conn && s.state.remote_id().cloned() == id && s.state.is_established() {
                 s.kill(&mut cx, DownReason::Replaced);
             }
         }
@@ -500,7 +515,7 @@ impl Endpoint {
         let dead: Vec<u64> = self
             .sas
             .iter()
-            .filter(|(_, s)| s.state == State::Dead)
+            .filter(|(_, s)| s.state.is_dead())
             .map(|(k, _)| *k)
             .collect();
         for k in dead {
@@ -513,13 +528,20 @@ impl Endpoint {
     /// Runs the timers due at `now`: retransmissions with back-off, giving up (the SA goes
     /// down with [`DownReason::Timeout`]), half-open expiry, liveness checks.
     pub fn handle_timeout(&mut self, now: Duration, rng: &mut impl CryptoRngCore) {
-        for sa in self.sas.values_mut() {
+        let mut with_effects = Vec::new();
+        for (k, sa) in self.sas.iter_mut() {
             let mut cx = Cx {
                 cfg: &self.cfg,
                 out: &mut self.out,
                 now,
             };
             sa.handle_timeout(&mut cx, rng);
+            if !sa.effects.is_empty() {
+                with_effects.push(*k);
+            }
+        }
+        for k in with_effects {
+            self.apply_effects(k, now);
         }
         self.reap();
     }

@@ -1,21 +1,19 @@
-//! One IKE SA: its state, keys, message IDs (window of 1, RFC 7296 2.3), the outstanding
-//! request with its retransmission timer (2.1, 2.4), the queue of requests waiting for the
-//! window, the last response kept for retransmitted requests (2.1), and its child SAs.
-//! The exchanges are handled in [`crate::exchange`], one module per exchange type.
-use crate::alg::{DhGroup, IkeSuite};
+//! One IKE SA (RFC 7296 1, 2): who it is (SPIs, role, connection), where its peer is (2.23),
+//! its state with the data each state needs, the two halves of the message-ID window (2.3:
+//! our requests in the [`TaskManager`], the peer's in the [`PeerWindow`]) and its child SAs.
+//! The exchanges themselves are tasks ([`crate::task`]), one module each.
+use crate::alg::IkeSuite;
 use crate::config::{Config, Connection};
-use crate::dh::KeyExchange;
 use crate::error::Error;
 use crate::event::{ChildSaInfo, DownReason, Event, Role, Transmit, UdpEncap};
 use crate::header::{ExchangeType, HeaderRepr};
 use crate::id::Identity;
-use crate::keys::{ChildKeys, IkeKeys};
-use crate::limits::{MAX_QUEUED_OUTPUT, MAX_QUEUED_REQUESTS};
+use crate::keys::{derive_ike_keys, skeyseed, IkeKeys};
+use crate::limits::MAX_QUEUED_OUTPUT;
 use crate::message::{emit_chain, parse_chain, Message, Payload};
 use crate::nat::NatState;
-use crate::retransmit::{Expiry, Retransmitter};
 use crate::sk::SkCipher;
-use crate::ts::TrafficSelector;
+use crate::task::TaskManager;
 use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -26,70 +24,167 @@ use rand_core::CryptoRngCore;
 /// The non-ESP marker that precedes IKE on the NAT-T port (RFC 3948 2.2).
 pub const NON_ESP_MARKER: [u8; 4] = [0; 4];
 
-/// Where an IKE SA is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// An IKE SA's keys: the SK_* (2.14) and the two ciphers of its Encrypted payloads.
+pub(crate) struct Crypto {
+    pub suite: IkeSuite,
+    pub keys: IkeKeys,
+    pub sk_in: SkCipher,
+    pub sk_out: SkCipher,
+}
+
+impl Crypto {
+    /// SKEYSEED from the nonces and the shared secret (2.14), or, for an IKE SA that
+    /// replaces another, from the old SA's SK_d (2.18): `prf(SK_d (old), g^ir (new) | Ni | Nr)`.
+    pub fn derive(
+        role: Role,
+        suite: IkeSuite,
+        old_sk_d: Option<&[u8]>,
+        shared: &[u8],
+        ni: &[u8],
+        nr: &[u8],
+        spi_i: u64,
+        spi_r: u64,
+    ) -> Result<Crypto, Error> {
+        let seed = match old_sk_d {
+            None => skeyseed(suite.prf, ni, nr, shared),
+            Some(d) => crate::prf::prf(suite.prf, d, &[shared, ni, nr]),
+        };
+        let keys = derive_ike_keys(&suite, &seed, ni, nr, spi_i, spi_r);
+        let (out_e, out_a, in_e, in_a) = if role == Role::Initiator {
+            (&keys.sk_ei, &keys.sk_ai, &keys.sk_er, &keys.sk_ar)
+        } else {
+            (&keys.sk_er, &keys.sk_ar, &keys.sk_ei, &keys.sk_ai)
+        };
+        Ok(Crypto {
+            sk_out: SkCipher::new(suite.encr, suite.integ, out_e, out_a)?,
+            sk_in: SkCipher::new(suite.encr, suite.integ, in_e, in_a)?,
+            keys,
+            suite,
+        })
+    }
+}
+
+/// What IKE_AUTH signs and the first child's KEYMAT needs (2.15, 2.17), kept from
+/// IKE_SA_INIT until IKE_AUTH is done.
+pub(crate) struct Handshake {
+    pub ni: Vec<u8>,
+    pub nr: Vec<u8>,
+    /// IKE_SA_INIT request and response as sent/received.
+    pub init_req: Vec<u8>,
+    pub init_resp: Vec<u8>,
+}
+
+/// Where an IKE SA is, with the data that state needs.
 pub(crate) enum State {
-    /// Initiator: IKE_SA_INIT sent.
+    /// Initiator: IKE_SA_INIT sent (its task holds the key exchange and our nonce).
     InitSent,
-    /// Responder: IKE_SA_INIT answered, waiting for IKE_AUTH.
-    InitDone,
+    /// Responder: IKE_SA_INIT answered, waiting for IKE_AUTH (half-open).
+    HalfOpen { hs: Handshake, crypto: Crypto },
     /// Initiator: IKE_AUTH sent.
-    AuthSent,
+    AuthSent { hs: Handshake, crypto: Crypto },
     /// Both sides authenticated.
-    Established,
+    Established { crypto: Crypto, remote_id: Identity },
+    /// Replaced by a rekeyed IKE SA (2.18): only answers the Delete of itself.
+    Rekeyed { crypto: Crypto, remote_id: Identity },
     /// Gone; removed by the endpoint.
     Dead,
 }
 
-/// A request of ours, waiting in the queue or outstanding.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Request {
-    /// IKE_SA_INIT.
-    Init,
-    /// IKE_AUTH.
-    Auth,
-    /// INFORMATIONAL with a Delete of the IKE SA.
-    DeleteIke,
-    /// INFORMATIONAL with a Delete of a child (our inbound SPI).
-    DeleteChild(u32),
-    /// Empty INFORMATIONAL: liveness check.
-    Dpd,
-}
-
-impl Request {
-    fn exchange(&self) -> ExchangeType {
+impl State {
+    pub fn crypto(&self) -> Option<&Crypto> {
         match self {
-            Request::Init => ExchangeType::IkeSaInit,
-            Request::Auth => ExchangeType::IkeAuth,
-            _ => ExchangeType::Informational,
+            State::HalfOpen { crypto, .. }
+            | State::AuthSent { crypto, .. }
+            | State::Established { crypto, .. }
+            | State::Rekeyed { crypto, .. } => Some(crypto),
+            State::InitSent | State::Dead => None,
+        }
+    }
+    pub fn crypto_mut(&mut self) -> Option<&mut Crypto> {
+        match self {
+            State::HalfOpen { crypto, .. }
+            | State::AuthSent { crypto, .. }
+            | State::Established { crypto, .. }
+            | State::Rekeyed { crypto, .. } => Some(crypto),
+            State::InitSent | State::Dead => None,
+        }
+    }
+    pub fn is_established(&self) -> bool {
+        matches!(self, State::Established { .. })
+    }
+    pub fn is_dead(&self) -> bool {
+        matches!(self, State::Dead)
+    }
+    pub fn remote_id(&self) -> Option<&Identity> {
+        match self {
+            State::Established { remote_id, .. } | State::Rekeyed { remote_id, .. } => Some(remote_id),
+            _ => None,
         }
     }
 }
 
-pub(crate) struct Outstanding {
-    pub id: u32,
-    pub req: Request,
-    pub bytes: Vec<u8>,
-    pub timer: Retransmitter,
+/// The peer's half of the message-ID window (2.3): the ID of its next request, and our
+/// response to its last one, kept for a retransmission of that request (2.1).
+#[derive(Default)]
+pub(crate) struct PeerWindow {
+    pub expected: u32,
+    pub kept: Option<(u32, Vec<u8>)>,
 }
 
-/// The child the initiator asks for in IKE_AUTH.
-pub(crate) struct PendingChild {
-    pub cfg: usize,
-    pub spi_in: u32,
-    pub ts_i: Vec<TrafficSelector>,
-    pub ts_r: Vec<TrafficSelector>,
+/// Where the peer is and how IKE reaches it (2.23).
+pub(crate) struct Path {
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    /// IKE runs on the NAT-T ports (with the non-ESP marker).
+    pub natt: bool,
+    pub nat: NatState,
 }
 
-/// An established child SA pair.
+/// Lifetimes of a child SA pair, as deadlines on the endpoint's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChildTimers {
+    /// Start a rekey (ours) at this time.
+    pub rekey_at: Option<Duration>,
+    /// Delete it at this time if it was not rekeyed (hard lifetime).
+    pub expire_at: Option<Duration>,
+}
+
+/// Where a child SA pair is in its life (2.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ChildState {
+    /// Installed and carrying traffic.
+    Installed,
+    /// A rekey of ours is outstanding.
+    Rekeying,
+    /// Replaced by a new pair; kept until `until` for packets still in flight, then deleted
+    /// (by whoever 2.8 says deletes it).
+    Rekeyed { until: Duration, we_delete: bool },
+    /// Our Delete of it is outstanding.
+    Deleting,
+}
+
+/// A child SA pair of this IKE SA.
 pub(crate) struct Child {
     pub info: ChildSaInfo,
+    pub state: ChildState,
+    pub timers: ChildTimers,
+    /// Index of its [`crate::config::ChildConfig`] in the connection.
+    pub cfg: usize,
 }
 
 impl Child {
     pub fn spi_in(&self) -> u32 {
         self.info.spi_in
     }
+}
+
+/// Effects an IKE SA has on the endpoint beyond itself, drained after every call (quinn's
+/// `EndpointEvent`).
+pub(crate) enum EndpointEvent {
+    /// The peer sent INITIAL_CONTACT (2.4): its other IKE SAs with us are gone.
+    InitialContact,
+    /// This SA was rekeyed (2.18): the new one takes over the children.
+    Rekeyed(alloc::boxed::Box<IkeSa>),
 }
 
 /// What the exchange handlers need besides the SA.
@@ -127,40 +222,20 @@ impl Output {
 pub(crate) struct IkeSa {
     pub conn: usize,
     pub role: Role,
-    pub state: State,
     pub spi_i: u64,
     pub spi_r: u64,
-    pub local: SocketAddr,
-    pub remote: SocketAddr,
-    /// IKE runs on the NAT-T ports (with the non-ESP marker).
-    pub natt: bool,
-    pub nat: NatState,
-    pub dh: DhGroup,
-    pub ke_retries: u8,
-    pub suite: Option<IkeSuite>,
-    pub kex: Option<KeyExchange>,
-    pub ni: Vec<u8>,
-    pub nr: Vec<u8>,
-    /// IKE_SA_INIT request and response as sent/received (signed by AUTH, 2.15).
-    pub init_req: Vec<u8>,
-    pub init_resp: Vec<u8>,
-    pub keys: Option<IkeKeys>,
-    pub sk_out: Option<SkCipher>,
-    pub sk_in: Option<SkCipher>,
-    /// Message ID of our next request.
-    pub next_id: u32,
-    /// Message ID of the peer's next request.
-    pub peer_next_id: u32,
-    pub outstanding: Option<Outstanding>,
-    pub last_response: Option<(u32, Vec<u8>)>,
-    pub queue: VecDeque<Request>,
+    pub path: Path,
+    pub state: State,
+    /// Our requests: the one outstanding and the ones waiting for the window.
+    pub tasks: TaskManager,
+    /// The peer's requests.
+    pub window: PeerWindow,
     pub children: Vec<Child>,
-    pub pending: Option<PendingChild>,
-    pub remote_id: Option<Identity>,
     pub last_heard: Duration,
     pub created: Duration,
-    /// Set when the peer sent INITIAL_CONTACT: the endpoint drops its other SAs (2.4).
-    pub initial_contact: bool,
+    /// When we rekey this IKE SA (None: never).
+    pub rekey_at: Option<Duration>,
+    pub effects: Vec<EndpointEvent>,
 }
 
 impl IkeSa {
@@ -172,45 +247,36 @@ impl IkeSa {
         spi_r: u64,
         local: SocketAddr,
         remote: SocketAddr,
-        dh: DhGroup,
+        state: State,
         now: Duration,
     ) -> Self {
         IkeSa {
             conn,
             role,
-            state: if role == Role::Initiator {
-                State::InitSent
-            } else {
-                State::InitDone
-            },
             spi_i,
             spi_r,
-            local,
-            remote,
-            natt: false,
-            nat: NatState::default(),
-            dh,
-            ke_retries: 0,
-            suite: None,
-            kex: None,
-            ni: Vec::new(),
-            nr: Vec::new(),
-            init_req: Vec::new(),
-            init_resp: Vec::new(),
-            keys: None,
-            sk_out: None,
-            sk_in: None,
-            next_id: 0,
-            peer_next_id: 0,
-            outstanding: None,
-            last_response: None,
-            queue: VecDeque::new(),
+            path: Path {
+                local,
+                remote,
+                natt: false,
+                nat: NatState::default(),
+            },
+            state,
+            tasks: TaskManager::default(),
+            window: PeerWindow::default(),
             children: Vec::new(),
-            pending: None,
-            remote_id: None,
             last_heard: now,
             created: now,
-            initial_contact: false,
+            rekey_at: None,
+            effects: Vec::new(),
+        }
+    }
+
+    /// Our SPI: the key the endpoint files this SA under.
+    pub fn our_spi(&self) -> u64 {
+        match self.role {
+            Role::Initiator => self.spi_i,
+            Role::Responder => self.spi_r,
         }
     }
 
@@ -242,13 +308,13 @@ impl IkeSa {
     /// Queues a datagram to the peer, with the non-ESP marker on the NAT-T ports.
     pub fn send(&self, cx: &mut Cx, bytes: &[u8]) {
         let mut payload = Vec::with_capacity(bytes.len() + 4);
-        if self.natt {
+        if self.path.natt {
             payload.extend_from_slice(&NON_ESP_MARKER);
         }
         payload.extend_from_slice(bytes);
         cx.out.transmit(Transmit {
-            local: self.local,
-            remote: self.remote,
+            local: self.path.local,
+            remote: self.path.remote,
             payload,
         });
     }
@@ -264,26 +330,24 @@ impl IkeSa {
     ) -> Result<Vec<u8>, Error> {
         let h = self.header(exchange, response, id);
         let (first, inner) = emit_chain(payloads)?;
-        let sk = self.sk_out.as_mut().ok_or(Error::BadEncryptedPayload)?;
-        sk.seal(&h, first, &inner, rng)
+        let c = self.state.crypto_mut().ok_or(Error::BadEncryptedPayload)?;
+        c.sk_out.seal(&h, first, &inner, rng)
     }
 
-    /// Opens an encrypted message: integrity first, then the inner chain.
-    pub fn open(&self, raw: &[u8], msg: &Message) -> Result<Vec<Payload>, Error> {
+    /// Checks an encrypted message's integrity and decrypts it (3.14): `Err` here means it
+    /// is not from the peer, and is dropped without an answer.
+    pub fn decrypt(&self, raw: &[u8], msg: &Message) -> Result<Opened, Error> {
         let (off, first) = msg.chain.sk.ok_or(Error::MissingPayload("Encrypted"))?;
         if !msg.chain.payloads.is_empty() {
             return Err(Error::BadEncryptedPayload);
         }
-        let sk = self.sk_in.as_ref().ok_or(Error::BadEncryptedPayload)?;
-        let inner = sk.open(raw, off)?;
-        let chain = parse_chain(&inner, first)?;
-        if chain.sk.is_some() {
-            return Err(Error::BadEncryptedPayload);
-        }
-        Ok(chain.payloads)
+        let c = self.state.crypto().ok_or(Error::BadEncryptedPayload)?;
+        let inner = c.sk_in.open(raw, off)?;
+        Ok(Opened { inner, first })
     }
 
-    /// Sends a response and keeps it for retransmitted requests.
+    /// Sends a response to the peer's request `id` and keeps it for a retransmission of
+    /// that request (2.1).
     pub fn respond(
         &mut self,
         cx: &mut Cx,
@@ -295,80 +359,15 @@ impl IkeSa {
         match self.seal(exchange, true, id, payloads, rng) {
             Ok(bytes) => {
                 self.send(cx, &bytes);
-                self.last_response = Some((id, bytes));
+                self.window.kept = Some((id, bytes));
             }
-            Err(_) => self.last_response = None,
-        }
-    }
-
-    /// Sends (or queues, if a request is outstanding) one of our requests.
-    pub fn request(&mut self, cx: &mut Cx, req: Request, rng: &mut impl CryptoRngCore) {
-        if self.outstanding.is_some()
-            || self.state != State::Established && matches!(req, Request::DeleteChild(_) | Request::Dpd)
-        {
-            if self.queue.len() < MAX_QUEUED_REQUESTS && !self.queue.contains(&req) {
-                self.queue.push_back(req);
-            }
-            return;
-        }
-        let id = self.next_id;
-        let bytes = match self.build_request(cx, &req, id, rng) {
-            Ok(b) => b,
-            Err(_) => return,
-        };
-        self.send(cx, &bytes);
-        self.outstanding = Some(Outstanding {
-            id,
-            req,
-            bytes,
-            timer: Retransmitter::new(cx.now, &cx.cfg.retransmit),
-        });
-    }
-
-    fn build_request(
-        &mut self,
-        cx: &mut Cx,
-        req: &Request,
-        id: u32,
-        rng: &mut impl CryptoRngCore,
-    ) -> Result<Vec<u8>, Error> {
-        match req {
-            Request::Init => self.build_init_request(cx, rng),
-            Request::Auth => self.build_auth_request(cx, rng),
-            Request::DeleteIke => self.seal(
-                req.exchange(),
-                false,
-                id,
-                &[Payload::Delete(crate::delete::Delete::Ike)],
-                rng,
-            ),
-            Request::DeleteChild(spi) => self.seal(
-                req.exchange(),
-                false,
-                id,
-                &[Payload::Delete(crate::delete::Delete::Esp(alloc::vec![*spi]))],
-                rng,
-            ),
-            Request::Dpd => self.seal(req.exchange(), false, id, &[], rng),
-        }
-    }
-
-    /// After a response: the window is free again; send the next queued request.
-    pub fn complete_request(&mut self, cx: &mut Cx, rng: &mut impl CryptoRngCore) {
-        if let Some(o) = self.outstanding.take() {
-            self.next_id = o.id.wrapping_add(1);
-        }
-        if self.state == State::Dead {
-            return;
-        }
-        if let Some(next) = self.queue.pop_front() {
-            self.request(cx, next, rng);
+            Err(_) => self.window.kept = None,
         }
     }
 
     /// Marks the SA dead, reporting its children and itself down.
     pub fn kill(&mut self, cx: &mut Cx, reason: DownReason) {
-        if self.state == State::Dead {
+        if self.state.is_dead() {
             return;
         }
         let name = self.conn_name(cx.cfg);
@@ -386,8 +385,8 @@ impl IkeSa {
                 reason: child_reason,
             });
         }
-        let announce =
-            !(self.role == Role::Responder && self.state == State::InitDone && reason == DownReason::HalfOpenTimeout);
+        let half_open = matches!(self.state, State::HalfOpen { .. });
+        let announce = !(half_open && reason == DownReason::HalfOpenTimeout);
         if announce {
             cx.out.event(Event::IkeDown {
                 conn: name,
@@ -397,33 +396,43 @@ impl IkeSa {
             });
         }
         self.state = State::Dead;
-        self.outstanding = None;
-        self.queue.clear();
-        self.kex = None;
-        self.keys = None;
-        self.sk_in = None;
-        self.sk_out = None;
+        self.tasks.clear();
+    }
+
+    /// Reports a child down and forgets it.
+    pub fn child_down(&mut self, cx: &mut Cx, spi_in: u32, reason: DownReason) {
+        let name = self.conn_name(cx.cfg);
+        if let Some(i) = self.children.iter().position(|c| c.spi_in() == spi_in) {
+            let c = self.children.remove(i);
+            cx.out.event(Event::ChildDown {
+                conn: name,
+                child: c.info.child.clone(),
+                spi_in: c.info.spi_in,
+                spi_out: c.info.spi_out,
+                reason,
+            });
+        }
     }
 
     /// The UDP encapsulation of child SAs: when a NAT is detected or encapsulation forced.
     pub fn child_encap(&self, cfg: &Config) -> Option<UdpEncap> {
-        (self.nat.peer_behind_nat || self.nat.local_behind_nat || self.conn(cfg).encap).then_some(UdpEncap {
-            local_port: self.local.port(),
-            remote_port: self.remote.port(),
+        (self.path.nat.peer_behind_nat || self.path.nat.local_behind_nat || self.conn(cfg).encap).then_some(UdpEncap {
+            local_port: self.path.local.port(),
+            remote_port: self.path.remote.port(),
         })
     }
 
     /// Records an authenticated message's addresses (2.23: only those move the peer).
     pub fn authenticated_from(&mut self, cx: &mut Cx, local: SocketAddr, remote: SocketAddr) {
         self.last_heard = cx.now;
-        self.local = local;
+        self.path.local = local;
         if local.port() == cx.cfg.natt_port {
-            self.natt = true;
+            self.path.natt = true;
         }
-        if remote != self.remote {
-            let old = self.remote;
-            self.remote = remote;
-            if self.state == State::Established {
+        if remote != self.path.remote {
+            let old = self.path.remote;
+            self.path.remote = remote;
+            if self.state.is_established() {
                 cx.out.event(Event::PeerEndpointChanged {
                     conn: self.conn_name(cx.cfg),
                     spi_i: self.spi_i,
@@ -440,93 +449,82 @@ impl IkeSa {
         }
     }
 
-    /// Timers: retransmission, half-open expiry, liveness checks.
+    /// Timers: retransmission, half-open expiry, liveness checks, rekeying and expiry.
     pub fn handle_timeout(&mut self, cx: &mut Cx, rng: &mut impl CryptoRngCore) {
-        if self.state == State::Dead {
+        if self.state.is_dead() {
             return;
         }
-        if let Some(o) = self.outstanding.as_mut() {
-            if cx.now >= o.timer.deadline() {
-                match o.timer.expire(cx.now, &cx.cfg.retransmit) {
-                    Expiry::Resend => {
-                        let b = o.bytes.clone();
-                        self.send(cx, &b);
-                    }
-                    Expiry::GiveUp => {
-                        self.kill(cx, DownReason::Timeout);
-                        return;
-                    }
-                }
+        match self.tasks.handle_timeout(cx.now, &cx.cfg.retransmit) {
+            Ok(Some(bytes)) => self.send(cx, &bytes),
+            Ok(None) => {}
+            Err(()) => {
+                self.kill(cx, DownReason::Timeout);
+                return;
             }
         }
-        if self.state == State::InitDone && cx.now >= self.created + cx.cfg.half_open_timeout {
+        if matches!(self.state, State::HalfOpen { .. }) && cx.now >= self.created + cx.cfg.half_open_timeout {
             self.kill(cx, DownReason::HalfOpenTimeout);
             return;
         }
-        if let Some(d) = self.dpd_deadline(cx.cfg) {
-            if cx.now >= d {
-                self.last_heard = cx.now;
-                self.request(cx, Request::Dpd, rng);
-            }
-        }
-    }
-
-    fn dpd_deadline(&self, cfg: &Config) -> Option<Duration> {
-        let delay = self.conn(cfg).dpd_delay?;
-        (self.state == State::Established && self.outstanding.is_none() && self.queue.is_empty())
-            .then(|| self.last_heard + delay)
+        crate::task::lifetimes::handle_timeout(self, cx, rng);
     }
 
     pub fn poll_timeout(&self, cfg: &Config) -> Option<Duration> {
-        if self.state == State::Dead {
+        if self.state.is_dead() {
             return None;
         }
-        let mut t: Option<Duration> = self.outstanding.as_ref().map(|o| o.timer.deadline());
+        let mut t: Option<Duration> = self.tasks.deadline();
         let mut consider = |d: Duration| t = Some(t.map_or(d, |x| x.min(d)));
-        if self.state == State::InitDone {
+        if matches!(self.state, State::HalfOpen { .. }) {
             consider(self.created + cfg.half_open_timeout);
         }
-        if let Some(d) = self.dpd_deadline(cfg) {
+        if let Some(d) = crate::task::lifetimes::deadline(self, cfg) {
             consider(d);
         }
         t
     }
 
-    /// Child SA keys as a [`ChildSaInfo`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn child_info(
-        &self,
-        cfg: &Config,
-        child_cfg: usize,
-        spi_in: u32,
-        spi_out: u32,
-        suite: crate::alg::ChildSuite,
-        keys: &ChildKeys,
-        local_ts: Vec<TrafficSelector>,
-        remote_ts: Vec<TrafficSelector>,
-        mode: crate::config::Mode,
-    ) -> ChildSaInfo {
-        let c = &self.conn(cfg).children[child_cfg];
-        let (encr_out, integ_out, encr_in, integ_in) = ChildSaInfo::new_keys(self.is_initiator(), keys);
+    /// A child SA pair's [`ChildSaInfo`] from its negotiated parameters and keys.
+    pub fn child_info(&self, cfg: &Config, a: &crate::child::Agreed, keys: &crate::keys::ChildKeys) -> ChildSaInfo {
+        let c = &self.conn(cfg).children[a.cfg];
+        let (encr_out, integ_out, encr_in, integ_in) = ChildSaInfo::new_keys(a.initiator, keys);
         ChildSaInfo {
             conn: self.conn_name(cfg),
             child: c.name.clone(),
             protocol: 50,
-            spi_in,
-            spi_out,
-            suite,
-            mode,
-            local_ts,
-            remote_ts,
+            spi_in: a.spi_in,
+            spi_out: a.spi_out,
+            suite: a.suite,
+            mode: a.mode,
+            local_ts: a.local_ts.clone(),
+            remote_ts: a.remote_ts.clone(),
             lifetimes: c.lifetimes,
             encap: self.child_encap(cfg),
-            local: self.local,
-            remote: self.remote,
-            initiator: self.is_initiator(),
+            local: self.path.local,
+            remote: self.path.remote,
+            initiator: a.initiator,
             encr_out,
             integ_out,
             encr_in,
             integ_in,
         }
+    }
+}
+
+/// The decrypted inner payload chain of an authenticated message.
+pub(crate) struct Opened {
+    inner: zeroize::Zeroizing<Vec<u8>>,
+    first: u8,
+}
+
+impl Opened {
+    /// The inner payloads; `Err`: authenticated but malformed (answered with INVALID_SYNTAX,
+    /// 2.21.3, or UNSUPPORTED_CRITICAL_PAYLOAD, 2.5).
+    pub fn payloads(&self) -> Result<Vec<Payload>, Error> {
+        let chain = parse_chain(&self.inner, self.first)?;
+        if chain.sk.is_some() {
+            return Err(Error::BadEncryptedPayload);
+        }
+        Ok(chain.payloads)
     }
 }

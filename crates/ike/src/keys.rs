@@ -97,11 +97,21 @@ impl Clone for ChildKeys {
     }
 }
 
-/// KEYMAT = prf+(SK_d, Ni | Nr) (2.17), taken in the order: the initiator-to-responder
+/// KEYMAT = prf+(SK_d, [g^ir (new) |] Ni | Nr) (2.17: the new shared secret with PFS), taken in the order: the initiator-to-responder
 /// encryption key, its integrity key, then the responder-to-initiator ones.
-pub fn derive_child_keys(p: Prf, sk_d: &[u8], ni: &[u8], nr: &[u8], suite: &ChildSuite) -> ChildKeys {
+pub fn derive_child_keys(
+    p: Prf,
+    sk_d: &[u8],
+    shared: Option<&[u8]>,
+    ni: &[u8],
+    nr: &[u8],
+    suite: &ChildSuite,
+) -> ChildKeys {
     let (le, la) = (suite.encr.keymat_len(), suite.integ.map_or(0, |i| i.key_len()));
-    let m = prf_plus(p, sk_d, &[ni, nr], 2 * (le + la));
+    let m = match shared {
+        None => prf_plus(p, sk_d, &[ni, nr], 2 * (le + la)),
+        Some(g) => prf_plus(p, sk_d, &[g, ni, nr], 2 * (le + la)),
+    };
     let part = |a: usize, n: usize| zeroize::Zeroizing::new(m[a..a + n].to_vec());
     ChildKeys {
         encr_i: part(0, le),

@@ -28,14 +28,15 @@ pub mod sk;
 pub mod ts;
 
 pub use error::{CommandError, Error};
+pub(crate) mod child;
 pub mod config;
 pub mod endpoint;
 pub mod event;
-pub mod exchange;
 pub(crate) mod ike_sa;
 pub mod keylog;
 pub mod message;
 pub mod retransmit;
+pub(crate) mod task;
 
 pub use config::{ChildConfig, ChildLifetimes, Config, Connection, Mode, Psk, StartAction};
 pub use endpoint::{Dropped, Endpoint, PacketSelectors, SaHandle};

@@ -215,6 +215,11 @@ impl Proposal {
         }
     }
 
+    /// Adds one transform (a responder's chosen key exchange method in CREATE_CHILD_SA).
+    pub fn add_transform(&mut self, ty: u8, id: u16) {
+        self.transforms.push(Transform::new(ty, id, None));
+    }
+
     fn of_type(&self, ty: u8) -> impl Iterator<Item = &Transform> {
         self.transforms.iter().filter(move |t| t.ty == ty && !t.unknown_attr)
     }

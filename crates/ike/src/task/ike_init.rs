@@ -1,19 +1,20 @@
 //! IKE_SA_INIT (RFC 7296 1.2): proposals, key exchange, nonces and NAT detection (2.23);
-//! INVALID_KE_PAYLOAD (1.2, 2.7) and NO_PROPOSAL_CHOSEN; the move to the NAT-T port.
+//! INVALID_KE_PAYLOAD (1.2, 2.7) and NO_PROPOSAL_CHOSEN; the move to the NAT-T port. The
+//! initiator's side is the [`IkeInit`] task; the responder's ([`respond_init`]) makes the
+//! half-open SA.
 use crate::alg::DhGroup;
 use crate::config::Config;
 use crate::dh::KeyExchange;
 use crate::endpoint::Dropped;
 use crate::event::{DownReason, Event, Role, Transmit};
 use crate::header::{ExchangeType, HeaderRepr};
-use crate::ike_sa::{Cx, IkeSa, Output, Request, State, NON_ESP_MARKER};
-use crate::keys::{derive_ike_keys, skeyseed};
+use crate::ike_sa::{Crypto, Cx, Handshake, IkeSa, Output, PeerWindow, State, NON_ESP_MARKER};
 use crate::message::{build_plain, Find, Message, Payload};
 use crate::nat::{evaluate, nat_hash};
 use crate::nonce::OUR_NONCE_LEN;
 use crate::notify::{kind, Notify};
 use crate::sa::{accept_ike_answer, choose_ike, protocol, Proposal, SaPayload};
-use crate::sk::SkCipher;
+use crate::task::Task;
 use alloc::vec::Vec;
 use core::net::SocketAddr;
 use core::time::Duration;
@@ -64,17 +65,39 @@ fn nat_state(
     evaluate(spi_i, spi_r, &srcs, dst, local, remote)
 }
 
-impl IkeSa {
-    /// The initiator's IKE_SA_INIT request: SA, KE, Ni, N(NAT_DETECTION_*).
-    pub(crate) fn build_init_request(
+/// Our IKE_SA_INIT (the initiator's task): the group we send a KE of (changed by
+/// INVALID_KE_PAYLOAD), our key exchange and nonce, the request as sent.
+pub(crate) struct IkeInit {
+    dh: DhGroup,
+    retries: u8,
+    kex: Option<KeyExchange>,
+    ni: Vec<u8>,
+    init_req: Vec<u8>,
+}
+
+impl IkeInit {
+    /// For a connection whose first proposal's first group we send a KE of.
+    pub fn new(dh: DhGroup) -> Self {
+        IkeInit {
+            dh,
+            retries: 0,
+            kex: None,
+            ni: Vec::new(),
+            init_req: Vec::new(),
+        }
+    }
+
+    /// The request: SA, KE, Ni, N(NAT_DETECTION_*).
+    pub fn build(
         &mut self,
+        sa: &mut IkeSa,
         cx: &mut Cx,
         rng: &mut impl CryptoRngCore,
     ) -> Result<Vec<u8>, crate::Error> {
-        let conn = self.conn(cx.cfg);
+        let conn = sa.conn(cx.cfg);
         let kex = KeyExchange::generate(self.dh, rng);
         self.ni = random_bytes(rng, OUR_NONCE_LEN);
-        let sa = SaPayload {
+        let proposals = SaPayload {
             proposals: conn
                 .ike_proposals
                 .iter()
@@ -83,135 +106,171 @@ impl IkeSa {
                 .collect(),
         };
         let mut p = alloc::vec![
-            Payload::Sa(sa),
+            Payload::Sa(proposals),
             Payload::Ke(crate::ke::KePayload {
                 group: self.dh.id(),
                 data: kex.public().to_vec()
             }),
             Payload::Nonce(self.ni.clone()),
         ];
-        p.extend(nat_notifies(self.spi_i, 0, self.local, self.remote, conn.encap, rng));
-        let bytes = build_plain(&self.header(ExchangeType::IkeSaInit, false, 0), &p)?;
+        p.extend(nat_notifies(
+            sa.spi_i,
+            0,
+            sa.path.local,
+            sa.path.remote,
+            conn.encap,
+            rng,
+        ));
+        sa.spi_r = 0;
+        let bytes = build_plain(&sa.header(ExchangeType::IkeSaInit, false, 0), &p)?;
         self.kex = Some(kex);
         self.init_req = bytes.clone();
         Ok(bytes)
     }
+}
 
-    /// The initiator handles the IKE_SA_INIT response.
-    pub(crate) fn on_init_response(
-        &mut self,
-        cx: &mut Cx,
-        raw: &[u8],
-        msg: &Message,
-        local: SocketAddr,
-        remote: SocketAddr,
-        rng: &mut impl CryptoRngCore,
-    ) -> Result<(), Dropped> {
-        if self.state != State::InitSent {
-            return Err(Dropped::WrongState);
+/// The initiator handles the IKE_SA_INIT response to its outstanding [`IkeInit`].
+pub(crate) fn on_response(
+    sa: &mut IkeSa,
+    cx: &mut Cx,
+    raw: &[u8],
+    msg: &Message,
+    local: SocketAddr,
+    remote: SocketAddr,
+    rng: &mut impl CryptoRngCore,
+) -> Result<(), Dropped> {
+    if !matches!(sa.state, State::InitSent) {
+        return Err(Dropped::WrongState);
+    }
+    let Some(mut active) = sa.tasks.active.take() else {
+        return Err(Dropped::UnexpectedResponse);
+    };
+    let Task::IkeInit(task) = &mut active.task else {
+        sa.tasks.active = Some(active);
+        return Err(Dropped::UnexpectedResponse);
+    };
+    match process(sa, cx, task, raw, msg, local, remote) {
+        // Not a usable response: the request stays outstanding (and is retransmitted).
+        Err(e) => {
+            sa.tasks.active = Some(active);
+            Err(e)
         }
-        let ps = &msg.chain.payloads;
-        let conn_name = self.conn_name(cx.cfg);
-        if let Some(n) = ps.error_notify() {
-            match n.kind {
-                kind::INVALID_KE_PAYLOAD => {
-                    // Retry with the group asked for, if we offer it (1.2, 2.7); twice at most.
-                    let g = <[u8; 2]>::try_from(n.data.as_slice())
-                        .ok()
-                        .map(u16::from_be_bytes)
-                        .and_then(DhGroup::from_id);
-                    let offered = g.filter(|g| self.conn(cx.cfg).ike_proposals.iter().any(|s| s.dh.contains(g)));
-                    match offered {
-                        Some(g) if self.ke_retries < 2 && g != self.dh => {
-                            self.ke_retries += 1;
-                            self.dh = g;
-                            self.outstanding = None;
-                            self.request(cx, Request::Init, rng);
-                        }
-                        _ => {
-                            cx.out.event(Event::ProposalMismatch {
-                                conn: conn_name,
-                                child: None,
-                            });
-                            self.kill(cx, DownReason::NoProposal);
-                        }
+        Ok(again) => {
+            if again {
+                // IKE_SA_INIT again, message ID 0 again (2.7).
+                sa.tasks.queue_front(active.task);
+            }
+            sa.start_next(cx, rng);
+            Ok(())
+        }
+    }
+}
+
+/// The response's content; `Ok(true)`: send IKE_SA_INIT again (with another group).
+fn process(
+    sa: &mut IkeSa,
+    cx: &mut Cx,
+    task: &mut IkeInit,
+    raw: &[u8],
+    msg: &Message,
+    local: SocketAddr,
+    remote: SocketAddr,
+) -> Result<bool, Dropped> {
+    let ps = &msg.chain.payloads;
+    let conn_name = sa.conn_name(cx.cfg);
+    if let Some(n) = ps.error_notify() {
+        match n.kind {
+            kind::INVALID_KE_PAYLOAD => {
+                // Retry with the group asked for, if we offer it (1.2, 2.7); twice at most.
+                let g = <[u8; 2]>::try_from(n.data.as_slice())
+                    .ok()
+                    .map(u16::from_be_bytes)
+                    .and_then(DhGroup::from_id);
+                let offered = g.filter(|g| sa.conn(cx.cfg).ike_proposals.iter().any(|s| s.dh.contains(g)));
+                match offered {
+                    Some(g) if task.retries < 2 && g != task.dh => {
+                        task.retries += 1;
+                        task.dh = g;
+                        return Ok(true);
+                    }
+                    _ => {
+                        cx.out.event(Event::ProposalMismatch {
+                            conn: conn_name,
+                            child: None,
+                        });
+                        sa.kill(cx, DownReason::NoProposal);
                     }
                 }
-                kind::NO_PROPOSAL_CHOSEN => {
-                    cx.out.event(Event::ProposalMismatch {
-                        conn: conn_name,
-                        child: None,
-                    });
-                    self.kill(cx, DownReason::NoProposal);
-                }
-                other => self.kill(cx, DownReason::PeerError(other)),
             }
-            return Ok(());
+            kind::NO_PROPOSAL_CHOSEN => {
+                cx.out.event(Event::ProposalMismatch {
+                    conn: conn_name,
+                    child: None,
+                });
+                sa.kill(cx, DownReason::NoProposal);
+            }
+            other => sa.kill(cx, DownReason::PeerError(other)),
         }
-        // COOKIE (2.6) is part 2: without it we would loop, so it ends the attempt.
-        if ps.notify(kind::COOKIE).is_some() {
-            self.kill(cx, DownReason::PeerError(kind::COOKIE));
-            return Ok(());
-        }
-        let sa = ps.sa().ok_or(Dropped::Malformed(crate::Error::MissingPayload("SA")))?;
-        let ke = ps.ke().ok_or(Dropped::Malformed(crate::Error::MissingPayload("KE")))?;
-        let nr = ps
-            .nonce()
-            .ok_or(Dropped::Malformed(crate::Error::MissingPayload("Nonce")))?;
-        let Some(suite) = accept_ike_answer(sa, &self.conn(cx.cfg).ike_proposals) else {
-            cx.out.event(Event::ProposalMismatch {
-                conn: conn_name,
-                child: None,
-            });
-            self.kill(cx, DownReason::NoProposal);
-            return Ok(());
-        };
-        if suite.dh != self.dh || ke.group != self.dh.id() || msg.header.spi_r == 0 {
-            return Err(Dropped::Malformed(crate::Error::BadKeyExchange));
-        }
-        let Some(kex) = self.kex.as_ref() else {
-            return Err(Dropped::WrongState);
-        };
-        let shared = kex.shared_secret(&ke.data).map_err(Dropped::Malformed)?;
-        self.spi_r = msg.header.spi_r;
-        self.nr = nr.clone();
-        self.install_keys(suite, &shared)?;
-        self.init_resp = raw.to_vec();
-        self.kex = None;
-        // NAT detection (2.23) from the response's view of our addresses.
-        if let Some(n) = nat_state(ps, self.spi_i, self.spi_r, local, remote) {
-            self.nat = n;
-        }
-        let conn = self.conn(cx.cfg);
-        if self.nat.local_behind_nat || self.nat.peer_behind_nat || conn.encap {
-            // Move to the NAT-T ports for everything after IKE_SA_INIT (2.23).
-            self.natt = true;
-            self.local = SocketAddr::new(self.local.ip(), cx.cfg.natt_port);
-            self.remote = SocketAddr::new(self.remote.ip(), conn.remote_natt_port);
-        }
-        self.last_heard = cx.now;
-        self.state = State::AuthSent;
-        self.outstanding = None;
-        self.next_id = 1;
-        self.request(cx, Request::Auth, rng);
-        Ok(())
+        return Ok(false);
     }
-
-    /// SKEYSEED, SK_* and the two SK ciphers.
-    pub(crate) fn install_keys(&mut self, suite: crate::alg::IkeSuite, shared: &[u8]) -> Result<(), Dropped> {
-        let seed = skeyseed(suite.prf, &self.ni, &self.nr, shared);
-        let keys = derive_ike_keys(&suite, &seed, &self.ni, &self.nr, self.spi_i, self.spi_r);
-        let (out_e, out_a, in_e, in_a) = if self.is_initiator() {
-            (&keys.sk_ei, &keys.sk_ai, &keys.sk_er, &keys.sk_ar)
-        } else {
-            (&keys.sk_er, &keys.sk_ar, &keys.sk_ei, &keys.sk_ai)
-        };
-        self.sk_out = Some(SkCipher::new(suite.encr, suite.integ, out_e, out_a).map_err(Dropped::Malformed)?);
-        self.sk_in = Some(SkCipher::new(suite.encr, suite.integ, in_e, in_a).map_err(Dropped::Malformed)?);
-        self.keys = Some(keys);
-        self.suite = Some(suite);
-        Ok(())
+    // COOKIE (2.6) is not supported yet: without it we would loop, so it ends the attempt.
+    if ps.notify(kind::COOKIE).is_some() {
+        sa.kill(cx, DownReason::PeerError(kind::COOKIE));
+        return Ok(false);
     }
+    let proposal = ps.sa().ok_or(Dropped::Malformed(crate::Error::MissingPayload("SA")))?;
+    let ke = ps.ke().ok_or(Dropped::Malformed(crate::Error::MissingPayload("KE")))?;
+    let nr = ps
+        .nonce()
+        .ok_or(Dropped::Malformed(crate::Error::MissingPayload("Nonce")))?;
+    let Some(suite) = accept_ike_answer(proposal, &sa.conn(cx.cfg).ike_proposals) else {
+        cx.out.event(Event::ProposalMismatch {
+            conn: conn_name,
+            child: None,
+        });
+        sa.kill(cx, DownReason::NoProposal);
+        return Ok(false);
+    };
+    if suite.dh != task.dh || ke.group != task.dh.id() || msg.header.spi_r == 0 {
+        return Err(Dropped::Malformed(crate::Error::BadKeyExchange));
+    }
+    let Some(kex) = task.kex.as_ref() else {
+        return Err(Dropped::WrongState);
+    };
+    let shared = kex.shared_secret(&ke.data).map_err(Dropped::Malformed)?;
+    let crypto = Crypto::derive(
+        Role::Initiator,
+        suite,
+        None,
+        &shared,
+        &task.ni,
+        nr,
+        sa.spi_i,
+        msg.header.spi_r,
+    )
+    .map_err(Dropped::Malformed)?;
+    let hs = Handshake {
+        ni: core::mem::take(&mut task.ni),
+        nr: nr.clone(),
+        init_req: core::mem::take(&mut task.init_req),
+        init_resp: raw.to_vec(),
+    };
+    sa.spi_r = msg.header.spi_r;
+    // NAT detection (2.23) from the response's view of our addresses.
+    if let Some(n) = nat_state(ps, sa.spi_i, sa.spi_r, local, remote) {
+        sa.path.nat = n;
+    }
+    let conn = sa.conn(cx.cfg);
+    if sa.path.nat.local_behind_nat || sa.path.nat.peer_behind_nat || conn.encap {
+        // Move to the NAT-T ports for everything after IKE_SA_INIT (2.23).
+        sa.path.natt = true;
+        sa.path.local = SocketAddr::new(sa.path.local.ip(), cx.cfg.natt_port);
+        sa.path.remote = SocketAddr::new(sa.path.remote.ip(), conn.remote_natt_port);
+    }
+    sa.last_heard = cx.now;
+    sa.state = State::AuthSent { hs, crypto };
+    sa.tasks.next_id = 1;
+    Ok(false)
 }
 
 fn stateless_reply(out: &mut Output, cfg: &Config, req: &HeaderRepr, local: SocketAddr, remote: SocketAddr, n: Notify) {
@@ -321,16 +380,15 @@ pub(crate) fn respond_init(
             return Err(Dropped::Malformed(e));
         }
     };
-    let mut ike = IkeSa::new(ci, Role::Responder, h.spi_i, spi_r, local, remote, suite.dh, now);
-    ike.ni = ni.clone();
-    ike.nr = random_bytes(rng, OUR_NONCE_LEN);
-    ike.init_req = raw.to_vec();
-    ike.install_keys(suite, &shared)?;
+    let nr = random_bytes(rng, OUR_NONCE_LEN);
+    let crypto =
+        Crypto::derive(Role::Responder, suite, None, &shared, ni, &nr, h.spi_i, spi_r).map_err(Dropped::Malformed)?;
+    let mut ike = IkeSa::new(ci, Role::Responder, h.spi_i, spi_r, local, remote, State::InitSent, now);
     if let Some(n) = nat_state(ps, h.spi_i, 0, local, remote) {
-        ike.nat = n;
+        ike.path.nat = n;
     }
     if local.port() == cfg.natt_port {
-        ike.natt = true;
+        ike.path.natt = true;
     }
     let conn = &cfg.connections[ci];
     let mut p = alloc::vec![
@@ -341,14 +399,24 @@ pub(crate) fn respond_init(
             group: suite.dh.id(),
             data: kex.public().to_vec()
         }),
-        Payload::Nonce(ike.nr.clone()),
+        Payload::Nonce(nr.clone()),
     ];
     p.extend(nat_notifies(h.spi_i, spi_r, local, remote, conn.encap, rng));
     let bytes = build_plain(&ike.header(ExchangeType::IkeSaInit, true, 0), &p).map_err(Dropped::Malformed)?;
     let mut cx = Cx { cfg, out, now };
     ike.send(&mut cx, &bytes);
-    ike.init_resp = bytes.clone();
-    ike.last_response = Some((0, bytes));
-    ike.peer_next_id = 1;
+    ike.state = State::HalfOpen {
+        hs: Handshake {
+            ni: ni.clone(),
+            nr,
+            init_req: raw.to_vec(),
+            init_resp: bytes.clone(),
+        },
+        crypto,
+    };
+    ike.window = PeerWindow {
+        expected: 1,
+        kept: Some((0, bytes)),
+    };
     Ok(ike)
 }

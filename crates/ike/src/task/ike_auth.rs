@@ -1,0 +1,300 @@
+//! IKE_AUTH (RFC 7296 1.2) with pre-shared keys (2.15), carrying the first child SA
+//! ([`crate::child`]): identities, AUTH computed and verified in constant time, INITIAL_CONTACT
+//! (2.4). The initiator's side is the [`IkeAuth`] task, the responder's [`respond`].
+use crate::alg::Prf;
+use crate::auth::{method, psk_auth, verify, AuthPayload};
+use crate::child::{keymat, Agreed, Offer, Refusal};
+use crate::event::{DownReason, Event, IkeKeyLog, IkeSaInfo};
+use crate::header::ExchangeType;
+use crate::id::Identity;
+use crate::ike_sa::{Child, ChildState, Crypto, Cx, EndpointEvent, IkeSa, State};
+use crate::keys::IkeKeys;
+use crate::message::{Find, Payload};
+use crate::notify::{kind, Notify};
+use crate::task::{child_delete::ChildDelete, lifetimes, Next, Reply, Task};
+use alloc::vec::Vec;
+use rand_core::CryptoRngCore;
+
+/// Our IKE_AUTH: the first child we ask for, if the connection has one.
+pub(crate) struct IkeAuth {
+    pub child: Option<Offer>,
+}
+
+/// RFC 7296 2.15: whether the peer proved the identity the connection requires (if it
+/// requires one) and the pre-shared key: its AUTH must be
+/// `prf(prf(PSK, "Key Pad for IKEv2"), message | nonce | prf(SK_p, IDx'))`, compared in
+/// constant time, where `message` is the peer's IKE_SA_INIT message, `nonce` ours and
+/// `sk_p` picks the peer's SK_p.
+#[allow(clippy::too_many_arguments)]
+fn peer_proved(
+    sa: &IkeSa,
+    cx: &Cx,
+    keys: &IkeKeys,
+    peer_id: &Identity,
+    id_body: &[u8],
+    auth: &AuthPayload,
+    prf: Prf,
+    message: &[u8],
+    nonce: &[u8],
+    sk_p: fn(&IkeKeys) -> &[u8],
+) -> bool {
+    let conn = sa.conn(cx.cfg);
+    let ok_id = conn.remote_id.as_ref().is_none_or(|r| r == peer_id);
+    let ok_auth = auth.method == method::SHARED_KEY && {
+        let expected = psk_auth(prf, conn.psk.expose(), message, nonce, sk_p(keys), id_body);
+        verify(&expected, &auth.data)
+    };
+    ok_id && ok_auth
+}
+
+/// Both sides authenticated: the SA is established with `crypto`.
+fn ike_up(sa: &mut IkeSa, cx: &mut Cx, crypto: Crypto, remote_id: Identity) {
+    let conn = sa.conn(cx.cfg);
+    let keys = cx.cfg.export_ike_keys.then(|| IkeKeyLog {
+        spi_i: sa.spi_i,
+        spi_r: sa.spi_r,
+        suite: crypto.suite,
+        sk_ei: crypto.keys.sk_ei.clone(),
+        sk_er: crypto.keys.sk_er.clone(),
+        sk_ai: crypto.keys.sk_ai.clone(),
+        sk_ar: crypto.keys.sk_ar.clone(),
+    });
+    cx.out.event(Event::IkeUp {
+        info: IkeSaInfo {
+            conn: conn.name.clone(),
+            spi_i: sa.spi_i,
+            spi_r: sa.spi_r,
+            role: sa.role,
+            local: sa.path.local,
+            remote: sa.path.remote,
+            suite: crypto.suite,
+            local_id: conn.local_id.clone(),
+            remote_id: remote_id.clone(),
+            nat: sa.child_encap(cx.cfg).is_some(),
+        },
+        keys,
+    });
+    sa.state = State::Established { crypto, remote_id };
+    lifetimes::ike_established(sa, cx);
+}
+
+/// A child agreed in IKE_AUTH or CREATE_CHILD_SA: reported up and kept.
+pub(crate) fn child_up(sa: &mut IkeSa, cx: &mut Cx, a: &Agreed, keys: &crate::keys::ChildKeys) {
+    let info = sa.child_info(cx.cfg, a, keys);
+    cx.out.event(Event::ChildUp(info.clone()));
+    let timers = lifetimes::child_timers(sa, cx, a.cfg);
+    sa.children.push(Child {
+        info,
+        state: ChildState::Installed,
+        timers,
+        cfg: a.cfg,
+    });
+}
+
+/// The event for a child that was refused.
+pub(crate) fn child_refused(sa: &IkeSa, cx: &mut Cx, cfg: Option<usize>, r: Refusal) {
+    let conn = sa.conn(cx.cfg);
+    let child = cfg.and_then(|i| conn.children.get(i)).map(|c| c.name.clone());
+    cx.out.event(match r {
+        Refusal::TsUnacceptable => Event::TsUnacceptable {
+            conn: conn.name.clone(),
+            child: child.unwrap_or_default(),
+        },
+        Refusal::NoProposal | Refusal::InvalidKe(_) => Event::ProposalMismatch {
+            conn: conn.name.clone(),
+            child,
+        },
+    });
+}
+
+impl IkeAuth {
+    /// The request: IDi, [IDr], AUTH, [INITIAL_CONTACT], and the first child:
+    /// [USE_TRANSPORT_MODE], SA, TSi, TSr (no KE: 1.2).
+    pub fn build(
+        &mut self,
+        sa: &mut IkeSa,
+        cx: &mut Cx,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<Vec<u8>, crate::Error> {
+        let conn = sa.conn(cx.cfg);
+        let State::AuthSent { hs, crypto } = &sa.state else {
+            return Err(crate::Error::BadEncryptedPayload);
+        };
+        let idi = conn.local_id.to_body();
+        let auth = psk_auth(
+            crypto.suite.prf,
+            conn.psk.expose(),
+            &hs.init_req,
+            &hs.nr,
+            &crypto.keys.sk_pi,
+            &idi,
+        );
+        let mut p = alloc::vec![Payload::IdI(conn.local_id.clone(), idi)];
+        if let Some(r) = &conn.remote_id {
+            p.push(Payload::IdR(r.clone(), r.to_body()));
+        }
+        p.push(Payload::Auth(AuthPayload {
+            method: method::SHARED_KEY,
+            data: auth.to_vec(),
+        }));
+        if conn.initial_contact {
+            p.push(Payload::Notify(Notify::ike(kind::INITIAL_CONTACT, &[])));
+        }
+        if let Some(offer) = &self.child {
+            p.extend(offer.payloads(conn));
+        }
+        sa.seal(ExchangeType::IkeAuth, false, 1, &p, rng)
+    }
+
+    /// The response.
+    pub fn process(self, sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Next {
+        let name = sa.conn_name(cx.cfg);
+        if ps.notify(kind::AUTHENTICATION_FAILED).is_some() {
+            cx.out.event(Event::AuthFailed {
+                conn: name,
+                local: false,
+            });
+            sa.kill(cx, DownReason::AuthFailed);
+            return Next::Done;
+        }
+        let (Some((idr, idr_body)), Some(auth)) = (ps.id_r(), ps.auth()) else {
+            let err = ps.error_notify().map_or(kind::INVALID_SYNTAX, |n| n.kind);
+            sa.kill(cx, DownReason::PeerError(err));
+            return Next::Done;
+        };
+        let State::AuthSent { hs, crypto } = core::mem::replace(&mut sa.state, State::Dead) else {
+            return Next::Done;
+        };
+        // The responder signed its IKE_SA_INIT message and our nonce with SK_pr.
+        let ok = peer_proved(
+            sa,
+            cx,
+            &crypto.keys,
+            idr,
+            idr_body,
+            auth,
+            crypto.suite.prf,
+            &hs.init_resp,
+            &hs.ni,
+            |k| &k.sk_pr,
+        );
+        sa.state = State::AuthSent { hs, crypto };
+        if !ok {
+            cx.out.event(Event::AuthFailed {
+                conn: name,
+                local: true,
+            });
+            sa.kill(cx, DownReason::AuthFailed);
+            return Next::Done;
+        }
+        let State::AuthSent { hs, crypto } = core::mem::replace(&mut sa.state, State::Dead) else {
+            return Next::Done;
+        };
+        let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
+        ike_up(sa, cx, crypto, idr.clone());
+        let Some(offer) = self.child else { return Next::Done };
+        let conn = sa.conn(cx.cfg);
+        match offer.accept(conn, ps) {
+            Ok((a, _)) => {
+                let keys = keymat(prf, &sk_d, None, &hs.ni, &hs.nr, &a.suite);
+                child_up(sa, cx, &a, &keys);
+            }
+            Err(r) => {
+                child_refused(sa, cx, Some(offer.cfg), r);
+                // A child the responder agreed to that we cannot take is deleted (2.9).
+                if ps.sa().is_some() && ps.error_notify().is_none() {
+                    sa.queue_task(cx, Task::ChildDelete(ChildDelete { spi_in: offer.spi_in }), rng);
+                }
+            }
+        }
+        Next::Done
+    }
+}
+
+/// The responder handles the IKE_AUTH request.
+pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Reply {
+    let name = sa.conn_name(cx.cfg);
+    let State::HalfOpen { hs, crypto } = core::mem::replace(&mut sa.state, State::Dead) else {
+        return Reply::notify(kind::INVALID_SYNTAX);
+    };
+    let (Some((idi, idi_body)), Some(auth)) = (ps.id_i(), ps.auth()) else {
+        sa.state = State::HalfOpen { hs, crypto };
+        let mut r = Reply::notify(kind::INVALID_SYNTAX);
+        r.then = Some(DownReason::PeerError(kind::INVALID_SYNTAX));
+        return r;
+    };
+    // The initiator signed its IKE_SA_INIT message and our nonce with SK_pi.
+    let ok = peer_proved(
+        sa,
+        cx,
+        &crypto.keys,
+        idi,
+        idi_body,
+        auth,
+        crypto.suite.prf,
+        &hs.init_req,
+        &hs.nr,
+        |k| &k.sk_pi,
+    );
+    if !ok {
+        sa.state = State::HalfOpen { hs, crypto };
+        cx.out.event(Event::AuthFailed {
+            conn: name,
+            local: true,
+        });
+        let mut r = Reply::notify(kind::AUTHENTICATION_FAILED);
+        r.then = Some(DownReason::AuthFailed);
+        return r;
+    }
+    let conn = sa.conn(cx.cfg);
+    let idr = conn.local_id.to_body();
+    let our_auth = psk_auth(
+        crypto.suite.prf,
+        conn.psk.expose(),
+        &hs.init_resp,
+        &hs.ni,
+        &crypto.keys.sk_pr,
+        &idr,
+    );
+    let mut resp = alloc::vec![
+        Payload::IdR(conn.local_id.clone(), idr),
+        Payload::Auth(AuthPayload {
+            method: method::SHARED_KEY,
+            data: our_auth.to_vec()
+        }),
+    ];
+    if ps.notify(kind::INITIAL_CONTACT).is_some() {
+        sa.effects.push(EndpointEvent::InitialContact);
+    }
+    let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
+    // The first child, chosen before the state changes (its selectors use the addresses).
+    let wants_child = ps.sa().is_some() && ps.ts_i().is_some() && ps.ts_r().is_some();
+    let choice = wants_child.then(|| crate::child::choose(sa, cx.cfg, ps, None, rng));
+    ike_up(sa, cx, crypto, idi.clone());
+    match choice {
+        None => {}
+        Some(Ok(choice)) => match choice.answer(ps, rng) {
+            Ok((payloads, _)) => {
+                resp.extend(payloads);
+                let keys = keymat(prf, &sk_d, None, &hs.ni, &hs.nr, &choice.agreed.suite);
+                child_up(sa, cx, &choice.agreed, &keys);
+            }
+            Err(r) => {
+                resp.push(Payload::Notify(r.notify()));
+                child_refused(sa, cx, Some(choice.agreed.cfg), r);
+            }
+        },
+        Some(Err((r, cfg))) => {
+            // IKE_AUTH's child has no KE (1.2): a refusal is NO_PROPOSAL_CHOSEN or
+            // TS_UNACCEPTABLE, never INVALID_KE_PAYLOAD.
+            let r = if let Refusal::InvalidKe(_) = r {
+                Refusal::NoProposal
+            } else {
+                r
+            };
+            resp.push(Payload::Notify(r.notify()));
+            child_refused(sa, cx, cfg, r);
+        }
+    }
+    Reply::with(resp)
+}

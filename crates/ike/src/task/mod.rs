@@ -1,0 +1,346 @@
+//! The exchanges as tasks, the way strongSwan's `sa/ikev2/tasks/` are: each module holds
+//! one kind of exchange, its state as the initiator (a struct in [`Task`]), how it builds
+//! its request and processes the response, and how the responder answers it.
+//!
+//! [`TaskManager`] keeps our requests in order: one outstanding at a time (RFC 7296 2.3,
+//! a window of 1) with its retransmission timer (2.1, 2.4), the rest queued until their
+//! state allows them. [`IkeSa::handle_message`] checks the message-ID window, answers a
+//! retransmitted request from the kept response, dispatches a response to the outstanding
+//! task and a request to its responder, and answers **every** request that consumes a
+//! message ID (2.1), malformed ones with INVALID_SYNTAX (2.21.3).
+pub(crate) mod child_create;
+pub(crate) mod child_delete;
+pub(crate) mod ike_auth;
+pub(crate) mod ike_delete;
+pub(crate) mod ike_dpd;
+pub(crate) mod ike_init;
+pub(crate) mod informational;
+pub(crate) mod lifetimes;
+
+use crate::endpoint::Dropped;
+use crate::error::Error;
+use crate::event::DownReason;
+use crate::header::ExchangeType;
+use crate::ike_sa::{Cx, IkeSa, State};
+use crate::limits::MAX_QUEUED_REQUESTS;
+use crate::message::{Message, Payload};
+use crate::notify::{kind, Notify};
+use crate::retransmit::{Expiry, RetransmitConfig, Retransmitter};
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use core::net::SocketAddr;
+use core::time::Duration;
+use rand_core::CryptoRngCore;
+
+/// One exchange of ours, with the state it carries between request and response.
+pub(crate) enum Task {
+    /// IKE_SA_INIT (1.2).
+    IkeInit(ike_init::IkeInit),
+    /// IKE_AUTH with the first child (1.2).
+    IkeAuth(ike_auth::IkeAuth),
+    /// INFORMATIONAL with a Delete of a child (1.4.1).
+    ChildDelete(child_delete::ChildDelete),
+    /// INFORMATIONAL with a Delete of the IKE SA (1.4.1).
+    IkeDelete,
+    /// An empty INFORMATIONAL: a liveness check (2.4).
+    IkeDpd,
+}
+
+/// What a task asks for after its response.
+pub(crate) enum Next {
+    /// The exchange is over.
+    Done,
+    /// Send this (a retry of the same exchange, e.g. after INVALID_KE_PAYLOAD) next.
+    Again(Task),
+}
+
+impl Task {
+    pub fn exchange(&self) -> ExchangeType {
+        match self {
+            Task::IkeInit(_) => ExchangeType::IkeSaInit,
+            Task::IkeAuth(_) => ExchangeType::IkeAuth,
+            Task::ChildDelete(_) | Task::IkeDelete | Task::IkeDpd => ExchangeType::Informational,
+        }
+    }
+
+    /// Whether it can be sent in `state`.
+    fn ready(&self, state: &State) -> bool {
+        match self {
+            Task::IkeInit(_) => matches!(state, State::InitSent),
+            Task::IkeAuth(_) => matches!(state, State::AuthSent { .. }),
+            Task::ChildDelete(_) | Task::IkeDelete | Task::IkeDpd => state.is_established(),
+        }
+    }
+
+    /// A second request for the same thing is not queued.
+    fn same(&self, other: &Task) -> bool {
+        match (self, other) {
+            (Task::ChildDelete(a), Task::ChildDelete(b)) => a.spi_in == b.spi_in,
+            (Task::IkeInit(_), Task::IkeInit(_))
+            | (Task::IkeAuth(_), Task::IkeAuth(_))
+            | (Task::IkeDelete, Task::IkeDelete)
+            | (Task::IkeDpd, Task::IkeDpd) => true,
+            _ => false,
+        }
+    }
+
+    fn build(&mut self, sa: &mut IkeSa, cx: &mut Cx, id: u32, rng: &mut impl CryptoRngCore) -> Result<Vec<u8>, Error> {
+        match self {
+            Task::IkeInit(t) => t.build(sa, cx, rng),
+            Task::IkeAuth(t) => t.build(sa, cx, rng),
+            Task::ChildDelete(t) => t.build(sa, id, rng),
+            Task::IkeDelete => ike_delete::build(sa, id, rng),
+            Task::IkeDpd => sa.seal(ExchangeType::Informational, false, id, &[], rng),
+        }
+    }
+
+    /// The response to it, decrypted (IKE_SA_INIT's is handled by [`ike_init`]).
+    fn process(self, sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Next {
+        match self {
+            Task::IkeInit(_) => Next::Done,
+            Task::IkeAuth(t) => t.process(sa, cx, ps, rng),
+            Task::ChildDelete(t) => t.process(sa, cx),
+            Task::IkeDelete => {
+                sa.kill(cx, DownReason::Local);
+                Next::Done
+            }
+            Task::IkeDpd => ike_dpd::process(sa, cx),
+        }
+    }
+}
+
+/// Our outstanding request.
+pub(crate) struct Active {
+    pub id: u32,
+    pub task: Task,
+    bytes: Vec<u8>,
+    timer: Retransmitter,
+}
+
+/// Our requests: the message ID of the next, the one outstanding, the ones waiting.
+#[derive(Default)]
+pub(crate) struct TaskManager {
+    pub next_id: u32,
+    pub active: Option<Active>,
+    queue: VecDeque<Task>,
+}
+
+impl TaskManager {
+    pub fn clear(&mut self) {
+        self.active = None;
+        self.queue.clear();
+    }
+
+    /// Puts a task first in the queue (a retry of the exchange that just ended).
+    pub fn queue_front(&mut self, t: Task) {
+        self.queue.push_front(t);
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.active.is_none() && self.queue.is_empty()
+    }
+
+    /// Our tasks, the outstanding one first.
+    pub fn iter(&self) -> impl Iterator<Item = &Task> {
+        self.active.iter().map(|a| &a.task).chain(self.queue.iter())
+    }
+
+    pub fn deadline(&self) -> Option<Duration> {
+        self.active.as_ref().map(|a| a.timer.deadline())
+    }
+
+    /// The outstanding request to send again when its timer is due; `Err` when the
+    /// retransmissions are exhausted (2.4: the peer is gone).
+    #[allow(clippy::result_unit_err)]
+    pub fn handle_timeout(&mut self, now: Duration, cfg: &RetransmitConfig) -> Result<Option<Vec<u8>>, ()> {
+        let Some(a) = self.active.as_mut() else { return Ok(None) };
+        if now < a.timer.deadline() {
+            return Ok(None);
+        }
+        match a.timer.expire(now, cfg) {
+            Expiry::Resend => Ok(Some(a.bytes.clone())),
+            Expiry::GiveUp => Err(()),
+        }
+    }
+}
+
+/// The responder's answer to a request, and what happens to the SA after it is sent.
+pub(crate) struct Reply {
+    pub payloads: Vec<Payload>,
+    pub then: Option<DownReason>,
+}
+
+impl Reply {
+    pub fn with(payloads: Vec<Payload>) -> Self {
+        Reply { payloads, then: None }
+    }
+    pub fn notify(kind: u16) -> Self {
+        Reply::with(alloc::vec![Payload::Notify(Notify::ike(kind, &[]))])
+    }
+}
+
+impl IkeSa {
+    /// Queues one of our exchanges and sends it if the window is free.
+    pub fn queue_task(&mut self, cx: &mut Cx, task: Task, rng: &mut impl CryptoRngCore) {
+        if self.state.is_dead() || self.tasks.iter().any(|t| t.same(&task)) {
+            return;
+        }
+        if self.tasks.queue.len() >= MAX_QUEUED_REQUESTS {
+            return;
+        }
+        self.tasks.queue.push_back(task);
+        self.start_next(cx, rng);
+    }
+
+    /// Sends the next queued request if the window is free and its state allows it.
+    pub fn start_next(&mut self, cx: &mut Cx, rng: &mut impl CryptoRngCore) {
+        while self.tasks.active.is_none() && !self.state.is_dead() {
+            match self.tasks.queue.front() {
+                Some(t) if t.ready(&self.state) => {}
+                _ => return,
+            }
+            let Some(mut task) = self.tasks.queue.pop_front() else {
+                return;
+            };
+            let id = self.tasks.next_id;
+            if let Ok(bytes) = task.build(self, cx, id, rng) {
+                self.send(cx, &bytes);
+                self.tasks.active = Some(Active {
+                    id,
+                    task,
+                    bytes,
+                    timer: Retransmitter::new(cx.now, &cx.cfg.retransmit),
+                });
+            }
+        }
+    }
+
+    /// Handles a message that belongs to this SA (by SPI), except a new IKE_SA_INIT request.
+    pub(crate) fn handle_message(
+        &mut self,
+        cx: &mut Cx,
+        raw: &[u8],
+        msg: &Message,
+        local: SocketAddr,
+        remote: SocketAddr,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), Dropped> {
+        // The I flag says who sent it: it must be the other role (3.1).
+        if msg.header.initiator == self.is_initiator() {
+            return Err(Dropped::WrongRole);
+        }
+        let r = if msg.header.response {
+            self.handle_response(cx, raw, msg, local, remote, rng)
+        } else {
+            self.handle_request(cx, raw, msg, local, remote, rng)
+        };
+        self.start_next(cx, rng);
+        r
+    }
+
+    fn handle_response(
+        &mut self,
+        cx: &mut Cx,
+        raw: &[u8],
+        msg: &Message,
+        local: SocketAddr,
+        remote: SocketAddr,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), Dropped> {
+        let h = &msg.header;
+        match &self.tasks.active {
+            Some(a) if a.id == h.message_id && a.task.exchange() == h.exchange => {}
+            _ => return Err(Dropped::UnexpectedResponse),
+        }
+        if h.exchange == ExchangeType::IkeSaInit {
+            return ike_init::on_response(self, cx, raw, msg, local, remote, rng);
+        }
+        let opened = self.decrypt(raw, msg).map_err(Dropped::Malformed)?;
+        self.authenticated_from(cx, local, remote);
+        let Some(active) = self.tasks.active.take() else {
+            return Err(Dropped::UnexpectedResponse);
+        };
+        self.tasks.next_id = active.id.wrapping_add(1);
+        let ps = match opened.payloads() {
+            Ok(ps) => ps,
+            Err(e) => {
+                // An authenticated but malformed response: the exchange failed (2.21.3).
+                if matches!(active.task, Task::IkeAuth(_)) {
+                    self.kill(cx, DownReason::PeerError(kind::INVALID_SYNTAX));
+                }
+                return Err(Dropped::InvalidSyntax(e));
+            }
+        };
+        if let Next::Again(t) = active.task.process(self, cx, &ps, rng) {
+            self.tasks.queue.push_front(t);
+        }
+        Ok(())
+    }
+
+    fn handle_request(
+        &mut self,
+        cx: &mut Cx,
+        raw: &[u8],
+        msg: &Message,
+        local: SocketAddr,
+        remote: SocketAddr,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), Dropped> {
+        let h = &msg.header;
+        // The previous one again: send the kept response (2.1).
+        if h.message_id.wrapping_add(1) == self.window.expected {
+            return match &self.window.kept {
+                Some((id, bytes)) if *id == h.message_id => {
+                    let b = bytes.clone();
+                    self.send(cx, &b);
+                    Ok(())
+                }
+                _ => Err(Dropped::OutOfWindow),
+            };
+        }
+        if h.message_id != self.window.expected {
+            return Err(Dropped::OutOfWindow);
+        }
+        if h.exchange == ExchangeType::IkeSaInit {
+            return Err(Dropped::WrongState);
+        }
+        // Integrity first: anything that fails it is not from the peer and gets no answer.
+        let opened = self.decrypt(raw, msg).map_err(Dropped::Malformed)?;
+        self.authenticated_from(cx, local, remote);
+        self.window.expected = h.message_id.wrapping_add(1);
+        let (reply, dropped) = match opened.payloads() {
+            Ok(ps) => (self.answer(cx, h.exchange, &ps, rng), None),
+            Err(e) => {
+                // Authenticated but malformed: INVALID_SYNTAX, or the critical payload we
+                // cannot handle (2.5); during IKE_AUTH the SA is gone with it (2.21.2).
+                let mut r = match e {
+                    Error::UnsupportedCritical(t) => Reply::with(alloc::vec![Payload::Notify(Notify::ike(
+                        kind::UNSUPPORTED_CRITICAL_PAYLOAD,
+                        &[t]
+                    ))]),
+                    _ => Reply::notify(kind::INVALID_SYNTAX),
+                };
+                if matches!(self.state, State::HalfOpen { .. }) {
+                    r.then = Some(DownReason::PeerError(kind::INVALID_SYNTAX));
+                }
+                (r, Some(Dropped::InvalidSyntax(e)))
+            }
+        };
+        self.respond(cx, h.exchange, h.message_id, &reply.payloads, rng);
+        if let Some(reason) = reply.then {
+            self.kill(cx, reason);
+        }
+        dropped.map_or(Ok(()), Err)
+    }
+
+    /// The responder's side of each exchange.
+    fn answer(&mut self, cx: &mut Cx, exchange: ExchangeType, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Reply {
+        match exchange {
+            ExchangeType::IkeAuth => ike_auth::respond(self, cx, ps, rng),
+            ExchangeType::CreateChildSa => child_create::respond(self, cx, ps, rng),
+            ExchangeType::Informational => informational::respond(self, cx, ps, rng),
+            // Never here: a new IKE_SA_INIT goes to the endpoint, a late one is dropped above.
+            ExchangeType::IkeSaInit => Reply::notify(kind::INVALID_SYNTAX),
+        }
+    }
+}
