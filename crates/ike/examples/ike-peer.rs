@@ -273,7 +273,9 @@ fn write_keylog(dir: &std::path::Path, e: &Event) {
         }
     };
     match e {
-        Event::IkeUp { keys: Some(k), .. } => append("ikev2_decryption_table", &[keylog::ikev2_line(k)]),
+        Event::IkeUp { keys: Some(k), .. } | Event::IkeRekeyed { keys: Some(k), .. } => {
+            append("ikev2_decryption_table", &[keylog::ikev2_line(k)])
+        }
         Event::ChildUp(c) => append("esp_sa", &keylog::esp_sa_lines(c)),
         _ => {}
     }
@@ -371,5 +373,12 @@ fn event_json(e: &Event, keys: bool) -> String {
             json_str(&new.to_string())
         ),
         Event::Alive { conn, at } => format!("{{\"event\":\"alive\",\"conn\":{},\"at_s\":{:.3}}}", json_str(conn), at.as_secs_f64()),
+        Event::IkeRekeyed { old_spi_i, info, .. } => format!(
+            "{{\"event\":\"ike_rekeyed\",\"conn\":{},\"old_spi_i\":\"{:016x}\",\"spi_i\":\"{:016x}\",\"spi_r\":\"{:016x}\"}}",
+            json_str(&info.conn),
+            old_spi_i,
+            info.spi_i,
+            info.spi_r
+        ),
     }
 }

@@ -152,7 +152,12 @@ impl Offer {
         }
         let sa = ps.sa().ok_or(Refusal::NoProposal)?;
         let (spi_out, suite) = accept_esp_answer(sa, &child.esp_proposals).ok_or(Refusal::NoProposal)?;
+        let answered_ke = sa
+            .proposals
+            .first()
+            .and_then(|p| p.transforms.iter().find(|t| t.ty == KE_TRANSFORM && t.id != 0));
         let shared = match &self.kex {
+            None if answered_ke.is_some() => return Err(Refusal::NoProposal),
             None => None,
             Some(k) => {
                 let ke = ps.ke().ok_or(Refusal::NoProposal)?;
@@ -211,6 +216,7 @@ pub(crate) fn choose(
     cfg: &crate::config::Config,
     ps: &[Payload],
     only: Option<usize>,
+    pfs: bool,
     rng: &mut impl CryptoRngCore,
 ) -> Result<Choice, (Refusal, Option<usize>)> {
     let conn = sa.conn(cfg);
@@ -235,7 +241,7 @@ pub(crate) fn choose(
         if ni_.is_empty() || nr_.is_empty() {
             continue;
         }
-        match choose_proposal(c, &sa_p.proposals, ke.map(|k| k.group)) {
+        match choose_proposal(c, &sa_p.proposals, ke.map(|k| k.group), pfs) {
             Ok((num, spi_out, suite, dh)) => {
                 let transport = c.mode == Mode::Transport && ps.notify(kind::USE_TRANSPORT_MODE).is_some();
                 return Ok(Choice {
@@ -261,11 +267,13 @@ pub(crate) fn choose(
 
 /// Our proposals against the offered ones, the key exchange method included (1.3.1): a
 /// proposal with KE transforms needs one of our groups (and the KE payload of that group,
-/// else INVALID_KE_PAYLOAD); ours with a group need the offer to have it.
+/// else INVALID_KE_PAYLOAD); ours with a group need the offer to have it. Without `pfs`
+/// (IKE_AUTH's child, 1.2) key exchange methods are left out on both sides.
 fn choose_proposal(
     c: &ChildConfig,
     offered: &[Proposal],
     ke_group: Option<u16>,
+    pfs: bool,
 ) -> Result<(u8, u32, ChildSuite, Option<DhGroup>), Refusal> {
     let mut want_ke = None;
     for spec in &c.esp_proposals {
@@ -280,6 +288,9 @@ fn choose_proposal(
                 continue;
             };
             let none_ok = groups.is_empty() || groups.contains(&0);
+            if !pfs {
+                return Ok((num, spi, suite, None));
+            }
             if spec.dh.is_empty() {
                 if none_ok && ke_group.is_none() {
                     return Ok((num, spi, suite, None));

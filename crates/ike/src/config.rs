@@ -55,17 +55,27 @@ pub enum Mode {
     Transport,
 }
 
-/// Lifetimes of a child SA (reported in the events; rekeying is part 2).
+/// Lifetimes of a child SA (swanctl's words and defaults): the IKE SA rekeys it at
+/// `rekey_time` less a random part of `rand_time`, and deletes it at `life_time` if that did
+/// not happen; the byte and packet limits are counted by the data plane, which asks for the
+/// rekey ([`crate::Endpoint::rekey_child`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChildLifetimes {
     /// Rekey after this long (swanctl `rekey_time`, default 1 h).
     pub rekey_time: Duration,
     /// Hard expiry (swanctl `life_time`, default rekey_time + 10 %).
     pub life_time: Duration,
+    /// Start the rekey up to this much earlier, at random (swanctl `rand_time`, default
+    /// life_time - rekey_time), so the two ends do not start together.
+    pub rand_time: Duration,
     /// Rekey after this many bytes (0: none).
     pub rekey_bytes: u64,
     /// Rekey after this many packets (0: none).
     pub rekey_packets: u64,
+    /// Hard limit in bytes (0: none; default rekey_bytes + 10 %).
+    pub life_bytes: u64,
+    /// Hard limit in packets (0: none).
+    pub life_packets: u64,
 }
 
 impl Default for ChildLifetimes {
@@ -73,8 +83,11 @@ impl Default for ChildLifetimes {
         ChildLifetimes {
             rekey_time: Duration::from_secs(3600),
             life_time: Duration::from_secs(3960),
+            rand_time: Duration::from_secs(360),
             rekey_bytes: 0,
             rekey_packets: 0,
+            life_bytes: 0,
+            life_packets: 0,
         }
     }
 }
@@ -156,8 +169,11 @@ pub struct Connection {
     /// Force UDP encapsulation (strongSwan `encap = yes`): we send a NAT_DETECTION_SOURCE_IP
     /// that cannot match, as strongSwan does, so both sides think we are behind a NAT.
     pub encap: bool,
-    /// IKE SA rekey time (reported; rekeying is part 2).
-    pub ike_rekey_time: Duration,
+    /// Rekey the IKE SA after this long (swanctl `rekey_time`, default 4 h; None: never).
+    pub rekey_time: Option<Duration>,
+    /// Start the IKE rekey up to this much earlier, at random (swanctl `rand_time`; None:
+    /// a tenth of `rekey_time`).
+    pub rand_time: Option<Duration>,
     /// Send INITIAL_CONTACT in IKE_AUTH (1.3.1 / 2.4).
     pub initial_contact: bool,
 }
@@ -187,7 +203,8 @@ impl Connection {
             start_action: StartAction::None,
             dpd_delay: None,
             encap: false,
-            ike_rekey_time: Duration::from_secs(4 * 3600),
+            rekey_time: Some(Duration::from_secs(4 * 3600)),
+            rand_time: None,
             initial_contact: true,
         })
     }

@@ -11,7 +11,9 @@ use crate::limits::MAX_IKE_SAS;
 use crate::message::Message;
 use crate::task::ike_auth::IkeAuth;
 use crate::task::ike_init::{respond_init, IkeInit};
-use crate::task::{child_delete::ChildDelete, Task};
+use crate::task::{
+    child_create::ChildCreate, child_delete::ChildDelete, child_rekey::ChildRekey, ike_rekey::IkeRekey, Task,
+};
 use crate::ts::TrafficSelector;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -74,6 +76,17 @@ pub struct PacketSelectors {
     pub src_port: u16,
     /// Destination port (0 if none).
     pub dst_port: u16,
+}
+
+impl PacketSelectors {
+    /// No packet (a command started the child).
+    pub(crate) const NONE: PacketSelectors = PacketSelectors {
+        src: IpAddr::V4(core::net::Ipv4Addr::UNSPECIFIED),
+        dst: IpAddr::V4(core::net::Ipv4Addr::UNSPECIFIED),
+        protocol: 0,
+        src_port: 0,
+        dst_port: 0,
+    };
 }
 
 /// A handle to an IKE SA: our SPI.
@@ -169,6 +182,63 @@ impl Endpoint {
         self.initiate_with(now, ci, None, rng)
     }
 
+    /// A child's selectors as the initiator offers them: the configured ones (the addresses
+    /// for `dynamic`), the packet's own first when a packet started it (2.9).
+    fn child_selectors(
+        &self,
+        ci: usize,
+        chi: usize,
+        packet: Option<(usize, PacketSelectors)>,
+    ) -> (Vec<TrafficSelector>, Vec<TrafficSelector>) {
+        let c = &self.cfg.connections[ci];
+        let child = &c.children[chi];
+        let remote_ip = c.remote_addr.unwrap_or(c.local_addr);
+        let mut ts_i = if child.local_ts.is_empty() {
+            alloc::vec![TrafficSelector::host(c.local_addr)]
+        } else {
+            child.local_ts.clone()
+        };
+        let mut ts_r = if child.remote_ts.is_empty() {
+            alloc::vec![TrafficSelector::host(remote_ip)]
+        } else {
+            child.remote_ts.clone()
+        };
+        if let Some((_, p)) = packet.filter(|(_, p)| *p != PacketSelectors::NONE) {
+            let port = |x: u16| {
+                if p.protocol == 6 || p.protocol == 17 || p.protocol == 132 {
+                    (x, x)
+                } else {
+                    (0, 0xffff)
+                }
+            };
+            let (sp, ep) = port(p.src_port);
+            let (dsp, dep) = port(p.dst_port);
+            ts_i.insert(
+                0,
+                TrafficSelector {
+                    protocol: p.protocol,
+                    start_port: sp,
+                    end_port: ep,
+                    start: p.src,
+                    end: p.src,
+                },
+            );
+            ts_r.insert(
+                0,
+                TrafficSelector {
+                    protocol: p.protocol,
+                    start_port: dsp,
+                    end_port: dep,
+                    start: p.dst,
+                    end: p.dst,
+                },
+            );
+            ts_i.truncate(crate::limits::MAX_TS);
+            ts_r.truncate(crate::limits::MAX_TS);
+        }
+        (ts_i, ts_r)
+    }
+
     fn initiate_with(
         &mut self,
         now: Duration,
@@ -192,53 +262,10 @@ impl Endpoint {
         let remote = SocketAddr::new(remote_ip, c.remote_port);
         let spi = self.new_ike_spi(rng);
         let mut sa = IkeSa::new(ci, Role::Initiator, spi, 0, local, remote, State::InitSent, now);
-        let mut offer = None;
         let child_idx = packet.map(|(i, _)| i).unwrap_or(0);
-        if let Some(child) = c.children.get(child_idx) {
-            let mut ts_i = if child.local_ts.is_empty() {
-                alloc::vec![TrafficSelector::host(c.local_addr)]
-            } else {
-                child.local_ts.clone()
-            };
-            let mut ts_r = if child.remote_ts.is_empty() {
-                alloc::vec![TrafficSelector::host(remote_ip)]
-            } else {
-                child.remote_ts.clone()
-            };
-            if let Some((_, p)) = packet {
-                // 2.9: the first selectors are those of the packet that caused the request.
-                let port = |x: u16| {
-                    if p.protocol == 6 || p.protocol == 17 || p.protocol == 132 {
-                        (x, x)
-                    } else {
-                        (0, 0xffff)
-                    }
-                };
-                let (sp, ep) = port(p.src_port);
-                let (dsp, dep) = port(p.dst_port);
-                ts_i.insert(
-                    0,
-                    TrafficSelector {
-                        protocol: p.protocol,
-                        start_port: sp,
-                        end_port: ep,
-                        start: p.src,
-                        end: p.src,
-                    },
-                );
-                ts_r.insert(
-                    0,
-                    TrafficSelector {
-                        protocol: p.protocol,
-                        start_port: dsp,
-                        end_port: dep,
-                        start: p.dst,
-                        end: p.dst,
-                    },
-                );
-                ts_i.truncate(crate::limits::MAX_TS);
-                ts_r.truncate(crate::limits::MAX_TS);
-            }
+        let mut offer = None;
+        if c.children.get(child_idx).is_some() {
+            let (ts_i, ts_r) = self.child_selectors(ci, child_idx, packet);
             offer = Some(Offer {
                 cfg: child_idx,
                 spi_in: new_spi(rng),
@@ -259,9 +286,9 @@ impl Endpoint {
     }
 
     /// A trap policy matched a packet: start the connection's IKE SA with that child, the
-    /// packet's selectors first. Nothing happens if an IKE SA for the connection exists and
-    /// the child is up or being set up; a second child on an established IKE SA needs
-    /// CREATE_CHILD_SA, which is part 2 ([`CommandError::Unsupported`]).
+    /// packet's selectors first (2.9), or, on an established IKE SA without that child, the
+    /// child alone with CREATE_CHILD_SA (1.3.1). Nothing happens while the child is up or
+    /// being set up.
     pub fn acquire(
         &mut self,
         now: Duration,
@@ -270,31 +297,131 @@ impl Endpoint {
         packet: PacketSelectors,
         rng: &mut impl CryptoRngCore,
     ) -> Result<(), CommandError> {
+        self.start_child(now, conn, child, Some(packet), rng)
+    }
+
+    /// Starts the child `child` of `conn` (`ipsec ike initiate CONN/CHILD`): with
+    /// CREATE_CHILD_SA on the connection's established IKE SA, or a new IKE SA carrying it.
+    pub fn initiate_child(
+        &mut self,
+        now: Duration,
+        conn: &str,
+        child: &str,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), CommandError> {
+        self.start_child(now, conn, child, None, rng)
+    }
+
+    fn start_child(
+        &mut self,
+        now: Duration,
+        conn: &str,
+        child: &str,
+        packet: Option<PacketSelectors>,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), CommandError> {
         let ci = self.conn_index(conn)?;
         let chi = self.cfg.connections[ci]
             .children
             .iter()
             .position(|c| c.name == child)
             .ok_or(CommandError::UnknownChild)?;
-        let existing: Vec<&IkeSa> = self
-            .sas
-            .values()
-            .filter(|s| s.conn == ci && !s.state.is_dead())
-            .collect();
-        if existing.is_empty() {
-            self.initiate_with(now, ci, Some((chi, packet)), rng)?;
+        let busy = self.sas.values().any(|s| {
+            s.conn == ci
+                && (s.children.iter().any(|c| c.cfg == chi)
+                    || !s.state.is_established() && !s.state.is_dead() && s.role == Role::Initiator
+                    || s.tasks
+                        .iter()
+                        .any(|t| matches!(t, Task::ChildCreate(c) if c.offer.cfg == chi)))
+        });
+        if busy {
             return Ok(());
         }
-        let has_child = existing
+        let established = self
+            .sas
             .iter()
-            .any(|s| s.children.iter().any(|c| c.cfg == chi) || !s.state.is_established() && s.role == Role::Initiator);
-        if has_child {
+            .find(|(_, s)| s.conn == ci && s.state.is_established())
+            .map(|(k, _)| *k);
+        let Some(spi) = established else {
+            let packet = packet.map(|p| (chi, p));
+            let packet = packet.or(Some((chi, PacketSelectors::NONE)));
+            self.initiate_with(now, ci, packet, rng)?;
+            return Ok(());
+        };
+        let (ts_i, ts_r) = self.child_selectors(ci, chi, packet.map(|p| (chi, p)));
+        let offer = Offer::new(&self.cfg.connections[ci], chi, ts_i, ts_r, true, rng);
+        let task = Task::ChildCreate(ChildCreate::new(offer, rng));
+        if let Some(sa) = self.sas.get_mut(&spi) {
+            let mut cx = Cx {
+                cfg: &self.cfg,
+                out: &mut self.out,
+                now,
+            };
+            sa.queue_task(&mut cx, task, rng);
+        }
+        Ok(())
+    }
+
+    /// Rekeys the child pair we receive on `spi_in` now (`ipsec ike rekey`, or the data
+    /// plane's byte or packet limit, or a sequence number near its end).
+    pub fn rekey_child(
+        &mut self,
+        now: Duration,
+        spi_in: u32,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), CommandError> {
+        let cfg = &self.cfg;
+        let sa = self
+            .sas
+            .values_mut()
+            .find(|s| s.children.iter().any(|c| c.spi_in() == spi_in))
+            .ok_or(CommandError::NotEstablished)?;
+        let task = ChildRekey::new(sa, cfg, spi_in, rng).ok_or(CommandError::NotEstablished)?;
+        let mut cx = Cx {
+            cfg,
+            out: &mut self.out,
+            now,
+        };
+        sa.queue_task(&mut cx, Task::ChildRekey(task), rng);
+        Ok(())
+    }
+
+    /// Rekeys the connection's IKE SAs now (`ipsec ike rekey CONN`).
+    pub fn rekey_ike(&mut self, now: Duration, conn: &str, rng: &mut impl CryptoRngCore) -> Result<(), CommandError> {
+        let ci = self.conn_index(conn)?;
+        let mut found = false;
+        for sa in self
+            .sas
+            .values_mut()
+            .filter(|s| s.conn == ci && s.state.is_established())
+        {
+            found = true;
+            if let Some(t) = IkeRekey::new(sa, rng) {
+                let mut cx = Cx {
+                    cfg: &self.cfg,
+                    out: &mut self.out,
+                    now,
+                };
+                sa.queue_task(&mut cx, Task::IkeRekey(t), rng);
+            }
+        }
+        if found {
             Ok(())
         } else {
-            Err(CommandError::Unsupported(
-                "a further child SA needs CREATE_CHILD_SA (part 2)",
-            ))
+            Err(CommandError::NotEstablished)
         }
+    }
+
+    /// The children of the connection's established IKE SAs: (child name, our inbound SPI).
+    pub fn children(&self, conn: &str) -> Vec<(alloc::string::String, u32)> {
+        let Ok(ci) = self.conn_index(conn) else {
+            return Vec::new();
+        };
+        self.sas
+            .values()
+            .filter(|s| s.conn == ci)
+            .flat_map(|s| s.children.iter().map(|c| (c.info.child.clone(), c.spi_in())))
+            .collect()
     }
 
     /// Deletes the connection's IKE SAs (INFORMATIONAL with a Delete; half-open ones are

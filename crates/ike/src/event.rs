@@ -124,8 +124,12 @@ pub struct ChildSaInfo {
     pub local: SocketAddr,
     /// The peer's outer address.
     pub remote: SocketAddr,
-    /// Whether we initiated the child.
+    /// Whether we initiated the exchange that made the child.
     pub initiator: bool,
+    /// The SPI we receive on of the pair this one replaces (a rekey, RFC 7296 2.8). With
+    /// `initiator` true, outbound traffic moves to the new pair at once; otherwise it stays
+    /// on the old pair until the peer deletes it.
+    pub rekeys: Option<u32>,
     /// Outbound encryption key (salt appended for AEADs).
     pub encr_out: KeyBytes,
     /// Outbound integrity key (empty with AEADs).
@@ -160,6 +164,7 @@ impl fmt::Debug for ChildSaInfo {
             .field("encap", &self.encap)
             .field("local", &self.local)
             .field("remote", &self.remote)
+            .field("rekeys", &self.rekeys.map(|s| alloc::format!("{s:08x}")))
             .field("keys", &"<redacted>")
             .finish()
     }
@@ -186,6 +191,8 @@ pub enum DownReason {
     Replaced,
     /// The IKE SA the child belonged to went down.
     IkeSaDown,
+    /// Replaced by a rekeyed IKE SA (2.18); its children moved there.
+    Rekeyed,
 }
 
 /// An event for the caller.
@@ -194,6 +201,19 @@ pub enum Event {
     /// An IKE SA is established (both sides authenticated).
     IkeUp {
         /// The SA.
+        info: IkeSaInfo,
+        /// Its keys, if [`crate::Config::export_ike_keys`].
+        keys: Option<IkeKeyLog>,
+    },
+    /// An IKE SA was rekeyed (RFC 7296 2.18): `info` is the new SA, which took over the
+    /// children of the old one (`old_spi_i`, `old_spi_r`); the old one goes down with
+    /// [`DownReason::Rekeyed`] once deleted.
+    IkeRekeyed {
+        /// The old SA's initiator SPI.
+        old_spi_i: u64,
+        /// The old SA's responder SPI.
+        old_spi_r: u64,
+        /// The new SA.
         info: IkeSaInfo,
         /// Its keys, if [`crate::Config::export_ike_keys`].
         keys: Option<IkeKeyLog>,

@@ -150,14 +150,16 @@ pub(crate) struct ChildTimers {
 }
 
 /// Where a child SA pair is in its life (2.8).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ChildState {
     /// Installed and carrying traffic.
     Installed,
-    /// A rekey of ours is outstanding.
-    Rekeying,
-    /// Replaced by a new pair; kept until `until` for packets still in flight, then deleted
-    /// (by whoever 2.8 says deletes it).
+    /// A rekey of ours is outstanding; `peer`: the peer rekeyed it too meanwhile (2.8.1).
+    Rekeying {
+        peer: Option<crate::task::child_rekey::PeerRekey>,
+    },
+    /// Replaced by a new pair; kept for packets still in flight until its Delete (ours
+    /// when `we_delete`, else the peer's; ours anyway at `until`).
     Rekeyed { until: Duration, we_delete: bool },
     /// Our Delete of it is outstanding.
     Deleting,
@@ -503,6 +505,7 @@ impl IkeSa {
             local: self.path.local,
             remote: self.path.remote,
             initiator: a.initiator,
+            rekeys: None,
             encr_out,
             integ_out,
             encr_in,

@@ -458,7 +458,16 @@ pub fn accept_ike_answer(answer: &SaPayload, ours: &[ProposalSpec]) -> Option<Ik
 pub fn accept_esp_answer(answer: &SaPayload, ours: &[ProposalSpec]) -> Option<(u32, ChildSuite)> {
     let [p] = answer.proposals.as_slice() else { return None };
     let spec = ours.get((p.num as usize).checked_sub(1)?)?;
-    if p.protocol != protocol::ESP || p.has_unknown_type(&[tt::ENCR, tt::INTEG, tt::ESN]) {
+    // A KE transform is the caller's to check (CREATE_CHILD_SA with PFS); one at most.
+    if p.protocol != protocol::ESP || p.has_unknown_type(&[tt::ENCR, tt::INTEG, tt::ESN, tt::KE]) {
+        return None;
+    }
+    let kes: Vec<_> = p.transforms.iter().filter(|t| t.ty == tt::KE).collect();
+    if kes.len() > 1
+        || kes
+            .first()
+            .is_some_and(|t| t.id != 0 && !spec.dh.iter().any(|g| g.id() == t.id))
+    {
         return None;
     }
     let spi = p.spi_u32()?;

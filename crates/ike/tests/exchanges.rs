@@ -573,25 +573,3 @@ fn ike_keys_exported_only_when_asked_and_keylog_lines() {
         ca.encr_out[0], ca.encr_out[1], ca.encr_out[2]
     )));
 }
-
-#[test]
-fn create_child_sa_is_refused_for_now() {
-    // Part 2 handles CREATE_CHILD_SA; now a second child by acquire is refused.
-    let (mut a, b) = pair(IKE, IKE, ESP, ESP);
-    a.connections[0]
-        .children
-        .push(ChildConfig::new("other", "10.5.0.0/16", "10.6.0.0/16", ESP).unwrap());
-    let mut net = Net::new(a, b);
-    net.up();
-    let pkt = PacketSelectors {
-        src: ip("10.5.0.1"),
-        dst: ip("10.6.0.1"),
-        protocol: 1,
-        src_port: 0,
-        dst_port: 0,
-    };
-    assert!(matches!(
-        net.a.acquire(net.now, "a2b", "other", pkt, &mut net.rng),
-        Err(CommandError::Unsupported(_))
-    ));
-}

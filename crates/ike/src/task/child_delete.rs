@@ -17,6 +17,9 @@ pub(crate) struct ChildDelete {
 
 impl ChildDelete {
     pub fn build(&self, sa: &mut IkeSa, id: u32, rng: &mut impl CryptoRngCore) -> Result<Vec<u8>, crate::Error> {
+        if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == self.spi_in) {
+            c.state = crate::ike_sa::ChildState::Deleting;
+        }
         sa.seal(
             ExchangeType::Informational,
             false,

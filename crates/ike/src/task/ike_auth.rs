@@ -79,10 +79,12 @@ fn ike_up(sa: &mut IkeSa, cx: &mut Cx, crypto: Crypto, remote_id: Identity) {
 }
 
 /// A child agreed in IKE_AUTH or CREATE_CHILD_SA: reported up and kept.
-pub(crate) fn child_up(sa: &mut IkeSa, cx: &mut Cx, a: &Agreed, keys: &crate::keys::ChildKeys) {
-    let info = sa.child_info(cx.cfg, a, keys);
+/// `rekeys`: the inbound SPI of the pair it replaces (2.8).
+pub(crate) fn child_up(sa: &mut IkeSa, cx: &mut Cx, a: &Agreed, keys: &crate::keys::ChildKeys, rekeys: Option<u32>) {
+    let mut info = sa.child_info(cx.cfg, a, keys);
+    info.rekeys = rekeys;
     cx.out.event(Event::ChildUp(info.clone()));
-    let timers = lifetimes::child_timers(sa, cx, a.cfg);
+    let timers = lifetimes::child_timers(sa, cx, a.cfg, a.spi_in);
     sa.children.push(Child {
         info,
         state: ChildState::Installed,
@@ -197,7 +199,7 @@ impl IkeAuth {
         match offer.accept(conn, ps) {
             Ok((a, _)) => {
                 let keys = keymat(prf, &sk_d, None, &hs.ni, &hs.nr, &a.suite);
-                child_up(sa, cx, &a, &keys);
+                child_up(sa, cx, &a, &keys, None);
             }
             Err(r) => {
                 child_refused(sa, cx, Some(offer.cfg), r);
@@ -269,7 +271,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
     // The first child, chosen before the state changes (its selectors use the addresses).
     let wants_child = ps.sa().is_some() && ps.ts_i().is_some() && ps.ts_r().is_some();
-    let choice = wants_child.then(|| crate::child::choose(sa, cx.cfg, ps, None, rng));
+    let choice = wants_child.then(|| crate::child::choose(sa, cx.cfg, ps, None, false, rng));
     ike_up(sa, cx, crypto, idi.clone());
     match choice {
         None => {}
@@ -277,7 +279,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
             Ok((payloads, _)) => {
                 resp.extend(payloads);
                 let keys = keymat(prf, &sk_d, None, &hs.ni, &hs.nr, &choice.agreed.suite);
-                child_up(sa, cx, &choice.agreed, &keys);
+                child_up(sa, cx, &choice.agreed, &keys, None);
             }
             Err(r) => {
                 resp.push(Payload::Notify(r.notify()));

@@ -3,7 +3,7 @@
 //! gone), and empty requests, the peer's liveness checks (2.4).
 use crate::delete::Delete;
 use crate::event::DownReason;
-use crate::ike_sa::{ChildState, Cx, IkeSa};
+use crate::ike_sa::{ChildState, Cx, IkeSa, State};
 use crate::message::Payload;
 use crate::task::{Reply, Task};
 use alloc::vec::Vec;
@@ -28,9 +28,15 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], _rng: &mut im
         }
     }
     if delete_ike {
+        // The Delete of an IKE SA that was rekeyed takes no child: they moved (2.18).
+        let why = if matches!(sa.state, State::Rekeyed { .. }) {
+            DownReason::Rekeyed
+        } else {
+            DownReason::Peer
+        };
         return Reply {
             payloads: Vec::new(),
-            then: Some(DownReason::Peer),
+            then: Some(why),
         };
     }
     let mut resp = Vec::new();

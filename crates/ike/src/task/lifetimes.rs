@@ -1,27 +1,138 @@
-//! The timers of an established IKE SA and its children: liveness checks ([`super::ike_dpd`])
-//! and, from the configured lifetimes, rekeying and expiry.
+//! The timers of an established IKE SA and its children (strongSwan's `rekey_time`,
+//! `rand_time`, `life_time`): liveness checks ([`super::ike_dpd`]); a child rekeyed at its
+//! rekey time less a random jitter (so the two ends do not start together, 2.8.1), deleted
+//! at its life time if it was not; a replaced child deleted after [`REKEYED_GRACE`] if its
+//! Delete did not come; the IKE SA rekeyed at the connection's `rekey_time` (2.18).
 use crate::config::Config;
-use crate::ike_sa::{ChildTimers, Cx, IkeSa};
+use crate::ike_sa::{ChildState, ChildTimers, Cx, IkeSa, State};
+use crate::task::{child_delete::ChildDelete, child_rekey::ChildRekey, ike_rekey::IkeRekey, Task};
+use alloc::vec::Vec;
 use core::time::Duration;
 use rand_core::CryptoRngCore;
 
-/// The IKE SA just became established.
-pub(crate) fn ike_established(_sa: &mut IkeSa, _cx: &mut Cx) {}
+/// How long a replaced child stays installed waiting for its Delete (2.8) before we
+/// delete it ourselves.
+pub(crate) const REKEYED_GRACE: Duration = Duration::from_secs(30);
+
+/// How long a replaced IKE SA waits for its Delete (2.18).
+const REKEYED_IKE_GRACE: Duration = Duration::from_secs(60);
+
+/// `base` less a jitter in `0..=rand`, drawn from `seed`'s random bits (an SPI).
+fn jittered(base: Duration, rand: Duration, seed: u64) -> Duration {
+    let r = rand.min(base).as_millis() as u64;
+    let j = if r == 0 { 0 } else { seed % (r + 1) };
+    base.saturating_sub(Duration::from_millis(j))
+        .max(Duration::from_secs(1))
+}
+
+/// The IKE SA just became established: when to rekey it.
+pub(crate) fn ike_established(sa: &mut IkeSa, cx: &mut Cx) {
+    let c = sa.conn(cx.cfg);
+    sa.rekey_at = c
+        .rekey_time
+        .map(|t| cx.now + jittered(t, c.rand_time.unwrap_or(t / 10), sa.spi_i ^ sa.spi_r));
+}
 
 /// A new child's timers.
-pub(crate) fn child_timers(_sa: &IkeSa, _cx: &Cx, _cfg: usize) -> ChildTimers {
+pub(crate) fn child_timers(sa: &IkeSa, cx: &Cx, cfg: usize, spi_in: u32) -> ChildTimers {
+    let l = sa.conn(cx.cfg).children[cfg].lifetimes;
     ChildTimers {
-        rekey_at: None,
-        expire_at: None,
+        rekey_at: (l.rekey_time > Duration::ZERO).then(|| cx.now + jittered(l.rekey_time, l.rand_time, spi_in as u64)),
+        expire_at: (l.life_time > Duration::ZERO).then(|| cx.now + l.life_time.max(l.rekey_time)),
     }
+}
+
+/// A rekey that failed for now is tried again in 2 to 5 s.
+pub(crate) fn retry_rekey_later(sa: &mut IkeSa, cx: &Cx, spi_in: u32, rng: &mut impl CryptoRngCore) {
+    let d = Duration::from_millis(2000 + u64::from(rng.next_u32() % 3000));
+    if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == spi_in) {
+        c.timers.rekey_at = Some(cx.now + d);
+    }
+}
+
+/// The same for the IKE SA.
+pub(crate) fn retry_ike_rekey_later(sa: &mut IkeSa, cx: &Cx, rng: &mut impl CryptoRngCore) {
+    sa.rekey_at = Some(cx.now + Duration::from_millis(2000 + u64::from(rng.next_u32() % 3000)));
+}
+
+fn ike_rekey_due(sa: &IkeSa) -> Option<Duration> {
+    sa.state
+        .is_established()
+        .then_some(sa.rekey_at)
+        .flatten()
+        .filter(|_| !sa.tasks.iter().any(|t| matches!(t, Task::IkeRekey(_))))
+}
+
+/// A child's next deadline.
+fn child_deadline(state: &ChildState, t: &ChildTimers) -> Option<Duration> {
+    let rekey = match state {
+        ChildState::Installed => t.rekey_at,
+        _ => None,
+    };
+    let grace = match state {
+        ChildState::Rekeyed { until, .. } => Some(*until),
+        _ => None,
+    };
+    [rekey, t.expire_at, grace].into_iter().flatten().min()
 }
 
 /// The earliest of the SA's timers.
 pub(crate) fn deadline(sa: &IkeSa, cfg: &Config) -> Option<Duration> {
-    super::ike_dpd::deadline(sa, cfg)
+    if let State::Rekeyed { .. } = sa.state {
+        return Some(sa.last_heard + REKEYED_IKE_GRACE);
+    }
+    if !sa.state.is_established() {
+        return None;
+    }
+    let children = sa.children.iter().filter_map(|c| child_deadline(&c.state, &c.timers));
+    [super::ike_dpd::deadline(sa, cfg), ike_rekey_due(sa)]
+        .into_iter()
+        .flatten()
+        .chain(children)
+        .min()
 }
 
 /// Runs the timers that are due.
 pub(crate) fn handle_timeout(sa: &mut IkeSa, cx: &mut Cx, rng: &mut impl CryptoRngCore) {
+    if let State::Rekeyed { .. } = sa.state {
+        if cx.now >= sa.last_heard + REKEYED_IKE_GRACE {
+            super::ike_rekey::old_deleted(sa, cx);
+        }
+        return;
+    }
+    if !sa.state.is_established() {
+        return;
+    }
     super::ike_dpd::handle_timeout(sa, cx, rng);
+    if ike_rekey_due(sa).is_some_and(|d| cx.now >= d) {
+        sa.rekey_at = None;
+        if let Some(t) = IkeRekey::new(sa, rng) {
+            sa.queue_task(cx, Task::IkeRekey(t), rng);
+        }
+    }
+    let mut rekey = Vec::new();
+    let mut delete = Vec::new();
+    for c in &mut sa.children {
+        match c.state {
+            ChildState::Installed if c.timers.rekey_at.is_some_and(|d| cx.now >= d) => {
+                c.timers.rekey_at = None;
+                rekey.push(c.spi_in());
+            }
+            ChildState::Rekeyed { until, .. } if cx.now >= until => delete.push(c.spi_in()),
+            _ => {}
+        }
+        if c.timers.expire_at.is_some_and(|d| cx.now >= d) && c.state != ChildState::Deleting {
+            // Its hard lifetime: it must not be used any more.
+            c.timers.expire_at = None;
+            delete.push(c.spi_in());
+        }
+    }
+    for spi in rekey {
+        if let Some(t) = ChildRekey::new(sa, cx.cfg, spi, rng) {
+            sa.queue_task(cx, Task::ChildRekey(t), rng);
+        }
+    }
+    for spi_in in delete {
+        sa.queue_task(cx, Task::ChildDelete(ChildDelete { spi_in }), rng);
+    }
 }

@@ -10,10 +10,12 @@
 //! message ID (2.1), malformed ones with INVALID_SYNTAX (2.21.3).
 pub(crate) mod child_create;
 pub(crate) mod child_delete;
+pub(crate) mod child_rekey;
 pub(crate) mod ike_auth;
 pub(crate) mod ike_delete;
 pub(crate) mod ike_dpd;
 pub(crate) mod ike_init;
+pub(crate) mod ike_rekey;
 pub(crate) mod informational;
 pub(crate) mod lifetimes;
 
@@ -38,6 +40,12 @@ pub(crate) enum Task {
     IkeInit(ike_init::IkeInit),
     /// IKE_AUTH with the first child (1.2).
     IkeAuth(ike_auth::IkeAuth),
+    /// CREATE_CHILD_SA for a further child (1.3.1).
+    ChildCreate(child_create::ChildCreate),
+    /// CREATE_CHILD_SA rekeying a child (1.3.3).
+    ChildRekey(child_rekey::ChildRekey),
+    /// CREATE_CHILD_SA rekeying the IKE SA (1.3.2).
+    IkeRekey(ike_rekey::IkeRekey),
     /// INFORMATIONAL with a Delete of a child (1.4.1).
     ChildDelete(child_delete::ChildDelete),
     /// INFORMATIONAL with a Delete of the IKE SA (1.4.1).
@@ -59,6 +67,7 @@ impl Task {
         match self {
             Task::IkeInit(_) => ExchangeType::IkeSaInit,
             Task::IkeAuth(_) => ExchangeType::IkeAuth,
+            Task::ChildCreate(_) | Task::ChildRekey(_) | Task::IkeRekey(_) => ExchangeType::CreateChildSa,
             Task::ChildDelete(_) | Task::IkeDelete | Task::IkeDpd => ExchangeType::Informational,
         }
     }
@@ -68,7 +77,11 @@ impl Task {
         match self {
             Task::IkeInit(_) => matches!(state, State::InitSent),
             Task::IkeAuth(_) => matches!(state, State::AuthSent { .. }),
-            Task::ChildDelete(_) | Task::IkeDelete | Task::IkeDpd => state.is_established(),
+            Task::ChildCreate(_) | Task::ChildRekey(_) | Task::IkeRekey(_) | Task::ChildDelete(_) | Task::IkeDpd => {
+                state.is_established()
+            }
+            // The Delete of a rekeyed IKE SA is sent on it (2.18).
+            Task::IkeDelete => state.is_established() || matches!(state, State::Rekeyed { .. }),
         }
     }
 
@@ -76,6 +89,9 @@ impl Task {
     fn same(&self, other: &Task) -> bool {
         match (self, other) {
             (Task::ChildDelete(a), Task::ChildDelete(b)) => a.spi_in == b.spi_in,
+            (Task::ChildRekey(a), Task::ChildRekey(b)) => a.old_spi_in == b.old_spi_in,
+            (Task::ChildCreate(a), Task::ChildCreate(b)) => a.offer.cfg == b.offer.cfg,
+            (Task::IkeRekey(_), Task::IkeRekey(_)) => true,
             (Task::IkeInit(_), Task::IkeInit(_))
             | (Task::IkeAuth(_), Task::IkeAuth(_))
             | (Task::IkeDelete, Task::IkeDelete)
@@ -88,6 +104,9 @@ impl Task {
         match self {
             Task::IkeInit(t) => t.build(sa, cx, rng),
             Task::IkeAuth(t) => t.build(sa, cx, rng),
+            Task::ChildCreate(t) => t.build(sa, cx, id, rng),
+            Task::ChildRekey(t) => t.build(sa, cx, id, rng),
+            Task::IkeRekey(t) => t.build(sa, cx, id, rng),
             Task::ChildDelete(t) => t.build(sa, id, rng),
             Task::IkeDelete => ike_delete::build(sa, id, rng),
             Task::IkeDpd => sa.seal(ExchangeType::Informational, false, id, &[], rng),
@@ -99,9 +118,17 @@ impl Task {
         match self {
             Task::IkeInit(_) => Next::Done,
             Task::IkeAuth(t) => t.process(sa, cx, ps, rng),
+            Task::ChildCreate(t) => t.process(sa, cx, ps, rng),
+            Task::ChildRekey(t) => t.process(sa, cx, ps, rng),
+            Task::IkeRekey(t) => t.process(sa, cx, ps, rng),
             Task::ChildDelete(t) => t.process(sa, cx),
             Task::IkeDelete => {
-                sa.kill(cx, DownReason::Local);
+                let why = if matches!(sa.state, State::Rekeyed { .. }) {
+                    DownReason::Rekeyed
+                } else {
+                    DownReason::Local
+                };
+                sa.kill(cx, why);
                 Next::Done
             }
             Task::IkeDpd => ike_dpd::process(sa, cx),

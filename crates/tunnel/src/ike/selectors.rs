@@ -238,6 +238,7 @@ mod child_tests {
             local: "192.0.2.1:4500".parse().unwrap(),
             remote: "198.51.100.2:31000".parse().unwrap(),
             initiator: true,
+            rekeys: None,
             encr_out: zeroize::Zeroizing::new(vec![1; ek]),
             integ_out: zeroize::Zeroizing::new(vec![2; ik]),
             encr_in: zeroize::Zeroizing::new(vec![3; ek]),

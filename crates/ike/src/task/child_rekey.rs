@@ -1,0 +1,243 @@
+//! Rekeying a child SA pair (RFC 7296 1.3.3, 2.8), make before break: a CREATE_CHILD_SA
+//! with N(REKEY_SA) naming the old pair makes a new pair with the same selectors and fresh
+//! keys (a new key exchange if the child's proposals have one); the initiator of the rekey
+//! switches its outbound traffic to the new pair when the response arrives and then deletes
+//! the old pair (2.8: the initiator deletes); the responder keeps sending on the old pair
+//! until that Delete comes (strongSwan's responders do the same), so no packet goes to an SA
+//! the other side does not have yet.
+//!
+//! Collisions (2.8.1): when both sides rekey the same pair at once, both exchanges complete;
+//! the new pair made by the exchange with the lowest of the four nonces is redundant and
+//! its initiator deletes it, and the other exchange's initiator deletes the old pair.
+use crate::child::{keymat, Offer, Refusal};
+use crate::event::DownReason;
+use crate::header::ExchangeType;
+use crate::ike_sa::{ChildState, Cx, IkeSa};
+use crate::message::{Find, Payload};
+use crate::notify::{kind, Notify};
+use crate::sa::protocol;
+use crate::task::child_create::{random_nonce, with_nonce};
+use crate::task::ike_auth::{child_refused, child_up};
+use crate::task::{child_delete::ChildDelete, lifetimes, Next, Reply, Task};
+use alloc::vec::Vec;
+use rand_core::CryptoRngCore;
+
+/// Our rekey of the pair we receive on `old_spi_in`.
+pub(crate) struct ChildRekey {
+    pub old_spi_in: u32,
+    pub offer: Offer,
+    pub ni: Vec<u8>,
+    pub retries: u8,
+}
+
+/// The peer's rekey of a pair we are rekeying too, as we answered it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PeerRekey {
+    /// The new pair it made (our inbound SPI).
+    pub new_spi_in: u32,
+    /// The lowest of its two nonces.
+    pub min_nonce: Vec<u8>,
+}
+
+fn lowest<'a>(a: &'a [u8], b: &'a [u8]) -> &'a [u8] {
+    if a <= b {
+        a
+    } else {
+        b
+    }
+}
+
+impl ChildRekey {
+    /// A rekey of our child `old_spi_in` (None if there is no such child).
+    pub fn new(sa: &IkeSa, cfg: &crate::config::Config, old_spi_in: u32, rng: &mut impl CryptoRngCore) -> Option<Self> {
+        let old = sa.children.iter().find(|c| c.spi_in() == old_spi_in)?;
+        let offer = Offer::new(
+            sa.conn(cfg),
+            old.cfg,
+            old.info.local_ts.clone(),
+            old.info.remote_ts.clone(),
+            true,
+            rng,
+        );
+        Some(ChildRekey {
+            old_spi_in,
+            offer,
+            ni: random_nonce(rng),
+            retries: 2,
+        })
+    }
+
+    /// N(REKEY_SA) with our inbound SPI of the old pair, SA, Ni, [KE], TSi, TSr.
+    pub fn build(
+        &mut self,
+        sa: &mut IkeSa,
+        cx: &mut Cx,
+        id: u32,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<Vec<u8>, crate::Error> {
+        if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == self.old_spi_in) {
+            if c.state == ChildState::Installed {
+                c.state = ChildState::Rekeying { peer: None };
+            }
+        }
+        let mut p = alloc::vec![Payload::Notify(Notify {
+            protocol: protocol::ESP,
+            spi: self.old_spi_in.to_be_bytes().to_vec(),
+            kind: kind::REKEY_SA,
+            data: Vec::new(),
+        })];
+        p.extend(with_nonce(self.offer.payloads(sa.conn(cx.cfg)), &self.ni));
+        sa.seal(ExchangeType::CreateChildSa, false, id, &p, rng)
+    }
+
+    pub fn process(mut self, sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Next {
+        let Some(crypto) = sa.state.crypto() else {
+            return Next::Done;
+        };
+        let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
+        let conn = sa.conn(cx.cfg);
+        let Some(old) = sa.children.iter().position(|c| c.spi_in() == self.old_spi_in) else {
+            // Gone meanwhile (the peer deleted it): what we made is not wanted.
+            if ps.sa().is_some() && ps.error_notify().is_none() {
+                sa.queue_task(
+                    cx,
+                    Task::ChildDelete(ChildDelete {
+                        spi_in: self.offer.spi_in,
+                    }),
+                    rng,
+                );
+            }
+            return Next::Done;
+        };
+        match (self.offer.accept(conn, ps), ps.nonce()) {
+            (Ok((a, shared)), Some(nr)) => {
+                let keys = keymat(prf, &sk_d, shared.as_deref().map(|s| &s[..]), &self.ni, nr, &a.suite);
+                let peer = match &sa.children[old].state {
+                    ChildState::Rekeying { peer } => peer.clone(),
+                    _ => None,
+                };
+                let ours_min = lowest(&self.ni, nr).to_vec();
+                match peer {
+                    // A collision (2.8.1) that our exchange lost: ours is redundant.
+                    Some(p) if ours_min < p.min_nonce => {
+                        child_up(sa, cx, &a, &keys, Some(self.old_spi_in));
+                        sa.queue_task(cx, Task::ChildDelete(ChildDelete { spi_in: a.spi_in }), rng);
+                        mark_rekeyed(sa, cx, self.old_spi_in, false);
+                    }
+                    _ => {
+                        child_up(sa, cx, &a, &keys, Some(self.old_spi_in));
+                        mark_rekeyed(sa, cx, self.old_spi_in, true);
+                        sa.queue_task(
+                            cx,
+                            Task::ChildDelete(ChildDelete {
+                                spi_in: self.old_spi_in,
+                            }),
+                            rng,
+                        );
+                    }
+                }
+                Next::Done
+            }
+            (Err(Refusal::InvalidKe(g)), _) if self.retries > 0 && self.offer.retry_with(conn, g, rng) => {
+                self.retries -= 1;
+                Next::Again(Task::ChildRekey(self))
+            }
+            (r, _) => {
+                let notify = ps.error_notify().map(|n| n.kind);
+                let old_child = &mut sa.children[old];
+                if old_child.state != ChildState::Deleting {
+                    old_child.state = ChildState::Installed;
+                }
+                match notify {
+                    // The peer no longer has it (2.25): it is gone.
+                    Some(kind::CHILD_SA_NOT_FOUND) => sa.child_down(cx, self.old_spi_in, DownReason::Peer),
+                    // The peer is busy with it (a collision, 2.25): try again a little later.
+                    Some(kind::TEMPORARY_FAILURE) => lifetimes::retry_rekey_later(sa, cx, self.old_spi_in, rng),
+                    _ => {
+                        child_refused(sa, cx, Some(self.offer.cfg), r.err().unwrap_or(Refusal::NoProposal));
+                        lifetimes::retry_rekey_later(sa, cx, self.old_spi_in, rng);
+                    }
+                }
+                Next::Done
+            }
+        }
+    }
+}
+
+/// The old pair is replaced: it stays installed until its Delete (ours when `we_delete`).
+fn mark_rekeyed(sa: &mut IkeSa, cx: &Cx, old_spi_in: u32, we_delete: bool) {
+    if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == old_spi_in) {
+        c.state = ChildState::Rekeyed {
+            until: cx.now + lifetimes::REKEYED_GRACE,
+            we_delete,
+        };
+        c.timers.rekey_at = None;
+    }
+}
+
+/// The responder's answer to a rekey of the pair named in N(REKEY_SA).
+pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rng: &mut impl CryptoRngCore) -> Reply {
+    let Some(n) = ps.notify(kind::REKEY_SA) else {
+        return Reply::notify(kind::INVALID_SYNTAX);
+    };
+    // The peer names the SPI it receives on: our outbound one.
+    let spi = <[u8; 4]>::try_from(n.spi.as_slice()).ok().map(u32::from_be_bytes);
+    let Some(old) = spi.and_then(|s| sa.children.iter().position(|c| c.info.spi_out == s)) else {
+        return Reply::with(alloc::vec![Payload::Notify(Notify {
+            protocol: protocol::ESP,
+            spi: n.spi.clone(),
+            kind: kind::CHILD_SA_NOT_FOUND,
+            data: Vec::new(),
+        })]);
+    };
+    let (old_spi_in, old_cfg, old_state) = {
+        let c = &sa.children[old];
+        (c.spi_in(), c.cfg, c.state.clone())
+    };
+    // One we are deleting, or already replaced, is not rekeyed again (2.25).
+    if matches!(old_state, ChildState::Deleting | ChildState::Rekeyed { .. }) {
+        return Reply::notify(kind::TEMPORARY_FAILURE);
+    }
+    let Some(crypto) = sa.state.crypto() else {
+        return Reply::notify(kind::INVALID_SYNTAX);
+    };
+    let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
+    let choice = match crate::child::choose(sa, cx.cfg, ps, Some(old_cfg), true, rng) {
+        Ok(c) => c,
+        Err((r, cfg)) => {
+            child_refused(sa, cx, cfg, r);
+            return Reply::with(alloc::vec![Payload::Notify(r.notify())]);
+        }
+    };
+    let (payloads, shared) = match choice.answer(ps, rng) {
+        Ok(x) => x,
+        Err(r) => {
+            child_refused(sa, cx, Some(old_cfg), r);
+            return Reply::with(alloc::vec![Payload::Notify(r.notify())]);
+        }
+    };
+    let nr = random_nonce(rng);
+    let keys = keymat(
+        prf,
+        &sk_d,
+        shared.as_deref().map(|s| &s[..]),
+        ni,
+        &nr,
+        &choice.agreed.suite,
+    );
+    child_up(sa, cx, &choice.agreed, &keys, Some(old_spi_in));
+    match old_state {
+        // Both sides rekey it (2.8.1): remember the peer's exchange for when ours completes.
+        ChildState::Rekeying { .. } => {
+            let peer = PeerRekey {
+                new_spi_in: choice.agreed.spi_in,
+                min_nonce: lowest(ni, &nr).to_vec(),
+            };
+            if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == old_spi_in) {
+                c.state = ChildState::Rekeying { peer: Some(peer) };
+            }
+        }
+        _ => mark_rekeyed(sa, cx, old_spi_in, false),
+    }
+    Reply::with(with_nonce(payloads, &nr))
+}

@@ -1,0 +1,254 @@
+//! CREATE_CHILD_SA in memory (RFC 7296 1.3, 2.8, 2.18): further children, child rekeying
+//! from either side and from the lifetimes, with PFS, collisions, IKE SA rekeying, and the
+//! answers every request gets (INVALID_SYNTAX for an authenticated malformed one).
+mod common;
+use common::*;
+use ipsec_ike::*;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const IKE: &str = "aes128gcm16-prfsha256-x25519";
+const ESP: &str = "aes128gcm16";
+
+/// The child pairs each side has now (by the events): inbound SPI -> info.
+fn installed(ev: &[Event]) -> BTreeMap<u32, ChildSaInfo> {
+    let mut m = BTreeMap::new();
+    for e in ev {
+        match e {
+            Event::ChildUp(c) => {
+                m.insert(c.spi_in, c.clone());
+            }
+            Event::ChildDown { spi_in, .. } => {
+                m.remove(spi_in);
+            }
+            _ => {}
+        }
+    }
+    m
+}
+
+/// Each of A's pairs is one of B's, mirrored, with the same keys.
+fn assert_mirrored(net: &Net) -> Vec<(u32, u32)> {
+    let a = installed(&net.events_a);
+    let b = installed(&net.events_b);
+    assert_eq!(a.len(), b.len(), "A {a:?}\nB {b:?}");
+    let mut pairs = Vec::new();
+    for (spi, ca) in &a {
+        let cb = b
+            .get(&ca.spi_out)
+            .unwrap_or_else(|| panic!("B has no pair for A's {spi:08x}: {b:?}"));
+        assert_eq!(cb.spi_out, *spi);
+        assert_eq!(*ca.encr_out, *cb.encr_in);
+        assert_eq!(*ca.encr_in, *cb.encr_out);
+        assert_eq!(ca.local_ts, cb.remote_ts);
+        pairs.push((*spi, ca.spi_out));
+    }
+    pairs
+}
+
+#[test]
+fn a_further_child_comes_up_with_create_child_sa() {
+    let (mut a, mut b) = pair(IKE, IKE, ESP, ESP);
+    a.connections[0]
+        .children
+        .push(ChildConfig::new("other", "10.5.0.0/16", "10.6.0.0/16", ESP).unwrap());
+    b.connections[0]
+        .children
+        .push(ChildConfig::new("other", "10.6.0.0/16", "10.5.0.0/16", ESP).unwrap());
+    let mut net = Net::new(a, b);
+    net.up();
+    let pkt = PacketSelectors {
+        src: ip("10.5.0.1"),
+        dst: ip("10.6.0.1"),
+        protocol: 1,
+        src_port: 0,
+        dst_port: 0,
+    };
+    net.a.acquire(net.now, "a2b", "other", pkt, &mut net.rng).unwrap();
+    net.pump();
+    let pairs = assert_mirrored(&net);
+    assert_eq!(pairs.len(), 2);
+    let other: Vec<_> = child_up(&net.events_a)
+        .into_iter()
+        .filter(|c| c.child == "other")
+        .collect();
+    assert_eq!(other.len(), 1);
+    assert_eq!(
+        other[0].local_ts[0].to_string(),
+        "10.5.0.0/16",
+        "B narrows to its policy"
+    );
+    assert_eq!(net.a.ike_sa_count(), 1);
+    // Again while it is up: nothing.
+    net.a.acquire(net.now, "a2b", "other", pkt, &mut net.rng).unwrap();
+    net.pump();
+    assert_eq!(child_up(&net.events_a).len(), 2);
+    // A child B has no configuration for: TS_UNACCEPTABLE, the IKE SA stays.
+    let (mut a, b) = pair(IKE, IKE, ESP, ESP);
+    a.connections[0]
+        .children
+        .push(ChildConfig::new("nope", "10.7.0.0/16", "10.8.0.0/16", ESP).unwrap());
+    let mut net = Net::new(a, b);
+    net.up();
+    net.a.initiate_child(net.now, "a2b", "nope", &mut net.rng).unwrap();
+    net.pump();
+    assert!(net
+        .events_a
+        .iter()
+        .any(|e| matches!(e, Event::TsUnacceptable { child, .. } if child == "nope")));
+    assert_eq!(assert_mirrored(&net).len(), 1);
+    assert!(downs(&net.events_a).is_empty());
+}
+
+fn rekey_by(from_a: bool, pfs: bool) {
+    let esp = if pfs { "aes128gcm16-x25519" } else { ESP };
+    let (a, b) = pair(IKE, IKE, esp, esp);
+    let mut net = Net::new(a, b);
+    net.up();
+    let before = assert_mirrored(&net);
+    let (old_a, old_b) = before[0];
+    if from_a {
+        net.a.rekey_child(net.now, old_a, &mut net.rng).unwrap();
+    } else {
+        net.b.rekey_child(net.now, old_b, &mut net.rng).unwrap();
+    }
+    net.pump();
+    let after = assert_mirrored(&net);
+    assert_eq!(after.len(), 1, "the old pair is deleted after the rekey");
+    assert_ne!(after[0], before[0]);
+    // Both sides announced the new pair as replacing the old one before it went.
+    for (ev, old) in [(&net.events_a, old_a), (&net.events_b, old_b)] {
+        let up = ev
+            .iter()
+            .position(|e| matches!(e, Event::ChildUp(c) if c.rekeys == Some(old)))
+            .expect("new pair names the old one");
+        let down = ev
+            .iter()
+            .position(|e| matches!(e, Event::ChildDown { spi_in, .. } if *spi_in == old))
+            .expect("old pair goes");
+        assert!(up < down, "make before break");
+    }
+    // The new pair has new keys.
+    let a_new = installed(&net.events_a);
+    let first = child_up(&net.events_a)[0].clone();
+    assert_ne!(*a_new.values().next().unwrap().encr_out, *first.encr_out);
+    // The rekey exchange carried a KE payload exactly when PFS is configured.
+    let ccsa: Vec<_> = net.sent.iter().filter(|s| kind_of(&s.t).0 == 36).collect();
+    assert_eq!(ccsa.len(), 2, "one CREATE_CHILD_SA request and response");
+    assert!(downs(&net.events_a).is_empty() && downs(&net.events_b).is_empty());
+}
+
+#[test]
+fn child_rekeyed_by_the_initiator_make_before_break() {
+    rekey_by(true, false);
+}
+
+#[test]
+fn child_rekeyed_by_the_responder() {
+    rekey_by(false, false);
+}
+
+#[test]
+fn child_rekeyed_with_a_new_key_exchange() {
+    rekey_by(true, true);
+    rekey_by(false, true);
+}
+
+#[test]
+fn children_are_rekeyed_at_their_rekey_time_and_keep_being_rekeyed() {
+    let (mut a, mut b) = pair(IKE, IKE, ESP, ESP);
+    for c in [&mut a, &mut b] {
+        let l = &mut c.connections[0].children[0].lifetimes;
+        l.rekey_time = Duration::from_secs(60);
+        l.life_time = Duration::from_secs(90);
+        l.rand_time = Duration::from_secs(10);
+    }
+    let mut net = Net::new(a, b);
+    net.up();
+    let start = net.now;
+    while net.advance(start + Duration::from_secs(600)) {}
+    net.now = start + Duration::from_secs(600);
+    let ups = child_up(&net.events_a).len();
+    // One pair at a time, rekeyed every 50-60 s for 10 minutes: about 10 rekeys.
+    assert!((10..=13).contains(&(ups - 1)), "{ups} child_up events");
+    assert_eq!(assert_mirrored(&net).len(), 1);
+    assert!(child_downs(&net.events_a)
+        .iter()
+        .all(|(_, r)| *r != DownReason::Timeout));
+    assert!(downs(&net.events_a).is_empty(), "the IKE SA stays");
+}
+
+#[test]
+fn simultaneous_child_rekeys_leave_one_pair() {
+    // Both start a rekey of the same pair before either request arrives (2.8.1).
+    for seed in 0..8 {
+        let (a, b) = pair(IKE, IKE, ESP, ESP);
+        let mut net = Net::new(a, b);
+        net.rng = <rand_chacha::ChaCha20Rng as rand_core::SeedableRng>::seed_from_u64(seed);
+        net.up();
+        let (old_a, old_b) = assert_mirrored(&net)[0];
+        net.a.rekey_child(net.now, old_a, &mut net.rng).unwrap();
+        net.b.rekey_child(net.now, old_b, &mut net.rng).unwrap();
+        net.pump();
+        let pairs = assert_mirrored(&net);
+        assert_eq!(pairs.len(), 1, "seed {seed}: one pair survives: {pairs:?}");
+        assert_ne!(pairs[0].0, old_a);
+        // Settle the timers too: nothing else goes.
+        let t = net.now + Duration::from_secs(120);
+        while net.advance(t) {}
+        assert_eq!(assert_mirrored(&net), pairs);
+    }
+}
+
+#[test]
+fn ike_sa_rekeyed_from_either_side_keeps_the_children() {
+    for from_a in [true, false] {
+        let (a, b) = pair(IKE, IKE, ESP, ESP);
+        let mut net = Net::new(a, b);
+        net.up();
+        let before = assert_mirrored(&net);
+        if from_a {
+            net.a.rekey_ike(net.now, "a2b", &mut net.rng).unwrap();
+        } else {
+            net.b.rekey_ike(net.now, "b2a", &mut net.rng).unwrap();
+        }
+        net.pump();
+        for ev in [&net.events_a, &net.events_b] {
+            assert!(ev.iter().any(|e| matches!(e, Event::IkeRekeyed { .. })));
+            assert_eq!(downs(ev), [DownReason::Rekeyed]);
+            assert!(child_downs(ev).is_empty(), "children moved, none went down");
+        }
+        assert_eq!((net.a.ike_sa_count(), net.b.ike_sa_count()), (1, 1));
+        assert_eq!(assert_mirrored(&net), before);
+        // The new SA works: a child rekey and a Delete over it.
+        let (spi, _) = before[0];
+        net.a.rekey_child(net.now, spi, &mut net.rng).unwrap();
+        net.pump();
+        assert_eq!(assert_mirrored(&net).len(), 1);
+        net.a.terminate(net.now, "a2b", &mut net.rng).unwrap();
+        net.pump();
+        assert_eq!((net.a.ike_sa_count(), net.b.ike_sa_count()), (0, 0));
+    }
+}
+
+#[test]
+fn a_rekey_of_a_pair_being_deleted_is_refused_and_changes_nothing() {
+    let (a, b) = pair(IKE, IKE, ESP, ESP);
+    let mut net = Net::new(a, b);
+    net.up();
+    let (old_a, old_b) = assert_mirrored(&net)[0];
+    // B's Delete of the pair is under way (lost on the way to A) when A's rekey arrives:
+    // B answers TEMPORARY_FAILURE (2.25) and no new pair is made on either side.
+    net.drop = Box::new(|from_a, _| !from_a);
+    net.b.delete_child(net.now, old_b, &mut net.rng).unwrap();
+    net.pump();
+    net.drop = Box::new(|_, _| false);
+    net.a.rekey_child(net.now, old_a, &mut net.rng).unwrap();
+    net.pump();
+    assert!(child_up(&net.events_a).iter().all(|c| c.rekeys.is_none()));
+    assert!(child_up(&net.events_b).iter().all(|c| c.rekeys.is_none()));
+    // B's Delete, retransmitted, then removes the pair on both sides.
+    let t = net.now + Duration::from_secs(30);
+    while net.advance(t) {}
+    assert!(installed(&net.events_a).is_empty() && installed(&net.events_b).is_empty());
+}
