@@ -94,9 +94,16 @@ pub struct SaInstallArgs {
 /// `ipsec ike ...`.
 #[derive(clap::Subcommand, Clone, Debug)]
 pub enum IkeCmd {
-    /// Start connection NAME (IKE_SA_INIT, IKE_AUTH with its first child SA).
+    /// Start connection NAME (IKE_SA_INIT, IKE_AUTH with its first child SA), or with
+    /// NAME = CONN/CHILD one further child (CREATE_CHILD_SA on the established IKE SA).
     Initiate {
-        /// The connection (`[[connection]] name`).
+        /// The connection (`[[connection]] name`), or CONN/CHILD.
+        name: String,
+    },
+    /// Rekey connection NAME's IKE SA, or with NAME = CONN/CHILD that child's SAs
+    /// (CREATE_CHILD_SA, make before break).
+    Rekey {
+        /// The connection, or CONN/CHILD.
         name: String,
     },
     /// Delete connection NAME's IKE SA and its child SAs (INFORMATIONAL with a Delete).
@@ -132,17 +139,32 @@ pub fn ike_text(v: &Value) -> String {
     out
 }
 
+/// `CONN` or `CONN/CHILD` from an answer.
+fn name_of(v: &Value) -> String {
+    match v["child"].as_str() {
+        Some(ch) => format!("{}/{ch}", s(&v["conn"])),
+        None => s(&v["conn"]),
+    }
+}
+
 /// `ipsec ike ...`.
 pub fn run_ike(cmd: &IkeCmd, opts: &ControlOpts) -> ExitCode {
     match cmd {
         IkeCmd::Initiate { name } => respond(opts, &json!({"v":1,"op":"ike.initiate","name":name}).to_string(), |v| {
-            format!("{}: initiating (IKE SPI {})", s(&v["conn"]), s(&v["spi"]))
+            if v["spi"].is_string() {
+                format!("{}: initiating (IKE SPI {})", s(&v["conn"]), s(&v["spi"]))
+            } else {
+                format!("{}: initiating", name_of(v))
+            }
         }),
         IkeCmd::Terminate { name } => respond(
             opts,
             &json!({"v":1,"op":"ike.terminate","name":name}).to_string(),
             |v| format!("{}: deleting", s(&v["conn"])),
         ),
+        IkeCmd::Rekey { name } => respond(opts, &json!({"v":1,"op":"ike.rekey","name":name}).to_string(), |v| {
+            format!("{}: rekeying", name_of(v))
+        }),
         IkeCmd::List => respond(opts, r#"{"v":1,"op":"ike.list"}"#, |v| {
             let t = ike_text(v);
             if t.is_empty() {

@@ -10,6 +10,8 @@
 //! proposals = ["aes128gcm16-prfsha256-x25519", "aes256-sha256-ecp384"]   # default: DEFAULT_IKE_PROPOSALS
 //! encap = false                         # true: ESP in UDP even without a NAT (port 4500)
 //! dpd_delay = 30                        # seconds between liveness checks; 0 = off (default 0)
+//! rekey_time = "4h"                     # rekey the IKE SA (default 4h; 0 = never; "90s", "20m", "1h", "1d" or seconds)
+//! rand_time = "24m"                     # start that rekey up to this much earlier, at random (default rekey_time / 10)
 //! local = { id = "site-a.example", auth = "psk" }    # id default: local address
 //! remote = { id = "site-b.example", auth = "psk" }   # id default: remote address
 //!
@@ -19,7 +21,16 @@
 //! remote_ts = ["10.2.0.0/16"]
 //! esp_proposals = ["aes128gcm16-esn", "aes128gcm16"]   # default: DEFAULT_ESP_PROPOSALS
 //! start_action = "start"                # start | trap | none (default none: wait for the peer)
+//! rekey_time = "1h"                     # rekey the child (default 1h; 0 = never)
+//! life_time = "66m"                     # delete it if not rekeyed by then (default rekey_time + 10 %)
+//! rand_time = "6m"                      # start the rekey up to this much earlier (default life_time - rekey_time)
+//! rekey_bytes = 0                       # rekey after so many bytes either way (0 = off; also rekey_packets)
+//! life_bytes = 0                        # hard limits (0 = off; default rekey_* + 10 %; also life_packets)
 //! ```
+//!
+//! A connection may have several `[[connection.children]]`: the first is negotiated in
+//! IKE_AUTH, the others with CREATE_CHILD_SA (their `start_action`, a trap, or `ipsec ike
+//! initiate CONN/CHILD`).
 //!
 //! Pre-shared keys are never in this file: they live in a secrets file given with
 //! `[tunnel] secrets = "PATH"` (or `tunneld --secrets`), which must be a regular file of mode
@@ -62,6 +73,43 @@ pub struct ChildConfig {
     pub esp_proposals: Vec<String>,
     /// What happens when the connection is loaded.
     pub start_action: StartAction,
+    /// Rekeying and expiry (swanctl's `rekey_time`, `life_time`, `rand_time`, `*_bytes`,
+    /// `*_packets`).
+    pub lifetimes: ipsec_ike::ChildLifetimes,
+}
+
+/// A duration in swanctl's words: `"90s"`, `"20m"`, `"1h"`, `"1d"`, `"30"`, or seconds.
+#[derive(serde::Deserialize, Debug, Clone)]
+#[serde(untagged)]
+pub(crate) enum Span {
+    Secs(u64),
+    Text(String),
+}
+
+impl Span {
+    fn get(&self, what: &str) -> Result<std::time::Duration, String> {
+        let bad = || format!("{what}: `{self:?}` is not a duration (\"90s\", \"20m\", \"1h\", \"1d\" or seconds)");
+        let secs = match self {
+            Span::Secs(n) => *n,
+            Span::Text(t) => {
+                let t = t.trim();
+                let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+                let n: u64 = num.parse().map_err(|_| bad())?;
+                let mul = match unit.trim() {
+                    "" | "s" => 1,
+                    "m" => 60,
+                    "h" => 3600,
+                    "d" => 86400,
+                    _ => return Err(bad()),
+                };
+                n.checked_mul(mul).ok_or_else(bad)?
+            }
+        };
+        if secs > 10 * 365 * 86400 {
+            return Err(format!("{what}: more than ten years"));
+        }
+        Ok(std::time::Duration::from_secs(secs))
+    }
 }
 
 /// An authentication round's identity and method (swanctl's `local` / `remote` sections).
@@ -92,6 +140,10 @@ pub struct ConnectionConfig {
     pub local: AuthConfig,
     /// The identity the peer must prove.
     pub remote: AuthConfig,
+    /// Rekey the IKE SA after this long (None: never).
+    pub rekey_time: Option<std::time::Duration>,
+    /// Start the IKE rekey up to this much earlier, at random.
+    pub rand_time: std::time::Duration,
     /// The child SAs.
     pub children: Vec<ChildConfig>,
 }
@@ -110,6 +162,8 @@ pub(crate) struct ConnectionToml {
     encap: bool,
     #[serde(default)]
     dpd_delay: u64,
+    rekey_time: Option<Span>,
+    rand_time: Option<Span>,
     #[serde(default)]
     local: AuthToml,
     #[serde(default)]
@@ -136,6 +190,52 @@ struct ChildToml {
     #[serde(default)]
     esp_proposals: Vec<String>,
     start_action: Option<String>,
+    rekey_time: Option<Span>,
+    life_time: Option<Span>,
+    rand_time: Option<Span>,
+    rekey_bytes: Option<u64>,
+    rekey_packets: Option<u64>,
+    life_bytes: Option<u64>,
+    life_packets: Option<u64>,
+}
+
+/// A child's lifetimes with swanctl's defaults filled in.
+fn child_lifetimes(c: &ChildToml) -> Result<ipsec_ike::ChildLifetimes, String> {
+    let d = ipsec_ike::ChildLifetimes::default();
+    let rekey = c
+        .rekey_time
+        .as_ref()
+        .map(|s| s.get("rekey_time"))
+        .transpose()?
+        .unwrap_or(d.rekey_time);
+    let life = match &c.life_time {
+        Some(s) => s.get("life_time")?,
+        None => rekey + rekey / 10,
+    };
+    if rekey > std::time::Duration::ZERO && life < rekey {
+        return Err("life_time is shorter than rekey_time".into());
+    }
+    let rand = match &c.rand_time {
+        Some(s) => s.get("rand_time")?,
+        None => life.saturating_sub(rekey),
+    };
+    let plus10 = |x: u64| x.saturating_add(x / 10);
+    let rekey_bytes = c.rekey_bytes.unwrap_or(0);
+    let rekey_packets = c.rekey_packets.unwrap_or(0);
+    let life_bytes = c.life_bytes.unwrap_or(plus10(rekey_bytes));
+    let life_packets = c.life_packets.unwrap_or(plus10(rekey_packets));
+    if life_bytes != 0 && life_bytes < rekey_bytes || life_packets != 0 && life_packets < rekey_packets {
+        return Err("life_bytes/life_packets below rekey_bytes/rekey_packets".into());
+    }
+    Ok(ipsec_ike::ChildLifetimes {
+        rekey_time: rekey,
+        life_time: life,
+        rand_time: rand,
+        rekey_bytes,
+        rekey_packets,
+        life_bytes,
+        life_packets,
+    })
 }
 
 fn one_addr(v: &[String], what: &str, any_ok: bool) -> Result<Option<IpAddr>, String> {
@@ -206,6 +306,7 @@ impl ConnectionToml {
         }
         let mut children = Vec::new();
         for c in self.children {
+            let lifetimes = child_lifetimes(&c);
             let cname = c.name;
             if cname.is_empty() || children.iter().any(|x: &ChildConfig| x.name == cname) {
                 return Err(at(format!("child `{cname}`: a unique, non-empty name is needed")));
@@ -216,7 +317,9 @@ impl ConnectionToml {
                 Some("trap") => StartAction::Trap,
                 Some(o) => return Err(at(format!("child `{cname}`: start_action `{o}` (start, trap or none)"))),
             };
+            let lifetimes = lifetimes.map_err(|e| at(format!("child `{cname}`: {e}")))?;
             children.push(ChildConfig {
+                lifetimes,
                 local_ts: selectors(c.local_ts).map_err(|e| at(format!("child `{cname}`: {e}")))?,
                 remote_ts: selectors(c.remote_ts).map_err(|e| at(format!("child `{cname}`: {e}")))?,
                 esp_proposals: proposals(c.esp_proposals, "esp_proposals", ipsec_ike::alg::ProposalKind::Esp)
@@ -225,6 +328,14 @@ impl ConnectionToml {
                 name: cname,
             });
         }
+        let ike_rekey = match &self.rekey_time {
+            None => Some(std::time::Duration::from_secs(4 * 3600)),
+            Some(s) => Some(s.get("rekey_time").map_err(at)?).filter(|d| !d.is_zero()),
+        };
+        let ike_rand = match &self.rand_time {
+            Some(s) => s.get("rand_time").map_err(at)?,
+            None => ike_rekey.map_or(std::time::Duration::ZERO, |d| d / 10),
+        };
         if children.is_empty() {
             return Err(at(
                 "no [[connection.children]]: a connection carries at least one child SA".into(),
@@ -243,6 +354,8 @@ impl ConnectionToml {
             remote_addr,
             encap: self.encap,
             dpd_delay: self.dpd_delay,
+            rekey_time: ike_rekey,
+            rand_time: ike_rand,
             local: AuthConfig { id: self.local.id },
             remote: AuthConfig { id: self.remote.id },
             children,
@@ -268,13 +381,10 @@ impl ConnectionConfig {
 
     /// The IKE implementation's configuration of this connection, with its pre-shared key
     /// from `secrets` (the entry naming both identities, or one of them; the remote address
-    /// stands for an unset remote identity). Part 1 of IKEv2 negotiates one child SA per IKE
-    /// SA (the first `[[connection.children]]`; more need CREATE_CHILD_SA): more are refused.
+    /// stands for an unset remote identity). The first child is negotiated in IKE_AUTH, the
+    /// others with CREATE_CHILD_SA.
     pub fn to_ike(&self, secrets: &Secrets) -> Result<ipsec_ike::Connection, String> {
         let at = |m: String| format!("connection `{}` (line {}): {m}", self.name, self.line);
-        if self.children.len() > 1 {
-            return Err(at("one [[connection.children]] per connection for now (a second child SA needs CREATE_CHILD_SA, which comes with IKEv2 part 2)".into()));
-        }
         let local_id = self.local_id();
         let remote_id = self
             .remote
@@ -300,6 +410,8 @@ impl ConnectionConfig {
         .map_err(|e| at(format!("proposals: {e}")))?;
         c.encap = self.encap;
         c.dpd_delay = (self.dpd_delay > 0).then(|| std::time::Duration::from_secs(self.dpd_delay));
+        c.rekey_time = self.rekey_time;
+        c.rand_time = Some(self.rand_time);
         for ch in &self.children {
             let mut cc = ipsec_ike::ChildConfig::new(
                 &ch.name,
@@ -313,7 +425,10 @@ impl ConnectionConfig {
                 StartAction::Start => ipsec_ike::StartAction::Start,
                 StartAction::Trap => ipsec_ike::StartAction::Trap,
             };
-            c.start_action = cc.start_action;
+            cc.lifetimes = ch.lifetimes;
+            if c.children.is_empty() {
+                c.start_action = cc.start_action;
+            }
             c.children.push(cc);
         }
         Ok(c)

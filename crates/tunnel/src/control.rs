@@ -435,21 +435,31 @@ fn add_child(
     let inb = add_sa(eng, st, c.inb, now, events, tag())?;
     added.push(inb);
     let mut ps = eng.spd().policies().to_vec();
+    // After the config's policies; a rekey's initiator puts the new pair's before the old
+    // pair's, so outbound traffic moves to it at once (RFC 7296 2.8).
+    let old = c.before.as_deref().and_then(|n| st.id(n));
+    let at = old
+        .and_then(|id| {
+            ps.iter()
+                .position(|p| matches!(&p.action, Action::Protect(v) if v.contains(&id)))
+        })
+        .unwrap_or(ps.len());
+    let mut new = Vec::with_capacity(2 * c.selectors.len());
     for (o, i) in &c.selectors {
-        ps.push(Policy {
+        new.push(Policy {
             dir: ipsec_engine::Direction::Out,
             selector: *o,
             action: Action::Protect(vec![out]),
         });
-        ps.push(Policy {
+        new.push(Policy {
             dir: ipsec_engine::Direction::In,
             selector: *i,
             action: Action::Protect(vec![inb]),
         });
     }
+    ps.splice(at..at, new);
     eng.set_policies(ps).map_err(install_error)?;
-    let n = eng.spd().policies().len();
-    for k in n + 1 - 2 * c.selectors.len()..=n {
+    for k in at + 1..=at + 2 * c.selectors.len() {
         let v = policy_json(k, &eng.spd().policies()[k - 1], eng);
         events.push(event("policy.added", now, json!({"policy": v, "ike": true})));
     }

@@ -737,7 +737,43 @@ fn ike_child(spi_out: u32, spi_in: u32) -> crate::ike::ChildSas {
             sel([192, 168, 1, 0], [192, 168, 2, 0]),
             sel([192, 168, 2, 0], [192, 168, 1, 0]),
         )],
+        before: None,
     }
+}
+
+/// A rekey we made puts the new pair's policies before the old pair's (outbound traffic
+/// moves at once); the peer's rekey puts them after (traffic stays on the old pair until
+/// the peer deletes it), RFC 7296 2.8.
+#[test]
+fn a_rekeyed_childs_policies_go_before_the_old_ones_only_for_our_rekey() {
+    let mut e = Engine::new();
+    let mut st = State::default();
+    let mut events = Vec::new();
+    install_child(&mut e, &mut st, ike_child(0x100, 0x200), secs(1), &mut events).unwrap();
+    let protects = |e: &Engine, i: usize| match &e.spd().policies()[i].action {
+        Action::Protect(v) => v[0],
+        other => panic!("{other:?}"),
+    };
+    // The peer's rekey: after.
+    install_child(&mut e, &mut st, ike_child(0x101, 0x201), secs(2), &mut events).unwrap();
+    assert_eq!(protects(&e, 0), st.id("ike:c/c/out-00000100").unwrap());
+    // Ours, replacing 0x101: before it, after 0x100's.
+    let mut c = ike_child(0x102, 0x202);
+    c.before = Some("ike:c/c/out-00000101".into());
+    install_child(&mut e, &mut st, c, secs(3), &mut events).unwrap();
+    let order: Vec<_> = (0..6).map(|i| protects(&e, i)).collect();
+    let id = |n: &str| st.id(n).unwrap();
+    assert_eq!(
+        order,
+        [
+            id("ike:c/c/out-00000100"),
+            id("ike:c/c/in-00000200"),
+            id("ike:c/c/out-00000102"),
+            id("ike:c/c/in-00000202"),
+            id("ike:c/c/out-00000101"),
+            id("ike:c/c/in-00000201"),
+        ]
+    );
 }
 
 #[test]

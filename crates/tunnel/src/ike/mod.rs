@@ -59,12 +59,10 @@ pub enum Input {
         /// Its UDP payload.
         data: Vec<u8>,
     },
-    /// `ipsec ike initiate|terminate NAME`; the answer goes to `reply`.
+    /// An `ipsec ike` command; the answer goes to `reply`.
     Command {
-        /// `initiate` or `terminate`.
-        op: String,
-        /// The connection.
-        conn: String,
+        /// What to do.
+        cmd: Command,
         /// Where the answer goes.
         reply: mpsc::Sender<Result<Value, String>>,
     },
@@ -79,6 +77,49 @@ pub enum Input {
         /// The packet's selectors.
         packet: ipsec_ike::PacketSelectors,
     },
+}
+
+/// What the control side asks of the IKE thread (`ipsec ike ...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Start the connection (its IKE SA with the first child), or one child of it.
+    Initiate {
+        /// The connection.
+        conn: String,
+        /// The child (`CONN/CHILD`), if one.
+        child: Option<String>,
+    },
+    /// Delete the connection's IKE SAs.
+    Terminate {
+        /// The connection.
+        conn: String,
+    },
+    /// Rekey the connection's IKE SA, or one child of it (all its pairs).
+    Rekey {
+        /// The connection.
+        conn: String,
+        /// The child (`CONN/CHILD`), if one.
+        child: Option<String>,
+    },
+}
+
+impl Command {
+    /// From a control request's `op` (`ike.initiate`, `ike.terminate`, `ike.rekey`) and
+    /// `name` (`CONN` or `CONN/CHILD`).
+    pub fn from_request(op: &str, name: Option<&str>) -> Result<Command, String> {
+        let name = name.ok_or("`name`: the connection's name is needed")?;
+        let (conn, child) = match name.split_once('/') {
+            Some((c, ch)) => (c.to_string(), Some(ch.to_string())),
+            None => (name.to_string(), None),
+        };
+        match op {
+            "ike.initiate" => Ok(Command::Initiate { conn, child }),
+            "ike.terminate" if child.is_none() => Ok(Command::Terminate { conn }),
+            "ike.terminate" => Err("`ike.terminate` takes a connection, not a child".into()),
+            "ike.rekey" => Ok(Command::Rekey { conn, child }),
+            other => Err(format!("unknown op `{other}`")),
+        }
+    }
 }
 
 /// The daemon's side of the IKE thread: a queue into it.
@@ -131,7 +172,8 @@ impl IkeHandle {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    /// Runs a control-socket request `op` (`ike.initiate`, `ike.terminate`, `ike.list`) and
+    /// Runs a control-socket request `op` (`ike.initiate`, `ike.terminate`, `ike.rekey`,
+    /// `ike.list`) and
     /// waits at most 2 s for the IKE thread's answer.
     pub fn request(&self, op: &str, conn: Option<&str>) -> Result<Value, String> {
         let wait = Duration::from_secs(2);
@@ -142,19 +184,12 @@ impl IkeHandle {
                 self.tx.send(Input::List(tx)).map_err(|_| busy())?;
                 rx.recv_timeout(wait).map_err(|_| busy())
             }
-            "ike.initiate" | "ike.terminate" => {
-                let conn = conn.ok_or("`name`: the connection's name is needed")?;
+            op => {
+                let cmd = Command::from_request(op, conn)?;
                 let (tx, rx) = mpsc::channel();
-                self.tx
-                    .send(Input::Command {
-                        op: op.trim_start_matches("ike.").into(),
-                        conn: conn.into(),
-                        reply: tx,
-                    })
-                    .map_err(|_| busy())?;
+                self.tx.send(Input::Command { cmd, reply: tx }).map_err(|_| busy())?;
                 rx.recv_timeout(wait).map_err(|_| busy())?
             }
-            other => Err(format!("unknown op `{other}`")),
         }
     }
 }
@@ -184,7 +219,7 @@ pub fn run(
 ) {
     let mut rng = rand_core::OsRng;
     // The IKE SAs as the events reported them, for `ipsec show`.
-    let status: Mutex<Vec<(ipsec_ike::IkeSaInfo, Vec<String>)>> = Mutex::new(Vec::new());
+    let status: Mutex<Vec<(ipsec_ike::IkeSaInfo, Vec<ChildEntry>)>> = Mutex::new(Vec::new());
     let now = || t.now();
     endpoint.start(now(), &mut rng);
     let mut buf = vec![0u8; 65536];
@@ -209,16 +244,8 @@ pub fn run(
                     tracing::debug!("IKE datagram from {remote} on {local} dropped: {e}");
                 }
             }
-            Ok(Input::Command { op, conn, reply }) => {
-                let r = match op.as_str() {
-                    "initiate" => endpoint
-                        .initiate(now(), &conn, &mut rng)
-                        .map(|h| json!({"conn": conn, "spi": format!("{:016x}", h.0)})),
-                    _ => endpoint
-                        .terminate(now(), &conn, &mut rng)
-                        .map(|()| json!({"conn": conn})),
-                };
-                let _ = reply.send(r.map_err(|e| format!("connection `{conn}`: {e}")));
+            Ok(Input::Command { cmd, reply }) => {
+                let _ = reply.send(command(&mut endpoint, now(), cmd, &mut rng));
             }
             Ok(Input::List(reply)) => {
                 let st = status.lock().unwrap_or_else(|p| p.into_inner());
@@ -236,7 +263,10 @@ pub fn run(
                             "remote_id": format!("{:?}", i.remote_id),
                             "nat": i.nat,
                             "suite": format!("{:?}", i.suite),
-                            "children": children,
+                            "children": children
+                                .iter()
+                                .map(|c| format!("{}: in {:08x}, out {:08x}", c.child, c.spi_in, c.spi_out))
+                                .collect::<Vec<_>>(),
                         })
                     })
                     .collect();
@@ -277,12 +307,60 @@ pub fn run(
     }
 }
 
+/// A child pair as the IKE thread's status lists it.
+struct ChildEntry {
+    child: String,
+    spi_in: u32,
+    spi_out: u32,
+}
+
+/// Carries out a command on the endpoint.
+fn command(
+    endpoint: &mut ipsec_ike::Endpoint,
+    now: Duration,
+    cmd: Command,
+    rng: &mut rand_core::OsRng,
+) -> Result<Value, String> {
+    let label = match &cmd {
+        Command::Initiate { conn, child: Some(ch) } | Command::Rekey { conn, child: Some(ch) } => {
+            format!("{conn}/{ch}")
+        }
+        Command::Initiate { conn, .. } | Command::Terminate { conn } | Command::Rekey { conn, .. } => conn.clone(),
+    };
+    let r = match cmd {
+        Command::Initiate { conn, child: None } => endpoint
+            .initiate(now, &conn, rng)
+            .map(|h| json!({"conn": conn, "spi": format!("{:016x}", h.0)})),
+        Command::Initiate { conn, child: Some(ch) } => endpoint
+            .initiate_child(now, &conn, &ch, rng)
+            .map(|()| json!({"conn": conn, "child": ch})),
+        Command::Terminate { conn } => endpoint.terminate(now, &conn, rng).map(|()| json!({"conn": conn})),
+        Command::Rekey { conn, child: None } => endpoint.rekey_ike(now, &conn, rng).map(|()| json!({"conn": conn})),
+        Command::Rekey { conn, child: Some(ch) } => {
+            let spis: Vec<u32> = endpoint
+                .children(&conn)
+                .into_iter()
+                .filter(|(n, _)| *n == ch)
+                .map(|(_, s)| s)
+                .collect();
+            if spis.is_empty() {
+                Err(ipsec_ike::CommandError::NotEstablished)
+            } else {
+                spis.iter()
+                    .try_for_each(|s| endpoint.rekey_child(now, *s, rng))
+                    .map(|()| json!({"conn": conn, "child": ch, "pairs": spis.len()}))
+            }
+        }
+    };
+    r.map_err(|e| format!("`{label}`: {e}"))
+}
+
 fn handle_event(
     t: &Tunnel,
     control: &Control,
     sockets: &IkeSockets<'_>,
     ev: Event,
-    status: &Mutex<Vec<(ipsec_ike::IkeSaInfo, Vec<String>)>>,
+    status: &Mutex<Vec<(ipsec_ike::IkeSaInfo, Vec<ChildEntry>)>>,
     keylog: Option<&KeyLog>,
 ) {
     let now = t.now();
@@ -307,6 +385,30 @@ fn handle_event(
             st.push((info, Vec::new()));
             event_json("ike.up", now, v)
         }
+        Event::IkeRekeyed {
+            old_spi_i,
+            old_spi_r,
+            info,
+            keys,
+        } => {
+            info!(
+                "IKE: {} rekeyed: SPIs {:016x}_i {:016x}_r -> {:016x}_i {:016x}_r",
+                info.conn, old_spi_i, old_spi_r, info.spi_i, info.spi_r
+            );
+            if let (Some(k), Some(log)) = (keys.as_ref(), keylog) {
+                log.append("ikev2_decryption_table", &[ipsec_ike::keylog::ikev2_line(k)]);
+            }
+            let v = json!({"conn": info.conn, "old_spi_i": format!("{old_spi_i:016x}"), "old_spi_r": format!("{old_spi_r:016x}"),
+                "spi_i": format!("{:016x}", info.spi_i), "spi_r": format!("{:016x}", info.spi_r)});
+            // The children moved to the new SA.
+            let children = st
+                .iter()
+                .position(|(i, _)| i.spi_i == old_spi_i && i.spi_r == old_spi_r)
+                .map(|k| core::mem::take(&mut st[k].1))
+                .unwrap_or_default();
+            st.push((info, children));
+            event_json("ike.rekeyed", now, v)
+        }
         Event::IkeDown {
             conn,
             spi_i,
@@ -314,8 +416,11 @@ fn handle_event(
             reason,
         } => {
             info!("IKE: {conn} down ({reason:?})");
-            let gone = st.iter().find(|(i, _)| i.spi_i == spi_i).map(|(i, _)| i.remote.ip());
-            st.retain(|(i, _)| i.spi_i != spi_i);
+            let gone = st
+                .iter()
+                .find(|(i, _)| i.spi_i == spi_i && i.spi_r == spi_r)
+                .map(|(i, _)| i.remote.ip());
+            st.retain(|(i, _)| !(i.spi_i == spi_i && i.spi_r == spi_r));
             if let Some(ip) = gone.filter(|ip| !st.iter().any(|(i, _)| i.remote.ip() == *ip)) {
                 sockets.remove_peer(ip);
             }
@@ -332,7 +437,27 @@ fn handle_event(
             let v = json!({"conn": c.conn, "child": c.child, "spi_in": format!("{:08x}", c.spi_in),
                 "spi_out": format!("{:08x}", c.spi_out), "local_ts": ts_json(&c.local_ts), "remote_ts": ts_json(&c.remote_ts),
                 "encap": c.encap.map(|e| json!({"sport": e.local_port, "dport": e.remote_port}))});
-            match child_sas(&c).and_then(|sas| control.ike_install(t, sas)) {
+            // Our rekey: the new pair's policies go before the old pair's (outbound traffic
+            // moves at once); the peer's: after (it moves when the peer deletes the old).
+            let before = c.rekeys.filter(|_| c.initiator).and_then(|old| {
+                st.iter()
+                    .flat_map(|(_, ch)| ch.iter())
+                    .find(|x| x.spi_in == old)
+                    .map(|x| selectors::sa_name(&c.conn, &x.child, "out", x.spi_out))
+            });
+            let v = match c.rekeys {
+                Some(old) => {
+                    let mut v = v;
+                    v["rekeys"] = format!("{old:08x}").into();
+                    v
+                }
+                None => v,
+            };
+            let installed = child_sas(&c).and_then(|mut sas| {
+                sas.before = before;
+                control.ike_install(t, sas)
+            });
+            match installed {
                 Ok(()) => {
                     info!(
                         "IKE: {}/{} up: ESP in {:08x}, out {:08x}, {:?} <-> {:?}",
@@ -350,7 +475,11 @@ fn handle_event(
                         );
                     }
                     if let Some((_, ch)) = st.iter_mut().find(|(i, _)| i.conn == c.conn) {
-                        ch.push(format!("{}: in {:08x}, out {:08x}", c.child, c.spi_in, c.spi_out));
+                        ch.push(ChildEntry {
+                            child: c.child.clone(),
+                            spi_in: c.spi_in,
+                            spi_out: c.spi_out,
+                        });
                     }
                 }
                 Err(e) => warn!("IKE: {}/{}: installing the child SA failed: {e}", c.conn, c.child),
@@ -365,13 +494,13 @@ fn handle_event(
             reason,
         } => {
             let names = [
-                format!("{IKE_PREFIX}{conn}/{child}/out-{spi_out:08x}"),
-                format!("{IKE_PREFIX}{conn}/{child}/in-{spi_in:08x}"),
+                selectors::sa_name(&conn, &child, "out", spi_out),
+                selectors::sa_name(&conn, &child, "in", spi_in),
             ];
             control.ike_remove(t, &names);
             info!("IKE: {conn}/{child} down ({reason:?}): its SAs and policies removed");
-            if let Some((_, ch)) = st.iter_mut().find(|(i, _)| i.conn == conn) {
-                ch.retain(|s| !s.starts_with(&format!("{child}: in {spi_in:08x}")));
+            for (_, ch) in st.iter_mut() {
+                ch.retain(|x| x.spi_in != spi_in);
             }
             event_json(
                 "child.down",

@@ -117,6 +117,14 @@ pub struct ChildSas {
     pub inb: SaConfig,
     /// (outbound, inbound) selector pairs, one policy each way.
     pub selectors: Vec<(Selector, Selector)>,
+    /// The outbound SA of the pair this one replaces, when our rekey made it: the new
+    /// policies go before that SA's, so outbound traffic moves at once (RFC 7296 2.8).
+    pub before: Option<String>,
+}
+
+/// The name of a child's SA in `dir` (`out` or `in`).
+pub fn sa_name(conn: &str, child: &str, dir: &str, spi: u32) -> String {
+    format!("{IKE_PREFIX}{conn}/{child}/{dir}-{spi:08x}")
 }
 
 /// The SAs and policy selectors of a negotiated child SA pair (sans-IO).
@@ -124,7 +132,7 @@ pub fn child_sas(c: &ChildSaInfo) -> Result<ChildSas, String> {
     if c.protocol != 50 {
         return Err(format!("protocol {} (only ESP)", c.protocol));
     }
-    let name = |dir: &str, spi: u32| format!("{IKE_PREFIX}{}/{}/{dir}-{spi:08x}", c.conn, c.child);
+    let name = |dir: &str, spi: u32| sa_name(&c.conn, &c.child, dir, spi);
     let (l, r) = (c.local.ip(), c.remote.ip());
     let sa = |dir: &str, spi: u32, src: IpAddr, dst: IpAddr, ek: &[u8], ik: &[u8]| -> Result<SaConfig, String> {
         let mut p = SaParams::new(Proto::Esp, spi);
@@ -168,6 +176,7 @@ pub fn child_sas(c: &ChildSaInfo) -> Result<ChildSas, String> {
         out,
         inb,
         selectors: sel,
+        before: None,
     })
 }
 
