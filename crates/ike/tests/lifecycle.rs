@@ -252,3 +252,67 @@ fn a_rekey_of_a_pair_being_deleted_is_refused_and_changes_nothing() {
     while net.advance(t) {}
     assert!(installed(&net.events_a).is_empty() && installed(&net.events_b).is_empty());
 }
+
+/// An authenticated request whose inner payloads are malformed is answered with
+/// INVALID_SYNTAX (2.21.3), counted as such, and its message ID is used up; before, it was
+/// counted as an integrity failure and got no answer.
+#[test]
+fn an_authenticated_malformed_request_is_answered_invalid_syntax() {
+    use ipsec_ike::header::{ExchangeType, HeaderRepr};
+    use ipsec_ike::sk::SkCipher;
+    let (mut a, b) = pair(IKE, IKE, ESP, ESP);
+    a.export_ike_keys = true;
+    let mut net = Net::new(a, b);
+    net.up();
+    let (info, keys) = net
+        .events_a
+        .iter()
+        .find_map(|e| match e {
+            Event::IkeUp { info, keys: Some(k) } => Some((info.clone(), k)),
+            _ => None,
+        })
+        .expect("keys exported");
+    let mut seal = SkCipher::new(info.suite.encr, info.suite.integ, &keys.sk_ei, &keys.sk_ai).unwrap();
+    let open = SkCipher::new(info.suite.encr, info.suite.integ, &keys.sk_er, &keys.sk_ar).unwrap();
+    let h = HeaderRepr {
+        spi_i: info.spi_i,
+        spi_r: info.spi_r,
+        next_payload: 0,
+        exchange: ExchangeType::Informational,
+        initiator: true,
+        response: false,
+        message_id: 2,
+        length: 0,
+    };
+    // A Notify whose payload length (5) is shorter than its generic header.
+    let req = seal.seal(&h, 41, &[0, 0, 0, 5, 0], &mut net.rng).unwrap();
+    let (from, to) = (info.local, info.remote);
+    let r = net.b.handle_datagram(net.now, to, from, &req, &mut net.rng);
+    assert!(matches!(r, Err(Dropped::InvalidSyntax(_))), "{r:?}");
+    let resp = net.b.poll_transmit().expect("answered");
+    let m = message::Message::parse(&resp.payload).unwrap();
+    assert!(m.header.response && m.header.message_id == 2);
+    let (off, first) = m.chain.sk.unwrap();
+    let inner = open.open(&resp.payload, off).unwrap();
+    let ps = message::parse_chain(&inner, first).unwrap().payloads;
+    assert!(
+        matches!(&ps[..], [message::Payload::Notify(n)] if n.kind == notify::kind::INVALID_SYNTAX),
+        "{ps:?}"
+    );
+    // Its retransmission gets the same answer; the SA stays.
+    let again = net.b.handle_datagram(net.now, to, from, &req, &mut net.rng);
+    assert!(again.is_ok());
+    assert_eq!(net.b.poll_transmit().unwrap().payload, resp.payload);
+    assert_eq!(net.b.ike_sa_count(), 1);
+    // A broken ICV is still dropped without an answer.
+    let mut bad = seal
+        .seal(&HeaderRepr { message_id: 3, ..h }, 41, &[0, 0, 0, 5, 0], &mut net.rng)
+        .unwrap();
+    let n = bad.len();
+    bad[n - 1] ^= 1;
+    assert!(matches!(
+        net.b.handle_datagram(net.now, to, from, &bad, &mut net.rng),
+        Err(Dropped::Malformed(_))
+    ));
+    assert!(net.b.poll_transmit().is_none());
+}

@@ -67,8 +67,24 @@ pub const MAX_HOOKS: usize = 8;
 #[derive(Debug, Default)]
 pub struct State {
     names: BTreeMap<String, SaId>,
+    /// Who installed each named SA (a reload touches only the config file's).
+    owners: BTreeMap<SaId, Owner>,
     retiring: Vec<Retiring>,
     seq_warned: Vec<SaId>,
+}
+
+/// Who installed an SA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// The config file (at start-up or a reload).
+    Config,
+    /// `sa.add` / `sa.update` over the control socket.
+    Socket,
+    /// IKE, for the child pair it receives on `spi_in`.
+    Ike {
+        /// The pair's inbound SPI (IKE's name for the pair).
+        spi_in: u32,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -82,13 +98,14 @@ struct Retiring {
 impl State {
     /// The state of an engine built from a config: every installed, not removed SA by name.
     pub fn from_engine(engine: &Engine) -> Self {
-        let names = engine
+        let names: BTreeMap<String, SaId> = engine
             .sad()
             .iter()
             .filter(|(_, e)| e.state() != SaState::Removed)
             .map(|(id, e)| (e.config.name.clone(), id))
             .collect();
         State {
+            owners: names.values().map(|&id| (id, Owner::Config)).collect(),
             names,
             ..State::default()
         }
@@ -97,6 +114,22 @@ impl State {
     /// The id of the live SA `name`.
     pub fn id(&self, name: &str) -> Option<SaId> {
         self.names.get(name).copied()
+    }
+
+    /// Who installed SA `id` (None: not a named, live SA).
+    pub fn owner(&self, id: SaId) -> Option<Owner> {
+        self.owners.get(&id).copied()
+    }
+
+    fn insert(&mut self, name: String, id: SaId, owner: Owner) {
+        self.names.insert(name, id);
+        self.owners.insert(id, owner);
+    }
+
+    fn remove(&mut self, name: &str) -> Option<SaId> {
+        let id = self.names.remove(name)?;
+        self.owners.remove(&id);
+        Some(id)
     }
 
     /// Keeps SA `id` (no longer named) until it is idle for [`RETIRE_IDLE`] or expires.
@@ -413,6 +446,7 @@ fn install_child(
     if r.is_err() {
         for id in added {
             st.names.retain(|_, &mut x| x != id);
+            st.owners.remove(&id);
             let _ = eng.remove_sa(id);
         }
         events.clear();
@@ -430,9 +464,12 @@ fn add_child(
     added: &mut Vec<SaId>,
 ) -> Result<(), String> {
     let tag = || json!({"ike": true});
-    let out = add_sa(eng, st, c.out, now, events, tag())?;
+    let owner = Owner::Ike {
+        spi_in: c.inb.params.spi,
+    };
+    let out = add_sa(eng, st, c.out, now, events, tag(), owner)?;
     added.push(out);
-    let inb = add_sa(eng, st, c.inb, now, events, tag())?;
+    let inb = add_sa(eng, st, c.inb, now, events, tag(), owner)?;
     added.push(inb);
     let mut ps = eng.spd().policies().to_vec();
     // After the config's policies; a rekey's initiator puts the new pair's before the old
@@ -475,6 +512,7 @@ fn add_sa(
     now: Duration,
     events: &mut Vec<Value>,
     extra: Value,
+    owner: Owner,
 ) -> Result<SaId, String> {
     if state.names.contains_key(&c.name) {
         return Err(format!("SA `{}`: another SA is already named `{}`", c.name, c.name));
@@ -483,7 +521,7 @@ fn add_sa(
     let id = engine
         .add_sa(c, now)
         .map_err(|e| format!("SA `{name}`: {}", install_error(e)))?;
-    state.names.insert(name.clone(), id);
+    state.insert(name.clone(), id, owner);
     events.push(sa_event("sa.added", now, &name, id, engine.sad().get(id), extra));
     Ok(id)
 }
@@ -499,13 +537,15 @@ fn update_sa(
     now: Duration,
     events: &mut Vec<Value>,
     extra: Value,
+    owner: Owner,
 ) -> Result<(SaId, SaId), String> {
     let name = c.name.clone();
     let old = state.id(&name).ok_or_else(|| format!("no SA named `{name}`"))?;
     let new = engine
         .replace_sa(old, c, now)
         .map_err(|e| format!("SA `{name}`: {}", install_error(e)))?;
-    state.names.insert(name.clone(), new);
+    state.remove(&name);
+    state.insert(name.clone(), new, owner);
     state.retire(engine, old, &name, now);
     let mut f = json!({"old_id": old.0});
     if let (Value::Object(m), Value::Object(x)) = (&mut f, extra) {
@@ -557,13 +597,13 @@ fn request(
         "sa.add" => {
             only(&req, &["name", "spec", "lifetime"])?;
             let c = sa_from_request(&req)?;
-            let id = add_sa(engine, state, c, now, events, json!({}))?;
+            let id = add_sa(engine, state, c, now, events, json!({}), Owner::Socket)?;
             Ok(json!({"id": id.0}))
         }
         "sa.update" => {
             only(&req, &["name", "spec", "lifetime"])?;
             let c = sa_from_request(&req)?;
-            let (new, old) = update_sa(engine, state, c, now, events, json!({}))?;
+            let (new, old) = update_sa(engine, state, c, now, events, json!({}), Owner::Socket)?;
             Ok(json!({"id": new.0, "old_id": old.0}))
         }
         "sa.del" => {
@@ -572,7 +612,7 @@ fn request(
             let id = state.id(name).ok_or_else(|| format!("no SA named `{name}`"))?;
             let ev = sa_event("sa.removed", now, name, id, engine.sad().get(id), json!({}));
             engine.remove_sa(id).map_err(install_error)?;
-            state.names.remove(name);
+            state.remove(name);
             state.seq_warned.retain(|&i| i != id);
             events.push(ev);
             Ok(json!({"id": id.0}))
@@ -715,6 +755,23 @@ pub fn after_tick(engine: &mut Engine, state: &mut State, events: &[Event], now:
     out
 }
 
+/// The IKE children (by inbound SPI) that the tick's events ask to rekey: a soft
+/// lifetime reached, a sequence number near its end.
+fn ike_rekeys(state: &State, events: &[Value]) -> Vec<u32> {
+    let mut v: Vec<u32> = events
+        .iter()
+        .filter(|e| e["event"] == "sa.soft_expired" || e["event"] == "sa.seq_near_exhaustion")
+        .filter_map(|e| e["id"].as_u64())
+        .filter_map(|id| match state.owner(SaId(id as u32)) {
+            Some(Owner::Ike { spi_in }) => Some(spi_in),
+            _ => None,
+        })
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 /// The control side of a running tunneld: its [`State`], the monitors, the hook.
 pub struct Control {
     state: Mutex<State>,
@@ -803,11 +860,20 @@ impl Control {
     /// monitors that hung up.
     pub fn tick(&self, t: &Tunnel, events: &[Event]) {
         self.prune_monitors();
-        let out = {
+        let (out, rekeys) = {
             let mut st = self.state();
             let mut eng = t.engine();
-            after_tick(&mut eng, &mut st, events, t.now())
+            let out = after_tick(&mut eng, &mut st, events, t.now());
+            let rekeys = ike_rekeys(&st, &out);
+            (out, rekeys)
         };
+        // An IKE child that reached its byte or packet limit, or whose sequence numbers run
+        // out, is rekeyed by IKE (RFC 7296 2.8, RFC 4303 3.3.3).
+        if let Some(ike) = self.ike.get() {
+            for spi_in in rekeys {
+                ike.rekey_child(spi_in);
+            }
+        }
         for ev in &out {
             info!("event: {ev}");
         }
@@ -902,7 +968,7 @@ impl Control {
             for (name, id) in ids {
                 let ev = sa_event("sa.removed", now, &name, id, eng.sad().get(id), json!({"ike": true}));
                 if eng.remove_sa(id).is_ok() {
-                    st.names.remove(&name);
+                    st.remove(&name);
                     st.seq_warned.retain(|&i| i != id);
                     events.push(ev);
                 }

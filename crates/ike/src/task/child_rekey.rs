@@ -48,9 +48,13 @@ fn lowest<'a>(a: &'a [u8], b: &'a [u8]) -> &'a [u8] {
 }
 
 impl ChildRekey {
-    /// A rekey of our child `old_spi_in` (None if there is no such child).
+    /// A rekey of our child `old_spi_in` (None if there is no such installed child).
     pub fn new(sa: &IkeSa, cfg: &crate::config::Config, old_spi_in: u32, rng: &mut impl CryptoRngCore) -> Option<Self> {
-        let old = sa.children.iter().find(|c| c.spi_in() == old_spi_in)?;
+        // Only an installed pair: one being rekeyed, replaced or deleted is not rekeyed again.
+        let old = sa
+            .children
+            .iter()
+            .find(|c| c.spi_in() == old_spi_in && c.state == ChildState::Installed)?;
         let offer = Offer::new(
             sa.conn(cfg),
             old.cfg,

@@ -140,13 +140,13 @@ pub fn diff(old: &Config, new: &Config) -> Changes {
 /// config. A policy naming an SA that no longer has a name (deleted over the socket) names
 /// it `#ID`, which no config file can match.
 ///
-/// The SAs IKE installed (named `ike:...`) and the policies that protect with them are not
+/// The SAs IKE installed ([`Owner::Ike`]) and the policies that protect with them are not
 /// the config file's: they are left out here, and a reload keeps them ([`apply`]).
 pub fn running(engine: &Engine, state: &State) -> Config {
     let mut named: Vec<(SaId, &String)> = state
         .names
         .iter()
-        .filter(|(n, _)| !n.starts_with(crate::ike::IKE_PREFIX))
+        .filter(|(_, &id)| !matches!(state.owner(id), Some(Owner::Ike { .. })))
         .map(|(n, &id)| (id, n))
         .collect();
     named.sort();
@@ -186,7 +186,7 @@ pub fn running(engine: &Engine, state: &State) -> Config {
 /// Whether `p` protects with an SA IKE installed.
 fn ike_policy(p: &ipsec_engine::Policy, state: &State) -> bool {
     matches!(&p.action, Action::Protect(ids) if ids.iter().any(|&id| {
-        state.names.iter().any(|(n, &x)| x == id && n.starts_with(crate::ike::IKE_PREFIX))
+        matches!(state.owner(id), Some(Owner::Ike { .. }))
     }))
 }
 
@@ -248,11 +248,11 @@ pub fn apply(engine: &mut Engine, state: &mut State, new: &Config, now: Duration
     let tag = || json!({"reload": true});
     for name in &changes.added {
         let c = sa(name).ok_or("SA vanished")?.clone();
-        add_sa(engine, state, c, now, &mut events, tag())?;
+        add_sa(engine, state, c, now, &mut events, tag(), Owner::Config)?;
     }
     for name in &changes.changed {
         let c = sa(name).ok_or("SA vanished")?.clone();
-        update_sa(engine, state, c, now, &mut events, tag())?;
+        update_sa(engine, state, c, now, &mut events, tag(), Owner::Config)?;
     }
     if changes.policies_changed() {
         let old = engine.spd().policies().to_vec();
@@ -276,7 +276,7 @@ pub fn apply(engine: &mut Engine, state: &mut State, new: &Config, now: Duration
         }
     }
     for name in &changes.removed {
-        if let Some(id) = state.names.remove(name) {
+        if let Some(id) = state.remove(name) {
             state.retire(engine, id, name, now);
             let e = engine.sad().get(id);
             events.push(sa_event(

@@ -802,3 +802,32 @@ fn an_ike_child_is_installed_whole_or_not_at_all() {
     assert!(st.id("ike:c/c/out-00000101").is_none());
     assert!(st.id("ike:c/c/out-00000100").is_some() && st.id("manual").is_some());
 }
+
+/// An IKE child's soft limit or sequence warning asks IKE to rekey that pair; another SA's
+/// does not.
+#[test]
+fn an_ike_childs_soft_limit_asks_for_its_rekey() {
+    let mut e = Engine::new();
+    let mut st = State::default();
+    let mut events = Vec::new();
+    ok_of(&add(&mut e, &mut st, "manual", 0x300, KEY_OLD));
+    install_child(&mut e, &mut st, ike_child(0x100, 0x200), secs(1), &mut events).unwrap();
+    let ev = |name: &str, kind: &str| json!({"event": kind, "id": st.id(name).unwrap().0});
+    assert_eq!(
+        ike_rekeys(&st, &[ev("ike:c/c/out-00000100", "sa.soft_expired")]),
+        [0x200]
+    );
+    assert_eq!(
+        ike_rekeys(
+            &st,
+            &[
+                ev("ike:c/c/in-00000200", "sa.seq_near_exhaustion"),
+                ev("ike:c/c/out-00000100", "sa.soft_expired")
+            ]
+        ),
+        [0x200]
+    );
+    assert!(ike_rekeys(&st, &[ev("manual", "sa.soft_expired")]).is_empty());
+    assert!(ike_rekeys(&st, &[ev("ike:c/c/out-00000100", "sa.added")]).is_empty());
+    assert_eq!(st.owner(st.id("manual").unwrap()), Some(Owner::Socket));
+}

@@ -68,6 +68,9 @@ pub enum Input {
     },
     /// The IKE SAs and their children as JSON, for `ipsec show`.
     List(mpsc::Sender<Value>),
+    /// The data plane asks for a child's rekey (its byte or packet limit, or its sequence
+    /// numbers running out): the pair IKE receives on this SPI.
+    RekeyChild(u32),
     /// A packet matched a trap: start `conn` with `child`, its selectors first (2.9).
     Acquire {
         /// The connection.
@@ -163,6 +166,13 @@ impl IkeHandle {
             packet,
         };
         if self.tx.try_send(a).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Asks the IKE thread to rekey the child pair it receives on `spi_in` (never blocks).
+    pub fn rekey_child(&self, spi_in: u32) {
+        if self.tx.try_send(Input::RekeyChild(spi_in)).is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -271,6 +281,11 @@ pub fn run(
                     })
                     .collect();
                 let _ = reply.send(json!({ "ike_sas": sas }));
+            }
+            Ok(Input::RekeyChild(spi_in)) => {
+                if endpoint.rekey_child(now(), spi_in, &mut rng).is_ok() {
+                    info!("IKE: child {spi_in:08x} reached a data-plane limit: rekeying it");
+                }
             }
             Ok(Input::Acquire { conn, child, packet }) => {
                 info!(

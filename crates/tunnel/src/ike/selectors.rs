@@ -144,12 +144,20 @@ pub fn child_sas(c: &ChildSaInfo) -> Result<ChildSas, String> {
         p.esn = c.suite.esn;
         keyed(&mut p, c.suite.encr, c.suite.integ, ek, ik)?;
         let mut cfg = SaConfig::new(name(dir, spi), p, None);
-        // Part 1 does not rekey: the negotiated lifetime is reported (a soft expiry event),
-        // the SA stays until the peer deletes it or goes away.
+        // IKE rekeys the pair at its rekey_time and deletes it at its life_time; the byte and
+        // packet limits are counted here: the soft one asks IKE for the rekey (the control
+        // side's tick), the hard one stops the SA.
+        let l = &c.lifetimes;
+        let n = |x: u64| (x > 0).then_some(x);
         cfg.lifetime.soft = Limits {
-            seconds: Some(c.lifetimes.rekey_time.as_secs().max(1)),
-            bytes: (c.lifetimes.rekey_bytes > 0).then_some(c.lifetimes.rekey_bytes),
-            packets: (c.lifetimes.rekey_packets > 0).then_some(c.lifetimes.rekey_packets),
+            seconds: None,
+            bytes: n(l.rekey_bytes),
+            packets: n(l.rekey_packets),
+        };
+        cfg.lifetime.hard = Limits {
+            seconds: None,
+            bytes: n(l.life_bytes),
+            packets: n(l.life_packets),
         };
         cfg.encap = c.encap.map(|e| {
             let (sport, dport) = if dir == "out" {
@@ -280,10 +288,18 @@ mod child_tests {
         assert_eq!(out.src.unwrap().to_string(), "10.1.0.0/16");
         assert_eq!(out.dst.unwrap().to_string(), "10.3.0.1/32");
         assert_eq!((inb.src, inb.dst), (out.dst, out.src));
-        assert_eq!(c.out.lifetime.soft.seconds, Some(3600));
         assert_eq!(
-            c.out.lifetime.hard.seconds, None,
-            "part 1 does not rekey: no hard limit"
+            c.out.lifetime.soft,
+            Limits::default(),
+            "IKE keeps the time; no byte limit"
+        );
+        let mut i = info(Encr::AesGcm16_128, None, 20, 0);
+        i.lifetimes.rekey_bytes = 10_000_000;
+        i.lifetimes.life_bytes = 11_000_000;
+        let c2 = child_sas(&i).unwrap();
+        assert_eq!(
+            (c2.inb.lifetime.soft.bytes, c2.inb.lifetime.hard.bytes),
+            (Some(10_000_000), Some(11_000_000))
         );
         // The engine accepts them.
         let mut e = ipsec_engine::Engine::new();
