@@ -35,6 +35,7 @@ pub(crate) struct Crypto {
 impl Crypto {
     /// SKEYSEED from the nonces and the shared secret (2.14), or, for an IKE SA that
     /// replaces another, from the old SA's SK_d (2.18): `prf(SK_d (old), g^ir (new) | Ni | Nr)`.
+    #[allow(clippy::too_many_arguments)]
     pub fn derive(
         role: Role,
         suite: IkeSuite,

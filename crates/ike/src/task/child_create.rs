@@ -65,7 +65,7 @@ impl ChildCreate {
             }
             (Err(Refusal::InvalidKe(g)), _) if self.retries > 0 && self.offer.retry_with(conn, g, rng) => {
                 self.retries -= 1;
-                Next::Again(Task::ChildCreate(self))
+                Next::Again(alloc::boxed::Box::new(Task::ChildCreate(self)))
             }
             (r, _) => {
                 let r = r.err().unwrap_or(Refusal::NoProposal);

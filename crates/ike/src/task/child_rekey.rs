@@ -144,7 +144,7 @@ impl ChildRekey {
             }
             (Err(Refusal::InvalidKe(g)), _) if self.retries > 0 && self.offer.retry_with(conn, g, rng) => {
                 self.retries -= 1;
-                Next::Again(Task::ChildRekey(self))
+                Next::Again(alloc::boxed::Box::new(Task::ChildRekey(self)))
             }
             (r, _) => {
                 let notify = ps.error_notify().map(|n| n.kind);

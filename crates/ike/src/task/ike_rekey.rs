@@ -87,7 +87,7 @@ impl IkeRekey {
                 {
                     self.retries -= 1;
                     self.kex = KeyExchange::generate(g, rng);
-                    return Next::Again(Task::IkeRekey(self));
+                    return Next::Again(alloc::boxed::Box::new(Task::IkeRekey(self)));
                 }
                 // TEMPORARY_FAILURE (a collision, 2.25) or a refusal: again later.
                 _ => {

@@ -59,7 +59,7 @@ pub(crate) enum Next {
     /// The exchange is over.
     Done,
     /// Send this (a retry of the same exchange, e.g. after INVALID_KE_PAYLOAD) next.
-    Again(Task),
+    Again(alloc::boxed::Box<Task>),
 }
 
 impl Task {
@@ -299,7 +299,7 @@ impl IkeSa {
             }
         };
         if let Next::Again(t) = active.task.process(self, cx, &ps, rng) {
-            self.tasks.queue.push_front(t);
+            self.tasks.queue.push_front(*t);
         }
         Ok(())
     }

@@ -204,12 +204,9 @@ impl IkeHandle {
     }
 }
 
-fn event_json(kind: &str, now: Duration, mut fields: Value) -> Value {
-    if let Value::Object(m) = &mut fields {
-        m.insert("event".into(), kind.into());
-        m.insert("time".into(), now.as_secs_f64().into());
-    }
-    fields
+/// An event line as the control side's (`{"v":1,"event":KIND,"time":SECONDS,...}`).
+fn event_json(kind: &str, now: Duration, fields: Value) -> Value {
+    crate::control::event(kind, now, fields)
 }
 
 fn ts_json(ts: &[TrafficSelector]) -> Vec<String> {
