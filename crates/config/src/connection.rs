@@ -10,6 +10,9 @@
 //! proposals = ["aes128gcm16-prfsha256-x25519", "aes256-sha256-ecp384"]   # default: DEFAULT_IKE_PROPOSALS
 //! encap = false                         # true: ESP in UDP even without a NAT (port 4500)
 //! dpd_delay = 30                        # seconds between liveness checks; 0 = off (default 0)
+//! dpd_timeout = "60s"                   # give a liveness check up after this (default: when its retransmissions run out)
+//! dpd_action = "restart"                # clear | restart | trap: when the peer is found dead (default clear)
+//! close_action = "none"                 # none | restart | trap: when the peer deletes the IKE SA (default none)
 //! rekey_time = "4h"                     # rekey the IKE SA (default 4h; 0 = never; "90s", "20m", "1h", "1d" or seconds)
 //! rand_time = "24m"                     # start that rekey up to this much earlier, at random (default rekey_time / 10)
 //! local = { id = "site-a.example", auth = "psk" }    # id default: local address
@@ -140,6 +143,12 @@ pub struct ConnectionConfig {
     pub local: AuthConfig,
     /// The identity the peer must prove.
     pub remote: AuthConfig,
+    /// Give an unanswered liveness check up after this long.
+    pub dpd_timeout: Option<std::time::Duration>,
+    /// When the peer is found dead.
+    pub dpd_action: ipsec_ike::DeadAction,
+    /// When the peer deletes the IKE SA.
+    pub close_action: ipsec_ike::DeadAction,
     /// Rekey the IKE SA after this long (None: never).
     pub rekey_time: Option<std::time::Duration>,
     /// Start the IKE rekey up to this much earlier, at random.
@@ -164,6 +173,9 @@ pub(crate) struct ConnectionToml {
     dpd_delay: u64,
     rekey_time: Option<Span>,
     rand_time: Option<Span>,
+    dpd_timeout: Option<Span>,
+    dpd_action: Option<String>,
+    close_action: Option<String>,
     #[serde(default)]
     local: AuthToml,
     #[serde(default)]
@@ -328,6 +340,28 @@ impl ConnectionToml {
                 name: cname,
             });
         }
+        let dead_action = |v: &Option<String>, what: &str| match v.as_deref() {
+            None | Some("clear") | Some("none") => Ok(ipsec_ike::DeadAction::Clear),
+            Some("restart") => Ok(ipsec_ike::DeadAction::Restart),
+            Some("trap") => Ok(ipsec_ike::DeadAction::Trap),
+            Some(o) => Err(at(format!("{what} = \"{o}\": clear (or none), restart or trap"))),
+        };
+        let dpd_action = dead_action(&self.dpd_action, "dpd_action")?;
+        let close_action = dead_action(&self.close_action, "close_action")?;
+        if remote_addr.is_none()
+            && (dpd_action != ipsec_ike::DeadAction::Clear || close_action != ipsec_ike::DeadAction::Clear)
+        {
+            return Err(at(
+                "dpd_action or close_action restart/trap needs a remote address to initiate to".into(),
+            ));
+        }
+        let dpd_timeout = self
+            .dpd_timeout
+            .as_ref()
+            .map(|s| s.get("dpd_timeout"))
+            .transpose()
+            .map_err(at)?
+            .filter(|d| !d.is_zero());
         let ike_rekey = match &self.rekey_time {
             None => Some(std::time::Duration::from_secs(4 * 3600)),
             Some(s) => Some(s.get("rekey_time").map_err(at)?).filter(|d| !d.is_zero()),
@@ -356,6 +390,9 @@ impl ConnectionToml {
             dpd_delay: self.dpd_delay,
             rekey_time: ike_rekey,
             rand_time: ike_rand,
+            dpd_timeout,
+            dpd_action,
+            close_action,
             local: AuthConfig { id: self.local.id },
             remote: AuthConfig { id: self.remote.id },
             children,
@@ -411,6 +448,9 @@ impl ConnectionConfig {
         c.encap = self.encap;
         c.dpd_delay = (self.dpd_delay > 0).then(|| std::time::Duration::from_secs(self.dpd_delay));
         c.rekey_time = self.rekey_time;
+        c.dpd_timeout = self.dpd_timeout;
+        c.dpd_action = self.dpd_action;
+        c.close_action = self.close_action;
         c.rand_time = Some(self.rand_time);
         for ch in &self.children {
             let mut cc = ipsec_ike::ChildConfig::new(

@@ -45,6 +45,20 @@ pub enum StartAction {
     Trap,
 }
 
+/// What happens when the peer is found dead (swanctl `dpd_action`) or closes the IKE SA
+/// (`close_action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeadAction {
+    /// Forget the SAs (swanctl's `clear`, and `none`).
+    #[default]
+    Clear,
+    /// Start the connection again at once (needs a remote address).
+    Restart,
+    /// Forget the SAs and let the next matching packet start the connection again (a trap
+    /// policy, as `start_action = trap`).
+    Trap,
+}
+
 /// IPsec mode of a child SA.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
@@ -166,6 +180,13 @@ pub struct Connection {
     pub start_action: StartAction,
     /// Send an empty INFORMATIONAL after this long without a message from the peer.
     pub dpd_delay: Option<Duration>,
+    /// Give a liveness check up after this long without an answer (None: when the
+    /// retransmissions run out, 2.4).
+    pub dpd_timeout: Option<Duration>,
+    /// What happens when the peer is found dead.
+    pub dpd_action: DeadAction,
+    /// What happens when the peer deletes the IKE SA.
+    pub close_action: DeadAction,
     /// Force UDP encapsulation (strongSwan `encap = yes`): we send a NAT_DETECTION_SOURCE_IP
     /// that cannot match, as strongSwan does, so both sides think we are behind a NAT.
     pub encap: bool,
@@ -202,6 +223,9 @@ impl Connection {
             children: Vec::new(),
             start_action: StartAction::None,
             dpd_delay: None,
+            dpd_timeout: None,
+            dpd_action: DeadAction::Clear,
+            close_action: DeadAction::Clear,
             encap: false,
             rekey_time: Some(Duration::from_secs(4 * 3600)),
             rand_time: None,

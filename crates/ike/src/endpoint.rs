@@ -2,7 +2,7 @@
 //! takes datagrams, commands and the time, and hands back datagrams to send, the next
 //! deadline and events. It never touches a socket, a clock, a file or the OS's randomness.
 use crate::child::{new_spi, Offer};
-use crate::config::{Config, StartAction};
+use crate::config::{Config, DeadAction, StartAction};
 use crate::error::{CommandError, Error};
 use crate::event::{DownReason, Event, Role, Transmit};
 use crate::header::ExchangeType;
@@ -558,7 +558,7 @@ impl Endpoint {
                         now,
                     };
                     let r = sa.handle_message(&mut cx, raw, &msg, local, remote, rng);
-                    self.apply_effects(our, now);
+                    self.apply_effects(our, now, rng);
                     r
                 }
                 _ => Err(Dropped::UnknownSpi),
@@ -607,15 +607,34 @@ impl Endpoint {
     }
 
     /// What the SA filed under `spi` asks of the endpoint ([`EndpointEvent`]).
-    fn apply_effects(&mut self, spi: u64, now: Duration) {
+    fn apply_effects(&mut self, spi: u64, now: Duration, rng: &mut impl CryptoRngCore) {
         let Some(sa) = self.sas.get_mut(&spi) else { return };
         let effects = core::mem::take(&mut sa.effects);
+        let conn = sa.conn;
+        let initiator_side = self.cfg.connections[conn].remote_addr.is_some();
         for e in effects {
             match e {
                 EndpointEvent::InitialContact => self.initial_contact(spi, now),
                 EndpointEvent::Rekeyed(new) => {
                     let key = new.our_spi();
                     self.sas.insert(key, *new);
+                }
+                EndpointEvent::Down(reason) => {
+                    let c = &self.cfg.connections[conn];
+                    let action = match reason {
+                        DownReason::Timeout => c.dpd_action,
+                        DownReason::Peer => c.close_action,
+                        _ => DeadAction::Clear,
+                    };
+                    // Restart (swanctl's dpd_action/close_action = restart), unless another
+                    // SA of the connection is up or coming up.
+                    let other = self
+                        .sas
+                        .iter()
+                        .any(|(k, s)| *k != spi && s.conn == conn && !s.state.is_dead());
+                    if action == DeadAction::Restart && initiator_side && !other {
+                        let _ = self.initiate_with(now, conn, None, rng);
+                    }
                 }
             }
         }
@@ -668,7 +687,7 @@ impl Endpoint {
             }
         }
         for k in with_effects {
-            self.apply_effects(k, now);
+            self.apply_effects(k, now, rng);
         }
         self.reap();
     }

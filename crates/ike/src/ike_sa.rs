@@ -188,6 +188,8 @@ pub(crate) enum EndpointEvent {
     InitialContact,
     /// This SA was rekeyed (2.18): the new one takes over the children.
     Rekeyed(alloc::boxed::Box<IkeSa>),
+    /// This SA is gone, for this reason (the connection's dpd_action or close_action).
+    Down(DownReason),
 }
 
 /// What the exchange handlers need besides the SA.
@@ -400,6 +402,7 @@ impl IkeSa {
         }
         self.state = State::Dead;
         self.tasks.clear();
+        self.effects.push(EndpointEvent::Down(reason));
     }
 
     /// Reports a child down and forgets it.
@@ -457,6 +460,14 @@ impl IkeSa {
         if self.state.is_dead() {
             return;
         }
+        // A liveness check unanswered for dpd_timeout: the peer is gone (2.4).
+        let dpd_timeout = self.conn(cx.cfg).dpd_timeout;
+        if let (Some(t), Some(a)) = (dpd_timeout, self.tasks.active.as_ref()) {
+            if matches!(a.task, crate::task::Task::IkeDpd) && cx.now >= a.started + t {
+                self.kill(cx, DownReason::Timeout);
+                return;
+            }
+        }
         match self.tasks.handle_timeout(cx.now, &cx.cfg.retransmit) {
             Ok(Some(bytes)) => self.send(cx, &bytes),
             Ok(None) => {}
@@ -477,6 +488,9 @@ impl IkeSa {
             return None;
         }
         let mut t: Option<Duration> = self.tasks.deadline();
+        if let Some(d) = self.tasks.dpd_deadline(self.conn(cfg).dpd_timeout) {
+            t = Some(t.map_or(d, |x| x.min(d)));
+        }
         let mut consider = |d: Duration| t = Some(t.map_or(d, |x| x.min(d)));
         if matches!(self.state, State::HalfOpen { .. }) {
             consider(self.created + cfg.half_open_timeout);

@@ -38,7 +38,7 @@ pub mod message;
 pub mod retransmit;
 pub(crate) mod task;
 
-pub use config::{ChildConfig, ChildLifetimes, Config, Connection, Mode, Psk, StartAction};
+pub use config::{ChildConfig, ChildLifetimes, Config, Connection, DeadAction, Mode, Psk, StartAction};
 pub use endpoint::{Dropped, Endpoint, PacketSelectors, SaHandle};
 pub use event::{ChildSaInfo, DownReason, Event, IkeKeyLog, IkeSaInfo, Role, Transmit, UdpEncap};
 pub use id::Identity;

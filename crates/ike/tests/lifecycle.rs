@@ -316,3 +316,56 @@ fn an_authenticated_malformed_request_is_answered_invalid_syntax() {
     ));
     assert!(net.b.poll_transmit().is_none());
 }
+
+/// The link goes dead: the liveness check is given up after `dpd_timeout`, the SA goes
+/// down, and with `dpd_action = restart` the connection is started again and comes back up
+/// when the link does.
+#[test]
+fn a_dead_peer_is_noticed_within_dpd_timeout_and_restarted() {
+    for (action, restarts) in [(DeadAction::Restart, true), (DeadAction::Clear, false)] {
+        let (mut a, b) = pair(IKE, IKE, ESP, ESP);
+        let c = &mut a.connections[0];
+        c.dpd_delay = Some(Duration::from_secs(10));
+        c.dpd_timeout = Some(Duration::from_secs(30));
+        c.dpd_action = action;
+        let mut net = Net::new(a, b);
+        net.up();
+        let cut = net.now;
+        net.drop = Box::new(|_, _| true);
+        while net.advance(cut + Duration::from_secs(45)) {
+            if !downs(&net.events_a).is_empty() {
+                break;
+            }
+        }
+        assert_eq!(downs(&net.events_a), [DownReason::Timeout]);
+        // Checked after 10 s of silence, given up 30 s later (not after the retransmissions'
+        // minutes).
+        assert!(net.now <= cut + Duration::from_secs(41), "down at {:?}", net.now - cut);
+        net.drop = Box::new(|_, _| false);
+        let t = net.now + Duration::from_secs(60);
+        while net.advance(t) {}
+        assert_eq!(ike_up(&net.events_a).len(), if restarts { 2 } else { 1 }, "{action:?}");
+        if restarts {
+            // B replaced its old SA (INITIAL_CONTACT) and both have one pair again.
+            assert_eq!(installed_now(&net), (1, 1));
+        }
+    }
+}
+
+/// The peer deletes the IKE SA: with `close_action = restart` the connection comes back.
+#[test]
+fn close_action_restart_brings_the_connection_back() {
+    let (mut a, b) = pair(IKE, IKE, ESP, ESP);
+    a.connections[0].close_action = DeadAction::Restart;
+    let mut net = Net::new(a, b);
+    net.up();
+    net.b.terminate(net.now, "b2a", &mut net.rng).unwrap();
+    net.pump();
+    assert_eq!(downs(&net.events_a), [DownReason::Peer]);
+    assert_eq!(ike_up(&net.events_a).len(), 2);
+    assert_eq!(installed_now(&net), (1, 1));
+}
+
+fn installed_now(net: &Net) -> (usize, usize) {
+    (installed(&net.events_a).len(), installed(&net.events_b).len())
+}

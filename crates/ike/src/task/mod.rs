@@ -140,6 +140,8 @@ impl Task {
 pub(crate) struct Active {
     pub id: u32,
     pub task: Task,
+    /// When it was first sent.
+    pub started: Duration,
     bytes: Vec<u8>,
     timer: Retransmitter,
 }
@@ -174,6 +176,12 @@ impl TaskManager {
 
     pub fn deadline(&self) -> Option<Duration> {
         self.active.as_ref().map(|a| a.timer.deadline())
+    }
+
+    /// When the outstanding liveness check is given up (`dpd_timeout`).
+    pub fn dpd_deadline(&self, dpd_timeout: Option<Duration>) -> Option<Duration> {
+        let a = self.active.as_ref()?;
+        matches!(a.task, Task::IkeDpd).then_some(a.started + dpd_timeout?)
     }
 
     /// The outstanding request to send again when its timer is due; `Err` when the
@@ -235,6 +243,7 @@ impl IkeSa {
                 self.tasks.active = Some(Active {
                     id,
                     task,
+                    started: cx.now,
                     bytes,
                     timer: Retransmitter::new(cx.now, &cx.cfg.retransmit),
                 });

@@ -22,10 +22,14 @@ impl Traps {
     pub fn of(config: &ipsec_ike::Config) -> Result<Option<Traps>, String> {
         let mut traps = Vec::new();
         for c in &config.connections {
+            // Trap children, and every child of a connection that goes back to a trap when
+            // its peer is found dead or closes (dpd_action / close_action = trap): the
+            // trap matches only packets no installed child's policy took.
+            let retrap = c.dpd_action == ipsec_ike::DeadAction::Trap || c.close_action == ipsec_ike::DeadAction::Trap;
             for ch in c
                 .children
                 .iter()
-                .filter(|ch| ch.start_action == ipsec_ike::StartAction::Trap)
+                .filter(|ch| retrap || ch.start_action == ipsec_ike::StartAction::Trap)
             {
                 let l = if ch.local_ts.is_empty() {
                     vec![TrafficSelector::host(c.local_addr)]
