@@ -761,6 +761,12 @@ start_action = "trap"
             (GOOD.replace("site-b.example", ""), "remote.id"),
             (GOOD.replace("dpd_delay", "dpd_dleay"), "unknown field"),
             (format!("{GOOD}{GOOD}"), "already named"),
+            (GOOD.replace("dpd_delay = 30", "rekey_time = \"4x\""), "rekey_time"),
+            (GOOD.replace("dpd_delay = 30", "dpd_action = \"explode\""), "dpd_action"),
+            (
+                GOOD.replace("start_action = \"trap\"", "rekey_time = \"1h\"\nlife_time = \"30m\""),
+                "life_time is shorter",
+            ),
         ] {
             let e = crate::from_toml::parse(&bad).unwrap_err().to_string();
             assert!(e.contains(want) && e.contains("line"), "{want}: {e}");
@@ -776,5 +782,40 @@ start_action = "trap"
             .unwrap_err()
             .to_string()
             .contains("remote address"));
+    }
+
+    /// swanctl's lifetimes and their defaults; several children.
+    #[test]
+    fn lifetimes_in_swanctl_words_with_its_defaults() {
+        let c = crate::from_toml::parse(GOOD).unwrap();
+        let conn = &c.connections[0];
+        let l = conn.children[0].lifetimes;
+        let s = std::time::Duration::from_secs;
+        assert_eq!((l.rekey_time, l.life_time, l.rand_time), (s(3600), s(3960), s(360)));
+        assert_eq!((conn.rekey_time, conn.rand_time), (Some(s(4 * 3600)), s(1440)));
+        assert_eq!(conn.dpd_action, ipsec_ike::DeadAction::Clear);
+        let more = GOOD.replace("dpd_delay = 30", "dpd_delay = 30\nrekey_time = 0\ndpd_timeout = \"2m\"\ndpd_action = \"restart\"\nclose_action = \"trap\"")
+            .replace(
+                "start_action = \"trap\"",
+                "start_action = \"trap\"\nrekey_time = \"8s\"\nrand_time = \"0s\"\nrekey_bytes = 10000000\n\n\
+                 [[connection.children]]\nname = \"two\"\nlocal_ts = [\"10.5.0.0/16\"]\nremote_ts = [\"10.6.0.0/16\"]\nlife_time = 7200",
+            );
+        let c = crate::from_toml::parse(&more).unwrap();
+        let conn = &c.connections[0];
+        assert_eq!(conn.rekey_time, None, "0 = never");
+        assert_eq!(conn.dpd_timeout, Some(s(120)));
+        assert_eq!(
+            (conn.dpd_action, conn.close_action),
+            (ipsec_ike::DeadAction::Restart, ipsec_ike::DeadAction::Trap)
+        );
+        let l = conn.children[0].lifetimes;
+        assert_eq!((l.rekey_time, l.life_time, l.rand_time), (s(8), s(8) + s(8) / 10, s(0)));
+        assert_eq!((l.rekey_bytes, l.life_bytes), (10_000_000, 11_000_000));
+        assert_eq!(conn.children[1].lifetimes.life_time, s(7200));
+        let secrets = super::Secrets::parse("[[ike]]\nsecret = \"k\"\n").unwrap();
+        let ike = conn.to_ike(&secrets).unwrap();
+        assert_eq!(ike.children.len(), 2, "several children are taken");
+        assert_eq!(ike.children[0].lifetimes, l);
+        assert_eq!(ike.dpd_action, ipsec_ike::DeadAction::Restart);
     }
 }
