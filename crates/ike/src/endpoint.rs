@@ -697,6 +697,11 @@ impl Endpoint {
         self.sas.values().filter_map(|s| s.poll_timeout(&self.cfg)).min()
     }
 
+    /// Every IKE SA (half-open ones included) with its children, as of `now`.
+    pub fn status(&self, now: Duration) -> Vec<crate::status::IkeSaStatus> {
+        self.sas.values().map(|s| s.status(&self.cfg, now)).collect()
+    }
+
     /// The next datagram to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.out.transmits.pop_front()

@@ -241,6 +241,7 @@ pub(crate) struct IkeSa {
     /// When we rekey this IKE SA (None: never).
     pub rekey_at: Option<Duration>,
     pub effects: Vec<EndpointEvent>,
+    pub stats: crate::status::IkeSaStats,
 }
 
 impl IkeSa {
@@ -274,6 +275,7 @@ impl IkeSa {
             created: now,
             rekey_at: None,
             effects: Vec::new(),
+            stats: Default::default(),
         }
     }
 
@@ -469,7 +471,10 @@ impl IkeSa {
             }
         }
         match self.tasks.handle_timeout(cx.now, &cx.cfg.retransmit) {
-            Ok(Some(bytes)) => self.send(cx, &bytes),
+            Ok(Some(bytes)) => {
+                self.stats.retransmits += 1;
+                self.send(cx, &bytes)
+            }
             Ok(None) => {}
             Err(()) => {
                 self.kill(cx, DownReason::Timeout);
@@ -525,6 +530,56 @@ impl IkeSa {
             integ_out,
             encr_in,
             integ_in,
+        }
+    }
+}
+
+impl IkeSa {
+    /// What [`crate::Endpoint::status`] says of it.
+    pub fn status(&self, cfg: &Config, now: Duration) -> crate::status::IkeSaStatus {
+        let state = match self.state {
+            State::InitSent | State::AuthSent { .. } => "connecting",
+            State::HalfOpen { .. } => "half-open",
+            State::Established { .. } => "established",
+            State::Rekeyed { .. } => "rekeyed",
+            State::Dead => "dead",
+        };
+        let left = |t: Option<Duration>| t.map(|t| t.saturating_sub(now));
+        crate::status::IkeSaStatus {
+            conn: self.conn_name(cfg),
+            state,
+            role: self.role,
+            spi_i: self.spi_i,
+            spi_r: self.spi_r,
+            local: self.path.local,
+            remote: self.path.remote,
+            remote_id: self.state.remote_id().map(|i| alloc::format!("{i}")),
+            proposal: self.state.crypto().map(|c| c.suite.proposal_string()),
+            nat: self.child_encap(cfg).is_some(),
+            next_request_id: self.tasks.next_id,
+            expected_peer_id: self.window.expected,
+            age: now.saturating_sub(self.created),
+            rekey_in: left(self.rekey_at),
+            stats: self.stats,
+            children: self
+                .children
+                .iter()
+                .map(|c| crate::status::ChildSaStatus {
+                    child: c.info.child.clone(),
+                    state: match c.state {
+                        ChildState::Installed => "installed",
+                        ChildState::Rekeying { .. } => "rekeying",
+                        ChildState::Rekeyed { .. } => "rekeyed",
+                        ChildState::Deleting => "deleting",
+                    },
+                    spi_in: c.info.spi_in,
+                    spi_out: c.info.spi_out,
+                    proposal: c.info.suite.proposal_string(),
+                    rekeys: c.info.rekeys,
+                    rekey_in: left(c.timers.rekey_at),
+                    expires_in: left(c.timers.expire_at),
+                })
+                .collect(),
         }
     }
 }

@@ -36,6 +36,7 @@ pub(crate) mod ike_sa;
 pub mod keylog;
 pub mod message;
 pub mod retransmit;
+pub mod status;
 pub(crate) mod task;
 
 pub use config::{ChildConfig, ChildLifetimes, Config, Connection, DeadAction, Mode, Psk, StartAction};
@@ -43,3 +44,4 @@ pub use endpoint::{Dropped, Endpoint, PacketSelectors, SaHandle};
 pub use event::{ChildSaInfo, DownReason, Event, IkeKeyLog, IkeSaInfo, Role, Transmit, UdpEncap};
 pub use id::Identity;
 pub use ike_sa::NON_ESP_MARKER;
+pub use status::{ChildSaStatus, IkeSaStats, IkeSaStatus};

@@ -83,6 +83,9 @@ fn ike_up(sa: &mut IkeSa, cx: &mut Cx, crypto: Crypto, remote_id: Identity) {
 pub(crate) fn child_up(sa: &mut IkeSa, cx: &mut Cx, a: &Agreed, keys: &crate::keys::ChildKeys, rekeys: Option<u32>) {
     let mut info = sa.child_info(cx.cfg, a, keys);
     info.rekeys = rekeys;
+    if rekeys.is_some() {
+        sa.stats.child_rekeys += 1;
+    }
     cx.out.event(Event::ChildUp(info.clone()));
     let timers = lifetimes::child_timers(sa, cx, a.cfg, a.spi_in);
     sa.children.push(Child {

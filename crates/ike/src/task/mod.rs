@@ -239,6 +239,7 @@ impl IkeSa {
             };
             let id = self.tasks.next_id;
             if let Ok(bytes) = task.build(self, cx, id, rng) {
+                self.stats.requests_sent += 1;
                 self.send(cx, &bytes);
                 self.tasks.active = Some(Active {
                     id,
@@ -344,6 +345,7 @@ impl IkeSa {
         let opened = self.decrypt(raw, msg).map_err(Dropped::Malformed)?;
         self.authenticated_from(cx, local, remote);
         self.window.expected = h.message_id.wrapping_add(1);
+        self.stats.requests_answered += 1;
         let (reply, dropped) = match opened.payloads() {
             Ok(ps) => (self.answer(cx, h.exchange, &ps, rng), None),
             Err(e) => {
@@ -359,6 +361,7 @@ impl IkeSa {
                 if matches!(self.state, State::HalfOpen { .. }) {
                     r.then = Some(DownReason::PeerError(kind::INVALID_SYNTAX));
                 }
+                self.stats.invalid_syntax += 1;
                 (r, Some(Dropped::InvalidSyntax(e)))
             }
         };

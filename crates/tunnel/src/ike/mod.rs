@@ -255,29 +255,7 @@ pub fn run(
                 let _ = reply.send(command(&mut endpoint, now(), cmd, &mut rng));
             }
             Ok(Input::List(reply)) => {
-                let st = status.lock().unwrap_or_else(|p| p.into_inner());
-                let sas: Vec<Value> = st
-                    .iter()
-                    .map(|(i, children)| {
-                        json!({
-                            "conn": i.conn,
-                            "spi_i": format!("{:016x}", i.spi_i),
-                            "spi_r": format!("{:016x}", i.spi_r),
-                            "role": format!("{:?}", i.role).to_lowercase(),
-                            "local": i.local.to_string(),
-                            "remote": i.remote.to_string(),
-                            "local_id": format!("{:?}", i.local_id),
-                            "remote_id": format!("{:?}", i.remote_id),
-                            "nat": i.nat,
-                            "suite": format!("{:?}", i.suite),
-                            "children": children
-                                .iter()
-                                .map(|c| format!("{}: in {:08x}, out {:08x}", c.child, c.spi_in, c.spi_out))
-                                .collect::<Vec<_>>(),
-                        })
-                    })
-                    .collect();
-                let _ = reply.send(json!({ "ike_sas": sas }));
+                let _ = reply.send(list_json(&endpoint, now()));
             }
             Ok(Input::RekeyChild(spi_in)) => {
                 if endpoint.rekey_child(now(), spi_in, &mut rng).is_ok() {
@@ -317,6 +295,57 @@ pub fn run(
     while let Some(tx) = endpoint.poll_transmit() {
         let _ = sockets.send(&tx);
     }
+}
+
+/// The IKE SAs and their children as `ike.list` and `show` give them (no key).
+pub fn list_json(endpoint: &ipsec_ike::Endpoint, now: Duration) -> Value {
+    let secs = |d: Option<Duration>| d.map(|d| d.as_secs());
+    let sas: Vec<Value> = endpoint
+        .status(now)
+        .iter()
+        .map(|s| {
+            let local_id = endpoint
+                .config()
+                .connections
+                .iter()
+                .find(|c| c.name == s.conn)
+                .map(|c| c.local_id.to_string());
+            json!({
+                "conn": s.conn,
+                "state": s.state,
+                "role": match s.role { ipsec_ike::Role::Initiator => "initiator", ipsec_ike::Role::Responder => "responder" },
+                "spi_i": format!("{:016x}", s.spi_i),
+                "spi_r": format!("{:016x}", s.spi_r),
+                "local": s.local.to_string(),
+                "remote": s.remote.to_string(),
+                "local_id": local_id,
+                "remote_id": s.remote_id,
+                "nat": s.nat,
+                "proposal": s.proposal,
+                "message_ids": {"next_request": s.next_request_id, "peer_next": s.expected_peer_id},
+                "age_seconds": s.age.as_secs(),
+                "rekey_in_seconds": secs(s.rekey_in),
+                "counters": {
+                    "requests_sent": s.stats.requests_sent,
+                    "requests_answered": s.stats.requests_answered,
+                    "retransmits": s.stats.retransmits,
+                    "child_rekeys": s.stats.child_rekeys,
+                    "invalid_syntax": s.stats.invalid_syntax,
+                },
+                "children": s.children.iter().map(|c| json!({
+                    "child": c.child,
+                    "state": c.state,
+                    "spi_in": format!("{:08x}", c.spi_in),
+                    "spi_out": format!("{:08x}", c.spi_out),
+                    "proposal": c.proposal,
+                    "rekeys": c.rekeys.map(|r| format!("{r:08x}")),
+                    "rekey_in_seconds": secs(c.rekey_in),
+                    "expires_in_seconds": secs(c.expires_in),
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({ "ike_sas": sas })
 }
 
 /// A child pair as the IKE thread's status lists it.

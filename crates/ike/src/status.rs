@@ -1,0 +1,111 @@
+//! What [`crate::Endpoint::status`] reports of each IKE SA, for `ipsec ike list`, `show`, the
+//! stats file and the metrics: its state, algorithms in strongSwan's proposal words, SPIs,
+//! message IDs, when it and its children are rekeyed and expire, and its counters. No key.
+use crate::alg::{ChildSuite, IkeSuite};
+use crate::event::Role;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::net::SocketAddr;
+use core::time::Duration;
+
+/// Counters of one IKE SA.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IkeSaStats {
+    /// Exchanges we started (requests sent, retransmissions not counted).
+    pub requests_sent: u64,
+    /// Requests of the peer answered (retransmitted ones not counted).
+    pub requests_answered: u64,
+    /// Retransmissions of our requests (2.1).
+    pub retransmits: u64,
+    /// Child SA rekeys completed (either side).
+    pub child_rekeys: u64,
+    /// Authenticated requests answered with INVALID_SYNTAX.
+    pub invalid_syntax: u64,
+}
+
+/// One IKE SA as [`crate::Endpoint::status`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IkeSaStatus {
+    /// The connection.
+    pub conn: String,
+    /// `connecting`, `half-open`, `established`, `rekeyed` (waiting for its Delete).
+    pub state: &'static str,
+    /// Our role.
+    pub role: Role,
+    /// Initiator's SPI.
+    pub spi_i: u64,
+    /// Responder's SPI.
+    pub spi_r: u64,
+    /// Our address and port.
+    pub local: SocketAddr,
+    /// The peer's.
+    pub remote: SocketAddr,
+    /// The peer's identity, once authenticated.
+    pub remote_id: Option<String>,
+    /// Algorithms in strongSwan's words (`aes128gcm16-prfsha256-x25519`).
+    pub proposal: Option<String>,
+    /// UDP encapsulation (NAT or forced).
+    pub nat: bool,
+    /// The message ID of our next request.
+    pub next_request_id: u32,
+    /// The message ID expected of the peer's next request.
+    pub expected_peer_id: u32,
+    /// Time since it was created.
+    pub age: Duration,
+    /// Time until our rekey of it, if one is planned.
+    pub rekey_in: Option<Duration>,
+    /// Counters.
+    pub stats: IkeSaStats,
+    /// Its child SA pairs.
+    pub children: Vec<ChildSaStatus>,
+}
+
+/// One child SA pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildSaStatus {
+    /// The child's name.
+    pub child: String,
+    /// `installed`, `rekeying`, `rekeyed` (replaced, waiting for its Delete), `deleting`.
+    pub state: &'static str,
+    /// SPI we receive on.
+    pub spi_in: u32,
+    /// SPI we send with.
+    pub spi_out: u32,
+    /// Algorithms in strongSwan's words (`aes128gcm16-esn`).
+    pub proposal: String,
+    /// The pair it replaced, if a rekey made it.
+    pub rekeys: Option<u32>,
+    /// Time until our rekey of it.
+    pub rekey_in: Option<Duration>,
+    /// Time until it is deleted if not rekeyed (hard lifetime).
+    pub expires_in: Option<Duration>,
+}
+
+impl IkeSuite {
+    /// strongSwan's proposal words: `aes128gcm16-prfsha256-x25519`, `aes256-sha256-prfsha256-ecp256`.
+    pub fn proposal_string(&self) -> String {
+        let mut s = String::from(self.encr.name());
+        if let Some(i) = self.integ {
+            s.push('-');
+            s.push_str(i.name());
+        }
+        s.push('-');
+        s.push_str(self.prf.name());
+        s.push('-');
+        s.push_str(self.dh.name());
+        s
+    }
+}
+
+impl ChildSuite {
+    /// strongSwan's proposal words: `aes128gcm16-esn`, `aes128-sha256-noesn`.
+    pub fn proposal_string(&self) -> String {
+        let mut s = String::from(self.encr.name());
+        if let Some(i) = self.integ {
+            s.push('-');
+            s.push_str(i.name());
+        }
+        s.push_str(if self.esn { "-esn" } else { "-noesn" });
+        s
+    }
+}
