@@ -101,6 +101,8 @@ pub struct Endpoint {
     /// the SA lives, since a retransmission can arrive after IKE_AUTH (on another port).
     half_open: BTreeMap<(u64, SocketAddr), u64>,
     out: Output,
+    /// The counters of the IKE SAs already gone.
+    gone: crate::status::IkeSaStats,
 }
 
 impl fmt::Debug for Endpoint {
@@ -122,6 +124,7 @@ impl Endpoint {
             sas: BTreeMap::new(),
             half_open: BTreeMap::new(),
             out: Output::default(),
+            gone: Default::default(),
         }
     }
 
@@ -665,7 +668,9 @@ impl Endpoint {
             .map(|(k, _)| *k)
             .collect();
         for k in dead {
-            self.sas.remove(&k);
+            if let Some(s) = self.sas.remove(&k) {
+                self.gone.add(&s.stats);
+            }
         }
         let sas = &self.sas;
         self.half_open.retain(|_, spi| sas.contains_key(spi));
@@ -695,6 +700,15 @@ impl Endpoint {
     /// The next deadline, if any: call [`Endpoint::handle_timeout`] then.
     pub fn poll_timeout(&self) -> Option<Duration> {
         self.sas.values().filter_map(|s| s.poll_timeout(&self.cfg)).min()
+    }
+
+    /// The counters of every IKE SA this endpoint had, live and gone.
+    pub fn totals(&self) -> crate::status::IkeSaStats {
+        let mut t = self.gone;
+        for s in self.sas.values() {
+            t.add(&s.stats);
+        }
+        t
     }
 
     /// Every IKE SA (half-open ones included) with its children, as of `now`.

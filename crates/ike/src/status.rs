@@ -23,6 +23,17 @@ pub struct IkeSaStats {
     pub invalid_syntax: u64,
 }
 
+impl IkeSaStats {
+    /// Adds `o`'s counts to these.
+    pub fn add(&mut self, o: &IkeSaStats) {
+        self.requests_sent += o.requests_sent;
+        self.requests_answered += o.requests_answered;
+        self.retransmits += o.retransmits;
+        self.child_rekeys += o.child_rekeys;
+        self.invalid_syntax += o.invalid_syntax;
+    }
+}
+
 /// One IKE SA as [`crate::Endpoint::status`] reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IkeSaStatus {

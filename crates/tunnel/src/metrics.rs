@@ -201,6 +201,22 @@ pub fn prometheus(stats: &Value) -> String {
             let _ = writeln!(out, "{name} {n}");
         }
     }
+    if let Some(ike) = stats["ike"].as_object() {
+        for (field, v) in ike {
+            let Some(n) = v.as_u64() else { continue };
+            if !field.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+                continue;
+            }
+            let (name, kind) = if field == "ike_sas" || field == "child_sas" {
+                (format!("ipsec_ike_{field}"), "gauge")
+            } else {
+                (format!("ipsec_ike_{field}_total"), "counter")
+            };
+            let _ = writeln!(out, "# HELP {name} IKEv2: {}.", field.replace('_', " "));
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            let _ = writeln!(out, "{name} {n}");
+        }
+    }
     let mut peers = Family::new(
         "ipsec_peer_endpoint_learned",
         "gauge",

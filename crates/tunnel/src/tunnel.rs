@@ -71,6 +71,9 @@ pub struct Report {
     /// where each one's datagrams go now.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<PeerReport>,
+    /// IKE's counters, when tunneld runs IKE.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ike: Option<crate::ike::IkeReport>,
 }
 
 /// One peer in a [`Report`].
@@ -92,6 +95,8 @@ pub struct Tunnel {
     engine: Mutex<Engine>,
     plane: PlaneHandle,
     counters: DaemonCounters,
+    /// IKE's counters, set when the IKE thread starts.
+    ike: std::sync::OnceLock<std::sync::Arc<crate::ike::IkeCounters>>,
     start: Instant,
     peers: Vec<IpAddr>,
     /// Whether sealed packets may go to addresses not in `peers` (IKE adds peers while
@@ -134,6 +139,7 @@ impl Tunnel {
             plane: engine.plane_handle(),
             engine: Mutex::new(engine),
             counters: DaemonCounters::default(),
+            ike: std::sync::OnceLock::new(),
             start: Instant::now(),
             peers,
             any_peer: false,
@@ -141,6 +147,11 @@ impl Tunnel {
             non_esp: None,
             trap: None,
         }
+    }
+
+    /// Reports `c` (the IKE thread's counters) with the others.
+    pub fn set_ike_counters(&self, c: std::sync::Arc<crate::ike::IkeCounters>) {
+        let _ = self.ike.set(c);
     }
 
     /// Shows `sink` every outbound packet dropped because no policy covers it (the packet is
@@ -519,6 +530,7 @@ impl Tunnel {
                     learned: None,
                 })
                 .collect(),
+            ike: self.ike.get().map(|c| c.report()),
         };
         self.log_flips(&report.engine);
         report

@@ -26,7 +26,7 @@ use ipsec_ike::ts::TrafficSelector;
 use ipsec_ike::Event;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -80,6 +80,95 @@ pub enum Input {
         /// The packet's selectors.
         packet: ipsec_ike::PacketSelectors,
     },
+}
+
+/// IKE's counters for the stats file and the metrics, kept by the IKE thread.
+#[derive(Debug, Default)]
+pub struct IkeCounters {
+    ike_sas: AtomicU64,
+    child_sas: AtomicU64,
+    ike_up: AtomicU64,
+    ike_rekeys: AtomicU64,
+    child_rekeys: AtomicU64,
+    requests_sent: AtomicU64,
+    requests_answered: AtomicU64,
+    retransmits: AtomicU64,
+    auth_failures: AtomicU64,
+    invalid_syntax: AtomicU64,
+    datagrams_dropped: AtomicU64,
+}
+
+/// [`IkeCounters`] as the stats file and `/metrics` show them: `ike_sas` and `child_sas`
+/// are gauges, the rest totals since start.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct IkeReport {
+    /// IKE SAs now (half-open ones included).
+    pub ike_sas: u64,
+    /// Child SA pairs now.
+    pub child_sas: u64,
+    /// IKE SAs established.
+    pub ike_up: u64,
+    /// IKE SA rekeys.
+    pub ike_rekeys: u64,
+    /// Child SA rekeys.
+    pub child_rekeys: u64,
+    /// Requests we sent (first transmissions).
+    pub requests_sent: u64,
+    /// The peers' requests answered.
+    pub requests_answered: u64,
+    /// Retransmissions of our requests.
+    pub retransmits: u64,
+    /// Authentications that failed (either side).
+    pub auth_failures: u64,
+    /// Authenticated requests answered with INVALID_SYNTAX.
+    pub invalid_syntax: u64,
+    /// Datagrams not used (malformed, unknown SPI, out of window, queue full ...).
+    pub datagrams_dropped: u64,
+}
+
+impl IkeCounters {
+    /// A snapshot.
+    pub fn report(&self) -> IkeReport {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        IkeReport {
+            ike_sas: g(&self.ike_sas),
+            child_sas: g(&self.child_sas),
+            ike_up: g(&self.ike_up),
+            ike_rekeys: g(&self.ike_rekeys),
+            child_rekeys: g(&self.child_rekeys),
+            requests_sent: g(&self.requests_sent),
+            requests_answered: g(&self.requests_answered),
+            retransmits: g(&self.retransmits),
+            auth_failures: g(&self.auth_failures),
+            invalid_syntax: g(&self.invalid_syntax),
+            datagrams_dropped: g(&self.datagrams_dropped),
+        }
+    }
+
+    /// The endpoint's own figures.
+    fn update(&self, endpoint: &ipsec_ike::Endpoint, now: Duration) {
+        let s = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
+        let st = endpoint.status(now);
+        s(&self.ike_sas, st.len() as u64);
+        s(&self.child_sas, st.iter().map(|x| x.children.len() as u64).sum());
+        let t = endpoint.totals();
+        s(&self.requests_sent, t.requests_sent);
+        s(&self.requests_answered, t.requests_answered);
+        s(&self.retransmits, t.retransmits);
+        s(&self.child_rekeys, t.child_rekeys);
+        s(&self.invalid_syntax, t.invalid_syntax);
+    }
+
+    /// Counts what an event tells.
+    fn count(&self, ev: &Event) {
+        let inc = |a: &AtomicU64| a.fetch_add(1, Ordering::Relaxed);
+        match ev {
+            Event::IkeUp { .. } => inc(&self.ike_up),
+            Event::IkeRekeyed { .. } => inc(&self.ike_rekeys),
+            Event::AuthFailed { .. } => inc(&self.auth_failures),
+            _ => 0,
+        };
+    }
 }
 
 /// What the control side asks of the IKE thread (`ipsec ike ...`).
@@ -228,6 +317,9 @@ pub fn run(
     // The IKE SAs as the events reported them, for `ipsec show`.
     let status: Mutex<Vec<(ipsec_ike::IkeSaInfo, Vec<ChildEntry>)>> = Mutex::new(Vec::new());
     let now = || t.now();
+    let counters = std::sync::Arc::new(IkeCounters::default());
+    t.set_ike_counters(counters.clone());
+    let mut counted_at = Duration::ZERO;
     endpoint.start(now(), &mut rng);
     let mut buf = vec![0u8; 65536];
     while !stop.load(Ordering::Relaxed) {
@@ -236,6 +328,7 @@ pub fn run(
             while let Ok((n, from)) = s.recv_from(&mut buf) {
                 if let Ok(local) = s.local_addr() {
                     if let Err(e) = endpoint.handle_datagram(now(), local, from, &buf[..n], &mut rng) {
+                        counters.datagrams_dropped.fetch_add(1, Ordering::Relaxed);
                         tracing::debug!("IKE datagram from {from} dropped: {e}");
                     }
                 }
@@ -248,6 +341,7 @@ pub fn run(
         match inputs.recv_timeout(wait) {
             Ok(Input::Datagram { local, remote, data }) => {
                 if let Err(e) = endpoint.handle_datagram(now(), local, remote, &data, &mut rng) {
+                    counters.datagrams_dropped.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!("IKE datagram from {remote} on {local} dropped: {e}");
                 }
             }
@@ -283,7 +377,12 @@ pub fn run(
             }
         }
         while let Some(ev) = endpoint.poll_event() {
+            counters.count(&ev);
             handle_event(t, control, sockets, ev, &status, keylog);
+        }
+        if now() >= counted_at + Duration::from_secs(1) {
+            counted_at = now();
+            counters.update(&endpoint, counted_at);
         }
     }
     // A clean stop deletes our IKE SAs (the peer removes its SAs at once instead of waiting
