@@ -340,7 +340,7 @@ fn handle_event(
                     );
                     // Sealed packets go to where the peer's IKE messages come from (behind a
                     // NAT, not its configured address).
-                    if !sockets.add_peer(c.remote.ip(), c.remote) {
+                    if !sockets.add_peer(c.remote, c.spi_out, c.spi_in) {
                         warn!(
                             "IKE: {}/{}: {} peers added already: packets to {} cannot go",
                             c.conn,
@@ -369,6 +369,7 @@ fn handle_event(
                 format!("{IKE_PREFIX}{conn}/{child}/in-{spi_in:08x}"),
             ];
             control.ike_remove(t, &names);
+            sockets.child_down(spi_in);
             info!("IKE: {conn}/{child} down ({reason:?}): its SAs and policies removed");
             if let Some((_, ch)) = st.iter_mut().find(|(i, _)| i.conn == conn) {
                 ch.retain(|s| !s.starts_with(&format!("{child}: in {spi_in:08x}")));
@@ -407,7 +408,7 @@ fn handle_event(
         }
         Event::PeerEndpointChanged { conn, old, new, .. } => {
             info!("IKE: {conn}: the peer moved from {old} to {new}");
-            sockets.peer_moved(old.ip(), new);
+            sockets.peer_moved(old, new);
             event_json(
                 "ike.peer_moved",
                 now,
