@@ -299,9 +299,8 @@ impl PeerTable {
     fn prune(&mut self, only: Option<IpAddr>) {
         let mut used: Vec<*const Endpoint> = self.children.iter().map(|c| Arc::as_ptr(&c.endpoint)).collect();
         used.sort_unstable();
-        self.list.retain(|e| {
-            !e.dynamic || only.is_some_and(|p| p != e.peer) || used.binary_search(&Arc::as_ptr(e)).is_ok()
-        });
+        self.list
+            .retain(|e| !e.dynamic || only.is_some_and(|p| p != e.peer) || used.binary_search(&Arc::as_ptr(e)).is_ok());
         self.index();
     }
 }
@@ -330,7 +329,9 @@ fn header_src(peers: &PeerTable, from: SocketAddr) -> IpAddr {
 /// version. Sealed packets lose their outer header (the socket adds its own) and go to their
 /// peer's current endpoint: the configured address and port until an authenticated packet
 /// of that peer's SAs arrives from elsewhere (the peer is behind a NAT), then that packet's
-/// source ([`UnderlayRx::authenticated`]). Received datagrams get back an IP header (peer →
+/// source ([`UnderlayRx::authenticated`]). The packets of a child SA IKE added go to that
+/// SA's own endpoint (found by outbound SPI): clients behind one NAT address, which differ
+/// by port only, each get theirs ([`UdpEncap::add_peer`]). Received datagrams get back an IP header (peer →
 /// local, protocol 50) in the headroom, so the engine sees what raw ESP would have given it;
 /// the source in it is the configured address of the peer whose current endpoint (or
 /// address) sent the datagram, else the datagram's source. Keepalives and non-ESP (IKE)
@@ -397,7 +398,12 @@ impl UdpEncap {
                 })
             })
             .collect();
-        Self::open_with(local, sport, Arc::new(ArcSwap::from_pointee(PeerTable::new(peers))), wait)
+        Self::open_with(
+            local,
+            sport,
+            Arc::new(ArcSwap::from_pointee(PeerTable::new(peers))),
+            wait,
+        )
     }
 
     fn open_with(local: IpAddr, sport: u16, peers: Arc<Peers>, wait: Duration) -> io::Result<UdpEncap> {
@@ -542,7 +548,10 @@ impl UdpEncap {
                 };
                 // An outbound SPI that another SA to this address has (the peers chose the
                 // same, 2^-32 per pair): the newer SA's.
-                match t.children.binary_search_by(|c| (c.peer, c.spi_out).cmp(&(peer, spi_out))) {
+                match t
+                    .children
+                    .binary_search_by(|c| (c.peer, c.spi_out).cmp(&(peer, spi_out)))
+                {
                     Ok(k) => {
                         t.children[k] = child;
                         orphans = true;
@@ -681,7 +690,10 @@ impl UnderlayTx for UdpEncap {
                 peers.route(dsts[i], p).ok_or_else(|| {
                     io::Error::new(
                         io::ErrorKind::InvalidInput,
-                        format!("{}: not a peer (or several clients at that address, none with this SA)", dsts[i]),
+                        format!(
+                            "{}: not a peer (or several clients at that address, none with this SA)",
+                            dsts[i]
+                        ),
                     )
                 })
             };

@@ -63,7 +63,10 @@ impl KeyLog {
 fn refused(path: &Path, why: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::new(
         std::io::ErrorKind::PermissionDenied,
-        format!("{}: {why}: refused (the key log's tables must be tunneld's own)", path.display()),
+        format!(
+            "{}: {why}: refused (the key log's tables must be tunneld's own)",
+            path.display()
+        ),
     )
 }
 
@@ -76,7 +79,10 @@ fn check_dir(dir: &Path, euid: u32) -> std::io::Result<()> {
         return Err(refused(dir, "not a directory"));
     }
     if m.uid() != euid && m.uid() != 0 {
-        return Err(refused(dir, format_args!("owned by uid {}, neither root nor this user ({euid})", m.uid())));
+        return Err(refused(
+            dir,
+            format_args!("owned by uid {}, neither root nor this user ({euid})", m.uid()),
+        ));
     }
     if m.mode() & 0o022 != 0 {
         return Err(refused(
@@ -116,7 +122,10 @@ fn open_table(path: &Path, euid: u32) -> std::io::Result<File> {
     if m.uid() != euid {
         return Err(refused(
             path,
-            format_args!("owned by uid {}, not this user ({euid}): remove it or chown it", m.uid()),
+            format_args!(
+                "owned by uid {}, not this user ({euid}): remove it or chown it",
+                m.uid()
+            ),
         ));
     }
     if m.mode() & 0o077 != 0 {
@@ -129,7 +138,10 @@ fn open_table(path: &Path, euid: u32) -> std::io::Result<File> {
         ));
     }
     if m.nlink() != 1 {
-        return Err(refused(path, format_args!("{} links to it (a hard link elsewhere)", m.nlink())));
+        return Err(refused(
+            path,
+            format_args!("{} links to it (a hard link elsewhere)", m.nlink()),
+        ));
     }
     Ok(f)
 }
@@ -190,7 +202,10 @@ mod tests {
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
         std::os::unix::fs::symlink(&target, d.join("ikev2_decryption_table")).unwrap();
         let e = refusal(&d);
-        assert!(e.contains("ikev2_decryption_table") && e.contains("symbolic link"), "{e}");
+        assert!(
+            e.contains("ikev2_decryption_table") && e.contains("symbolic link"),
+            "{e}"
+        );
         assert_eq!(std::fs::metadata(&target).unwrap().len(), 0);
         std::fs::remove_dir_all(&d).unwrap();
         let d = scratch("hardlink");
@@ -223,7 +238,10 @@ mod tests {
         let d = scratch("open-dir");
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
         let e = refusal(&d);
-        assert!(e.contains(&d.display().to_string()) && e.contains("directory mode 1777"), "{e}");
+        assert!(
+            e.contains(&d.display().to_string()) && e.contains("directory mode 1777"),
+            "{e}"
+        );
         assert!(!d.join("esp_sa").exists(), "no table created");
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
         let fresh = d.join("a/b");
@@ -250,7 +268,10 @@ mod tests {
         let k = KeyLog::new(d.clone()).unwrap();
         k.append("esp_sa", &["four".into()]);
         assert_eq!(std::fs::read_to_string(d.join("esp_sa")).unwrap(), "one\ntwo\nfour\n");
-        assert_eq!(std::fs::read_to_string(d.join("ikev2_decryption_table")).unwrap(), "three\n");
+        assert_eq!(
+            std::fs::read_to_string(d.join("ikev2_decryption_table")).unwrap(),
+            "three\n"
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
