@@ -1224,8 +1224,12 @@ table ip nat {
 EOF
 D=$WORK/natc
 mkdir -p "$D"
-(umask 077 && printf '[[ike]]\nid = ["gw.natc.test", "rw.natc.test"]\nsecret = "nat-clients test key"\n' >"$D/secrets.toml")
-natc_conf() { # NAME LOCAL REMOTE LOCAL_ID REMOTE_ID LOCAL_TS REMOTE_TS START
+# One key for the gateway's identity, whoever the client is (R names no remote identity);
+# each client has an identity of its own (one identity twice: R keeps only the newer IKE SA).
+(umask 077 && printf '[[ike]]\nid = "gw.natc.test"\nsecret = "nat-clients test key"\n' >"$D/secrets.toml")
+natc_conf() { # NAME LOCAL REMOTE LOCAL_ID REMOTE_ID(empty: any) LOCAL_TS REMOTE_TS START
+  local rid=""
+  [ -z "$5" ] || rid="id = \"$5\","
   cat >"$D/$1.toml" <<EOF
 [tunnel]
 tun = "ipsec0"
@@ -1238,7 +1242,7 @@ local_addrs = ["$2"]
 remote_addrs = ["$3"]
 encap = true
 local = { id = "$4", auth = "psk" }
-remote = { id = "$5", auth = "psk" }
+remote = { $rid auth = "psk" }
 
 [[connection.children]]
 name = "net"
@@ -1247,9 +1251,9 @@ remote_ts = ["$7"]
 start_action = "$8"
 EOF
 }
-natc_conf r 10.96.0.1 %any gw.natc.test rw.natc.test 10.100.0.0/24 10.101.0.0/16 none
-natc_conf a 10.95.1.2 10.96.0.1 rw.natc.test gw.natc.test 10.101.1.1/32 10.100.0.0/24 start
-natc_conf b 10.95.2.2 10.96.0.1 rw.natc.test gw.natc.test 10.101.2.1/32 10.100.0.0/24 start
+natc_conf r 10.96.0.1 %any gw.natc.test "" 10.100.0.0/24 10.101.0.0/16 none
+natc_conf a 10.95.1.2 10.96.0.1 rw-a.natc.test gw.natc.test 10.101.1.1/32 10.100.0.0/24 start
+natc_conf b 10.95.2.2 10.96.0.1 rw-b.natc.test gw.natc.test 10.101.2.1/32 10.100.0.0/24 start
 NATC_PIDS=()
 natc_start() { # NAME NAMESPACE INNER_ADDR ROUTE
   ip netns exec "$2" "$BIN" --config "$D/$1.toml" --stats "$D/$1.json" 2>"$WORK/$V-$1.log" &
