@@ -52,8 +52,9 @@
 #             ESP in UDP is named on the SAs (`encap = { type = "espinudp", ... }`), not in
 #             [tunnel]
 #   nat-clients two tunneld IKE initiators behind one NAT namespace (nftables masquerade)
-#             to a `remote_addrs = %any` tunneld responder: both ping at once, every echo of
-#             each answered, the responder keeps one endpoint per client (issue #31)
+#             to a `remote_addrs = %any` tunneld responder: the responder pings the first
+#             client after the second is up, then all ping at once, every echo answered; the
+#             responder keeps one endpoint per client (issue #31)
 #
 # Every daemon must stop cleanly on SIGTERM (exit 0) and log no warning. Installs iproute2,
 # iputils-ping, iperf3 and tshark if missing. Bounded: every wait has a deadline; all stages about 200 s.
@@ -1191,10 +1192,12 @@ fi
 # Two tunneld IKE initiators, A and B, in namespaces of their own behind one NAT namespace
 # (nftables masquerade: both leave as 10.96.0.254, B's ports translated since A holds 500 and
 # 4500), to a tunneld responder R with `remote_addrs = %any`. Each client gets its own child
-# SA (R narrows 10.101.0.0/16 to the client's /32); both ping R's inner address at once and
-# every echo must be answered: R's replies to A go to A's translated port, B's to B's (before
-# the fix, B's handshake moved the one endpoint of 10.96.0.254 to B's port, and A's replies
-# all went to B). R's stats list one endpoint per client, at two ports of the NAT's address.
+# SA (R narrows 10.101.0.0/16 to the client's /32). After B is up R pings A, then both
+# clients ping R and R pings both clients, all at once; every echo must be answered: R's
+# packets for A go to A's translated port, B's to B's (before the fix, B's handshake moved the
+# one endpoint of 10.96.0.254 to B's port, and R's pings of A all went to B: this stage fails
+# with the old tunneld). R's stats list one endpoint per client, at two ports of the NAT's
+# address.
 if want nat-clients; then
 V=nat-clients
 NR=tnl-r-$ID NN=tnl-m-$ID NCA=tnl-ca-$ID NCB=tnl-cb-$ID
@@ -1268,24 +1271,34 @@ natc_start a "$NCA" 10.101.1.1/32 10.100.0.0/24
 wait_for 15 "A's child SA (one ping through)" ip netns exec "$NCA" ping -q -n -c 1 -W 1 10.100.0.1
 natc_start b "$NCB" 10.101.2.1/32 10.100.0.0/24
 wait_for 15 "B's child SA (one ping through)" ip netns exec "$NCB" ping -q -n -c 1 -W 1 10.100.0.1
-# Both at once, after B's handshake: every echo of each answered.
-ip netns exec "$NCA" ping -q -n -c 20 -i 0.1 -W 2 -w 15 10.100.0.1 >"$WORK/natc-a.ping" 2>&1 &
-PA=$!
-ip netns exec "$NCB" ping -q -n -c 20 -i 0.1 -W 2 -w 15 10.100.0.1 >"$WORK/natc-b.ping" 2>&1 &
-PB=$!
-wait "$PA" || true
-wait "$PB" || true
-for h in a b; do
-  grep -q "20 packets transmitted, 20 received" "$WORK/natc-$h.ping" ||
-    fail "nat-clients: client ${h^^}'s pings through the shared NAT address: $(grep transmitted "$WORK/natc-$h.ping")"
+# R to A first, after B's handshake and ping (before the fix the one endpoint of the NAT's
+# address was B's then, and every echo request for A went to B).
+ping_ok "$NR" 10.101.1.1 5
+# Then all at once: each client pings R and R pings each client; every echo answered.
+natc_ping() { # NAMESPACE DST OUT
+  ip netns exec "$1" ping -q -n -c 20 -i 0.1 -W 2 -w 15 "$2" >"$3" 2>&1 || true
+}
+natc_ping "$NCA" 10.100.0.1 "$WORK/natc-a.ping" &
+P1=$!
+natc_ping "$NCB" 10.100.0.1 "$WORK/natc-b.ping" &
+P2=$!
+natc_ping "$NR" 10.101.1.1 "$WORK/natc-ra.ping" &
+P3=$!
+natc_ping "$NR" 10.101.2.1 "$WORK/natc-rb.ping" &
+P4=$!
+wait "$P1" "$P2" "$P3" "$P4"
+for p in a b ra rb; do
+  grep -q "20 packets transmitted, 20 received" "$WORK/natc-$p.ping" ||
+    fail "nat-clients: pings ($p: a, b from the clients; ra, rb from R) through the shared NAT address: $(grep transmitted "$WORK/natc-$p.ping")"
 done
 # R's stats: one endpoint per client, both at the NAT's address, at two ports.
-wait_for 5 "R's stats to list two endpoints at the NAT's address" python3 - "$D/r.json" <<'EOF'
+cat >"$D/endpoints.py" <<'EOF'
 import json, sys
 peers = [p for p in json.load(open(sys.argv[1])).get("peers", []) if p.get("peer") == "10.96.0.254"]
 ports = {p.get("endpoint", "").rsplit(":", 1)[-1] for p in peers}
 sys.exit(0 if len(peers) == 2 and len(ports) == 2 else 1)
 EOF
+wait_for 5 "R's stats to list two endpoints at the NAT's address" python3 "$D/endpoints.py" "$D/r.json"
 log "nat-clients: R's endpoints: $(python3 -c 'import json, sys; print(", ".join(p["endpoint"] for p in json.load(open(sys.argv[1]))["peers"]))' "$D/r.json")"
 for i in 2 1 0; do
   stop_pid "${NATC_PIDS[$i]}" "tunneld ($V ${i})"
@@ -1295,7 +1308,7 @@ for h in r a b; do
     fail "tunneld ($V, $h) logged warnings: $(grep -E ' (WARN|ERROR) ' "$WORK/$V-$h.log" | head -3)"
   fi
 done
-log "nat-clients: two IKE clients behind one NAT address, 20 pings each at once, every one answered at its own port"
+log "nat-clients: two IKE clients behind one NAT address, pings both ways at once, every one answered at its own port"
 fi
 
 log "all checks passed: ${RAN[*]} ($((SECONDS - START)) s)"
