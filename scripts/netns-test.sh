@@ -51,6 +51,10 @@
 #             with TUN offloads on and checks they are), so both paths are covered; here
 #             ESP in UDP is named on the SAs (`encap = { type = "espinudp", ... }`), not in
 #             [tunnel]
+#   nat-clients two tunneld IKE initiators behind one NAT namespace (nftables masquerade)
+#             to a `remote_addrs = %any` tunneld responder: the responder pings the first
+#             client after the second is up, then all ping at once, every echo answered; the
+#             responder keeps one endpoint per client (issue #31)
 #
 # Every daemon must stop cleanly on SIGTERM (exit 0) and log no warning. Installs iproute2,
 # iputils-ping, iperf3 and tshark if missing. Bounded: every wait has a deadline; all stages about 200 s.
@@ -67,7 +71,7 @@ cd "$(dirname "$0")/.."
 START=$SECONDS
 NETNS_TAG=netns-test
 . scripts/lib-netns.sh
-ALL_STAGES="esp comp-esp esp-ah ring udp udp-nat flood rekey v6 peers nooffload user"
+ALL_STAGES="esp comp-esp esp-ah ring udp udp-nat flood rekey v6 peers nooffload user nat-clients"
 # STAGES, IF_POSSIBLE, want (RAN records the stages run) and cannot: scripts/lib-netns.sh.
 parse_stages "$ALL_STAGES" "$@"
 
@@ -1182,6 +1186,129 @@ expect "pings counted after dropping root" "A.sas.esp_ab.outbound.packets == B.s
 stop
 ip netns exec "$NSA" ip tuntap del dev ipsec0 mode tun multi_queue 2>/dev/null || true
 log "user: tunneld ran as nobody with no capabilities (B dropped them, A never had any); traffic, control socket and reload worked"
+fi
+
+# ---- nat-clients: two road warriors behind one NAT address (issue #31 defect 5) ----------
+# Two tunneld IKE initiators, A and B, in namespaces of their own behind one NAT namespace
+# (nftables masquerade: both leave as 10.96.0.254, B's ports translated since A holds 500 and
+# 4500), to a tunneld responder R with `remote_addrs = %any`. Each client gets its own child
+# SA (R narrows 10.101.0.0/16 to the client's /32). After B is up R pings A, then both
+# clients ping R and R pings both clients, all at once; every echo must be answered: R's
+# packets for A go to A's translated port, B's to B's (before the fix, B's handshake moved the
+# one endpoint of 10.96.0.254 to B's port, and R's pings of A all went to B: this stage fails
+# with the old tunneld). R's stats list one endpoint per client, at two ports of the NAT's
+# address.
+if want nat-clients; then
+V=nat-clients
+NR=tnl-r-$ID NN=tnl-m-$ID NCA=tnl-ca-$ID NCB=tnl-cb-$ID
+netns_add "$NR" "$NN" "$NCA" "$NCB"
+ip link add tnrm$ID netns "$NR" type veth peer name tnmr$ID netns "$NN"
+ip link add tnam$ID netns "$NCA" type veth peer name tnma$ID netns "$NN"
+ip link add tnbm$ID netns "$NCB" type veth peer name tnmb$ID netns "$NN"
+ip -n "$NR" addr add 10.96.0.1/24 dev tnrm$ID
+ip -n "$NN" addr add 10.96.0.254/24 dev tnmr$ID
+ip -n "$NN" addr add 10.95.1.254/24 dev tnma$ID
+ip -n "$NN" addr add 10.95.2.254/24 dev tnmb$ID
+ip -n "$NCA" addr add 10.95.1.2/24 dev tnam$ID
+ip -n "$NCB" addr add 10.95.2.2/24 dev tnbm$ID
+for l in "$NR tnrm$ID" "$NN tnmr$ID" "$NN tnma$ID" "$NN tnmb$ID" "$NCA tnam$ID" "$NCB tnbm$ID"; do
+  ip -n ${l% *} link set ${l#* } up
+done
+for ns in "$NR" "$NN" "$NCA" "$NCB"; do ip -n "$ns" link set lo up; done
+ip -n "$NCA" route add default via 10.95.1.254
+ip -n "$NCB" route add default via 10.95.2.254
+ip netns exec "$NN" sysctl -q -w net.ipv4.ip_forward=1
+ip netns exec "$NN" nft -f - <<EOF || fail "nat-clients: nft could not load the NAT rules"
+table ip nat {
+  chain post { type nat hook postrouting priority srcnat; policy accept;
+    oifname "tnmr$ID" ip saddr 10.95.0.0/16 masquerade
+  }
+}
+EOF
+D=$WORK/natc
+mkdir -p "$D"
+# One key for the gateway's identity, whoever the client is (R names no remote identity);
+# each client has an identity of its own (one identity twice: R keeps only the newer IKE SA).
+(umask 077 && printf '[[ike]]\nid = "gw.natc.test"\nsecret = "nat-clients test key"\n' >"$D/secrets.toml")
+natc_conf() { # NAME LOCAL REMOTE LOCAL_ID REMOTE_ID(empty: any) LOCAL_TS REMOTE_TS START
+  local rid=""
+  [ -z "$5" ] || rid="id = \"$5\","
+  cat >"$D/$1.toml" <<EOF
+[tunnel]
+tun = "ipsec0"
+local = "$2"
+secrets = "$D/secrets.toml"
+
+[[connection]]
+name = "rw"
+local_addrs = ["$2"]
+remote_addrs = ["$3"]
+encap = true
+local = { id = "$4", auth = "psk" }
+remote = { $rid auth = "psk" }
+
+[[connection.children]]
+name = "net"
+local_ts = ["$6"]
+remote_ts = ["$7"]
+start_action = "$8"
+EOF
+}
+natc_conf r 10.96.0.1 %any gw.natc.test "" 10.100.0.0/24 10.101.0.0/16 none
+natc_conf a 10.95.1.2 10.96.0.1 rw-a.natc.test gw.natc.test 10.101.1.1/32 10.100.0.0/24 start
+natc_conf b 10.95.2.2 10.96.0.1 rw-b.natc.test gw.natc.test 10.101.2.1/32 10.100.0.0/24 start
+NATC_PIDS=()
+natc_start() { # NAME NAMESPACE INNER_ADDR ROUTE
+  ip netns exec "$2" "$BIN" --config "$D/$1.toml" --stats "$D/$1.json" 2>"$WORK/$V-$1.log" &
+  BG+=("$!")
+  NATC_PIDS+=("$!")
+  wait_for 10 "tunneld ($V $1) to write its stats" test -s "$D/$1.json"
+  ip -n "$2" addr add "$3" dev ipsec0
+  ip -n "$2" route add "$4" dev ipsec0 src "${3%/*}"
+}
+natc_start r "$NR" 10.100.0.1/24 10.101.0.0/16
+natc_start a "$NCA" 10.101.1.1/32 10.100.0.0/24
+wait_for 15 "A's child SA (one ping through)" ip netns exec "$NCA" ping -q -n -c 1 -W 1 10.100.0.1
+natc_start b "$NCB" 10.101.2.1/32 10.100.0.0/24
+wait_for 15 "B's child SA (one ping through)" ip netns exec "$NCB" ping -q -n -c 1 -W 1 10.100.0.1
+# R to A first, after B's handshake and ping (before the fix the one endpoint of the NAT's
+# address was B's then, and every echo request for A went to B).
+ping_ok "$NR" 10.101.1.1 5
+# Then all at once: each client pings R and R pings each client; every echo answered.
+natc_ping() { # NAMESPACE DST OUT
+  ip netns exec "$1" ping -q -n -c 20 -i 0.1 -W 2 -w 15 "$2" >"$3" 2>&1 || true
+}
+natc_ping "$NCA" 10.100.0.1 "$WORK/natc-a.ping" &
+P1=$!
+natc_ping "$NCB" 10.100.0.1 "$WORK/natc-b.ping" &
+P2=$!
+natc_ping "$NR" 10.101.1.1 "$WORK/natc-ra.ping" &
+P3=$!
+natc_ping "$NR" 10.101.2.1 "$WORK/natc-rb.ping" &
+P4=$!
+wait "$P1" "$P2" "$P3" "$P4"
+for p in a b ra rb; do
+  grep -q "20 packets transmitted, 20 received" "$WORK/natc-$p.ping" ||
+    fail "nat-clients: pings ($p: a, b from the clients; ra, rb from R) through the shared NAT address: $(grep transmitted "$WORK/natc-$p.ping")"
+done
+# R's stats: one endpoint per client, both at the NAT's address, at two ports.
+cat >"$D/endpoints.py" <<'EOF'
+import json, sys
+peers = [p for p in json.load(open(sys.argv[1])).get("peers", []) if p.get("peer") == "10.96.0.254"]
+ports = {p.get("endpoint", "").rsplit(":", 1)[-1] for p in peers}
+sys.exit(0 if len(peers) == 2 and len(ports) == 2 else 1)
+EOF
+wait_for 5 "R's stats to list two endpoints at the NAT's address" python3 "$D/endpoints.py" "$D/r.json"
+log "nat-clients: R's endpoints: $(python3 -c 'import json, sys; print(", ".join(p["endpoint"] for p in json.load(open(sys.argv[1]))["peers"]))' "$D/r.json")"
+for i in 2 1 0; do
+  stop_pid "${NATC_PIDS[$i]}" "tunneld ($V ${i})"
+done
+for h in r a b; do
+  if grep -E ' (WARN|ERROR) ' "$WORK/$V-$h.log" | grep -v 'EVERY IKE AND ESP KEY' >/dev/null; then
+    fail "tunneld ($V, $h) logged warnings: $(grep -E ' (WARN|ERROR) ' "$WORK/$V-$h.log" | head -3)"
+  fi
+done
+log "nat-clients: two IKE clients behind one NAT address, pings both ways at once, every one answered at its own port"
 fi
 
 log "all checks passed: ${RAN[*]} ($((SECONDS - START)) s)"

@@ -846,7 +846,8 @@ fn underlay_versions(engine: &Engine, local: &[IpAddr], peers: &[IpAddr]) -> (bo
 /// of each), and the groups' UDP GSO/GRO tallies.
 fn add_endpoints(report: &mut Report, udp: &[&UdpEncap]) {
     for (peer, endpoint, learned) in udp.iter().flat_map(|u| u.endpoints()) {
-        match report.peers.iter_mut().find(|r| r.peer == peer) {
+        // One row per endpoint: clients behind one NAT address have one each.
+        match report.peers.iter_mut().find(|r| r.peer == peer && r.endpoint.is_none()) {
             Some(r) => {
                 r.endpoint = Some(endpoint);
                 r.learned = Some(learned);

@@ -168,23 +168,49 @@ fn fill_from_gro(
     Some((n, src))
 }
 
-/// One peer of an ESP-in-UDP socket group: its configured address and where its
-/// datagrams go (the configured port until an authenticated packet of its SAs arrives from
-/// elsewhere, RFC 3948 NAT traversal).
+/// One endpoint of an ESP-in-UDP socket group: a peer's address and where its datagrams go
+/// (the configured port until an authenticated packet of its SAs arrives from elsewhere,
+/// RFC 3948 NAT traversal). A configured peer has one; peers IKE adds have one per address
+/// *and port* they authenticated from, so clients behind one NAT address (which differ by
+/// port only, RFC 3948) each keep their own.
 struct Endpoint {
     peer: IpAddr,
     configured: SocketAddr,
     /// Set (rarely: only when the peer moves) by the receiving threads, read for every send.
     learned: ArcSwapOption<SocketAddr>,
     /// Added by IKE at run time (a connection that accepts any remote address) rather than
-    /// configured: taken out again when its last IKE SA goes.
+    /// configured: taken out again when the last child SA using it goes.
     dynamic: bool,
 }
 
-/// The peers of a socket group: the configured ones, and those IKE adds while running (a
-/// responder with `remote_addrs = %any`). Read without a lock for every batch sent; changed
-/// (rarely) by copying the list.
-type Peers = ArcSwap<Vec<Arc<Endpoint>>>;
+/// A child SA IKE installed: its outbound SPI (the first four bytes of every ESP packet it
+/// seals, which is how a sealed packet finds its own endpoint), its inbound SPI (ours, unique
+/// here: how it is taken out again) and the endpoint its packets go to.
+#[derive(Clone)]
+struct Child {
+    peer: IpAddr,
+    spi_out: u32,
+    spi_in: u32,
+    endpoint: Arc<Endpoint>,
+}
+
+/// The peers of a socket group: the configured ones, those IKE adds while running (a
+/// responder with `remote_addrs = %any`), and which endpoint each of IKE's outbound SAs
+/// sends to. Read without a lock for every batch sent (binary searches, no allocation);
+/// changed (rarely) by building a new table.
+#[derive(Clone, Default)]
+struct PeerTable {
+    /// The endpoints, configured ones first, then in the order IKE added them.
+    list: Vec<Arc<Endpoint>>,
+    /// `(peer, index in list)`, sorted: the endpoints of one address are neighbours.
+    by_ip: Vec<(IpAddr, usize)>,
+    /// IKE's child SAs, sorted by `(peer, spi_out)`.
+    children: Vec<Child>,
+    /// How many of `list` IKE added.
+    dynamic: usize,
+}
+
+type Peers = ArcSwap<PeerTable>;
 
 /// At most this many peers added at run time per socket group, so a stream of peers that
 /// authenticate cannot grow the table without bound.
@@ -194,24 +220,107 @@ impl Endpoint {
     fn current(&self) -> SocketAddr {
         self.learned.load().as_deref().copied().unwrap_or(self.configured)
     }
+
+    /// Sealed packets go to `src` from now on (logged when that is news).
+    fn learn(&self, src: SocketAddr) {
+        if self.learned.load().as_deref() != Some(&src) {
+            self.learned.store(Some(Arc::new(src)));
+            tracing::info!("ESP-in-UDP (peer {}): the peer's endpoint is now {src}", self.peer);
+        }
+    }
 }
 
-/// The entry of `peer` in a peer list.
-fn find(peers: &[Arc<Endpoint>], peer: IpAddr) -> Option<&Endpoint> {
-    peers.iter().find(|e| e.peer == peer).map(|e| &**e)
+impl PeerTable {
+    fn new(list: Vec<Arc<Endpoint>>) -> PeerTable {
+        let mut t = PeerTable {
+            list,
+            by_ip: Vec::new(),
+            children: Vec::new(),
+            dynamic: 0,
+        };
+        t.index();
+        t
+    }
+
+    /// Rebuilds `by_ip` after `list` changed.
+    fn index(&mut self) {
+        self.dynamic = self.list.iter().filter(|e| e.dynamic).count();
+        self.by_ip = self.list.iter().enumerate().map(|(i, e)| (e.peer, i)).collect();
+        self.by_ip.sort_unstable();
+    }
+
+    /// The endpoints of address `peer`.
+    fn at(&self, peer: IpAddr) -> impl Iterator<Item = &Arc<Endpoint>> + Clone {
+        let from = self.by_ip.partition_point(|(p, _)| *p < peer);
+        self.by_ip[from..]
+            .iter()
+            .take_while(move |(p, _)| *p == peer)
+            .map(|&(_, i)| &self.list[i])
+    }
+
+    /// The first endpoint of `peer` (in `list` order).
+    fn first(&self, peer: IpAddr) -> Option<&Endpoint> {
+        self.at(peer).next().map(|e| &**e)
+    }
+
+    /// The endpoint of `peer` when it has exactly one (a configured peer always has): the
+    /// one a packet to that address without a known SA goes to, and the one ESP from a new
+    /// port moves. Clients behind one NAT address share it, so none is theirs alone.
+    fn sole(&self, peer: IpAddr) -> Option<&Endpoint> {
+        let mut at = self.at(peer);
+        match (at.next(), at.next()) {
+            (Some(e), None) => Some(&**e),
+            _ => None,
+        }
+    }
+
+    /// The endpoint of IKE's outbound SA `spi_out` to `peer`.
+    fn child(&self, peer: IpAddr, spi_out: u32) -> Option<&Endpoint> {
+        self.children
+            .binary_search_by(|c| (c.peer, c.spi_out).cmp(&(peer, spi_out)))
+            .ok()
+            .map(|k| &*self.children[k].endpoint)
+    }
+
+    /// Where a sealed packet to `dst` whose ESP part is `esp` goes: its SA's endpoint when
+    /// IKE installed the SA, else the address's only endpoint.
+    fn route(&self, dst: IpAddr, esp: &[u8]) -> Option<SocketAddr> {
+        if !self.children.is_empty() {
+            if let Some(spi) = esp.get(..4).and_then(|s| <[u8; 4]>::try_from(s).ok()) {
+                if let Some(e) = self.child(dst, u32::from_be_bytes(spi)) {
+                    return Some(e.current());
+                }
+            }
+        }
+        self.sole(dst).map(Endpoint::current)
+    }
+
+    /// Drops the added endpoints no child SA uses any more, those of `only` if given.
+    fn prune(&mut self, only: Option<IpAddr>) {
+        let mut used: Vec<*const Endpoint> = self.children.iter().map(|c| Arc::as_ptr(&c.endpoint)).collect();
+        used.sort_unstable();
+        self.list
+            .retain(|e| !e.dynamic || only.is_some_and(|p| p != e.peer) || used.binary_search(&Arc::as_ptr(e)).is_ok());
+        self.index();
+    }
 }
 
 /// The source address put in the header rebuilt for a datagram from `from`: the peer whose
 /// endpoint (or address) it is, the only peer if there is one, else `from`'s address.
-fn header_src(peers: &[Arc<Endpoint>], from: SocketAddr) -> IpAddr {
-    if let [only] = peers {
+fn header_src(peers: &PeerTable, from: SocketAddr) -> IpAddr {
+    if let [only] = &peers.list[..] {
         return only.peer;
     }
+    // The common case first: a peer sending from its own address.
+    if peers.at(from.ip()).any(|e| e.current() == from) {
+        return from.ip();
+    }
     peers
+        .list
         .iter()
         .find(|e| e.current() == from)
         .map(|e| &**e)
-        .or_else(|| find(peers, from.ip()))
+        .or_else(|| peers.first(from.ip()))
         .map_or(from.ip(), |e| e.peer)
 }
 
@@ -220,7 +329,9 @@ fn header_src(peers: &[Arc<Endpoint>], from: SocketAddr) -> IpAddr {
 /// version. Sealed packets lose their outer header (the socket adds its own) and go to their
 /// peer's current endpoint: the configured address and port until an authenticated packet
 /// of that peer's SAs arrives from elsewhere (the peer is behind a NAT), then that packet's
-/// source ([`UnderlayRx::authenticated`]). Received datagrams get back an IP header (peer →
+/// source ([`UnderlayRx::authenticated`]). The packets of a child SA IKE added go to that
+/// SA's own endpoint (found by outbound SPI): clients behind one NAT address, which differ
+/// by port only, each get theirs ([`UdpEncap::add_peer`]). Received datagrams get back an IP header (peer →
 /// local, protocol 50) in the headroom, so the engine sees what raw ESP would have given it;
 /// the source in it is the configured address of the peer whose current endpoint (or
 /// address) sent the datagram, else the datagram's source. Keepalives and non-ESP (IKE)
@@ -287,7 +398,12 @@ impl UdpEncap {
                 })
             })
             .collect();
-        Self::open_with(local, sport, Arc::new(ArcSwap::from_pointee(peers)), wait)
+        Self::open_with(
+            local,
+            sport,
+            Arc::new(ArcSwap::from_pointee(PeerTable::new(peers))),
+            wait,
+        )
     }
 
     fn open_with(local: IpAddr, sport: u16, peers: Arc<Peers>, wait: Duration) -> io::Result<UdpEncap> {
@@ -355,59 +471,156 @@ impl UdpEncap {
         Ok(v)
     }
 
-    /// Where sealed packets to `peer` go now (`None`: not a peer of this socket).
+    /// Where sealed packets to `peer` go now, when no SA of IKE's says otherwise (`None`:
+    /// not a peer of this socket); of several endpoints at that address, the first.
     pub fn endpoint(&self, peer: IpAddr) -> Option<SocketAddr> {
-        find(&self.peers.load(), peer).map(|e| e.current())
+        self.peers.load().first(peer).map(|e| e.current())
     }
 
-    /// Each peer, where its packets go now, and whether that was learned (a peer IKE added
-    /// counts as learned: its endpoint came from its authenticated messages).
+    /// Where the packets of IKE's outbound SA `spi_out` to `peer` go now (`None`: no such SA
+    /// was added with [`add_peer`](Self::add_peer)).
+    pub fn child_endpoint(&self, peer: IpAddr, spi_out: u32) -> Option<SocketAddr> {
+        self.peers.load().child(peer, spi_out).map(|e| e.current())
+    }
+
+    /// Each endpoint (one per configured peer, one per address and port IKE added), where
+    /// its packets go now, and whether that was learned (a peer IKE added counts as learned:
+    /// its endpoint came from its authenticated messages).
     pub fn endpoints(&self) -> Vec<(IpAddr, SocketAddr, bool)> {
         self.peers
             .load()
+            .list
             .iter()
             .map(|e| (e.peer, e.current(), e.dynamic || e.learned.load().is_some()))
             .collect()
     }
 
-    /// IKE authenticated `peer` at `at` (RFC 7296 2.23): a configured peer's endpoint moves
-    /// there ([`UnderlayRx::authenticated`]); a peer not configured (a connection that takes
-    /// any remote address) is added with that endpoint, so sealed packets to it can go.
-    /// `false`: the table already holds [`MAX_DYNAMIC_PEERS`] added peers.
-    pub fn add_peer(&self, peer: IpAddr, at: SocketAddr) -> bool {
-        if find(&self.peers.load(), peer).is_some() {
-            self.authenticated(peer, at);
-            return true;
+    /// IKE installed a child SA (outbound `spi_out`, inbound `spi_in`) with a peer whose
+    /// authenticated messages come from `at` (RFC 7296 2.23): that SA's sealed packets go to
+    /// `at`. A configured peer's endpoint moves there; for an address not configured (a
+    /// connection that takes any remote address) the endpoint whose packets go to `at` now is
+    /// shared, else one is added: two clients behind one NAT address, which differ by port,
+    /// get one each (RFC 3948). `false`: the table already holds [`MAX_DYNAMIC_PEERS`] added
+    /// endpoints, and the SA's packets cannot go.
+    pub fn add_peer(&self, at: SocketAddr, spi_out: u32, spi_in: u32) -> bool {
+        let peer = at.ip();
+        if peer.is_ipv4() != self.local.is_ipv4() {
+            return false;
         }
         let mut added = false;
-        self.peers.rcu(|list| {
-            added = false;
-            let mut list = Vec::clone(list);
-            if find(&list, peer).is_none() && list.iter().filter(|e| e.dynamic).count() < MAX_DYNAMIC_PEERS {
-                list.push(Arc::new(Endpoint {
+        let mut ok = false;
+        self.peers.rcu(|t| {
+            (added, ok) = (false, false);
+            let mut t = PeerTable::clone(t);
+            // The same SA added again (moved to another endpoint): the old entry goes.
+            let before = t.children.len();
+            t.children.retain(|c| c.spi_in != spi_in);
+            let mut orphans = t.children.len() != before;
+            let existing = t
+                .at(peer)
+                .find(|e| !e.dynamic)
+                .or_else(|| t.at(peer).find(|e| e.current() == at))
+                .cloned();
+            let endpoint = match existing {
+                Some(e) => Some(e),
+                None if t.dynamic < MAX_DYNAMIC_PEERS => {
+                    let e = Arc::new(Endpoint {
+                        peer,
+                        configured: at,
+                        learned: ArcSwapOption::empty(),
+                        dynamic: true,
+                    });
+                    let k = t.by_ip.partition_point(|x| *x < (peer, t.list.len()));
+                    t.by_ip.insert(k, (peer, t.list.len()));
+                    t.list.push(Arc::clone(&e));
+                    t.dynamic += 1;
+                    added = true;
+                    Some(e)
+                }
+                None => None,
+            };
+            if let Some(endpoint) = endpoint {
+                let child = Child {
                     peer,
-                    configured: at,
-                    learned: ArcSwapOption::empty(),
-                    dynamic: true,
-                }));
-                added = true;
+                    spi_out,
+                    spi_in,
+                    endpoint,
+                };
+                // An outbound SPI that another SA to this address has (the peers chose the
+                // same, 2^-32 per pair): the newer SA's.
+                match t
+                    .children
+                    .binary_search_by(|c| (c.peer, c.spi_out).cmp(&(peer, spi_out)))
+                {
+                    Ok(k) => {
+                        t.children[k] = child;
+                        orphans = true;
+                    }
+                    Err(k) => t.children.insert(k, child),
+                }
+                if orphans {
+                    t.prune(None);
+                }
+                ok = true;
             }
-            list
+            t
         });
         if added {
             tracing::info!("ESP-in-UDP: peer {peer} added at {at} (IKE)");
         }
-        added || find(&self.peers.load(), peer).is_some()
+        // A configured peer is moved (outside the copy: the endpoint is shared with it).
+        if let Some(e) = self.peers.load().child(peer, spi_out).filter(|e| !e.dynamic) {
+            e.learn(at);
+        }
+        ok
     }
 
-    /// Takes out `peer` if IKE added it ([`UdpEncap::add_peer`]); configured peers stay.
-    pub fn remove_peer(&self, peer: IpAddr) {
-        self.peers.rcu(|list| {
-            list.iter()
-                .filter(|e| !(e.dynamic && e.peer == peer))
-                .cloned()
-                .collect::<Vec<_>>()
+    /// IKE's child SA with inbound SPI `spi_in` is gone: its packets' endpoint is forgotten,
+    /// and an endpoint IKE added leaves when no child SA uses it any more (another client's
+    /// at the same address stays).
+    pub fn remove_child(&self, spi_in: u32) {
+        if !self.peers.load().children.iter().any(|c| c.spi_in == spi_in) {
+            return;
+        }
+        self.peers.rcu(|t| {
+            let mut t = PeerTable::clone(t);
+            let before = t.children.len();
+            t.children.retain(|c| c.spi_in != spi_in);
+            if t.children.len() != before {
+                t.prune(None);
+            }
+            t
         });
+    }
+
+    /// Takes out the endpoints of `peer` that IKE added ([`UdpEncap::add_peer`]) and no child
+    /// SA uses any more; configured peers, and another client's endpoint at the same address
+    /// while its child SAs live, stay.
+    pub fn remove_peer(&self, peer: IpAddr) {
+        self.peers.rcu(|t| {
+            let mut t = PeerTable::clone(t);
+            t.prune(Some(peer));
+            t
+        });
+    }
+
+    /// An authenticated IKE message came from `new` for an IKE SA whose messages came from
+    /// `old` (RFC 7296 2.23): the endpoints whose packets went to `old` go to `new`, and only
+    /// those (another client behind the same NAT address keeps its own). None went there (the
+    /// data plane had followed the peer's ESP already): the address's only endpoint moves,
+    /// if it has exactly one.
+    pub fn moved(&self, old: SocketAddr, new: SocketAddr) {
+        let t = self.peers.load();
+        let mut any = false;
+        for e in t.at(old.ip()).filter(|e| e.current() == old) {
+            e.learn(new);
+            any = true;
+        }
+        if !any {
+            if let Some(e) = t.sole(old.ip()) {
+                e.learn(new);
+            }
+        }
     }
 
     /// The address the socket is bound to.
@@ -425,7 +638,7 @@ impl UdpEncap {
     pub fn send_keepalives(&self) -> (usize, Option<io::Error>) {
         let mut sent = 0;
         let mut err = None;
-        for e in self.peers.load().iter() {
+        for e in self.peers.load().list.iter() {
             match self.sock.send_to(&[udp_encap::KEEPALIVE], &SockAddr::from(e.current())) {
                 Ok(_) => sent += 1,
                 Err(x) => err = Some(io::Error::new(x.kind(), format!("to {}: {x}", e.current()))),
@@ -472,10 +685,19 @@ impl UnderlayTx for UdpEncap {
                     "not an ESP packet right after its IP header: cannot go in UDP",
                 )
             });
-            let ep = find(&peers, dsts[i])
-                .map(|e| e.current())
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a peer", dsts[i])));
-            match payload.and_then(|p| ep.map(|e| (p, e))) {
+            // Its own SA's endpoint (IKE's SAs, by outbound SPI), else its address's only one.
+            let to_peer = |p: &'_ [u8]| {
+                peers.route(dsts[i], p).ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "{}: not a peer (or several clients at that address, none with this SA)",
+                            dsts[i]
+                        ),
+                    )
+                })
+            };
+            match payload.and_then(|p| to_peer(p).map(|e| (p, e))) {
                 Ok((p, e)) => {
                     esp[i] = p;
                     to.set(i, e);
@@ -771,13 +993,17 @@ impl UnderlayRx for UdpEncap {
     }
 
     fn authenticated(&self, peer: IpAddr, src: SocketAddr) {
+        // Only an address's sole endpoint follows its ESP (a configured peer, or one client
+        // IKE added there): of clients behind one NAT address the SA that authenticated the
+        // packet does not say which, and another's endpoint must not move to this port.
+        // IKE's authenticated messages move each of those ([`UdpEncap::moved`]).
         let peers = self.peers.load();
-        let Some(e) = find(&peers, peer) else {
-            return;
-        };
-        if e.learned.load().as_deref() != Some(&src) {
-            e.learned.store(Some(Arc::new(src)));
-            tracing::info!("ESP-in-UDP (peer {peer}): the peer's endpoint is now {src}");
+        match peers.sole(peer) {
+            Some(e) => e.learn(src),
+            None if peers.at(peer).nth(1).is_some() && !peers.at(peer).any(|e| e.current() == src) => {
+                tracing::debug!("ESP-in-UDP: ESP of {peer} from {src}: several clients at that address, none moved");
+            }
+            None => {}
         }
     }
 }
@@ -1113,7 +1339,7 @@ mod tests {
         let mut esp = vec![0x45, 0, 0, 36, 0, 0, 0, 0, 64, 50, 0, 0, 127, 0, 0, 1, 127, 0, 0, 3];
         esp.extend_from_slice(&[7; 16]);
         assert!(g[0].send_batch(&[&esp], &[c]).is_err(), "not a peer yet");
-        assert!(g[1].add_peer(c, at));
+        assert!(g[1].add_peer(at, 0x0707_0707, 1));
         assert_eq!(g[0].endpoint(c), Some(at));
         assert_eq!(
             g[0].endpoints(),
@@ -1124,23 +1350,105 @@ mod tests {
         assert_eq!(sc.recv_from(&mut buf).unwrap().0, 16);
         assert_eq!(header_src(&g[0].peers.load(), at), c, "datagrams from it are its");
         // Added twice: one entry; a configured peer given to add_peer only moves.
-        assert!(g[0].add_peer(c, at));
+        assert!(g[0].add_peer(at, 0x0707_0707, 1));
         let moved = SocketAddr::new(b, 40000);
-        assert!(g[0].add_peer(b, moved));
+        assert!(g[0].add_peer(moved, 0x0808_0808, 2));
         assert_eq!(g[0].endpoints().len(), 2);
         assert_eq!(g[1].endpoint(b), Some(moved));
         g[0].remove_peer(c);
+        assert_eq!(g[1].endpoints().len(), 2, "its child SA still uses it");
+        g[0].remove_child(1);
+        g[0].remove_child(2);
         g[0].remove_peer(b);
         assert_eq!(g[1].endpoints(), vec![(b, moved, true)], "the configured peer stays");
         assert!(g[0].send_batch(&[&esp], &[c]).is_err(), "gone");
         // Bounded: MAX_DYNAMIC_PEERS added, then no more.
         for i in 0..MAX_DYNAMIC_PEERS as u32 {
             let p = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i));
-            assert!(g[0].add_peer(p, SocketAddr::new(p, 4500)));
+            assert!(g[0].add_peer(SocketAddr::new(p, 4500), i, 100 + i));
         }
         let one_more: IpAddr = "10.255.0.1".parse().unwrap();
-        assert!(!g[0].add_peer(one_more, SocketAddr::new(one_more, 4500)));
+        assert!(!g[0].add_peer(SocketAddr::new(one_more, 4500), 1, 99));
         assert_eq!(g[0].endpoint(one_more), None);
+    }
+
+    /// Issue #31 defect 5: two road warriors behind one NAT address (127.0.0.7 here), each
+    /// with its own port and child SA, added by IKE (`%any`). Each SA's sealed packets go
+    /// to its own client's port, also in one batch; ESP from one client's port moves nobody;
+    /// IKE moving one client leaves the other; taking one client's SA out leaves the other's.
+    /// (Before: the address had one endpoint, which B's handshake moved to B's port, and all
+    /// of A's packets went there.)
+    #[test]
+    fn two_clients_behind_one_nat_address_keep_their_own_endpoints() {
+        let nat: IpAddr = "127.0.0.7".parse().unwrap();
+        let g = UdpEncap::open_group(LO, 0, &[], 4500, 2, Duration::from_millis(50)).unwrap();
+        let client = || {
+            let s = std::net::UdpSocket::bind((nat, 0)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s
+        };
+        let (a, b) = (client(), client());
+        let (at_a, at_b) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+        // A's child SA: out SPI 0xa0a0a0a0, in 0x1a; B's: out 0xb0b0b0b0, in 0x1b.
+        assert!(g[0].add_peer(at_a, 0xa0a0_a0a0, 0x1a));
+        assert!(g[1].add_peer(at_b, 0xb0b0_b0b0, 0x1b));
+        assert_eq!(g[0].child_endpoint(nat, 0xa0a0_a0a0), Some(at_a));
+        assert_eq!(g[0].child_endpoint(nat, 0xb0b0_b0b0), Some(at_b));
+        assert_eq!(g[1].endpoints(), vec![(nat, at_a, true), (nat, at_b, true)]);
+        let esp = |spi: u32, tag: u8| {
+            let mut p = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 50, 0, 0, 127, 0, 0, 1, 127, 0, 0, 7];
+            p.extend_from_slice(&spi.to_be_bytes());
+            p.extend_from_slice(&[tag; 12]);
+            let l = p.len() as u16;
+            p[2..4].copy_from_slice(&l.to_be_bytes());
+            p
+        };
+        let got = |s: &std::net::UdpSocket| {
+            let mut buf = [0u8; 64];
+            let n = s.recv(&mut buf).unwrap();
+            (u32::from_be_bytes(buf[..4].try_into().unwrap()), buf[4], n)
+        };
+        let expect_each = |g: &UdpEncap, what: &str| {
+            let (pa, pb) = (esp(0xa0a0_a0a0, 1), esp(0xb0b0_b0b0, 2));
+            assert_eq!(g.send_batch(&[&pa, &pb, &pa], &[nat; 3]).unwrap(), 3, "{what}");
+            assert_eq!(got(&a), (0xa0a0_a0a0, 1, 16), "{what}: A's first packet at A's port");
+            assert_eq!(got(&a), (0xa0a0_a0a0, 1, 16), "{what}: A's second packet at A's port");
+            assert_eq!(got(&b), (0xb0b0_b0b0, 2, 16), "{what}: B's packet at B's port");
+        };
+        expect_each(&g[0], "both up");
+        // ESP authenticated from A's port, and from a third port: nobody moves (two clients
+        // at that address: the data plane cannot tell whose).
+        g[0].authenticated(nat, at_a);
+        g[0].authenticated(nat, SocketAddr::new(nat, 9));
+        expect_each(&g[1], "after ESP from A's port and another");
+        // A packet of an SA that is not IKE's to that address: neither client's, refused.
+        assert!(g[0].send_batch(&[&esp(0xc0c0_c0c0, 3)], &[nat]).is_err());
+        // IKE: A's NAT mapping moves to a new port; B stays.
+        let a2 = client();
+        let at_a2 = a2.local_addr().unwrap();
+        g[1].moved(at_a, at_a2);
+        assert_eq!(g[0].child_endpoint(nat, 0xa0a0_a0a0), Some(at_a2));
+        assert_eq!(g[0].child_endpoint(nat, 0xb0b0_b0b0), Some(at_b), "B's endpoint is B's");
+        // The NAT gives A's old port to a third client C: its own endpoint, A's stays moved.
+        assert!(g[0].add_peer(at_a, 0xc0c0_c0c0, 0x1c));
+        assert_eq!(g[0].child_endpoint(nat, 0xc0c0_c0c0), Some(at_a));
+        assert_eq!(g[0].child_endpoint(nat, 0xa0a0_a0a0), Some(at_a2));
+        assert_eq!(g[0].endpoints().len(), 3);
+        g[0].remove_child(0x1c);
+        // A's child SA goes: B's endpoint and SA stay, and so does the address's peer
+        // (IKE's remove_peer when A's IKE SA is gone takes out only unused endpoints).
+        g[0].remove_child(0x1a);
+        g[0].remove_peer(nat);
+        assert_eq!(g[1].endpoints(), vec![(nat, at_b, true)]);
+        assert_eq!(g[0].child_endpoint(nat, 0xa0a0_a0a0), None);
+        assert_eq!(g[0].send_batch(&[&esp(0xb0b0_b0b0, 4)], &[nat]).unwrap(), 1);
+        assert_eq!(got(&b), (0xb0b0_b0b0, 4, 16), "B's packets still at B's port");
+        // B alone at that address now: its ESP from a new port moves it (NAT rebinding).
+        let b2 = client();
+        g[0].authenticated(nat, b2.local_addr().unwrap());
+        assert_eq!(g[0].child_endpoint(nat, 0xb0b0_b0b0), Some(b2.local_addr().unwrap()));
+        g[0].remove_child(0x1b);
+        assert!(g[0].endpoints().is_empty());
     }
 
     /// ESP in UDP over IPv6: the datagram comes back with an IPv6 header (the peer's

@@ -605,7 +605,7 @@ fn handle_event(
                     );
                     // Sealed packets go to where the peer's IKE messages come from (behind a
                     // NAT, not its configured address).
-                    if !sockets.add_peer(c.remote.ip(), c.remote) {
+                    if !sockets.add_peer(c.remote, c.spi_out, c.spi_in) {
                         warn!(
                             "IKE: {}/{}: {} peers added already: packets to {} cannot go",
                             c.conn,
@@ -638,6 +638,7 @@ fn handle_event(
                 selectors::sa_name(&conn, &child, "in", spi_in),
             ];
             control.ike_remove(t, &names);
+            sockets.child_down(spi_in);
             info!("IKE: {conn}/{child} down ({reason:?}): its SAs and policies removed");
             for (_, ch) in st.iter_mut() {
                 ch.retain(|x| x.spi_in != spi_in);
@@ -676,7 +677,7 @@ fn handle_event(
         }
         Event::PeerEndpointChanged { conn, old, new, .. } => {
             info!("IKE: {conn}: the peer moved from {old} to {new}");
-            sockets.peer_moved(old.ip(), new);
+            sockets.peer_moved(old, new);
             event_json(
                 "ike.peer_moved",
                 now,

@@ -11,26 +11,38 @@ pub struct IkeSockets<'a> {
 }
 
 impl IkeSockets<'_> {
-    /// Sealed packets to `peer` go to `to` from now on (an authenticated IKE message came
-    /// from there, RFC 7296 2.23).
-    pub(super) fn peer_moved(&self, peer: IpAddr, to: SocketAddr) {
-        use crate::underlay::UnderlayRx;
-        for (u, _) in &self.natt {
-            u.authenticated(peer, to);
+    /// An IKE SA's authenticated messages came from `old` and now come from `to` (RFC 7296
+    /// 2.23): the sealed packets that went to `old` (that IKE SA's children) go to `to` from
+    /// now on; another client behind the same NAT address keeps its endpoint
+    /// ([`UdpEncap::moved`](crate::udp::UdpEncap::moved)).
+    pub(super) fn peer_moved(&self, old: SocketAddr, to: SocketAddr) {
+        for (u, _) in self.natt.iter().filter(|(_, l)| l.is_ipv4() == old.is_ipv4()) {
+            u.moved(old, to);
         }
     }
 
-    /// A child SA with `peer` is up, its IKE messages from `at`: sealed packets to it go
-    /// there, and a peer not configured (a connection with `remote_addrs = %any`) joins the
-    /// ESP-in-UDP sockets' peers. `false`: no room for another such peer.
-    pub(super) fn add_peer(&self, peer: IpAddr, at: SocketAddr) -> bool {
+    /// A child SA (outbound `spi_out`, inbound `spi_in`) is up, its IKE messages from `at`:
+    /// its sealed packets go there, and a peer not configured (a connection with
+    /// `remote_addrs = %any`) joins the ESP-in-UDP sockets' peers, one endpoint per address
+    /// and port (clients behind one NAT address each keep theirs). `false`: no room for
+    /// another such peer.
+    pub(super) fn add_peer(&self, at: SocketAddr, spi_out: u32, spi_in: u32) -> bool {
         self.natt
             .iter()
-            .filter(|(_, l)| l.is_ipv4() == peer.is_ipv4())
-            .all(|(u, _)| u.add_peer(peer, at))
+            .filter(|(_, l)| l.is_ipv4() == at.is_ipv4())
+            .all(|(u, _)| u.add_peer(at, spi_out, spi_in))
     }
 
-    /// `peer`'s last IKE SA is gone: a peer IKE added leaves the sockets' peers again.
+    /// The child SA with inbound SPI `spi_in` is gone: an endpoint IKE added leaves the
+    /// sockets' peers when no child SA uses it any more.
+    pub(super) fn child_down(&self, spi_in: u32) {
+        for (u, _) in &self.natt {
+            u.remove_child(spi_in);
+        }
+    }
+
+    /// `peer`'s last IKE SA is gone: the endpoints IKE added at that address that no child SA
+    /// uses leave the sockets' peers (another client's at the same address stays).
     pub(super) fn remove_peer(&self, peer: IpAddr) {
         for (u, _) in &self.natt {
             u.remove_peer(peer);
