@@ -593,19 +593,24 @@ fn handle_event(
                 }
                 None => v,
             };
+            // Sealed packets go to where the peer's IKE messages come from (behind a NAT, not
+            // its configured address): registered before the SAs are installed, so no packet
+            // of the new pair goes anywhere else.
+            let room = sockets.add_peer(c.remote, c.spi_out, c.spi_in);
             let installed = child_sas(&c).and_then(|mut sas| {
                 sas.before = before;
                 control.ike_install(t, sas)
             });
+            if installed.is_err() {
+                sockets.child_down(c.spi_in);
+            }
             match installed {
                 Ok(()) => {
                     info!(
                         "IKE: {}/{} up: ESP in {:08x}, out {:08x}, {:?} <-> {:?}",
                         c.conn, c.child, c.spi_in, c.spi_out, c.local_ts, c.remote_ts
                     );
-                    // Sealed packets go to where the peer's IKE messages come from (behind a
-                    // NAT, not its configured address).
-                    if !sockets.add_peer(c.remote, c.spi_out, c.spi_in) {
+                    if !room {
                         warn!(
                             "IKE: {}/{}: {} peers added already: packets to {} cannot go",
                             c.conn,
