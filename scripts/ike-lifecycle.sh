@@ -1,0 +1,592 @@
+#!/usr/bin/env bash
+# IKEv2 SA lifecycle under traffic: rekeys (CREATE_CHILD_SA: child rekey, IKE rekey,
+# make-before-break) while pings flow, tunneld against strongSwan's charon (5.9.8,
+# kernel-libipsec) and against itself, in network namespaces, as root (docs/ike-lifecycle.md).
+# Three namespaces, remade for every case:
+#
+#   lca (side A)  lcva 10.99.1.1/24 --- lcna | lcn (router) | lcnb --- lcvb 10.99.2.1/24  lcb (side B)
+#   inner addresses on lo: 10.100.1.1 (A), 10.100.2.1 (B)
+#
+# Each case runs a tunneld or a charon on each side, brings one IKE SA with one child up, then
+# pings every 20 ms from 10.100.1.1 to 10.100.2.1 through the tunnel for DURATION seconds
+# while the configured side(s) rekey (child SA every CHILD_REKEY = 8 s, IKE SA every
+# IKE_REKEY = 20 s, rand_time 0: no jitter), and checks:
+#
+#   - lost pings: sw-rekeys, t-rekeys, collide at most the loss of sw-sw (charon against charon,
+#     measured in the same run: it runs first whenever one of those is named) + MARGIN (2);
+#     t-t none at all; sw-sw itself has no bound (it is the baseline)
+#   - rekeys happened: at least floor(DURATION / CHILD_REKEY) - 1 child rekeys and
+#     floor(DURATION / IKE_REKEY) IKE rekeys completed (a case where nothing rekeyed fails).
+#     Counted from charon's log (CREATE_CHILD_SA requests it sent whose response carried an SA,
+#     and requests it answered with an SA), from tunneld's `ipsec monitor --json` (ike.up /
+#     child.up after the first ones, and any event named *rekey*), and for t-t from the capture
+#     decrypted with tunneld's IKE tables (CREATE_CHILD_SA requests by source address)
+#   - only the current SAs remain afterwards (within 5 s): `swanctl --list-sas` one IKE SA
+#     ESTABLISHED and one child INSTALLED; `ipsec show --json` one IKE SA with one child, two ESP
+#     SAs, and `ipsec policy list` two policies
+#   - the capture (UDP 500/4500 on lcva): every ESP frame decrypted by tshark with a good ICV, at
+#     least two ESP frames per answered ping, with the tables from charon's log(s)
+#     (scripts/charon_keys.py, ESP frames only: IKE SAs made by a rekey have no SPIs there), and
+#     with tunneld's --keylog tables (which gain a line per new SA) every IKE frame after
+#     IKE_SA_INIT and every ESP frame
+#   - every daemon stops on SIGTERM with status 0
+#
+# Cases (A / B, who initiates, who rekeys):
+#   sw-sw      charon / charon: B initiates and rekeys (child 8 s, IKE 20 s); A never rekeys
+#   sw-rekeys  tunneld / charon: charon initiates and rekeys as in sw-sw; tunneld responds
+#   t-rekeys   tunneld / charon: tunneld initiates and rekeys (its [[connection]] rekey_time =
+#              "20s", children rekey_time = "8s", rand_time = "0s", life_time); charon's rekey
+#              times are 1 h
+#   collide    tunneld / charon: tunneld initiates; both rekey child 8 s, IKE 20 s, rand_time 0
+#              (the rekeys collide)
+#   t-t        tunneld / tunneld: A initiates and rekeys (8 s / 20 s); no loss allowed
+#
+#   sudo bash scripts/ike-lifecycle.sh                     # every case (builds tunneld, ipsec)
+#   sudo bash scripts/ike-lifecycle.sh sw-sw sw-rekeys     # only those (sw-sw is added anyway)
+#   sudo bash scripts/ike-lifecycle.sh --ci                # DURATION 30 s
+#   DURATION=60 MARGIN=5 TUNNELD_BIN=... IPSEC_BIN=... sudo -E bash scripts/ike-lifecycle.sh
+#   bash scripts/ike-lifecycle.sh --if-possible            # no root / netns / IKE: say why, exit 0
+#
+# A failing case prints why, the others still run; the summary table comes last; the work
+# directory (configs, logs with every key, captures) is kept when a case failed
+# (IKE_LIFECYCLE_KEEP=1: always). Every wait is bounded; a case is stopped after
+# DURATION + 150 s.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+START=$SECONDS
+NETNS_TAG=ike-lifecycle
+. scripts/lib-netns.sh
+. scripts/lib-strongswan.sh
+ALL_CASES="sw-sw sw-rekeys t-rekeys collide t-t"
+CI=0
+ARGS=()
+for a in "$@"; do
+  if [ "$a" = --ci ]; then CI=1; else ARGS+=("$a"); fi
+done
+parse_stages "$ALL_CASES" ${ARGS[@]+"${ARGS[@]}"}
+if [ $CI = 1 ]; then DURATION=${DURATION:-30}; else DURATION=${DURATION:-45}; fi
+MARGIN=${MARGIN:-2}
+CHILD_REKEY=${CHILD_REKEY:-8}
+IKE_REKEY=${IKE_REKEY:-20}
+PING_INTERVAL=0.02
+PINGS=$((DURATION * 50))
+WANT_CHILD=$((DURATION / CHILD_REKEY - 1))
+[ $WANT_CHILD -ge 1 ] || WANT_CHILD=1
+WANT_IKE=$((DURATION / IKE_REKEY))
+[ $WANT_IKE -ge 1 ] || WANT_IKE=1
+# The baseline: the cases compared with strongSwan against itself need sw-sw in the same run.
+if [ ${#STAGES[@]} -gt 0 ] && [[ " ${STAGES[*]} " =~ \ (sw-rekeys|t-rekeys|collide)\  ]] && [[ " ${STAGES[*]} " != *" sw-sw "* ]]; then
+  STAGES=(sw-sw "${STAGES[@]}")
+  log "sw-sw added: it is the baseline the loss of the others is compared with"
+fi
+need_netns "network namespaces, charon, tunneld"
+
+swan_install
+locate_tunneld --bin ipsec
+IPSEC=$(dirname "$BIN")/ipsec
+[ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
+[ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
+"$BIN" --help 2>&1 | grep -q -- '--keylog' || cannot "this tunneld has no IKE (no --keylog option)"
+"$IPSEC" ike --help >/dev/null 2>&1 || cannot "this ipsec has no \`ike\` subcommand"
+WORK=$(mktemp -d /tmp/ike-lifecycle.XXXXXX)
+FAILED=0
+trap 'rc=$?; [ $rc -ne 0 ] || [ $FAILED -eq 0 ] || rc=1; [ "${IKE_LIFECYCLE_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 5' EXIT
+trap 'fail "interrupted"' INT TERM
+KEYS="python3 scripts/charon_keys.py"
+A_NET=10.99.1.1
+B_NET=10.99.2.1
+A_IN=10.100.1.1
+B_IN=10.100.2.1
+A_ID=a.lc.test
+B_ID=b.lc.test
+IKE_PROP=aes128gcm16-prfsha256-x25519
+ESP_PROP=aes128gcm16
+
+# ---- the namespaces ------------------------------------------------------------------------
+topo_up() {
+  local ns a
+  for ns in lca lcn lcb; do ip netns del "$ns" 2>/dev/null || true; done
+  NETNS=()
+  netns_add lca lcn lcb
+  ip link add lcva netns lca type veth peer name lcna netns lcn
+  ip link add lcnb netns lcn type veth peer name lcvb netns lcb
+  ip -n lca addr add $A_NET/24 dev lcva
+  ip -n lcn addr add 10.99.1.254/24 dev lcna
+  ip -n lcn addr add 10.99.2.254/24 dev lcnb
+  ip -n lcb addr add $B_NET/24 dev lcvb
+  for ns in lca lcn lcb; do ip -n "$ns" link set lo up; done
+  ip -n lca link set lcva up
+  ip -n lcn link set lcna up
+  ip -n lcn link set lcnb up
+  ip -n lcb link set lcvb up
+  ip -n lca route add default via 10.99.1.254
+  ip -n lcb route add default via 10.99.2.254
+  ip netns exec lcn sysctl -qw net.ipv4.ip_forward=1
+  ip -n lca addr add $A_IN/32 dev lo
+  ip -n lcb addr add $B_IN/32 dev lo
+  # the router learns both hosts now (no neighbour discovery delaying the first IKE message)
+  ip netns exec lca ping -c 1 -W 3 -q $B_NET >/dev/null || fail "topology: lca cannot reach $B_NET"
+}
+
+# ---- tunneld -------------------------------------------------------------------------------
+# td_conf DIR KEY=VALUE...: DIR/tunneld.toml and DIR/secrets.toml. Keys: local, remote,
+# local_id, remote_id, local_ts, remote_ts, psk, start (start_action), ike_rekey, child_rekey,
+# rand_time, life_time, rekey_bytes, rekey_packets, dpd (dpd_delay; default 0). The rekey words
+# (swanctl's, docs/config.md) are written only when given: today's tunneld refuses them.
+td_conf() {
+  local d=$1 kv
+  shift
+  local -A c=([start]=none [dpd]=0)
+  for kv in "$@"; do c[${kv%%=*}]=${kv#*=}; done
+  mkdir -p "$d"
+  {
+    echo "# written by scripts/ike-lifecycle.sh (case $CASE)"
+    echo "[tunnel]"
+    echo "tun = \"ipsec0\""
+    echo "local = \"${c[local]}\""
+    echo "secrets = \"$d/secrets.toml\""
+    echo
+    echo "[[connection]]"
+    echo "name = \"gw\""
+    echo "local_addrs = [\"${c[local]}\"]"
+    echo "remote_addrs = [\"${c[remote]}\"]"
+    echo "proposals = [\"$IKE_PROP\"]"
+    echo "encap = true"
+    echo "local = { id = \"${c[local_id]}\", auth = \"psk\" }"
+    echo "remote = { id = \"${c[remote_id]}\", auth = \"psk\" }"
+    echo "dpd_delay = ${c[dpd]}"
+    [ -z "${c[ike_rekey]:-}" ] || echo "rekey_time = \"${c[ike_rekey]}\""
+    echo
+    echo "[[connection.children]]"
+    echo "name = \"net\""
+    echo "local_ts = [\"${c[local_ts]}\"]"
+    echo "remote_ts = [\"${c[remote_ts]}\"]"
+    echo "esp_proposals = [\"$ESP_PROP\"]"
+    echo "start_action = \"${c[start]}\""
+    for kv in child_rekey:rekey_time rand_time:rand_time life_time:life_time; do
+      [ -z "${c[${kv%%:*}]:-}" ] || echo "${kv#*:} = \"${c[${kv%%:*}]}\""
+    done
+    for kv in rekey_bytes rekey_packets; do
+      [ -z "${c[$kv]:-}" ] || echo "$kv = ${c[$kv]}"
+    done
+  } >"$d/tunneld.toml"
+  (umask 077 && printf '[[ike]]\nid = ["%s", "%s"]\nsecret = "%s"\n' "${c[local_id]}" "${c[remote_id]}" "${c[psk]}" >"$d/secrets.toml")
+  chmod 600 "$d/secrets.toml"
+}
+
+# td_start NS DIR REMOTE_INNER: tunneld in NS (control DIR/ctl.sock, keys DIR/keys, log
+# DIR/tunneld.log, monitor DIR/monitor.log); the route to the peer's inner /24 into ipsec0.
+declare -A TD_PID MON_PID
+td_start() {
+  local ns=$1 d=$2 src
+  mkdir -p "$d/keys"
+  ip netns exec "$ns" "$BIN" --config "$d/tunneld.toml" --control "$d/ctl.sock" --stats "$d/stats.json" \
+    --keylog "$d/keys" 2>"$d/tunneld.log" &
+  TD_PID[$d]=$!
+  BG+=("$!")
+  local deadline=$((SECONDS + 10))
+  until [ -S "$d/ctl.sock" ] && ip -n "$ns" link show ipsec0 >/dev/null 2>&1; do
+    kill -0 "${TD_PID[$d]}" 2>/dev/null || fail "tunneld in $ns exited at start: $(tail -n 5 "$d/tunneld.log")"
+    [ $SECONDS -lt $deadline ] || fail "tunneld in $ns: no control socket / ipsec0 within 10 s"
+    sleep 0.1
+  done
+  "$IPSEC" monitor --control "$d/ctl.sock" --json >"$d/monitor.log" 2>&1 &
+  MON_PID[$d]=$!
+  BG+=("$!")
+  src=$A_IN
+  [ "$ns" = lca ] || src=$B_IN
+  ip -n "$ns" route add "${3%.*}.0/24" dev ipsec0 src "$src"
+}
+td_ctl() { local d=$1; shift; "$IPSEC" "$@" --control "$d/ctl.sock"; }
+
+# td_counts DIR: "IKE CHILD ESP POLICIES" of that tunneld (ipsec show --json, policy list).
+td_counts() {
+  local show pol
+  show=$(td_ctl "$1" show --json 2>/dev/null) || { echo "? ? ? ?"; return; }
+  pol=$(td_ctl "$1" policy list --json 2>/dev/null) || pol='{}'
+  python3 -c '
+import json, sys
+j = json.loads(sys.argv[1])
+p = json.loads(sys.argv[2]).get("policies", [])
+ike = [x for x in j.get("ike_sas", []) if str(x.get("state", "established")).lower() in ("established", "up")]
+child = sum(len(x.get("children", x.get("child_sas", []))) for x in ike)
+esp = sum(1 for s in j.get("sas", []) if s.get("proto") == "esp")
+print(len(ike), child, esp, len(p))' "$show" "$pol"
+}
+
+# td_stop DIR: SIGTERM, exit status 0 within 5 s (stop_pid), then its monitor.
+td_stop() {
+  local d=$1
+  [ -z "${TD_PID[$d]:-}" ] || stop_pid "${TD_PID[$d]}" "tunneld ($d)"
+  TD_PID[$d]=""
+  [ -z "${MON_PID[$d]:-}" ] || stop_pids "${MON_PID[$d]}"
+  MON_PID[$d]=""
+}
+
+# td_rekeys DIR: "CHILD IKE": child SAs and IKE SAs tunneld reported up after the first one
+# of each (ipsec monitor --json), or its *rekey* events if it has more of those.
+td_rekeys() {
+  python3 - "$1/monitor.log" <<'PY'
+import json, sys
+n = {"child.up": 0, "ike.up": 0, "child": 0, "ike": 0}
+for line in open(sys.argv[1], errors="replace"):
+    try:
+        e = json.loads(line)
+    except ValueError:
+        continue
+    ev = str(e.get("event", ""))
+    if ev in ("child.up", "ike.up"):
+        n[ev] += 1
+    if "rekey" in ev:
+        n["ike" if ev.startswith("ike") else "child"] += 1
+print(max(n["child.up"] - 1, n["child"], 0), max(n["ike.up"] - 1, n["ike"], 0))
+PY
+}
+
+# ---- charon --------------------------------------------------------------------------------
+# sw_rekeys LOG: "CHILD_BY_US IKE_BY_US CHILD_FOR_PEER IKE_FOR_PEER FAILED": CREATE_CHILD_SA
+# exchanges in charon's log (enc=1): the requests it sent whose response carried an SA (TSi:
+# a child rekey, else an IKE rekey), the requests it answered with an SA, the responses
+# without one (NO_ADDITIONAL_SAS and the like).
+sw_rekeys() {
+  python3 - "$1" <<'PY'
+import re, sys
+ex = re.compile(r"(generating|parsed) CREATE_CHILD_SA (request|response) \d+ \[ (.*) \]")
+n = [0, 0, 0, 0, 0]
+for line in open(sys.argv[1], errors="replace"):
+    m = ex.search(line)
+    if not m or m[2] != "response":
+        continue
+    pl = m[3].split()
+    if "SA" not in pl:
+        n[4] += 1
+        continue
+    child = "TSi" in pl
+    base = 0 if m[1] == "parsed" else 2
+    n[base + (0 if child else 1)] += 1
+print(*n)
+PY
+}
+
+# sw_notes LOG: charon's lines about what went wrong (for the report), at most 12.
+sw_notes() {
+  grep -E '\] (<[^>]*> )?.*(NO_ADD_SAS|NO_ADDITIONAL|reauthenticat|failed|retransmit|collision|unable|deleting IKE_SA|giving up|establishing CHILD_SA .* failed)' "$1" |
+    grep -v -E '  [0-9]+: |=>' | sed -E 's/^[0-9]+ [0-9]+\[/[/' | sort | uniq -c | sort -rn | head -n 12 || true
+}
+
+# ---- the capture ---------------------------------------------------------------------------
+cap_start() {
+  ip netns exec lca dumpcap -q -P -i lcva -w "$CD/link.pcap" -f 'udp port 500 or udp port 4500' 2>"$CD/dumpcap.log" &
+  CAP=$!
+  BG+=("$CAP")
+  swan_wait_capture 10 "$CD/link.pcap"
+}
+
+# ccsa_by_src PCAP IKETABLE: "A_CHILD A_IKE B_CHILD B_IKE": CREATE_CHILD_SA requests (one per
+# message ID and SPI) sent from A's and B's address, decrypted with IKETABLE: with TSi a child
+# (re)key, with KE and no TSi an IKE rekey; "? ? ? ?" when tshark cannot tell.
+ccsa_by_src() {
+  local conf
+  conf=$(mktemp -d "$WORK/ws.XXXXXX")
+  cp "$2" "$conf/ikev2_decryption_table"
+  WIRESHARK_CONFIG_DIR=$conf tshark -n -r "$1" -Y 'isakmp.exchangetype == 36 && isakmp.flag_r == 0' \
+    -T fields -E separator=/t -E occurrence=a -E aggregator=, -e ip.src -e isakmp.ispi -e isakmp.messageid \
+    -e isakmp.enc.decrypted -e isakmp.typepayload 2>/dev/null | python3 -c '
+import sys
+a, b = sys.argv[1], sys.argv[2]
+seen, n, unknown = set(), [0, 0, 0, 0], False
+for line in sys.stdin:
+    f = line.rstrip("\n").split("\t")
+    if len(f) < 5 or (f[0], f[1], f[2]) in seen:
+        continue
+    seen.add((f[0], f[1], f[2]))
+    if f[3] != "1":
+        unknown = True
+        continue
+    types = f[4].split(",")
+    side = 0 if f[0] == a else 2
+    if "44" in types:
+        n[side] += 1
+    elif "34" in types:
+        n[side + 1] += 1
+print("? ? ? ?" if unknown and not any(n) else " ".join(map(str, n)))' $A_NET $B_NET
+}
+
+# ---- one case ------------------------------------------------------------------------------
+# run_case NAME A B: A, B = t (tunneld) or s (charon) with KEY=VALUE options in the case table
+# below; runs in its own process (a failure ends only the case); writes $WORK/NAME/result:
+# "sent lost a_child a_ike b_child b_ike secs verdict why".
+RESULT_WHY=""
+case_fail() {
+  RESULT_WHY=$*
+  echo "$NETNS_TAG: FAIL: $CASE: $*" >&2
+  exit 1
+}
+
+# sides: the arrays of each side, filled by run_case
+declare -A KIND DIR NS
+run_case() {
+  CASE=$1
+  CD=$WORK/$CASE
+  mkdir -p "$CD"
+  local a_kind=$2 b_kind=$3 initiator=$4 a_opts=$5 b_opts=$6 t0=$SECONDS
+  KIND=([a]=$a_kind [b]=$b_kind)
+  DIR=([a]=$CD/a [b]=$CD/b)
+  NS=([a]=lca [b]=lcb)
+  local psk="lc-$RANDOM-$RANDOM-$RANDOM" s kv
+  topo_up
+  cap_start
+  # configs and daemons: charons first (a tunneld that initiates at start finds its peer)
+  for s in a b; do
+    local opts=$a_opts local=$A_NET remote=$B_NET lid=$A_ID rid=$B_ID lts=10.100.1.0/24 rts=10.100.2.0/24
+    [ $s = a ] || { opts=$b_opts; local=$B_NET; remote=$A_NET; lid=$B_ID; rid=$A_ID; lts=10.100.2.0/24; rts=10.100.1.0/24; }
+    local args=()
+    for kv in $opts; do args+=("$kv"); done
+    if [ "${KIND[$s]}" = s ]; then
+      swan_instance "${DIR[$s]}"
+      swan_site_conf "${DIR[$s]}" local=$local remote=$remote local_id=$lid remote_id=$rid \
+        local_ts=$lts remote_ts=$rts psk="$psk" ike=$IKE_PROP esp=$ESP_PROP encap=yes ${args[@]+"${args[@]}"}
+      swan_start "${NS[$s]}" "${DIR[$s]}"
+      swan_load "${DIR[$s]}"
+    else
+      td_conf "${DIR[$s]}" local=$local remote=$remote local_id=$lid remote_id=$rid \
+        local_ts=$lts remote_ts=$rts psk="$psk" ${args[@]+"${args[@]}"}
+    fi
+  done
+  for s in a b; do
+    if [ "${KIND[$s]}" = t ]; then
+      local rin=$B_IN
+      [ $s = a ] || rin=$A_IN
+      td_start "${NS[$s]}" "${DIR[$s]}" $rin
+    fi
+  done
+  # bring it up
+  local out rc=0
+  if [ "${KIND[$initiator]}" = s ]; then
+    out=$(swan_ctl "${DIR[$initiator]}" --initiate --child net --timeout 10 2>&1) || rc=$?
+    [ $rc -eq 0 ] || case_fail "swanctl --initiate failed: $(echo "$out" | tail -n 4)"
+  else
+    out=$(td_ctl "${DIR[$initiator]}" ike initiate gw 2>&1) || case_fail "ipsec ike initiate gw failed: $out"
+  fi
+  wait_up 10
+  log "$CASE: up; pinging $A_IN -> $B_IN every ${PING_INTERVAL}s for ${DURATION}s ($PINGS pings)"
+  out=$(ip netns exec lca ping -q -n -c $PINGS -i $PING_INTERVAL -W 1 -w $((DURATION + 10)) -I $A_IN $B_IN 2>&1) || true
+  echo "$out" >"$CD/ping.out"
+  local sent recv
+  sent=$(sed -n 's/^\([0-9]*\) packets transmitted, \([0-9]*\) received.*/\1/p' <<<"$out")
+  recv=$(sed -n 's/^\([0-9]*\) packets transmitted, \([0-9]*\) received.*/\2/p' <<<"$out")
+  [ -n "$sent" ] && [ -n "$recv" ] || case_fail "no ping summary: $out"
+  LOST=$((sent - recv))
+  echo "$sent $LOST" >"$CD/ping.counts"
+  log "$CASE: $sent pings, $LOST lost"
+  # afterwards: only the current SAs
+  local leftover=""
+  wait_current 5 || leftover=$WHY_NOT
+  # rekeys, by side
+  local r ac=0 ai=0 bc=0 bi=0 notes=""
+  if [ "$a_kind" = s ] || [ "$b_kind" = s ]; then
+    for s in a b; do
+      [ "${KIND[$s]}" = s ] || continue
+      read -r -a r <<<"$(sw_rekeys "${DIR[$s]}/charon.log")"
+      echo "${r[*]}" >"${DIR[$s]}/rekeys"
+      if [ $s = a ]; then ac=${r[0]}; ai=${r[1]}; else bc=${r[0]}; bi=${r[1]}; fi
+      # what the charon answered for its peer is what the peer initiated (a tunneld's count)
+      if [ "${KIND[$s]}" = s ] && [ $s = a ] && [ "$b_kind" = t ]; then bc=${r[2]}; bi=${r[3]}; fi
+      if [ "${KIND[$s]}" = s ] && [ $s = b ] && [ "$a_kind" = t ]; then ac=${r[2]}; ai=${r[3]}; fi
+      [ "${r[4]}" = 0 ] || notes+="${DIR[$s]##*/}: ${r[4]} CREATE_CHILD_SA responses without an SA; "
+      sw_notes "${DIR[$s]}/charon.log" >"${DIR[$s]}/notes"
+    done
+  fi
+  for s in a b; do
+    [ "${KIND[$s]}" = t ] || continue
+    td_rekeys "${DIR[$s]}" >"${DIR[$s]}/rekeys"
+  done
+  # stop everything (clean stops), then the capture
+  sleep 0.3
+  for s in a b; do
+    if [ "${KIND[$s]}" = t ]; then td_stop "${DIR[$s]}"; fi
+  done
+  for s in a b; do
+    if [ "${KIND[$s]}" = s ]; then swan_stop "${DIR[$s]}"; fi
+  done
+  stop_pids "$CAP"
+  # tunneld against tunneld: who rekeyed, from the capture
+  if [ "$a_kind" = t ] && [ "$b_kind" = t ]; then
+    cat "${DIR[a]}/keys/ikev2_decryption_table" "${DIR[b]}/keys/ikev2_decryption_table" 2>/dev/null | sort -u >"$CD/td.ikev2"
+    read -r ac ai bc bi <<<"$(ccsa_by_src "$CD/link.pcap" "$CD/td.ikev2")"
+    read -r -a r <<<"$(cat "${DIR[a]}/rekeys")"
+    if [ "$ac" = "?" ]; then ac=${r[0]}; ai=${r[1]}; bc=0; bi=0; fi
+  fi
+  echo "$ac $ai $bc $bi" >"$CD/rekeys"
+  # the checks
+  local why=()
+  [ -z "$leftover" ] || why+=("SAs left after the run: $leftover")
+  local total_child total_ike
+  total_child=$(( ${ac/\?/0} + ${bc/\?/0} ))
+  total_ike=$(( ${ai/\?/0} + ${bi/\?/0} ))
+  # a tunneld's own count of new SAs must agree that they happened
+  for s in a b; do
+    [ "${KIND[$s]}" = t ] || continue
+    read -r -a r <<<"$(cat "${DIR[$s]}/rekeys")"
+    [ "${r[0]}" -ge $WANT_CHILD ] || why+=("tunneld ${s^^} reported ${r[0]} new child SAs (monitor), expected >= $WANT_CHILD")
+    [ "${r[1]}" -ge $WANT_IKE ] || why+=("tunneld ${s^^} reported ${r[1]} new IKE SAs (monitor), expected >= $WANT_IKE")
+  done
+  [ $total_child -ge $WANT_CHILD ] || why+=("$total_child child rekeys completed, expected >= $WANT_CHILD")
+  [ $total_ike -ge $WANT_IKE ] || why+=("$total_ike IKE rekeys completed, expected >= $WANT_IKE")
+  case $CASE in
+    sw-sw) echo "$LOST" >"$WORK/baseline" ;;
+    t-t) [ "$LOST" = 0 ] || why+=("$LOST pings lost, expected 0") ;;
+    *)
+      if [ -s "$WORK/baseline" ]; then
+        local base
+        base=$(cat "$WORK/baseline")
+        [ "$LOST" -le $((base + MARGIN)) ] || why+=("$LOST pings lost, more than sw-sw's $base + $MARGIN")
+      else
+        why+=("no sw-sw baseline in this run (it failed before counting pings)")
+      fi
+      ;;
+  esac
+  verify_esp "$recv" || why+=("$VERIFY_WHY")
+  [ -z "$notes" ] || log "$CASE: $notes"
+  for s in a b; do
+    [ "${KIND[$s]}" = s ] && [ -s "${DIR[$s]}/notes" ] && { log "$CASE: charon ${s^^} logged (count, line):"; sed 's/^/    /' "${DIR[$s]}/notes"; }
+  done
+  local secs=$((SECONDS - t0))
+  echo "$secs" >"$CD/secs"
+  if [ ${#why[@]} -gt 0 ]; then
+    local IFS=';'
+    case_fail "${why[*]}"
+  fi
+  log "$CASE: passed ($secs s): $sent pings, $LOST lost; rekeys child/IKE: A $ac/$ai, B $bc/$bi"
+}
+
+# wait_up SECONDS: every side lists one IKE SA and one child.
+wait_up() {
+  local deadline=$((SECONDS + $1)) s c ok
+  while :; do
+    ok=1
+    for s in a b; do
+      if [ "${KIND[$s]}" = s ]; then c=$(swan_established "${DIR[$s]}"); else c=$(td_counts "${DIR[$s]}"); c=${c% * *}; fi
+      [ "$c" = "1 1" ] || ok=0
+    done
+    [ $ok = 0 ] || return 0
+    [ $SECONDS -lt $deadline ] || case_fail "not up within $1 s: $(for s in a b; do echo -n "${s^^}: "; if [ "${KIND[$s]}" = s ]; then grep -E '\[(IKE|CFG|CHD)\]' "${DIR[$s]}/charon.log" | grep -v -E '  [0-9]+: |=>' | tail -n 4; else tail -n 4 "${DIR[$s]}/tunneld.log"; fi; done)"
+    sleep 0.1
+  done
+}
+
+# wait_current SECONDS: only the current SAs within SECONDS (a rekey may be under way when
+# the pings end): charon "1 1"; tunneld "1 1 2 2" (IKE SAs, children, ESP SAs, policies).
+# Else false with WHY_NOT.
+wait_current() {
+  local deadline=$((SECONDS + $1)) s c ok
+  while :; do
+    ok=1
+    WHY_NOT=""
+    for s in a b; do
+      if [ "${KIND[$s]}" = s ]; then
+        c=$(swan_established "${DIR[$s]}")
+        [ "$c" = "1 1" ] || { ok=0; WHY_NOT+="charon ${s^^} lists $c (IKE SAs, children), expected 1 1; "; }
+      else
+        c=$(td_counts "${DIR[$s]}")
+        [ "$c" = "1 1 2 2" ] || { ok=0; WHY_NOT+="tunneld ${s^^} lists $c (IKE SAs, children, ESP SAs, policies), expected 1 1 2 2; "; }
+      fi
+    done
+    [ $ok = 0 ] || return 0
+    if [ $SECONDS -ge $deadline ]; then
+      for s in a b; do
+        if [ "${KIND[$s]}" = s ]; then swan_list_sas "${DIR[$s]}" >"${DIR[$s]}/sas.after"; else td_ctl "${DIR[$s]}" show >"${DIR[$s]}/show.after" 2>&1 || true; fi
+      done
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+# verify_esp RECEIVED: tshark decrypts every ESP frame (at least 2 per answered ping) with the
+# tables from charon's log(s), and every IKE and ESP frame with tunneld's. Else false with
+# VERIFY_WHY.
+verify_esp() {
+  local nesp=$(($1 * 2)) out s logs=() tike=() tesp=()
+  VERIFY_WHY=""
+  for s in a b; do
+    if [ "${KIND[$s]}" = s ]; then
+      logs+=("${DIR[$s]}/charon.log")
+    else
+      tike+=("${DIR[$s]}/keys/ikev2_decryption_table")
+      tesp+=("${DIR[$s]}/keys/esp_sa")
+    fi
+  done
+  if [ ${#logs[@]} -gt 0 ]; then
+    tshark -n -r "$CD/link.pcap" -Y esp -w "$CD/esp-only.pcap" 2>/dev/null || true
+    if ! $KEYS wireshark "${logs[@]}" --ikev2 "$CD/sw.ikev2" --esp "$CD/sw.esp" >/dev/null 2>"$CD/charon_keys.log"; then
+      VERIFY_WHY="charon_keys.py found no keys: $(tail -n 3 "$CD/charon_keys.log")"
+      return 1
+    fi
+    out=$($KEYS verify "$CD/esp-only.pcap" --ikev2 "$CD/sw.ikev2" --esp "$CD/sw.esp" --ike-frames 0 --esp-frames $nesp 2>&1) ||
+      { VERIFY_WHY="tshark with the tables from charon's log: $out"; return 1; }
+    log "$CASE: charon's keys: ${out#charon_keys: }"
+  fi
+  if [ ${#tike[@]} -gt 0 ]; then
+    cat "${tike[@]}" 2>/dev/null | awk '!seen[$0]++' >"$CD/td.ikev2"
+    cat "${tesp[@]}" 2>/dev/null | awk '!seen[$0]++' >"$CD/td.esp"
+    [ -s "$CD/td.ikev2" ] && [ -s "$CD/td.esp" ] || { VERIFY_WHY="tunneld wrote no key tables"; return 1; }
+    out=$($KEYS verify "$CD/link.pcap" --ikev2 "$CD/td.ikev2" --esp "$CD/td.esp" --ike-frames 6 --esp-frames $nesp 2>&1) ||
+      { VERIFY_WHY="tshark with tunneld's key tables: $out"; return 1; }
+    log "$CASE: tunneld's keys: ${out#charon_keys: }"
+  fi
+  return 0
+}
+
+# ---- the cases -----------------------------------------------------------------------------
+REKEYS="ike_rekey=${IKE_REKEY}s child_rekey=${CHILD_REKEY}s rand_time=0"
+# tunneld's words (docs/config.md): child life_time as swanctl's default, rekey_time + 10 %
+TD_REKEYS="ike_rekey=${IKE_REKEY}s child_rekey=${CHILD_REKEY}s rand_time=0s life_time=$((CHILD_REKEY * 11 / 10 + 1))s"
+declare -A CASES=(
+  [sw-sw]="s s b|rekey=0|$REKEYS"
+  [sw-rekeys]="t s b||$REKEYS"
+  [t-rekeys]="t s a|$TD_REKEYS|ike_rekey=1h child_rekey=1h"
+  [collide]="t s a|$TD_REKEYS|$REKEYS"
+  [t-t]="t t a|$TD_REKEYS|"
+)
+ROWS=()
+for c in $ALL_CASES; do
+  want "$c" || continue
+  IFS='|' read -r kinds a_opts b_opts <<<"${CASES[$c]}"
+  read -r ak bk init <<<"$kinds"
+  log "---- $c (A $( [ $ak = t ] && echo tunneld || echo charon ), B $( [ $bk = t ] && echo tunneld || echo charon ), $init initiates)"
+  CASE=$c
+  rm -rf "${WORK:?}/$c"
+  (
+    trap 'swan_stop_all >/dev/null 2>&1; for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done' EXIT
+    trap 'case_fail "stopped: the case ran longer than its bound"' TERM
+    run_case "$c" "$ak" "$bk" "$init" "$a_opts" "$b_opts"
+  ) &
+  pid=$!
+  ( sleep $((DURATION + 150)); kill -TERM $pid 2>/dev/null ) &
+  dog=$!
+  rc=0
+  wait $pid || rc=$?
+  kill $dog 2>/dev/null || true
+  wait $dog 2>/dev/null || true
+  for p in $(ip netns pids lca 2>/dev/null) $(ip netns pids lcb 2>/dev/null) $(ip netns pids lcn 2>/dev/null); do
+    kill -KILL "$p" 2>/dev/null || true # what the case started in its namespaces, if it was killed
+  done
+  CD=$WORK/$c
+  sent=? lost=? rk="? ? ? ?" secs=?
+  [ ! -s "$CD/ping.counts" ] || read -r sent lost <"$CD/ping.counts"
+  [ ! -s "$CD/rekeys" ] || rk=$(cat "$CD/rekeys")
+  [ ! -s "$CD/secs" ] || secs=$(cat "$CD/secs")
+  read -r rac rai rbc rbi <<<"$rk"
+  if [ $rc = 0 ]; then res=pass; else res=FAIL; FAILED=1; fi
+  ROWS+=("$(printf '%-10s %4ss %6s/%-5s %-9s %-9s %s' "$c" "$secs" "$sent" "$lost" "$rac/$rai" "$rbc/$rbi" "$res")")
+done
+for ns in lca lcn lcb; do ip netns del "$ns" 2>/dev/null || true; done
+echo
+echo "ike-lifecycle: DURATION ${DURATION}s, pings every ${PING_INTERVAL}s, child rekey ${CHILD_REKEY}s, IKE rekey ${IKE_REKEY}s;"
+echo "  pass: >= $WANT_CHILD child and >= $WANT_IKE IKE rekeys, lost <= sw-sw's + $MARGIN (t-t: 0), nothing left over, every ESP frame decrypted"
+printf '%-10s %5s %12s %-9s %-9s %s\n' case time sent/lost "A ch/IKE" "B ch/IKE" result
+for r in "${ROWS[@]}"; do echo "$r"; done
+[ $FAILED = 0 ] || { log "some cases failed ($((SECONDS - START)) s)"; exit 1; }
+swan_host_quiet || fail "something listens on the host's UDP 500/4500 after the run"
+log "all cases passed ($((SECONDS - START)) s)"
