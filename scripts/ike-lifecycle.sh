@@ -251,19 +251,26 @@ PY
 sw_rekeys() {
   python3 - "$1" <<'PY'
 import re, sys
-ex = re.compile(r"(generating|parsed) CREATE_CHILD_SA (request|response) \d+ \[ (.*) \]")
+ex = re.compile(r"<(?:[^>|]*\|)?(\d+)> (generating|parsed) CREATE_CHILD_SA (request|response) (\d+) \[ (.*) \]")
 n = [0, 0, 0, 0, 0]
+req = {}
 for line in open(sys.argv[1], errors="replace"):
     m = ex.search(line)
-    if not m or m[2] != "response":
+    if not m:
         continue
-    pl = m[3].split()
+    ctx, verb, rr, mid, pl = m[1], m[2], m[3], m[4], m[5].split()
+    ours = (verb == "generating") == (rr == "request")
+    if rr == "request":
+        # a child rekey has N(REKEY_SA); an IKE rekey has a KE and no TSi; else a new child
+        req[(ctx, mid, ours)] = "child" if "N(REKEY_SA)" in pl else ("ike" if "TSi" not in pl and "KE" in pl else None)
+        continue
+    kind = req.pop((ctx, mid, ours), None)
+    if kind is None:
+        continue
     if "SA" not in pl:
         n[4] += 1
         continue
-    child = "TSi" in pl
-    base = 0 if m[1] == "parsed" else 2
-    n[base + (0 if child else 1)] += 1
+    n[(0 if ours else 2) + (0 if kind == "child" else 1)] += 1
 print(*n)
 PY
 }
@@ -370,7 +377,7 @@ run_case() {
   fi
   wait_up 10
   log "$CASE: up; pinging $A_IN -> $B_IN every ${PING_INTERVAL}s for ${DURATION}s ($PINGS pings)"
-  out=$(ip netns exec lca ping -q -n -c $PINGS -i $PING_INTERVAL -W 1 -w $((DURATION + 10)) -I $A_IN $B_IN 2>&1) || true
+  out=$(timeout -s INT $((DURATION + 20)) ip netns exec lca ping -q -n -c $PINGS -i $PING_INTERVAL -W 1 -I $A_IN $B_IN 2>&1) || true
   echo "$out" >"$CD/ping.out"
   local sent recv
   sent=$(sed -n 's/^\([0-9]*\) packets transmitted, \([0-9]*\) received.*/\1/p' <<<"$out")
@@ -448,9 +455,14 @@ run_case() {
   esac
   verify_esp "$recv" || why+=("$VERIFY_WHY")
   [ -z "$notes" ] || log "$CASE: $notes"
-  for s in a b; do
-    [ "${KIND[$s]}" = s ] && [ -s "${DIR[$s]}/notes" ] && { log "$CASE: charon ${s^^} logged (count, line):"; sed 's/^/    /' "${DIR[$s]}/notes"; }
-  done
+  if [ ${#why[@]} -gt 0 ] || [ -n "$notes" ]; then
+    for s in a b; do
+      if [ "${KIND[$s]}" = s ] && [ -s "${DIR[$s]}/notes" ]; then
+        log "$CASE: charon ${s^^} logged (count, line):"
+        sed 's/^/    /' "${DIR[$s]}/notes"
+      fi
+    done
+  fi
   local secs=$((SECONDS - t0))
   echo "$secs" >"$CD/secs"
   if [ ${#why[@]} -gt 0 ]; then
@@ -511,7 +523,7 @@ verify_esp() {
   VERIFY_WHY=""
   for s in a b; do
     if [ "${KIND[$s]}" = s ]; then
-      logs+=("${DIR[$s]}/charon.log")
+      [ ${#logs[@]} -gt 0 ] || logs+=("${DIR[$s]}/charon.log") # one log holds both ends' keys
     else
       tike+=("${DIR[$s]}/keys/ikev2_decryption_table")
       tesp+=("${DIR[$s]}/keys/esp_sa")
@@ -539,7 +551,8 @@ verify_esp() {
 }
 
 # ---- the cases -----------------------------------------------------------------------------
-REKEYS="ike_rekey=${IKE_REKEY}s child_rekey=${CHILD_REKEY}s rand_time=0"
+# charon: with rand_time = 0 its life times must be given (else life = rekey: lib-strongswan.sh)
+REKEYS="ike_rekey=${IKE_REKEY}s child_rekey=${CHILD_REKEY}s rand_time=0 child_life=$((CHILD_REKEY * 11 / 10 + 1))s ike_over=$((IKE_REKEY / 10 + 1))s"
 # tunneld's words (docs/config.md): child life_time as swanctl's default, rekey_time + 10 %
 TD_REKEYS="ike_rekey=${IKE_REKEY}s child_rekey=${CHILD_REKEY}s rand_time=0s life_time=$((CHILD_REKEY * 11 / 10 + 1))s"
 declare -A CASES=(

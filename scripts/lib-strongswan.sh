@@ -144,7 +144,10 @@ swan_instance() {
 # mobike [no], rekey [0] (the IKE_SA's and child's rekey_time; 0 = never during a test),
 # ike_rekey and child_rekey [rekey] (each one's rekey_time alone), rand_time [unset: charon's
 # default] (written for both the IKE_SA and the child), child_life [unset] (the child's
-# life_time), rekey_bytes [unset] (the child's rekey_bytes). The unset ones are not written.
+# life_time), ike_over [unset] (the IKE_SA's over_time), rekey_bytes [unset] (the child's
+# rekey_bytes). The unset ones are not written. Note: with rand_time = 0 and no life_time,
+# charon 5.9.8 makes the life time equal to the rekey time (life_time = 4, over_time = 0 in its
+# config dump) and the SA expires as it rekeys: give child_life and ike_over with rand_time.
 swan_site_conf() {
   local d=$1 kv
   shift
@@ -161,6 +164,7 @@ swan_site_conf() {
     ike_extra+=$'\n'"    rand_time = ${c[rand_time]}"
     child_extra+=$'\n'"        rand_time = ${c[rand_time]}"
   fi
+  [ -z "${c[ike_over]:-}" ] || ike_extra+=$'\n'"    over_time = ${c[ike_over]}"
   [ -z "${c[child_life]:-}" ] || child_extra+=$'\n'"        life_time = ${c[child_life]}"
   [ -z "${c[rekey_bytes]:-}" ] || child_extra+=$'\n'"        rekey_bytes = ${c[rekey_bytes]}"
   for kv in local remote local_id remote_id psk local_ts remote_ts; do
