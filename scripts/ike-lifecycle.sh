@@ -103,34 +103,36 @@ cap_start() {
   swan_wait_capture 10 "$CD/link.pcap"
 }
 
-# ccsa_by_src PCAP IKETABLE: "A_CHILD A_IKE B_CHILD B_IKE": CREATE_CHILD_SA requests (one per
-# message ID and SPI) sent from A's and B's address, decrypted with IKETABLE: with TSi a child
-# (re)key, with KE and no TSi an IKE rekey; "? ? ? ?" when tshark cannot tell.
+# ccsa_by_src PCAP IKETABLE: "A_CHILD A_IKE B_CHILD B_IKE": the CREATE_CHILD_SA exchanges
+# (one per IKE SPI and message ID) started from A's and B's address whose response carries an
+# SA payload, decrypted with IKETABLE: a request with TSi is a child (re)key, one with KE and no
+# TSi an IKE rekey; "? ? ? ?" when tshark decrypted none of them.
 ccsa_by_src() {
   local conf
   conf=$(mktemp -d "$WORK/ws.XXXXXX")
   cp "$2" "$conf/ikev2_decryption_table"
-  WIRESHARK_CONFIG_DIR=$conf tshark -n -r "$1" -Y 'isakmp.exchangetype == 36 && isakmp.flag_r == 0' \
+  WIRESHARK_CONFIG_DIR=$conf tshark -n -r "$1" -Y 'isakmp.exchangetype == 36' \
     -T fields -E separator=/t -E occurrence=a -E aggregator=, -e ip.src -e isakmp.ispi -e isakmp.messageid \
-    -e isakmp.enc.decrypted -e isakmp.typepayload 2>/dev/null | python3 -c '
+    -e isakmp.flag_r -e isakmp.enc.decrypted -e isakmp.typepayload 2>/dev/null | python3 -c '
 import sys
-a, b = sys.argv[1], sys.argv[2]
-seen, n, unknown = set(), [0, 0, 0, 0], False
+a = sys.argv[1]
+req, ok, decrypted = {}, set(), 0
 for line in sys.stdin:
     f = line.rstrip("\n").split("\t")
-    if len(f) < 5 or (f[0], f[1], f[2]) in seen:
+    if len(f) < 6 or f[4] != "1":
         continue
-    seen.add((f[0], f[1], f[2]))
-    if f[3] != "1":
-        unknown = True
-        continue
-    types = f[4].split(",")
-    side = 0 if f[0] == a else 2
-    if "44" in types:
-        n[side] += 1
-    elif "34" in types:
-        n[side + 1] += 1
-print("? ? ? ?" if unknown and not any(n) else " ".join(map(str, n)))' $A_NET $B_NET
+    decrypted += 1
+    key, types = (f[1], f[2]), f[5].split(",")
+    if f[3] in ("0", "False"):
+        kind = "child" if "44" in types else ("ike" if "34" in types else None)
+        req.setdefault(key, (0 if f[0] == a else 2, kind))
+    elif "33" in types:
+        ok.add(key)
+n = [0, 0, 0, 0]
+for key, (side, kind) in req.items():
+    if kind and key in ok:
+        n[side + (0 if kind == "child" else 1)] += 1
+print(" ".join(map(str, n)) if decrypted else "? ? ? ?")' $A_NET
 }
 
 # ---- one case ------------------------------------------------------------------------------

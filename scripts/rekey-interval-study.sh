@@ -112,7 +112,7 @@ one_run() {
 import json, sys
 e = json.load(open(sys.argv[1]))["end"]
 r, s = e["sum_received"], e["sum_sent"]
-print(f"{r[\"seconds\"]:.2f} {r[\"bits_per_second\"] / 1e6:.1f} {s.get(\"retransmits\", 0)}")' "$CD/iperf.json")
+print("%.2f %.1f %d" % (r["seconds"], r["bits_per_second"] / 1e6, s.get("retransmits", 0)))' "$CD/iperf.json")
   else
     secs=; mbps=; retr=
   fi
