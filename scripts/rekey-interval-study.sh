@@ -64,12 +64,12 @@ IPSEC=$(dirname "$BIN")/ipsec
 [ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
 "$BIN" --help 2>&1 | grep -q -- '--keylog' || cannot "this tunneld has no IKE (no --keylog option)"
 WORK=$(mktemp -d /tmp/rekey-interval.XXXXXX)
-trap 'rc=$?; swan_stop_all; cleanup_all $rc 5' EXIT
+BAD=0
+trap 'rc=$?; [ $rc -ne 0 ] || [ $BAD = 0 ] || rc=1; swan_stop_all; cleanup_all $rc 5' EXIT
 trap 'fail "interrupted"' INT TERM
 mkdir -p "$OUT"
 RUNS=$OUT/runs.csv
 echo "peer,interval_mb,rep,transfer_bytes,seconds,mbps,retransmits,rekeys_tunneld,rekeys_charon,expected_rekeys,status" >"$RUNS"
-BAD=0
 
 # one_run PEER MB REP: one transfer; appends to RUNS.
 one_run() {
@@ -133,22 +133,33 @@ print("%.2f %.1f %d" % (r["seconds"], r["bits_per_second"] / 1e6, s.get("retrans
     [ "$n" = 0 ] || status=unexpected-rekey
   fi
   [ $rc -eq 0 ] || status="iperf3-failed($rc)"
-  [ "$status" = ok ] || BAD=1
   for s in a b; do
     if [ -n "${TD_PID[$CD/$s]:-}" ]; then td_stop "$CD/$s"; fi
   done
   [ "$peer" != t-s ] || swan_stop "$CD/b"
   echo "$peer,$mb,$rep,$bytes,$secs,$mbps,$retr,$rt,$rs,$expect,$status" >>"$RUNS"
   log "$CASE: ${secs:-?} s, ${mbps:-?} Mbit/s, $retr retransmits, rekeys tunneld $rt charon $rs (expected >= $expect): $status"
-  [ "$status" = ok ] || [ "${REKEY_STUDY_KEEP:-0}" = 1 ] || rm -rf "$CD"
-  [ "$status" != ok ] || rm -rf "$CD"
+  [ "$status" != ok ] || [ "${REKEY_STUDY_KEEP:-0}" = 1 ] || rm -rf "$CD"
 }
 
 for peer in $ALL_PAIRS; do
   want "$peer" || continue
   for mb in $INTERVALS; do
     for rep in $(seq "$REPS"); do
-      one_run "$peer" "$mb" "$rep"
+      # each run in its own process: a failure (say, a tunneld that refuses rekey_bytes) ends
+      # that run only, its processes are killed, the cell says so
+      (
+        trap 'swan_stop_all >/dev/null 2>&1; for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done' EXIT
+        one_run "$peer" "$mb" "$rep"
+      ) &
+      rc=0
+      wait $! || rc=$?
+      for p in $(ip netns pids lca 2>/dev/null) $(ip netns pids lcb 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
+      if ! grep -q "^$peer,$mb,$rep," "$RUNS"; then
+        echo "$peer,$mb,$rep,$((TRANSFER_MB * 1000000)),,,,,,,failed($rc)" >>"$RUNS"
+        log "$peer-$mb-$rep: failed (files in $WORK/$peer-$mb-$rep)"
+      fi
+      grep -q "^$peer,$mb,$rep,.*,ok$" "$RUNS" || BAD=1
     done
   done
 done
@@ -169,7 +180,7 @@ for (peer, mb), rs in cells.items():
     out.append({"peer": peer, "interval_mb": mb, "runs": len(rs),
                 "median_mbps": f"{med([float(r['mbps']) for r in ok]):.1f}",
                 "median_seconds": f"{med([float(r['seconds']) for r in ok]):.2f}",
-                "median_rekeys": med([max(int(r["rekeys_tunneld"]), int(r["rekeys_charon"])) for r in rs]),
+                "median_rekeys": med([max(int(r["rekeys_tunneld"] or 0), int(r["rekeys_charon"] or 0)) for r in rs]),
                 "median_retransmits": med([int(r["retransmits"]) for r in ok]),
                 "expected_rekeys": rs[0]["expected_rekeys"],
                 "status": ",".join(sorted({r["status"] for r in rs}))})
