@@ -9,12 +9,13 @@
 # repetition (REPS, default 3): fresh namespaces and daemons, the child rekeyed every N MB
 # (tunneld: `rekey_bytes = N` in [[connection.children]], no rekey_time; charon in t-s:
 # `rekey_bytes = N` in swanctl.conf, rekey_time 0), tunneld in lca initiates, then one iperf3
-# TCP transfer of TRANSFER_MB (default 400) from 10.100.1.1 to 10.100.2.1 (the same size for
-# every cell), bounded by TIMEOUT (default 240 s). Counted per run: seconds, goodput (iperf3's
+# TCP transfer from 10.100.1.1 to 10.100.2.1, the same size for every interval of a pair
+# (TRANSFER_MB_T_T, default 2000; TRANSFER_MB_T_S, default 400; TRANSFER_MB sets both),
+# bounded by TIMEOUT (default 240 s). Counted per run: seconds, goodput (iperf3's
 # receiver), TCP retransmits (iperf3's sender: the packets lost in the tunnel), child rekeys
 # (tunneld's monitor: child.up after the first; charon's log: CREATE_CHILD_SA rekeys either
 # way, scripts/lib-ike-lifecycle.sh's sw_rekeys). A run with an interval must see at least
-# floor(TRANSFER_MB / N) - 1 rekeys, a "never" run none: otherwise the cell is marked
+# floor(transfer MB / N) - 1 rekeys, a "never" run none: otherwise the cell is marked
 # `no-rekey` (or `unexpected-rekey`) and the script fails at the end (until tunneld has
 # CREATE_CHILD_SA, only the never column can pass).
 #
@@ -22,10 +23,10 @@
 # per cell), summary.md (a table with the paper's figures), rekey-interval.svg
 # (scripts/rekey_interval_plot.py: no gnuplot or matplotlib here).
 #
-#   sudo bash scripts/rekey-interval-study.sh                  # both pairs, ~15 min
+#   sudo bash scripts/rekey-interval-study.sh                  # both pairs, ~18 min
 #   sudo bash scripts/rekey-interval-study.sh t-t              # one pair
 #   INTERVALS="never" REPS=1 sudo -E bash scripts/rekey-interval-study.sh   # what works today
-#   sudo bash scripts/rekey-interval-study.sh --ci             # 100 MB, 1 rep, "10 50 never"
+#   sudo bash scripts/rekey-interval-study.sh --ci             # t-t 500 MB, t-s 100 MB, 1 rep, "10 50 never"
 #   bash scripts/rekey-interval-study.sh --if-possible         # no root / netns: say why, exit 0
 #
 # Run measurements under `flock /tmp/ipsec-bench.lock` on a shared machine.
@@ -43,13 +44,18 @@ for a in "$@"; do
   if [ "$a" = --ci ]; then CI=1; else ARGS+=("$a"); fi
 done
 parse_stages "$ALL_PAIRS" ${ARGS[@]+"${ARGS[@]}"}
+# The transfer is the same for every interval of a pair; tunneld <-> tunneld moves about 2.6
+# Gbit/s here and tunneld <-> charon (libipsec) about 60 Mbit/s, so each pair has its own size
+# (TRANSFER_MB sets both): t-t 2000 MB (~6 s), t-s 400 MB (~55 s).
 if [ $CI = 1 ]; then
   INTERVALS=${INTERVALS:-"10 50 never"}
-  TRANSFER_MB=${TRANSFER_MB:-100}
+  TRANSFER_MB_T_T=${TRANSFER_MB_T_T:-${TRANSFER_MB:-500}}
+  TRANSFER_MB_T_S=${TRANSFER_MB_T_S:-${TRANSFER_MB:-100}}
   REPS=${REPS:-1}
 else
   INTERVALS=${INTERVALS:-"10 50 100 200 never"}
-  TRANSFER_MB=${TRANSFER_MB:-400}
+  TRANSFER_MB_T_T=${TRANSFER_MB_T_T:-${TRANSFER_MB:-2000}}
+  TRANSFER_MB_T_S=${TRANSFER_MB_T_S:-${TRANSFER_MB:-400}}
   REPS=${REPS:-3}
 fi
 TIMEOUT=${TIMEOUT:-240}
@@ -73,7 +79,9 @@ echo "peer,interval_mb,rep,transfer_bytes,seconds,mbps,retransmits,rekeys_tunnel
 
 # one_run PEER MB REP: one transfer; appends to RUNS.
 one_run() {
-  local peer=$1 mb=$2 rep=$3 bytes=$((TRANSFER_MB * 1000000)) psk="ri-$RANDOM-$RANDOM"
+  local peer=$1 mb=$2 rep=$3 psk="ri-$RANDOM-$RANDOM" TRANSFER_MB=$TRANSFER_MB_T_T
+  [ "$peer" = t-t ] || TRANSFER_MB=$TRANSFER_MB_T_S
+  local bytes=$((TRANSFER_MB * 1000000))
   CASE=$peer-$mb-$rep
   CD=$WORK/$CASE
   mkdir -p "$CD"
@@ -156,7 +164,7 @@ for peer in $ALL_PAIRS; do
       wait $! || rc=$?
       for p in $(ip netns pids lca 2>/dev/null) $(ip netns pids lcb 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
       if ! grep -q "^$peer,$mb,$rep," "$RUNS"; then
-        echo "$peer,$mb,$rep,$((TRANSFER_MB * 1000000)),,,,,,,failed($rc)" >>"$RUNS"
+        echo "$peer,$mb,$rep,,,,,,,,failed($rc)" >>"$RUNS"
         log "$peer-$mb-$rep: failed (files in $WORK/$peer-$mb-$rep)"
       fi
       grep -q "^$peer,$mb,$rep,.*,ok$" "$RUNS" || BAD=1
@@ -166,7 +174,7 @@ done
 for ns in lca lcn lcb; do ip netns del "$ns" 2>/dev/null || true; done
 
 # medians, the table, the plot
-python3 - "$RUNS" "$OUT/summary.csv" "$OUT/summary.md" "$PAPER" "$TRANSFER_MB" "$(git rev-parse --short HEAD 2>/dev/null || echo '?')" <<'EOF'
+python3 - "$RUNS" "$OUT/summary.csv" "$OUT/summary.md" "$PAPER" "t-t $TRANSFER_MB_T_T MB, t-s $TRANSFER_MB_T_S" "$(git rev-parse --short HEAD 2>/dev/null || echo '?')" <<'EOF'
 import csv, statistics, sys
 runs, summ, md, paper, transfer, rev = sys.argv[1:7]
 rows = list(csv.DictReader(open(runs)))
