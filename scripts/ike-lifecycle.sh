@@ -424,7 +424,13 @@ for c in $ALL_CASES; do
     run_case "$c" "$ak" "$bk" "$init" "$a_opts" "$b_opts"
   ) &
   pid=$!
-  ( sleep $((DURATION + 150)); kill -TERM $pid 2>/dev/null ) &
+  (
+    trap 'kill $sp 2>/dev/null; exit 0' TERM
+    sleep $((DURATION + 150)) &
+    sp=$!
+    wait $sp
+    kill -TERM $pid 2>/dev/null
+  ) &
   dog=$!
   rc=0
   wait $pid || rc=$?
