@@ -403,6 +403,9 @@ verify_esp() {
 REKEYS="ike_rekey=${IKE_REKEY}s child_rekey=${CHILD_REKEY}s rand_time=0 child_life=$((CHILD_REKEY * 11 / 10 + 1))s ike_over=$((IKE_REKEY / 10 + 1))s"
 # tunneld's words (docs/config.md): child life_time as swanctl's default, rekey_time + 10 %
 TD_REKEYS="ike_rekey=${IKE_REKEY}s child_rekey=${CHILD_REKEY}s rand_time=0s life_time=$((CHILD_REKEY * 11 / 10 + 1))s"
+# TD_REKEY_WORDS=no: tunneld gets none of them (to run t-rekeys / collide / t-t against a tunneld
+# without them: they must then fail for want of rekeys, which checks that the check can fail)
+[ "${TD_REKEY_WORDS:-yes}" = yes ] || TD_REKEYS=""
 declare -A CASES=(
   [sw-sw]="s s b|rekey=0|$REKEYS"
   [sw-rekeys]="t s b||$REKEYS"
