@@ -174,7 +174,7 @@ done
 for ns in lca lcn lcb; do ip netns del "$ns" 2>/dev/null || true; done
 
 # medians, the table, the plot
-python3 - "$RUNS" "$OUT/summary.csv" "$OUT/summary.md" "$PAPER" "t-t $TRANSFER_MB_T_T MB, t-s $TRANSFER_MB_T_S" "$(git rev-parse --short HEAD 2>/dev/null || echo '?')" <<'EOF'
+python3 - "$RUNS" "$OUT/summary.csv" "$OUT/summary.md" "$PAPER" "t-t $TRANSFER_MB_T_T MB, t-s $TRANSFER_MB_T_S" "$BIN ($(date -u -r "$BIN" +%Y-%m-%dT%H:%MZ); scripts at $(git rev-parse --short HEAD 2>/dev/null || echo '?'))" <<'EOF'
 import csv, statistics, sys
 runs, summ, md, paper, transfer, rev = sys.argv[1:7]
 rows = list(csv.DictReader(open(runs)))
@@ -203,7 +203,7 @@ try:
 except OSError:
     pass
 with open(md, "w") as f:
-    f.write(f"Transfer {transfer} MB per run, medians over the runs of each cell (tunneld {rev}).\n\n")
+    f.write(f"Transfer {transfer} MB per run, medians over the runs of each cell; tunneld {rev}.\n\n")
     f.write("| pair | rekey every (MB) | runs | Mbit/s | s | rekeys (expected >=) | TCP retransmits | status | paper (kbit/s) |\n")
     f.write("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
     for o in out:
