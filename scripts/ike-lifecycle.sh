@@ -14,7 +14,8 @@
 #
 #   - lost pings: sw-rekeys, t-rekeys, collide at most the loss of sw-sw (charon against charon,
 #     measured in the same run: it runs first whenever one of those is named) + MARGIN (2);
-#     t-t none at all; sw-sw itself has no bound (it is the baseline)
+#     t-t none at all; sw-sw itself has no bound (it is the baseline). The lost pings are also
+#     shown as outages (runs of consecutive lost sequence numbers, from ping -D)
 #   - rekeys happened: at least floor(DURATION / CHILD_REKEY) - 1 child rekeys and
 #     floor(DURATION / IKE_REKEY) IKE rekeys completed (a case where nothing rekeyed fails).
 #     Counted from charon's log (CREATE_CHILD_SA requests it sent whose response carried an SA,
@@ -45,6 +46,7 @@
 #   sudo bash scripts/ike-lifecycle.sh sw-sw sw-rekeys     # only those (sw-sw is added anyway)
 #   sudo bash scripts/ike-lifecycle.sh --ci                # DURATION 30 s
 #   DURATION=60 MARGIN=5 TUNNELD_BIN=... IPSEC_BIN=... sudo -E bash scripts/ike-lifecycle.sh
+#   TD_REKEY_WORDS=no sudo -E bash scripts/ike-lifecycle.sh t-t   # tunneld without its rekey words: must fail
 #   bash scripts/ike-lifecycle.sh --if-possible            # no root / netns / IKE: say why, exit 0
 #
 # A failing case prints why, the others still run; the summary table comes last; the work
