@@ -47,6 +47,7 @@
 #   sudo bash scripts/ike-lifecycle.sh --ci                # DURATION 30 s
 #   DURATION=60 MARGIN=5 TUNNELD_BIN=... IPSEC_BIN=... sudo -E bash scripts/ike-lifecycle.sh
 #   TD_REKEY_WORDS=no sudo -E bash scripts/ike-lifecycle.sh t-t   # tunneld without its rekey words: must fail
+#   SW_SW_LOSS=0 CAPTURE_B=1 sudo -E bash scripts/ike-lifecycle.sh sw-rekeys   # baseline given; B's link captured too
 #   bash scripts/ike-lifecycle.sh --if-possible            # no root / netns / IKE: say why, exit 0
 #
 # A failing case prints why, the others still run; the summary table comes last; the work
@@ -78,7 +79,8 @@ WANT_CHILD=$((DURATION / CHILD_REKEY - 1))
 WANT_IKE=$((DURATION / IKE_REKEY))
 [ $WANT_IKE -ge 1 ] || WANT_IKE=1
 # The baseline: the cases compared with strongSwan against itself need sw-sw in the same run.
-if [ ${#STAGES[@]} -gt 0 ] && [[ " ${STAGES[*]} " =~ \ (sw-rekeys|t-rekeys|collide)\  ]] && [[ " ${STAGES[*]} " != *" sw-sw "* ]]; then
+# (SW_SW_LOSS=N gives it instead, for a quick rerun of one case.)
+if [ -z "${SW_SW_LOSS:-}" ] && [ ${#STAGES[@]} -gt 0 ] && [[ " ${STAGES[*]} " =~ \ (sw-rekeys|t-rekeys|collide)\  ]] && [[ " ${STAGES[*]} " != *" sw-sw "* ]]; then
   STAGES=(sw-sw "${STAGES[@]}")
   log "sw-sw added: it is the baseline the loss of the others is compared with"
 fi
@@ -93,6 +95,7 @@ IPSEC=$(dirname "$BIN")/ipsec
 "$IPSEC" ike --help >/dev/null 2>&1 || cannot "this ipsec has no \`ike\` subcommand"
 WORK=$(mktemp -d /tmp/ike-lifecycle.XXXXXX)
 FAILED=0
+[ -z "${SW_SW_LOSS:-}" ] || echo "$SW_SW_LOSS" >"$WORK/baseline"
 trap 'rc=$?; [ $rc -ne 0 ] || [ $FAILED -eq 0 ] || rc=1; [ "${IKE_LIFECYCLE_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 5' EXIT
 trap 'fail "interrupted"' INT TERM
 KEYS="python3 scripts/charon_keys.py"
@@ -103,6 +106,13 @@ cap_start() {
   CAP=$!
   BG+=("$CAP")
   swan_wait_capture 10 "$CD/link.pcap"
+  # CAPTURE_B=1: B's link too (link-b.pcap), to tell the wire from a daemon when something is lost
+  if [ "${CAPTURE_B:-0}" = 1 ]; then
+    ip netns exec lcb dumpcap -q -P -i lcvb -w "$CD/link-b.pcap" -f 'udp port 500 or udp port 4500' 2>"$CD/dumpcap-b.log" &
+    CAP="$CAP $!"
+    BG+=("$!")
+    swan_wait_capture 10 "$CD/link-b.pcap"
+  fi
 }
 
 # ccsa_by_src PCAP IKETABLE: "A_CHILD A_IKE B_CHILD B_IKE": the CREATE_CHILD_SA exchanges
@@ -234,7 +244,8 @@ run_case() {
   for s in a b; do
     if [ "${KIND[$s]}" = s ]; then swan_stop "${DIR[$s]}"; fi
   done
-  stop_pids "$CAP"
+  # shellcheck disable=SC2086
+  stop_pids $CAP
   # tunneld against tunneld: who rekeyed, from the capture
   if [ "$a_kind" = t ] && [ "$b_kind" = t ]; then
     cat "${DIR[a]}/keys/ikev2_decryption_table" "${DIR[b]}/keys/ikev2_decryption_table" 2>/dev/null | sort -u >"$CD/td.ikev2"
