@@ -141,7 +141,13 @@ swan_instance() {
 # remote may be %any for a responder), local_id, remote_id, psk, local_ts, remote_ts,
 # ike [aes128gcm16-prfsha256-x25519], esp [aes128gcm16], encap [yes], mode [tunnel],
 # start [none] (the child's start_action), local_port [500], remote_port [500],
-# mobike [no], rekey [0] (the IKE_SA's and child's rekey_time; 0 = never during a test).
+# mobike [no], rekey [0] (the IKE_SA's and child's rekey_time; 0 = never during a test),
+# ike_rekey and child_rekey [rekey] (each one's rekey_time alone), rand_time [unset: charon's
+# default] (written for both the IKE_SA and the child), child_life [unset] (the child's
+# life_time), ike_over [unset] (the IKE_SA's over_time), rekey_bytes [unset] (the child's
+# rekey_bytes). The unset ones are not written. Note: with rand_time = 0 and no life_time,
+# charon 5.9.8 makes the life time equal to the rekey time (life_time = 4, over_time = 0 in its
+# config dump) and the SA expires as it rekeys: give child_life and ike_over with rand_time.
 swan_site_conf() {
   local d=$1 kv
   shift
@@ -151,6 +157,16 @@ swan_site_conf() {
   for kv in "$@"; do
     case $kv in *=*) c[${kv%%=*}]=${kv#*=} ;; *) fail "swan_site_conf: \`$kv\` is not KEY=VALUE" ;; esac
   done
+  c[ike_rekey]=${c[ike_rekey]:-${c[rekey]}}
+  c[child_rekey]=${c[child_rekey]:-${c[rekey]}}
+  local ike_extra="" child_extra=""
+  if [ -n "${c[rand_time]:-}" ]; then
+    ike_extra+=$'\n'"    rand_time = ${c[rand_time]}"
+    child_extra+=$'\n'"        rand_time = ${c[rand_time]}"
+  fi
+  [ -z "${c[ike_over]:-}" ] || ike_extra+=$'\n'"    over_time = ${c[ike_over]}"
+  [ -z "${c[child_life]:-}" ] || child_extra+=$'\n'"        life_time = ${c[child_life]}"
+  [ -z "${c[rekey_bytes]:-}" ] || child_extra+=$'\n'"        rekey_bytes = ${c[rekey_bytes]}"
   for kv in local remote local_id remote_id psk local_ts remote_ts; do
     [ -n "${c[$kv]:-}" ] || fail "swan_site_conf: $kv= missing"
   done
@@ -166,7 +182,7 @@ connections {
     proposals = ${c[ike]}
     encap = ${c[encap]}
     mobike = ${c[mobike]}
-    rekey_time = ${c[rekey]}
+    rekey_time = ${c[ike_rekey]}${ike_extra}
     local {
       auth = psk
       id = ${c[local_id]}
@@ -182,7 +198,7 @@ connections {
         esp_proposals = ${c[esp]}
         mode = ${c[mode]}
         start_action = ${c[start]}
-        rekey_time = ${c[rekey]}
+        rekey_time = ${c[child_rekey]}${child_extra}
       }
     }
   }

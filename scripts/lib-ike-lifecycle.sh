@@ -1,0 +1,206 @@
+# shellcheck shell=bash
+# The namespaces, tunneld and charon helpers of scripts/ike-lifecycle.sh, shared with
+# scripts/rekey-interval-study.sh; sourced after scripts/lib-netns.sh and
+# scripts/lib-strongswan.sh. Needs BIN (tunneld), IPSEC (the ipsec tool) and sets nothing when
+# sourced but the constants below.
+#
+#   lca (side A)  lcva 10.99.1.1/24 --- lcna | lcn (router) | lcnb --- lcvb 10.99.2.1/24  lcb (side B)
+#   inner addresses on lo: 10.100.1.1 (A), 10.100.2.1 (B); identities a.lc.test, b.lc.test
+#
+#   topo_up                     (re)makes the three namespaces (NETNS: deleted by cleanup_all)
+#   td_conf DIR KEY=VALUE...    tunneld.toml + secrets.toml (the rekey words only when given)
+#   td_start NS DIR PEER_INNER  tunneld + `ipsec monitor --json` (TD_PID[DIR], MON_PID[DIR])
+#   td_ctl DIR ARGS...          ipsec ARGS --control DIR/ctl.sock
+#   td_counts DIR               "IKE_SAS CHILDREN ESP_SAS POLICIES"
+#   td_stop DIR                 SIGTERM, exit 0 within 5 s
+#   td_rekeys DIR               "CHILD IKE": new SAs after the first (monitor events)
+#   sw_rekeys LOG               "CHILD_BY_US IKE_BY_US CHILD_FOR_PEER IKE_FOR_PEER FAILED" (charon log)
+#   sw_notes LOG                charon's lines about trouble, counted
+A_NET=10.99.1.1
+B_NET=10.99.2.1
+A_IN=10.100.1.1
+B_IN=10.100.2.1
+A_ID=a.lc.test
+B_ID=b.lc.test
+IKE_PROP=aes128gcm16-prfsha256-x25519
+ESP_PROP=aes128gcm16
+
+# ---- the namespaces ------------------------------------------------------------------------
+topo_up() {
+  local ns a
+  for ns in lca lcn lcb; do ip netns del "$ns" 2>/dev/null || true; done
+  NETNS=()
+  netns_add lca lcn lcb
+  ip link add lcva netns lca type veth peer name lcna netns lcn
+  ip link add lcnb netns lcn type veth peer name lcvb netns lcb
+  ip -n lca addr add $A_NET/24 dev lcva
+  ip -n lcn addr add 10.99.1.254/24 dev lcna
+  ip -n lcn addr add 10.99.2.254/24 dev lcnb
+  ip -n lcb addr add $B_NET/24 dev lcvb
+  for ns in lca lcn lcb; do ip -n "$ns" link set lo up; done
+  ip -n lca link set lcva up
+  ip -n lcn link set lcna up
+  ip -n lcn link set lcnb up
+  ip -n lcb link set lcvb up
+  ip -n lca route add default via 10.99.1.254
+  ip -n lcb route add default via 10.99.2.254
+  ip netns exec lcn sysctl -qw net.ipv4.ip_forward=1
+  ip -n lca addr add $A_IN/32 dev lo
+  ip -n lcb addr add $B_IN/32 dev lo
+  # the router learns both hosts now (no neighbour discovery delaying the first IKE message)
+  ip netns exec lca ping -c 1 -W 3 -q $B_NET >/dev/null || fail "topology: lca cannot reach $B_NET"
+}
+
+# ---- tunneld -------------------------------------------------------------------------------
+# td_conf DIR KEY=VALUE...: DIR/tunneld.toml and DIR/secrets.toml. Keys: local, remote,
+# local_id, remote_id, local_ts, remote_ts, psk, start (start_action), ike_rekey, child_rekey,
+# rand_time, life_time, rekey_bytes, rekey_packets, dpd (dpd_delay; default 0). The rekey words
+# (swanctl's, docs/config.md) are written only when given: today's tunneld refuses them.
+td_conf() {
+  local d=$1 kv
+  shift
+  local -A c=([start]=none [dpd]=0)
+  for kv in "$@"; do c[${kv%%=*}]=${kv#*=}; done
+  mkdir -p "$d"
+  {
+    echo "# written by scripts/ike-lifecycle.sh (case $CASE)"
+    echo "[tunnel]"
+    echo "tun = \"ipsec0\""
+    echo "local = \"${c[local]}\""
+    echo "secrets = \"$d/secrets.toml\""
+    echo
+    echo "[[connection]]"
+    echo "name = \"gw\""
+    echo "local_addrs = [\"${c[local]}\"]"
+    echo "remote_addrs = [\"${c[remote]}\"]"
+    echo "proposals = [\"$IKE_PROP\"]"
+    echo "encap = true"
+    echo "local = { id = \"${c[local_id]}\", auth = \"psk\" }"
+    echo "remote = { id = \"${c[remote_id]}\", auth = \"psk\" }"
+    echo "dpd_delay = ${c[dpd]}"
+    [ -z "${c[ike_rekey]:-}" ] || echo "rekey_time = \"${c[ike_rekey]}\""
+    echo
+    echo "[[connection.children]]"
+    echo "name = \"net\""
+    echo "local_ts = [\"${c[local_ts]}\"]"
+    echo "remote_ts = [\"${c[remote_ts]}\"]"
+    echo "esp_proposals = [\"$ESP_PROP\"]"
+    echo "start_action = \"${c[start]}\""
+    for kv in child_rekey:rekey_time rand_time:rand_time life_time:life_time; do
+      [ -z "${c[${kv%%:*}]:-}" ] || echo "${kv#*:} = \"${c[${kv%%:*}]}\""
+    done
+    for kv in rekey_bytes rekey_packets; do
+      [ -z "${c[$kv]:-}" ] || echo "$kv = ${c[$kv]}"
+    done
+  } >"$d/tunneld.toml"
+  (umask 077 && printf '[[ike]]\nid = ["%s", "%s"]\nsecret = "%s"\n' "${c[local_id]}" "${c[remote_id]}" "${c[psk]}" >"$d/secrets.toml")
+  chmod 600 "$d/secrets.toml"
+}
+
+# td_start NS DIR REMOTE_INNER: tunneld in NS (control DIR/ctl.sock, keys DIR/keys, log
+# DIR/tunneld.log, monitor DIR/monitor.log); the route to the peer's inner /24 into ipsec0.
+declare -A TD_PID MON_PID
+td_start() {
+  local ns=$1 d=$2 src
+  mkdir -p "$d/keys"
+  ip netns exec "$ns" "$BIN" --config "$d/tunneld.toml" --control "$d/ctl.sock" --stats "$d/stats.json" \
+    --keylog "$d/keys" 2>"$d/tunneld.log" &
+  TD_PID[$d]=$!
+  BG+=("$!")
+  local deadline=$((SECONDS + 10))
+  until [ -S "$d/ctl.sock" ] && ip -n "$ns" link show ipsec0 >/dev/null 2>&1; do
+    kill -0 "${TD_PID[$d]}" 2>/dev/null || fail "tunneld in $ns exited at start: $(tail -n 5 "$d/tunneld.log")"
+    [ $SECONDS -lt $deadline ] || fail "tunneld in $ns: no control socket / ipsec0 within 10 s"
+    sleep 0.1
+  done
+  "$IPSEC" monitor --control "$d/ctl.sock" --json >"$d/monitor.log" 2>&1 &
+  MON_PID[$d]=$!
+  BG+=("$!")
+  src=$A_IN
+  [ "$ns" = lca ] || src=$B_IN
+  ip -n "$ns" route add "${3%.*}.0/24" dev ipsec0 src "$src"
+}
+td_ctl() { local d=$1; shift; "$IPSEC" "$@" --control "$d/ctl.sock"; }
+
+# td_counts DIR: "IKE CHILD ESP POLICIES" of that tunneld (ipsec show --json, policy list).
+td_counts() {
+  local show pol
+  show=$(td_ctl "$1" show --json 2>/dev/null) || { echo "? ? ? ?"; return; }
+  pol=$(td_ctl "$1" policy list --json 2>/dev/null) || pol='{}'
+  python3 -c '
+import json, sys
+j = json.loads(sys.argv[1])
+p = json.loads(sys.argv[2]).get("policies", [])
+ike = [x for x in j.get("ike_sas", []) if str(x.get("state", "established")).lower() in ("established", "up")]
+child = sum(len(x.get("children", x.get("child_sas", []))) for x in ike)
+esp = sum(1 for s in j.get("sas", []) if s.get("proto") == "esp")
+print(len(ike), child, esp, len(p))' "$show" "$pol"
+}
+
+# td_stop DIR: SIGTERM, exit status 0 within 5 s (stop_pid), then its monitor.
+td_stop() {
+  local d=$1
+  [ -z "${TD_PID[$d]:-}" ] || stop_pid "${TD_PID[$d]}" "tunneld ($d)"
+  TD_PID[$d]=""
+  [ -z "${MON_PID[$d]:-}" ] || stop_pids "${MON_PID[$d]}"
+  MON_PID[$d]=""
+}
+
+# td_rekeys DIR: "CHILD IKE": child SAs and IKE SAs tunneld reported up after the first one
+# of each (ipsec monitor --json), or its *rekey* events if it has more of those.
+td_rekeys() {
+  python3 - "$1/monitor.log" <<'PY'
+import json, sys
+n = {"child.up": 0, "ike.up": 0, "child": 0, "ike": 0}
+for line in open(sys.argv[1], errors="replace"):
+    try:
+        e = json.loads(line)
+    except ValueError:
+        continue
+    ev = str(e.get("event", ""))
+    if ev in ("child.up", "ike.up"):
+        n[ev] += 1
+    if "rekey" in ev:
+        n["ike" if ev.startswith("ike") else "child"] += 1
+print(max(n["child.up"] - 1, n["child"], 0), max(n["ike.up"] - 1, n["ike"], 0))
+PY
+}
+
+# ---- charon --------------------------------------------------------------------------------
+# sw_rekeys LOG: "CHILD_BY_US IKE_BY_US CHILD_FOR_PEER IKE_FOR_PEER FAILED": CREATE_CHILD_SA
+# exchanges in charon's log (enc=1): the requests it sent whose response carried an SA (TSi:
+# a child rekey, else an IKE rekey), the requests it answered with an SA, the responses
+# without one (NO_ADDITIONAL_SAS and the like).
+sw_rekeys() {
+  python3 - "$1" <<'PY'
+import re, sys
+ex = re.compile(r"<(?:[^>|]*\|)?(\d+)> (generating|parsed) CREATE_CHILD_SA (request|response) (\d+) \[ (.*) \]")
+n = [0, 0, 0, 0, 0]
+req = {}
+for line in open(sys.argv[1], errors="replace"):
+    m = ex.search(line)
+    if not m:
+        continue
+    ctx, verb, rr, mid, pl = m[1], m[2], m[3], m[4], m[5].split()
+    ours = (verb == "generating") == (rr == "request")
+    if rr == "request":
+        # a child rekey has N(REKEY_SA); an IKE rekey has a KE and no TSi; else a new child
+        req[(ctx, mid, ours)] = "child" if "N(REKEY_SA)" in pl else ("ike" if "TSi" not in pl and "KE" in pl else None)
+        continue
+    kind = req.pop((ctx, mid, ours), None)
+    if kind is None:
+        continue
+    if "SA" not in pl:
+        n[4] += 1
+        continue
+    n[(0 if ours else 2) + (0 if kind == "child" else 1)] += 1
+print(*n)
+PY
+}
+
+# sw_notes LOG: charon's lines about what went wrong (for the report), at most 12.
+sw_notes() {
+  grep -E '\] (<[^>]*> )?.*(NO_ADD_SAS|NO_ADDITIONAL|reauthenticat|failed|retransmit|collision|unable|deleting IKE_SA|giving up|establishing CHILD_SA .* failed)' "$1" |
+    grep -v -E '  [0-9]+: |=>' | sed -E 's/^[0-9]+ [0-9]+\[/[/' | sort | uniq -c | sort -rn | head -n 12 || true
+}
+
