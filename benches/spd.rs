@@ -102,7 +102,9 @@ fn lookup(c: &mut Criterion) {
                 assert_eq!(s.lookup(dir, &f).map(|(i, _)| i), want);
                 assert_eq!(want.is_some(), case != "none");
                 let id = BenchmarkId::new(format!("{dir}-{case}"), n);
-                g.bench_with_input(id.clone(), &f, |b, f| b.iter(|| black_box(s.lookup(dir, black_box(f)).map(|(i, _)| i))));
+                g.bench_with_input(id.clone(), &f, |b, f| {
+                    b.iter(|| black_box(s.lookup(dir, black_box(f)).map(|(i, _)| i)))
+                });
                 let id = BenchmarkId::new(format!("linear/{dir}-{case}"), n);
                 g.bench_with_input(id, &f, |b, f| {
                     b.iter(|| black_box(s.lookup_linear(dir, black_box(f)).map(|(i, _)| i)))

@@ -442,7 +442,11 @@ impl Spd {
                     break;
                 }
                 // The key's equality is the address selectors' match; the rest is checked here.
-                if self.policies.get(pos).is_some_and(|p| p.selector.matches_beyond_addresses(flow)) {
+                if self
+                    .policies
+                    .get(pos)
+                    .is_some_and(|p| p.selector.matches_beyond_addresses(flow))
+                {
                     best = pos;
                     break;
                 }
@@ -647,7 +651,10 @@ impl Index {
                 .iter()
                 .map(|g| {
                     g.map.capacity() * entry
-                        + g.map.values().map(|s| s.rest.capacity() * core::mem::size_of::<usize>()).sum::<usize>()
+                        + g.map
+                            .values()
+                            .map(|s| s.rest.capacity() * core::mem::size_of::<usize>())
+                            .sum::<usize>()
                 })
                 .sum::<usize>()
     }

@@ -82,7 +82,10 @@ impl Gen {
             2 => PortRange::single(self.below(4) as u16),
             _ => {
                 let lo = self.below(4) as u16;
-                PortRange { lo, hi: lo + self.below(3) as u16 }
+                PortRange {
+                    lo,
+                    hi: lo + self.below(3) as u16,
+                }
             }
         }
     }
@@ -183,7 +186,12 @@ fn ipv4_overlapping_policies_first_match_decides() {
     let mut spd = Spd::new();
     // A host pair, then its subnets, then a catch-all: the most specific is first.
     spd.push(pol(Direction::Out, pfx("10.1.0.5"), pfx("10.2.0.9"), Action::Discard));
-    spd.push(pol(Direction::Out, pfx("10.1.0.0/16"), pfx("10.2.0.0/16"), Action::Protect(vec![SaId(1)])));
+    spd.push(pol(
+        Direction::Out,
+        pfx("10.1.0.0/16"),
+        pfx("10.2.0.0/16"),
+        Action::Protect(vec![SaId(1)]),
+    ));
     spd.push(pol(Direction::Out, None, None, Action::Bypass));
     let f = |s, d| flow(v4(s), v4(d), 17, Some(1), Some(2));
     assert_eq!(at(&spd, Direction::Out, &f("10.1.0.5", "10.2.0.9")), Some(0));
@@ -205,7 +213,12 @@ fn ipv4_overlapping_policies_first_match_decides() {
 fn ipv6_and_families_kept_apart() {
     let mut spd = Spd::new();
     spd.push(pol(Direction::In, pfx("0.0.0.0/0"), pfx("0.0.0.0/0"), Action::Discard));
-    spd.push(pol(Direction::In, pfx("2001:db8:1::/48"), pfx("2001:db8:2::/48"), Action::Bypass));
+    spd.push(pol(
+        Direction::In,
+        pfx("2001:db8:1::/48"),
+        pfx("2001:db8:2::/48"),
+        Action::Bypass,
+    ));
     spd.push(pol(Direction::In, pfx("::/0"), None, Action::Discard));
     let f = |s, d| flow(v6(s), v6(d), 6, Some(1), Some(2));
     assert_eq!(at(&spd, Direction::In, &f("2001:db8:1::1", "2001:db8:2::1")), Some(1));
@@ -216,11 +229,19 @@ fn ipv6_and_families_kept_apart() {
     );
     // Mixed families (a hand-made flow): only "any" or matching families match.
     assert_eq!(
-        at(&spd, Direction::In, &flow(v6("2001:db8:1::1"), v4("5.6.7.8"), 6, None, None)),
+        at(
+            &spd,
+            Direction::In,
+            &flow(v6("2001:db8:1::1"), v4("5.6.7.8"), 6, None, None)
+        ),
         Some(2)
     );
     assert_eq!(
-        at(&spd, Direction::In, &flow(v4("1.2.3.4"), v6("2001:db8:2::1"), 6, None, None)),
+        at(
+            &spd,
+            Direction::In,
+            &flow(v4("1.2.3.4"), v6("2001:db8:2::1"), 6, None, None)
+        ),
         None
     );
 }
@@ -270,7 +291,12 @@ fn many_policies_one_shape_each_found_at_its_place() {
         let a = Ipv4Addr::from(0x0a00_0000 + (i << 8));
         let b = Ipv4Addr::from(0xac10_0000 + (i << 8));
         let dir = if i % 2 == 0 { Direction::Out } else { Direction::In };
-        spd.push(pol(dir, Prefix::new(a.into(), 24), Prefix::new(b.into(), 24), Action::Bypass));
+        spd.push(pol(
+            dir,
+            Prefix::new(a.into(), 24),
+            Prefix::new(b.into(), 24),
+            Action::Bypass,
+        ));
     }
     assert_eq!(spd.shapes(Direction::Out), 1);
     for i in (0..5000u32).step_by(97) {
