@@ -559,6 +559,7 @@ impl Config {
             let id = engine.add_sa(sa.clone(), now).map_err(|e| err(ErrorKind::Install(e)))?;
             ids.insert(&sa.name, id);
         }
+        let mut policies = Vec::with_capacity(self.policies.len());
         for (i, p) in self.policies.iter().enumerate() {
             let err = |kind| ConfigError {
                 line: self.policy_line(i),
@@ -580,14 +581,21 @@ impl Config {
                     Action::Protect(v)
                 }
             };
-            engine
-                .add_policy(ipsec_engine::Policy {
-                    dir: p.dir,
-                    selector: p.selector,
-                    action,
-                })
-                .map_err(|e| err(ErrorKind::Install(e)))?;
+            let policy = ipsec_engine::Policy {
+                dir: p.dir,
+                selector: p.selector,
+                action,
+            };
+            engine.check_policy(&policy).map_err(|e| err(ErrorKind::Install(e)))?;
+            policies.push(policy);
         }
+        // All at once: `add_policy` per policy would publish (clone) the data plane each time,
+        // quadratic in the number of policies.
+        engine.set_policies(policies).map_err(|e| ConfigError {
+            line: None,
+            item: None,
+            kind: ErrorKind::Install(e),
+        })?;
         Ok(engine)
     }
 }

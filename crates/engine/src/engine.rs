@@ -329,7 +329,10 @@ impl Engine {
         Ok(())
     }
 
-    fn check_policy(&self, policy: &Policy) -> Result<(), InstallError> {
+    /// Whether [`Engine::add_policy`] would take `policy` (its bundle's SAs installed and in
+    /// seal order), without adding it: a config loader checks each policy for its error
+    /// message, then installs all with one [`Engine::set_policies`].
+    pub fn check_policy(&self, policy: &Policy) -> Result<(), InstallError> {
         if let Action::Protect(ids) = &policy.action {
             if ids.is_empty() || ids.len() > 3 {
                 return Err(InstallError::BundleOrder);

@@ -1,11 +1,42 @@
 //! Security Policy Database (RFC 4301 section 4.4.1): an ordered list of policies per
 //! direction; the first whose selectors match a packet decides (protect, bypass or discard).
+//!
+//! # Lookup: tuple-space search over the ordered list
+//!
+//! RFC 4301 4.4.1 makes the SPD an *ordered* list: the first policy (of the packet's
+//! direction) whose selectors match decides, and 4.4.1.2 leaves the data structure to the
+//! implementation as long as that first-match answer is kept. [`Spd::lookup`] gives exactly
+//! the answer of the plain scan ([`Spd::lookup_linear`], kept as the reference) without
+//! testing every policy:
+//!
+//! - Each direction has its own index. Its policies are grouped by the *shape* of their
+//!   address selectors: (source: any / IPv4 prefix length / IPv6 prefix length, destination:
+//!   the same). A policy with no address selector is "any" (it matches both families, so it
+//!   is not the same as `0.0.0.0/0`).
+//! - In a group, a hash map (hashbrown, so the crate stays `no_std` + `alloc`) goes from the
+//!   masked (source, destination) network addresses to the positions of the policies with
+//!   those prefixes, ascending (nearly always one).
+//! - A packet's lookup masks its addresses to each group's lengths and probes that group's
+//!   map once; the candidates found are checked for protocol and ports, and the lowest
+//!   position that matches wins. The position (the policy's place in [`Spd::policies`]) is
+//!   the order key: a later-pushed policy always has a higher one.
+//! - Groups are kept sorted by their earliest policy, so the search stops at the first group
+//!   that starts after the best match so far (a broad bypass or discard early in the list
+//!   ends most lookups after one probe).
+//!
+//! The cost of a lookup is one hash probe per *shape* in use (a handful in practice: host
+//! pairs, subnet pairs, "any"), whatever the number of policies; the worst case of tuple-space
+//! search is many distinct prefix-length pairs in one direction ([`Spd::shapes`] counts them).
+//! [`Spd::push`] is one hash insert. [`Spd::remove`] keeps the interface's positional
+//! meaning (later policies move up one place), so it is linear: the list closes up and the
+//! positions in the index are renumbered, with no rehashing.
 
 use crate::sad::SaId;
 use alloc::vec::Vec;
 use core::fmt;
 use core::net::IpAddr;
 use core::str::FromStr;
+use hashbrown::HashMap;
 use ipsec_core::ip::{self, proto, Ipv4Packet};
 use ipsec_core::Error;
 
@@ -207,7 +238,13 @@ impl Selector {
     pub fn matches(&self, f: &Flow) -> bool {
         self.src.is_none_or(|p| p.contains(f.src))
             && self.dst.is_none_or(|p| p.contains(f.dst))
-            && self.proto.is_none_or(|p| p == f.proto)
+            && self.matches_beyond_addresses(f)
+    }
+
+    /// Whether the protocol and ports match (the index has matched the addresses).
+    #[inline]
+    fn matches_beyond_addresses(&self, f: &Flow) -> bool {
+        self.proto.is_none_or(|p| p == f.proto)
             && self.src_ports.matches(f.src_port)
             && self.dst_ports.matches(f.dst_port)
     }
@@ -322,10 +359,21 @@ impl Flow {
     }
 }
 
-/// The policies of both directions, each list in match order.
+/// The policies of both directions in one list (directions interleaved, each in its match
+/// order), with a tuple-space index per direction for [`Spd::lookup`]: see the module
+/// documentation.
 #[derive(Debug, Clone, Default)]
 pub struct Spd {
     policies: Vec<Policy>,
+    /// `[in, out]`.
+    index: [Index; 2],
+}
+
+fn slot(dir: Direction) -> usize {
+    match dir {
+        Direction::In => 0,
+        Direction::Out => 1,
+    }
 }
 
 impl Spd {
@@ -335,7 +383,10 @@ impl Spd {
     }
 
     /// Appends a policy: it matches only packets no earlier policy of its direction matched.
+    /// Amortized O(1): one hash insert into the index of its direction.
     pub fn push(&mut self, p: Policy) {
+        let pos = self.policies.len();
+        self.index[slot(p.dir)].insert(pos, &p.selector);
         self.policies.push(p);
     }
 
@@ -345,9 +396,18 @@ impl Spd {
     }
 
     /// Takes out the policy at `index` (as in [`Spd::policies`]) and returns it; `None` if
-    /// there is none there. The policies after it move up one place.
+    /// there is none there. The policies after it move up one place. O(n): the list closes
+    /// up and the positions the index holds are renumbered (no rehashing).
     pub fn remove(&mut self, index: usize) -> Option<Policy> {
-        (index < self.policies.len()).then(|| self.policies.remove(index))
+        if index >= self.policies.len() {
+            return None;
+        }
+        let p = self.policies.remove(index);
+        self.index[slot(p.dir)].remove(index, &p.selector);
+        for ix in &mut self.index {
+            ix.close_up(index);
+        }
+        Some(p)
     }
 
     /// Points every protect policy that names `old` at `new` instead.
@@ -361,11 +421,244 @@ impl Spd {
         }
     }
 
-    /// The first policy of direction `dir` that matches `flow`, with its index.
+    /// The first policy of direction `dir` that matches `flow`, with its index (RFC 4301
+    /// 4.4.1: ordered, first match). One hash probe per selector shape of the direction, not
+    /// one test per policy.
     pub fn lookup(&self, dir: Direction, flow: &Flow) -> Option<(usize, &Policy)> {
+        let mut best = usize::MAX;
+        for g in &self.index[slot(dir)].groups {
+            // Groups go by their earliest policy: none of this one or later can beat `best`.
+            if g.first >= best {
+                break;
+            }
+            let (Some(s), Some(d)) = (g.src.key(flow.src), g.dst.key(flow.dst)) else {
+                continue;
+            };
+            let Some(slots) = g.map.get(&(s, d)) else {
+                continue;
+            };
+            for pos in slots.iter() {
+                if pos >= best {
+                    break;
+                }
+                // The key's equality is the address selectors' match; the rest is checked here.
+                if self
+                    .policies
+                    .get(pos)
+                    .is_some_and(|p| p.selector.matches_beyond_addresses(flow))
+                {
+                    best = pos;
+                    break;
+                }
+            }
+        }
+        self.policies.get(best).map(|p| (best, p))
+    }
+
+    /// The plain first-match scan [`Spd::lookup`] replaced: every policy in order. Kept as the
+    /// reference the tests and the `spd` bench compare the index with.
+    #[doc(hidden)]
+    pub fn lookup_linear(&self, dir: Direction, flow: &Flow) -> Option<(usize, &Policy)> {
         self.policies
             .iter()
             .enumerate()
             .find(|(_, p)| p.dir == dir && p.selector.matches(flow))
     }
+
+    /// The number of selector shapes (index groups, one hash probe each at most per lookup)
+    /// of direction `dir`.
+    pub fn shapes(&self, dir: Direction) -> usize {
+        self.index[slot(dir)].groups.len()
+    }
+
+    /// Heap bytes held: `(policy list, index)`, from the capacities (the allocator's own
+    /// overhead not counted). The policy list counts each protect bundle's SA ids.
+    #[doc(hidden)]
+    pub fn heap_bytes(&self) -> (usize, usize) {
+        let list = self.policies.capacity() * core::mem::size_of::<Policy>()
+            + self
+                .policies
+                .iter()
+                .map(|p| match &p.action {
+                    Action::Protect(ids) => ids.capacity() * core::mem::size_of::<SaId>(),
+                    _ => 0,
+                })
+                .sum::<usize>();
+        let index = self.index.iter().map(Index::heap_bytes).sum();
+        (list, index)
+    }
 }
+
+/// The shape of one address selector: any address (no selector), or a prefix length of one
+/// family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Any,
+    V4(u8),
+    V6(u8),
+}
+
+impl Shape {
+    /// The shape of a selector and its key (the prefix's network address; 0 for any).
+    fn of(p: Option<Prefix>) -> (Shape, u128) {
+        match p {
+            None => (Shape::Any, 0),
+            Some(p) => {
+                let shape = match p.addr {
+                    IpAddr::V4(_) => Shape::V4(p.len),
+                    IpAddr::V6(_) => Shape::V6(p.len),
+                };
+                (shape, shape.key(p.addr).unwrap_or(0))
+            }
+        }
+    }
+
+    /// The key of address `a` in a group of this shape: `a` masked to the prefix length;
+    /// `None` if `a` is of the other family (no policy of the group can match it).
+    #[inline]
+    fn key(self, a: IpAddr) -> Option<u128> {
+        match (self, a) {
+            (Shape::Any, _) => Some(0),
+            (Shape::V4(l), IpAddr::V4(a)) => Some((u32::from(a) & mask32(l)) as u128),
+            (Shape::V6(l), IpAddr::V6(a)) => Some(u128::from(a) & mask128(l)),
+            _ => None,
+        }
+    }
+}
+
+/// The positions (in [`Spd::policies`]) of the policies of one key, ascending. Nearly always
+/// one, so the first is inline.
+#[derive(Debug, Clone)]
+struct Slots {
+    head: usize,
+    rest: Vec<usize>,
+}
+
+impl Slots {
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        core::iter::once(self.head).chain(self.rest.iter().copied())
+    }
+
+    /// Takes `pos` out; `true` if none is left.
+    fn remove(&mut self, pos: usize) -> bool {
+        if self.head == pos {
+            if self.rest.is_empty() {
+                return true;
+            }
+            self.head = self.rest.remove(0);
+        } else {
+            self.rest.retain(|&p| p != pos);
+        }
+        false
+    }
+}
+
+/// The policies of one direction with one (source shape, destination shape), by their
+/// masked (source, destination) addresses.
+#[derive(Debug, Clone)]
+struct Group {
+    src: Shape,
+    dst: Shape,
+    /// The lowest position in the group.
+    first: usize,
+    map: HashMap<(u128, u128), Slots>,
+}
+
+impl Group {
+    fn lowest(&self) -> usize {
+        self.map.values().map(|s| s.head).min().unwrap_or(usize::MAX)
+    }
+}
+
+/// The index of one direction: its groups, ordered by their earliest policy.
+#[derive(Debug, Clone, Default)]
+struct Index {
+    groups: Vec<Group>,
+}
+
+impl Index {
+    /// Adds the policy at `pos`, which is after every policy already in the index.
+    fn insert(&mut self, pos: usize, sel: &Selector) {
+        let (src, s) = Shape::of(sel.src);
+        let (dst, d) = Shape::of(sel.dst);
+        let g = match self.groups.iter().position(|g| g.src == src && g.dst == dst) {
+            Some(i) => &mut self.groups[i],
+            None => {
+                // `pos` is the last position, so the new group goes last in the order too.
+                self.groups.push(Group {
+                    src,
+                    dst,
+                    first: pos,
+                    map: HashMap::new(),
+                });
+                let last = self.groups.len() - 1;
+                &mut self.groups[last]
+            }
+        };
+        match g.map.entry((s, d)) {
+            hashbrown::hash_map::Entry::Occupied(mut e) => e.get_mut().rest.push(pos),
+            hashbrown::hash_map::Entry::Vacant(e) => {
+                e.insert(Slots {
+                    head: pos,
+                    rest: Vec::new(),
+                });
+            }
+        }
+    }
+
+    /// Takes out the policy at `pos` (positions not renumbered yet: see [`Index::close_up`]).
+    fn remove(&mut self, pos: usize, sel: &Selector) {
+        let (src, s) = Shape::of(sel.src);
+        let (dst, d) = Shape::of(sel.dst);
+        let Some(i) = self.groups.iter().position(|g| g.src == src && g.dst == dst) else {
+            return;
+        };
+        let g = &mut self.groups[i];
+        if g.map.get_mut(&(s, d)).is_some_and(|slots| slots.remove(pos)) {
+            g.map.remove(&(s, d));
+        }
+        if g.map.is_empty() {
+            self.groups.remove(i);
+        } else if g.first == pos {
+            g.first = g.lowest();
+        }
+    }
+
+    /// Renumbers after the policy at `pos` left the list: every later position moves up one.
+    /// The order of positions is kept, so the slots stay ascending; only the groups' order
+    /// may change (a group's earliest policy left).
+    fn close_up(&mut self, pos: usize) {
+        let down = |p: &mut usize| {
+            if *p > pos {
+                *p -= 1;
+            }
+        };
+        for g in &mut self.groups {
+            down(&mut g.first);
+            for slots in g.map.values_mut() {
+                down(&mut slots.head);
+                slots.rest.iter_mut().for_each(down);
+            }
+        }
+        self.groups.sort_by_key(|g| g.first);
+    }
+
+    fn heap_bytes(&self) -> usize {
+        let entry = core::mem::size_of::<((u128, u128), Slots)>() + 1;
+        self.groups.capacity() * core::mem::size_of::<Group>()
+            + self
+                .groups
+                .iter()
+                .map(|g| {
+                    g.map.capacity() * entry
+                        + g.map
+                            .values()
+                            .map(|s| s.rest.capacity() * core::mem::size_of::<usize>())
+                            .sum::<usize>()
+                })
+                .sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests;

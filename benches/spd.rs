@@ -1,0 +1,162 @@
+//! SPD lookup against the number of policies (issue #30): the tuple-space index
+//! (`Spd::lookup`) and, in the same run, the plain first-match scan it replaced
+//! (`Spd::lookup_linear`), for 1, 100, 10,000 and 100,000 policies per direction.
+//!
+//! - `lookup/{index,linear}/{out,in}-{first,last,none}/N`: N policies in each direction
+//!   (`10.x.y.0/24 -> 172.x.y.0/24` subnet pairs, the directions interleaved in the list) and
+//!   the policy the packet is for (`192.168.1.0/24 -> 192.168.2.0/24`) first or last of its
+//!   direction, or a packet that matches nothing. Every policy has the same shape (/24, /24),
+//!   so the index probes one hash map per lookup; `shapes/` shows the cost per shape.
+//! - `shapes/index/K`: 100,000 policies per direction spread over K prefix-length pairs,
+//!   the packet matching none (the index's worst case: one probe per shape).
+//! - `control/`: the control side at 100,000 policies per direction: `Spd::push` then
+//!   `Spd::remove` of the last policy (the index's own upkeep), and `Engine::add_policy` then
+//!   `Engine::remove_policy` (each also publishes a new data plane, which clones the SPD).
+//!
+//! The heap bytes per policy (policy list and index) are printed on standard error.
+//!
+//! Run: `cargo bench --bench spd -- --warm-up-time 1 --measurement-time 2` (about 4 minutes).
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use ipsec_engine::{Action, Direction, Engine, Flow, Policy, Prefix, Selector, Spd};
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr};
+
+const SIZES: [u32; 4] = [1, 100, 10_000, 100_000];
+
+fn v4(a: u32, len: u8) -> Option<Prefix> {
+    Prefix::new(IpAddr::V4(Ipv4Addr::from(a)), len)
+}
+
+fn policy(dir: Direction, src: Option<Prefix>, dst: Option<Prefix>) -> Policy {
+    Policy {
+        dir,
+        selector: Selector {
+            src,
+            dst,
+            ..Selector::default()
+        },
+        action: Action::Bypass,
+    }
+}
+
+/// Filler policy `i`: a /24 pair (with `len` bits for the shapes bench) that the packets
+/// never match.
+fn filler(dir: Direction, i: u32, src_len: u8, dst_len: u8) -> Policy {
+    policy(
+        dir,
+        v4(0x0a00_0000u32.wrapping_add(i << 8), src_len),
+        v4(0xac00_0000u32.wrapping_add(i << 8), dst_len),
+    )
+}
+
+fn target(dir: Direction) -> Policy {
+    policy(dir, v4(0xc0a8_0100, 24), v4(0xc0a8_0200, 24))
+}
+
+/// `n` policies per direction, the target of each direction first or last of it.
+fn spd(n: u32, target_first: bool) -> Spd {
+    let dirs = [Direction::Out, Direction::In];
+    let mut spd = Spd::new();
+    if target_first {
+        dirs.iter().for_each(|&d| spd.push(target(d)));
+    }
+    for i in 0..n - 1 {
+        dirs.iter().for_each(|&d| spd.push(filler(d, i, 24, 24)));
+    }
+    if !target_first {
+        dirs.iter().for_each(|&d| spd.push(target(d)));
+    }
+    spd
+}
+
+fn flow(matching: bool) -> Flow {
+    Flow {
+        src: IpAddr::V4(Ipv4Addr::new(192, 168, if matching { 1 } else { 3 }, 5)),
+        dst: IpAddr::V4(Ipv4Addr::new(192, 168, 2, 7)),
+        proto: 17,
+        src_port: Some(40000),
+        dst_port: Some(4500),
+    }
+}
+
+fn lookup(c: &mut Criterion) {
+    let mut g = c.benchmark_group("lookup");
+    for n in SIZES {
+        let first = spd(n, true);
+        let last = spd(n, false);
+        let (list, index) = last.heap_bytes();
+        let total = last.policies().len();
+        eprintln!(
+            "spd: {total} policies: list {} B/policy, index {} B/policy",
+            list / total,
+            index / total
+        );
+        for dir in [Direction::Out, Direction::In] {
+            for (case, s, f) in [
+                ("first", &first, flow(true)),
+                ("last", &last, flow(true)),
+                ("none", &last, flow(false)),
+            ] {
+                let want = s.lookup_linear(dir, &f).map(|(i, _)| i);
+                assert_eq!(s.lookup(dir, &f).map(|(i, _)| i), want);
+                assert_eq!(want.is_some(), case != "none");
+                let id = BenchmarkId::new(format!("{dir}-{case}"), n);
+                g.bench_with_input(id.clone(), &f, |b, f| {
+                    b.iter(|| black_box(s.lookup(dir, black_box(f)).map(|(i, _)| i)))
+                });
+                let id = BenchmarkId::new(format!("linear/{dir}-{case}"), n);
+                g.bench_with_input(id, &f, |b, f| {
+                    b.iter(|| black_box(s.lookup_linear(dir, black_box(f)).map(|(i, _)| i)))
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
+fn shapes(c: &mut Criterion) {
+    let mut g = c.benchmark_group("shapes");
+    let n = 100_000u32;
+    for k in [1u32, 4, 16] {
+        let mut s = Spd::new();
+        for i in 0..n {
+            let shape = i % k;
+            let (sl, dl) = (32 - (shape / 4) as u8, 32 - (shape % 4) as u8);
+            for d in [Direction::Out, Direction::In] {
+                s.push(filler(d, i, sl, dl));
+            }
+        }
+        assert_eq!(s.shapes(Direction::Out), k as usize);
+        let f = flow(false);
+        g.bench_with_input(BenchmarkId::new("index", k), &f, |b, f| {
+            b.iter(|| black_box(s.lookup(Direction::Out, black_box(f)).map(|(i, _)| i)))
+        });
+    }
+    g.finish();
+}
+
+fn control(c: &mut Criterion) {
+    let mut g = c.benchmark_group("control");
+    g.sample_size(10);
+    let n = 100_000u32;
+    let mut s = spd(n, false);
+    g.bench_function("spd_push_remove/100000", |b| {
+        b.iter(|| {
+            s.push(filler(Direction::Out, n + 7, 24, 24));
+            black_box(s.remove(s.policies().len() - 1))
+        })
+    });
+    let mut e = Engine::new();
+    e.set_policies(s.policies().to_vec()).expect("bypass policies");
+    g.bench_function("engine_add_remove_policy/100000", |b| {
+        b.iter(|| {
+            e.add_policy(filler(Direction::Out, n + 7, 24, 24)).expect("bypass");
+            black_box(e.remove_policy(e.spd().policies().len() - 1).expect("just added"))
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, lookup, shapes, control);
+criterion_main!(benches);
