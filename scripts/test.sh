@@ -22,6 +22,10 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 bash scripts/netns-test.sh --if-possible
 # tunneld's IKEv2 against strongSwan (docs/ike-interop.md): root only, like the netns test.
 bash scripts/ike-interop.sh --if-possible
+# IKEv2 lifecycle (docs/ike-lifecycle.md): child and IKE SA rekeys by either side, collisions,
+# strongSwan against itself as the baseline, tunneld against tunneld with 0 lost pings; the
+# short form, about 4 minutes (the long form: without --ci).
+bash scripts/ike-lifecycle.sh --ci --if-possible
 # The soak (issue #22): rekeys, reloads, a garbage flood and control clients during a transfer;
 # a 2-minute pass here (scripts/soak.sh runs 10 minutes by default). Same conditions.
 SOAK_SECONDS=120 bash scripts/soak.sh --if-possible
