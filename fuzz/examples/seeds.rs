@@ -147,6 +147,7 @@ fn main() {
     }
     write(&root, "tunnel_inbound", "plain", &udp_packet(false, TEXT));
     ike_seeds(&root);
+    ike_established_seeds(&root);
     println!("seed corpora written under {}", root.display());
 }
 
@@ -219,5 +220,51 @@ fn ike_seeds(root: &Path) {
         "vpn.example.org",
     ] {
         write(root, "ike_parse", &format!("t{}", s.len()), s.as_bytes());
+    }
+}
+
+/// `ike_established` seeds: the initiator's own CREATE_CHILD_SA (child rekey with and without
+/// PFS-less proposals, IKE rekey) and INFORMATIONAL (Delete of the child, liveness) requests on
+/// the target's SA, decrypted into the target's records, so mutations start from real
+/// exchanges. Checked: replayed into the target's responder, the child rekey is answered
+/// with a new pair.
+fn ike_established_seeds(root: &Path) {
+    use ipsec_fuzz::ike;
+    use rand_chacha::rand_core::SeedableRng;
+    let record = |kind: u8, e: &ike::Established, raw: &[u8]| -> Vec<u8> {
+        let m = ipsec_ike::message::Message::parse(raw).unwrap();
+        let (off, first) = m.chain.sk.unwrap();
+        let inner = e.seal.open(raw, off).unwrap();
+        let mut v = vec![kind, first];
+        v.extend_from_slice(&(inner.len() as u16).to_be_bytes());
+        v.extend_from_slice(&inner);
+        v
+    };
+    let now = std::time::Duration::from_secs(1000);
+    for (n, what) in ["rekey_child", "rekey_ike", "delete_child", "liveness"].iter().enumerate() {
+        let mut ri = rand_chacha::ChaCha20Rng::seed_from_u64(ike::INITIATOR_SEED);
+        let mut rr = rand_chacha::ChaCha20Rng::seed_from_u64(ike::RESPONDER_SEED);
+        let mut e = ike::established(&mut ri, &mut rr);
+        let spi = e.i.children("i").first().map(|c| c.1).unwrap();
+        match *what {
+            "rekey_child" => e.i.rekey_child(now, spi, &mut ri).unwrap(),
+            "rekey_ike" => e.i.rekey_ike(now, "i", &mut ri).unwrap(),
+            "delete_child" => e.i.delete_child(now, spi, &mut ri).unwrap(),
+            _ => e.i.check_liveness(now, "i", &mut ri).unwrap(),
+        }
+        let t = e.i.poll_transmit().expect("a request");
+        let kind = u8::from(matches!(*what, "delete_child" | "liveness"));
+        let rec = record(kind, &e, &t.payload);
+        if n == 0 {
+            // The record replayed through the target's path makes a new pair.
+            let mut h = e.header;
+            h.exchange = ipsec_ike::header::ExchangeType::CreateChildSa;
+            let msg = e.seal.seal(&h, rec[1], &rec[4..], &mut ri).unwrap();
+            e.r.handle_datagram(now, e.to, e.from, &msg, &mut rr).unwrap();
+            let up = std::iter::from_fn(|| e.r.poll_event())
+                .any(|ev| matches!(ev, ipsec_ike::Event::ChildUp(c) if c.rekeys.is_some()));
+            assert!(up, "the ike_established rekey seed does not replay");
+        }
+        write(root, "ike_established", what, &rec);
     }
 }

@@ -273,6 +273,69 @@ pub mod ike {
         v
     }
 
+    /// An IKE SA established between [`initiator`] (`ike`, keys exported) and
+    /// [`responder`], for targets that drive it with authenticated requests: the two
+    /// endpoints, the initiator's SK_ei/SK_ai cipher, the header of its next request (message
+    /// ID 2) and the datagrams' addresses.
+    pub struct Established {
+        /// The initiator (its transmits already delivered).
+        pub i: ipsec_ike::Endpoint,
+        /// The responder.
+        pub r: ipsec_ike::Endpoint,
+        /// Seals what the initiator would send.
+        pub seal: ipsec_ike::sk::SkCipher,
+        /// The header of the initiator's next request.
+        pub header: ipsec_ike::header::HeaderRepr,
+        /// The initiator's (NAT-T) address and the responder's.
+        pub from: SocketAddr,
+        /// The responder's address.
+        pub to: SocketAddr,
+    }
+
+    /// Brings [`Established`] up (seeded RNGs: the same SA every time).
+    pub fn established(rng_i: &mut rand_chacha::ChaCha20Rng, rng_r: &mut rand_chacha::ChaCha20Rng) -> Established {
+        let mut icfg = initiator("aes128gcm16-prfsha256-x25519");
+        icfg.export_ike_keys = true;
+        let mut i = ipsec_ike::Endpoint::new(icfg);
+        let mut r = ipsec_ike::Endpoint::new(responder());
+        let now = std::time::Duration::from_secs(1000);
+        i.initiate(now, "i", rng_i).unwrap();
+        let mut keys = None;
+        for _ in 0..8 {
+            while let Some(t) = i.poll_transmit() {
+                let _ = r.handle_datagram(now, t.remote, t.local, &t.payload, rng_r);
+            }
+            while let Some(t) = r.poll_transmit() {
+                let _ = i.handle_datagram(now, t.remote, t.local, &t.payload, rng_i);
+            }
+            while let Some(e) = i.poll_event() {
+                if let ipsec_ike::Event::IkeUp { info, keys: Some(k) } = e {
+                    keys = Some((info, k));
+                }
+            }
+            while r.poll_event().is_some() {}
+        }
+        let (info, k) = keys.expect("the fuzzing IKE SA comes up");
+        let seal = ipsec_ike::sk::SkCipher::new(info.suite.encr, info.suite.integ, &k.sk_ei, &k.sk_ai).unwrap();
+        Established {
+            i,
+            r,
+            seal,
+            header: ipsec_ike::header::HeaderRepr {
+                spi_i: info.spi_i,
+                spi_r: info.spi_r,
+                next_payload: 0,
+                exchange: ipsec_ike::header::ExchangeType::CreateChildSa,
+                initiator: true,
+                response: false,
+                message_id: 2,
+                length: 0,
+            },
+            from: info.local,
+            to: info.remote,
+        }
+    }
+
     /// The inverse of [`split`].
     pub fn join(datagrams: &[(u8, Vec<u8>)]) -> Vec<u8> {
         let mut out = Vec::new();

@@ -755,6 +755,25 @@ pub fn after_tick(engine: &mut Engine, state: &mut State, events: &[Event], now:
     out
 }
 
+/// [`Control::ike_retire`]'s work: `name`'s policies go, the SA is un-named and retired.
+fn retire_ike_sa(eng: &mut Engine, st: &mut State, name: &str, now: Duration, events: &mut Vec<Value>) {
+    let Some(id) = st.id(name) else { return };
+    let ps = eng.spd().policies().to_vec();
+    let n = ps.len();
+    let keep: Vec<Policy> = ps
+        .into_iter()
+        .filter(|p| !matches!(&p.action, Action::Protect(v) if v.contains(&id)))
+        .collect();
+    if keep.len() != n {
+        if let Err(e) = eng.set_policies(keep) {
+            warn!("IKE: removing policies: {}", install_error(e));
+        }
+    }
+    st.remove(name);
+    st.retire(eng, id, name, now);
+    events.push(sa_event("sa.retiring", now, name, id, eng.sad().get(id), json!({"ike": true})));
+}
+
 /// The IKE children (by inbound SPI) that the tick's events ask to rekey: a soft
 /// lifetime reached, a sequence number near its end.
 fn ike_rekeys(state: &State, events: &[Value]) -> Vec<u32> {
@@ -973,6 +992,24 @@ impl Control {
                     events.push(ev);
                 }
             }
+        }
+        for ev in &events {
+            info!("control: {ev}");
+        }
+        self.publish(&events);
+    }
+
+    /// IKE: a replaced pair's inbound SA `name` (a rekey, RFC 7296 2.8) loses its name and its
+    /// policies but stays for the packets still in flight on it, until it is idle for
+    /// [`RETIRE_IDLE`] or expires (as `sa.update`'s old SA): the new pair's inbound policies
+    /// accept them (they match SAs by protocol, mode and endpoints). Event `sa.retiring`.
+    pub fn ike_retire(&self, t: &Tunnel, name: &str) {
+        let now = t.now();
+        let mut events = Vec::new();
+        {
+            let mut st = self.state();
+            let mut eng = t.engine();
+            retire_ike_sa(&mut eng, &mut st, name, now, &mut events);
         }
         for ev in &events {
             info!("control: {ev}");

@@ -831,3 +831,27 @@ fn an_ike_childs_soft_limit_asks_for_its_rekey() {
     assert!(ike_rekeys(&st, &[ev("ike:c/c/out-00000100", "sa.added")]).is_empty());
     assert_eq!(st.owner(st.id("manual").unwrap()), Some(Owner::Socket));
 }
+
+/// A replaced IKE pair's inbound SA is retired, not removed: it loses its name and policies,
+/// stays in the SAD for the packets in flight, and goes once idle for RETIRE_IDLE.
+#[test]
+fn a_replaced_ike_inbound_sa_is_retired_then_removed_when_idle() {
+    let mut e = Engine::new();
+    let mut st = State::default();
+    let mut events = Vec::new();
+    install_child(&mut e, &mut st, ike_child(0x100, 0x200), secs(1), &mut events).unwrap();
+    install_child(&mut e, &mut st, ike_child(0x101, 0x201), secs(2), &mut events).unwrap();
+    let old_in = st.id("ike:c/c/in-00000200").unwrap();
+    let mut events = Vec::new();
+    retire_ike_sa(&mut e, &mut st, "ike:c/c/in-00000200", secs(3), &mut events);
+    assert_eq!(events[0]["event"], "sa.retiring");
+    assert!(e.sad().get(old_in).is_some(), "kept for packets in flight");
+    assert!(st.id("ike:c/c/in-00000200").is_none());
+    assert_eq!(st.owner(old_in), None);
+    assert_eq!(e.spd().policies().len(), 3, "the old inbound policy went");
+    assert!(after_tick(&mut e, &mut st, &[], secs(3) + RETIRE_IDLE / 2).is_empty());
+    let ev = after_tick(&mut e, &mut st, &[], secs(3) + RETIRE_IDLE);
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0]["event"], "sa.retired");
+    assert!(e.sad().get(old_in).is_none() || e.sad().get(old_in).unwrap().state() == SaState::Removed);
+}

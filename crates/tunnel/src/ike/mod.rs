@@ -452,6 +452,8 @@ struct ChildEntry {
     child: String,
     spi_in: u32,
     spi_out: u32,
+    /// A rekey made its successor: when it goes, its inbound SA is retired, not removed.
+    replaced: bool,
 }
 
 /// Carries out a command on the endpoint.
@@ -624,7 +626,13 @@ fn handle_event(
                             child: c.child.clone(),
                             spi_in: c.spi_in,
                             spi_out: c.spi_out,
+                            replaced: false,
                         });
+                    }
+                    if let Some(old) = c.rekeys {
+                        for x in st.iter_mut().flat_map(|(_, ch)| ch.iter_mut()).filter(|x| x.spi_in == old) {
+                            x.replaced = true;
+                        }
                     }
                 }
                 Err(e) => warn!("IKE: {}/{}: installing the child SA failed: {e}", c.conn, c.child),
@@ -638,11 +646,22 @@ fn handle_event(
             spi_out,
             reason,
         } => {
-            let names = [
+            let replaced = st
+                .iter()
+                .flat_map(|(_, ch)| ch.iter())
+                .any(|x| x.spi_in == spi_in && x.replaced);
+            let (out_name, in_name) = (
                 selectors::sa_name(&conn, &child, "out", spi_out),
                 selectors::sa_name(&conn, &child, "in", spi_in),
-            ];
-            control.ike_remove(t, &names);
+            );
+            if replaced {
+                // Make before break's last step: the old outbound SA goes, the old inbound one
+                // stays until the packets in flight on it are through (RFC 7296 2.8).
+                control.ike_remove(t, std::slice::from_ref(&out_name));
+                control.ike_retire(t, &in_name);
+            } else {
+                control.ike_remove(t, &[out_name, in_name]);
+            }
             sockets.child_down(spi_in);
             info!("IKE: {conn}/{child} down ({reason:?}): its SAs and policies removed");
             for (_, ch) in st.iter_mut() {

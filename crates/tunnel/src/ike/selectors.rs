@@ -146,18 +146,26 @@ pub fn child_sas(c: &ChildSaInfo) -> Result<ChildSas, String> {
         let mut cfg = SaConfig::new(name(dir, spi), p, None);
         // IKE rekeys the pair at its rekey_time and deletes it at its life_time; the byte and
         // packet limits are counted here: the soft one asks IKE for the rekey (the control
-        // side's tick), the hard one stops the SA.
+        // side's tick), the hard one stops the SA. The inbound SA's soft limit is 5 % later
+        // than the outbound one's: the side that sends the bytes rekeys, and the other end,
+        // whose inbound SA counts the same bytes, does not start a second rekey of the same
+        // pair at the same moment (a collision, 2.8.1) unless the sender does not rekey.
         let l = &c.lifetimes;
-        let n = |x: u64| (x > 0).then_some(x);
+        let later = |x: u64| if dir == "in" { x.saturating_add(x / 20) } else { x };
+        let n = |x: u64, hard: u64| {
+            let x = later(x);
+            (x > 0).then_some(if hard > 0 { x.min(hard) } else { x })
+        };
         cfg.lifetime.soft = Limits {
             seconds: None,
-            bytes: n(l.rekey_bytes),
-            packets: n(l.rekey_packets),
+            bytes: n(l.rekey_bytes, l.life_bytes),
+            packets: n(l.rekey_packets, l.life_packets),
         };
+        let h = |x: u64| (x > 0).then_some(x);
         cfg.lifetime.hard = Limits {
             seconds: None,
-            bytes: n(l.life_bytes),
-            packets: n(l.life_packets),
+            bytes: h(l.life_bytes),
+            packets: h(l.life_packets),
         };
         cfg.encap = c.encap.map(|e| {
             let (sport, dport) = if dir == "out" {
@@ -298,8 +306,13 @@ mod child_tests {
         i.lifetimes.life_bytes = 11_000_000;
         let c2 = child_sas(&i).unwrap();
         assert_eq!(
-            (c2.inb.lifetime.soft.bytes, c2.inb.lifetime.hard.bytes),
+            (c2.out.lifetime.soft.bytes, c2.out.lifetime.hard.bytes),
             (Some(10_000_000), Some(11_000_000))
+        );
+        assert_eq!(
+            c2.inb.lifetime.soft.bytes,
+            Some(10_500_000),
+            "the receiving side waits for the sender's rekey"
         );
         // The engine accepts them.
         let mut e = ipsec_engine::Engine::new();
