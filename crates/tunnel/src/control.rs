@@ -771,7 +771,14 @@ fn retire_ike_sa(eng: &mut Engine, st: &mut State, name: &str, now: Duration, ev
     }
     st.remove(name);
     st.retire(eng, id, name, now);
-    events.push(sa_event("sa.retiring", now, name, id, eng.sad().get(id), json!({"ike": true})));
+    events.push(sa_event(
+        "sa.retiring",
+        now,
+        name,
+        id,
+        eng.sad().get(id),
+        json!({"ike": true}),
+    ));
 }
 
 /// The IKE children (by inbound SPI) that the tick's events ask to rekey: a soft

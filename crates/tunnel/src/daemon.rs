@@ -898,6 +898,7 @@ impl Ticker<'_> {
     fn run(&self, t: &Tunnel, stop: &AtomicBool) {
         let mut failures: u64 = 0;
         let start = Instant::now();
+        t.set_ticker(thread::current());
         let (mut next_keepalive, mut next_stats, mut next_control) = (start, start, start);
         // systemd: ready once the threads run (this is the last thing the daemon starts);
         // the watchdog from here on.
@@ -975,7 +976,8 @@ impl Ticker<'_> {
                 if t.events_pending() {
                     break;
                 }
-                thread::sleep(GLANCE.min(wake.saturating_duration_since(Instant::now())));
+                // Parked, not asleep: a batch that raises an engine event wakes it at once.
+                thread::park_timeout(GLANCE.min(wake.saturating_duration_since(Instant::now())));
             }
         }
         let _ = sd.stopping();

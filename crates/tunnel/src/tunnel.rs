@@ -97,6 +97,9 @@ pub struct Tunnel {
     counters: DaemonCounters,
     /// IKE's counters, set when the IKE thread starts.
     ike: std::sync::OnceLock<std::sync::Arc<crate::ike::IkeCounters>>,
+    /// The ticker thread, woken when a batch raised an engine event (a soft lifetime reached:
+    /// IKE's rekey should start within a batch, not a glance, at gigabits per second).
+    ticker: std::sync::OnceLock<std::thread::Thread>,
     start: Instant,
     peers: Vec<IpAddr>,
     /// Whether sealed packets may go to addresses not in `peers` (IKE adds peers while
@@ -140,12 +143,28 @@ impl Tunnel {
             engine: Mutex::new(engine),
             counters: DaemonCounters::default(),
             ike: std::sync::OnceLock::new(),
+            ticker: std::sync::OnceLock::new(),
             start: Instant::now(),
             peers,
             any_peer: false,
             flips: Mutex::new(Vec::new()),
             non_esp: None,
             trap: None,
+        }
+    }
+
+    /// The thread to wake when the data plane raises an event ([`Tunnel::events_pending`]).
+    pub fn set_ticker(&self, th: std::thread::Thread) {
+        let _ = self.ticker.set(th);
+    }
+
+    /// After a batch: wakes the ticker if the batch raised an event (an atomic load; the
+    /// wake itself happens once per event, rare).
+    fn wake_ticker_on_events(&self, plane: &DataPlane) {
+        if plane.events_pending() {
+            if let Some(t) = self.ticker.get() {
+                t.unpark();
+            }
         }
     }
 
@@ -336,6 +355,7 @@ impl Tunnel {
         let mut bufs = packet_bufs(data, len);
         let mut out = [Ok(Verdict::Bypass); BATCH];
         plane.outbound_batch(worker, &mut bufs[..k], &mut out[..k], now);
+        self.wake_ticker_on_events(&plane);
         let mut pkts: [&[u8]; BATCH] = [&[]; BATCH];
         let mut dsts = [IpAddr::from([0u8; 4]); BATCH];
         let mut m = 0;
@@ -431,6 +451,7 @@ impl Tunnel {
             *a = x.arrival;
         }
         plane.inbound_batch_arrivals(worker, &mut bufs[..k], &mut out[..k], &mut arrivals[..k], now);
+        self.wake_ticker_on_events(&plane);
         // The last source per peer, in order of first appearance.
         let mut learned: [Option<(IpAddr, SocketAddr)>; BATCH] = [None; BATCH];
         let mut opened: [&[u8]; BATCH] = [&[]; BATCH];

@@ -371,14 +371,17 @@ pub fn run(
         if endpoint.poll_timeout().is_some_and(|d| d <= now()) {
             endpoint.handle_timeout(now(), &mut rng);
         }
+        // Events first: a child's SAs are installed before the message that completes its
+        // exchange goes out, so the peer's first packets on the new pair (it may switch as
+        // soon as it has our answer, 2.8) find its inbound SA here.
+        while let Some(ev) = endpoint.poll_event() {
+            counters.count(&ev);
+            handle_event(t, control, sockets, ev, &status, keylog);
+        }
         while let Some(tx) = endpoint.poll_transmit() {
             if let Err(e) = sockets.send(&tx) {
                 warn!("IKE: sending to {}: {e}", tx.remote);
             }
-        }
-        while let Some(ev) = endpoint.poll_event() {
-            counters.count(&ev);
-            handle_event(t, control, sockets, ev, &status, keylog);
         }
         if now() >= counted_at + Duration::from_secs(1) {
             counted_at = now();
@@ -630,7 +633,11 @@ fn handle_event(
                         });
                     }
                     if let Some(old) = c.rekeys {
-                        for x in st.iter_mut().flat_map(|(_, ch)| ch.iter_mut()).filter(|x| x.spi_in == old) {
+                        for x in st
+                            .iter_mut()
+                            .flat_map(|(_, ch)| ch.iter_mut())
+                            .filter(|x| x.spi_in == old)
+                        {
                             x.replaced = true;
                         }
                     }
