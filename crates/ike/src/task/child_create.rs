@@ -51,38 +51,71 @@ impl ChildCreate {
         sa.seal(ExchangeType::CreateChildSa, false, id, &p, rng)
     }
 
-    pub fn process(mut self, sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Next {
+    /// The response: the agreed child with its keys, a retry (INVALID_KE_PAYLOAD with a
+    /// group we offer, twice at most), or a refusal (reported; a pair the responder made
+    /// that we cannot take is deleted, 2.9). Shared with [`super::child_rekey`].
+    pub fn answer(&mut self, sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Answer {
         let conn = sa.conn(cx.cfg);
         let Some(crypto) = sa.state.crypto() else {
-            return Next::Done;
+            return Answer::Refused(Refusal::NoProposal);
         };
         let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
         match (self.offer.accept(conn, ps), ps.nonce()) {
             (Ok((a, shared)), Some(nr)) => {
                 let keys = keymat(prf, &sk_d, shared.as_deref().map(|s| &s[..]), &self.ni, nr, &a.suite);
-                child_up(sa, cx, &a, &keys, None);
-                Next::Done
+                let min_nonce = if self.ni.as_slice() <= nr.as_slice() {
+                    &self.ni
+                } else {
+                    nr
+                }
+                .clone();
+                Answer::Agreed(a, keys, min_nonce)
             }
             (Err(Refusal::InvalidKe(g)), _) if self.retries > 0 && self.offer.retry_with(conn, g, rng) => {
                 self.retries -= 1;
-                Next::Again(alloc::boxed::Box::new(Task::ChildCreate(self)))
+                Answer::Retry
             }
             (r, _) => {
                 let r = r.err().unwrap_or(Refusal::NoProposal);
-                child_refused(sa, cx, Some(self.offer.cfg), r);
-                if ps.sa().is_some() && ps.error_notify().is_none() {
-                    sa.queue_task(
-                        cx,
-                        Task::ChildDelete(ChildDelete {
-                            spi_in: self.offer.spi_in,
-                        }),
-                        rng,
-                    );
+                if ps.error_notify().is_none() {
+                    child_refused(sa, cx, Some(self.offer.cfg), r);
                 }
-                Next::Done
+                if ps.sa().is_some() && ps.error_notify().is_none() {
+                    self.delete_made(sa, cx, rng);
+                }
+                Answer::Refused(r)
             }
         }
     }
+
+    /// Deletes the pair the responder made for us (one we cannot or need not take).
+    pub fn delete_made(&self, sa: &mut IkeSa, cx: &mut Cx, rng: &mut impl CryptoRngCore) {
+        let spi_in = self.offer.spi_in;
+        sa.queue_task(cx, Task::ChildDelete(ChildDelete { spi_in }), rng);
+    }
+
+    pub fn process(mut self, sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Next {
+        match self.answer(sa, cx, ps, rng) {
+            Answer::Agreed(a, keys, _) => child_up(sa, cx, &a, &keys, None),
+            Answer::Retry => return Next::Again(alloc::boxed::Box::new(Task::ChildCreate(self))),
+            Answer::Refused(r) => {
+                if ps.error_notify().is_some() {
+                    child_refused(sa, cx, Some(self.offer.cfg), r);
+                }
+            }
+        }
+        Next::Done
+    }
+}
+
+/// What the responder's answer to a child request came to.
+pub(crate) enum Answer {
+    /// The child, its keys, and the lowest of the exchange's two nonces (2.8.1).
+    Agreed(crate::child::Agreed, crate::keys::ChildKeys, Vec<u8>),
+    /// Send the request again (another key exchange group).
+    Retry,
+    /// No child (already reported unless the peer's notify said why).
+    Refused(Refusal),
 }
 
 /// Inserts Ni/Nr after the SA payload (RFC 7296 1.3's order: SA, Ni, [KE], TSi, TSr).

@@ -9,25 +9,24 @@
 //! Collisions (2.8.1): when both sides rekey the same pair at once, both exchanges complete;
 //! the new pair made by the exchange with the lowest of the four nonces is redundant and
 //! its initiator deletes it, and the other exchange's initiator deletes the old pair.
-use crate::child::{keymat, Offer, Refusal};
+use crate::child::{keymat, Offer};
 use crate::event::DownReason;
 use crate::header::ExchangeType;
 use crate::ike_sa::{ChildState, Cx, IkeSa};
 use crate::message::{Find, Payload};
 use crate::notify::{kind, Notify};
 use crate::sa::protocol;
-use crate::task::child_create::{random_nonce, with_nonce};
+use crate::task::child_create::{random_nonce, with_nonce, Answer, ChildCreate};
 use crate::task::ike_auth::{child_refused, child_up};
 use crate::task::{child_delete::ChildDelete, lifetimes, Next, Reply, Task};
 use alloc::vec::Vec;
 use rand_core::CryptoRngCore;
 
-/// Our rekey of the pair we receive on `old_spi_in`.
+/// Our rekey of the pair we receive on `old_spi_in`: a new child's request
+/// ([`ChildCreate`]) with N(REKEY_SA).
 pub(crate) struct ChildRekey {
     pub old_spi_in: u32,
-    pub offer: Offer,
-    pub ni: Vec<u8>,
-    pub retries: u8,
+    pub create: ChildCreate,
 }
 
 /// The peer's rekey of a pair we are rekeying too, as we answered it.
@@ -65,9 +64,7 @@ impl ChildRekey {
         );
         Some(ChildRekey {
             old_spi_in,
-            offer,
-            ni: random_nonce(rng),
-            retries: 2,
+            create: ChildCreate::new(offer, rng),
         })
     }
 
@@ -90,81 +87,66 @@ impl ChildRekey {
             kind: kind::REKEY_SA,
             data: Vec::new(),
         })];
-        p.extend(with_nonce(self.offer.payloads(sa.conn(cx.cfg)), &self.ni));
+        p.extend(with_nonce(self.create.offer.payloads(sa.conn(cx.cfg)), &self.create.ni));
         sa.seal(ExchangeType::CreateChildSa, false, id, &p, rng)
     }
 
     pub fn process(mut self, sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Next {
-        let Some(crypto) = sa.state.crypto() else {
-            return Next::Done;
-        };
-        let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
-        let conn = sa.conn(cx.cfg);
-        let Some(old) = sa.children.iter().position(|c| c.spi_in() == self.old_spi_in) else {
+        let old = self.old_spi_in;
+        if !sa.children.iter().any(|c| c.spi_in() == old) {
             // Gone meanwhile (the peer deleted it): what we made is not wanted.
             if ps.sa().is_some() && ps.error_notify().is_none() {
-                sa.queue_task(
-                    cx,
-                    Task::ChildDelete(ChildDelete {
-                        spi_in: self.offer.spi_in,
-                    }),
-                    rng,
-                );
+                self.create.delete_made(sa, cx, rng);
             }
             return Next::Done;
-        };
-        match (self.offer.accept(conn, ps), ps.nonce()) {
-            (Ok((a, shared)), Some(nr)) => {
-                let keys = keymat(prf, &sk_d, shared.as_deref().map(|s| &s[..]), &self.ni, nr, &a.suite);
-                let peer = match &sa.children[old].state {
-                    ChildState::Rekeying { peer } => peer.clone(),
-                    _ => None,
-                };
-                let ours_min = lowest(&self.ni, nr).to_vec();
+        }
+        match self.create.answer(sa, cx, ps, rng) {
+            Answer::Agreed(a, keys, ours_min) => {
+                let peer = sa
+                    .children
+                    .iter()
+                    .find(|c| c.spi_in() == old)
+                    .and_then(|c| match &c.state {
+                        ChildState::Rekeying { peer } => peer.clone(),
+                        _ => None,
+                    });
+                child_up(sa, cx, &a, &keys, Some(old));
                 match peer {
-                    // A collision (2.8.1) that our exchange lost: ours is redundant.
+                    // A collision (2.8.1) that our exchange lost: ours is redundant, the peer
+                    // deletes the old pair.
                     Some(p) if ours_min < p.min_nonce => {
-                        child_up(sa, cx, &a, &keys, Some(self.old_spi_in));
                         sa.queue_task(cx, Task::ChildDelete(ChildDelete { spi_in: a.spi_in }), rng);
-                        mark_rekeyed(sa, cx, self.old_spi_in, false);
+                        mark_rekeyed(sa, cx, old, false);
                     }
                     _ => {
-                        child_up(sa, cx, &a, &keys, Some(self.old_spi_in));
-                        mark_rekeyed(sa, cx, self.old_spi_in, true);
-                        sa.queue_task(
-                            cx,
-                            Task::ChildDelete(ChildDelete {
-                                spi_in: self.old_spi_in,
-                            }),
-                            rng,
-                        );
+                        mark_rekeyed(sa, cx, old, true);
+                        sa.queue_task(cx, Task::ChildDelete(ChildDelete { spi_in: old }), rng);
                     }
                 }
-                Next::Done
             }
-            (Err(Refusal::InvalidKe(g)), _) if self.retries > 0 && self.offer.retry_with(conn, g, rng) => {
-                self.retries -= 1;
-                Next::Again(alloc::boxed::Box::new(Task::ChildRekey(self)))
-            }
-            (r, _) => {
-                let notify = ps.error_notify().map(|n| n.kind);
-                let old_child = &mut sa.children[old];
-                if old_child.state != ChildState::Deleting {
-                    old_child.state = ChildState::Installed;
+            Answer::Retry => return Next::Again(alloc::boxed::Box::new(Task::ChildRekey(self))),
+            Answer::Refused(r) => {
+                if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == old) {
+                    if c.state != ChildState::Deleting {
+                        c.state = ChildState::Installed;
+                    }
                 }
-                match notify {
+                match ps.error_notify().map(|n| n.kind) {
                     // The peer no longer has it (2.25): it is gone.
-                    Some(kind::CHILD_SA_NOT_FOUND) => sa.child_down(cx, self.old_spi_in, DownReason::Peer),
-                    // The peer is busy with it (a collision, 2.25): try again a little later.
-                    Some(kind::TEMPORARY_FAILURE) => lifetimes::retry_rekey_later(sa, cx, self.old_spi_in, rng),
-                    _ => {
-                        child_refused(sa, cx, Some(self.offer.cfg), r.err().unwrap_or(Refusal::NoProposal));
-                        lifetimes::retry_rekey_later(sa, cx, self.old_spi_in, rng);
+                    Some(kind::CHILD_SA_NOT_FOUND) => sa.child_down(cx, old, DownReason::Peer),
+                    // The peer is busy with it (a collision, 2.25): again a little later.
+                    Some(kind::TEMPORARY_FAILURE) => lifetimes::retry_rekey_later(sa, cx, old, rng),
+                    // Refused (reported already when the refusal is ours): again later.
+                    other => {
+                        if other.is_some() {
+                            child_refused(sa, cx, Some(self.create.offer.cfg), r);
+                        }
+                        lifetimes::retry_rekey_later(sa, cx, old, rng);
                     }
                 }
-                Next::Done
             }
         }
+        Next::Done
     }
 }
 
