@@ -118,6 +118,15 @@ pub(crate) enum Answer {
     Refused(Refusal),
 }
 
+/// The lower of two nonces, as 2.8.1 compares them (bytewise).
+pub(crate) fn lowest<'a>(a: &'a [u8], b: &'a [u8]) -> &'a [u8] {
+    if a <= b {
+        a
+    } else {
+        b
+    }
+}
+
 /// Inserts Ni/Nr after the SA payload (RFC 7296 1.3's order: SA, Ni, [KE], TSi, TSr).
 pub(crate) fn with_nonce(mut p: Vec<Payload>, nonce: &[u8]) -> Vec<Payload> {
     let at = p.iter().position(|x| matches!(x, Payload::Sa(_))).map_or(0, |i| i + 1);
@@ -150,33 +159,44 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     if sa.children.len() >= MAX_CHILD_SAS {
         return Reply::notify(kind::NO_ADDITIONAL_SAS);
     }
+    match make_child(sa, cx, ps, ni, None, rng) {
+        Ok((payloads, _, _)) => Reply::with(payloads),
+        Err(r) => r,
+    }
+}
+
+/// The responder's side of a child made by CREATE_CHILD_SA (a new one, or with `rekeys` the
+/// successor of that pair, same configuration): chosen, keyed from this exchange's nonces
+/// (and key exchange), reported up. Returns the answer's payloads, the child's inbound SPI
+/// and the lowest of the two nonces (2.8.1), or the refusal's answer.
+pub(crate) fn make_child(
+    sa: &mut IkeSa,
+    cx: &mut Cx,
+    ps: &[Payload],
+    ni: &[u8],
+    rekeys: Option<(u32, usize)>,
+    rng: &mut impl CryptoRngCore,
+) -> Result<(Vec<Payload>, u32, Vec<u8>), Reply> {
     let Some(crypto) = sa.state.crypto() else {
-        return Reply::notify(kind::INVALID_SYNTAX);
+        return Err(Reply::notify(kind::INVALID_SYNTAX));
     };
     let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
-    match crate::child::choose(sa, cx.cfg, ps, None, true, rng) {
-        Ok(choice) => match choice.answer(ps, rng) {
-            Ok((payloads, shared)) => {
-                let nr = random_nonce(rng);
-                let keys = keymat(
-                    prf,
-                    &sk_d,
-                    shared.as_deref().map(|s| &s[..]),
-                    ni,
-                    &nr,
-                    &choice.agreed.suite,
-                );
-                child_up(sa, cx, &choice.agreed, &keys, None);
-                Reply::with(with_nonce(payloads, &nr))
-            }
-            Err(r) => {
-                child_refused(sa, cx, Some(choice.agreed.cfg), r);
-                Reply::with(alloc::vec![Payload::Notify(r.notify())])
-            }
-        },
-        Err((r, cfg)) => {
-            child_refused(sa, cx, cfg, r);
-            Reply::with(alloc::vec![Payload::Notify(r.notify())])
-        }
-    }
+    let refuse = |sa: &IkeSa, cx: &mut Cx, cfg: Option<usize>, r: Refusal| {
+        child_refused(sa, cx, cfg, r);
+        Reply::with(alloc::vec![Payload::Notify(r.notify())])
+    };
+    let choice = match crate::child::choose(sa, cx.cfg, ps, rekeys.map(|(_, c)| c), true, rng) {
+        Ok(c) => c,
+        Err((r, cfg)) => return Err(refuse(sa, cx, cfg, r)),
+    };
+    let (payloads, shared) = match choice.answer(ps, rng) {
+        Ok(x) => x,
+        Err(r) => return Err(refuse(sa, cx, Some(choice.agreed.cfg), r)),
+    };
+    let nr = random_nonce(rng);
+    let a = &choice.agreed;
+    let keys = keymat(prf, &sk_d, shared.as_deref().map(|s| &s[..]), ni, &nr, &a.suite);
+    child_up(sa, cx, a, &keys, rekeys.map(|(spi, _)| spi));
+    let min_nonce = lowest(ni, &nr).to_vec();
+    Ok((with_nonce(payloads, &nr), a.spi_in, min_nonce))
 }

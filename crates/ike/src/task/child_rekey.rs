@@ -9,14 +9,14 @@
 //! Collisions (2.8.1): when both sides rekey the same pair at once, both exchanges complete;
 //! the new pair made by the exchange with the lowest of the four nonces is redundant and
 //! its initiator deletes it, and the other exchange's initiator deletes the old pair.
-use crate::child::{keymat, Offer};
+use crate::child::Offer;
 use crate::event::DownReason;
 use crate::header::ExchangeType;
 use crate::ike_sa::{ChildState, Cx, IkeSa};
 use crate::message::{Find, Payload};
 use crate::notify::{kind, Notify};
 use crate::sa::protocol;
-use crate::task::child_create::{random_nonce, with_nonce, Answer, ChildCreate};
+use crate::task::child_create::{make_child, with_nonce, Answer, ChildCreate};
 use crate::task::ike_auth::{child_refused, child_up};
 use crate::task::{child_delete::ChildDelete, lifetimes, Next, Reply, Task};
 use alloc::vec::Vec;
@@ -36,14 +36,6 @@ pub(crate) struct PeerRekey {
     pub new_spi_in: u32,
     /// The lowest of its two nonces.
     pub min_nonce: Vec<u8>,
-}
-
-fn lowest<'a>(a: &'a [u8], b: &'a [u8]) -> &'a [u8] {
-    if a <= b {
-        a
-    } else {
-        b
-    }
 }
 
 impl ChildRekey {
@@ -184,46 +176,19 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rn
     if matches!(old_state, ChildState::Deleting | ChildState::Rekeyed { .. }) {
         return Reply::notify(kind::TEMPORARY_FAILURE);
     }
-    let Some(crypto) = sa.state.crypto() else {
-        return Reply::notify(kind::INVALID_SYNTAX);
-    };
-    let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
-    let choice = match crate::child::choose(sa, cx.cfg, ps, Some(old_cfg), true, rng) {
-        Ok(c) => c,
-        Err((r, cfg)) => {
-            child_refused(sa, cx, cfg, r);
-            return Reply::with(alloc::vec![Payload::Notify(r.notify())]);
-        }
-    };
-    let (payloads, shared) = match choice.answer(ps, rng) {
+    let (payloads, new_spi_in, min_nonce) = match make_child(sa, cx, ps, ni, Some((old_spi_in, old_cfg)), rng) {
         Ok(x) => x,
-        Err(r) => {
-            child_refused(sa, cx, Some(old_cfg), r);
-            return Reply::with(alloc::vec![Payload::Notify(r.notify())]);
-        }
+        Err(r) => return r,
     };
-    let nr = random_nonce(rng);
-    let keys = keymat(
-        prf,
-        &sk_d,
-        shared.as_deref().map(|s| &s[..]),
-        ni,
-        &nr,
-        &choice.agreed.suite,
-    );
-    child_up(sa, cx, &choice.agreed, &keys, Some(old_spi_in));
     match old_state {
         // Both sides rekey it (2.8.1): remember the peer's exchange for when ours completes.
         ChildState::Rekeying { .. } => {
-            let peer = PeerRekey {
-                new_spi_in: choice.agreed.spi_in,
-                min_nonce: lowest(ni, &nr).to_vec(),
-            };
+            let peer = PeerRekey { new_spi_in, min_nonce };
             if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == old_spi_in) {
                 c.state = ChildState::Rekeying { peer: Some(peer) };
             }
         }
         _ => mark_rekeyed(sa, cx, old_spi_in, false),
     }
-    Reply::with(with_nonce(payloads, &nr))
+    Reply::with(payloads)
 }
