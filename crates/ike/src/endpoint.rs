@@ -547,7 +547,13 @@ impl Endpoint {
         } else {
             data
         };
-        let msg = Message::parse(raw).map_err(Dropped::Malformed)?;
+        let msg = match Message::parse(raw) {
+            Ok(m) => m,
+            Err(e) => {
+                self.refuse_critical(raw, e, local, remote);
+                return Err(Dropped::Malformed(e));
+            }
+        };
         let h = msg.header;
         let r = if h.exchange == ExchangeType::IkeSaInit && !h.response && h.spi_r == 0 {
             self.on_new_init(now, raw, &msg, local, remote, rng)
@@ -569,6 +575,27 @@ impl Endpoint {
         };
         self.reap();
         r
+    }
+
+    /// A new IKE_SA_INIT request (SPIr 0, message ID 0, not a response) with a critical
+    /// payload we do not know: rejected with UNSUPPORTED_CRITICAL_PAYLOAD carrying its type
+    /// (2.5), statelessly (no SA is made). Nothing else that fails to parse is answered.
+    fn refuse_critical(&mut self, raw: &[u8], e: Error, local: SocketAddr, remote: SocketAddr) {
+        let Error::UnsupportedCritical(t) = e else { return };
+        let Ok(h) = crate::header::IkePacket::new_checked(raw).and_then(|p| crate::header::HeaderRepr::parse(&p))
+        else {
+            return;
+        };
+        if h.exchange == ExchangeType::IkeSaInit && !h.response && h.initiator && h.spi_r == 0 && h.message_id == 0 {
+            crate::task::ike_init::stateless_reply(
+                &mut self.out,
+                &self.cfg,
+                &h,
+                local,
+                remote,
+                crate::notify::Notify::ike(crate::notify::kind::UNSUPPORTED_CRITICAL_PAYLOAD, &[t]),
+            );
+        }
     }
 
     fn on_new_init(

@@ -273,7 +273,7 @@ fn process(
     Ok(false)
 }
 
-fn stateless_reply(out: &mut Output, cfg: &Config, req: &HeaderRepr, local: SocketAddr, remote: SocketAddr, n: Notify) {
+pub(crate) fn stateless_reply(out: &mut Output, cfg: &Config, req: &HeaderRepr, local: SocketAddr, remote: SocketAddr, n: Notify) {
     let h = HeaderRepr {
         spi_i: req.spi_i,
         spi_r: 0,

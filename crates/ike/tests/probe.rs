@@ -1,0 +1,148 @@
+//! The outside probe of the responder (issue #31): each defect it found, as the probe saw
+//! it, against two in-memory endpoints.
+#![allow(dead_code, unused_imports)]
+mod common;
+use common::*;
+use ipsec_ike::message::{build_plain, Find, Message, Payload};
+use ipsec_ike::notify::kind;
+use ipsec_ike::ts::TrafficSelector;
+use ipsec_ike::*;
+use proptest::prelude::*;
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+use std::net::SocketAddr;
+
+const IKE: &str = "aes128gcm16-prfsha256-x25519";
+const ESP: &str = "aes128gcm16";
+
+fn ts(s: &str) -> TrafficSelector {
+    TrafficSelector::from_str_config(s).unwrap()
+}
+
+fn range(a: &str, b: &str) -> TrafficSelector {
+    let mut t = TrafficSelector::host(ip(a));
+    t.end = ip(b);
+    t
+}
+
+fn refused(ev: &[Event]) -> bool {
+    ev.iter().any(|e| matches!(e, Event::TsUnacceptable { .. }))
+}
+
+/// A's IKE_SA_INIT request with `extra` payloads appended; the last one's critical bit set
+/// when `critical` (build_plain never sets it).
+fn init_with(extra: Vec<Payload>, critical: bool) -> (Net, Transmit, Vec<u8>) {
+    let (a, b) = pair(IKE, IKE, ESP, ESP);
+    let mut net = Net::new(a, b);
+    net.a.initiate(net.now, "a2b", &mut net.rng).unwrap();
+    let t = net.a.poll_transmit().unwrap();
+    let m = Message::parse(&t.payload).unwrap();
+    let mut ps = m.chain.payloads.clone();
+    let n_extra = extra.len();
+    ps.extend(extra);
+    let mut bytes = build_plain(&m.header, &ps).unwrap();
+    if critical && n_extra > 0 {
+        // The last payload's generic header: its body is at the end.
+        let last_len = match ps.last() {
+            Some(Payload::Other(_, _, b)) => b.len(),
+            _ => unreachable!(),
+        };
+        let at = bytes.len() - last_len - 4;
+        bytes[at + 1] = 0x80;
+    }
+    (net, t, bytes)
+}
+
+/// Defect 1: an unknown critical payload in IKE_SA_INIT is rejected with
+/// UNSUPPORTED_CRITICAL_PAYLOAD naming its type (RFC 7296 2.5), statelessly.
+#[test]
+fn unknown_critical_payload_in_ike_sa_init_is_answered() {
+    let (mut net, t, bytes) = init_with(vec![Payload::Other(99, true, vec![])], true);
+    let spi_i = Message::parse(&t.payload).unwrap().header.spi_i;
+    let r = net.b.handle_datagram(net.now, t.remote, t.local, &bytes, &mut net.rng);
+    assert_eq!(r, Err(Dropped::Malformed(Error::UnsupportedCritical(99))));
+    let ans = net.b.poll_transmit().expect("an answer");
+    assert_eq!((ans.local, ans.remote), (t.remote, t.local));
+    let m = Message::parse(&ans.payload).unwrap();
+    assert!(m.header.response && !m.header.initiator);
+    assert_eq!((m.header.spi_i, m.header.spi_r, m.header.message_id), (spi_i, 0, 0));
+    let n = m.chain.payloads.notify(kind::UNSUPPORTED_CRITICAL_PAYLOAD).expect("the notify");
+    assert_eq!(n.data, [99]);
+    assert!(net.b.poll_transmit().is_none());
+    assert_eq!(net.b.ike_sa_count(), 0, "no SA made");
+    // The same payload not critical is skipped: the exchange goes on.
+    let (mut net, t, bytes) = init_with(vec![Payload::Other(99, false, vec![1, 2, 3])], false);
+    net.b.handle_datagram(net.now, t.remote, t.local, &bytes, &mut net.rng).unwrap();
+    assert_eq!(net.b.ike_sa_count(), 1);
+    // Critical and unknown in a response, or in a request that is not a new IKE_SA_INIT:
+    // dropped unanswered.
+    let (mut net, t, mut bytes) = init_with(vec![Payload::Other(99, true, vec![])], true);
+    bytes[19] = 0x20; // a response
+    assert!(net.b.handle_datagram(net.now, t.remote, t.local, &bytes, &mut net.rng).is_err());
+    bytes[19] = 0x08;
+    bytes[8..16].copy_from_slice(&7u64.to_be_bytes()); // SPIr set
+    assert!(net.b.handle_datagram(net.now, t.remote, t.local, &bytes, &mut net.rng).is_err());
+    assert!(net.b.poll_transmit().is_none());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Any unknown payload type, critical or not, with any body, appended to a valid
+    /// IKE_SA_INIT: never a panic; answered with UNSUPPORTED_CRITICAL_PAYLOAD (its type)
+    /// exactly when critical, and then with nothing else and no SA.
+    #[test]
+    fn unknown_payloads_in_ike_sa_init(ty in 49u8..=255, critical in any::<bool>(), body in proptest::collection::vec(any::<u8>(), 0..64), natt in any::<bool>()) {
+        prop_assume!(ty != 128); // 128: not a type this crate knows either, but keep one value for below
+        let (mut net, t, mut bytes) = init_with(vec![Payload::Other(ty, critical, body)], critical);
+        let (local, remote) = if natt {
+            let mut v = NON_ESP_MARKER.to_vec();
+            v.extend_from_slice(&bytes);
+            bytes = v;
+            (SocketAddr::new(t.remote.ip(), 4500), SocketAddr::new(t.local.ip(), 4500))
+        } else {
+            (t.remote, t.local)
+        };
+        let r = net.b.handle_datagram(net.now, local, remote, &bytes, &mut net.rng);
+        let sent: Vec<Transmit> = std::iter::from_fn(|| net.b.poll_transmit()).collect();
+        if critical {
+            prop_assert_eq!(r, Err(Dropped::Malformed(Error::UnsupportedCritical(ty))));
+            prop_assert_eq!(sent.len(), 1);
+            let p = if natt { &sent[0].payload[4..] } else { &sent[0].payload[..] };
+            let m = Message::parse(p).unwrap();
+            let n = m.chain.payloads.notify(kind::UNSUPPORTED_CRITICAL_PAYLOAD).unwrap();
+            prop_assert_eq!(&n.data, &vec![ty]);
+            prop_assert_eq!(net.b.ike_sa_count(), 0);
+        } else {
+            prop_assert!(r.is_ok());
+            prop_assert_eq!(net.b.ike_sa_count(), 1);
+        }
+    }
+
+    /// Random bytes after a valid IKE_SA_INIT header (type 33 first): no panic, at most one
+    /// answer, and an UNSUPPORTED_CRITICAL_PAYLOAD answer only to a critical unknown type.
+    #[test]
+    fn random_chains_in_ike_sa_init(chain in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let (_, b) = pair(IKE, IKE, ESP, ESP);
+        let mut ep = Endpoint::new(b);
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        let mut m = vec![0u8; 28];
+        m[..8].copy_from_slice(&5u64.to_be_bytes());
+        m[16] = *chain.first().unwrap_or(&33);
+        m[17] = 0x20;
+        m[18] = 34;
+        m[19] = 0x08;
+        m.extend_from_slice(&chain);
+        let n = m.len() as u32;
+        m[24..28].copy_from_slice(&n.to_be_bytes());
+        let r = ep.handle_datagram(std::time::Duration::ZERO, format!("{B_IP}:500").parse().unwrap(), format!("{A_IP}:500").parse().unwrap(), &m, &mut rng);
+        let sent: Vec<Transmit> = std::iter::from_fn(|| ep.poll_transmit()).collect();
+        prop_assert!(sent.len() <= 1);
+        if let Some(s) = sent.first() {
+            let a = Message::parse(&s.payload).unwrap();
+            if let Some(n) = a.chain.payloads.notify(kind::UNSUPPORTED_CRITICAL_PAYLOAD) {
+                prop_assert_eq!(r, Err(Dropped::Malformed(Error::UnsupportedCritical(n.data[0]))));
+            }
+        }
+    }
+}
