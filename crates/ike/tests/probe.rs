@@ -146,3 +146,25 @@ proptest! {
         }
     }
 }
+
+/// Defect 7: both sides forcing encapsulation (tunneld's connections always do): IKE
+/// moves to 4500 after IKE_SA_INIT and the children's ESP-in-UDP ports are 4500/4500.
+#[test]
+fn forced_encapsulation_on_both_sides_uses_the_natt_ports() {
+    let (mut a, mut b) = pair(IKE, IKE, ESP, ESP);
+    a.connections[0].encap = true;
+    b.connections[0].encap = true;
+    let mut net = Net::new(a, b);
+    net.up();
+    let natt = Some(UdpEncap {
+        local_port: 4500,
+        remote_port: 4500,
+    });
+    let (ca, cb) = (child_up(&net.events_a), child_up(&net.events_b));
+    assert_eq!((ca.len(), cb.len()), (1, 1));
+    assert_eq!((ca[0].encap, cb[0].encap), (natt, natt));
+    assert_eq!((ca[0].remote.port(), cb[0].remote.port()), (4500, 4500));
+    for s in net.sent.iter().filter(|s| kind_of(&s.t).0 != 34) {
+        assert_eq!((s.t.local.port(), s.t.remote.port()), (4500, 4500));
+    }
+}
