@@ -9,7 +9,7 @@ use crate::dh::KeyExchange;
 use crate::ike_sa::IkeSa;
 use crate::keys::{derive_child_keys, ChildKeys};
 use crate::message::{Find, Payload};
-use crate::narrowing::{answer_within, narrow};
+use crate::narrowing::{answer_installable, answer_within, installable, narrow};
 use crate::notify::{kind, Notify};
 use crate::sa::{accept_esp_answer, choose_esp, protocol, Proposal, SaPayload};
 use crate::ts::TrafficSelector;
@@ -175,7 +175,9 @@ impl Offer {
         let (Some(tsi), Some(tsr)) = (ps.ts_i(), ps.ts_r()) else {
             return Err(Refusal::TsUnacceptable);
         };
-        if !answer_within(tsi, &self.ts_i) || !answer_within(tsr, &self.ts_r) {
+        // Within what we offered, and something our data plane installs as agreed (every
+        // pair of protocols compatible): else deleted.
+        if !answer_within(tsi, &self.ts_i) || !answer_within(tsr, &self.ts_r) || !answer_installable(tsi, tsr) {
             return Err(Refusal::TsUnacceptable);
         }
         let mode = if child.mode == Mode::Transport && ps.notify(kind::USE_TRANSPORT_MODE).is_some() {
@@ -209,8 +211,9 @@ pub(crate) struct Choice {
 }
 
 /// The responder picks a child configuration whose selectors the request's narrow to
-/// something (2.9) and a proposal of it (`only`: the child being rekeyed must stay the
-/// same configuration). Returns the choice and, on refusal, which child config it was about.
+/// something installable (2.9; [`installable`]) and a proposal of it (`only`: the child
+/// being rekeyed must stay the same configuration). Returns the choice and, on
+/// refusal, which child config it was about.
 pub(crate) fn choose(
     sa: &IkeSa,
     cfg: &crate::config::Config,
@@ -241,6 +244,9 @@ pub(crate) fn choose(
         if ni_.is_empty() || nr_.is_empty() {
             continue;
         }
+        let Some((ni_, nr_)) = installable(ni_, nr_) else {
+            continue;
+        };
         match choose_proposal(c, &sa_p.proposals, ke.map(|k| k.group), pfs) {
             Ok((num, spi_out, suite, dh)) => {
                 let transport = c.mode == Mode::Transport && ps.notify(kind::USE_TRANSPORT_MODE).is_some();

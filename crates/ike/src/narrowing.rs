@@ -32,6 +32,49 @@ pub fn answer_within(answer: &[TrafficSelector], offered: &[TrafficSelector]) ->
             .all(|a| a.is_valid() && offered.iter().any(|o| a.is_subset_of(o)))
 }
 
+/// Whether a data plane can protect packets of this (local, remote) pair with a policy: the
+/// protocols agree (or one is any). A pair of two families matches no packet and needs no
+/// policy; it is harmless.
+pub fn pair_installable(a: &TrafficSelector, b: &TrafficSelector) -> bool {
+    a.protocol == b.protocol || a.protocol == 0 || b.protocol == 0
+}
+
+/// A narrowed child the data plane can install as agreed (2.9: a child is agreed only if it
+/// will be installed): every pair of selectors of compatible protocols (conflicting ones
+/// narrowed away, keeping the protocol that comes first, the triggering packet's), at least
+/// one pair of one family. `None`: TS_UNACCEPTABLE.
+pub fn installable(
+    tsi: Vec<TrafficSelector>,
+    tsr: Vec<TrafficSelector>,
+) -> Option<(Vec<TrafficSelector>, Vec<TrafficSelector>)> {
+    let all_ok = |a: &[TrafficSelector], b: &[TrafficSelector]| {
+        a.iter().all(|x| b.iter().all(|y| pair_installable(x, y)))
+    };
+    let (tsi, tsr) = if all_ok(&tsi, &tsr) {
+        (tsi, tsr)
+    } else {
+        let mut found = None;
+        for p in tsi.iter().chain(tsr.iter()).map(|t| t.protocol).filter(|&p| p != 0) {
+            let keep = |v: &[TrafficSelector]| -> Vec<TrafficSelector> {
+                v.iter().filter(|t| t.protocol == 0 || t.protocol == p).copied().collect()
+            };
+            let (i, r) = (keep(&tsi), keep(&tsr));
+            if !i.is_empty() && !r.is_empty() {
+                found = Some((i, r));
+                break;
+            }
+        }
+        found?
+    };
+    let one_family = tsi.iter().any(|x| tsr.iter().any(|y| x.is_ipv6() == y.is_ipv6()));
+    (one_family && all_ok(&tsi, &tsr)).then_some((tsi, tsr))
+}
+
+/// The initiator's check of an answer the same way: installable as it is.
+pub fn answer_installable(tsi: &[TrafficSelector], tsr: &[TrafficSelector]) -> bool {
+    installable(tsi.to_vec(), tsr.to_vec()).is_some_and(|(i, r)| i.len() == tsi.len() && r.len() == tsr.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +100,24 @@ mod tests {
         assert!(narrow(&[t("192.168.0.0/16")], &[t("10.2.0.0/16")]).is_empty());
         assert!(answer_within(&[t("10.2.3.0/24")], &[t("10.2.0.0/16")]));
         assert!(!answer_within(&[t("10.3.0.0/16")], &[t("10.2.0.0/16")]));
+    }
+
+    #[test]
+    fn only_installable_children() {
+        // tcp on one side, udp on the other: nothing to install.
+        assert!(installable(alloc::vec![t("10.2.0.0/16[tcp]")], alloc::vec![t("10.1.0.0/16[udp]")]).is_none());
+        // A conflict narrowed away, the first protocol kept.
+        let (i, r) = installable(
+            alloc::vec![t("10.2.0.0/16[udp]"), t("10.2.0.0/16[tcp]")],
+            alloc::vec![t("10.1.0.0/16[tcp]"), t("10.1.0.0/16[udp]"), t("10.3.0.0/16")],
+        )
+        .unwrap();
+        assert_eq!(i, [t("10.2.0.0/16[udp]")]);
+        assert_eq!(r, [t("10.1.0.0/16[udp]"), t("10.3.0.0/16")]);
+        assert!(answer_installable(&i, &r));
+        // Any protocol goes with a specific one.
+        assert!(installable(alloc::vec![t("10.2.0.0/16")], alloc::vec![t("10.1.0.0/16[udp]")]).is_some());
+        // No pair of one family is nothing to install.
+        assert!(installable(alloc::vec![t("10.1.0.0/16")], alloc::vec![t("fd00::/64")]).is_none());
     }
 }

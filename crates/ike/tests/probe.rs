@@ -147,6 +147,55 @@ proptest! {
     }
 }
 
+/// Defect 2: TSi `10.1.0.0/16[tcp]` with TSr `10.2.0.0/16[udp]` is a child no data plane can
+/// install (no packet is both): refused with TS_UNACCEPTABLE, no child on either side.
+#[test]
+fn a_child_of_conflicting_protocols_is_refused() {
+    let (mut a, b) = pair(IKE, IKE, ESP, ESP);
+    a.connections[0].children[0].local_ts = vec![ts("10.1.0.0/16[tcp]")];
+    a.connections[0].children[0].remote_ts = vec![ts("10.2.0.0/16[udp]")];
+    let mut net = Net::new(a, b);
+    net.up();
+    assert!(child_up(&net.events_b).is_empty(), "{:?}", net.events_b);
+    assert!(child_up(&net.events_a).is_empty());
+    assert!(refused(&net.events_b) && refused(&net.events_a));
+    assert_eq!(ike_up(&net.events_a).len(), 1, "the IKE SA stays");
+}
+
+/// Defect 2: a conflict the responder can narrow away (2.9): it keeps the protocol of the
+/// first selector, and both sides get a child whose every pair is installable.
+#[test]
+fn a_protocol_conflict_is_narrowed_away() {
+    let (mut a, b) = pair(IKE, IKE, ESP, ESP);
+    a.connections[0].children[0].local_ts = vec![ts("10.1.0.0/16[udp]"), ts("10.1.0.0/16[tcp]")];
+    a.connections[0].children[0].remote_ts = vec![ts("10.2.0.0/16[tcp]"), ts("10.2.0.0/16[udp]")];
+    let mut net = Net::new(a, b);
+    net.up();
+    let (ca, cb) = (child_up(&net.events_a), child_up(&net.events_b));
+    assert_eq!((ca.len(), cb.len()), (1, 1), "{:?}", net.events_b);
+    assert_eq!(ca[0].local_ts, [ts("10.1.0.0/16[udp]")]);
+    assert_eq!(ca[0].remote_ts, [ts("10.2.0.0/16[udp]")]);
+    assert_eq!(cb[0].remote_ts, ca[0].local_ts);
+}
+
+/// Defect 2, the rest: a child that is agreed and then not installed is deleted on both
+/// sides by `delete_child` (what tunneld calls when its install fails).
+#[test]
+fn a_child_not_installed_is_deleted_on_both_sides() {
+    let (a, b) = pair(IKE, IKE, ESP, ESP);
+    let mut net = Net::new(a, b);
+    net.up();
+    let spi = child_up(&net.events_b)[0].spi_in;
+    let peer_spi = child_up(&net.events_a)[0].spi_in;
+    net.b.delete_child(net.now, spi, &mut net.rng).unwrap();
+    net.pump();
+    assert!(child_downs(&net.events_b).iter().any(|(s, _)| *s == spi));
+    assert!(child_downs(&net.events_a).iter().any(|(s, _)| *s == peer_spi));
+    assert!(net.a.children("a2b").is_empty() && net.b.children("b2a").is_empty());
+}
+
+/// A responder whose child has `dynamic` remote selectors (swanctl's default: the peer's
+/// own address), with `encap = true` as tunneld runs it; A claims `claim` as its side.
 /// Defect 7: both sides forcing encapsulation (tunneld's connections always do): IKE
 /// moves to 4500 after IKE_SA_INIT and the children's ESP-in-UDP ports are 4500/4500.
 #[test]

@@ -376,9 +376,18 @@ pub fn run(
                 warn!("IKE: sending to {}: {e}", tx.remote);
             }
         }
+        let mut failed = Vec::new();
         while let Some(ev) = endpoint.poll_event() {
             counters.count(&ev);
-            handle_event(t, control, sockets, ev, &status, keylog);
+            failed.extend(handle_event(t, control, sockets, ev, &status, keylog));
+        }
+        // A child agreed but not installed is deleted on both sides (RFC 7296 2.9: a child
+        // exists only if it protects what it says).
+        for spi_in in failed {
+            match endpoint.delete_child(now(), spi_in, &mut rng) {
+                Ok(()) => warn!("IKE: child {spi_in:08x} could not be installed: deleting it"),
+                Err(e) => warn!("IKE: child {spi_in:08x} could not be installed nor deleted: {e}"),
+            }
         }
         if now() >= counted_at + Duration::from_secs(1) {
             counted_at = now();
@@ -502,8 +511,9 @@ fn handle_event(
     ev: Event,
     status: &Mutex<Vec<(ipsec_ike::IkeSaInfo, Vec<ChildEntry>)>>,
     keylog: Option<&KeyLog>,
-) {
+) -> Option<u32> {
     let now = t.now();
+    let mut failed = None;
     let mut st = status.lock().unwrap_or_else(|p| p.into_inner());
     let out = match ev {
         Event::IkeUp { info, keys } => {
@@ -630,7 +640,15 @@ fn handle_event(
                         });
                     }
                 }
-                Err(e) => warn!("IKE: {}/{}: installing the child SA failed: {e}", c.conn, c.child),
+                Err(e) => {
+                    warn!("IKE: {}/{}: installing the child SA failed: {e}", c.conn, c.child);
+                    failed = Some(c.spi_in);
+                    let mut v = v;
+                    v["error"] = e.into();
+                    drop(st);
+                    control.publish(&[event_json("child.failed", now, v)]);
+                    return failed;
+                }
             }
             event_json("child.up", now, v)
         }
@@ -694,9 +712,10 @@ fn handle_event(
         }
         other => {
             tracing::debug!("IKE: {other:?}");
-            return;
+            return failed;
         }
     };
     drop(st);
     control.publish(&[out]);
+    failed
 }

@@ -82,7 +82,8 @@ pub(crate) fn selectors(l: &TrafficSelector, r: &TrafficSelector) -> Result<Vec<
         lo: t.start_port,
         hi: t.end_port,
     };
-    if l.protocol != r.protocol && l.protocol != 0 && r.protocol != 0 {
+    // No packet matches a pair of two protocols or two families: nothing to install.
+    if !ipsec_ike::narrowing::pair_installable(l, r) || l.start.is_ipv4() != r.start.is_ipv4() {
         return Ok(Vec::new());
     }
     let proto = [l.protocol, r.protocol].into_iter().find(|&p| p != 0);
