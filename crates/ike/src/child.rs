@@ -176,7 +176,7 @@ impl Offer {
             return Err(Refusal::TsUnacceptable);
         };
         // Within what we offered, and something our data plane installs as agreed (every
-        // pair of protocols compatible): else deleted.
+        // pair of protocols compatible, a bounded number of policies): else deleted.
         if !answer_within(tsi, &self.ts_i) || !answer_within(tsr, &self.ts_r) || !answer_installable(tsi, tsr) {
             return Err(Refusal::TsUnacceptable);
         }

@@ -39,10 +39,22 @@ pub fn pair_installable(a: &TrafficSelector, b: &TrafficSelector) -> bool {
     a.protocol == b.protocol || a.protocol == 0 || b.protocol == 0
 }
 
+/// The policies per direction a child with these selectors needs: for every pair of one
+/// family, the prefixes of one side times those of the other (saturating).
+pub fn policy_count(a: &[TrafficSelector], b: &[TrafficSelector]) -> usize {
+    let mut n = 0usize;
+    for x in a {
+        for y in b.iter().filter(|y| y.is_ipv6() == x.is_ipv6()) {
+            n = n.saturating_add(x.prefix_count().saturating_mul(y.prefix_count()));
+        }
+    }
+    n
+}
+
 /// A narrowed child the data plane can install as agreed (2.9: a child is agreed only if it
 /// will be installed): every pair of selectors of compatible protocols (conflicting ones
 /// narrowed away, keeping the protocol that comes first, the triggering packet's), at least
-/// one pair of one family. `None`: TS_UNACCEPTABLE.
+/// one policy, at most [`crate::limits::MAX_CHILD_POLICIES`]. `None`: TS_UNACCEPTABLE.
 pub fn installable(
     tsi: Vec<TrafficSelector>,
     tsr: Vec<TrafficSelector>,
@@ -66,8 +78,8 @@ pub fn installable(
         }
         found?
     };
-    let one_family = tsi.iter().any(|x| tsr.iter().any(|y| x.is_ipv6() == y.is_ipv6()));
-    (one_family && all_ok(&tsi, &tsr)).then_some((tsi, tsr))
+    let n = policy_count(&tsi, &tsr);
+    (n >= 1 && n <= crate::limits::MAX_CHILD_POLICIES && all_ok(&tsi, &tsr)).then_some((tsi, tsr))
 }
 
 /// The initiator's check of an answer the same way: installable as it is.
@@ -102,6 +114,24 @@ mod tests {
         assert!(!answer_within(&[t("10.3.0.0/16")], &[t("10.2.0.0/16")]));
     }
 
+    fn range(a: &str, b: &str) -> TrafficSelector {
+        let mut x = TrafficSelector::host(a.parse().unwrap());
+        x.end = b.parse().unwrap();
+        x
+    }
+
+    #[test]
+    fn prefix_counts() {
+        assert_eq!(t("10.1.0.0/16").prefix_count(), 1);
+        assert_eq!(t("0.0.0.0/0").prefix_count(), 1);
+        assert_eq!(t("::/0").prefix_count(), 1);
+        assert_eq!(range("10.0.0.1", "10.0.0.6").prefix_count(), 4);
+        assert_eq!(range("0.0.0.1", "255.255.255.254").prefix_count(), 62);
+        assert_eq!(range("::1", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe").prefix_count(), 254);
+        assert_eq!(range("::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe").prefix_count(), 128);
+        assert_eq!(range("10.0.0.2", "10.0.0.1").prefix_count(), 0);
+    }
+
     #[test]
     fn only_installable_children() {
         // tcp on one side, udp on the other: nothing to install.
@@ -117,7 +147,15 @@ mod tests {
         assert!(answer_installable(&i, &r));
         // Any protocol goes with a specific one.
         assert!(installable(alloc::vec![t("10.2.0.0/16")], alloc::vec![t("10.1.0.0/16[udp]")]).is_some());
-        // No pair of one family is nothing to install.
+        // Bounded: 8 ranges of 14 prefixes each way are 12544 policies.
+        let many: Vec<_> = (0..8)
+            .map(|k| range(&alloc::format!("10.1.{k}.1"), &alloc::format!("10.1.{k}.254")))
+            .collect();
+        assert_eq!(policy_count(&many, &many), 8 * 8 * 14 * 14);
+        assert!(installable(many.clone(), many.clone()).is_none());
+        assert!(installable(many[..1].to_vec(), many[..1].to_vec()).is_some());
+        // Only pairs of one family count; none at all is nothing to install.
+        assert_eq!(policy_count(&[t("10.1.0.0/16")], &[t("fd00::/64")]), 0);
         assert!(installable(alloc::vec![t("10.1.0.0/16")], alloc::vec![t("fd00::/64")]).is_none());
     }
 }

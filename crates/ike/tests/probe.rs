@@ -196,6 +196,33 @@ fn a_child_not_installed_is_deleted_on_both_sides() {
 
 /// A responder whose child has `dynamic` remote selectors (swanctl's default: the peer's
 /// own address), with `encap = true` as tunneld runs it; A claims `claim` as its side.
+/// Defect 4: a child of 8 × 8 ranges (12,544 policies each way) is refused; a narrowing
+/// within the bound is taken.
+#[test]
+fn a_child_needing_too_many_policies_is_refused() {
+    let many = |n: &str| -> Vec<TrafficSelector> {
+        (0..8)
+            .map(|k| range(&format!("10.{n}.{k}.1"), &format!("10.{n}.{k}.254")))
+            .collect()
+    };
+    let (mut a, b) = pair(IKE, IKE, ESP, ESP);
+    a.connections[0].children[0].local_ts = many("1");
+    a.connections[0].children[0].remote_ts = many("2");
+    let mut net = Net::new(a, b);
+    net.up();
+    assert!(child_up(&net.events_b).is_empty(), "{:?}", child_up(&net.events_b).len());
+    assert!(refused(&net.events_b));
+    // One range each way: 14 × 14 = 196 policies, within the bound.
+    let (mut a, b) = pair(IKE, IKE, ESP, ESP);
+    a.connections[0].children[0].local_ts = many("1")[..1].to_vec();
+    a.connections[0].children[0].remote_ts = many("2")[..1].to_vec();
+    let mut net = Net::new(a, b);
+    net.up();
+    let cb = child_up(&net.events_b);
+    assert_eq!(cb.len(), 1);
+    assert!(narrowing::policy_count(&cb[0].local_ts, &cb[0].remote_ts) <= limits::MAX_CHILD_POLICIES);
+}
+
 /// Defect 7: both sides forcing encapsulation (tunneld's connections always do): IKE
 /// moves to 4500 after IKE_SA_INIT and the children's ESP-in-UDP ports are 4500/4500.
 #[test]
