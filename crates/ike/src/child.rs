@@ -14,6 +14,7 @@ use crate::notify::{kind, Notify};
 use crate::sa::{accept_esp_answer, choose_esp, protocol, Proposal, SaPayload};
 use crate::ts::TrafficSelector;
 use alloc::vec::Vec;
+use core::net::IpAddr;
 use rand_core::CryptoRngCore;
 
 /// A random ESP SPI outside the reserved 1..=255 (RFC 4303 2.1).
@@ -212,14 +213,16 @@ pub(crate) struct Choice {
 
 /// The responder picks a child configuration whose selectors the request's narrow to
 /// something installable (2.9; [`installable`]) and a proposal of it (`only`: the child
-/// being rekeyed must stay the same configuration). Returns the choice and, on
-/// refusal, which child config it was about.
+/// being rekeyed must stay the same configuration). `others`: the peer addresses of the
+/// endpoint's other established IKE SAs (never a NATed peer's inner address). Returns the
+/// choice and, on refusal, which child config it was about.
 pub(crate) fn choose(
     sa: &IkeSa,
     cfg: &crate::config::Config,
     ps: &[Payload],
     only: Option<usize>,
     pfs: bool,
+    others: &[IpAddr],
     rng: &mut impl CryptoRngCore,
 ) -> Result<Choice, (Refusal, Option<usize>)> {
     let conn = sa.conn(cfg);
@@ -233,9 +236,8 @@ pub(crate) fn choose(
             continue;
         }
         // The initiator's TSi is the peer's side; TSr is ours.
-        let remote_cfg = if c.remote_ts.is_empty() && sa.child_encap(cfg).is_some() {
-            // `dynamic` behind a NAT: the peer's inner address is its own business.
-            tsi.iter().filter(|t| t.start == t.end).copied().collect()
+        let remote_cfg = if c.remote_ts.is_empty() && sa.path.nat.peer_behind_nat {
+            nated_peer_host(sa, cfg, tsi, others)
         } else {
             dynamic(sa, &c.remote_ts, false)
         };
@@ -350,6 +352,34 @@ impl Choice {
         out.push(Payload::TsR(a.local_ts.clone()));
         Ok((out, shared))
     }
+}
+
+/// `dynamic` remote selectors of a peer behind a NAT (2.23.1): its own inner host address,
+/// one address, the first the initiator's TSi names as a host; never one of ours (an IKE
+/// address of any connection), another connection's configured peer or another established
+/// IKE SA's peer (a policy for those would take their traffic into this child). Empty:
+/// nothing acceptable (TS_UNACCEPTABLE).
+fn nated_peer_host(
+    sa: &IkeSa,
+    cfg: &crate::config::Config,
+    tsi: &[TrafficSelector],
+    others: &[IpAddr],
+) -> Vec<TrafficSelector> {
+    let forbidden = |a: IpAddr| {
+        a == sa.path.local.ip()
+            || others.contains(&a)
+            || cfg
+                .connections
+                .iter()
+                .enumerate()
+                .any(|(i, c)| c.local_addr == a || (i != sa.conn && c.remote_addr == Some(a)))
+            || a.is_unspecified()
+    };
+    tsi.iter()
+        .find(|t| t.is_valid() && t.start == t.end)
+        .filter(|t| !forbidden(t.start))
+        .map(|t| alloc::vec![TrafficSelector::host(t.start)])
+        .unwrap_or_default()
 }
 
 fn dynamic(sa: &IkeSa, ts: &[TrafficSelector], local: bool) -> Vec<TrafficSelector> {

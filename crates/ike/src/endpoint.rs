@@ -281,6 +281,7 @@ impl Endpoint {
             cfg: &self.cfg,
             out: &mut self.out,
             now,
+            others: &[],
         };
         sa.queue_task(&mut cx, Task::IkeInit(IkeInit::new(dh)), rng);
         sa.queue_task(&mut cx, Task::IkeAuth(IkeAuth { child: offer }), rng);
@@ -359,6 +360,7 @@ impl Endpoint {
                 cfg: &self.cfg,
                 out: &mut self.out,
                 now,
+                others: &[],
             };
             sa.queue_task(&mut cx, task, rng);
         }
@@ -384,6 +386,7 @@ impl Endpoint {
             cfg,
             out: &mut self.out,
             now,
+            others: &[],
         };
         sa.queue_task(&mut cx, Task::ChildRekey(task), rng);
         Ok(())
@@ -404,6 +407,7 @@ impl Endpoint {
                     cfg: &self.cfg,
                     out: &mut self.out,
                     now,
+                    others: &[],
                 };
                 sa.queue_task(&mut cx, Task::IkeRekey(t), rng);
             }
@@ -438,6 +442,7 @@ impl Endpoint {
                 cfg: &self.cfg,
                 out: &mut self.out,
                 now,
+                others: &[],
             };
             if sa.state.is_established() {
                 sa.queue_task(&mut cx, Task::IkeDelete, rng);
@@ -465,6 +470,7 @@ impl Endpoint {
             cfg: &self.cfg,
             out: &mut self.out,
             now,
+            others: &[],
         };
         if s.state.is_established() {
             s.queue_task(&mut cx, Task::IkeDelete, rng);
@@ -491,6 +497,7 @@ impl Endpoint {
             cfg: &self.cfg,
             out: &mut self.out,
             now,
+            others: &[],
         };
         s.queue_task(&mut cx, Task::ChildDelete(ChildDelete { spi_in }), rng);
         Ok(())
@@ -515,6 +522,7 @@ impl Endpoint {
                 cfg: &self.cfg,
                 out: &mut self.out,
                 now,
+                others: &[],
             };
             sa.queue_task(&mut cx, Task::IkeDpd, rng);
         }
@@ -559,12 +567,25 @@ impl Endpoint {
             self.on_new_init(now, raw, &msg, local, remote, rng)
         } else {
             let our = if h.initiator { h.spi_r } else { h.spi_i };
+            // A request that can make a child: the other IKE SAs' peers, which a NATed
+            // peer's `dynamic` selectors must not claim (child::choose).
+            let others: Vec<IpAddr> =
+                if !h.response && matches!(h.exchange, ExchangeType::IkeAuth | ExchangeType::CreateChildSa) {
+                    self.sas
+                        .iter()
+                        .filter(|(k, s)| **k != our && s.state.is_established())
+                        .map(|(_, s)| s.path.remote.ip())
+                        .collect()
+                } else {
+                    Vec::new()
+                };
             match self.sas.get_mut(&our) {
                 Some(sa) if !sa.state.is_dead() => {
                     let mut cx = Cx {
                         cfg: &self.cfg,
                         out: &mut self.out,
                         now,
+                        others: &others,
                     };
                     let r = sa.handle_message(&mut cx, raw, &msg, local, remote, rng);
                     self.apply_effects(our, now, rng);
@@ -621,6 +642,7 @@ impl Endpoint {
                     cfg: &self.cfg,
                     out: &mut self.out,
                     now,
+                    others: &[],
                 };
                 sa.send(&mut cx, &b);
                 return Ok(());
@@ -679,6 +701,7 @@ impl Endpoint {
             cfg: &self.cfg,
             out: &mut self.out,
             now,
+            others: &[],
         };
         for (k, s) in self.sas.iter_mut() {
             if *k != spi && s.conn == conn && s.state.remote_id().cloned() == id && s.state.is_established() {
@@ -712,6 +735,7 @@ impl Endpoint {
                 cfg: &self.cfg,
                 out: &mut self.out,
                 now,
+                others: &[],
             };
             sa.handle_timeout(&mut cx, rng);
             if !sa.effects.is_empty() {

@@ -197,6 +197,9 @@ pub(crate) struct Cx<'a> {
     pub cfg: &'a Config,
     pub out: &'a mut Output,
     pub now: Duration,
+    /// The peer addresses of the endpoint's other established IKE SAs, for a request that
+    /// can make a child ([`crate::child::choose`]); empty elsewhere.
+    pub others: &'a [core::net::IpAddr],
 }
 
 /// Transmits and events waiting for the caller.

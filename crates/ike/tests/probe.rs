@@ -1,6 +1,5 @@
 //! The outside probe of the responder (issue #31): each defect it found, as the probe saw
 //! it, against two in-memory endpoints.
-#![allow(dead_code, unused_imports)]
 mod common;
 use common::*;
 use ipsec_ike::message::{build_plain, Find, Message, Payload};
@@ -66,22 +65,34 @@ fn unknown_critical_payload_in_ike_sa_init_is_answered() {
     let m = Message::parse(&ans.payload).unwrap();
     assert!(m.header.response && !m.header.initiator);
     assert_eq!((m.header.spi_i, m.header.spi_r, m.header.message_id), (spi_i, 0, 0));
-    let n = m.chain.payloads.notify(kind::UNSUPPORTED_CRITICAL_PAYLOAD).expect("the notify");
+    let n = m
+        .chain
+        .payloads
+        .notify(kind::UNSUPPORTED_CRITICAL_PAYLOAD)
+        .expect("the notify");
     assert_eq!(n.data, [99]);
     assert!(net.b.poll_transmit().is_none());
     assert_eq!(net.b.ike_sa_count(), 0, "no SA made");
     // The same payload not critical is skipped: the exchange goes on.
     let (mut net, t, bytes) = init_with(vec![Payload::Other(99, false, vec![1, 2, 3])], false);
-    net.b.handle_datagram(net.now, t.remote, t.local, &bytes, &mut net.rng).unwrap();
+    net.b
+        .handle_datagram(net.now, t.remote, t.local, &bytes, &mut net.rng)
+        .unwrap();
     assert_eq!(net.b.ike_sa_count(), 1);
     // Critical and unknown in a response, or in a request that is not a new IKE_SA_INIT:
     // dropped unanswered.
     let (mut net, t, mut bytes) = init_with(vec![Payload::Other(99, true, vec![])], true);
     bytes[19] = 0x20; // a response
-    assert!(net.b.handle_datagram(net.now, t.remote, t.local, &bytes, &mut net.rng).is_err());
+    assert!(net
+        .b
+        .handle_datagram(net.now, t.remote, t.local, &bytes, &mut net.rng)
+        .is_err());
     bytes[19] = 0x08;
     bytes[8..16].copy_from_slice(&7u64.to_be_bytes()); // SPIr set
-    assert!(net.b.handle_datagram(net.now, t.remote, t.local, &bytes, &mut net.rng).is_err());
+    assert!(net
+        .b
+        .handle_datagram(net.now, t.remote, t.local, &bytes, &mut net.rng)
+        .is_err());
     assert!(net.b.poll_transmit().is_none());
 }
 
@@ -196,6 +207,101 @@ fn a_child_not_installed_is_deleted_on_both_sides() {
 
 /// A responder whose child has `dynamic` remote selectors (swanctl's default: the peer's
 /// own address), with `encap = true` as tunneld runs it; A claims `claim` as its side.
+fn dynamic_responder(claim: &str, nat: bool) -> Net {
+    let (mut a, mut b) = pair(IKE, IKE, ESP, ESP);
+    a.connections[0].children[0].local_ts = vec![ts(claim)];
+    b.connections[0].children[0].remote_ts.clear();
+    b.connections[0].encap = true;
+    // Another connection of B's, to a peer at 10.0.0.3.
+    let mut other = conn("b2c", B_IP, Some("10.0.0.3"), b"other", IKE);
+    other
+        .children
+        .push(ChildConfig::new("net", "10.2.0.0/16", "10.3.0.0/16", ESP).unwrap());
+    b.connections.push(other);
+    if nat {
+        b.connections[0].remote_addr = None;
+    }
+    let mut net = Net::new(a, b);
+    if nat {
+        net.nat_port_offset = Some(30000);
+    }
+    net.up();
+    assert_eq!(ike_up(&net.events_b).len(), 1, "{:?}", net.events_b);
+    net
+}
+
+/// Defect 3, no NAT: `dynamic` is the peer's IKE address and nothing else, `encap` or not.
+#[test]
+fn dynamic_without_a_nat_is_the_peers_own_address() {
+    for claim in ["10.9.9.9", B_IP, "10.0.0.3", "10.9.0.0/16", "0.0.0.0/0"] {
+        let net = dynamic_responder(claim, false);
+        let cb = child_up(&net.events_b);
+        // 0.0.0.0/0 narrows to the peer's address; the others are refused.
+        if claim == "0.0.0.0/0" {
+            assert_eq!(cb.len(), 1);
+            assert_eq!(cb[0].remote_ts, [TrafficSelector::host(ip(A_IP))]);
+        } else {
+            assert!(cb.is_empty(), "{claim}: {:?}", cb.first().map(|c| &c.remote_ts));
+            assert!(refused(&net.events_b), "{claim}");
+        }
+    }
+    let net = dynamic_responder(A_IP, false);
+    assert_eq!(child_up(&net.events_b)[0].remote_ts, [TrafficSelector::host(ip(A_IP))]);
+}
+
+/// Defect 3, behind a NAT: the peer's inner host address (one address, 2.23.1) — but
+/// never one of ours or another peer's.
+#[test]
+fn dynamic_behind_a_nat_is_one_inner_host_address_not_ours_nor_another_peers() {
+    let net = dynamic_responder("172.16.0.5", true);
+    let cb = child_up(&net.events_b);
+    assert_eq!(cb.len(), 1, "{:?}", net.events_b);
+    assert_eq!(cb[0].remote_ts, [TrafficSelector::host(ip("172.16.0.5"))]);
+    assert_eq!(cb[0].remote.ip(), ip(NAT_IP));
+    for claim in [B_IP, "10.0.0.3", "172.16.0.0/24", "0.0.0.0"] {
+        let net = dynamic_responder(claim, true);
+        assert!(child_up(&net.events_b).is_empty(), "{claim}: {:?}", net.events_b);
+        assert!(refused(&net.events_b), "{claim}");
+    }
+}
+
+/// Defect 3: nor the peer address of another established IKE SA (the endpoint passes them).
+#[test]
+fn dynamic_behind_a_nat_never_takes_another_ike_sas_peer() {
+    // B: one responder connection for anyone, dynamic remote selectors; A and C two
+    // initiators behind the same NAT-less network. C comes up first, from 10.0.0.3.
+    let (mut a, mut b) = pair(IKE, IKE, ESP, ESP);
+    b.connections[0].remote_addr = None;
+    b.connections[0].remote_id = None;
+    b.connections[0].children[0].remote_ts.clear();
+    a.connections[0].encap = true; // A's fake NAT hash: B sees a "NAT" in front of A
+    a.connections[0].children[0].local_ts = vec![ts("10.0.0.3")];
+    let mut net = Net::new(a.clone(), b);
+    // C: the same configuration from 10.0.0.3 (its own address, a peer of B's).
+    let mut c = a.clone();
+    c.connections[0].local_addr = ip("10.0.0.3");
+    c.connections[0].local_id = Identity::from_str_config("10.0.0.3").unwrap();
+    c.connections[0].children[0].local_ts = vec![ts("10.0.0.3")];
+    let mut ce = Endpoint::new(c);
+    ce.initiate(net.now, "a2b", &mut net.rng).unwrap();
+    for _ in 0..10 {
+        while let Some(t) = ce.poll_transmit() {
+            let _ = net
+                .b
+                .handle_datagram(net.now, t.remote, t.local, &t.payload, &mut net.rng);
+        }
+        while let Some(t) = net.b.poll_transmit() {
+            let _ = ce.handle_datagram(net.now, t.remote, t.local, &t.payload, &mut net.rng);
+        }
+    }
+    let evs: Vec<Event> = std::iter::from_fn(|| net.b.poll_event()).collect();
+    assert_eq!(child_up(&evs).len(), 1, "C is up: {evs:?}");
+    // A now claims C's address as its inner one.
+    net.up();
+    assert!(child_up(&net.events_b).is_empty(), "{:?}", net.events_b);
+    assert!(refused(&net.events_b));
+}
+
 /// Defect 4: a child of 8 × 8 ranges (12,544 policies each way) is refused; a narrowing
 /// within the bound is taken.
 #[test]
@@ -210,7 +316,11 @@ fn a_child_needing_too_many_policies_is_refused() {
     a.connections[0].children[0].remote_ts = many("2");
     let mut net = Net::new(a, b);
     net.up();
-    assert!(child_up(&net.events_b).is_empty(), "{:?}", child_up(&net.events_b).len());
+    assert!(
+        child_up(&net.events_b).is_empty(),
+        "{:?}",
+        child_up(&net.events_b).len()
+    );
     assert!(refused(&net.events_b));
     // One range each way: 14 × 14 = 196 policies, within the bound.
     let (mut a, b) = pair(IKE, IKE, ESP, ESP);

@@ -121,7 +121,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
         return Reply::notify(kind::INVALID_SYNTAX);
     };
     let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
-    match crate::child::choose(sa, cx.cfg, ps, None, true, rng) {
+    match crate::child::choose(sa, cx.cfg, ps, None, true, cx.others, rng) {
         Ok(choice) => match choice.answer(ps, rng) {
             Ok((payloads, shared)) => {
                 let nr = random_nonce(rng);

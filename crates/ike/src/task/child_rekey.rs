@@ -206,7 +206,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rn
         return Reply::notify(kind::INVALID_SYNTAX);
     };
     let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
-    let choice = match crate::child::choose(sa, cx.cfg, ps, Some(old_cfg), true, rng) {
+    let choice = match crate::child::choose(sa, cx.cfg, ps, Some(old_cfg), true, cx.others, rng) {
         Ok(c) => c,
         Err((r, cfg)) => {
             child_refused(sa, cx, cfg, r);
