@@ -749,7 +749,10 @@ start_action = "trap"
         assert!(!format!("{ike:?}").contains("0a0b0c"));
         // tunneld's children always go in UDP, so IKE moves to the NAT-T ports without a
         // NAT too (#31 defect 7): `encap = false` or no `encap` still forces it.
-        for toml in [GOOD.replace("encap = true", "encap = false"), GOOD.replace("encap = true\n", "")] {
+        for toml in [
+            GOOD.replace("encap = true", "encap = false"),
+            GOOD.replace("encap = true\n", ""),
+        ] {
             let c = crate::from_toml::parse(&toml).unwrap();
             assert!(!c.connections[0].encap);
             assert!(c.connections[0].to_ike(&secrets).unwrap().encap);

@@ -59,16 +59,18 @@ pub fn installable(
     tsi: Vec<TrafficSelector>,
     tsr: Vec<TrafficSelector>,
 ) -> Option<(Vec<TrafficSelector>, Vec<TrafficSelector>)> {
-    let all_ok = |a: &[TrafficSelector], b: &[TrafficSelector]| {
-        a.iter().all(|x| b.iter().all(|y| pair_installable(x, y)))
-    };
+    let all_ok =
+        |a: &[TrafficSelector], b: &[TrafficSelector]| a.iter().all(|x| b.iter().all(|y| pair_installable(x, y)));
     let (tsi, tsr) = if all_ok(&tsi, &tsr) {
         (tsi, tsr)
     } else {
         let mut found = None;
         for p in tsi.iter().chain(tsr.iter()).map(|t| t.protocol).filter(|&p| p != 0) {
             let keep = |v: &[TrafficSelector]| -> Vec<TrafficSelector> {
-                v.iter().filter(|t| t.protocol == 0 || t.protocol == p).copied().collect()
+                v.iter()
+                    .filter(|t| t.protocol == 0 || t.protocol == p)
+                    .copied()
+                    .collect()
             };
             let (i, r) = (keep(&tsi), keep(&tsr));
             if !i.is_empty() && !r.is_empty() {
@@ -79,7 +81,7 @@ pub fn installable(
         found?
     };
     let n = policy_count(&tsi, &tsr);
-    (n >= 1 && n <= crate::limits::MAX_CHILD_POLICIES && all_ok(&tsi, &tsr)).then_some((tsi, tsr))
+    ((1..=crate::limits::MAX_CHILD_POLICIES).contains(&n) && all_ok(&tsi, &tsr)).then_some((tsi, tsr))
 }
 
 /// The initiator's check of an answer the same way: installable as it is.
@@ -127,8 +129,14 @@ mod tests {
         assert_eq!(t("::/0").prefix_count(), 1);
         assert_eq!(range("10.0.0.1", "10.0.0.6").prefix_count(), 4);
         assert_eq!(range("0.0.0.1", "255.255.255.254").prefix_count(), 62);
-        assert_eq!(range("::1", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe").prefix_count(), 254);
-        assert_eq!(range("::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe").prefix_count(), 128);
+        assert_eq!(
+            range("::1", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe").prefix_count(),
+            254
+        );
+        assert_eq!(
+            range("::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe").prefix_count(),
+            128
+        );
         assert_eq!(range("10.0.0.2", "10.0.0.1").prefix_count(), 0);
     }
 

@@ -217,7 +217,11 @@ impl TrafficSelector {
                 }
             }
             n += 1;
-            let last = if size >= 128 { u128::MAX } else { cur + ((1u128 << size) - 1) };
+            let last = if size >= 128 {
+                u128::MAX
+            } else {
+                cur + ((1u128 << size) - 1)
+            };
             if last >= hi {
                 return n;
             }

@@ -608,7 +608,9 @@ fn handle_event(
             // of the new pair goes anywhere else.
             // ESP in UDP goes to the peer's NAT-T port (the encapsulation IKE negotiated), not
             // to the IKE port its messages may still come from.
-            let esp_to = c.encap.map_or(c.remote, |e| SocketAddr::new(c.remote.ip(), e.remote_port));
+            let esp_to = c
+                .encap
+                .map_or(c.remote, |e| SocketAddr::new(c.remote.ip(), e.remote_port));
             let room = sockets.add_peer(esp_to, c.spi_out, c.spi_in);
             let installed = child_sas(&c).and_then(|mut sas| {
                 sas.before = before;

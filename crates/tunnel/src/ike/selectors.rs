@@ -328,8 +328,14 @@ mod child_tests {
         };
         let mut i = info(Encr::AesGcm16_128, None, 20, 0);
         for (l, r) in [
-            (vec![range("10.1.0.1", "10.1.0.254")], vec![range("10.2.3.3", "10.2.9.17")]),
-            (vec![ts("10.1.0.0/16"), ts("fd00::/64")], vec![ts("10.2.0.0/16"), range("fd01::1", "fd01::9")]),
+            (
+                vec![range("10.1.0.1", "10.1.0.254")],
+                vec![range("10.2.3.3", "10.2.9.17")],
+            ),
+            (
+                vec![ts("10.1.0.0/16"), ts("fd00::/64")],
+                vec![ts("10.2.0.0/16"), range("fd01::1", "fd01::9")],
+            ),
             (vec![range("::1", "::ffff")], vec![range("::", "::2")]),
         ] {
             i.local_ts = l;
@@ -346,7 +352,9 @@ mod child_tests {
         i.local_ts = vec![ts("10.1.0.0/16[tcp]")];
         i.remote_ts = vec![ts("10.2.0.0/16[udp]")];
         assert!(child_sas(&i).is_err(), "tcp with udp protects nothing");
-        i.local_ts = (0..8).map(|k| range(&format!("10.1.{k}.1"), &format!("10.1.{k}.254"))).collect();
+        i.local_ts = (0..8)
+            .map(|k| range(&format!("10.1.{k}.1"), &format!("10.1.{k}.254")))
+            .collect();
         i.remote_ts = i.local_ts.clone();
         assert!(child_sas(&i).is_err(), "12544 policies");
     }
@@ -385,9 +393,16 @@ mod child_tests {
         let kept: std::collections::HashSet<String> = after.iter().map(|p| format!("{p:?}")).collect();
         let gone = before.iter().filter(|p| !kept.contains(&format!("{p:?}"))).count();
         assert_eq!(gone, 196 * 2);
-        let order: Vec<String> = before.iter().map(|p| format!("{p:?}")).filter(|p| kept.contains(p)).collect();
+        let order: Vec<String> = before
+            .iter()
+            .map(|p| format!("{p:?}"))
+            .filter(|p| kept.contains(p))
+            .collect();
         assert_eq!(order, after.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>());
-        assert!(took < std::time::Duration::from_secs(2), "removing one child took {took:?}");
+        assert!(
+            took < std::time::Duration::from_secs(2),
+            "removing one child took {took:?}"
+        );
     }
 
     #[test]
