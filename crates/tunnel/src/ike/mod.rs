@@ -388,6 +388,12 @@ pub fn run(
                 Ok(()) => warn!("IKE: child {spi_in:08x} could not be installed: deleting it"),
                 Err(e) => warn!("IKE: child {spi_in:08x} could not be installed nor deleted: {e}"),
             }
+            // The INFORMATIONAL with the Delete goes now, not after the next wait.
+            while let Some(tx) = endpoint.poll_transmit() {
+                if let Err(e) = sockets.send(&tx) {
+                    warn!("IKE: sending to {}: {e}", tx.remote);
+                }
+            }
         }
         if now() >= counted_at + Duration::from_secs(1) {
             counted_at = now();
