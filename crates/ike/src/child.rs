@@ -406,3 +406,72 @@ pub(crate) fn keymat(
 ) -> ChildKeys {
     derive_child_keys(prf, sk_d, shared, ni, nr, suite)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alg::{ChildSuite, Encr};
+    use crate::config::{ChildConfig, Psk};
+
+    fn t(s: &str) -> TrafficSelector {
+        TrafficSelector::from_str_config(s).unwrap()
+    }
+
+    /// The initiator takes an answer only if its data plane can install it as agreed (#31
+    /// defects 2 and 4): a pair of two protocols, or more than 256 policies each way, within
+    /// what it offered or not, is TS_UNACCEPTABLE (and the child then deleted).
+    #[test]
+    fn the_initiator_refuses_an_answer_it_cannot_install() {
+        let mut conn = Connection::new(
+            "c",
+            "10.0.0.1".parse().unwrap(),
+            Some("10.0.0.2".parse().unwrap()),
+            crate::Identity::from_str_config("10.0.0.1").unwrap(),
+            None,
+            Psk::new(b"k"),
+            "aes128gcm16-prfsha256-x25519",
+        )
+        .unwrap();
+        conn.children
+            .push(ChildConfig::new("net", "10.1.0.0/16", "10.2.0.0/16", "aes128gcm16").unwrap());
+        let offer = Offer {
+            cfg: 0,
+            spi_in: 0x1234,
+            ts_i: alloc::vec![t("10.1.0.0/16")],
+            ts_r: alloc::vec![t("10.2.0.0/16")],
+            kex: None,
+        };
+        let suite = ChildSuite {
+            encr: Encr::AesGcm16_128,
+            integ: None,
+            esn: false,
+        };
+        let answer = |tsi: Vec<TrafficSelector>, tsr: Vec<TrafficSelector>| {
+            alloc::vec![
+                Payload::Sa(SaPayload {
+                    proposals: alloc::vec![Proposal::from_child_suite(1, 0x5678, &suite)],
+                }),
+                Payload::TsI(tsi),
+                Payload::TsR(tsr),
+            ]
+        };
+        let ok = answer(alloc::vec![t("10.1.0.0/16")], alloc::vec![t("10.2.3.0/24")]);
+        assert!(offer.accept(&conn, &ok).is_ok());
+        let protocols = answer(alloc::vec![t("10.1.0.0/16[tcp]")], alloc::vec![t("10.2.0.0/16[udp]")]);
+        assert_eq!(offer.accept(&conn, &protocols).err(), Some(Refusal::TsUnacceptable));
+        let range = |a: alloc::string::String, b: alloc::string::String| {
+            let mut x = TrafficSelector::host(a.parse().unwrap());
+            x.end = b.parse().unwrap();
+            x
+        };
+        let many = |n: u8| -> Vec<TrafficSelector> {
+            (0..8)
+                .map(|k| range(alloc::format!("10.{n}.{k}.1"), alloc::format!("10.{n}.{k}.254")))
+                .collect()
+        };
+        assert_eq!(
+            offer.accept(&conn, &answer(many(1), many(2))).err(),
+            Some(Refusal::TsUnacceptable)
+        );
+    }
+}
