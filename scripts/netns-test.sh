@@ -55,6 +55,10 @@
 #             to a `remote_addrs = %any` tunneld responder: the responder pings the first
 #             client after the second is up, then all ping at once, every echo answered; the
 #             responder keeps one endpoint per client (issue #31)
+#   ike       two tunnelds over IKEv2 with mirrored README-style configs (PSK,
+#             aes128gcm16-prfsha256-x25519, start_action start on A), no NAT and no
+#             `encap`: the child comes up and carries pings both ways; ESP in UDP goes
+#             4500 -> 4500 (issue #31 defect 7: before, to the peer's port 500)
 #
 # Every daemon must stop cleanly on SIGTERM (exit 0) and log no warning. Installs iproute2,
 # iputils-ping, iperf3 and tshark if missing. Bounded: every wait has a deadline; all stages about 200 s.
@@ -71,7 +75,7 @@ cd "$(dirname "$0")/.."
 START=$SECONDS
 NETNS_TAG=netns-test
 . scripts/lib-netns.sh
-ALL_STAGES="esp comp-esp esp-ah ring udp udp-nat flood rekey v6 peers nooffload user nat-clients"
+ALL_STAGES="esp comp-esp esp-ah ring udp udp-nat flood rekey v6 peers nooffload user nat-clients ike"
 # STAGES, IF_POSSIBLE, want (RAN records the stages run) and cannot: scripts/lib-netns.sh.
 parse_stages "$ALL_STAGES" "$@"
 
@@ -1309,6 +1313,72 @@ for h in r a b; do
   fi
 done
 log "nat-clients: two IKE clients behind one NAT address, pings both ways at once, every one answered at its own port"
+fi
+
+# ---- IKEv2 between two tunnelds, no NAT, no `encap` (issue #31 defect 7) --------------
+# Mirrored configs as in the README: before the fix IKE stayed on port 500 (no NAT seen), the
+# child's ESP in UDP followed it, and every sealed packet went from 4500 to the peer's port
+# 500, where the IKE socket dropped it: the child was up and carried nothing.
+if want ike; then
+V=ike
+D=$WORK/ike
+mkdir -p "$D"
+(umask 077 && printf '[[ike]]\nid = ["a.ike.test", "b.ike.test"]\nsecret = "ike stage test key"\n' >"$D/secrets.toml")
+ike_conf() { # NAME LOCAL REMOTE LOCAL_ID REMOTE_ID LOCAL_TS REMOTE_TS START
+  cat >"$D/$1.toml" <<EOF
+[tunnel]
+tun = "ipsec0"
+local = "$2"
+secrets = "$D/secrets.toml"
+
+[[connection]]
+name = "site"
+local_addrs = ["$2"]
+remote_addrs = ["$3"]
+proposals = ["aes128gcm16-prfsha256-x25519"]
+local = { id = "$4", auth = "psk" }
+remote = { id = "$5", auth = "psk" }
+
+[[connection.children]]
+name = "net"
+local_ts = ["$6"]
+remote_ts = ["$7"]
+start_action = "$8"
+EOF
+}
+ike_conf a $A4 $B4 a.ike.test b.ike.test 10.100.0.1/32 10.100.0.2/32 start
+ike_conf b $B4 $A4 b.ike.test a.ike.test 10.100.0.2/32 10.100.0.1/32 none
+IKE_PIDS=()
+for h in b a; do
+  ns=$NSA
+  [ $h = b ] && ns=$NSB
+  ip netns exec "$ns" "$BIN" --config "$D/$h.toml" --stats "$D/$h.json" 2>"$WORK/$V-$h.log" &
+  BG+=("$!")
+  IKE_PIDS+=("$!")
+  wait_for 10 "tunneld ($V $h) to write its stats" test -s "$D/$h.json"
+done
+ip -n "$NSA" addr add 10.100.0.1/24 dev ipsec0
+ip -n "$NSB" addr add 10.100.0.2/24 dev ipsec0
+cap_start "$WORK/ike.pcap" "$VB" "udp"
+wait_for 15 "the IKE child SA (one ping through)" ip netns exec "$NSA" ping -q -n -c 1 -W 1 10.100.0.2
+ping_ok "$NSA" 10.100.0.2 10
+ping_ok "$NSB" 10.100.0.1 10
+cap_stop
+# Every datagram after IKE_SA_INIT, ESP in UDP included, between the NAT-T ports (port 500
+# only for IKE_SA_INIT, 500 -> 500, if the capture saw it).
+udp_ports=$(tshark -r "$WORK/ike.pcap" -T fields -e udp.srcport -e udp.dstport 2>/dev/null | sort -u | tr '\t\n' ': ')
+[[ " $udp_ports" == *" 4500:4500 "* ]] || fail "ike: no ESP in UDP 4500 -> 4500 captured (ports: $udp_ports)"
+[ -z "$(echo "$udp_ports" | tr ' ' '\n' | grep -v -x -e '4500:4500' -e '500:500' -e '')" ] ||
+  fail "ike: UDP between ports $udp_ports (want 4500:4500, and 500:500 for IKE_SA_INIT)"
+for i in 1 0; do
+  stop_pid "${IKE_PIDS[$i]}" "tunneld ($V ${i})"
+done
+for h in a b; do
+  if grep -E ' (WARN|ERROR) ' "$WORK/$V-$h.log" >/dev/null; then
+    fail "tunneld ($V, $h) logged warnings: $(grep -E ' (WARN|ERROR) ' "$WORK/$V-$h.log" | head -3)"
+  fi
+done
+log "ike: two tunnelds over IKEv2 without a NAT or encap: pings both ways through the child, ESP in UDP 4500 -> 4500"
 fi
 
 log "all checks passed: ${RAN[*]} ($((SECONDS - START)) s)"

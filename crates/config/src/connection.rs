@@ -8,7 +8,7 @@
 //! local_addrs = ["192.0.2.1"]           # this host's IKE address (one; IPv4 or IPv6)
 //! remote_addrs = ["198.51.100.2"]       # the peer's (one; "%any" to accept any as responder)
 //! proposals = ["aes128gcm16-prfsha256-x25519", "aes256-sha256-ecp384"]   # default: DEFAULT_IKE_PROPOSALS
-//! encap = false                         # true: ESP in UDP even without a NAT (port 4500)
+//! encap = true                          # ESP in UDP on port 4500, NAT or not: tunneld always does (`false` is accepted and ignored)
 //! dpd_delay = 30                        # seconds between liveness checks; 0 = off (default 0)
 //! dpd_timeout = "60s"                   # give a liveness check up after this (default: when its retransmissions run out)
 //! dpd_action = "restart"                # clear | restart | trap: when the peer is found dead (default clear)
@@ -135,7 +135,8 @@ pub struct ConnectionConfig {
     pub remote_addr: Option<IpAddr>,
     /// IKE proposals in strongSwan's words, in order of preference.
     pub proposals: Vec<String>,
-    /// ESP in UDP even without a NAT.
+    /// ESP in UDP even without a NAT, as written; tunneld encapsulates always
+    /// ([`ConnectionConfig::to_ike`] sets the IKE connection's `encap`).
     pub encap: bool,
     /// Seconds between liveness checks; 0 = off.
     pub dpd_delay: u64,
@@ -445,7 +446,11 @@ impl ConnectionConfig {
             &self.proposals.join(","),
         )
         .map_err(|e| at(format!("proposals: {e}")))?;
-        c.encap = self.encap;
+        // tunneld's data plane is ESP in UDP (its ESP-in-UDP sockets on 4500): it always
+        // asks for encapsulation as strongSwan's `encap = yes` does (a NAT_DETECTION_SOURCE_IP
+        // that cannot match, so both sides move to the NAT-T ports after IKE_SA_INIT, RFC 7296
+        // 2.23), NAT or not; `encap = false` cannot turn that off.
+        c.encap = true;
         c.dpd_delay = (self.dpd_delay > 0).then(|| std::time::Duration::from_secs(self.dpd_delay));
         c.rekey_time = self.rekey_time;
         c.dpd_timeout = self.dpd_timeout;
@@ -742,6 +747,16 @@ start_action = "trap"
         assert_eq!(ike.children[0].remote_ts.len(), 2);
         assert_eq!(ike.start_action, ipsec_ike::StartAction::Trap);
         assert!(!format!("{ike:?}").contains("0a0b0c"));
+        // tunneld's children always go in UDP, so IKE moves to the NAT-T ports without a
+        // NAT too (#31 defect 7): `encap = false` or no `encap` still forces it.
+        for toml in [
+            GOOD.replace("encap = true", "encap = false"),
+            GOOD.replace("encap = true\n", ""),
+        ] {
+            let c = crate::from_toml::parse(&toml).unwrap();
+            assert!(!c.connections[0].encap);
+            assert!(c.connections[0].to_ike(&secrets).unwrap().encap);
+        }
         let none = super::Secrets::parse("[[ike]]\nid = \"elsewhere\"\nsecret = \"k\"\n").unwrap();
         let e = conn.to_ike(&none).unwrap_err();
         assert!(e.contains("no pre-shared key") && e.contains("site-a.example"), "{e}");

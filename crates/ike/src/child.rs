@@ -9,11 +9,12 @@ use crate::dh::KeyExchange;
 use crate::ike_sa::IkeSa;
 use crate::keys::{derive_child_keys, ChildKeys};
 use crate::message::{Find, Payload};
-use crate::narrowing::{answer_within, narrow};
+use crate::narrowing::{answer_installable, answer_within, installable, narrow};
 use crate::notify::{kind, Notify};
 use crate::sa::{accept_esp_answer, choose_esp, protocol, Proposal, SaPayload};
 use crate::ts::TrafficSelector;
 use alloc::vec::Vec;
+use core::net::IpAddr;
 use rand_core::CryptoRngCore;
 
 /// A random ESP SPI outside the reserved 1..=255 (RFC 4303 2.1).
@@ -175,7 +176,9 @@ impl Offer {
         let (Some(tsi), Some(tsr)) = (ps.ts_i(), ps.ts_r()) else {
             return Err(Refusal::TsUnacceptable);
         };
-        if !answer_within(tsi, &self.ts_i) || !answer_within(tsr, &self.ts_r) {
+        // Within what we offered, and something our data plane installs as agreed (every
+        // pair of protocols compatible, a bounded number of policies): else deleted.
+        if !answer_within(tsi, &self.ts_i) || !answer_within(tsr, &self.ts_r) || !answer_installable(tsi, tsr) {
             return Err(Refusal::TsUnacceptable);
         }
         let mode = if child.mode == Mode::Transport && ps.notify(kind::USE_TRANSPORT_MODE).is_some() {
@@ -209,14 +212,17 @@ pub(crate) struct Choice {
 }
 
 /// The responder picks a child configuration whose selectors the request's narrow to
-/// something (2.9) and a proposal of it (`only`: the child being rekeyed must stay the
-/// same configuration). Returns the choice and, on refusal, which child config it was about.
+/// something installable (2.9; [`installable`]) and a proposal of it (`only`: the child
+/// being rekeyed must stay the same configuration). `others`: the peer addresses of the
+/// endpoint's other established IKE SAs (never a NATed peer's inner address). Returns the
+/// choice and, on refusal, which child config it was about.
 pub(crate) fn choose(
     sa: &IkeSa,
     cfg: &crate::config::Config,
     ps: &[Payload],
     only: Option<usize>,
     pfs: bool,
+    others: &[IpAddr],
     rng: &mut impl CryptoRngCore,
 ) -> Result<Choice, (Refusal, Option<usize>)> {
     let conn = sa.conn(cfg);
@@ -230,9 +236,8 @@ pub(crate) fn choose(
             continue;
         }
         // The initiator's TSi is the peer's side; TSr is ours.
-        let remote_cfg = if c.remote_ts.is_empty() && sa.child_encap(cfg).is_some() {
-            // `dynamic` behind a NAT: the peer's inner address is its own business.
-            tsi.iter().filter(|t| t.start == t.end).copied().collect()
+        let remote_cfg = if c.remote_ts.is_empty() && sa.path.nat.peer_behind_nat {
+            nated_peer_host(sa, cfg, tsi, others)
         } else {
             dynamic(sa, &c.remote_ts, false)
         };
@@ -241,6 +246,9 @@ pub(crate) fn choose(
         if ni_.is_empty() || nr_.is_empty() {
             continue;
         }
+        let Some((ni_, nr_)) = installable(ni_, nr_) else {
+            continue;
+        };
         match choose_proposal(c, &sa_p.proposals, ke.map(|k| k.group), pfs) {
             Ok((num, spi_out, suite, dh)) => {
                 let transport = c.mode == Mode::Transport && ps.notify(kind::USE_TRANSPORT_MODE).is_some();
@@ -346,6 +354,34 @@ impl Choice {
     }
 }
 
+/// `dynamic` remote selectors of a peer behind a NAT (2.23.1): its own inner host address,
+/// one address, the first the initiator's TSi names as a host; never one of ours (an IKE
+/// address of any connection), another connection's configured peer or another established
+/// IKE SA's peer (a policy for those would take their traffic into this child). Empty:
+/// nothing acceptable (TS_UNACCEPTABLE).
+fn nated_peer_host(
+    sa: &IkeSa,
+    cfg: &crate::config::Config,
+    tsi: &[TrafficSelector],
+    others: &[IpAddr],
+) -> Vec<TrafficSelector> {
+    let forbidden = |a: IpAddr| {
+        a == sa.path.local.ip()
+            || others.contains(&a)
+            || cfg
+                .connections
+                .iter()
+                .enumerate()
+                .any(|(i, c)| c.local_addr == a || (i != sa.conn && c.remote_addr == Some(a)))
+            || a.is_unspecified()
+    };
+    tsi.iter()
+        .find(|t| t.is_valid() && t.start == t.end)
+        .filter(|t| !forbidden(t.start))
+        .map(|t| alloc::vec![TrafficSelector::host(t.start)])
+        .unwrap_or_default()
+}
+
 fn dynamic(sa: &IkeSa, ts: &[TrafficSelector], local: bool) -> Vec<TrafficSelector> {
     if ts.is_empty() {
         alloc::vec![TrafficSelector::host(if local {
@@ -369,4 +405,73 @@ pub(crate) fn keymat(
     suite: &ChildSuite,
 ) -> ChildKeys {
     derive_child_keys(prf, sk_d, shared, ni, nr, suite)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alg::{ChildSuite, Encr};
+    use crate::config::{ChildConfig, Psk};
+
+    fn t(s: &str) -> TrafficSelector {
+        TrafficSelector::from_str_config(s).unwrap()
+    }
+
+    /// The initiator takes an answer only if its data plane can install it as agreed (#31
+    /// defects 2 and 4): a pair of two protocols, or more than 256 policies each way, within
+    /// what it offered or not, is TS_UNACCEPTABLE (and the child then deleted).
+    #[test]
+    fn the_initiator_refuses_an_answer_it_cannot_install() {
+        let mut conn = Connection::new(
+            "c",
+            "10.0.0.1".parse().unwrap(),
+            Some("10.0.0.2".parse().unwrap()),
+            crate::Identity::from_str_config("10.0.0.1").unwrap(),
+            None,
+            Psk::new(b"k"),
+            "aes128gcm16-prfsha256-x25519",
+        )
+        .unwrap();
+        conn.children
+            .push(ChildConfig::new("net", "10.1.0.0/16", "10.2.0.0/16", "aes128gcm16").unwrap());
+        let offer = Offer {
+            cfg: 0,
+            spi_in: 0x1234,
+            ts_i: alloc::vec![t("10.1.0.0/16")],
+            ts_r: alloc::vec![t("10.2.0.0/16")],
+            kex: None,
+        };
+        let suite = ChildSuite {
+            encr: Encr::AesGcm16_128,
+            integ: None,
+            esn: false,
+        };
+        let answer = |tsi: Vec<TrafficSelector>, tsr: Vec<TrafficSelector>| {
+            alloc::vec![
+                Payload::Sa(SaPayload {
+                    proposals: alloc::vec![Proposal::from_child_suite(1, 0x5678, &suite)],
+                }),
+                Payload::TsI(tsi),
+                Payload::TsR(tsr),
+            ]
+        };
+        let ok = answer(alloc::vec![t("10.1.0.0/16")], alloc::vec![t("10.2.3.0/24")]);
+        assert!(offer.accept(&conn, &ok).is_ok());
+        let protocols = answer(alloc::vec![t("10.1.0.0/16[tcp]")], alloc::vec![t("10.2.0.0/16[udp]")]);
+        assert_eq!(offer.accept(&conn, &protocols).err(), Some(Refusal::TsUnacceptable));
+        let range = |a: alloc::string::String, b: alloc::string::String| {
+            let mut x = TrafficSelector::host(a.parse().unwrap());
+            x.end = b.parse().unwrap();
+            x
+        };
+        let many = |n: u8| -> Vec<TrafficSelector> {
+            (0..8)
+                .map(|k| range(alloc::format!("10.{n}.{k}.1"), alloc::format!("10.{n}.{k}.254")))
+                .collect()
+        };
+        assert_eq!(
+            offer.accept(&conn, &answer(many(1), many(2))).err(),
+            Some(Refusal::TsUnacceptable)
+        );
+    }
 }

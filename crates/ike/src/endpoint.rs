@@ -281,6 +281,7 @@ impl Endpoint {
             cfg: &self.cfg,
             out: &mut self.out,
             now,
+            others: &[],
         };
         sa.queue_task(&mut cx, Task::IkeInit(IkeInit::new(dh)), rng);
         sa.queue_task(&mut cx, Task::IkeAuth(IkeAuth { child: offer }), rng);
@@ -359,6 +360,7 @@ impl Endpoint {
                 cfg: &self.cfg,
                 out: &mut self.out,
                 now,
+                others: &[],
             };
             sa.queue_task(&mut cx, task, rng);
         }
@@ -384,6 +386,7 @@ impl Endpoint {
             cfg,
             out: &mut self.out,
             now,
+            others: &[],
         };
         sa.queue_task(&mut cx, Task::ChildRekey(task), rng);
         Ok(())
@@ -404,6 +407,7 @@ impl Endpoint {
                     cfg: &self.cfg,
                     out: &mut self.out,
                     now,
+                    others: &[],
                 };
                 sa.queue_task(&mut cx, Task::IkeRekey(t), rng);
             }
@@ -438,6 +442,7 @@ impl Endpoint {
                 cfg: &self.cfg,
                 out: &mut self.out,
                 now,
+                others: &[],
             };
             if sa.state.is_established() {
                 sa.queue_task(&mut cx, Task::IkeDelete, rng);
@@ -465,6 +470,7 @@ impl Endpoint {
             cfg: &self.cfg,
             out: &mut self.out,
             now,
+            others: &[],
         };
         if s.state.is_established() {
             s.queue_task(&mut cx, Task::IkeDelete, rng);
@@ -491,6 +497,7 @@ impl Endpoint {
             cfg: &self.cfg,
             out: &mut self.out,
             now,
+            others: &[],
         };
         s.queue_task(&mut cx, Task::ChildDelete(ChildDelete { spi_in }), rng);
         Ok(())
@@ -515,6 +522,7 @@ impl Endpoint {
                 cfg: &self.cfg,
                 out: &mut self.out,
                 now,
+                others: &[],
             };
             sa.queue_task(&mut cx, Task::IkeDpd, rng);
         }
@@ -547,18 +555,37 @@ impl Endpoint {
         } else {
             data
         };
-        let msg = Message::parse(raw).map_err(Dropped::Malformed)?;
+        let msg = match Message::parse(raw) {
+            Ok(m) => m,
+            Err(e) => {
+                self.refuse_critical(raw, e, local, remote);
+                return Err(Dropped::Malformed(e));
+            }
+        };
         let h = msg.header;
         let r = if h.exchange == ExchangeType::IkeSaInit && !h.response && h.spi_r == 0 {
             self.on_new_init(now, raw, &msg, local, remote, rng)
         } else {
             let our = if h.initiator { h.spi_r } else { h.spi_i };
+            // A request that can make a child: the other IKE SAs' peers, which a NATed
+            // peer's `dynamic` selectors must not claim (child::choose).
+            let others: Vec<IpAddr> =
+                if !h.response && matches!(h.exchange, ExchangeType::IkeAuth | ExchangeType::CreateChildSa) {
+                    self.sas
+                        .iter()
+                        .filter(|(k, s)| **k != our && s.state.is_established())
+                        .map(|(_, s)| s.path.remote.ip())
+                        .collect()
+                } else {
+                    Vec::new()
+                };
             match self.sas.get_mut(&our) {
                 Some(sa) if !sa.state.is_dead() => {
                     let mut cx = Cx {
                         cfg: &self.cfg,
                         out: &mut self.out,
                         now,
+                        others: &others,
                     };
                     let r = sa.handle_message(&mut cx, raw, &msg, local, remote, rng);
                     self.apply_effects(our, now, rng);
@@ -569,6 +596,27 @@ impl Endpoint {
         };
         self.reap();
         r
+    }
+
+    /// A new IKE_SA_INIT request (SPIr 0, message ID 0, not a response) with a critical
+    /// payload we do not know: rejected with UNSUPPORTED_CRITICAL_PAYLOAD carrying its type
+    /// (2.5), statelessly (no SA is made). Nothing else that fails to parse is answered.
+    fn refuse_critical(&mut self, raw: &[u8], e: Error, local: SocketAddr, remote: SocketAddr) {
+        let Error::UnsupportedCritical(t) = e else { return };
+        let Ok(h) = crate::header::IkePacket::new_checked(raw).and_then(|p| crate::header::HeaderRepr::parse(&p))
+        else {
+            return;
+        };
+        if h.exchange == ExchangeType::IkeSaInit && !h.response && h.initiator && h.spi_r == 0 && h.message_id == 0 {
+            crate::task::ike_init::stateless_reply(
+                &mut self.out,
+                &self.cfg,
+                &h,
+                local,
+                remote,
+                crate::notify::Notify::ike(crate::notify::kind::UNSUPPORTED_CRITICAL_PAYLOAD, &[t]),
+            );
+        }
     }
 
     fn on_new_init(
@@ -594,6 +642,7 @@ impl Endpoint {
                     cfg: &self.cfg,
                     out: &mut self.out,
                     now,
+                    others: &[],
                 };
                 sa.send(&mut cx, &b);
                 return Ok(());
@@ -652,6 +701,7 @@ impl Endpoint {
             cfg: &self.cfg,
             out: &mut self.out,
             now,
+            others: &[],
         };
         for (k, s) in self.sas.iter_mut() {
             if *k != spi && s.conn == conn && s.state.remote_id().cloned() == id && s.state.is_established() {
@@ -685,6 +735,7 @@ impl Endpoint {
                 cfg: &self.cfg,
                 out: &mut self.out,
                 now,
+                others: &[],
             };
             sa.handle_timeout(&mut cx, rng);
             if !sa.effects.is_empty() {

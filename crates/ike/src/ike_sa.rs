@@ -197,6 +197,9 @@ pub(crate) struct Cx<'a> {
     pub cfg: &'a Config,
     pub out: &'a mut Output,
     pub now: Duration,
+    /// The peer addresses of the endpoint's other established IKE SAs, for a request that
+    /// can make a child ([`crate::child::choose`]); empty elsewhere.
+    pub others: &'a [core::net::IpAddr],
 }
 
 /// Transmits and events waiting for the caller.
@@ -422,11 +425,20 @@ impl IkeSa {
         }
     }
 
-    /// The UDP encapsulation of child SAs: when a NAT is detected or encapsulation forced.
+    /// The UDP encapsulation of child SAs: when a NAT is detected or encapsulation forced,
+    /// on the NAT-T ports (RFC 3948): the IKE path's once IKE moved there (behind a NAT the
+    /// peer's port is the NAT's mapping), else ours and the peer's configured NAT-T port —
+    /// never the IKE port, whose socket drops ESP.
     pub fn child_encap(&self, cfg: &Config) -> Option<UdpEncap> {
-        (self.path.nat.peer_behind_nat || self.path.nat.local_behind_nat || self.conn(cfg).encap).then_some(UdpEncap {
-            local_port: self.path.local.port(),
-            remote_port: self.path.remote.port(),
+        let conn = self.conn(cfg);
+        let (local_port, remote_port) = if self.path.natt {
+            (self.path.local.port(), self.path.remote.port())
+        } else {
+            (cfg.natt_port, conn.remote_natt_port)
+        };
+        (self.path.nat.peer_behind_nat || self.path.nat.local_behind_nat || conn.encap).then_some(UdpEncap {
+            local_port,
+            remote_port,
         })
     }
 
@@ -599,5 +611,61 @@ impl Opened {
             return Err(Error::BadEncryptedPayload);
         }
         Ok(chain.payloads)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Connection, Psk};
+
+    /// Forced encapsulation with a peer still on port 500 (it never moved to the NAT-T
+    /// ports): the child's ESP in UDP goes between the NAT-T ports, never to IKE's port,
+    /// whose socket drops ESP (#31 defect 7).
+    #[test]
+    fn child_encapsulation_is_on_the_natt_ports() {
+        let a = "10.0.0.1".parse().unwrap();
+        let b = "10.0.0.2".parse().unwrap();
+        let mut c = Connection::new(
+            "c",
+            a,
+            Some(b),
+            crate::Identity::from_str_config("10.0.0.1").unwrap(),
+            None,
+            Psk::new(b"k"),
+            "aes128gcm16-prfsha256-x25519",
+        )
+        .unwrap();
+        c.encap = true;
+        let cfg = Config::new(alloc::vec![c]);
+        let mut sa = IkeSa::new(
+            0,
+            crate::event::Role::Responder,
+            1,
+            2,
+            SocketAddr::new(a, 500),
+            SocketAddr::new(b, 500),
+            State::InitSent,
+            Duration::ZERO,
+        );
+        let natt = Some(UdpEncap {
+            local_port: 4500,
+            remote_port: 4500,
+        });
+        assert_eq!(sa.child_encap(&cfg), natt);
+        // Once IKE moved (behind a NAT: to the NAT's port), the path's ports.
+        sa.path.natt = true;
+        sa.path.local = SocketAddr::new(a, 4500);
+        sa.path.remote = SocketAddr::new(b, 34500);
+        assert_eq!(
+            sa.child_encap(&cfg),
+            Some(UdpEncap {
+                local_port: 4500,
+                remote_port: 34500
+            })
+        );
+        let mut cfg = cfg;
+        cfg.connections[0].encap = false;
+        assert_eq!(sa.child_encap(&cfg), None, "no NAT, not forced: plain ESP");
     }
 }

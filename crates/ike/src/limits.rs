@@ -22,3 +22,8 @@ pub const MAX_CHILD_SAS: usize = 64;
 pub const MAX_QUEUED_REQUESTS: usize = 32;
 /// Events and transmits kept for the caller before the oldest are dropped.
 pub const MAX_QUEUED_OUTPUT: usize = 4096;
+/// Policies one child SA pair may need per direction (RFC 7296 2.9: every pair of its
+/// selectors, each address range as the prefixes that cover it exactly; see
+/// [`crate::narrowing::policy_count`]): a narrowing that needs more is refused with
+/// TS_UNACCEPTABLE, so one peer cannot fill a data plane's policy table.
+pub const MAX_CHILD_POLICIES: usize = 256;

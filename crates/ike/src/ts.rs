@@ -192,6 +192,42 @@ impl TrafficSelector {
             end: from_u128(e, self.is_ipv6()),
         })
     }
+    /// How many address prefixes cover the address range exactly (what a data plane whose
+    /// policies take prefixes needs for it: 1 for a subnet, up to 62 for an IPv4 range and
+    /// 254 for an IPv6 one); 0 for an invalid selector.
+    pub fn prefix_count(&self) -> usize {
+        if !self.is_valid() {
+            return 0;
+        }
+        let bits = if self.is_ipv6() { 128u32 } else { 32 };
+        let (lo, hi) = (to_u128(self.start), to_u128(self.end));
+        let mut n = 0;
+        let mut cur = lo;
+        loop {
+            // The largest block aligned at `cur` that stays within `hi`.
+            let mut size = if cur == 0 { bits } else { cur.trailing_zeros().min(bits) };
+            while size > 0 && size < 128 && cur + ((1u128 << size) - 1) > hi {
+                size -= 1;
+            }
+            if size >= 128 && hi != u128::MAX {
+                // Only `::/0` is a block of 2^128; anything less starts with a 2^127 one.
+                size = 127;
+                while cur + ((1u128 << size) - 1) > hi {
+                    size -= 1;
+                }
+            }
+            n += 1;
+            let last = if size >= 128 {
+                u128::MAX
+            } else {
+                cur + ((1u128 << size) - 1)
+            };
+            if last >= hi {
+                return n;
+            }
+            cur = last + 1;
+        }
+    }
     /// Whether `self` lies within `o`.
     pub fn is_subset_of(&self, o: &TrafficSelector) -> bool {
         self.intersect(o).as_ref() == Some(self)

@@ -972,17 +972,14 @@ impl Control {
                 .iter()
                 .filter_map(|n| st.id(n).map(|id| (n.clone(), id)))
                 .collect();
+            // Linear in the policies: one look-up per policy in the set of the SAs going.
+            let gone: std::collections::HashSet<SaId> = ids.iter().map(|(_, id)| *id).collect();
             let ps = eng.spd().policies().to_vec();
-            let keep: Vec<Policy> = ps
-                .iter()
-                .filter(
-                    |p| !matches!(&p.action, Action::Protect(v) if v.iter().any(|x| ids.iter().any(|(_, id)| id == x))),
-                )
-                .cloned()
-                .collect();
+            let uses_gone = |p: &Policy| matches!(&p.action, Action::Protect(v) if v.iter().any(|x| gone.contains(x)));
+            let keep: Vec<Policy> = ps.iter().filter(|p| !uses_gone(p)).cloned().collect();
             if keep.len() != ps.len() {
                 for (i, p) in ps.iter().enumerate() {
-                    if !keep.contains(p) {
+                    if uses_gone(p) {
                         let v = policy_json(i + 1, p, &eng);
                         events.push(event("policy.removed", now, json!({"policy": v, "ike": true})));
                     }

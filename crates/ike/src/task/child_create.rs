@@ -185,7 +185,7 @@ pub(crate) fn make_child(
         child_refused(sa, cx, cfg, r);
         Reply::with(alloc::vec![Payload::Notify(r.notify())])
     };
-    let choice = match crate::child::choose(sa, cx.cfg, ps, rekeys.map(|(_, c)| c), true, rng) {
+    let choice = match crate::child::choose(sa, cx.cfg, ps, rekeys.map(|(_, c)| c), true, cx.others, rng) {
         Ok(c) => c,
         Err((r, cfg)) => return Err(refuse(sa, cx, cfg, r)),
     };

@@ -274,7 +274,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
     // The first child, chosen before the state changes (its selectors use the addresses).
     let wants_child = ps.sa().is_some() && ps.ts_i().is_some() && ps.ts_r().is_some();
-    let choice = wants_child.then(|| crate::child::choose(sa, cx.cfg, ps, None, false, rng));
+    let choice = wants_child.then(|| crate::child::choose(sa, cx.cfg, ps, None, false, cx.others, rng));
     ike_up(sa, cx, crypto, idi.clone());
     match choice {
         None => {}

@@ -273,7 +273,14 @@ fn process(
     Ok(false)
 }
 
-fn stateless_reply(out: &mut Output, cfg: &Config, req: &HeaderRepr, local: SocketAddr, remote: SocketAddr, n: Notify) {
+pub(crate) fn stateless_reply(
+    out: &mut Output,
+    cfg: &Config,
+    req: &HeaderRepr,
+    local: SocketAddr,
+    remote: SocketAddr,
+    n: Notify,
+) {
     let h = HeaderRepr {
         spi_i: req.spi_i,
         spi_r: 0,
@@ -403,7 +410,12 @@ pub(crate) fn respond_init(
     ];
     p.extend(nat_notifies(h.spi_i, spi_r, local, remote, conn.encap, rng));
     let bytes = build_plain(&ike.header(ExchangeType::IkeSaInit, true, 0), &p).map_err(Dropped::Malformed)?;
-    let mut cx = Cx { cfg, out, now };
+    let mut cx = Cx {
+        cfg,
+        out,
+        now,
+        others: &[],
+    };
     ike.send(&mut cx, &bytes);
     ike.state = State::HalfOpen {
         hs: Handshake {

@@ -374,9 +374,18 @@ pub fn run(
         // Events first: a child's SAs are installed before the message that completes its
         // exchange goes out, so the peer's first packets on the new pair (it may switch as
         // soon as it has our answer, 2.8) find its inbound SA here.
+        let mut failed = Vec::new();
         while let Some(ev) = endpoint.poll_event() {
             counters.count(&ev);
-            handle_event(t, control, sockets, ev, &status, keylog);
+            failed.extend(handle_event(t, control, sockets, ev, &status, keylog));
+        }
+        // A child agreed but not installed is deleted on both sides (RFC 7296 2.9: a child
+        // exists only if it protects what it says); the Delete goes with this round's sends.
+        for spi_in in failed {
+            match endpoint.delete_child(now(), spi_in, &mut rng) {
+                Ok(()) => warn!("IKE: child {spi_in:08x} could not be installed: deleting it"),
+                Err(e) => warn!("IKE: child {spi_in:08x} could not be installed nor deleted: {e}"),
+            }
         }
         while let Some(tx) = endpoint.poll_transmit() {
             if let Err(e) = sockets.send(&tx) {
@@ -507,8 +516,9 @@ fn handle_event(
     ev: Event,
     status: &Mutex<Vec<(ipsec_ike::IkeSaInfo, Vec<ChildEntry>)>>,
     keylog: Option<&KeyLog>,
-) {
+) -> Option<u32> {
     let now = t.now();
+    let mut failed = None;
     let mut st = status.lock().unwrap_or_else(|p| p.into_inner());
     let out = match ev {
         Event::IkeUp { info, keys } => {
@@ -601,7 +611,12 @@ fn handle_event(
             // Sealed packets go to where the peer's IKE messages come from (behind a NAT, not
             // its configured address): registered before the SAs are installed, so no packet
             // of the new pair goes anywhere else.
-            let room = sockets.add_peer(c.remote, c.spi_out, c.spi_in);
+            // ESP in UDP goes to the peer's NAT-T port (the encapsulation IKE negotiated), not
+            // to the IKE port its messages may still come from.
+            let esp_to = c
+                .encap
+                .map_or(c.remote, |e| SocketAddr::new(c.remote.ip(), e.remote_port));
+            let room = sockets.add_peer(esp_to, c.spi_out, c.spi_in);
             let installed = child_sas(&c).and_then(|mut sas| {
                 sas.before = before;
                 control.ike_install(t, sas)
@@ -642,7 +657,15 @@ fn handle_event(
                         }
                     }
                 }
-                Err(e) => warn!("IKE: {}/{}: installing the child SA failed: {e}", c.conn, c.child),
+                Err(e) => {
+                    warn!("IKE: {}/{}: installing the child SA failed: {e}", c.conn, c.child);
+                    failed = Some(c.spi_in);
+                    let mut v = v;
+                    v["error"] = e.into();
+                    drop(st);
+                    control.publish(&[event_json("child.failed", now, v)]);
+                    return failed;
+                }
             }
             event_json("child.up", now, v)
         }
@@ -717,9 +740,10 @@ fn handle_event(
         }
         other => {
             tracing::debug!("IKE: {other:?}");
-            return;
+            return failed;
         }
     };
     drop(st);
     control.publish(&[out]);
+    failed
 }
