@@ -609,10 +609,9 @@ fn handle_event(
                 None => v,
             };
             // Sealed packets go to where the peer's IKE messages come from (behind a NAT, not
-            // its configured address): registered before the SAs are installed, so no packet
-            // of the new pair goes anywhere else.
-            // ESP in UDP goes to the peer's NAT-T port (the encapsulation IKE negotiated), not
-            // to the IKE port its messages may still come from.
+            // its configured address), at its NAT-T port (the encapsulation IKE negotiated,
+            // not the IKE port its messages may still come from); registered before the SAs
+            // are installed, so no packet of the new pair goes anywhere else.
             let esp_to = c
                 .encap
                 .map_or(c.remote, |e| SocketAddr::new(c.remote.ip(), e.remote_port));
