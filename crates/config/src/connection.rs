@@ -307,7 +307,7 @@ impl ConnectionToml {
                 None | Some("psk") => {}
                 Some(other) => {
                     return Err(at(format!(
-                        "{side}.auth = \"{other}\": only \"psk\" is supported (certificates come with IKEv2 part 2)"
+                        "{side}.auth = \"{other}\": only \"psk\" is supported (certificates are not supported yet)"
                     )))
                 }
             }

@@ -266,7 +266,7 @@ pub struct ProposalSpec {
     pub integ: Vec<Integ>,
     /// PRFs (IKE only).
     pub prf: Vec<Prf>,
-    /// Key exchange methods (IKE: at least one; ESP: empty, or a group for PFS in part 2).
+    /// Key exchange methods (IKE: at least one; ESP: empty, or groups for PFS in CREATE_CHILD_SA).
     pub dh: Vec<DhGroup>,
     /// ESN choices for ESP (`true` = ESN); empty for IKE.
     pub esn: Vec<bool>,

@@ -41,7 +41,7 @@ pub enum ExchangeType {
     IkeSaInit,
     /// IKE_AUTH (35).
     IkeAuth,
-    /// CREATE_CHILD_SA (36): rekeying, part 2; parsed, answered with NO_ADDITIONAL_SAS for now.
+    /// CREATE_CHILD_SA (36): further children, child and IKE SA rekeys.
     CreateChildSa,
     /// INFORMATIONAL (37).
     Informational,

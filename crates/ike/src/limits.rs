@@ -2,7 +2,7 @@
 //! made for them is capped by one of these.
 
 /// Largest IKE message accepted or built (a UDP datagram's payload; RFC 7296 2 says a
-/// message can be as large as UDP allows; fragmentation (RFC 7383) is part 2).
+/// message can be as large as UDP allows; fragmentation (RFC 7383) is not done yet).
 pub const MAX_MESSAGE_LEN: usize = 65_535 - 8;
 /// Payloads in one message (outer plus inner of the Encrypted payload, counted separately).
 pub const MAX_PAYLOADS: usize = 64;

@@ -380,7 +380,7 @@ pub fn choose_ike(offered: &[Proposal], ours: &[ProposalSpec]) -> Option<(u8, Ik
 }
 
 /// Chooses an ESP suite. KE transforms (PFS) are ignored: the child SA of IKE_AUTH has
-/// no key exchange (1.2); part 2 will honour them in CREATE_CHILD_SA. A missing ESN
+/// no key exchange (1.2); `child::choose` honours them in CREATE_CHILD_SA. A missing ESN
 /// transform is taken as "no ESN", as strongSwan does. Returns (proposal num, the
 /// initiator's SPI, suite).
 pub fn choose_esp(offered: &[Proposal], ours: &[ProposalSpec]) -> Option<(u8, u32, ChildSuite)> {

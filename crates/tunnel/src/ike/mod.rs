@@ -17,8 +17,11 @@
 //! - Keys never reach a log line; `--keylog DIR` (off by default, loudly announced) writes
 //!   Wireshark's `ikev2_decryption_table` and `esp_sa` tables.
 //!
-//! Part 1 does not rekey: the negotiated lifetimes become soft limits (events), and the SAs
-//! live until the peer deletes them or goes away.
+//! Rekeys are make before break: a new pair is installed before the message that completes
+//! its exchange goes out; our rekey's policies go before the old pair's (traffic moves at
+//! once), the peer's after (traffic moves when the old pair is deleted); a replaced pair's
+//! inbound SA is retired, kept until idle. A child's byte or packet soft limit, or a sequence
+//! number near its end, asks for its rekey ([`IkeHandle::rekey_child`]).
 
 use crate::control::Control;
 use crate::tunnel::Tunnel;
