@@ -394,6 +394,18 @@ impl Endpoint {
 
     /// Rekeys the connection's IKE SAs now (`ipsec ike rekey CONN`).
     pub fn rekey_ike(&mut self, now: Duration, conn: &str, rng: &mut impl CryptoRngCore) -> Result<(), CommandError> {
+        self.on_established(now, conn, rng, |sa, rng| IkeRekey::new(sa, rng).map(Task::IkeRekey))
+    }
+
+    /// Queues `task(sa)` on each of the connection's established IKE SAs; none:
+    /// [`CommandError::NotEstablished`].
+    fn on_established<R: CryptoRngCore>(
+        &mut self,
+        now: Duration,
+        conn: &str,
+        rng: &mut R,
+        mut task: impl FnMut(&IkeSa, &mut R) -> Option<Task>,
+    ) -> Result<(), CommandError> {
         let ci = self.conn_index(conn)?;
         let mut found = false;
         for sa in self
@@ -402,14 +414,14 @@ impl Endpoint {
             .filter(|s| s.conn == ci && s.state.is_established())
         {
             found = true;
-            if let Some(t) = IkeRekey::new(sa, rng) {
+            if let Some(t) = task(sa, rng) {
                 let mut cx = Cx {
                     cfg: &self.cfg,
                     out: &mut self.out,
                     now,
                     others: &[],
                 };
-                sa.queue_task(&mut cx, Task::IkeRekey(t), rng);
+                sa.queue_task(&mut cx, t, rng);
             }
         }
         if found {
@@ -510,27 +522,7 @@ impl Endpoint {
         conn: &str,
         rng: &mut impl CryptoRngCore,
     ) -> Result<(), CommandError> {
-        let ci = self.conn_index(conn)?;
-        let mut found = false;
-        for sa in self
-            .sas
-            .values_mut()
-            .filter(|s| s.conn == ci && s.state.is_established())
-        {
-            found = true;
-            let mut cx = Cx {
-                cfg: &self.cfg,
-                out: &mut self.out,
-                now,
-                others: &[],
-            };
-            sa.queue_task(&mut cx, Task::IkeDpd, rng);
-        }
-        if found {
-            Ok(())
-        } else {
-            Err(CommandError::NotEstablished)
-        }
+        self.on_established(now, conn, rng, |_, _| Some(Task::IkeDpd))
     }
 
     /// Handles one received UDP payload. `local` is the address and port it arrived on
