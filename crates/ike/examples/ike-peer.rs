@@ -361,7 +361,7 @@ fn event_json(e: &Event, keys: bool) -> String {
             json_str(conn),
             json_str(child)
         ),
-        Event::AuthFailed { conn, local } => format!("{{\"event\":\"auth_failed\",\"conn\":{},\"refused_by\":\"{}\"}}", json_str(conn), if *local { "us" } else { "peer" }),
+        Event::AuthFailed { conn, local, .. } => format!("{{\"event\":\"auth_failed\",\"conn\":{},\"refused_by\":\"{}\"}}", json_str(conn), if *local { "us" } else { "peer" }),
         Event::ProposalMismatch { conn, child } => {
             format!("{{\"event\":\"proposal_mismatch\",\"conn\":{},\"child\":{}}}", json_str(conn), child.as_deref().map_or("null".into(), json_str))
         }

@@ -10,6 +10,8 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::net::IpAddr;
 use core::time::Duration;
+use crate::pki::{Certificate, IdPattern, Signer, TrustStore};
+use alloc::sync::Arc;
 use zeroize::Zeroizing;
 
 /// A pre-shared key. Never printed: `Debug` shows only its length class.
@@ -30,6 +32,82 @@ impl Psk {
 impl fmt::Debug for Psk {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Psk(<redacted>)")
+    }
+}
+
+/// How we prove our identity (swanctl's `local.auth`); EAP will be a third way.
+#[derive(Clone)]
+pub enum LocalAuth {
+    /// A pre-shared key (RFC 7296 2.15).
+    Psk(Psk),
+    /// A signature made with our private key (RFC 7427, or the classic methods of 3.8
+    /// for a peer that does not announce SIGNATURE_HASH_ALGORITHMS), and the certificates
+    /// we send: ours first (3.6: the one whose key verifies AUTH), then intermediates.
+    Pubkey {
+        /// Signs for us; the crate never holds the key itself ([`crate::pki::Signer`]).
+        signer: Arc<dyn Signer>,
+        /// Our certificate, then intermediate CA certificates.
+        certs: Vec<Certificate>,
+        /// When we send them.
+        send_cert: SendCert,
+    },
+}
+
+impl fmt::Debug for LocalAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LocalAuth::Psk(_) => f.write_str("psk"),
+            LocalAuth::Pubkey { certs, .. } => match certs.first() {
+                Some(c) => write!(f, "pubkey ({})", c.subject()),
+                None => f.write_str("pubkey"),
+            },
+        }
+    }
+}
+
+/// When we send our certificates (swanctl's `send_cert`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SendCert {
+    /// Always (a peer without our certificate cannot verify us otherwise; Windows clients
+    /// do not ask with CERTREQ).
+    #[default]
+    Always,
+    /// Only when the peer sent a CERTREQ (strongSwan's default).
+    IfAsked,
+    /// Never (the peer has our certificate).
+    Never,
+}
+
+/// How the peer must prove its identity (swanctl's `remote.auth`).
+#[derive(Clone)]
+pub enum RemoteAuth {
+    /// The same pre-shared key (2.15).
+    Psk(Psk),
+    /// A signature by the key of a certificate that chains to one of these CAs, valid now,
+    /// and that carries the identity the peer claims (RFC 4945 4.1.3).
+    Pubkey {
+        /// Trusted CAs and their CRLs.
+        trust: Arc<TrustStore>,
+    },
+}
+
+impl fmt::Debug for RemoteAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RemoteAuth::Psk(_) => f.write_str("psk"),
+            RemoteAuth::Pubkey { trust } => write!(f, "pubkey ({} CAs)", trust.cas().len()),
+        }
+    }
+}
+
+impl RemoteAuth {
+    /// Whether an AUTH payload of `method` is of this kind (3.8).
+    pub fn accepts_method(&self, method: u8) -> bool {
+        use crate::auth::method as m;
+        match self {
+            RemoteAuth::Psk(_) => method == m::SHARED_KEY,
+            RemoteAuth::Pubkey { .. } => matches!(method, m::RSA_SIG | m::DIGITAL_SIGNATURE | 9..=11),
+        }
     }
 }
 
@@ -153,7 +231,7 @@ pub fn parse_ts_list(s: &str) -> Result<Vec<TrafficSelector>, Error> {
     Ok(v)
 }
 
-/// A connection (a swanctl `connections` section) with PSK authentication.
+/// A connection (a swanctl `connections` section).
 #[derive(Debug, Clone)]
 pub struct Connection {
     /// Name.
@@ -168,10 +246,18 @@ pub struct Connection {
     pub remote_natt_port: u16,
     /// Our identity.
     pub local_id: Identity,
-    /// The identity the peer must prove; `None` accepts any (with the same PSK).
+    /// The identity the peer must prove, sent as IDr by the initiator; `None` accepts any
+    /// (that `remote_id_match` allows).
     pub remote_id: Option<Identity>,
-    /// The pre-shared key.
-    pub psk: Psk,
+    /// A wildcard the peer's identity must match instead (`C=CH, O=strongSwan, CN=*`,
+    /// `*.example.org`; swanctl writes both in `remote.id`), not sent.
+    pub remote_id_match: Option<IdPattern>,
+    /// How we authenticate.
+    pub local_auth: LocalAuth,
+    /// How the peer must.
+    pub remote_auth: RemoteAuth,
+    /// Send CERTREQ for our trusted CAs (3.7) when the peer authenticates with a signature.
+    pub send_certreq: bool,
     /// IKE proposals.
     pub ike_proposals: Vec<ProposalSpec>,
     /// Child SAs; the first is negotiated in IKE_AUTH.
@@ -200,7 +286,22 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// A connection with defaults: ports 500/4500, no DPD, no forced encapsulation.
+    /// Whether either side signs (the IKE_SA_INIT then announces SIGNATURE_HASH_ALGORITHMS).
+    pub fn uses_signatures(&self) -> bool {
+        matches!(self.local_auth, LocalAuth::Pubkey { .. }) || matches!(self.remote_auth, RemoteAuth::Pubkey { .. })
+    }
+
+    /// Whether the peer identity `id` is one this connection accepts.
+    pub fn accepts_remote_id(&self, id: &Identity) -> bool {
+        match (&self.remote_id, &self.remote_id_match) {
+            (Some(r), _) => r == id,
+            (None, Some(p)) => crate::pki::id_matches_pattern(p, id),
+            (None, None) => true,
+        }
+    }
+
+    /// A connection with PSK authentication both ways and defaults: ports 500/4500, no
+    /// DPD, no forced encapsulation.
     pub fn new(
         name: &str,
         local_addr: IpAddr,
@@ -218,7 +319,10 @@ impl Connection {
             remote_natt_port: 4500,
             local_id,
             remote_id,
-            psk,
+            remote_id_match: None,
+            local_auth: LocalAuth::Psk(psk.clone()),
+            remote_auth: RemoteAuth::Psk(psk),
+            send_certreq: true,
             ike_proposals: parse_proposals(ike_proposals, ProposalKind::Ike)?,
             children: Vec::new(),
             start_action: StartAction::None,

@@ -103,6 +103,19 @@ pub struct Endpoint {
     out: Output,
     /// The counters of the IKE SAs already gone.
     gone: crate::status::IkeSaStats,
+    /// (endpoint time, seconds since 1970) at the last [`Endpoint::set_unix_time`].
+    clock: Option<(Duration, u64)>,
+}
+
+/// Wall-clock seconds at endpoint time `now`, from the last reading.
+fn wall(clock: Option<(Duration, u64)>, now: Duration) -> Option<u64> {
+    clock.map(|(at, unix)| {
+        if now >= at {
+            unix.saturating_add((now - at).as_secs())
+        } else {
+            unix.saturating_sub((at - now).as_secs())
+        }
+    })
 }
 
 impl fmt::Debug for Endpoint {
@@ -125,7 +138,16 @@ impl Endpoint {
             half_open: BTreeMap::new(),
             out: Output::default(),
             gone: Default::default(),
+            clock: None,
         }
+    }
+
+    /// Tells the endpoint the wall-clock time (`unix`: seconds since 1970) at endpoint time
+    /// `now`, for checking certificates' validity periods. The endpoint never reads a clock
+    /// itself; call this at start and now and then (clock steps are followed from then on).
+    /// Without it, certificate authentication is refused.
+    pub fn set_unix_time(&mut self, now: Duration, unix: u64) {
+        self.clock = Some((now, unix));
     }
 
     /// The configuration.
@@ -282,6 +304,7 @@ impl Endpoint {
             out: &mut self.out,
             now,
             others: &[],
+            unix: wall(self.clock, now),
         };
         sa.queue_task(&mut cx, Task::IkeInit(IkeInit::new(dh)), rng);
         sa.queue_task(&mut cx, Task::IkeAuth(IkeAuth { child: offer }), rng);
@@ -361,6 +384,7 @@ impl Endpoint {
                 out: &mut self.out,
                 now,
                 others: &[],
+                unix: wall(self.clock, now),
             };
             sa.queue_task(&mut cx, task, rng);
         }
@@ -387,6 +411,7 @@ impl Endpoint {
             out: &mut self.out,
             now,
             others: &[],
+            unix: wall(self.clock, now),
         };
         sa.queue_task(&mut cx, Task::ChildRekey(task), rng);
         Ok(())
@@ -420,6 +445,7 @@ impl Endpoint {
                     out: &mut self.out,
                     now,
                     others: &[],
+                    unix: wall(self.clock, now),
                 };
                 sa.queue_task(&mut cx, t, rng);
             }
@@ -455,6 +481,7 @@ impl Endpoint {
                 out: &mut self.out,
                 now,
                 others: &[],
+                unix: wall(self.clock, now),
             };
             if sa.state.is_established() {
                 sa.queue_task(&mut cx, Task::IkeDelete, rng);
@@ -483,6 +510,7 @@ impl Endpoint {
             out: &mut self.out,
             now,
             others: &[],
+            unix: wall(self.clock, now),
         };
         if s.state.is_established() {
             s.queue_task(&mut cx, Task::IkeDelete, rng);
@@ -510,6 +538,7 @@ impl Endpoint {
             out: &mut self.out,
             now,
             others: &[],
+            unix: wall(self.clock, now),
         };
         s.queue_task(&mut cx, Task::ChildDelete(ChildDelete { spi_in }), rng);
         Ok(())
@@ -578,6 +607,7 @@ impl Endpoint {
                         out: &mut self.out,
                         now,
                         others: &others,
+                        unix: wall(self.clock, now),
                     };
                     let r = sa.handle_message(&mut cx, raw, &msg, local, remote, rng);
                     self.apply_effects(our, now, rng);
@@ -635,6 +665,7 @@ impl Endpoint {
                     out: &mut self.out,
                     now,
                     others: &[],
+                    unix: wall(self.clock, now),
                 };
                 sa.send(&mut cx, &b);
                 return Ok(());
@@ -694,6 +725,7 @@ impl Endpoint {
             out: &mut self.out,
             now,
             others: &[],
+            unix: wall(self.clock, now),
         };
         for (k, s) in self.sas.iter_mut() {
             if *k != spi && s.conn == conn && s.state.remote_id().cloned() == id && s.state.is_established() {
@@ -728,6 +760,7 @@ impl Endpoint {
                 out: &mut self.out,
                 now,
                 others: &[],
+                unix: wall(self.clock, now),
             };
             sa.handle_timeout(&mut cx, rng);
             if !sa.effects.is_empty() {

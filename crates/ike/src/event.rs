@@ -251,6 +251,8 @@ pub enum Event {
         conn: String,
         /// Who refused.
         local: bool,
+        /// Why we refused (None when the peer refused us: it does not say why).
+        reason: Option<crate::authenticator::Refusal>,
     },
     /// No proposal in common, for the IKE SA (`child` None) or a child.
     ProposalMismatch {

@@ -73,6 +73,10 @@ pub(crate) struct Handshake {
     /// IKE_SA_INIT request and response as sent/received.
     pub init_req: Vec<u8>,
     pub init_resp: Vec<u8>,
+    /// The hash algorithms the peer announced for signatures (RFC 7427 4).
+    pub peer_hashes: Option<Vec<u16>>,
+    /// The peer sent a CERTREQ in IKE_SA_INIT (3.7).
+    pub peer_certreq: bool,
 }
 
 /// Where an IKE SA is, with the data that state needs.
@@ -200,6 +204,8 @@ pub(crate) struct Cx<'a> {
     /// The peer addresses of the endpoint's other established IKE SAs, for a request that
     /// can make a child ([`crate::child::choose`]); empty elsewhere.
     pub others: &'a [core::net::IpAddr],
+    /// Wall-clock time (seconds since 1970) if the caller gave it, for certificate validity.
+    pub unix: Option<u64>,
 }
 
 /// Transmits and events waiting for the caller.

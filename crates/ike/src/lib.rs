@@ -9,6 +9,7 @@ extern crate std;
 
 pub mod alg;
 pub mod auth;
+pub mod authenticator;
 pub mod delete;
 pub mod dh;
 pub mod error;
@@ -22,6 +23,7 @@ pub mod nat;
 pub mod nonce;
 pub mod notify;
 pub mod payload;
+pub mod pki;
 pub mod prf;
 pub mod sa;
 pub mod sk;
@@ -39,7 +41,9 @@ pub mod retransmit;
 pub mod status;
 pub(crate) mod task;
 
-pub use config::{ChildConfig, ChildLifetimes, Config, Connection, DeadAction, Mode, Psk, StartAction};
+pub use config::{
+    ChildConfig, ChildLifetimes, Config, Connection, DeadAction, LocalAuth, Mode, Psk, RemoteAuth, SendCert, StartAction,
+};
 pub use endpoint::{Dropped, Endpoint, PacketSelectors, SaHandle};
 pub use event::{ChildSaInfo, DownReason, Event, IkeKeyLog, IkeSaInfo, Role, Transmit, UdpEncap};
 pub use id::Identity;

@@ -27,3 +27,6 @@ pub const MAX_QUEUED_OUTPUT: usize = 4096;
 /// [`crate::narrowing::policy_count`]): a narrowing that needs more is refused with
 /// TS_UNACCEPTABLE, so one peer cannot fill a data plane's policy table.
 pub const MAX_CHILD_POLICIES: usize = 256;
+/// CA key hashes we put in one CERTREQ (3.7): the CAs trusted by the connections that may
+/// answer a peer.
+pub const MAX_CERTREQ_CAS: usize = 32;

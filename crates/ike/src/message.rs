@@ -39,6 +39,10 @@ pub enum Payload {
     TsR(Vec<TrafficSelector>),
     /// Vendor ID.
     Vendor(Vec<u8>),
+    /// Certificate (3.6).
+    Cert(crate::pki::CertPayload),
+    /// Certificate Request (3.7).
+    CertReq(crate::pki::CertReqPayload),
     /// A payload we carry but do not interpret (CERTREQ, CP, ...): type, critical, body.
     Other(u8, bool, Vec<u8>),
 }
@@ -58,6 +62,8 @@ impl Payload {
             Payload::TsI(_) => kind::TSI,
             Payload::TsR(_) => kind::TSR,
             Payload::Vendor(_) => kind::VENDOR,
+            Payload::Cert(_) => kind::CERT,
+            Payload::CertReq(_) => kind::CERTREQ,
             Payload::Other(k, ..) => *k,
         }
     }
@@ -75,7 +81,9 @@ impl Payload {
             kind::TSI => Payload::TsI(ts::parse(body)?),
             kind::TSR => Payload::TsR(ts::parse(body)?),
             kind::VENDOR => Payload::Vendor(body.to_vec()),
-            kind::CERT | kind::CERTREQ | kind::CP | kind::EAP => Payload::Other(kind_, critical, body.to_vec()),
+            kind::CERT => Payload::Cert(crate::pki::CertPayload::parse(body)?),
+            kind::CERTREQ => Payload::CertReq(crate::pki::CertReqPayload::parse(body)?),
+            kind::CP | kind::EAP => Payload::Other(kind_, critical, body.to_vec()),
             _ if critical => return Err(Error::UnsupportedCritical(kind_)),
             _ => return Ok(None),
         }))
@@ -108,6 +116,8 @@ impl Payload {
                 v = alloc::vec![0; ts::buffer_len(t)];
                 ts::emit(t, &mut v)?;
             }
+            Payload::Cert(c) => v = c.to_body(),
+            Payload::CertReq(c) => v = c.to_body(),
             Payload::Other(_, _, b) => v = b.clone(),
         }
         Ok(v)
@@ -225,6 +235,10 @@ pub trait Find {
     fn ts_i(&self) -> Option<&Vec<TrafficSelector>>;
     /// The first TSr.
     fn ts_r(&self) -> Option<&Vec<TrafficSelector>>;
+    /// The CERT payloads, in order (3.6: the first holds the key that signed AUTH).
+    fn certs(&self) -> Vec<&crate::pki::CertPayload>;
+    /// The CA key hashes of all CERTREQ payloads with X.509 encoding (3.7).
+    fn certreq_cas(&self) -> Vec<[u8; 20]>;
 }
 
 impl Find for [Payload] {
@@ -276,6 +290,20 @@ impl Find for [Payload] {
     fn ts_r(&self) -> Option<&Vec<TrafficSelector>> {
         self.iter()
             .find_map(|p| if let Payload::TsR(x) = p { Some(x) } else { None })
+    }
+    fn certs(&self) -> Vec<&crate::pki::CertPayload> {
+        self.iter()
+            .filter_map(|p| if let Payload::Cert(x) = p { Some(x) } else { None })
+            .collect()
+    }
+    fn certreq_cas(&self) -> Vec<[u8; 20]> {
+        self.iter()
+            .filter_map(|p| match p {
+                Payload::CertReq(x) if x.encoding == crate::pki::cert_encoding::X509_SIGNATURE => Some(x),
+                _ => None,
+            })
+            .flat_map(|x| x.ca_key_ids.iter().copied())
+            .collect()
     }
 }
 

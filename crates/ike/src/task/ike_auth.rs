@@ -1,14 +1,14 @@
-//! IKE_AUTH (RFC 7296 1.2) with pre-shared keys (2.15), carrying the first child SA
-//! ([`crate::child`]): identities, AUTH computed and verified in constant time, INITIAL_CONTACT
-//! (2.4). The initiator's side is the [`IkeAuth`] task, the responder's [`respond`].
-use crate::alg::Prf;
-use crate::auth::{method, psk_auth, verify, AuthPayload};
+//! IKE_AUTH (RFC 7296 1.2), carrying the first child SA ([`crate::child`]): identities,
+//! certificates (3.6, 3.7), AUTH made and checked by the connection's authenticators
+//! ([`crate::authenticator`]: pre-shared keys, 2.15; signatures, RFC 7427), the responder's
+//! choice of connection by the identity the peer proves, INITIAL_CONTACT (2.4). The
+//! initiator's side is the [`IkeAuth`] task, the responder's [`respond`].
+use crate::authenticator::{self, Refusal as AuthRefusal, Signed};
 use crate::child::{keymat, Agreed, Offer, Refusal};
 use crate::event::{DownReason, Event, IkeKeyLog, IkeSaInfo};
 use crate::header::ExchangeType;
 use crate::id::Identity;
 use crate::ike_sa::{Child, ChildState, Crypto, Cx, EndpointEvent, IkeSa, State};
-use crate::keys::IkeKeys;
 use crate::message::{Find, Payload};
 use crate::notify::{kind, Notify};
 use crate::task::{child_delete::ChildDelete, lifetimes, Next, Reply, Task};
@@ -20,31 +20,38 @@ pub(crate) struct IkeAuth {
     pub child: Option<Offer>,
 }
 
-/// RFC 7296 2.15: whether the peer proved the identity the connection requires (if it
-/// requires one) and the pre-shared key: its AUTH must be
-/// `prf(prf(PSK, "Key Pad for IKEv2"), message | nonce | prf(SK_p, IDx'))`, compared in
-/// constant time, where `message` is the peer's IKE_SA_INIT message, `nonce` ours and
-/// `sk_p` picks the peer's SK_p.
-#[allow(clippy::too_many_arguments)]
-fn peer_proved(
-    sa: &IkeSa,
-    cx: &Cx,
-    keys: &IkeKeys,
-    peer_id: &Identity,
-    id_body: &[u8],
-    auth: &AuthPayload,
-    prf: Prf,
-    message: &[u8],
-    nonce: &[u8],
-    sk_p: fn(&IkeKeys) -> &[u8],
-) -> bool {
-    let conn = sa.conn(cx.cfg);
-    let ok_id = conn.remote_id.as_ref().is_none_or(|r| r == peer_id);
-    let ok_auth = auth.method == method::SHARED_KEY && {
-        let expected = psk_auth(prf, conn.psk.expose(), message, nonce, sk_p(keys), id_body);
-        verify(&expected, &auth.data)
+/// Chooses the connection for an initiator that claims `idi` (and asks for `idr`, if
+/// it sent IDr) and authenticates with AUTH `method`, among those that could have answered
+/// its IKE_SA_INIT (same addresses, the agreed IKE proposal acceptable): strongSwan's
+/// IKE_AUTH peer-config lookup. An exact remote identity beats a wildcard, a wildcard beats
+/// none; the connection chosen at IKE_SA_INIT wins ties, then the configuration's order.
+fn select_connection(sa: &IkeSa, cfg: &crate::config::Config, crypto: &Crypto, idi: &Identity, idr: Option<&Identity>, method: u8) -> Option<usize> {
+    let agreed = [crate::sa::Proposal::from_ike_suite(1, &[], &crypto.suite)];
+    let (local, remote) = (sa.path.local.ip(), sa.path.remote.ip());
+    let score = |i: usize| -> Option<(u8, bool)> {
+        let c = &cfg.connections[i];
+        let addrs = (c.local_addr == local || c.local_addr.is_unspecified()) && c.remote_addr.is_none_or(|r| r == remote);
+        if !addrs || crate::sa::choose_ike(&agreed, &c.ike_proposals).is_none() || !c.remote_auth.accepts_method(method) {
+            return None;
+        }
+        if idr.is_some_and(|r| *r != c.local_id) {
+            return None;
+        }
+        let id = match (&c.remote_id, &c.remote_id_match) {
+            (Some(r), _) if r == idi => 3,
+            (Some(_), _) => return None,
+            (None, Some(p)) if crate::pki::id_matches_pattern(p, idi) => 2,
+            (None, Some(_)) => return None,
+            (None, None) => 1,
+        };
+        Some((id, i == sa.conn))
     };
-    ok_id && ok_auth
+    (0..cfg.connections.len())
+        .filter_map(|i| score(i).map(|s| (s, i)))
+        // max_by_key keeps the last of equals: reverse so the first in the file wins.
+        .rev()
+        .max_by_key(|(s, _)| *s)
+        .map(|(_, i)| i)
 }
 
 /// Both sides authenticated: the SA is established with `crypto`.
@@ -126,22 +133,23 @@ impl IkeAuth {
             return Err(crate::Error::BadEncryptedPayload);
         };
         let idi = conn.local_id.to_body();
-        let auth = psk_auth(
-            crypto.suite.prf,
-            conn.psk.expose(),
-            &hs.init_req,
-            &hs.nr,
-            &crypto.keys.sk_pi,
-            &idi,
-        );
+        let signed = Signed {
+            prf: crypto.suite.prf,
+            message: &hs.init_req,
+            nonce: &hs.nr,
+            sk_p: &crypto.keys.sk_pi,
+            id_body: &idi,
+        };
+        let auth = authenticator::build(&conn.local_auth, &signed, hs.peer_hashes.as_deref())
+            .map_err(|_| crate::Error::BadSyntax("our private key cannot sign for this peer"))?;
+        // 1.2: IDi, [CERT,] [CERTREQ,] [IDr,] AUTH.
         let mut p = alloc::vec![Payload::IdI(conn.local_id.clone(), idi)];
+        p.extend(authenticator::cert_payloads(&conn.local_auth, hs.peer_certreq));
+        p.extend(authenticator::certreq_payload([conn]));
         if let Some(r) = &conn.remote_id {
             p.push(Payload::IdR(r.clone(), r.to_body()));
         }
-        p.push(Payload::Auth(AuthPayload {
-            method: method::SHARED_KEY,
-            data: auth.to_vec(),
-        }));
+        p.push(Payload::Auth(auth));
         if conn.initial_contact {
             p.push(Payload::Notify(Notify::ike(kind::INITIAL_CONTACT, &[])));
         }
@@ -158,6 +166,7 @@ impl IkeAuth {
             cx.out.event(Event::AuthFailed {
                 conn: name,
                 local: false,
+                reason: None,
             });
             sa.kill(cx, DownReason::AuthFailed);
             return Next::Done;
@@ -171,23 +180,25 @@ impl IkeAuth {
             return Next::Done;
         };
         // The responder signed its IKE_SA_INIT message and our nonce with SK_pr.
-        let ok = peer_proved(
-            sa,
-            cx,
-            &crypto.keys,
-            idr,
-            idr_body,
-            auth,
-            crypto.suite.prf,
-            &hs.init_resp,
-            &hs.ni,
-            |k| &k.sk_pr,
-        );
+        let conn = sa.conn(cx.cfg);
+        let signed = Signed {
+            prf: crypto.suite.prf,
+            message: &hs.init_resp,
+            nonce: &hs.ni,
+            sk_p: &crypto.keys.sk_pr,
+            id_body: idr_body,
+        };
+        let checked = if conn.accepts_remote_id(idr) {
+            authenticator::verify(&conn.remote_auth, &signed, idr, auth, &ps.certs(), cx.unix).map(|_| ())
+        } else {
+            Err(AuthRefusal::NoConnection)
+        };
         sa.state = State::AuthSent { hs, crypto };
-        if !ok {
+        if let Err(why) = checked {
             cx.out.event(Event::AuthFailed {
                 conn: name,
                 local: true,
+                reason: Some(why),
             });
             sa.kill(cx, DownReason::AuthFailed);
             return Next::Done;
@@ -228,24 +239,29 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
         r.then = Some(DownReason::PeerError(kind::INVALID_SYNTAX));
         return r;
     };
-    // The initiator signed its IKE_SA_INIT message and our nonce with SK_pi.
-    let ok = peer_proved(
-        sa,
-        cx,
-        &crypto.keys,
-        idi,
-        idi_body,
-        auth,
-        crypto.suite.prf,
-        &hs.init_req,
-        &hs.nr,
-        |k| &k.sk_pi,
-    );
-    if !ok {
+    // The connection for the identity the initiator claims (and the one it asks us to be).
+    let checked = match select_connection(sa, cx.cfg, &crypto, idi, ps.id_r().map(|(i, _)| i), auth.method) {
+        None => Err(AuthRefusal::NoConnection),
+        Some(ci) => {
+            sa.conn = ci;
+            // The initiator signed its IKE_SA_INIT message and our nonce with SK_pi.
+            let signed = Signed {
+                prf: crypto.suite.prf,
+                message: &hs.init_req,
+                nonce: &hs.nr,
+                sk_p: &crypto.keys.sk_pi,
+                id_body: idi_body,
+            };
+            let conn = sa.conn(cx.cfg);
+            authenticator::verify(&conn.remote_auth, &signed, idi, auth, &ps.certs(), cx.unix).map(|_| ())
+        }
+    };
+    if let Err(why) = checked {
         sa.state = State::HalfOpen { hs, crypto };
         cx.out.event(Event::AuthFailed {
             conn: name,
             local: true,
+            reason: Some(why),
         });
         let mut r = Reply::notify(kind::AUTHENTICATION_FAILED);
         r.then = Some(DownReason::AuthFailed);
@@ -253,21 +269,29 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     }
     let conn = sa.conn(cx.cfg);
     let idr = conn.local_id.to_body();
-    let our_auth = psk_auth(
-        crypto.suite.prf,
-        conn.psk.expose(),
-        &hs.init_resp,
-        &hs.ni,
-        &crypto.keys.sk_pr,
-        &idr,
-    );
-    let mut resp = alloc::vec![
-        Payload::IdR(conn.local_id.clone(), idr),
-        Payload::Auth(AuthPayload {
-            method: method::SHARED_KEY,
-            data: our_auth.to_vec()
-        }),
-    ];
+    let signed = Signed {
+        prf: crypto.suite.prf,
+        message: &hs.init_resp,
+        nonce: &hs.ni,
+        sk_p: &crypto.keys.sk_pr,
+        id_body: &idr,
+    };
+    let peer_asked = hs.peer_certreq || ps.iter().any(|p| matches!(p, Payload::CertReq(_)));
+    let our_auth = match authenticator::build(&conn.local_auth, &signed, hs.peer_hashes.as_deref()) {
+        Ok(a) => a,
+        Err(_) => {
+            // Our key cannot make a signature this peer verifies (no common hash): refuse
+            // rather than send an AUTH it must reject.
+            sa.state = State::HalfOpen { hs, crypto };
+            let mut r = Reply::notify(kind::AUTHENTICATION_FAILED);
+            r.then = Some(DownReason::AuthFailed);
+            return r;
+        }
+    };
+    // 1.2: IDr, [CERT,] AUTH.
+    let mut resp = alloc::vec![Payload::IdR(conn.local_id.clone(), idr)];
+    resp.extend(authenticator::cert_payloads(&conn.local_auth, peer_asked));
+    resp.push(Payload::Auth(our_auth));
     if ps.notify(kind::INITIAL_CONTACT).is_some() {
         sa.effects.push(EndpointEvent::InitialContact);
     }

@@ -121,6 +121,9 @@ impl IkeInit {
             conn.encap,
             rng,
         ));
+        if conn.uses_signatures() {
+            p.push(crate::authenticator::hash_algs_notify());
+        }
         sa.spi_r = 0;
         let bytes = build_plain(&sa.header(ExchangeType::IkeSaInit, false, 0), &p)?;
         self.kex = Some(kex);
@@ -254,6 +257,8 @@ fn process(
         nr: nr.clone(),
         init_req: core::mem::take(&mut task.init_req),
         init_resp: raw.to_vec(),
+        peer_hashes: crate::authenticator::peer_hash_algs(ps),
+        peer_certreq: ps.iter().any(|p| matches!(p, Payload::CertReq(_))),
     };
     sa.spi_r = msg.header.spi_r;
     // NAT detection (2.23) from the response's view of our addresses.
@@ -409,12 +414,19 @@ pub(crate) fn respond_init(
         Payload::Nonce(nr.clone()),
     ];
     p.extend(nat_notifies(h.spi_i, spi_r, local, remote, conn.encap, rng));
+    // Any connection that may take this peer at IKE_AUTH (identity-based selection) counts.
+    let may_answer = || candidates.iter().map(|&i| &cfg.connections[i]);
+    if may_answer().any(|c| c.uses_signatures()) {
+        p.push(crate::authenticator::hash_algs_notify());
+    }
+    p.extend(crate::authenticator::certreq_payload(may_answer()));
     let bytes = build_plain(&ike.header(ExchangeType::IkeSaInit, true, 0), &p).map_err(Dropped::Malformed)?;
     let mut cx = Cx {
         cfg,
         out,
         now,
         others: &[],
+        unix: None,
     };
     ike.send(&mut cx, &bytes);
     ike.state = State::HalfOpen {
@@ -423,6 +435,8 @@ pub(crate) fn respond_init(
             nr,
             init_req: raw.to_vec(),
             init_resp: bytes.clone(),
+            peer_hashes: crate::authenticator::peer_hash_algs(ps),
+            peer_certreq: ps.iter().any(|p| matches!(p, Payload::CertReq(_))),
         },
         crypto,
     };

@@ -705,20 +705,17 @@ fn handle_event(
                 json!({"conn": conn, "child": child, "spi_in": format!("{spi_in:08x}"), "spi_out": format!("{spi_out:08x}"), "why": format!("{reason:?}")}),
             )
         }
-        Event::AuthFailed { conn, local } => {
-            warn!(
-                "IKE: {conn}: authentication failed ({})",
-                if local {
-                    "we refused the peer"
-                } else {
-                    "the peer refused us"
-                }
-            );
-            event_json(
-                "ike.auth_failed",
-                now,
-                json!({"conn": conn, "by": if local { "us" } else { "peer" }}),
-            )
+        Event::AuthFailed { conn, local, reason } => {
+            match (local, reason) {
+                (true, Some(why)) => warn!("IKE: {conn}: authentication failed: we refused the peer: {why}"),
+                (true, None) => warn!("IKE: {conn}: authentication failed: we refused the peer"),
+                (false, _) => warn!("IKE: {conn}: authentication failed: the peer refused us"),
+            }
+            let mut f = json!({"conn": conn, "by": if local { "us" } else { "peer" }});
+            if let Some(why) = reason {
+                f["why"] = json!(why.to_string());
+            }
+            event_json("ike.auth_failed", now, f)
         }
         Event::ProposalMismatch { conn, child } => {
             warn!(
