@@ -82,7 +82,8 @@ fn every_supported_suite() {
 #[test]
 fn wrong_psk_fails_authentication_on_both_sides() {
     let (a, mut b) = pair(IKE, IKE, ESP, ESP);
-    b.connections[0].psk = Psk::new(b"battery staple");
+    b.connections[0].local_auth = ipsec_ike::LocalAuth::Psk(Psk::new(b"battery staple"));
+    b.connections[0].remote_auth = ipsec_ike::RemoteAuth::Psk(Psk::new(b"battery staple"));
     let mut net = Net::new(a, b);
     net.up();
     assert!(ike_up(&net.events_a).is_empty() && ike_up(&net.events_b).is_empty());
