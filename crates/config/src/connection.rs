@@ -118,8 +118,63 @@ impl Span {
 /// An authentication round's identity and method (swanctl's `local` / `remote` sections).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AuthConfig {
-    /// The identity (swanctl's `id`): an address, an FQDN, `user@fqdn`; None: the address.
+    /// The identity (swanctl's `id`): an address, an FQDN, `user@fqdn`, a DN (`C=CH, O=x,
+    /// CN=y`); for the remote side also a wildcard (`CN=*`, `*.example.org`, `%any`);
+    /// None: the address (local), any (remote).
     pub id: Option<String>,
+    /// `auth = "psk"` (default) or `"pubkey"`.
+    pub pubkey: bool,
+    /// Local: our certificate, then intermediate CA certificates to send (files, PEM or DER).
+    pub certs: Vec<std::path::PathBuf>,
+    /// Remote: the CA certificates the peer's certificate must chain to.
+    pub cacerts: Vec<std::path::PathBuf>,
+    /// Remote: certificate revocation lists of those CAs (files, PEM or DER).
+    pub crls: Vec<std::path::PathBuf>,
+}
+
+impl AuthConfig {
+    fn from_toml(a: AuthToml, side: &str) -> Result<Self, String> {
+        let pubkey = match a.auth.as_deref() {
+            None | Some("psk") => false,
+            Some("pubkey") => true,
+            Some(other) => return Err(format!("{side}.auth = \"{other}\": \"psk\" or \"pubkey\"")),
+        };
+        if let Some(id) = &a.id {
+            let wildcard = side == "remote" && is_wildcard(id);
+            if !wildcard {
+                ipsec_ike::Identity::from_str_config(id).map_err(|e| format!("{side}.id `{id}`: {e}"))?;
+            } else {
+                ipsec_ike::pki::IdPattern::from_str_config(id).map_err(|e| format!("{side}.id `{id}`: {e}"))?;
+            }
+        }
+        match (side, pubkey) {
+            ("local", true) if a.certs.is_empty() => {
+                return Err("local.auth = \"pubkey\" needs local.certs (our certificate)".into())
+            }
+            ("remote", true) if a.cacerts.is_empty() => {
+                return Err("remote.auth = \"pubkey\" needs remote.cacerts (the CAs to trust)".into())
+            }
+            _ => {}
+        }
+        if side == "local" && !(a.cacerts.is_empty() && a.crls.is_empty()) {
+            return Err("local: cacerts and crls belong in remote".into());
+        }
+        if side == "remote" && !a.certs.is_empty() {
+            return Err("remote.certs: pinning the peer's certificate is not supported; use remote.cacerts".into());
+        }
+        Ok(AuthConfig {
+            id: a.id,
+            pubkey,
+            certs: a.certs,
+            cacerts: a.cacerts,
+            crls: a.crls,
+        })
+    }
+}
+
+/// A remote identity with a wildcard: swanctl's `%any`, an RDN value `*`, `*.domain`, `*@domain`.
+fn is_wildcard(id: &str) -> bool {
+    id.starts_with("%any") || id.contains('*')
 }
 
 /// One IKEv2 connection (swanctl's `connections` section).
@@ -156,6 +211,10 @@ pub struct ConnectionConfig {
     pub rand_time: std::time::Duration,
     /// The child SAs.
     pub children: Vec<ChildConfig>,
+    /// When we send our certificates (swanctl `send_cert`: always, ifasked, never).
+    pub send_cert: ipsec_ike::SendCert,
+    /// Send CERTREQ for remote.cacerts (swanctl `send_certreq`, default yes).
+    pub send_certreq: bool,
 }
 
 /// `[[connection]]` as written.
@@ -183,6 +242,8 @@ pub(crate) struct ConnectionToml {
     remote: AuthToml,
     #[serde(default)]
     children: Vec<ChildToml>,
+    send_cert: Option<String>,
+    send_certreq: Option<bool>,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -190,6 +251,12 @@ pub(crate) struct ConnectionToml {
 struct AuthToml {
     id: Option<String>,
     auth: Option<String>,
+    #[serde(default)]
+    certs: Vec<std::path::PathBuf>,
+    #[serde(default)]
+    cacerts: Vec<std::path::PathBuf>,
+    #[serde(default)]
+    crls: Vec<std::path::PathBuf>,
 }
 
 #[derive(serde::Deserialize)]
@@ -302,21 +369,14 @@ impl ConnectionToml {
         if remote_addr.is_some_and(|r| r.is_ipv4() != local_addr.is_ipv4()) {
             return Err(at("local_addrs and remote_addrs are of different IP versions".into()));
         }
-        for (a, side) in [(&self.local, "local"), (&self.remote, "remote")] {
-            match a.auth.as_deref() {
-                None | Some("psk") => {}
-                Some(other) => {
-                    return Err(at(format!(
-                        "{side}.auth = \"{other}\": only \"psk\" is supported (certificates are not supported yet)"
-                    )))
-                }
-            }
-        }
-        for (a, side) in [(&self.local, "local"), (&self.remote, "remote")] {
-            if let Some(id) = &a.id {
-                ipsec_ike::Identity::from_str_config(id).map_err(|e| at(format!("{side}.id `{id}`: {e}")))?;
-            }
-        }
+        let local = AuthConfig::from_toml(self.local, "local").map_err(at)?;
+        let remote = AuthConfig::from_toml(self.remote, "remote").map_err(at)?;
+        let send_cert = match self.send_cert.as_deref() {
+            None | Some("always") => ipsec_ike::SendCert::Always,
+            Some("ifasked") => ipsec_ike::SendCert::IfAsked,
+            Some("never") => ipsec_ike::SendCert::Never,
+            Some(o) => return Err(at(format!("send_cert = \"{o}\": always, ifasked or never"))),
+        };
         let mut children = Vec::new();
         for c in self.children {
             let lifetimes = child_lifetimes(&c);
@@ -394,9 +454,11 @@ impl ConnectionToml {
             dpd_timeout,
             dpd_action,
             close_action,
-            local: AuthConfig { id: self.local.id },
-            remote: AuthConfig { id: self.remote.id },
+            local,
+            remote,
             children,
+            send_cert,
+            send_certreq: self.send_certreq.unwrap_or(true),
         })
     }
 }
@@ -430,22 +492,69 @@ impl ConnectionConfig {
             .clone()
             .or_else(|| self.remote_addr.map(|a| a.to_string()))
             .unwrap_or_default();
-        let psk = secrets.psk_for(&local_id, &remote_id).ok_or_else(|| {
-            at(format!(
-                "no pre-shared key in the secrets file for `{local_id}` and `{remote_id}`"
-            ))
-        })?;
+        let psk = || {
+            secrets
+                .psk_for(&local_id, &remote_id)
+                .map(|p| ipsec_ike::Psk::new(&p.secret))
+                .ok_or_else(|| {
+                    at(format!(
+                        "no pre-shared key in the secrets file for `{local_id}` and `{remote_id}`"
+                    ))
+                })
+        };
         let id = |s: &str| ipsec_ike::Identity::from_str_config(s).map_err(|e| at(format!("identity `{s}`: {e}")));
+        let (remote_exact, remote_match) = match self.remote.id.as_deref() {
+            None => (None, None),
+            Some(r) if is_wildcard(r) => (
+                None,
+                Some(ipsec_ike::pki::IdPattern::from_str_config(r).map_err(|e| at(format!("remote.id `{r}`: {e}")))?),
+            ),
+            Some(r) => (Some(id(r)?), None),
+        };
+        let placeholder = ipsec_ike::Psk::new(b"-");
         let mut c = ipsec_ike::Connection::new(
             &self.name,
             self.local_addr,
             self.remote_addr,
             id(&local_id)?,
-            self.remote.id.as_deref().map(id).transpose()?,
-            ipsec_ike::Psk::new(&psk.secret),
+            remote_exact,
+            placeholder,
             &self.proposals.join(","),
         )
         .map_err(|e| at(format!("proposals: {e}")))?;
+        c.remote_id_match = remote_match;
+        c.local_auth = if self.local.pubkey {
+            let certs = crate::credentials::load_certs(&self.local.certs).map_err(at)?;
+            let ours = certs.first().ok_or_else(|| at("local.certs holds no certificate".into()))?;
+            let key = secrets
+                .keys
+                .iter()
+                .find(|k| k.key.public_key_matches(ours))
+                .ok_or_else(|| {
+                    at(format!(
+                        "no private key in the secrets file's [[private]] files for the certificate `{}`",
+                        ours.subject()
+                    ))
+                })?;
+            let signer = ipsec_ike::pki::RingSigner::new(key.key.clone())
+                .map_err(|e| at(format!("{}: {e}", key.path.display())))?;
+            ipsec_ike::LocalAuth::Pubkey {
+                signer: std::sync::Arc::new(signer),
+                certs,
+                send_cert: self.send_cert,
+            }
+        } else {
+            ipsec_ike::LocalAuth::Psk(psk()?)
+        };
+        c.remote_auth = if self.remote.pubkey {
+            let trust = crate::credentials::load_trust(&self.remote.cacerts, &self.remote.crls).map_err(at)?;
+            ipsec_ike::RemoteAuth::Pubkey {
+                trust: std::sync::Arc::new(trust),
+            }
+        } else {
+            ipsec_ike::RemoteAuth::Psk(psk()?)
+        };
+        c.send_certreq = self.send_certreq;
         // tunneld's data plane is ESP in UDP (its ESP-in-UDP sockets on 4500): it always
         // asks for encapsulation as strongSwan's `encap = yes` does (a NAT_DETECTION_SOURCE_IP
         // that cannot match, so both sides move to the NAT-T ports after IKE_SA_INIT, RFC 7296
@@ -497,11 +606,15 @@ impl std::fmt::Debug for Psk {
     }
 }
 
-/// The secrets file: pre-shared keys for IKE.
+/// The secrets file: pre-shared keys for IKE, and the private keys of `auth = "pubkey"`.
 #[derive(Debug, Default)]
 pub struct Secrets {
     /// The keys, in file order.
     pub psks: Vec<Psk>,
+    /// The private keys ([`Secrets::load`] reads them from the `[[private]] file`s).
+    pub keys: Vec<crate::credentials::LoadedKey>,
+    /// `[[private]] file` paths not read yet (as written).
+    pub key_files: Vec<std::path::PathBuf>,
 }
 
 impl Secrets {
@@ -533,6 +646,13 @@ impl Secrets {
         struct File {
             #[serde(default)]
             ike: Vec<toml::Spanned<Entry>>,
+            #[serde(default)]
+            private: Vec<KeyFile>,
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct KeyFile {
+            file: std::path::PathBuf,
         }
         #[derive(serde::Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -579,7 +699,11 @@ impl Secrets {
             };
             psks.push(Psk { ids, secret });
         }
-        Ok(Secrets { psks })
+        Ok(Secrets {
+            psks,
+            keys: Vec::new(),
+            key_files: file.private.into_iter().map(|k| k.file).collect(),
+        })
     }
 
     /// Reads the secrets file at `path`: it must be a regular file (not a symbolic link)
@@ -587,40 +711,23 @@ impl Secrets {
     /// reading it or by root; anything else is refused, as strongSwan and OpenSSH refuse
     /// keys others can read.
     pub fn load(path: &std::path::Path) -> Result<Secrets, String> {
-        use std::io::Read;
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         let shown = path.display();
-        let mut f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-            .map_err(|e| format!("{shown}: {e} (a symbolic link is refused)"))?;
-        let m = f.metadata().map_err(|e| format!("{shown}: {e}"))?;
-        if !m.is_file() {
-            return Err(format!("{shown}: not a regular file"));
+        let bytes = crate::credentials::read_private(path, "pre-shared keys")?;
+        let text = std::str::from_utf8(&bytes).map_err(|_| format!("{shown}: not UTF-8 text"))?;
+        let mut s = Secrets::parse(text).map_err(|e| format!("{shown}: {e}"))?;
+        // Key files named relative to the secrets file's directory.
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        for f in std::mem::take(&mut s.key_files) {
+            let f = dir.join(f);
+            s.keys.push(crate::credentials::load_key(&f)?);
         }
-        if m.mode() & 0o077 != 0 {
-            return Err(format!(
-                "{shown}: mode {:04o}: others may read or change the pre-shared keys; chmod 600 it",
-                m.mode() & 0o7777
-            ));
-        }
-        let euid = effective_uid();
-        if m.uid() != 0 && m.uid() != euid {
-            return Err(format!("{shown}: owned by uid {}, neither root nor this user", m.uid()));
-        }
-        if m.len() > 1 << 20 {
-            return Err(format!("{shown}: larger than 1 MiB"));
-        }
-        let mut text = zeroize::Zeroizing::new(String::new());
-        f.read_to_string(&mut text).map_err(|e| format!("{shown}: {e}"))?;
-        Secrets::parse(&text).map_err(|e| format!("{shown}: {e}"))
+        Ok(s)
     }
 }
 
 /// This process's effective uid, read from `/proc/self/status`; 0 if it cannot be read,
 /// which only makes the ownership check stricter (root only).
-fn effective_uid() -> u32 {
+pub(crate) fn effective_uid() -> u32 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {

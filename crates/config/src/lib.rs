@@ -56,6 +56,7 @@
 //! inbound packet that matches no policy is discarded (RFC 4301 5.1, 5.2).
 
 pub mod connection;
+pub mod credentials;
 pub mod from_toml;
 mod sa_encap;
 pub mod setkey;

@@ -24,6 +24,7 @@ pub struct Dn;
 impl fmt::Display for Dn { fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str("stub") } }
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyKind { Rsa { bits: u32 }, EcdsaP256, EcdsaP384, Ed25519 }
+#[derive(Clone)]
 pub struct PrivateKey;
 impl PrivateKey {
     pub fn from_pem(b: &[u8]) -> Result<PrivateKey, PkiError> { Err(PkiError::Malformed) }

@@ -323,9 +323,18 @@ pub fn run(
     let counters = std::sync::Arc::new(IkeCounters::default());
     t.set_ike_counters(counters.clone());
     let mut counted_at = Duration::ZERO;
+    // Certificates' validity is checked against the wall clock, which the sans-IO endpoint
+    // is given (and given again every pass, so a clock step is followed).
+    let unix = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    };
+    endpoint.set_unix_time(now(), unix());
     endpoint.start(now(), &mut rng);
     let mut buf = vec![0u8; 65536];
     while !stop.load(Ordering::Relaxed) {
+        endpoint.set_unix_time(now(), unix());
         // Port 500: read what is there without waiting (the channel wait below is the sleep).
         for s in &sockets.ike {
             while let Ok((n, from)) = s.recv_from(&mut buf) {
