@@ -1,0 +1,358 @@
+#!/usr/bin/env bash
+# IKEv2 with certificates (RFC 7296 2.15 signatures, RFC 7427, CERT/CERTREQ) between tunneld
+# and strongSwan's charon (5.9.8, kernel-libipsec) in network namespaces, as root
+# (docs/ike-certs.md). The certificates are made by strongSwan's own `pki` tool (Debian
+# strongswan-pki), not by this project:
+#
+#   kca (tunneld)  kcva 10.92.1.1/24 ------ kcvb 10.92.1.2/24  kcb (charon)
+#   inner addresses on lo: 10.92.101.1 (tunneld's side), 10.92.102.1 (charon's)
+#
+# A root CA (RSA-3072) signs an intermediate CA (ECDSA P-384); end entities are signed by the
+# root or the intermediate as each case says. Each case starts charon and tunneld afresh and
+# checks (success cases) both sides list the IKE SA and the child, and 3 pings pass each way
+# through the tunnel; (refusal cases) the initiator is refused with AUTHENTICATION_FAILED, the
+# side that refused says why in one log line, and afterwards neither side has an IKE SA, a
+# child, an ESP SA or a policy.
+#
+# Cases (name: who initiates / key types / identities / chain):
+#   rsa-i       tunneld / RSA-2048 both / FQDN (subjectAltName) / root only; PKCS#1 key file
+#   ecdsa-r     charon / ECDSA P-256 both / DN; tunneld's remote id `C=CH, O=ipsec-test, CN=*`
+#               / both end entities under the intermediate, which each sends; tunneld has a
+#               PSK connection for %any first, so it must switch connections at IKE_AUTH by
+#               the identity and method charon proves; SEC1 key file
+#   ed25519-i   tunneld / Ed25519 both / IP addresses (subjectAltName) / root; PKCS#8 key
+#   expired-r   charon presents an expired certificate: tunneld refuses ("expired")
+#   unknown-i   tunneld presents a certificate of a CA charon does not trust: charon refuses
+#   mismatch-r  charon proves an identity (in its certificate) other than the one tunneld
+#               requires: tunneld refuses ("identity"); a certificate that does not carry the
+#               identity claimed is refused in crates/ike/tests/certs.rs (charon will not lie)
+#   revoked-r   charon's certificate is on the root's CRL, which tunneld loads: tunneld refuses
+#   revoked-i   tunneld's certificate is on the CRL charon loads: charon refuses
+#
+#   sudo bash scripts/ike-certs.sh                 # every case (builds tunneld and ipsec)
+#   sudo bash scripts/ike-certs.sh rsa-i ecdsa-r   # only those
+#   sudo bash scripts/ike-certs.sh --ci            # every case (they are short)
+#   bash scripts/ike-certs.sh --if-possible        # no root / netns / strongSwan: say why, exit 0
+#
+# A failing case prints why and the others still run; the summary table comes last; the work
+# directory (certificates, configs, logs) is kept when a case failed (IKE_CERTS_KEEP=1: always).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NETNS_TAG=ike-certs
+. scripts/lib-netns.sh
+. scripts/lib-strongswan.sh
+ALL_CASES="rsa-i ecdsa-r ed25519-i expired-r unknown-i mismatch-r revoked-r revoked-i"
+ARGS=()
+for a in "$@"; do [ "$a" = --ci ] || ARGS+=("$a"); done
+parse_stages "$ALL_CASES" ${ARGS[@]+"${ARGS[@]}"}
+need_netns "network namespaces, charon, tunneld"
+swan_install
+command -v pki >/dev/null || apt_install strongswan-pki
+command -v pki >/dev/null || fail "no strongSwan pki tool (Debian strongswan-pki)"
+# pkcs8: Ed25519 keys; revocation: CRLs; constraints: path length of the intermediate.
+SWAN_PLUGINS="$SWAN_PLUGINS pkcs8 revocation constraints"
+SWAN_LOG="ike=2 cfg=2 knl=1 net=1 enc=1 dmn=1 lib=1 job=1"
+locate_tunneld --bin ipsec
+IPSEC=$(dirname "$BIN")/ipsec
+[ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
+[ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
+WORK=$(mktemp -d /tmp/ike-certs.XXXXXX)
+FAILED=0
+trap 'rc=$?; [ $rc -ne 0 ] || [ $FAILED -eq 0 ] || rc=1; [ "${IKE_CERTS_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 5' EXIT
+trap 'fail "interrupted"' INT TERM
+
+T_NET=10.92.1.1
+S_NET=10.92.1.2
+T_IN=10.92.101.1
+S_IN=10.92.102.1
+PROP=aes128gcm16-prfsha256-x25519
+ESP=aes128gcm16
+
+# ---- certificates (strongSwan's pki) -------------------------------------------------------
+P=$WORK/pki
+mkdir -p "$P"
+O="C=CH, O=ipsec-test"
+pk() { pki "$@" 2>>"$P/pki.log"; }
+# key NAME TYPE [SIZE]: PEM private key (RSA: PKCS#1, ECDSA: SEC1, Ed25519: PKCS#8, as pki writes them)
+key() { pk --gen --type "$2" ${3:+--size $3} --outform pem >"$P/$1.key"; chmod 600 "$P/$1.key"; }
+# issue NAME ISSUER TYPE DN [pki --issue options...]: NAME.pem signed by ISSUER
+issue() {
+  local n=$1 ca=$2 t=$3 dn=$4
+  shift 4
+  pk --pub --in "$P/$n.key" --type "$t" | pk --issue --cacert "$P/$ca.pem" --cakey "$P/$ca.key" \
+    --type pub --dn "$dn" --outform pem "$@" >"$P/$n.pem"
+}
+key root rsa 3072
+pk --self --ca --lifetime 3650 --in "$P/root.key" --type rsa --dn "$O, CN=ipsec-test Root CA" --outform pem >"$P/root.pem"
+key int ecdsa 384
+issue int root ecdsa "$O, CN=ipsec-test Intermediate CA" --ca --pathlen 0 --lifetime 3650
+key other rsa 2048
+pk --self --ca --lifetime 3650 --in "$P/other.key" --type rsa --dn "$O, CN=Other CA" --outform pem >"$P/other.pem"
+key t-rsa rsa 2048
+issue t-rsa root rsa "$O, CN=td.cert.test" --san td.cert.test --flag serverAuth --lifetime 365
+key s-rsa rsa 2048
+issue s-rsa root rsa "$O, CN=sw.cert.test" --san sw.cert.test --flag serverAuth --lifetime 365
+key t-ec ecdsa 256
+issue t-ec int ecdsa "$O, CN=td-ec" --lifetime 365
+key s-ec ecdsa 256
+issue s-ec int ecdsa "$O, CN=sw-ec" --lifetime 365
+key t-ed ed25519
+issue t-ed root ed25519 "$O, CN=td-ed" --san $T_NET --lifetime 365
+key s-ed ed25519
+issue s-ed root ed25519 "$O, CN=sw-ed" --san $S_NET --lifetime 365
+key s-old rsa 2048
+issue s-old root rsa "$O, CN=sw.old.test" --san sw.old.test --dateform '%Y-%m-%d' \
+  --not-before 2020-01-01 --not-after 2021-01-01
+key t-unk rsa 2048
+issue t-unk other rsa "$O, CN=td.unknown.test" --san td.unknown.test --lifetime 365
+key s-rev rsa 2048
+issue s-rev root rsa "$O, CN=sw.revoked.test" --san sw.revoked.test --lifetime 365
+key t-rev rsa 2048
+issue t-rev root rsa "$O, CN=td.revoked.test" --san td.revoked.test --lifetime 365
+pk --signcrl --cacert "$P/root.pem" --cakey "$P/root.key" --lifetime 30 --cert "$P/s-rev.pem" \
+  --cert "$P/t-rev.pem" --outform pem >"$P/root.crl"
+for f in root int t-rsa s-ec s-old; do [ -s "$P/$f.pem" ] || fail "pki made no $f.pem: $(tail -n 3 "$P/pki.log")"; done
+[ -s "$P/root.crl" ] || fail "pki made no CRL: $(tail -n 3 "$P/pki.log")"
+
+# ---- namespaces ----------------------------------------------------------------------------
+topo_up() {
+  local ns
+  for ns in kca kcb; do ip netns del "$ns" 2>/dev/null || true; done
+  NETNS=()
+  netns_add kca kcb
+  ip link add kcva netns kca type veth peer name kcvb netns kcb
+  ip -n kca addr add $T_NET/24 dev kcva
+  ip -n kcb addr add $S_NET/24 dev kcvb
+  for ns in kca kcb; do ip -n "$ns" link set lo up; done
+  ip -n kca link set kcva up
+  ip -n kcb link set kcvb up
+  ip -n kca addr add $T_IN/32 dev lo
+  ip -n kcb addr add $S_IN/32 dev lo
+  ip netns exec kca ping -c 1 -W 3 -q $S_NET >/dev/null || fail "topology: kca cannot reach $S_NET"
+}
+
+# ---- charon --------------------------------------------------------------------------------
+# sw_conf D LOCAL_ID REMOTE_ID CERT [CRL]: charon's swanctl.conf with certificate auth; the
+# root and intermediate CAs trusted, CERT (and its key) as charon's, CRL loaded if given.
+sw_conf() {
+  local d=$1 lid=$2 rid=$3 cert=$4 crl=${5:-}
+  cp "$P/root.pem" "$P/int.pem" "$d/swanctl/x509ca/"
+  cp "$P/$cert.pem" "$d/swanctl/x509/"
+  cp "$P/$cert.key" "$d/swanctl/private/"
+  [ -z "$crl" ] || cp "$P/$crl" "$d/swanctl/x509crl/"
+  cat >"$d/swanctl/swanctl.conf" <<EOF
+connections {
+  sw {
+    version = 2
+    local_addrs = $S_NET
+    remote_addrs = $T_NET
+    proposals = $PROP
+    encap = yes
+    mobike = no
+    rekey_time = 0
+    local {
+      auth = pubkey
+      certs = $cert.pem
+      id = "$lid"
+    }
+    remote {
+      auth = pubkey
+      id = "$rid"
+    }
+    children {
+      net {
+        local_ts = 10.92.102.0/24
+        remote_ts = 10.92.101.0/24
+        esp_proposals = $ESP
+        rekey_time = 0
+      }
+    }
+  }
+}
+EOF
+}
+
+# ---- tunneld -------------------------------------------------------------------------------
+# td_conf D LOCAL_ID REMOTE_ID CERT [CRL] [EXTRA_CERT]: tunneld.toml with a PSK connection for
+# %any first (never matching charon's method) and the certificate connection `gw`.
+td_conf() {
+  local d=$1 lid=$2 rid=$3 cert=$4 crl=${5:-} extra=${6:-}
+  mkdir -p "$d"
+  cp "$P/$cert.pem" "$P/root.pem" "$P/int.pem" "$d/"
+  cp "$P/$cert.key" "$d/my.key"
+  chmod 600 "$d/my.key"
+  local certs="\"$d/$cert.pem\"" crls=""
+  [ -z "$extra" ] || certs+=", \"$d/$extra.pem\""
+  [ -z "$crl" ] || { cp "$P/$crl" "$d/"; crls=", crls = [\"$d/$crl\"]"; }
+  cat >"$d/tunneld.toml" <<EOF
+# written by scripts/ike-certs.sh (case $CASE)
+[tunnel]
+tun = "ipsec0"
+local = "$T_NET"
+secrets = "$d/secrets.toml"
+
+[[connection]]
+name = "psk-any"
+local_addrs = ["$T_NET"]
+remote_addrs = ["%any"]
+proposals = ["$PROP"]
+encap = true
+local = { id = "psk.cert.test", auth = "psk" }
+remote = { auth = "psk" }
+[[connection.children]]
+name = "psknet"
+local_ts = ["10.92.201.0/24"]
+remote_ts = ["10.92.202.0/24"]
+
+[[connection]]
+name = "gw"
+local_addrs = ["$T_NET"]
+remote_addrs = ["$S_NET"]
+proposals = ["$PROP"]
+encap = true
+local = { id = "$lid", auth = "pubkey", certs = [$certs] }
+remote = { id = "$rid", auth = "pubkey", cacerts = ["$d/root.pem", "$d/int.pem"]$crls }
+[[connection.children]]
+name = "net"
+local_ts = ["10.92.101.0/24"]
+remote_ts = ["10.92.102.0/24"]
+esp_proposals = ["$ESP"]
+rekey_time = "0"
+EOF
+  (umask 077 && printf '[[ike]]\nid = ["psk.cert.test"]\nsecret = "psk-%s"\n\n[[private]]\nfile = "my.key"\n' "$RANDOM$RANDOM" >"$d/secrets.toml")
+}
+td_ctl() { "$IPSEC" "$@" --control "$TD/ctl.sock"; }
+td_start() {
+  "$IPSEC" check-config "$TD/tunneld.toml" >"$TD/check-config.txt" 2>&1 || case_fail "ipsec check-config: $(tail -n 3 "$TD/check-config.txt")"
+  ip netns exec kca "$BIN" --config "$TD/tunneld.toml" --control "$TD/ctl.sock" 2>"$TD/tunneld.log" &
+  TD_PID=$!
+  BG+=("$TD_PID")
+  local deadline=$((SECONDS + 10))
+  until [ -S "$TD/ctl.sock" ] && ip -n kca link show ipsec0 >/dev/null 2>&1; do
+    kill -0 "$TD_PID" 2>/dev/null || case_fail "tunneld exited at start: $(tail -n 5 "$TD/tunneld.log")"
+    [ $SECONDS -lt $deadline ] || case_fail "tunneld: no control socket / ipsec0 within 10 s"
+    sleep 0.1
+  done
+  ip -n kca route add 10.92.102.0/24 dev ipsec0 src $T_IN
+}
+# td_counts: "IKE_SAS CHILDREN ESP_SAS POLICIES" (established IKE SAs)
+td_counts() {
+  local show pol
+  show=$(td_ctl show --json 2>/dev/null) || { echo "? ? ? ?"; return; }
+  pol=$(td_ctl policy list --json 2>/dev/null) || pol='{}'
+  python3 -c '
+import json, sys
+j = json.loads(sys.argv[1])
+p = json.loads(sys.argv[2]).get("policies", [])
+ike = [x for x in j.get("ike_sas", []) if str(x.get("state", "established")).lower() in ("established", "up")]
+child = sum(len(x.get("children", x.get("child_sas", []))) for x in ike)
+esp = sum(1 for s in j.get("sas", []) if s.get("proto") == "esp")
+print(len(ike), child, esp, len(p))' "$show" "$pol"
+}
+sw_counts() {
+  local l
+  l=$(swan_list_sas "$SW" 2>/dev/null) || { echo "? ?"; return; }
+  echo "$(grep -c 'state=ESTABLISHED' <<<"$l" || true) $(grep -o 'state=INSTALLED' <<<"$l" | wc -l)"
+}
+
+case_fail() {
+  echo "$NETNS_TAG: FAIL: $CASE: $*" >&2
+  echo "FAIL $*" >"$CD/result"
+  exit 1
+}
+
+# run_case NAME INITIATOR(t|s) EXPECT(up|refused-by-t|refused-by-s) T_ID T_CERT S_ID S_CERT
+#          T_REMOTE_ID S_REMOTE_ID [T_CRL] [S_CRL] [T_EXTRA] [WHY]
+run_case() {
+  CASE=$1
+  CD=$WORK/$CASE
+  TD=$CD/t
+  SW=$CD/s
+  mkdir -p "$CD" "$TD"
+  local init=$2 expect=$3 tid=$4 tcert=$5 sid=$6 scert=$7 trid=$8 srid=$9 tcrl=${10:-} scrl=${11:-} textra=${12:-} why=${13:-}
+  topo_up
+  swan_instance "$SW"
+  sw_conf "$SW" "$sid" "$srid" "$scert" "$scrl"
+  swan_start kcb "$SW"
+  swan_load "$SW"
+  td_conf "$TD" "$tid" "$trid" "$tcert" "$tcrl" "$textra"
+  td_start
+  local out rc=0
+  if [ "$init" = s ]; then
+    out=$(SWAN_CTL_TIMEOUT=20 swan_ctl "$SW" --initiate --child net --timeout 12 2>&1) || rc=$?
+  else
+    out=$(td_ctl ike initiate gw 2>&1) || rc=$?
+  fi
+  echo "$out" >"$CD/initiate.out"
+  local deadline=$((SECONDS + 12)) tc sc
+  if [ "$expect" = up ]; then
+    [ $rc -eq 0 ] || case_fail "initiation failed: $(tail -n 4 "$CD/initiate.out")"
+    until read -r -a tc <<<"$(td_counts)" && [ "${tc[0]}" = 1 ] && [ "${tc[1]}" = 1 ] && [ "$(sw_counts)" = "1 1" ]; do
+      [ $SECONDS -lt $deadline ] || case_fail "not up within 12 s: tunneld (IKE child ESP policies) ${tc[*]}, charon $(sw_counts); $(grep -i -E 'fail|refus|error' "$TD/tunneld.log" | tail -n 2)"
+      sleep 0.2
+    done
+    ip netns exec kca ping -n -c 3 -i 0.2 -W 2 -I $T_IN $S_IN >"$CD/ping-ts.out" 2>&1 || case_fail "pings tunneld -> charon failed: $(tail -n 2 "$CD/ping-ts.out")"
+    ip netns exec kcb ping -n -c 3 -i 0.2 -W 2 -I $S_IN $T_IN >"$CD/ping-st.out" 2>&1 || case_fail "pings charon -> tunneld failed: $(tail -n 2 "$CD/ping-st.out")"
+    # both sides proved who they are with the identity configured
+    td_ctl ike list >"$CD/ike-list.txt" 2>&1 || true
+    grep -q "$srid" "$CD/ike-list.txt" 2>/dev/null || grep -q "${sid}" "$CD/ike-list.txt" 2>/dev/null ||
+      case_fail "ipsec ike list does not show the peer's identity: $(head -n 5 "$CD/ike-list.txt")"
+  else
+    # refused: the refusing side says why; nothing is left anywhere
+    sleep 1
+    until read -r -a tc <<<"$(td_counts)" && [ "${tc[*]}" = "0 0 0 0" ] && [ "$(sw_counts)" = "0 0" ]; do
+      [ $SECONDS -lt $deadline ] || case_fail "SAs left after the refusal: tunneld (IKE child ESP policies) ${tc[*]}, charon $(sw_counts)"
+      sleep 0.2
+    done
+    if [ "$expect" = refused-by-t ]; then
+      grep -q "authentication failed: we refused the peer: .*$why" "$TD/tunneld.log" ||
+        case_fail "tunneld's log has no refusal line with \`$why\`: $(grep -i 'authentication' "$TD/tunneld.log" | tail -n 2)"
+      [ "$init" = t ] || grep -q 'AUTHENTICATION_FAILED' "$SW/charon.log" ||
+        case_fail "charon did not receive AUTHENTICATION_FAILED"
+    else
+      grep -q "authentication failed: the peer refused us" "$TD/tunneld.log" ||
+        case_fail "tunneld does not report that the peer refused it: $(grep -i 'auth' "$TD/tunneld.log" | tail -n 2)"
+      grep -q -i -E "$why" "$SW/charon.log" ||
+        case_fail "charon's log does not say \`$why\`: $(grep -i -E 'cert|auth' "$SW/charon.log" | tail -n 3)"
+    fi
+  fi
+  stop_pid "$TD_PID" tunneld
+  swan_stop "$SW"
+  echo "ok" >"$CD/result"
+}
+
+T_DN="$O, CN=td-ec"
+S_DN="$O, CN=sw-ec"
+# case_args NAME: the run_case arguments after NAME:
+#   INITIATOR EXPECT T_ID T_CERT S_ID S_CERT T_REMOTE_ID S_REMOTE_ID T_CRL S_CRL T_EXTRA WHY
+case_args() {
+  case $1 in
+    rsa-i) A=(t up td.cert.test t-rsa sw.cert.test s-rsa sw.cert.test td.cert.test "" "" "" "") ;;
+    ecdsa-r) A=(s up "$T_DN" t-ec "$S_DN" s-ec "$O, CN=*" "$T_DN" "" "" int "") ;;
+    ed25519-i) A=(t up $T_NET t-ed $S_NET s-ed $S_NET $T_NET "" "" "" "") ;;
+    expired-r) A=(s refused-by-t td.cert.test t-rsa sw.old.test s-old sw.old.test td.cert.test "" "" "" expired) ;;
+    unknown-i) A=(t refused-by-s td.unknown.test t-unk sw.cert.test s-rsa sw.cert.test td.unknown.test "" "" ""
+      "no trusted .*public key found|no issuer certificate found") ;;
+    # charon proves sw.cert.test, tunneld's connection wants sw.expected.test
+    mismatch-r) A=(s refused-by-t td.cert.test t-rsa sw.cert.test s-rsa sw.expected.test td.cert.test "" "" "" identity) ;;
+    revoked-r) A=(s refused-by-t td.cert.test t-rsa sw.revoked.test s-rev sw.revoked.test td.cert.test root.crl "" "" revoked) ;;
+    revoked-i) A=(t refused-by-s td.revoked.test t-rev sw.cert.test s-rsa sw.cert.test td.revoked.test "" root.crl "" revoked) ;;
+    *) fail "no case $1" ;;
+  esac
+}
+RESULTS=()
+for c in "${STAGES[@]}"; do
+  case_args "$c"
+  t0=$SECONDS
+  if (run_case "$c" "${A[@]}"); then
+    RESULTS+=("$c ok $((SECONDS - t0))s")
+  else
+    FAILED=1
+    RESULTS+=("$c FAIL $((SECONDS - t0))s $(sed 's/^FAIL //' "$WORK/$c/result" 2>/dev/null | head -c 160)")
+    swan_stop_all 2>/dev/null || true
+  fi
+done
+echo
+printf '%s\n' "${RESULTS[@]}" | column -t -l 4 2>/dev/null || printf '%s\n' "${RESULTS[@]}"
+[ $FAILED = 0 ] || fail "some cases failed (files in $WORK)"
+log "all ${#STAGES[@]} cases passed"
