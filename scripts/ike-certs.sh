@@ -211,7 +211,7 @@ remote_addrs = ["$S_NET"]
 proposals = ["$PROP"]
 encap = true
 local = { id = "$lid", auth = "pubkey", certs = [$certs] }
-remote = { id = "$rid", auth = "pubkey", cacerts = ["$d/root.pem", "$d/int.pem"]$crls }
+remote = { id = "$rid", auth = "pubkey", cacerts = ["$d/root.pem"]$crls }
 [[connection.children]]
 name = "net"
 local_ts = ["10.92.101.0/24"]
