@@ -872,7 +872,12 @@ start_action = "trap"
     #[test]
     fn connection_errors_name_the_line_and_what() {
         for (bad, want) in [
-            (GOOD.replace("\"psk\"", "\"pubkey\""), "only \"psk\""),
+            (GOOD.replace("\"psk\"", "\"pubkey\""), "needs local.certs"),
+            (GOOD.replace("\"psk\"", "\"eap\""), "\"psk\" or \"pubkey\""),
+            (
+                GOOD.replace("auth = \"psk\" }", "auth = \"psk\", cacerts = [\"/x\"] }"),
+                "cacerts and crls belong in remote",
+            ),
             (GOOD.replace("198.51.100.2", "fd00::2"), "different IP versions"),
             (GOOD.replace("\"trap\"", "\"later\""), "start_action `later`"),
             (GOOD.replace("10.2.0.0/16\"", "10.2.0.0/99\""), "traffic selector"),

@@ -103,3 +103,86 @@ pub fn load_key(path: &Path) -> Result<LoadedKey, String> {
         key,
     })
 }
+
+/// How one side of a connection authenticates, in words, for `ipsec check-config`: for
+/// `auth = "pubkey"` what is presented (our certificate's subject, key type, expiry and the
+/// intermediates sent) or trusted (the CAs, the CRLs). Files that cannot be read are named.
+pub fn describe(a: &crate::connection::AuthConfig, local: bool) -> String {
+    if !a.pubkey {
+        return "pre-shared key (from the secrets file)".into();
+    }
+    if local {
+        match load_certs(&a.certs) {
+            Err(e) => format!("certificate: cannot be read: {e}"),
+            Ok(v) => match v.split_first() {
+                None => "certificate: none in local.certs".into(),
+                Some((ours, rest)) => {
+                    let mut s = format!(
+                        "certificate `{}` ({}, valid until {}), issued by `{}`",
+                        ours.subject(),
+                        ours.key_kind().map_or("unknown key".to_string(), |k| format!("{k:?}")),
+                        civil_date(ours.not_after_unix()),
+                        ours.issuer()
+                    );
+                    if !rest.is_empty() {
+                        s += &format!("; sends {} intermediate CA certificate(s)", rest.len());
+                    }
+                    s
+                }
+            },
+        }
+    } else {
+        match load_trust(&a.cacerts, &a.crls) {
+            Err(e) => format!("certificate: trust cannot be read: {e}"),
+            Ok(t) => {
+                let cas: Vec<String> = t.cas().iter().map(|c| format!("`{}`", c.subject())).collect();
+                let mut s = format!("certificate chaining to {}", cas.join(", "));
+                if !a.crls.is_empty() {
+                    s += &format!("; {} CRL file(s)", a.crls.len());
+                }
+                s
+            }
+        }
+    }
+}
+
+/// `YYYY-MM-DD` (UTC) of a time in seconds since 1970 (the proleptic Gregorian calendar).
+fn civil_date(unix: u64) -> String {
+    let z = (unix / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn civil_dates() {
+        assert_eq!(super::civil_date(0), "1970-01-01");
+        assert_eq!(super::civil_date(951_782_400), "2000-02-29");
+        assert_eq!(super::civil_date(4_102_444_799), "2099-12-31");
+    }
+
+    #[test]
+    fn a_key_file_others_can_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("ipsec-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("k.pem");
+        std::fs::write(&p, b"-----BEGIN PRIVATE KEY-----\n-----END PRIVATE KEY-----\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = super::load_key(&p).unwrap_err();
+        assert!(e.contains("mode 0644") && e.contains("private key"), "{e}");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        // Readable now, but not a key: refused by the parser, without its content.
+        let e = super::load_key(&p).unwrap_err();
+        assert!(!e.contains("BEGIN"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

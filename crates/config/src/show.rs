@@ -132,6 +132,8 @@ pub struct ConnectionView {
     pub addrs: (String, String),
     /// Local and remote identities (`%any`: any).
     pub ids: (String, String),
+    /// How each side authenticates: what we present, what we trust.
+    pub auth: (String, String),
     /// IKE proposals.
     pub proposals: Vec<String>,
     /// Forced UDP encapsulation.
@@ -272,6 +274,10 @@ impl Effective {
                     c.remote_addr.map_or_else(|| "%any".into(), |a| a.to_string()),
                 ),
                 ids: (c.local_id(), c.remote.id.clone().unwrap_or_else(|| "%any".into())),
+                auth: (
+                    crate::credentials::describe(&c.local, true),
+                    crate::credentials::describe(&c.remote, false),
+                ),
                 proposals: c.proposals.clone(),
                 encap: c.encap,
                 dpd_delay: c.dpd_delay,
@@ -403,11 +409,9 @@ impl Effective {
         for c in &self.connections {
             let _ = writeln!(out, "\nIKEv2 connection {} (line {}):", c.name, c.line);
             let _ = writeln!(out, "  addresses {} <-> {}", c.addrs.0, c.addrs.1);
-            let _ = writeln!(
-                out,
-                "  ids       {} <-> {} (pre-shared key from the secrets file)",
-                c.ids.0, c.ids.1
-            );
+            let _ = writeln!(out, "  ids       {} <-> {}", c.ids.0, c.ids.1);
+            let _ = writeln!(out, "  we prove  {}", c.auth.0);
+            let _ = writeln!(out, "  peer must {}", c.auth.1);
             let _ = writeln!(out, "  proposals {}", c.proposals.join(", "));
             let _ = writeln!(
                 out,
