@@ -5,9 +5,14 @@
 //!
 //! A DN is compared as strongSwan compares one (`compare_dn` in libstrongswan): attribute by
 //! attribute through all RDNs (a multi-valued RDN counts as its attributes in order), the
-//! types (OIDs) equal, the values byte-equal, except that two PrintableStrings or two
-//! emailAddress IA5Strings compare ignoring ASCII case. A DN parsed from DER keeps its bytes,
-//! so [`Dn::to_der`] gives back exactly what the peer sent (the AUTH payload signs them).
+//! types (OIDs) equal, and the values equal. Values that are strings (PrintableString,
+//! UTF8String, IA5String, TeletexString, BMPString, VisibleString) compare as text ignoring
+//! ASCII case, whatever their string types: RFC 5280 7.1 compares names case-insensitively
+//! and independently of the string type, and a configured `O=strongSwan` (PrintableString)
+//! must equal openssl's UTF8String `O=strongSwan`. strongSwan is stricter (it ignores case
+//! only between two PrintableStrings or emailAddresses). Other values compare as bytes. A DN
+//! parsed from DER keeps its bytes, so [`Dn::to_der`] gives back exactly what the peer sent
+//! (the AUTH payload signs them).
 use super::PkiError;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -48,8 +53,6 @@ const ATTRS: &[(&str, &[&str], ObjectIdentifier, bool)] = &[
     ("UID", &["userId"], oid("0.9.2342.19200300.100.1.1"), false),
 ];
 
-const EMAIL: ObjectIdentifier = oid("1.2.840.113549.1.9.1");
-
 const fn oid(s: &str) -> ObjectIdentifier {
     ObjectIdentifier::new_unwrap(s)
 }
@@ -63,16 +66,10 @@ struct Attr {
 }
 
 impl Attr {
-    fn case_insensitive_with(&self, o: &Attr) -> bool {
-        self.tag == o.tag
-            && (self.tag == Tag::PrintableString || (self.tag == Tag::Ia5String && self.oid == EMAIL))
-    }
-
     fn value_eq(&self, o: &Attr) -> bool {
-        if self.case_insensitive_with(o) {
-            self.value.eq_ignore_ascii_case(&o.value)
-        } else {
-            self.value == o.value
+        match (self.text(), o.text()) {
+            (Some(a), Some(b)) => a.eq_ignore_ascii_case(&b),
+            _ => self.tag == o.tag && self.value == o.value,
         }
     }
 
@@ -271,8 +268,17 @@ impl Hash for Dn {
         self.attrs.len().hash(h);
         for a in &self.attrs {
             a.oid.as_bytes().hash(h);
-            for b in &a.value {
-                h.write_u8(b.to_ascii_lowercase());
+            match a.text() {
+                Some(t) => {
+                    h.write_u8(0);
+                    for b in t.bytes() {
+                        h.write_u8(b.to_ascii_lowercase());
+                    }
+                }
+                None => {
+                    h.write_u8(1);
+                    a.value.hash(h);
+                }
             }
         }
     }
@@ -337,8 +343,12 @@ mod tests {
         assert_eq!(a, Dn::from_str_config("c=ch, o=STRONGSWAN, cn=Moon").unwrap());
         assert_ne!(a, Dn::from_str_config("C=CH, CN=moon, O=strongSwan").unwrap());
         assert_ne!(a, Dn::from_str_config("C=CH, O=strongSwan").unwrap());
-        // UTF8String values keep their case.
+        // Only ASCII case is ignored.
         assert_ne!(Dn::from_str_config("CN=ü").unwrap(), Dn::from_str_config("CN=Ü").unwrap());
+        assert_eq!(Dn::from_str_config("CN=xü").unwrap(), Dn::from_str_config("CN=Xü").unwrap());
+        // Whatever the string types: a UTF8String "moon" equals a PrintableString "MOON".
+        let utf8 = [0x30, 0x0f, 0x31, 0x0d, 0x30, 0x0b, 0x06, 0x03, 0x55, 0x04, 0x03, 0x0c, 0x04, b'm', b'o', b'o', b'n'];
+        assert_eq!(Dn::from_der(&utf8).unwrap(), Dn::from_str_config("CN=MOON").unwrap());
     }
 
     #[test]

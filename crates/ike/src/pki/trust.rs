@@ -167,7 +167,7 @@ impl fmt::Debug for TrustStore {
 }
 
 /// A validated chain.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
     /// The peer's certificate.
     pub end_entity: Certificate,
@@ -226,6 +226,23 @@ pub fn verify_chain(
         .ok_or(CertError::InvalidChain)?;
     chain.push(trust.cas[idx].clone());
     Ok(Verified { end_entity: end_entity.clone(), chain })
+}
+
+/// [`verify_chain`], then whether the end entity contains the peer's identity
+/// ([`super::cert_matches_id`]; [`CertError::IdentityMismatch`] if not): what IKE_AUTH checks
+/// before the AUTH payload.
+pub fn verify_peer(
+    end_entity: &Certificate,
+    intermediates: &[Certificate],
+    trust: &TrustStore,
+    now_unix: u64,
+    id: &crate::id::Identity,
+) -> Result<Verified, CertError> {
+    let v = verify_chain(end_entity, intermediates, trust, now_unix)?;
+    if !super::cert_matches_id(end_entity, id) {
+        return Err(CertError::IdentityMismatch);
+    }
+    Ok(v)
 }
 
 #[allow(deprecated)]
