@@ -1,5 +1,6 @@
 //! The Identification payloads IDi and IDr (RFC 7296 section 3.5).
 use crate::error::Error;
+use crate::pki::Dn;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
@@ -39,7 +40,10 @@ pub enum Identity {
     UserFqdn(String),
     /// An opaque key ID.
     KeyId(Vec<u8>),
-    /// Another type (e.g. a DN), kept as bytes: compared exactly, never interpreted.
+    /// An X.501 distinguished name (ID_DER_ASN1_DN): `C=CH, O=strongSwan, CN=moon`. Parsed
+    /// from a payload it keeps the peer's DER bytes (signed by AUTH); compared as DNs.
+    Dn(Dn),
+    /// Another type (e.g. ID_DER_ASN1_GN), kept as bytes: compared exactly, never interpreted.
     Other(u8, Vec<u8>),
 }
 
@@ -63,6 +67,7 @@ impl fmt::Display for Identity {
                 }
                 Ok(())
             }
+            Identity::Dn(d) => write!(f, "{d}"),
             Identity::Other(t, d) => write!(f, "type{t}:{} bytes", d.len()),
         }
     }
@@ -70,7 +75,8 @@ impl fmt::Display for Identity {
 
 impl Identity {
     /// Parses an identity as swanctl.conf writes one: an IP address, `user@domain`, `keyid:HEX`,
-    /// `@fqdn` or a bare FQDN.
+    /// `@fqdn`, a distinguished name (text with `=`, e.g. `C=CH, O=strongSwan, CN=moon`, see
+    /// [`Dn::from_str_config`]) or a bare FQDN.
     pub fn from_str_config(s: &str) -> Result<Self, Error> {
         let s = s.trim();
         if s.is_empty() || s.len() > MAX_ID_LEN {
@@ -96,6 +102,11 @@ impl Identity {
             }
             return Ok(Identity::KeyId(v));
         }
+        if s.contains('=') && !s.starts_with('@') {
+            return Dn::from_str_config(s)
+                .map(Identity::Dn)
+                .map_err(|_| Error::BadSyntax("bad distinguished name"));
+        }
         if let Some(f) = s.strip_prefix('@') {
             return Ok(Identity::Fqdn(f.into()));
         }
@@ -113,6 +124,7 @@ impl Identity {
             Identity::Fqdn(_) => id_type::FQDN,
             Identity::UserFqdn(_) => id_type::RFC822_ADDR,
             Identity::KeyId(_) => id_type::KEY_ID,
+            Identity::Dn(_) => id_type::DER_ASN1_DN,
             Identity::Other(t, _) => *t,
         }
     }
@@ -124,6 +136,7 @@ impl Identity {
             Identity::Ipv6(a) => a.octets().to_vec(),
             Identity::Fqdn(s) | Identity::UserFqdn(s) => s.as_bytes().to_vec(),
             Identity::KeyId(k) => k.clone(),
+            Identity::Dn(d) => d.to_der(),
             Identity::Other(_, d) => d.clone(),
         }
     }
@@ -140,6 +153,7 @@ impl Identity {
             id_type::FQDN => Identity::Fqdn(String::from_utf8(d.to_vec()).map_err(|_| Error::BadId)?),
             id_type::RFC822_ADDR => Identity::UserFqdn(String::from_utf8(d.to_vec()).map_err(|_| Error::BadId)?),
             id_type::KEY_ID => Identity::KeyId(d.to_vec()),
+            id_type::DER_ASN1_DN => Identity::Dn(Dn::from_der(d).map_err(|_| Error::BadId)?),
             t => Identity::Other(t, d.to_vec()),
         })
     }
@@ -166,6 +180,8 @@ mod tests {
             ("@moon", 2),
             ("a@b.c", 3),
             ("keyid:0a0b", 11),
+            ("C=CH, O=strongSwan, CN=moon", 9),
+            ("/C=CH/O=strongSwan/CN=moon", 9),
         ] {
             let id = Identity::from_str_config(s).unwrap();
             assert_eq!(id.id_type(), t);
@@ -174,5 +190,13 @@ mod tests {
         assert_eq!(Identity::parse(&[1, 0, 0, 0, 1, 2, 3]), Err(Error::BadId));
         assert_eq!(Identity::parse(&[2, 0, 0, 0]), Err(Error::BadId));
         assert!(Identity::from_str_config("keyid:0").is_err());
+        assert!(Identity::from_str_config("C=CH, XX=1").is_err());
+        // A DN payload: SEQUENCE { SET { SEQUENCE { OID 2.5.4.3, PrintableString "moon" } } }.
+        let dn = [9, 0, 0, 0, 0x30, 0x0f, 0x31, 0x0d, 0x30, 0x0b, 0x06, 0x03, 0x55, 0x04, 0x03, 0x13, 0x04, b'm', b'o', b'o', b'n'];
+        let id = Identity::parse(&dn).unwrap();
+        assert_eq!(alloc::format!("{id}"), "CN=moon");
+        assert_eq!(id, Identity::from_str_config("CN=Moon").unwrap());
+        assert_eq!(id.to_body(), dn);
+        assert_eq!(Identity::parse(&dn[..dn.len() - 1]), Err(Error::BadId));
     }
 }

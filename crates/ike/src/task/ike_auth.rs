@@ -259,7 +259,8 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     if let Err(why) = checked {
         sa.state = State::HalfOpen { hs, crypto };
         cx.out.event(Event::AuthFailed {
-            conn: name,
+            // The connection chosen for the identity, if one was.
+            conn: sa.conn_name(cx.cfg),
             local: true,
             reason: Some(why),
         });
