@@ -229,7 +229,6 @@ impl IkeAuth {
 
 /// The responder handles the IKE_AUTH request.
 pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Reply {
-    let name = sa.conn_name(cx.cfg);
     let State::HalfOpen { hs, crypto } = core::mem::replace(&mut sa.state, State::Dead) else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
