@@ -45,6 +45,7 @@ ALL_CASES="rsa-i ecdsa-r ed25519-i expired-r unknown-i mismatch-r revoked-r revo
 ARGS=()
 for a in "$@"; do [ "$a" = --ci ] || ARGS+=("$a"); done
 parse_stages "$ALL_CASES" ${ARGS[@]+"${ARGS[@]}"}
+[ ${#STAGES[@]} -gt 0 ] || read -r -a STAGES <<<"$ALL_CASES"
 need_netns "network namespaces, charon, tunneld"
 swan_install
 command -v pki >/dev/null || apt_install strongswan-pki
@@ -72,14 +73,14 @@ ESP=aes128gcm16
 P=$WORK/pki
 mkdir -p "$P"
 O="C=CH, O=ipsec-test"
-pk() { pki "$@" 2>>"$P/pki.log"; }
+pk() { pki "$@" 2> >(grep -v -e "TPM 2.0" -e "plugin .tpm." >>"$P/pki.log"); }
 # key NAME TYPE [SIZE]: PEM private key (RSA: PKCS#1, ECDSA: SEC1, Ed25519: PKCS#8, as pki writes them)
 key() { pk --gen --type "$2" ${3:+--size $3} --outform pem >"$P/$1.key"; chmod 600 "$P/$1.key"; }
 # issue NAME ISSUER TYPE DN [pki --issue options...]: NAME.pem signed by ISSUER
 issue() {
   local n=$1 ca=$2 t=$3 dn=$4
   shift 4
-  pk --pub --in "$P/$n.key" --type "$t" | pk --issue --cacert "$P/$ca.pem" --cakey "$P/$ca.key" \
+  pk --pub --in "$P/$n.key" --type priv | pk --issue --cacert "$P/$ca.pem" --cakey "$P/$ca.key" \
     --type pub --dn "$dn" --outform pem "$@" >"$P/$n.pem"
 }
 key root rsa 3072

@@ -26,6 +26,10 @@ bash scripts/ike-interop.sh --if-possible
 # strongSwan against itself as the baseline, tunneld against tunneld with 0 lost pings; the
 # short form, about 4 minutes (the long form: without --ci).
 bash scripts/ike-lifecycle.sh --ci --if-possible
+# IKEv2 with certificates made by strongSwan's pki (docs/ike-certs.md): RSA, ECDSA through an
+# intermediate, Ed25519, and refusals both ways (expired, unknown CA, identity, revoked);
+# about 40 s.
+bash scripts/ike-certs.sh --ci --if-possible
 # The soak (issue #22): rekeys, reloads, a garbage flood and control clients during a transfer;
 # a 2-minute pass here (scripts/soak.sh runs 10 minutes by default). Same conditions.
 SOAK_SECONDS=120 bash scripts/soak.sh --if-possible
