@@ -17,6 +17,11 @@
 //! rand_time = "24m"                     # start that rekey up to this much earlier, at random (default rekey_time / 10)
 //! local = { id = "site-a.example", auth = "psk" }    # id default: local address
 //! remote = { id = "site-b.example", auth = "psk" }   # id default: remote address
+//! # or certificates (auth = "pubkey"; docs/ike-certs.md):
+//! # local = { id = "C=CH, O=Example, CN=a", auth = "pubkey", certs = ["a.pem", "intermediate.pem"] }
+//! # remote = { id = "C=CH, O=Example, CN=*", auth = "pubkey", cacerts = ["ca.pem"], crls = ["ca.crl"] }
+//! # send_cert = "always"              # always | ifasked | never (default always)
+//! # send_certreq = true                # CERTREQ for remote.cacerts (default true)
 //!
 //! [[connection.children]]              # swanctl: children { net { ... } }
 //! name = "net"
@@ -43,7 +48,12 @@
 //! [[ike]]                               # swanctl: secrets { ike-site-b { ... } }
 //! id = ["site-a.example", "site-b.example"]   # the identities the key is for (either side)
 //! secret = "0x<hex>"                    # or the key's bytes as a string
+//!
+//! [[private]]                           # swanctl: secrets { private-a { file = ... } }
+//! file = "private/a.key"                # PEM (PKCS#8, PKCS#1, SEC1), mode 0600; relative to this file
 //! ```
+//!
+//! A `pubkey` connection's key is the `[[private]]` key whose public key is its certificate's.
 //!
 //! Everything is checked here, the proposals, selectors and identities by `ipsec-ike`'s own
 //! parsers; [`ConnectionConfig::to_ike`] turns a connection and its key into the IKE
