@@ -12,6 +12,7 @@ pub mod auth;
 pub mod delete;
 pub mod dh;
 pub mod error;
+pub mod fragment;
 pub mod header;
 pub mod id;
 pub mod ke;
