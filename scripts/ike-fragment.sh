@@ -3,12 +3,16 @@
 # kernel-libipsec) in network namespaces, as root (docs/ike-fragmentation.md):
 #
 #   fra (tunneld)  frva 10.95.1.1/24 --- frna | frn (router) | frnb --- frvb 10.95.2.1/24  frb (charon)
-#   inner addresses on lo: 10.95.11.1 (A), 10.95.12.1 (B); identities a.fr.test, b.fr.test
+#   inner addresses on lo: 10.95.11.1 (A), 10.95.12.1 (B); identities a.<100 letters>.fr.test
+#   and b.<100 letters>.fr.test
 #
 # Both sides announce fragmentation (tunneld `fragmentation = "yes"`, charon's default) and
 # use a small fragment size (FRAG_SIZE, default 400 bytes of IP datagram: tunneld's
 # `fragment_size`, charon's `charon.fragment_size`); the child has NETS (default 8) /24
-# selectors a side, so the PSK IKE_AUTH (some 500 bytes) goes in 2 or more fragments each way.
+# selectors on A's side (10.95.11.0/24, 10.95.13.0/24, ...; B has the one 10.95.12.0/24:
+# charon's kernel-libipsec installs one route per remote selector and fails on a second route
+# to the same one) and the identities are long, so the PSK IKE_AUTH (some 550 bytes, its
+# response some 420) goes in 2 or more fragments each way.
 # Cases:
 #   t-init   tunneld initiates
 #   sw-init  charon initiates
@@ -54,17 +58,17 @@ A_NET=10.95.1.1
 B_NET=10.95.2.1
 A_IN=10.95.11.1
 B_IN=10.95.12.1
-A_ID=a.fr.test
-B_ID=b.fr.test
+LONG=$(printf 'x%.0s' $(seq 50)).$(printf 'y%.0s' $(seq 50))
+A_ID=a.$LONG.fr.test
+B_ID=b.$LONG.fr.test
 IKE_PROP=aes128gcm16-prfsha256-x25519
 ESP_PROP=aes128gcm16
-# NETS /24s a side: A 10.95.11.0/24, 10.95.13.0/24, ...; B 10.95.12.0/24, 10.95.14.0/24, ...
-A_TS=() B_TS=()
+# NETS /24s on A's side: 10.95.11.0/24, 10.95.13.0/24, ...; B's: 10.95.12.0/24
+A_TS=() B_TS=(10.95.12.0/24)
 for i in $(seq 0 $((NETS - 1))); do
   A_TS+=("10.95.$((11 + 2 * i)).0/24")
-  B_TS+=("10.95.$((12 + 2 * i)).0/24")
 done
-[ $((12 + 2 * (NETS - 1))) -le 255 ] || fail "NETS=$NETS: too many"
+[ "$NETS" -ge 1 ] && [ $((11 + 2 * (NETS - 1))) -le 255 ] || fail "NETS=$NETS: 1 to 123"
 need_netns "network namespaces, charon, tunneld"
 
 swan_install
@@ -115,7 +119,7 @@ table ip frdrop {
     flags dynamic,timeout
     timeout 1h
   }
-  chain fwd {
+  chain frfwd {
     type filter hook forward priority filter; policy accept;
     ip saddr $A_NET udp dport 4500 @th,224,8 53 @th,240,8 35 @th,248,8 0x08 @th,352,16 1 ip saddr @dropped accept
     ip saddr $A_NET udp dport 4500 @th,224,8 53 @th,240,8 35 @th,248,8 0x08 @th,352,16 1 update @dropped { ip saddr } counter drop
@@ -124,7 +128,7 @@ table ip frdrop {
 EOF
 }
 nft_dropped() {
-  ip netns exec frn nft list chain ip frdrop fwd 2>/dev/null | sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | head -n 1
+  ip netns exec frn nft list chain ip frdrop frfwd 2>/dev/null | sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | head -n 1
 }
 
 # ---- tunneld -------------------------------------------------------------------------------
@@ -327,7 +331,7 @@ for c in $ALL_CASES; do
 done
 for ns in fra frn frb; do ip netns del "$ns" 2>/dev/null || true; done
 echo
-echo "ike-fragment: fragment size $FRAG_SIZE (both sides), $NETS selectors a side; frags A/B: IKE_AUTH fragments seen from tunneld / charon"
+echo "ike-fragment: fragment size $FRAG_SIZE (both sides), $NETS selectors on tunneld's side; frags A/B: IKE_AUTH fragments seen from tunneld / charon"
 printf '%-8s %5s %6s %6s %6s  %s\n' case time "frags A" "frags B" retrans result
 for r in "${ROWS[@]}"; do echo "$r"; done
 [ $FAILED = 0 ] || { log "some cases failed ($((SECONDS - START)) s)"; exit 1; }
