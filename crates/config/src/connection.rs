@@ -781,7 +781,11 @@ start_action = "trap"
         assert_eq!(ike.children[0].remote_ts.len(), 2);
         assert_eq!(ike.start_action, ipsec_ike::StartAction::Trap);
         assert!(!format!("{ike:?}").contains("0a0b0c"));
-        assert_eq!((ike.fragmentation, ike.fragment_size), (true, 1280), "strongSwan's defaults");
+        assert_eq!(
+            (ike.fragmentation, ike.fragment_size),
+            (true, 1280),
+            "strongSwan's defaults"
+        );
         for (line, frag, size) in [
             ("fragmentation = \"no\"", false, 1280),
             ("fragmentation = \"accept\"\nfragment_size = 576", true, 576),

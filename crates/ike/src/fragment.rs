@@ -98,7 +98,9 @@ impl FragmentRepr {
         if h.next_payload != kind::SKF {
             return Err(FragmentError::Malformed(Error::BadEncryptedPayload));
         }
-        let body = raw.get(HEADER_LEN..).ok_or(FragmentError::Malformed(Error::Truncated))?;
+        let body = raw
+            .get(HEADER_LEN..)
+            .ok_or(FragmentError::Malformed(Error::Truncated))?;
         let p = GenericPayload::new_checked(body).map_err(FragmentError::Malformed)?;
         let len = p.payload_len() as usize;
         // The SKF is the last payload (2.5) and here the only one.
@@ -197,6 +199,9 @@ impl<'a> Iterator for Datagrams<'a> {
     }
 }
 
+/// A reassembled message: the first inner payload's type and the inner payload chain.
+pub type Whole = (u8, Zeroizing<Vec<u8>>);
+
 /// The fragments of one message being reassembled.
 struct Partial {
     message_id: u32,
@@ -247,7 +252,11 @@ impl Reassembly {
     /// Whether a fragment would be used, before its ICV is checked (nothing changes here):
     /// duplicates and a lower Total Fragments are refused (2.6).
     pub fn check(&self, message_id: u32, exchange: u8, f: &FragmentRepr) -> Result<(), FragmentError> {
-        let Some(p) = self.partial.as_ref().filter(|p| p.message_id == message_id && p.exchange == exchange) else {
+        let Some(p) = self
+            .partial
+            .as_ref()
+            .filter(|p| p.message_id == message_id && p.exchange == exchange)
+        else {
             return Ok(());
         };
         if f.total < p.total {
@@ -269,7 +278,7 @@ impl Reassembly {
         exchange: u8,
         f: &FragmentRepr,
         plain: Zeroizing<Vec<u8>>,
-    ) -> Result<Option<(u8, Zeroizing<Vec<u8>>)>, FragmentError> {
+    ) -> Result<Option<Whole>, FragmentError> {
         self.check(message_id, exchange, f)?;
         let same = self
             .partial
@@ -361,7 +370,10 @@ mod tests {
             let d = ds[at];
             assert!(d.len() <= budget, "fragment of {} > {budget}", d.len());
             let h = HeaderRepr::parse(&crate::header::IkePacket::new_checked(d).unwrap()).unwrap();
-            assert_eq!((h.next_payload, h.length as usize, h.message_id), (kind::SKF, d.len(), 1));
+            assert_eq!(
+                (h.next_payload, h.length as usize, h.message_id),
+                (kind::SKF, d.len(), 1)
+            );
             let f = FragmentRepr::parse(d, &h).unwrap();
             assert_eq!((f.number as usize, f.total as usize), (at + 1, n));
             assert_eq!(f.next_payload, if at == 0 { 35 } else { 0 }, "2.5: Next Payload");
@@ -454,9 +466,15 @@ mod tests {
         assert_eq!(r.add(t0, 5, 35, &frag(2, 3), plain(2, 4)), Ok(None));
         // Duplicate: refused before its ICV is even checked, nothing changes.
         assert_eq!(r.check(5, 35, &frag(2, 3)), Err(FragmentError::Duplicate));
-        assert_eq!(r.add(t0, 5, 35, &frag(2, 3), plain(9, 4)), Err(FragmentError::Duplicate));
+        assert_eq!(
+            r.add(t0, 5, 35, &frag(2, 3), plain(9, 4)),
+            Err(FragmentError::Duplicate)
+        );
         // Lower Total Fragments: dropped.
-        assert_eq!(r.add(t0, 5, 35, &frag(1, 2), plain(1, 4)), Err(FragmentError::StaleTotal));
+        assert_eq!(
+            r.add(t0, 5, 35, &frag(1, 2), plain(1, 4)),
+            Err(FragmentError::StaleTotal)
+        );
         assert_eq!(r.held(), 1);
         // Higher: the kept ones go, reassembly starts anew.
         assert_eq!(r.add(t0, 5, 35, &frag(4, 4), plain(4, 1)), Ok(None));
@@ -479,7 +497,10 @@ mod tests {
         for k in 1..=2 {
             assert_eq!(r.add(t0, 8, 37, &frag(k, 3), plain(0, 30_000)), Ok(None));
         }
-        assert_eq!(r.add(t0, 8, 37, &frag(3, 3), plain(0, 6_000)), Err(FragmentError::TooLong));
+        assert_eq!(
+            r.add(t0, 8, 37, &frag(3, 3), plain(0, 6_000)),
+            Err(FragmentError::TooLong)
+        );
         assert_eq!(r.held(), 0);
     }
 

@@ -72,7 +72,11 @@ fn ike_auth_is_fragmented_both_ways_and_completes() {
         net.up();
         established(&net);
         // IKE_SA_INIT announced it both ways (2.3) and was not fragmented (2.5).
-        for s in net.sent.iter().filter(|s| header(&s.t).exchange == ExchangeType::IkeSaInit) {
+        for s in net
+            .sent
+            .iter()
+            .filter(|s| header(&s.t).exchange == ExchangeType::IkeSaInit)
+        {
             let m = Message::parse(&s.t.payload).unwrap();
             assert!(m.chain.payloads.notify(kind::IKEV2_FRAGMENTATION_SUPPORTED).is_some());
         }
@@ -94,7 +98,10 @@ fn ike_auth_is_fragmented_both_ways_and_completes() {
         }
         let st = net.a.totals();
         assert_eq!(st.fragments_sent, from_a.len() as u64);
-        assert_eq!((st.fragments_received, st.fragmented_messages), (from_b.len() as u64, 1));
+        assert_eq!(
+            (st.fragments_received, st.fragmented_messages),
+            (from_b.len() as u64, 1)
+        );
         assert_eq!(net.b.totals().fragmented_messages, 1);
         assert!(net.drops.is_empty(), "{:?}", net.drops);
         // Later exchanges too: a liveness check is small and goes whole, a child rekey is
@@ -223,7 +230,8 @@ fn held_request() -> (Net, Vec<Transmit>) {
 }
 
 fn deliver_to_b(net: &mut Net, t: &Transmit) -> Result<(), Dropped> {
-    net.b.handle_datagram(net.now, t.remote, t.local, &t.payload, &mut net.rng)
+    net.b
+        .handle_datagram(net.now, t.remote, t.local, &t.payload, &mut net.rng)
 }
 
 #[test]
@@ -345,7 +353,10 @@ fn reassembly_bounds_are_refused_with_their_reason() {
     let three = forge(&net, 3, &[8, 8, 8]);
     to_b(&mut net, &three[0]).unwrap();
     let two = forge(&net, 2, &[8, 8]);
-    assert_eq!(to_b(&mut net, &two[1]), Err(Dropped::Fragment(FragmentError::StaleTotal)));
+    assert_eq!(
+        to_b(&mut net, &two[1]),
+        Err(Dropped::Fragment(FragmentError::StaleTotal))
+    );
     // Fragment number above the total.
     let mut bad = two[1].clone();
     bad[HEADER_LEN + 4..HEADER_LEN + 6].copy_from_slice(&5u16.to_be_bytes());
@@ -366,6 +377,8 @@ fn fragments_without_negotiation_are_refused() {
     net.up();
     established(&net);
     let f = forge(&net, 2, &[8, 8]);
-    assert_eq!(to_b(&mut net, &f[0]), Err(Dropped::Fragment(FragmentError::NotNegotiated)));
+    assert_eq!(
+        to_b(&mut net, &f[0]),
+        Err(Dropped::Fragment(FragmentError::NotNegotiated))
+    );
 }
-
