@@ -465,6 +465,10 @@ pub fn list_json(endpoint: &ipsec_ike::Endpoint, now: Duration) -> Value {
                     "retransmits": s.stats.retransmits,
                     "child_rekeys": s.stats.child_rekeys,
                     "invalid_syntax": s.stats.invalid_syntax,
+                    "fragments_sent": s.stats.fragments_sent,
+                    "fragments_received": s.stats.fragments_received,
+                    "fragmented_messages": s.stats.fragmented_messages,
+                    "fragments_dropped": s.stats.fragments_dropped,
                 },
                 "children": s.children.iter().map(|c| json!({
                     "child": c.child,
