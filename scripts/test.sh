@@ -30,6 +30,9 @@ bash scripts/ike-lifecycle.sh --ci --if-possible
 # intermediate, Ed25519, and refusals both ways (expired, unknown CA, identity, revoked);
 # about 40 s.
 bash scripts/ike-certs.sh --ci --if-possible
+# IKE fragmentation (RFC 7383, docs/ike-fragmentation.md) against strongSwan: IKE_AUTH in
+# fragments both ways, either side initiating, a lost fragment retransmitted; about a minute.
+bash scripts/ike-fragment.sh --ci --if-possible
 # The soak (issue #22): rekeys, reloads, a garbage flood and control clients during a transfer;
 # a 2-minute pass here (scripts/soak.sh runs 10 minutes by default). Same conditions.
 SOAK_SECONDS=120 bash scripts/soak.sh --if-possible

@@ -15,6 +15,8 @@
 //! close_action = "none"                 # none | restart | trap: when the peer deletes the IKE SA (default none)
 //! rekey_time = "4h"                     # rekey the IKE SA (default 4h; 0 = never; "90s", "20m", "1h", "1d" or seconds)
 //! rand_time = "24m"                     # start that rekey up to this much earlier, at random (default rekey_time / 10)
+//! fragmentation = "yes"                 # IKE fragmentation, RFC 7383: yes (default) | accept | force | no (see below)
+//! fragment_size = 1280                  # largest IP datagram of an IKE fragment (default 1280, 256 at least; 0 = default)
 //! local = { id = "site-a.example", auth = "psk" }    # id default: local address
 //! remote = { id = "site-b.example", auth = "psk" }   # id default: remote address
 //! # or certificates (auth = "pubkey"; docs/ike-certs.md):
@@ -35,6 +37,13 @@
 //! rekey_bytes = 0                       # rekey after so many bytes either way (0 = off; also rekey_packets)
 //! life_bytes = 0                        # hard limits (0 = off; default rekey_* + 10 %; also life_packets)
 //! ```
+//!
+//! `fragmentation` is swanctl's: `yes` announces IKE fragmentation in IKE_SA_INIT, accepts
+//! fragments and, when the peer announced it too, sends encrypted messages larger than
+//! `fragment_size` (an IP datagram's size, as strongSwan's `charon.fragment_size`) in
+//! fragments; `no` does none of it. `accept` and `force` are taken as `yes`: strongSwan's
+//! `accept` never fragments its own messages (here a peer that announced support may get
+//! fragments), and `force` differs from `yes` only for IKEv1.
 //!
 //! A connection may have several `[[connection.children]]`: the first is negotiated in
 //! IKE_AUTH, the others with CREATE_CHILD_SA (their `start_action`, a trap, or `ipsec ike
@@ -219,6 +228,10 @@ pub struct ConnectionConfig {
     pub rekey_time: Option<std::time::Duration>,
     /// Start the IKE rekey up to this much earlier, at random.
     pub rand_time: std::time::Duration,
+    /// IKE fragmentation (RFC 7383; swanctl's `fragmentation`, `accept` and `force` as `yes`).
+    pub fragmentation: bool,
+    /// The largest IP datagram of an IKE fragment (default 1280).
+    pub fragment_size: u16,
     /// The child SAs.
     pub children: Vec<ChildConfig>,
     /// When we send our certificates (swanctl `send_cert`: always, ifasked, never).
@@ -246,6 +259,8 @@ pub(crate) struct ConnectionToml {
     dpd_timeout: Option<Span>,
     dpd_action: Option<String>,
     close_action: Option<String>,
+    fragmentation: Option<String>,
+    fragment_size: Option<u16>,
     #[serde(default)]
     local: AuthToml,
     #[serde(default)]
@@ -441,6 +456,21 @@ impl ConnectionToml {
             Some(s) => s.get("rand_time").map_err(at)?,
             None => ike_rekey.map_or(std::time::Duration::ZERO, |d| d / 10),
         };
+        let fragmentation = match self.fragmentation.as_deref() {
+            None | Some("yes") | Some("accept") | Some("force") => true,
+            Some("no") => false,
+            Some(o) => return Err(at(format!("fragmentation = \"{o}\": yes, accept, force or no"))),
+        };
+        let fragment_size = match self.fragment_size {
+            None | Some(0) => 1280,
+            Some(n) if n < ipsec_ike::limits::MIN_FRAGMENT_SIZE => {
+                return Err(at(format!(
+                    "fragment_size = {n}: at least {} (the IP datagram of a fragment)",
+                    ipsec_ike::limits::MIN_FRAGMENT_SIZE
+                )))
+            }
+            Some(n) => n,
+        };
         if children.is_empty() {
             return Err(at(
                 "no [[connection.children]]: a connection carries at least one child SA".into(),
@@ -461,6 +491,8 @@ impl ConnectionToml {
             dpd_delay: self.dpd_delay,
             rekey_time: ike_rekey,
             rand_time: ike_rand,
+            fragmentation,
+            fragment_size,
             dpd_timeout,
             dpd_action,
             close_action,
@@ -576,6 +608,8 @@ impl ConnectionConfig {
         c.dpd_action = self.dpd_action;
         c.close_action = self.close_action;
         c.rand_time = Some(self.rand_time);
+        c.fragmentation = self.fragmentation;
+        c.fragment_size = self.fragment_size;
         for ch in &self.children {
             let mut cc = ipsec_ike::ChildConfig::new(
                 &ch.name,
@@ -864,6 +898,27 @@ start_action = "trap"
         assert_eq!(ike.children[0].remote_ts.len(), 2);
         assert_eq!(ike.start_action, ipsec_ike::StartAction::Trap);
         assert!(!format!("{ike:?}").contains("0a0b0c"));
+        assert_eq!(
+            (ike.fragmentation, ike.fragment_size),
+            (true, 1280),
+            "strongSwan's defaults"
+        );
+        for (line, frag, size) in [
+            ("fragmentation = \"no\"", false, 1280),
+            ("fragmentation = \"accept\"\nfragment_size = 576", true, 576),
+            ("fragmentation = \"force\"\nfragment_size = 0", true, 1280),
+        ] {
+            let c = crate::from_toml::parse(&GOOD.replace("dpd_delay = 30", line)).unwrap();
+            let ike = c.connections[0].to_ike(&secrets).unwrap();
+            assert_eq!((ike.fragmentation, ike.fragment_size), (frag, size), "{line}");
+        }
+        for (line, what) in [
+            ("fragmentation = \"maybe\"", "fragmentation = \"maybe\""),
+            ("fragment_size = 100", "fragment_size = 100"),
+        ] {
+            let e = crate::from_toml::parse(&GOOD.replace("dpd_delay = 30", line)).unwrap_err();
+            assert!(e.to_string().contains(what), "{e}");
+        }
         // tunneld's children always go in UDP, so IKE moves to the NAT-T ports without a
         // NAT too (#31 defect 7): `encap = false` or no `encap` still forces it.
         for toml in [

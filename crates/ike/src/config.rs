@@ -283,6 +283,14 @@ pub struct Connection {
     pub rand_time: Option<Duration>,
     /// Send INITIAL_CONTACT in IKE_AUTH (1.3.1 / 2.4).
     pub initial_contact: bool,
+    /// IKE fragmentation (RFC 7383; strongSwan's `fragmentation = yes`, the default):
+    /// announce support in IKE_SA_INIT and, when the peer does too, accept fragments and
+    /// fragment our encrypted messages larger than `fragment_size`.
+    pub fragmentation: bool,
+    /// The largest IP datagram an IKE fragment goes in (RFC 7383 2.5.1; strongSwan's
+    /// `charon.fragment_size`, default 1280 for IPv4 and IPv6). Raised to
+    /// [`crate::limits::MIN_FRAGMENT_SIZE`].
+    pub fragment_size: u16,
 }
 
 impl Connection {
@@ -334,6 +342,8 @@ impl Connection {
             rekey_time: Some(Duration::from_secs(4 * 3600)),
             rand_time: None,
             initial_contact: true,
+            fragmentation: true,
+            fragment_size: 1280,
         })
     }
 }

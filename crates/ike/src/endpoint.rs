@@ -51,6 +51,8 @@ pub enum Dropped {
     /// Authenticated, but its payloads are malformed: answered with INVALID_SYNTAX (or
     /// UNSUPPORTED_CRITICAL_PAYLOAD) when it was a request (RFC 7296 2.21.3, 3.10.1).
     InvalidSyntax(Error),
+    /// An IKE fragment not used (RFC 7383 2.6; [`crate::fragment`]).
+    Fragment(crate::fragment::FragmentError),
 }
 
 impl fmt::Display for Dropped {
@@ -58,6 +60,7 @@ impl fmt::Display for Dropped {
         match self {
             Dropped::Malformed(e) => write!(f, "malformed: {e}"),
             Dropped::InvalidSyntax(e) => write!(f, "authenticated but malformed (answered INVALID_SYNTAX): {e}"),
+            Dropped::Fragment(e) => write!(f, "IKE fragment: {e}"),
             other => fmt::Debug::fmt(other, f),
         }
     }

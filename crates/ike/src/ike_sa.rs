@@ -4,6 +4,7 @@
 //! The exchanges themselves are tasks ([`crate::task`]), one module each.
 use crate::alg::IkeSuite;
 use crate::config::{Config, Connection};
+use crate::endpoint::Dropped;
 use crate::error::Error;
 use crate::event::{ChildSaInfo, DownReason, Event, Role, Transmit, UdpEncap};
 use crate::header::{ExchangeType, HeaderRepr};
@@ -251,6 +252,11 @@ pub(crate) struct IkeSa {
     pub rekey_at: Option<Duration>,
     pub effects: Vec<EndpointEvent>,
     pub stats: crate::status::IkeSaStats,
+    /// IKE fragmentation (RFC 7383 2.3): the connection's `fragment_size` when both sides
+    /// announced support in IKE_SA_INIT; None: fragments are neither sent nor accepted.
+    pub fragmentation: Option<u16>,
+    /// The peer's fragmented requests \[0\] and responses \[1\] being reassembled (2.6).
+    pub reassembly: [crate::fragment::Reassembly; 2],
 }
 
 impl IkeSa {
@@ -285,6 +291,8 @@ impl IkeSa {
             rekey_at: None,
             effects: Vec::new(),
             stats: Default::default(),
+            fragmentation: None,
+            reassembly: Default::default(),
         }
     }
 
@@ -321,21 +329,26 @@ impl IkeSa {
         }
     }
 
-    /// Queues a datagram to the peer, with the non-ESP marker on the NAT-T ports.
+    /// Queues a message to the peer, with the non-ESP marker on the NAT-T ports: one
+    /// datagram, or one per fragment of a fragmented message (a train, [`crate::fragment`]).
     pub fn send(&self, cx: &mut Cx, bytes: &[u8]) {
-        let mut payload = Vec::with_capacity(bytes.len() + 4);
-        if self.path.natt {
-            payload.extend_from_slice(&NON_ESP_MARKER);
+        for d in crate::fragment::datagrams(bytes) {
+            let mut payload = Vec::with_capacity(d.len() + 4);
+            if self.path.natt {
+                payload.extend_from_slice(&NON_ESP_MARKER);
+            }
+            payload.extend_from_slice(d);
+            cx.out.transmit(Transmit {
+                local: self.path.local,
+                remote: self.path.remote,
+                payload,
+            });
         }
-        payload.extend_from_slice(bytes);
-        cx.out.transmit(Transmit {
-            local: self.path.local,
-            remote: self.path.remote,
-            payload,
-        });
     }
 
-    /// Builds an encrypted message.
+    /// Builds an encrypted message; when fragmentation was negotiated and the message
+    /// would not fit the fragment size, its fragments (RFC 7383 2.5.3) as a train. (A
+    /// message that would need more than [`crate::limits::MAX_FRAGMENTS`] goes whole.)
     pub fn seal(
         &mut self,
         exchange: ExchangeType,
@@ -346,8 +359,63 @@ impl IkeSa {
     ) -> Result<Vec<u8>, Error> {
         let h = self.header(exchange, response, id);
         let (first, inner) = emit_chain(payloads)?;
+        let budget = self
+            .fragmentation
+            .map(|size| crate::fragment::message_budget(size, self.path.remote, self.path.natt));
         let c = self.state.crypto_mut().ok_or(Error::BadEncryptedPayload)?;
+        if let Some(budget) = budget.filter(|&b| c.sk_out.sealed_len(inner.len()) > b) {
+            if let Ok(train) = crate::fragment::seal_fragments(&mut c.sk_out, &h, first, &inner, budget, rng) {
+                self.stats.fragments_sent += crate::fragment::datagrams(&train).count() as u64;
+                return Ok(train);
+            }
+        }
         c.sk_out.seal(&h, first, &inner, rng)
+    }
+
+    /// Authenticates and decrypts a received encrypted message (3.14), or, for an
+    /// Encrypted Fragment payload (RFC 7383 2.6), authenticates the fragment, keeps it and
+    /// returns the message once its last fragment came (`Ok(None)` until then). `Err` here
+    /// means the datagram is not used and gets no answer.
+    pub fn open(&mut self, cx: &mut Cx, raw: &[u8], msg: &Message) -> Result<Option<Opened>, Dropped> {
+        if msg.header.next_payload != crate::payload::kind::SKF {
+            return self.decrypt(raw, msg).map(Some).map_err(Dropped::Malformed);
+        }
+        let r = self.open_fragment(cx.now, raw, msg);
+        match &r {
+            Ok(Some(_)) => self.stats.fragmented_messages += 1,
+            Ok(None) => {}
+            Err(_) => self.stats.fragments_dropped += 1,
+        }
+        r.map_err(Dropped::Fragment)
+    }
+
+    fn open_fragment(
+        &mut self,
+        now: Duration,
+        raw: &[u8],
+        msg: &Message,
+    ) -> Result<Option<Opened>, crate::fragment::FragmentError> {
+        use crate::fragment::{FragmentError, FragmentRepr};
+        let h = &msg.header;
+        if self.fragmentation.is_none() {
+            return Err(FragmentError::NotNegotiated);
+        }
+        if h.exchange == ExchangeType::IkeSaInit {
+            return Err(FragmentError::InitExchange);
+        }
+        let f = FragmentRepr::parse(raw, h)?;
+        let exchange = h.exchange.to_u8();
+        let buf = &mut self.reassembly[usize::from(h.response)];
+        buf.expire(now);
+        buf.check(h.message_id, exchange, &f)?;
+        let c = self.state.crypto().ok_or(FragmentError::NotNegotiated)?;
+        let plain = c.sk_in.open_at(raw, f.iv_at).map_err(|e| match e {
+            Error::BadIntegrity => FragmentError::BadIntegrity,
+            e => FragmentError::Malformed(e),
+        })?;
+        self.stats.fragments_received += 1;
+        let done = self.reassembly[usize::from(h.response)].add(now, h.message_id, exchange, &f, plain)?;
+        Ok(done.map(|(first, inner)| Opened { inner, first }))
     }
 
     /// Checks an encrypted message's integrity and decrypts it (3.14): `Err` here means it
@@ -480,6 +548,9 @@ impl IkeSa {
         if self.state.is_dead() {
             return;
         }
+        for r in &mut self.reassembly {
+            r.expire(cx.now);
+        }
         // A liveness check unanswered for dpd_timeout: the peer is gone (2.4).
         let dpd_timeout = self.conn(cx.cfg).dpd_timeout;
         if let (Some(t), Some(a)) = (dpd_timeout, self.tasks.active.as_ref()) {
@@ -519,6 +590,9 @@ impl IkeSa {
             consider(self.created + cfg.half_open_timeout);
         }
         if let Some(d) = crate::task::lifetimes::deadline(self, cfg) {
+            consider(d);
+        }
+        for d in self.reassembly.iter().filter_map(|r| r.deadline()) {
             consider(d);
         }
         t

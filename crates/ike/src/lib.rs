@@ -13,6 +13,7 @@ pub mod authenticator;
 pub mod delete;
 pub mod dh;
 pub mod error;
+pub mod fragment;
 pub mod header;
 pub mod id;
 pub mod ke;

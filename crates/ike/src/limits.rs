@@ -2,7 +2,8 @@
 //! made for them is capped by one of these.
 
 /// Largest IKE message accepted or built (a UDP datagram's payload; RFC 7296 2 says a
-/// message can be as large as UDP allows; fragmentation (RFC 7383) is not done yet).
+/// message can be as large as UDP allows). Also the bound on a message reassembled from
+/// IKE fragments (RFC 7383 2.6): the plaintext of all its fragments together.
 pub const MAX_MESSAGE_LEN: usize = 65_535 - 8;
 /// Payloads in one message (outer plus inner of the Encrypted payload, counted separately).
 pub const MAX_PAYLOADS: usize = 64;
@@ -30,3 +31,13 @@ pub const MAX_CHILD_POLICIES: usize = 256;
 /// CA key hashes we put in one CERTREQ (3.7): the CAs trusted by the connections that may
 /// answer a peer.
 pub const MAX_CERTREQ_CAS: usize = 32;
+/// Fragments one IKE message may be split into, sent or received (RFC 7383 2.5: Total
+/// Fragments); a peer announcing more is refused, and a message that would need more is
+/// sent whole.
+pub const MAX_FRAGMENTS: usize = 32;
+/// A partly reassembled message is dropped this long after its first fragment came (RFC
+/// 7383 2.6 leaves the time to the implementation): its sender retransmits all fragments.
+pub const FRAGMENT_REASSEMBLY_TIMEOUT: core::time::Duration = core::time::Duration::from_secs(30);
+/// The smallest `fragment_size` (the IP datagram, RFC 7383 2.5.1) used: a smaller one is
+/// raised to this, so a fragment always carries some payload bytes.
+pub const MIN_FRAGMENT_SIZE: u16 = 256;

@@ -145,6 +145,10 @@ pub fn parse_chain(data: &[u8], first: u8) -> Result<Chain, Error> {
             c.sk = Some((p.offset, inner_first));
             break;
         }
+        if p.kind == kind::SKF {
+            // An IKE fragment: opened by crate::fragment, not here.
+            break;
+        }
         if let Some(x) = Payload::parse(p.kind, p.critical, p.body)? {
             c.payloads.push(x);
         }

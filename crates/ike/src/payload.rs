@@ -135,7 +135,8 @@ pub struct RawPayload<'a> {
 
 /// Walks a payload chain. Stops at Next Payload 0; the chain must end exactly at the end of
 /// the buffer, except that the Encrypted payload (46) ends the walk (RFC 7296 3.14: it is
-/// the last payload and its Next Payload names the first inner one).
+/// the last payload and its Next Payload names the first inner one), and so does the
+/// Encrypted Fragment payload (53, RFC 7383 2.5).
 #[derive(Debug, Clone)]
 pub struct PayloadIter<'a> {
     data: &'a [u8],
@@ -194,8 +195,9 @@ impl<'a> Iterator for PayloadIter<'a> {
         };
         self.pos += len;
         self.next = p.next_payload();
-        if kind == kind::SK {
-            // The Encrypted payload is last; its Next Payload is the first inner payload.
+        if kind == kind::SK || kind == kind::SKF {
+            // The Encrypted (and Encrypted Fragment, RFC 7383 2.5) payload is last; its Next
+            // Payload is the first inner payload.
             self.done = true;
             if self.pos != self.data.len() {
                 return Some(Err(Error::BadEncryptedPayload));

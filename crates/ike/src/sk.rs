@@ -144,23 +144,61 @@ impl SkCipher {
         inner: &[u8],
         rng: &mut impl CryptoRngCore,
     ) -> Result<Vec<u8>, Error> {
-        let iv_len = self.iv_len();
+        self.seal_payload(header, kind::SK, first_inner, &[], inner, rng)
+    }
+
+    /// Plaintext bytes (padding and its length byte included) for `inner` bytes of payloads.
+    fn plaintext_len(&self, inner: usize) -> usize {
         let bl = self.block_len();
+        inner + (bl - (inner + 1) % bl) % bl + 1
+    }
+
+    /// The length of the whole message [`SkCipher::seal`] builds around `inner` bytes.
+    pub fn sealed_len(&self, inner: usize) -> usize {
+        HEADER_LEN + GENERIC_HEADER_LEN + self.iv_len() + self.plaintext_len(inner) + self.icv_len
+    }
+
+    /// The most inner payload bytes whose IV, padded ciphertext and ICV fit in `room` bytes
+    /// (for the fragments of RFC 7383 2.5.3); 0 when not even one fits.
+    pub fn max_inner(&self, room: usize) -> usize {
+        let Some(ct) = room.checked_sub(self.iv_len() + self.icv_len) else {
+            return 0;
+        };
+        let bl = self.block_len();
+        (ct - ct % bl).saturating_sub(1)
+    }
+
+    /// Builds a message whose one payload is of type `payload` (SK, or SKF for RFC 7383):
+    /// its generic header with Next Payload `first_inner`, then `fields` (SKF's Fragment
+    /// Number and Total Fragments), then the IV, the encrypted `inner` and the ICV. The
+    /// AAD (GCM) and the ICV (CBC) cover everything before the IV, resp. the ICV.
+    pub fn seal_payload(
+        &mut self,
+        header: &HeaderRepr,
+        payload: u8,
+        first_inner: u8,
+        fields: &[u8],
+        inner: &[u8],
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<Vec<u8>, Error> {
+        let iv_len = self.iv_len();
         // Padding: the pad length byte included, the plaintext a multiple of the block.
-        let pad = (bl - (inner.len() + 1) % bl) % bl;
-        let pt_len = inner.len() + pad + 1;
-        let sk_len = GENERIC_HEADER_LEN + iv_len + pt_len + self.icv_len;
+        let pt_len = self.plaintext_len(inner.len());
+        let pad = pt_len - inner.len() - 1;
+        let sk_len = GENERIC_HEADER_LEN + fields.len() + iv_len + pt_len + self.icv_len;
         let total = HEADER_LEN + sk_len;
         if total > MAX_MESSAGE_LEN {
             return Err(Error::MessageTooLong);
         }
         let mut msg = alloc::vec![0u8; total];
         let mut h = *header;
-        h.next_payload = kind::SK;
+        h.next_payload = payload;
         h.length = total as u32;
         h.emit(&mut msg)?;
         emit_generic_header(&mut msg[HEADER_LEN..], first_inner, false, sk_len)?;
-        let iv_at = HEADER_LEN + GENERIC_HEADER_LEN;
+        let fields_at = HEADER_LEN + GENERIC_HEADER_LEN;
+        msg[fields_at..fields_at + fields.len()].copy_from_slice(fields);
+        let iv_at = fields_at + fields.len();
         let ct_at = iv_at + iv_len;
         let icv_at = ct_at + pt_len;
         msg[ct_at..ct_at + inner.len()].copy_from_slice(inner);
@@ -207,9 +245,15 @@ impl SkCipher {
     /// SK payload's generic header in `msg` (the last payload, 3.14). Returns the inner
     /// payload chain (the first inner type is the SK payload's Next Payload).
     pub fn open(&self, msg: &[u8], sk_offset: usize) -> Result<Zeroizing<Vec<u8>>, Error> {
+        self.open_at(msg, sk_offset.checked_add(GENERIC_HEADER_LEN).ok_or(Error::Truncated)?)
+    }
+
+    /// Opens an encrypted payload that ends the message and whose IV starts at `iv_at`
+    /// (SK: after its generic header; SKF: after its Fragment Number and Total Fragments,
+    /// RFC 7383 2.5): the ICV (CBC) or the AAD (GCM) covers `msg[..iv_at]` and more.
+    pub fn open_at(&self, msg: &[u8], iv_at: usize) -> Result<Zeroizing<Vec<u8>>, Error> {
         let iv_len = self.iv_len();
-        let iv_at = sk_offset.checked_add(GENERIC_HEADER_LEN).ok_or(Error::Truncated)?;
-        let ct_at = iv_at + iv_len;
+        let ct_at = iv_at.checked_add(iv_len).ok_or(Error::Truncated)?;
         if msg.len() < ct_at + self.icv_len + 1 {
             return Err(Error::Truncated);
         }

@@ -21,6 +21,15 @@ pub struct IkeSaStats {
     pub child_rekeys: u64,
     /// Authenticated requests answered with INVALID_SYNTAX.
     pub invalid_syntax: u64,
+    /// IKE fragments we built and sent (RFC 7383; their retransmissions not counted).
+    pub fragments_sent: u64,
+    /// The peer's fragments authenticated and kept for reassembly.
+    pub fragments_received: u64,
+    /// The peer's messages reassembled from fragments.
+    pub fragmented_messages: u64,
+    /// The peer's fragments not used: failed ICV, duplicate, out of bounds, not negotiated
+    /// ([`crate::fragment::FragmentError`]).
+    pub fragments_dropped: u64,
 }
 
 impl IkeSaStats {
@@ -31,6 +40,10 @@ impl IkeSaStats {
         self.retransmits += o.retransmits;
         self.child_rekeys += o.child_rekeys;
         self.invalid_syntax += o.invalid_syntax;
+        self.fragments_sent += o.fragments_sent;
+        self.fragments_received += o.fragments_received;
+        self.fragmented_messages += o.fragmented_messages;
+        self.fragments_dropped += o.fragments_dropped;
     }
 }
 

@@ -104,7 +104,9 @@ proptest! {
     /// exactly when critical, and then with nothing else and no SA.
     #[test]
     fn unknown_payloads_in_ike_sa_init(ty in 49u8..=255, critical in any::<bool>(), body in proptest::collection::vec(any::<u8>(), 0..64), natt in any::<bool>()) {
-        prop_assume!(ty != 128); // 128: not a type this crate knows either, but keep one value for below
+        // 128: not a type this crate knows either, but keep one value for below; 53: the
+        // Encrypted Fragment payload (RFC 7383), known now: it ends the walk as SK does.
+        prop_assume!(ty != 128 && ty != 53);
         let (mut net, t, mut bytes) = init_with(vec![Payload::Other(ty, critical, body)], critical);
         let (local, remote) = if natt {
             let mut v = NON_ESP_MARKER.to_vec();

@@ -1,7 +1,8 @@
 //! IKE_SA_INIT (RFC 7296 1.2): proposals, key exchange, nonces and NAT detection (2.23);
 //! INVALID_KE_PAYLOAD (1.2, 2.7) and NO_PROPOSAL_CHOSEN; the move to the NAT-T port. The
 //! initiator's side is the [`IkeInit`] task; the responder's ([`respond_init`]) makes the
-//! half-open SA.
+//! half-open SA. Both announce IKE fragmentation (RFC 7383 2.3) when the connection
+//! allows it ([`fragmentation`]).
 use crate::alg::DhGroup;
 use crate::config::Config;
 use crate::dh::KeyExchange;
@@ -65,6 +66,19 @@ fn nat_state(
     evaluate(spi_i, spi_r, &srcs, dst, local, remote)
 }
 
+/// IKEV2_FRAGMENTATION_SUPPORTED (RFC 7383 2.3): in our IKE_SA_INIT request when the
+/// connection allows fragmentation; in our response when it does and the request had it.
+/// `peer`: the peer's message, when there is one; returns the notify to send (if any) and
+/// the IKE SA's [`IkeSa::fragmentation`].
+fn fragmentation(conn: &crate::config::Connection, peer: Option<&[Payload]>) -> (Option<Payload>, Option<u16>) {
+    let peer_has = peer.map(|ps| ps.notify(kind::IKEV2_FRAGMENTATION_SUPPORTED).is_some());
+    if !conn.fragmentation || peer_has == Some(false) {
+        return (None, None);
+    }
+    let n = Payload::Notify(Notify::ike(kind::IKEV2_FRAGMENTATION_SUPPORTED, &[]));
+    (Some(n), peer_has.and(Some(conn.fragment_size)))
+}
+
 /// Our IKE_SA_INIT (the initiator's task): the group we send a KE of (changed by
 /// INVALID_KE_PAYLOAD), our key exchange and nonce, the request as sent.
 pub(crate) struct IkeInit {
@@ -124,6 +138,7 @@ impl IkeInit {
         if conn.uses_signatures() {
             p.push(crate::authenticator::hash_algs_notify());
         }
+        p.extend(fragmentation(conn, None).0);
         sa.spi_r = 0;
         let bytes = build_plain(&sa.header(ExchangeType::IkeSaInit, false, 0), &p)?;
         self.kex = Some(kex);
@@ -272,6 +287,7 @@ fn process(
         sa.path.local = SocketAddr::new(sa.path.local.ip(), cx.cfg.natt_port);
         sa.path.remote = SocketAddr::new(sa.path.remote.ip(), conn.remote_natt_port);
     }
+    sa.fragmentation = fragmentation(conn, Some(ps)).1;
     sa.last_heard = cx.now;
     sa.state = State::AuthSent { hs, crypto };
     sa.tasks.next_id = 1;
@@ -420,6 +436,9 @@ pub(crate) fn respond_init(
         p.push(crate::authenticator::hash_algs_notify());
     }
     p.extend(crate::authenticator::certreq_payload(may_answer()));
+    let (frag_notify, frag) = fragmentation(conn, Some(ps));
+    p.extend(frag_notify);
+    ike.fragmentation = frag;
     let bytes = build_plain(&ike.header(ExchangeType::IkeSaInit, true, 0), &p).map_err(Dropped::Malformed)?;
     let mut cx = Cx {
         cfg,

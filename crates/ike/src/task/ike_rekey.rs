@@ -174,6 +174,7 @@ fn move_to_new(
     );
     new.path.natt = sa.path.natt;
     new.path.nat = sa.path.nat;
+    new.fragmentation = sa.fragmentation;
     new.children = core::mem::take(&mut sa.children);
     let conn = sa.conn(cx.cfg);
     let keys = cx.cfg.export_ike_keys.then(|| IkeKeyLog {

@@ -292,7 +292,10 @@ impl IkeSa {
         if h.exchange == ExchangeType::IkeSaInit {
             return ike_init::on_response(self, cx, raw, msg, local, remote, rng);
         }
-        let opened = self.decrypt(raw, msg).map_err(Dropped::Malformed)?;
+        // A fragment is kept until its message is whole (RFC 7383 2.6).
+        let Some(opened) = self.open(cx, raw, msg)? else {
+            return Ok(());
+        };
         self.authenticated_from(cx, local, remote);
         let Some(active) = self.tasks.active.take() else {
             return Err(Dropped::UnexpectedResponse);
@@ -326,6 +329,12 @@ impl IkeSa {
         let h = &msg.header;
         // The previous one again: send the kept response (2.1).
         if h.message_id.wrapping_add(1) == self.window.expected {
+            // Of a fragmented request only fragment 1 does (RFC 7383 2.6.1).
+            if h.next_payload == crate::payload::kind::SKF
+                && crate::fragment::FragmentRepr::parse(raw, h).map(|f| f.number) != Ok(1)
+            {
+                return Err(Dropped::Fragment(crate::fragment::FragmentError::NotFirst));
+            }
             return match &self.window.kept {
                 Some((id, bytes)) if *id == h.message_id => {
                     let b = bytes.clone();
@@ -342,7 +351,10 @@ impl IkeSa {
             return Err(Dropped::WrongState);
         }
         // Integrity first: anything that fails it is not from the peer and gets no answer.
-        let opened = self.decrypt(raw, msg).map_err(Dropped::Malformed)?;
+        // A fragment is kept until its message is whole (RFC 7383 2.6).
+        let Some(opened) = self.open(cx, raw, msg)? else {
+            return Ok(());
+        };
         self.authenticated_from(cx, local, remote);
         self.window.expected = h.message_id.wrapping_add(1);
         self.stats.requests_answered += 1;

@@ -99,6 +99,10 @@ pub struct IkeCounters {
     auth_failures: AtomicU64,
     invalid_syntax: AtomicU64,
     datagrams_dropped: AtomicU64,
+    fragments_sent: AtomicU64,
+    fragments_received: AtomicU64,
+    fragmented_messages: AtomicU64,
+    fragments_dropped: AtomicU64,
 }
 
 /// [`IkeCounters`] as the stats file and `/metrics` show them: `ike_sas` and `child_sas`
@@ -127,6 +131,14 @@ pub struct IkeReport {
     pub invalid_syntax: u64,
     /// Datagrams not used (malformed, unknown SPI, out of window, queue full ...).
     pub datagrams_dropped: u64,
+    /// IKE fragments sent (RFC 7383; retransmissions not counted).
+    pub fragments_sent: u64,
+    /// The peers' IKE fragments authenticated and kept.
+    pub fragments_received: u64,
+    /// The peers' messages reassembled from fragments.
+    pub fragmented_messages: u64,
+    /// The peers' IKE fragments not used (bad ICV, duplicate, over the bounds).
+    pub fragments_dropped: u64,
 }
 
 impl IkeCounters {
@@ -145,6 +157,10 @@ impl IkeCounters {
             auth_failures: g(&self.auth_failures),
             invalid_syntax: g(&self.invalid_syntax),
             datagrams_dropped: g(&self.datagrams_dropped),
+            fragments_sent: g(&self.fragments_sent),
+            fragments_received: g(&self.fragments_received),
+            fragmented_messages: g(&self.fragmented_messages),
+            fragments_dropped: g(&self.fragments_dropped),
         }
     }
 
@@ -160,6 +176,10 @@ impl IkeCounters {
         s(&self.retransmits, t.retransmits);
         s(&self.child_rekeys, t.child_rekeys);
         s(&self.invalid_syntax, t.invalid_syntax);
+        s(&self.fragments_sent, t.fragments_sent);
+        s(&self.fragments_received, t.fragments_received);
+        s(&self.fragmented_messages, t.fragmented_messages);
+        s(&self.fragments_dropped, t.fragments_dropped);
     }
 
     /// Counts what an event tells.
@@ -454,6 +474,10 @@ pub fn list_json(endpoint: &ipsec_ike::Endpoint, now: Duration) -> Value {
                     "retransmits": s.stats.retransmits,
                     "child_rekeys": s.stats.child_rekeys,
                     "invalid_syntax": s.stats.invalid_syntax,
+                    "fragments_sent": s.stats.fragments_sent,
+                    "fragments_received": s.stats.fragments_received,
+                    "fragmented_messages": s.stats.fragmented_messages,
+                    "fragments_dropped": s.stats.fragments_dropped,
                 },
                 "children": s.children.iter().map(|c| json!({
                     "child": c.child,

@@ -1,0 +1,77 @@
+//! IKE fragments (RFC 7383) into an established IKE SA (`ipsec_fuzz::ike::established`, where
+//! both sides announced fragmentation): each record `[flags u8][number u16 BE][total u16 BE]
+//! [next u8][len u16 BE][piece]` becomes an Encrypted Fragment payload sealed with the
+//! initiator's real keys, so it passes the ICV and reaches reassembly (bounds, duplicates,
+//! Total Fragments changes, the message-ID window) and, once a message is whole, the
+//! CREATE_CHILD_SA / INFORMATIONAL handlers. Flags: bit 0 INFORMATIONAL instead of
+//! CREATE_CHILD_SA, bit 1 the clock moves 31 s first (a partial message expires), bit 2 the
+//! message ID advances afterwards, bit 3 one byte of the sealed fragment is flipped (its ICV
+//! fails), bit 4 the datagram is the record's piece as it is (not sealed). Then the timers run.
+#![no_main]
+use ipsec_fuzz::{ike, MAX_INPUT};
+use ipsec_ike::header::ExchangeType;
+use ipsec_ike::payload::kind;
+use libfuzzer_sys::fuzz_target;
+use rand_chacha::rand_core::SeedableRng;
+use std::time::Duration;
+
+fuzz_target!(|data: &[u8]| {
+    if data.len() > MAX_INPUT {
+        return;
+    }
+    let mut ri = rand_chacha::ChaCha20Rng::seed_from_u64(ike::INITIATOR_SEED);
+    let mut rr = rand_chacha::ChaCha20Rng::seed_from_u64(ike::RESPONDER_SEED);
+    let mut e = ike::established(&mut ri, &mut rr);
+    let mut now = Duration::from_secs(1000);
+    let mut rest = data;
+    let mut n = 0;
+    while rest.len() >= 8 && n < 40 {
+        n += 1;
+        let flags = rest[0];
+        let fields = [rest[1], rest[2], rest[3], rest[4]];
+        let next = rest[5];
+        let len = (u16::from_be_bytes([rest[6], rest[7]]) as usize).min(rest.len() - 8);
+        let piece = &rest[8..8 + len];
+        rest = &rest[8 + len..];
+        if flags & 2 != 0 {
+            now += Duration::from_secs(31);
+            e.r.handle_timeout(now, &mut rr);
+        }
+        let mut h = e.header;
+        h.exchange = if flags & 1 != 0 {
+            ExchangeType::Informational
+        } else {
+            ExchangeType::CreateChildSa
+        };
+        let msg = if flags & 16 != 0 {
+            piece.to_vec()
+        } else {
+            let Ok(mut m) = e.seal.seal_payload(&h, kind::SKF, next, &fields, piece, &mut ri) else {
+                continue;
+            };
+            if flags & 8 != 0 {
+                let at = usize::from(next) % m.len();
+                m[at] ^= 0x01;
+            }
+            m
+        };
+        let _ = e.r.handle_datagram(now, e.to, e.from, &msg, &mut rr);
+        if flags & 4 != 0 {
+            e.header.message_id = e.header.message_id.wrapping_add(1);
+        }
+        while e.r.poll_transmit().is_some() {}
+        while e.r.poll_event().is_some() {}
+    }
+    for _ in 0..8 {
+        match e.r.poll_timeout() {
+            Some(t) => {
+                now = now.max(t);
+                e.r.handle_timeout(now, &mut rr);
+            }
+            None => break,
+        }
+        while e.r.poll_transmit().is_some() {}
+        while e.r.poll_event().is_some() {}
+    }
+    let _ = e.i;
+});
