@@ -5,7 +5,7 @@
 //! ([`FRAGMENT_REASSEMBLY_TIMEOUT`]), every fragment authenticated before it is kept.
 //!
 //! Fragmentation is used only when both sides sent IKEV2_FRAGMENTATION_SUPPORTED in
-//! IKE_SA_INIT (2.3; [`crate::task::ike_init`]) and only for encrypted messages, never
+//! IKE_SA_INIT (2.3; `task/ike_init.rs`) and only for encrypted messages, never
 //! IKE_SA_INIT (2.5). The fragments of one message travel together as a "train": the
 //! fragment messages one after the other in one buffer, each delimited by its IKE header's
 //! Length (RFC 7296 3.1). A train is what a request keeps for its retransmission and a
