@@ -77,7 +77,9 @@ impl IdPattern {
         if s.contains('*') {
             return Err(PkiError::BadPattern("'*' only as the first character"));
         }
-        Identity::from_str_config(s).map(IdPattern::Exact).map_err(|_| PkiError::BadPattern("bad identity"))
+        Identity::from_str_config(s)
+            .map(IdPattern::Exact)
+            .map_err(|_| PkiError::BadPattern("bad identity"))
     }
 
     /// Whether `id` matches.
@@ -85,7 +87,8 @@ impl IdPattern {
         match (self, id) {
             (IdPattern::Any, _) => true,
             (IdPattern::Dn(p), Identity::Dn(d)) => p.matches(d),
-            (IdPattern::FqdnSuffix(sfx), Identity::Fqdn(f)) | (IdPattern::UserFqdnSuffix(sfx), Identity::UserFqdn(f)) => {
+            (IdPattern::FqdnSuffix(sfx), Identity::Fqdn(f))
+            | (IdPattern::UserFqdnSuffix(sfx), Identity::UserFqdn(f)) => {
                 f.len() > sfx.len()
                     && f.is_char_boundary(f.len() - sfx.len())
                     && f[f.len() - sfx.len()..].eq_ignore_ascii_case(sfx)
