@@ -544,3 +544,50 @@ fn openssl_signatures_verify() {
         Err(CertError::BadSignature)
     );
 }
+
+/// Timings of what IKE_AUTH costs with certificates (not an assertion): run with
+/// `flock /tmp/ipsec-bench.lock cargo test --release -p ipsec-ike --test pki -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn measure() {
+    use std::time::Instant;
+    fn time(label: &str, n: u32, mut f: impl FnMut()) {
+        f();
+        let t = Instant::now();
+        for _ in 0..n {
+            f();
+        }
+        println!("{label:<40} {:>9.1} us", t.elapsed().as_secs_f64() * 1e6 / f64::from(n));
+    }
+    let t = store(true);
+    let (moon, inter, sun) = (cert("moon"), [cert("inter-ca")], cert("sun"));
+    let moon_der = moon.der().to_vec();
+    time("Certificate::from_der (moon, RSA)", 2000, || {
+        Certificate::from_der(moon_der.clone()).unwrap();
+    });
+    time("verify_chain moon <- inter <- root, CRL", 500, || {
+        verify_chain(&moon, &inter, &t, NOW).unwrap();
+    });
+    time("verify_chain sun <- root, CRL", 500, || {
+        verify_chain(&sun, &[], &t, NOW).unwrap();
+    });
+    let octets = vec![0x5a; 600];
+    for (k, c) in [
+        ("moon.key", "moon"),
+        ("sun.key", "sun"),
+        ("carol.key", "carol"),
+        ("dave.key", "dave"),
+    ] {
+        let s = signer(k);
+        let crt = cert(c);
+        for scheme in SigScheme::ALL.into_iter().filter(|x| x.fits(s.kind())) {
+            time(&format!("sign {scheme:?}"), 100, || {
+                auth_sign_with_scheme(&s, scheme, &octets).unwrap();
+            });
+            let (m, data) = auth_sign_with_scheme(&s, scheme, &octets).unwrap();
+            time(&format!("verify {scheme:?}"), 300, || {
+                auth_verify(&crt, m, &data, &octets).unwrap()
+            });
+        }
+    }
+}
