@@ -184,6 +184,25 @@ mod tests {
         }
 
         #[test]
+        fn dn_equality_ignores_ascii_case_and_hashes_alike(parts in dn_parts(), flips in prop::collection::vec(any::<bool>(), 0..64)) {
+            use core::hash::{Hash, Hasher};
+            let text = dn_text(&parts, &[]);
+            let flipped: String = text
+                .chars()
+                .zip(flips.iter().chain(core::iter::repeat(&false)))
+                .map(|(c, f)| if *f { c.to_ascii_uppercase() } else { c })
+                .collect();
+            let (a, b) = (Dn::from_str_config(&text).unwrap(), Dn::from_str_config(&flipped).unwrap());
+            prop_assert_eq!(&a, &b);
+            let hash = |d: &Dn| {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                d.hash(&mut h);
+                h.finish()
+            };
+            prop_assert_eq!(hash(&a), hash(&b));
+        }
+
+        #[test]
         fn dn_never_matches_another_value(parts in dn_parts(), k in any::<prop::sample::Index>(), other in "[A-Za-z0-9]{1,8}") {
             let k = k.index(parts.len());
             let mut changed = parts.clone();
