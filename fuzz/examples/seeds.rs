@@ -148,6 +148,7 @@ fn main() {
     write(&root, "tunnel_inbound", "plain", &udp_packet(false, TEXT));
     ike_seeds(&root);
     ike_established_seeds(&root);
+    pki_seeds(&root);
     println!("seed corpora written under {}", root.display());
 }
 
@@ -241,7 +242,10 @@ fn ike_established_seeds(root: &Path) {
         v
     };
     let now = std::time::Duration::from_secs(1000);
-    for (n, what) in ["rekey_child", "rekey_ike", "delete_child", "liveness"].iter().enumerate() {
+    for (n, what) in ["rekey_child", "rekey_ike", "delete_child", "liveness"]
+        .iter()
+        .enumerate()
+    {
         let mut ri = rand_chacha::ChaCha20Rng::seed_from_u64(ike::INITIATOR_SEED);
         let mut rr = rand_chacha::ChaCha20Rng::seed_from_u64(ike::RESPONDER_SEED);
         let mut e = ike::established(&mut ri, &mut rr);
@@ -266,5 +270,68 @@ fn ike_established_seeds(root: &Path) {
             assert!(up, "the ike_established rekey seed does not replay");
         }
         write(root, "ike_established", what, &rec);
+    }
+}
+
+/// `pki_cert` and `pki_payloads` seeds from the certificate fixtures of crates/ike
+/// (scripts/gen-test-certs.sh): every certificate's DER and subject DN, the CRL; CERT and
+/// CERTREQ bodies; openssl's signatures as AUTH data for each method (over msg.bin, which the
+/// target does not verify against).
+fn pki_seeds(root: &Path) {
+    use ipsec_ike::pki::{CertPayload, CertReqPayload, Certificate, SigScheme};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/ike/tests/data/pki");
+    let read = |n: &str| std::fs::read(dir.join(n)).unwrap();
+    let names = [
+        "root-ca", "inter-ca", "moon", "sun", "carol", "dave", "expired", "revoked", "codesign", "unknown",
+    ];
+    let mut ids = Vec::new();
+    for n in names {
+        let c = Certificate::parse_pem_or_der(&read(&format!("{n}.pem")))
+            .unwrap()
+            .remove(0);
+        write(root, "pki_cert", &format!("c-{n}"), c.der());
+        write(root, "pki_cert", &format!("dn-{n}"), &c.subject().to_der());
+        write(
+            root,
+            "pki_payloads",
+            &format!("cert-{n}"),
+            &cat(&[0], &CertPayload::x509(&c).to_body()),
+        );
+        let mut id = vec![0, 9, 0, 0, 0];
+        id.extend_from_slice(&c.subject().to_der());
+        write(root, "pki_payloads", &format!("id-{n}"), &id);
+        ids.push(c.ca_key_id());
+    }
+    write(root, "pki_cert", "crl", &read("root-ca.crl.der"));
+    write(
+        root,
+        "pki_payloads",
+        "certreq",
+        &cat(&[0], &CertReqPayload::x509(ids).to_body()),
+    );
+    write(root, "pki_payloads", "hashes", &[0, 0, 2, 0, 3, 0, 4, 0, 5]);
+    let m14 = |scheme: SigScheme, sig: &[u8]| {
+        let alg = scheme.algorithm_identifier();
+        [&[alg.len() as u8][..], alg, sig].concat()
+    };
+    // Selector: high nibble the certificate (moon, sun, carol, dave), low nibble the method.
+    let sigs: [(u8, &str, Option<SigScheme>); 8] = [
+        (0x00, "moon-pkcs1-sha1.bin", None),
+        (0x04, "moon-pkcs1-sha256.bin", Some(SigScheme::RsaPkcs1Sha256)),
+        (0x04, "moon-pss-sha384.bin", Some(SigScheme::RsaPssSha384)),
+        (0x14, "sun-ecdsa-sha256.der", Some(SigScheme::EcdsaP256Sha256)),
+        (0x11, "sun-ecdsa-sha256.der", None),
+        (0x24, "carol-ecdsa-sha384.der", Some(SigScheme::EcdsaP384Sha384)),
+        (0x22, "carol-ecdsa-sha384.der", None),
+        (0x34, "dave-ed25519.bin", Some(SigScheme::Ed25519)),
+    ];
+    for (k, (sel, file, scheme)) in sigs.into_iter().enumerate() {
+        let sig = read(file);
+        let data = match scheme {
+            Some(s) => m14(s, &sig),
+            // Classic ECDSA: r||s; a DER signature of 70-ish bytes is near enough for a seed.
+            None => sig,
+        };
+        write(root, "pki_payloads", &format!("auth{k}"), &cat(&[sel], &data));
     }
 }

@@ -192,7 +192,10 @@ mod tests {
         assert!(Identity::from_str_config("keyid:0").is_err());
         assert!(Identity::from_str_config("C=CH, XX=1").is_err());
         // A DN payload: SEQUENCE { SET { SEQUENCE { OID 2.5.4.3, PrintableString "moon" } } }.
-        let dn = [9, 0, 0, 0, 0x30, 0x0f, 0x31, 0x0d, 0x30, 0x0b, 0x06, 0x03, 0x55, 0x04, 0x03, 0x13, 0x04, b'm', b'o', b'o', b'n'];
+        let dn = [
+            9, 0, 0, 0, 0x30, 0x0f, 0x31, 0x0d, 0x30, 0x0b, 0x06, 0x03, 0x55, 0x04, 0x03, 0x13, 0x04, b'm', b'o', b'o',
+            b'n',
+        ];
         let id = Identity::parse(&dn).unwrap();
         assert_eq!(alloc::format!("{id}"), "CN=moon");
         assert_eq!(id, Identity::from_str_config("CN=Moon").unwrap());

@@ -48,6 +48,6 @@ pub use config::{
 pub use endpoint::{Dropped, Endpoint, PacketSelectors, SaHandle};
 pub use event::{ChildSaInfo, DownReason, Event, IkeKeyLog, IkeSaInfo, Role, Transmit, UdpEncap};
 pub use id::Identity;
-pub use pki::{Certificate, CertError, Dn, IdPattern, PkiError, PrivateKey, RingSigner, Signer, TrustStore};
 pub use ike_sa::NON_ESP_MARKER;
+pub use pki::{CertError, Certificate, Dn, IdPattern, PkiError, PrivateKey, RingSigner, Signer, TrustStore};
 pub use status::{ChildSaStatus, IkeSaStats, IkeSaStatus};

@@ -11,7 +11,9 @@ use std::path::PathBuf;
 const NOW: u64 = 1_900_000_000;
 
 fn path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/pki").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/pki")
+        .join(name)
 }
 fn read(name: &str) -> Vec<u8> {
     std::fs::read(path(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -58,34 +60,41 @@ fn rfc7427(scheme: SigScheme, sig: &[u8]) -> Vec<u8> {
     v
 }
 
-const ALL_CERTS: &[&str] =
-    &["root-ca", "other-ca", "inter-ca", "moon", "sun", "carol", "dave", "unknown", "revoked", "codesign", "expired"];
+const ALL_CERTS: &[&str] = &[
+    "root-ca", "other-ca", "inter-ca", "moon", "sun", "carol", "dave", "unknown", "revoked", "codesign", "expired",
+];
 
 #[test]
 fn chains_validate() {
     let inter = cert("inter-ca");
     for crl in [false, true] {
         let t = store(crl);
-        let v = verify_chain(&cert("moon"), &[inter.clone()], &t, NOW).unwrap();
+        let v = verify_chain(&cert("moon"), std::slice::from_ref(&inter), &t, NOW).unwrap();
         assert_eq!(v.end_entity, cert("moon"));
         assert_eq!(v.chain, vec![cert("moon"), inter.clone(), cert("root-ca")]);
         let v = verify_chain(&cert("carol"), &[cert("sun"), inter.clone()], &t, NOW).unwrap();
         assert_eq!(v.chain, vec![cert("carol"), inter.clone(), cert("root-ca")]);
         for ee in ["sun", "dave"] {
-            let v = verify_chain(&cert(ee), &[inter.clone()], &t, NOW).unwrap();
+            let v = verify_chain(&cert(ee), std::slice::from_ref(&inter), &t, NOW).unwrap();
             assert_eq!(v.chain, vec![cert(ee), cert("root-ca")], "{ee}");
         }
     }
     // The intermediate as the trust anchor: the chain ends there.
     let mut t = TrustStore::new();
     t.add_ca(inter.clone()).unwrap();
-    assert_eq!(verify_chain(&cert("moon"), &[], &t, NOW).unwrap().chain, vec![cert("moon"), inter.clone()]);
+    assert_eq!(
+        verify_chain(&cert("moon"), &[], &t, NOW).unwrap().chain,
+        vec![cert("moon"), inter.clone()]
+    );
     // A PEM chain file (EE then intermediate).
     let chain = Certificate::parse_pem_or_der(&read("moon-chain.pem")).unwrap();
     assert_eq!(chain, vec![cert("moon"), inter]);
     assert!(verify_chain(&chain[0], &chain[1..], &store(true), NOW).is_ok());
     // DER input.
-    assert_eq!(Certificate::parse_pem_or_der(&read("moon.der")).unwrap(), vec![cert("moon")]);
+    assert_eq!(
+        Certificate::parse_pem_or_der(&read("moon.der")).unwrap(),
+        vec![cert("moon")]
+    );
 }
 
 #[test]
@@ -93,10 +102,16 @@ fn each_refusal_has_its_error() {
     let t = store(true);
     let inter = [cert("inter-ca")];
     assert_eq!(verify_chain(&cert("expired"), &[], &t, NOW), Err(CertError::Expired));
-    assert_eq!(verify_chain(&cert("moon"), &inter, &t, 1_700_000_000), Err(CertError::NotYetValid));
+    assert_eq!(
+        verify_chain(&cert("moon"), &inter, &t, 1_700_000_000),
+        Err(CertError::NotYetValid)
+    );
     assert_eq!(verify_chain(&cert("unknown"), &[], &t, NOW), Err(CertError::UnknownCa));
     assert_eq!(verify_chain(&cert("moon"), &[], &t, NOW), Err(CertError::UnknownCa));
-    assert_eq!(verify_chain(&cert("moon"), &inter, &TrustStore::new(), NOW), Err(CertError::UnknownCa));
+    assert_eq!(
+        verify_chain(&cert("moon"), &inter, &TrustStore::new(), NOW),
+        Err(CertError::UnknownCa)
+    );
     assert_eq!(verify_chain(&cert("revoked"), &[], &t, NOW), Err(CertError::Revoked));
     // Without the CRL nothing says it is revoked.
     assert!(verify_chain(&cert("revoked"), &[], &store(false), NOW).is_ok());
@@ -105,9 +120,15 @@ fn each_refusal_has_its_error() {
     d.add_ca(cert("root-ca")).unwrap();
     d.add_crl(&read("root-ca.crl.der")).unwrap();
     assert_eq!(verify_chain(&cert("revoked"), &[], &d, NOW), Err(CertError::Revoked));
-    assert_eq!(verify_chain(&cert("codesign"), &[], &t, NOW), Err(CertError::WrongUsage));
+    assert_eq!(
+        verify_chain(&cert("codesign"), &[], &t, NOW),
+        Err(CertError::WrongUsage)
+    );
     // A CA as the peer's certificate.
-    assert_eq!(verify_chain(&cert("inter-ca"), &[], &t, NOW), Err(CertError::WrongUsage));
+    assert_eq!(
+        verify_chain(&cert("inter-ca"), &[], &t, NOW),
+        Err(CertError::WrongUsage)
+    );
     // One bit of the signature flipped.
     let mut der = cert("sun").der().to_vec();
     let n = der.len();
@@ -140,14 +161,29 @@ fn store_and_parsing_refusals() {
     t.add_ca(cert("inter-ca")).unwrap();
     assert_eq!(t.cas(), &[cert("root-ca"), cert("inter-ca")]);
     assert!(!t.is_empty());
-    assert_eq!(Certificate::from_der(vec![0x30, 0x03, 0x02, 0x01, 0x01]).unwrap_err(), PkiError::BadCertificate);
-    assert_eq!(Certificate::parse_pem_or_der(&read("moon.key")).unwrap_err(), PkiError::BadPem);
-    assert_eq!(Certificate::from_der(vec![0x30; MAX_CERT_LEN + 1]).unwrap_err(), PkiError::BadCertificate);
+    assert_eq!(
+        Certificate::from_der(vec![0x30, 0x03, 0x02, 0x01, 0x01]).unwrap_err(),
+        PkiError::BadCertificate
+    );
+    assert_eq!(
+        Certificate::parse_pem_or_der(&read("moon.key")).unwrap_err(),
+        PkiError::BadPem
+    );
+    assert_eq!(
+        Certificate::from_der(vec![0x30; MAX_CERT_LEN + 1]).unwrap_err(),
+        PkiError::BadCertificate
+    );
     assert_eq!(PrivateKey::from_pem(&read("moon.pem")).unwrap_err(), PkiError::BadPem);
     let enc = "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMAA=\n-----END ENCRYPTED PRIVATE KEY-----\n";
-    assert_eq!(PrivateKey::from_pem(enc.as_bytes()).unwrap_err(), PkiError::EncryptedKey);
+    assert_eq!(
+        PrivateKey::from_pem(enc.as_bytes()).unwrap_err(),
+        PkiError::EncryptedKey
+    );
     let junk = "-----BEGIN PRIVATE KEY-----\nMAA=\n-----END PRIVATE KEY-----\n";
-    assert!(matches!(PrivateKey::from_pem(junk.as_bytes()), Err(PkiError::BadKey(_))));
+    assert!(matches!(
+        PrivateKey::from_pem(junk.as_bytes()),
+        Err(PkiError::BadKey(_))
+    ));
 }
 
 #[test]
@@ -168,10 +204,18 @@ fn certificate_fields() {
     assert_eq!(cert("expired").not_after_unix(), 1_609_459_200);
     assert!(cert("moon").not_after_unix() > NOW);
     assert_eq!(cert("moon").issuer(), cert("inter-ca").subject());
-    assert_eq!(format!("{:?}", cert("moon")), "Certificate(\"C=CH, O=strongSwan, CN=moon.strongswan.org\")");
+    assert_eq!(
+        format!("{:?}", cert("moon")),
+        "Certificate(\"C=CH, O=strongSwan, CN=moon.strongswan.org\")"
+    );
     assert_eq!(
         cert("moon").sans(),
-        vec![id("moon.strongswan.org"), id("192.168.0.1"), id("fec0::1"), id("moon@strongswan.org")]
+        vec![
+            id("moon.strongswan.org"),
+            id("192.168.0.1"),
+            id("fec0::1"),
+            id("moon@strongswan.org")
+        ]
     );
     assert_eq!(cert("dave").sans(), vec![id("dave@strongswan.org"), id("10.1.0.20")]);
 }
@@ -185,7 +229,10 @@ fn ca_key_ids_are_openssls_spki_sha1() {
     let mut t = store(false);
     t.add_ca(cert("inter-ca")).unwrap();
     let ids = t.ca_key_ids();
-    assert_eq!(ids.iter().map(hex::encode).collect::<Vec<_>>(), vec![want["root-ca"].clone(), want["inter-ca"].clone()]);
+    assert_eq!(
+        ids.iter().map(hex::encode).collect::<Vec<_>>(),
+        vec![want["root-ca"].clone(), want["inter-ca"].clone()]
+    );
     // A CERTREQ listing them, and a CERT carrying moon.
     let req = CertReqPayload::x509(ids.clone());
     let body = req.to_body();
@@ -206,7 +253,11 @@ fn dns_print_and_parse_like_openssl() {
     for n in ALL_CERTS {
         let ours = cert(n).subject();
         let theirs = &want[*n];
-        assert_eq!(ours.to_string(), theirs.replace("emailAddress=", "E=").replace("serialNumber=", "SN="), "{n}");
+        assert_eq!(
+            ours.to_string(),
+            theirs.replace("emailAddress=", "E=").replace("serialNumber=", "SN="),
+            "{n}"
+        );
         // openssl's text parses to an equal DN, and so does ours.
         assert_eq!(Dn::from_str_config(theirs).unwrap(), ours, "{n}");
         assert_eq!(Dn::from_str_config(&ours.to_string()).unwrap(), ours, "{n}");
@@ -225,11 +276,23 @@ fn dns_print_and_parse_like_openssl() {
 #[test]
 fn identities_in_certificates() {
     let moon = cert("moon");
-    for yes in ["moon.strongswan.org", "MOON.strongswan.org", "192.168.0.1", "fec0::1", "moon@strongswan.org"] {
+    for yes in [
+        "moon.strongswan.org",
+        "MOON.strongswan.org",
+        "192.168.0.1",
+        "fec0::1",
+        "moon@strongswan.org",
+    ] {
         assert!(cert_matches_id(&moon, &id(yes)), "{yes}");
     }
-    assert!(cert_matches_id(&moon, &id("C=CH, O=strongSwan, CN=moon.strongswan.org")));
-    assert!(cert_matches_id(&moon, &id("c=ch, o=strongswan, cn=moon.strongswan.org")));
+    assert!(cert_matches_id(
+        &moon,
+        &id("C=CH, O=strongSwan, CN=moon.strongswan.org")
+    ));
+    assert!(cert_matches_id(
+        &moon,
+        &id("c=ch, o=strongswan, cn=moon.strongswan.org")
+    ));
     for no in [
         "sun.strongswan.org",
         "strongswan.org",
@@ -278,7 +341,13 @@ fn keys_read_and_match() {
 #[test]
 fn sign_then_verify_every_scheme() {
     let octets = b"the signed octets of RFC 7296 2.15".to_vec();
-    let keys = [("moon.key", "moon"), ("moon-pkcs8.key", "moon"), ("sun.key", "sun"), ("carol.key", "carol"), ("dave.key", "dave")];
+    let keys = [
+        ("moon.key", "moon"),
+        ("moon-pkcs8.key", "moon"),
+        ("sun.key", "sun"),
+        ("carol.key", "carol"),
+        ("dave.key", "dave"),
+    ];
     for (k, c) in keys {
         let s = signer(k);
         let crt = cert(c);
@@ -286,14 +355,21 @@ fn sign_then_verify_every_scheme() {
         for scheme in SigScheme::ALL {
             if !scheme.fits(s.kind()) {
                 assert_eq!(s.sign(scheme, &octets), Err(PkiError::SchemeMismatch));
-                assert_eq!(auth_sign_with_scheme(&s, scheme, &octets), Err(PkiError::SchemeMismatch));
+                assert_eq!(
+                    auth_sign_with_scheme(&s, scheme, &octets),
+                    Err(PkiError::SchemeMismatch)
+                );
                 continue;
             }
             n += 1;
             let (m, data) = auth_sign_with_scheme(&s, scheme, &octets).unwrap();
             assert_eq!(m, 14);
             assert_eq!(auth_verify(&crt, m, &data, &octets), Ok(()), "{k} {scheme:?}");
-            assert_eq!(auth_verify(&crt, m, &data, b"other octets"), Err(CertError::BadSignature), "{k} {scheme:?}");
+            assert_eq!(
+                auth_verify(&crt, m, &data, b"other octets"),
+                Err(CertError::BadSignature),
+                "{k} {scheme:?}"
+            );
             let mut bad = data.clone();
             *bad.last_mut().unwrap() ^= 1;
             assert_eq!(auth_verify(&crt, m, &bad, &octets), Err(CertError::BadSignature));
@@ -309,7 +385,11 @@ fn sign_then_verify_every_scheme() {
         match s.kind() {
             KeyKind::EcdsaP256 | KeyKind::EcdsaP384 => {
                 let (m, data) = auth_sign(&s, None, &octets).unwrap();
-                let (want_m, len) = if s.kind() == KeyKind::EcdsaP256 { (9, 64) } else { (10, 96) };
+                let (want_m, len) = if s.kind() == KeyKind::EcdsaP256 {
+                    (9, 64)
+                } else {
+                    (10, 96)
+                };
                 assert_eq!((m, data.len()), (want_m, len));
                 assert_eq!(auth_verify(&crt, m, &data, &octets), Ok(()));
                 assert_eq!(auth_verify(&crt, m, &data, b"x"), Err(CertError::BadSignature));
@@ -321,7 +401,10 @@ fn sign_then_verify_every_scheme() {
     }
     // RSA: PKCS#1 v1.5 by default, the first SHA-2 the peer lists in our order.
     let (_, data) = auth_sign(&signer("moon.key"), Some(&[hash_alg::SHA2_512]), &octets).unwrap();
-    assert_eq!(&data[1..1 + data[0] as usize], SigScheme::RsaPkcs1Sha512.algorithm_identifier());
+    assert_eq!(
+        &data[1..1 + data[0] as usize],
+        SigScheme::RsaPkcs1Sha512.algorithm_identifier()
+    );
 }
 
 #[test]
@@ -331,13 +414,28 @@ fn auth_verify_refusals() {
     let sig = read("moon-pkcs1-sha256.bin");
     // Method/key mismatches.
     assert_eq!(auth_verify(&moon, 9, &[0; 64], &octets), Err(CertError::KeyMismatch));
-    assert_eq!(auth_verify(&cert("carol"), 9, &[0; 64], &octets), Err(CertError::KeyMismatch));
+    assert_eq!(
+        auth_verify(&cert("carol"), 9, &[0; 64], &octets),
+        Err(CertError::KeyMismatch)
+    );
     assert_eq!(auth_verify(&cert("sun"), 1, &sig, &octets), Err(CertError::KeyMismatch));
-    assert_eq!(auth_verify(&cert("sun"), 14, &rfc7427(SigScheme::RsaPkcs1Sha256, &sig), &octets), Err(CertError::KeyMismatch));
+    assert_eq!(
+        auth_verify(&cert("sun"), 14, &rfc7427(SigScheme::RsaPkcs1Sha256, &sig), &octets),
+        Err(CertError::KeyMismatch)
+    );
     // Wrong sizes, unknown methods and algorithms.
-    assert_eq!(auth_verify(&cert("sun"), 9, &[0; 63], &octets), Err(CertError::Malformed));
-    assert_eq!(auth_verify(&cert("sun"), 11, &[0; 132], &octets), Err(CertError::UnsupportedAlgorithm));
-    assert_eq!(auth_verify(&moon, 2, &sig, &octets), Err(CertError::UnsupportedAlgorithm));
+    assert_eq!(
+        auth_verify(&cert("sun"), 9, &[0; 63], &octets),
+        Err(CertError::Malformed)
+    );
+    assert_eq!(
+        auth_verify(&cert("sun"), 11, &[0; 132], &octets),
+        Err(CertError::UnsupportedAlgorithm)
+    );
+    assert_eq!(
+        auth_verify(&moon, 2, &sig, &octets),
+        Err(CertError::UnsupportedAlgorithm)
+    );
     assert_eq!(auth_verify(&moon, 14, &[], &octets), Err(CertError::Malformed));
     assert_eq!(auth_verify(&moon, 14, &[15, 0x30], &octets), Err(CertError::Malformed));
     // RFC 7427 A.1.1 sha1WithRSAEncryption: refused (no SHA-1 inside method 14).
@@ -345,10 +443,16 @@ fn auth_verify_refusals() {
     let mut data = vec![sha1_rsa.len() as u8];
     data.extend_from_slice(&sha1_rsa);
     data.extend_from_slice(&read("moon-pkcs1-sha1.bin"));
-    assert_eq!(auth_verify(&moon, 14, &data, &octets), Err(CertError::UnsupportedAlgorithm));
+    assert_eq!(
+        auth_verify(&moon, 14, &data, &octets),
+        Err(CertError::UnsupportedAlgorithm)
+    );
     // A PSS signature announced as PKCS#1.
     let pss = read("moon-pss-sha256.bin");
-    assert_eq!(auth_verify(&moon, 14, &rfc7427(SigScheme::RsaPkcs1Sha256, &pss), &octets), Err(CertError::BadSignature));
+    assert_eq!(
+        auth_verify(&moon, 14, &rfc7427(SigScheme::RsaPkcs1Sha256, &pss), &octets),
+        Err(CertError::BadSignature)
+    );
 }
 
 /// "INTEGER :HEX" lines of `openssl asn1parse`: r and s, each left-padded to `n` octets.
@@ -356,7 +460,10 @@ fn r_s_from_asn1parse(name: &str, n: usize) -> Vec<u8> {
     let text = String::from_utf8(read(name)).unwrap();
     let ints: Vec<Vec<u8>> = text
         .lines()
-        .filter_map(|l| l.split_once("INTEGER").map(|(_, v)| v.trim().trim_start_matches(':').to_string()))
+        .filter_map(|l| {
+            l.split_once("INTEGER")
+                .map(|(_, v)| v.trim().trim_start_matches(':').to_string())
+        })
         .map(|h| {
             let h = if h.len() % 2 == 1 { format!("0{h}") } else { h };
             hex::decode(h).unwrap()
@@ -366,7 +473,7 @@ fn r_s_from_asn1parse(name: &str, n: usize) -> Vec<u8> {
     let mut out = Vec::new();
     for i in ints {
         let i: Vec<u8> = i.into_iter().skip_while(|&b| b == 0).collect();
-        out.extend(std::iter::repeat(0).take(n - i.len()));
+        out.extend(std::iter::repeat_n(0, n - i.len()));
         out.extend(i);
     }
     out
@@ -386,15 +493,36 @@ fn openssl_signatures_verify() {
     ] {
         let data = rfc7427(scheme, &read(file));
         assert_eq!(auth_verify(&moon, 14, &data, &msg), Ok(()), "{file}");
-        assert_eq!(auth_verify(&moon, 14, &data, b"not the message"), Err(CertError::BadSignature), "{file}");
+        assert_eq!(
+            auth_verify(&moon, 14, &data, b"not the message"),
+            Err(CertError::BadSignature),
+            "{file}"
+        );
     }
     // The classic RSA method: PKCS#1 v1.5 with SHA-1.
     assert_eq!(auth_verify(&moon, 1, &read("moon-pkcs1-sha1.bin"), &msg), Ok(()));
-    assert_eq!(auth_verify(&moon, 1, &read("moon-pkcs1-sha256.bin"), &msg), Err(CertError::BadSignature));
+    assert_eq!(
+        auth_verify(&moon, 1, &read("moon-pkcs1-sha256.bin"), &msg),
+        Err(CertError::BadSignature)
+    );
     // ECDSA: DER in method 14, r||s (from openssl asn1parse) in methods 9 and 10.
     for (c, der, txt, scheme, method, n) in [
-        ("sun", "sun-ecdsa-sha256.der", "sun-ecdsa-sha256.asn1parse.txt", SigScheme::EcdsaP256Sha256, 9, 32),
-        ("carol", "carol-ecdsa-sha384.der", "carol-ecdsa-sha384.asn1parse.txt", SigScheme::EcdsaP384Sha384, 10, 48),
+        (
+            "sun",
+            "sun-ecdsa-sha256.der",
+            "sun-ecdsa-sha256.asn1parse.txt",
+            SigScheme::EcdsaP256Sha256,
+            9,
+            32,
+        ),
+        (
+            "carol",
+            "carol-ecdsa-sha384.der",
+            "carol-ecdsa-sha384.asn1parse.txt",
+            SigScheme::EcdsaP384Sha384,
+            10,
+            48,
+        ),
     ] {
         let crt = cert(c);
         let der = read(der);
@@ -402,10 +530,64 @@ fn openssl_signatures_verify() {
         let fixed = r_s_from_asn1parse(txt, n);
         assert_eq!(ecdsa_der_to_fixed(&der, n).unwrap(), fixed, "{c}");
         assert_eq!(auth_verify(&crt, method, &fixed, &msg), Ok(()), "{c}");
-        assert_eq!(auth_verify(&crt, method, &fixed, b"x"), Err(CertError::BadSignature), "{c}");
+        assert_eq!(
+            auth_verify(&crt, method, &fixed, b"x"),
+            Err(CertError::BadSignature),
+            "{c}"
+        );
     }
     // Ed25519 (RFC 8420).
     let data = rfc7427(SigScheme::Ed25519, &read("dave-ed25519.bin"));
     assert_eq!(auth_verify(&cert("dave"), 14, &data, &msg), Ok(()));
-    assert_eq!(auth_verify(&cert("dave"), 14, &data, b"x"), Err(CertError::BadSignature));
+    assert_eq!(
+        auth_verify(&cert("dave"), 14, &data, b"x"),
+        Err(CertError::BadSignature)
+    );
+}
+
+/// Timings of what IKE_AUTH costs with certificates (not an assertion): run with
+/// `flock /tmp/ipsec-bench.lock cargo test --release -p ipsec-ike --test pki -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn measure() {
+    use std::time::Instant;
+    fn time(label: &str, n: u32, mut f: impl FnMut()) {
+        f();
+        let t = Instant::now();
+        for _ in 0..n {
+            f();
+        }
+        println!("{label:<40} {:>9.1} us", t.elapsed().as_secs_f64() * 1e6 / f64::from(n));
+    }
+    let t = store(true);
+    let (moon, inter, sun) = (cert("moon"), [cert("inter-ca")], cert("sun"));
+    let moon_der = moon.der().to_vec();
+    time("Certificate::from_der (moon, RSA)", 2000, || {
+        Certificate::from_der(moon_der.clone()).unwrap();
+    });
+    time("verify_chain moon <- inter <- root, CRL", 500, || {
+        verify_chain(&moon, &inter, &t, NOW).unwrap();
+    });
+    time("verify_chain sun <- root, CRL", 500, || {
+        verify_chain(&sun, &[], &t, NOW).unwrap();
+    });
+    let octets = vec![0x5a; 600];
+    for (k, c) in [
+        ("moon.key", "moon"),
+        ("sun.key", "sun"),
+        ("carol.key", "carol"),
+        ("dave.key", "dave"),
+    ] {
+        let s = signer(k);
+        let crt = cert(c);
+        for scheme in SigScheme::ALL.into_iter().filter(|x| x.fits(s.kind())) {
+            time(&format!("sign {scheme:?}"), 100, || {
+                auth_sign_with_scheme(&s, scheme, &octets).unwrap();
+            });
+            let (m, data) = auth_sign_with_scheme(&s, scheme, &octets).unwrap();
+            time(&format!("verify {scheme:?}"), 300, || {
+                auth_verify(&crt, m, &data, &octets).unwrap()
+            });
+        }
+    }
 }

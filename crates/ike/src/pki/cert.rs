@@ -63,7 +63,14 @@ impl Certificate {
         let tbs = &cert.tbs_certificate;
         let subject = name_dn(&tbs.subject)?;
         let issuer = name_dn(&tbs.issuer)?;
-        Ok(Certificate { inner: Arc::new(Inner { der, cert, subject, issuer }) })
+        Ok(Certificate {
+            inner: Arc::new(Inner {
+                der,
+                cert,
+                subject,
+                issuer,
+            }),
+        })
     }
 
     /// One or more PEM `CERTIFICATE` blocks (other blocks, e.g. a key in the same file, are
@@ -112,7 +119,12 @@ impl Certificate {
     /// The DER SubjectPublicKeyInfo.
     pub fn spki_der(&self) -> Vec<u8> {
         // x509-cert parsed strict DER, so encoding it again gives the original bytes.
-        self.inner.cert.tbs_certificate.subject_public_key_info.to_der().unwrap_or_default()
+        self.inner
+            .cert
+            .tbs_certificate
+            .subject_public_key_info
+            .to_der()
+            .unwrap_or_default()
     }
 
     /// Whether basicConstraints says cA=TRUE.
@@ -122,12 +134,24 @@ impl Certificate {
 
     /// notAfter, seconds since the Unix epoch.
     pub fn not_after_unix(&self) -> u64 {
-        self.inner.cert.tbs_certificate.validity.not_after.to_unix_duration().as_secs()
+        self.inner
+            .cert
+            .tbs_certificate
+            .validity
+            .not_after
+            .to_unix_duration()
+            .as_secs()
     }
 
     /// notBefore, seconds since the Unix epoch.
     pub fn not_before_unix(&self) -> u64 {
-        self.inner.cert.tbs_certificate.validity.not_before.to_unix_duration().as_secs()
+        self.inner
+            .cert
+            .tbs_certificate
+            .validity
+            .not_before
+            .to_unix_duration()
+            .as_secs()
     }
 
     /// The kind of the subject public key; `None` for keys this module does not support.
@@ -137,7 +161,9 @@ impl Certificate {
         if alg.oid == RSA_ENCRYPTION {
             let key = pkcs1::RsaPublicKey::from_der(self.public_key_bytes()?).ok()?;
             let m = key.modulus.as_bytes();
-            let bits = (m.len() as u32).checked_mul(8)?.checked_sub(m.first()?.leading_zeros())?;
+            let bits = (m.len() as u32)
+                .checked_mul(8)?
+                .checked_sub(m.first()?.leading_zeros())?;
             Some(KeyKind::Rsa { bits })
         } else if alg.oid == EC_PUBLIC_KEY {
             let curve = alg.parameters.as_ref()?.decode_as::<ObjectIdentifier>().ok()?;
@@ -156,7 +182,12 @@ impl Certificate {
     /// The subjectPublicKey bits: an RSAPublicKey (DER), an uncompressed EC point, or 32
     /// bytes of Ed25519 key (what `ring` verifies with).
     pub fn public_key_bytes(&self) -> Option<&[u8]> {
-        self.inner.cert.tbs_certificate.subject_public_key_info.subject_public_key.as_bytes()
+        self.inner
+            .cert
+            .tbs_certificate
+            .subject_public_key_info
+            .subject_public_key
+            .as_bytes()
     }
 
     /// The subjectAltName entries usable as IKE identities: dNSName as [`Identity::Fqdn`],
@@ -172,8 +203,12 @@ impl Certificate {
                 GeneralName::DnsName(s) => Some(Identity::Fqdn(s.as_str().into())),
                 GeneralName::Rfc822Name(s) => Some(Identity::UserFqdn(s.as_str().into())),
                 GeneralName::IpAddress(o) => match o.as_bytes().len() {
-                    4 => <[u8; 4]>::try_from(o.as_bytes()).ok().map(|a| Identity::Ipv4(Ipv4Addr::from(a))),
-                    16 => <[u8; 16]>::try_from(o.as_bytes()).ok().map(|a| Identity::Ipv6(Ipv6Addr::from(a))),
+                    4 => <[u8; 4]>::try_from(o.as_bytes())
+                        .ok()
+                        .map(|a| Identity::Ipv4(Ipv4Addr::from(a))),
+                    16 => <[u8; 16]>::try_from(o.as_bytes())
+                        .ok()
+                        .map(|a| Identity::Ipv6(Ipv6Addr::from(a))),
                     _ => None,
                 },
                 GeneralName::DirectoryName(n) => {

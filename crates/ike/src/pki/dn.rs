@@ -81,7 +81,7 @@ impl Attr {
             }
             // T.61: read as Latin-1, as most implementations do.
             Tag::TeletexString => Some(self.value.iter().map(|&b| b as char).collect()),
-            Tag::BmpString if self.value.len() % 2 == 0 => {
+            Tag::BmpString if self.value.len().is_multiple_of(2) => {
                 let units = self.value.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]]));
                 char::decode_utf16(units).collect::<Result<String, _>>().ok()
             }
@@ -118,7 +118,11 @@ impl Dn {
                 if attrs.len() == MAX_DN_ATTRS {
                     return Err(PkiError::BadDn("too many attributes"));
                 }
-                attrs.push(Attr { oid: atv.oid, tag: atv.value.tag(), value: atv.value.value().to_vec() });
+                attrs.push(Attr {
+                    oid: atv.oid,
+                    tag: atv.value.tag(),
+                    value: atv.value.value().to_vec(),
+                });
             }
         }
         Ok(Dn { attrs, der })
@@ -173,7 +177,11 @@ impl Dn {
             } else {
                 Tag::Utf8String
             };
-            attrs.push(Attr { oid, tag, value: value.as_bytes().to_vec() });
+            attrs.push(Attr {
+                oid,
+                tag,
+                value: value.as_bytes().to_vec(),
+            });
             match next {
                 Some(n) if !n.trim().is_empty() => rest = n,
                 Some(_) => return Err(PkiError::BadDn("trailing separator")),
@@ -246,17 +254,24 @@ fn encode(attrs: &[Attr]) -> Result<Vec<u8>, PkiError> {
     for a in attrs {
         let value = Any::new(a.tag, a.value.clone()).map_err(|_| PkiError::BadDn("value too long"))?;
         let mut set = SetOfVec::new();
-        set.insert(AttributeTypeAndValue { oid: a.oid, value }).map_err(|_| PkiError::BadDn("encoding"))?;
+        set.insert(AttributeTypeAndValue { oid: a.oid, value })
+            .map_err(|_| PkiError::BadDn("encoding"))?;
         rdns.push(RelativeDistinguishedName(set));
     }
-    x509_cert::name::RdnSequence(rdns).to_der().map_err(|_| PkiError::BadDn("encoding"))
+    x509_cert::name::RdnSequence(rdns)
+        .to_der()
+        .map_err(|_| PkiError::BadDn("encoding"))
 }
 
 impl PartialEq for Dn {
     fn eq(&self, o: &Dn) -> bool {
         self.der == o.der
             || (self.attrs.len() == o.attrs.len()
-                && self.attrs.iter().zip(&o.attrs).all(|(a, b)| a.oid == b.oid && a.value_eq(b)))
+                && self
+                    .attrs
+                    .iter()
+                    .zip(&o.attrs)
+                    .all(|(a, b)| a.oid == b.oid && a.value_eq(b)))
     }
 }
 
@@ -344,10 +359,18 @@ mod tests {
         assert_ne!(a, Dn::from_str_config("C=CH, CN=moon, O=strongSwan").unwrap());
         assert_ne!(a, Dn::from_str_config("C=CH, O=strongSwan").unwrap());
         // Only ASCII case is ignored.
-        assert_ne!(Dn::from_str_config("CN=ü").unwrap(), Dn::from_str_config("CN=Ü").unwrap());
-        assert_eq!(Dn::from_str_config("CN=xü").unwrap(), Dn::from_str_config("CN=Xü").unwrap());
+        assert_ne!(
+            Dn::from_str_config("CN=ü").unwrap(),
+            Dn::from_str_config("CN=Ü").unwrap()
+        );
+        assert_eq!(
+            Dn::from_str_config("CN=xü").unwrap(),
+            Dn::from_str_config("CN=Xü").unwrap()
+        );
         // Whatever the string types: a UTF8String "moon" equals a PrintableString "MOON".
-        let utf8 = [0x30, 0x0f, 0x31, 0x0d, 0x30, 0x0b, 0x06, 0x03, 0x55, 0x04, 0x03, 0x0c, 0x04, b'm', b'o', b'o', b'n'];
+        let utf8 = [
+            0x30, 0x0f, 0x31, 0x0d, 0x30, 0x0b, 0x06, 0x03, 0x55, 0x04, 0x03, 0x0c, 0x04, b'm', b'o', b'o', b'n',
+        ];
         assert_eq!(Dn::from_der(&utf8).unwrap(), Dn::from_str_config("CN=MOON").unwrap());
     }
 

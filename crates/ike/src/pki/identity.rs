@@ -77,7 +77,9 @@ impl IdPattern {
         if s.contains('*') {
             return Err(PkiError::BadPattern("'*' only as the first character"));
         }
-        Identity::from_str_config(s).map(IdPattern::Exact).map_err(|_| PkiError::BadPattern("bad identity"))
+        Identity::from_str_config(s)
+            .map(IdPattern::Exact)
+            .map_err(|_| PkiError::BadPattern("bad identity"))
     }
 
     /// Whether `id` matches.
@@ -85,7 +87,8 @@ impl IdPattern {
         match (self, id) {
             (IdPattern::Any, _) => true,
             (IdPattern::Dn(p), Identity::Dn(d)) => p.matches(d),
-            (IdPattern::FqdnSuffix(sfx), Identity::Fqdn(f)) | (IdPattern::UserFqdnSuffix(sfx), Identity::UserFqdn(f)) => {
+            (IdPattern::FqdnSuffix(sfx), Identity::Fqdn(f))
+            | (IdPattern::UserFqdnSuffix(sfx), Identity::UserFqdn(f)) => {
                 f.len() > sfx.len()
                     && f.is_char_boundary(f.len() - sfx.len())
                     && f[f.len() - sfx.len()..].eq_ignore_ascii_case(sfx)
@@ -178,6 +181,25 @@ mod tests {
             prop_assert_eq!(&Dn::from_str_config(&d.to_string()).unwrap(), &d);
             prop_assert_eq!(&Dn::from_der(&d.to_der()).unwrap(), &d);
             prop_assert_eq!(Identity::parse(&i.to_body()).unwrap(), i);
+        }
+
+        #[test]
+        fn dn_equality_ignores_ascii_case_and_hashes_alike(parts in dn_parts(), flips in prop::collection::vec(any::<bool>(), 0..64)) {
+            use core::hash::{Hash, Hasher};
+            let text = dn_text(&parts, &[]);
+            let flipped: String = text
+                .chars()
+                .zip(flips.iter().chain(core::iter::repeat(&false)))
+                .map(|(c, f)| if *f { c.to_ascii_uppercase() } else { c })
+                .collect();
+            let (a, b) = (Dn::from_str_config(&text).unwrap(), Dn::from_str_config(&flipped).unwrap());
+            prop_assert_eq!(&a, &b);
+            let hash = |d: &Dn| {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                d.hash(&mut h);
+                h.finish()
+            };
+            prop_assert_eq!(hash(&a), hash(&b));
         }
 
         #[test]

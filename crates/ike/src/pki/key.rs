@@ -121,11 +121,21 @@ impl PrivateKey {
         if oid == RSA_ENCRYPTION {
             Self::from_pkcs1(pki.private_key)
         } else if oid == EC_PUBLIC_KEY {
-            let curve = pki.algorithm.parameters_oid().map_err(|_| PkiError::BadKey("PKCS#8 EC curve"))?;
+            let curve = pki
+                .algorithm
+                .parameters_oid()
+                .map_err(|_| PkiError::BadKey("PKCS#8 EC curve"))?;
             let kind = ec_kind(curve)?;
             let ec = sec1::EcPrivateKey::from_der(pki.private_key).map_err(|_| PkiError::BadKey("SEC1"))?;
-            let public = ec.public_key.ok_or(PkiError::BadKey("EC key without its public key"))?.to_vec();
-            Ok(PrivateKey { kind, der: Zeroizing::new(der.to_vec()), public })
+            let public = ec
+                .public_key
+                .ok_or(PkiError::BadKey("EC key without its public key"))?
+                .to_vec();
+            Ok(PrivateKey {
+                kind,
+                der: Zeroizing::new(der.to_vec()),
+                public,
+            })
         } else if oid == ED25519 {
             let kp = Ed25519KeyPair::from_pkcs8_maybe_unchecked(der).map_err(|_| PkiError::BadKey("Ed25519"))?;
             Ok(PrivateKey {
@@ -146,10 +156,17 @@ impl PrivateKey {
         if !(2048..=8192).contains(&bits) {
             return Err(PkiError::UnsupportedKey);
         }
-        let public = pkcs1::RsaPublicKey { modulus: k.modulus, public_exponent: k.public_exponent }
-            .to_der()
-            .map_err(|_| PkiError::BadKey("PKCS#1"))?;
-        Ok(PrivateKey { kind: KeyKind::Rsa { bits }, der: Zeroizing::new(der.to_vec()), public })
+        let public = pkcs1::RsaPublicKey {
+            modulus: k.modulus,
+            public_exponent: k.public_exponent,
+        }
+        .to_der()
+        .map_err(|_| PkiError::BadKey("PKCS#1"))?;
+        Ok(PrivateKey {
+            kind: KeyKind::Rsa { bits },
+            der: Zeroizing::new(der.to_vec()),
+            public,
+        })
     }
 
     /// Reads a DER SEC1 ECPrivateKey (with its namedCurve parameters and public key) and
@@ -161,9 +178,14 @@ impl PrivateKey {
             .and_then(|p| p.named_curve())
             .ok_or(PkiError::BadKey("SEC1 key without its named curve"))?;
         ec_kind(curve)?;
-        let alg = spki::AlgorithmIdentifierRef { oid: EC_PUBLIC_KEY, parameters: Some(AnyRef::from(&curve)) };
+        let alg = spki::AlgorithmIdentifierRef {
+            oid: EC_PUBLIC_KEY,
+            parameters: Some(AnyRef::from(&curve)),
+        };
         let p8 = Zeroizing::new(
-            pkcs8::PrivateKeyInfo::new(alg, der).to_der().map_err(|_| PkiError::BadKey("SEC1"))?,
+            pkcs8::PrivateKeyInfo::new(alg, der)
+                .to_der()
+                .map_err(|_| PkiError::BadKey("SEC1"))?,
         );
         Self::from_pkcs8(&p8)
     }
@@ -233,7 +255,11 @@ impl RingSigner {
                 Ed25519KeyPair::from_pkcs8_maybe_unchecked(&key.der).map_err(|_| PkiError::BadKey("Ed25519"))?,
             ),
         };
-        Ok(RingSigner { kind: key.kind, key: k, rng })
+        Ok(RingSigner {
+            kind: key.kind,
+            key: k,
+            rng,
+        })
     }
 }
 
@@ -264,10 +290,15 @@ impl Signer for RingSigner {
                     _ => return Err(PkiError::SchemeMismatch),
                 };
                 let mut sig = vec![0; kp.public().modulus_len()];
-                kp.sign(pad, &self.rng, msg, &mut sig).map_err(|_| PkiError::SigningFailed)?;
+                kp.sign(pad, &self.rng, msg, &mut sig)
+                    .map_err(|_| PkiError::SigningFailed)?;
                 Ok(sig)
             }
-            RingKey::Ecdsa(kp) => Ok(kp.sign(&self.rng, msg).map_err(|_| PkiError::SigningFailed)?.as_ref().to_vec()),
+            RingKey::Ecdsa(kp) => Ok(kp
+                .sign(&self.rng, msg)
+                .map_err(|_| PkiError::SigningFailed)?
+                .as_ref()
+                .to_vec()),
             RingKey::Ed25519(kp) => Ok(kp.sign(msg).as_ref().to_vec()),
         }
     }

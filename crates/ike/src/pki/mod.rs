@@ -39,13 +39,13 @@ mod trust;
 
 pub use cert::{Certificate, KeyKind};
 pub use dn::Dn;
+pub use dn::{MAX_DN_ATTRS, MAX_DN_LEN};
 pub use identity::{cert_matches_id, id_matches_pattern, IdPattern};
 pub use key::{PrivateKey, RingSigner, SigScheme, Signer};
 pub use payload::{cert_encoding, CertPayload, CertReqPayload, MAX_CERTREQ_CAS, MAX_CERT_LEN};
-pub use dn::{MAX_DN_ATTRS, MAX_DN_LEN};
 pub use signature::{
-    auth_method, auth_sign, auth_sign_classic, auth_sign_with_scheme, auth_verify, choose_scheme,
-    ecdsa_der_to_fixed, hash_algs_data, our_hash_algs, parse_hash_algs, MAX_HASH_ALGS,
+    auth_method, auth_sign, auth_sign_classic, auth_sign_with_scheme, auth_verify, choose_scheme, ecdsa_der_to_fixed,
+    hash_algs_data, our_hash_algs, parse_hash_algs, MAX_HASH_ALGS,
 };
 pub use trust::{verify_chain, verify_peer, TrustStore, Verified, MAX_CHAIN_CERTS, MAX_CRLS, MAX_TRUSTED_CAS};
 
@@ -180,10 +180,10 @@ impl std::error::Error for CertError {}
 /// Splits PEM text into its blocks (label, DER) with `pem-rfc7468`; text outside the blocks
 /// (openssl's "Bag Attributes", comments) is skipped. `Ok(None)` when the input has no PEM
 /// block at all (it may be DER). At most `max` blocks.
-pub(crate) fn pem_blocks(
-    bytes: &[u8],
-    max: usize,
-) -> Result<Option<alloc::vec::Vec<(alloc::string::String, zeroize::Zeroizing<alloc::vec::Vec<u8>>)>>, PkiError> {
+/// PEM blocks: (label, DER), the DER zeroized on drop (it may be a key).
+pub(crate) type PemBlocks = alloc::vec::Vec<(alloc::string::String, zeroize::Zeroizing<alloc::vec::Vec<u8>>)>;
+
+pub(crate) fn pem_blocks(bytes: &[u8], max: usize) -> Result<Option<PemBlocks>, PkiError> {
     const BEGIN: &[u8] = b"-----BEGIN ";
     const END: &[u8] = b"-----END ";
     let mut out = alloc::vec::Vec::new();
@@ -222,6 +222,9 @@ mod tests {
         assert_eq!(pem_blocks(pem, 1), Err(PkiError::TooMany("PEM blocks")));
         assert_eq!(pem_blocks(b"\x30\x03\x02\x01\x01", 4), Ok(None));
         assert_eq!(pem_blocks(b"-----BEGIN A-----\nAAEC\n", 4), Err(PkiError::BadPem));
-        assert_eq!(pem_blocks(b"-----BEGIN A-----\n!!!!\n-----END A-----", 4), Err(PkiError::BadPem));
+        assert_eq!(
+            pem_blocks(b"-----BEGIN A-----\n!!!!\n-----END A-----", 4),
+            Err(PkiError::BadPem)
+        );
     }
 }

@@ -36,7 +36,10 @@ pub struct CertPayload {
 impl CertPayload {
     /// A CERT carrying `cert` as X.509 Certificate - Signature.
     pub fn x509(cert: &Certificate) -> CertPayload {
-        CertPayload { encoding: cert_encoding::X509_SIGNATURE, data: cert.der().to_vec() }
+        CertPayload {
+            encoding: cert_encoding::X509_SIGNATURE,
+            data: cert.der().to_vec(),
+        }
     }
 
     /// Parses the body (after the generic payload header). The data must not be empty nor
@@ -49,7 +52,10 @@ impl CertPayload {
         if data.len() > MAX_CERT_LEN {
             return Err(Error::BadLength);
         }
-        Ok(CertPayload { encoding, data: data.to_vec() })
+        Ok(CertPayload {
+            encoding,
+            data: data.to_vec(),
+        })
     }
 
     /// The body.
@@ -85,7 +91,10 @@ pub struct CertReqPayload {
 impl CertReqPayload {
     /// A CERTREQ for X.509 certificates from the CAs with these key IDs.
     pub fn x509(ca_key_ids: Vec<[u8; 20]>) -> CertReqPayload {
-        CertReqPayload { encoding: cert_encoding::X509_SIGNATURE, ca_key_ids }
+        CertReqPayload {
+            encoding: cert_encoding::X509_SIGNATURE,
+            ca_key_ids,
+        }
     }
 
     /// Parses the body: 1 + 20k octets with k at most [`MAX_CERTREQ_CAS`]
@@ -95,7 +104,10 @@ impl CertReqPayload {
         if cas.len() % 20 != 0 || cas.len() / 20 > MAX_CERTREQ_CAS {
             return Err(Error::BadLength);
         }
-        let ca_key_ids = cas.chunks_exact(20).map(|c| <[u8; 20]>::try_from(c).unwrap_or([0; 20])).collect();
+        let ca_key_ids = cas
+            .chunks_exact(20)
+            .map(|c| <[u8; 20]>::try_from(c).unwrap_or([0; 20]))
+            .collect();
         Ok(CertReqPayload { encoding, ca_key_ids })
     }
 

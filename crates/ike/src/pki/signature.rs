@@ -24,7 +24,12 @@ pub mod auth_method {
 /// The hashes announced in our SIGNATURE_HASH_ALGORITHMS notify (RFC 7427 4): SHA2-256,
 /// SHA2-384, SHA2-512 and Identity (RFC 8420, for Ed25519). Not SHA-1 (RFC 8247 2.4).
 pub fn our_hash_algs() -> &'static [u16] {
-    &[hash_alg::SHA2_256, hash_alg::SHA2_384, hash_alg::SHA2_512, hash_alg::IDENTITY]
+    &[
+        hash_alg::SHA2_256,
+        hash_alg::SHA2_384,
+        hash_alg::SHA2_512,
+        hash_alg::IDENTITY,
+    ]
 }
 
 /// Most hash algorithms read from one SIGNATURE_HASH_ALGORITHMS notify.
@@ -34,7 +39,7 @@ pub const MAX_HASH_ALGS: usize = 32;
 /// algorithm identifiers). `None` if the length is odd or it lists more than
 /// [`MAX_HASH_ALGS`].
 pub fn parse_hash_algs(data: &[u8]) -> Option<Vec<u16>> {
-    if data.len() % 2 != 0 || data.len() / 2 > MAX_HASH_ALGS {
+    if !data.len().is_multiple_of(2) || data.len() / 2 > MAX_HASH_ALGS {
         return None;
     }
     Some(data.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect())
@@ -48,13 +53,21 @@ pub fn hash_algs_data(algs: &[u16]) -> Vec<u8> {
 // RFC 7427 Appendix A: the DER AlgorithmIdentifiers of method 14, byte for byte.
 /// A.1.1 sha1WithRSAEncryption (refused: SHA-1).
 #[cfg_attr(not(test), allow(dead_code))] // documents a refusal; the tests use it
-const SHA1_WITH_RSA: &[u8] = &[0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x05, 0x05, 0x00];
+const SHA1_WITH_RSA: &[u8] = &[
+    0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x05, 0x05, 0x00,
+];
 /// A.1.2 sha256WithRSAEncryption.
-const SHA256_WITH_RSA: &[u8] = &[0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0b, 0x05, 0x00];
+const SHA256_WITH_RSA: &[u8] = &[
+    0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0b, 0x05, 0x00,
+];
 /// A.1.3 sha384WithRSAEncryption.
-const SHA384_WITH_RSA: &[u8] = &[0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0c, 0x05, 0x00];
+const SHA384_WITH_RSA: &[u8] = &[
+    0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0c, 0x05, 0x00,
+];
 /// A.1.4 sha512WithRSAEncryption.
-const SHA512_WITH_RSA: &[u8] = &[0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0d, 0x05, 0x00];
+const SHA512_WITH_RSA: &[u8] = &[
+    0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0d, 0x05, 0x00,
+];
 /// A.3.1 ecdsa-with-sha1 (refused: SHA-1).
 #[cfg_attr(not(test), allow(dead_code))] // documents a refusal; the tests use it
 const ECDSA_WITH_SHA1: &[u8] = &[0x30, 0x09, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x01];
@@ -78,8 +91,10 @@ const fn pss(h: u8, salt: u8) -> [u8; 67] {
         0x30, 0x41, // AlgorithmIdentifier
         0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0a, // id-RSASSA-PSS
         0x30, 0x34, // RSASSA-PSS-params
-        0xa0, 0x0f, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, h, 0x05, 0x00, // hashAlgorithm
-        0xa1, 0x1c, 0x30, 0x1a, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x08, // maskGenAlgorithm: MGF1
+        0xa0, 0x0f, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, h, 0x05,
+        0x00, // hashAlgorithm
+        0xa1, 0x1c, 0x30, 0x1a, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01,
+        0x08, // maskGenAlgorithm: MGF1
         0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, h, 0x05, 0x00, //   with H
         0xa2, 0x03, 0x02, 0x01, salt, // saltLength
     ]
@@ -146,14 +161,26 @@ pub fn choose_scheme(kind: KeyKind, peer_hash_algs: &[u16], rsa_pss: bool) -> Op
         KeyKind::EcdsaP384 => has(hash_alg::SHA2_384).then_some(SigScheme::EcdsaP384Sha384),
         KeyKind::Rsa { .. } => {
             let (a, b, c) = if rsa_pss {
-                (SigScheme::RsaPssSha256, SigScheme::RsaPssSha384, SigScheme::RsaPssSha512)
+                (
+                    SigScheme::RsaPssSha256,
+                    SigScheme::RsaPssSha384,
+                    SigScheme::RsaPssSha512,
+                )
             } else {
-                (SigScheme::RsaPkcs1Sha256, SigScheme::RsaPkcs1Sha384, SigScheme::RsaPkcs1Sha512)
+                (
+                    SigScheme::RsaPkcs1Sha256,
+                    SigScheme::RsaPkcs1Sha384,
+                    SigScheme::RsaPkcs1Sha512,
+                )
             };
-            [(hash_alg::SHA2_256, a), (hash_alg::SHA2_384, b), (hash_alg::SHA2_512, c)]
-                .into_iter()
-                .find(|(h, _)| has(*h))
-                .map(|(_, s)| s)
+            [
+                (hash_alg::SHA2_256, a),
+                (hash_alg::SHA2_384, b),
+                (hash_alg::SHA2_512, c),
+            ]
+            .into_iter()
+            .find(|(h, _)| has(*h))
+            .map(|(_, s)| s)
         }
     }
 }
@@ -167,7 +194,11 @@ pub fn choose_scheme(kind: KeyKind, peer_hash_algs: &[u16], rsa_pss: bool) -> Op
 /// Otherwise a classic method: 9 (P-256) or 10 (P-384) with r||s (RFC 4754); RSA would need
 /// method 1 with SHA-1, which ring cannot sign, and Ed25519 has no classic method: both are
 /// `Err(Unsupported)`.
-pub fn auth_sign(signer: &dyn Signer, peer_hash_algs: Option<&[u16]>, octets: &[u8]) -> Result<(u8, Vec<u8>), PkiError> {
+pub fn auth_sign(
+    signer: &dyn Signer,
+    peer_hash_algs: Option<&[u16]>,
+    octets: &[u8],
+) -> Result<(u8, Vec<u8>), PkiError> {
     if let Some(h) = peer_hash_algs {
         if let Some(s) = choose_scheme(signer.kind(), h, false) {
             return auth_sign_with_scheme(signer, s, octets);
@@ -249,7 +280,8 @@ pub fn auth_verify(cert: &Certificate, method: u8, data: &[u8], octets: &[u8]) -
             (&rsig::RSA_PKCS1_2048_8192_SHA1_FOR_LEGACY_USE_ONLY, data)
         }
         auth_method::ECDSA_SHA256_P256 | auth_method::ECDSA_SHA384_P384 => {
-            let (want, n, alg): (_, _, &'static dyn VerificationAlgorithm) = if method == auth_method::ECDSA_SHA256_P256 {
+            let (want, n, alg): (_, _, &'static dyn VerificationAlgorithm) = if method == auth_method::ECDSA_SHA256_P256
+            {
                 (KeyKind::EcdsaP256, 64, &rsig::ECDSA_P256_SHA256_FIXED)
             } else {
                 (KeyKind::EcdsaP384, 96, &rsig::ECDSA_P384_SHA384_FIXED)
@@ -277,7 +309,9 @@ pub fn auth_verify(cert: &Certificate, method: u8, data: &[u8], octets: &[u8]) -
         }
         _ => return Err(CertError::UnsupportedAlgorithm),
     };
-    UnparsedPublicKey::new(alg, key).verify(octets, sig).map_err(|_| CertError::BadSignature)
+    UnparsedPublicKey::new(alg, key)
+        .verify(octets, sig)
+        .map_err(|_| CertError::BadSignature)
 }
 
 #[cfg(test)]
@@ -295,12 +329,24 @@ mod tests {
                    a11c301a06092a864886f70d010108\
                    300d06096086480165030402010500\
                    a203020120";
-        let rfc: Vec<u8> = (0..rfc.len()).step_by(2).map(|i| u8::from_str_radix(&rfc[i..i + 2], 16).unwrap()).collect();
+        let rfc: Vec<u8> = (0..rfc.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&rfc[i..i + 2], 16).unwrap())
+            .collect();
         assert_eq!(&PSS_SHA256[..], &rfc[..]);
         assert_eq!(SigScheme::from_algorithm_identifier(&rfc), Ok(SigScheme::RsaPssSha256));
-        assert_eq!(SigScheme::from_algorithm_identifier(SHA1_WITH_RSA), Err(CertError::UnsupportedAlgorithm));
-        assert_eq!(SigScheme::from_algorithm_identifier(ECDSA_WITH_SHA1), Err(CertError::UnsupportedAlgorithm));
-        assert_eq!(SigScheme::from_algorithm_identifier(ECDSA_WITH_SHA512), Err(CertError::UnsupportedAlgorithm));
+        assert_eq!(
+            SigScheme::from_algorithm_identifier(SHA1_WITH_RSA),
+            Err(CertError::UnsupportedAlgorithm)
+        );
+        assert_eq!(
+            SigScheme::from_algorithm_identifier(ECDSA_WITH_SHA1),
+            Err(CertError::UnsupportedAlgorithm)
+        );
+        assert_eq!(
+            SigScheme::from_algorithm_identifier(ECDSA_WITH_SHA512),
+            Err(CertError::UnsupportedAlgorithm)
+        );
         // Each scheme has its own encoding.
         for a in SigScheme::ALL {
             assert_eq!(SigScheme::from_algorithm_identifier(a.algorithm_identifier()), Ok(a));
@@ -319,13 +365,22 @@ mod tests {
     fn scheme_choice() {
         use hash_alg::*;
         let rsa = KeyKind::Rsa { bits: 2048 };
-        assert_eq!(choose_scheme(rsa, &[SHA2_512, SHA2_256], false), Some(SigScheme::RsaPkcs1Sha256));
+        assert_eq!(
+            choose_scheme(rsa, &[SHA2_512, SHA2_256], false),
+            Some(SigScheme::RsaPkcs1Sha256)
+        );
         assert_eq!(choose_scheme(rsa, &[SHA2_384], true), Some(SigScheme::RsaPssSha384));
         assert_eq!(choose_scheme(rsa, &[SHA1, IDENTITY], false), None);
         assert_eq!(choose_scheme(KeyKind::Ed25519, &[SHA2_256], false), None);
-        assert_eq!(choose_scheme(KeyKind::Ed25519, &[IDENTITY], false), Some(SigScheme::Ed25519));
+        assert_eq!(
+            choose_scheme(KeyKind::Ed25519, &[IDENTITY], false),
+            Some(SigScheme::Ed25519)
+        );
         assert_eq!(choose_scheme(KeyKind::EcdsaP384, &[SHA2_256], false), None);
-        assert_eq!(choose_scheme(KeyKind::EcdsaP256, &[SHA2_256], false), Some(SigScheme::EcdsaP256Sha256));
+        assert_eq!(
+            choose_scheme(KeyKind::EcdsaP256, &[SHA2_256], false),
+            Some(SigScheme::EcdsaP256Sha256)
+        );
     }
 
     #[test]

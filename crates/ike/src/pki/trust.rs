@@ -103,7 +103,9 @@ impl TrustStore {
             return Err(PkiError::TooMany("trusted CAs"));
         }
         let der = CertificateDer::from(ca.der());
-        let anchor = webpki::anchor_from_trusted_cert(&der).map_err(|_| PkiError::NotCa)?.to_owned();
+        let anchor = webpki::anchor_from_trusted_cert(&der)
+            .map_err(|_| PkiError::NotCa)?
+            .to_owned();
         self.cas.push(ca);
         self.anchors.push(anchor);
         Ok(())
@@ -117,7 +119,11 @@ impl TrustStore {
     pub fn add_crl(&mut self, bytes: &[u8]) -> Result<(), PkiError> {
         let ders: Vec<Vec<u8>> = match pem_blocks(bytes, MAX_CRLS)? {
             None => alloc::vec![bytes.to_vec()],
-            Some(b) => b.into_iter().filter(|(l, _)| l == "X509 CRL").map(|(_, d)| d.to_vec()).collect(),
+            Some(b) => b
+                .into_iter()
+                .filter(|(l, _)| l == "X509 CRL")
+                .map(|(_, d)| d.to_vec())
+                .collect(),
         };
         if ders.is_empty() {
             return Err(PkiError::BadCrl);
@@ -162,7 +168,10 @@ impl TrustStore {
 
 impl fmt::Debug for TrustStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TrustStore").field("cas", &self.cas).field("crls", &self.crls.len()).finish()
+        f.debug_struct("TrustStore")
+            .field("cas", &self.cas)
+            .field("crls", &self.crls.len())
+            .finish()
     }
 }
 
@@ -199,8 +208,11 @@ pub fn verify_chain(
     }
     let ee_der = CertificateDer::from(end_entity.der());
     let ee = EndEntityCert::try_from(&ee_der).map_err(map_err)?;
-    let inter: Vec<CertificateDer<'_>> =
-        intermediates.iter().take(MAX_CHAIN_CERTS).map(|c| CertificateDer::from(c.der())).collect();
+    let inter: Vec<CertificateDer<'_>> = intermediates
+        .iter()
+        .take(MAX_CHAIN_CERTS)
+        .map(|c| CertificateDer::from(c.der()))
+        .collect();
     let crls: Vec<CertRevocationList<'static>> = trust.crls.iter().cloned().map(CertRevocationList::from).collect();
     let crl_refs: Vec<&CertRevocationList<'_>> = crls.iter().collect();
     let revocation = RevocationOptionsBuilder::new(&crl_refs).ok().map(|b| {
@@ -215,7 +227,10 @@ pub fn verify_chain(
         .map_err(map_err)?;
     let mut chain = alloc::vec![end_entity.clone()];
     for c in path.intermediate_certificates() {
-        let found = intermediates.iter().find(|i| i.der() == c.der().as_ref()).ok_or(CertError::InvalidChain)?;
+        let found = intermediates
+            .iter()
+            .find(|i| i.der() == c.der().as_ref())
+            .ok_or(CertError::InvalidChain)?;
         chain.push(found.clone());
     }
     let anchor = path.anchor();
@@ -225,7 +240,10 @@ pub fn verify_chain(
         .position(|a| core::ptr::eq(a, anchor))
         .ok_or(CertError::InvalidChain)?;
     chain.push(trust.cas[idx].clone());
-    Ok(Verified { end_entity: end_entity.clone(), chain })
+    Ok(Verified {
+        end_entity: end_entity.clone(),
+        chain,
+    })
 }
 
 /// [`verify_chain`], then whether the end entity contains the peer's identity
