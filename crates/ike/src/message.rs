@@ -81,8 +81,17 @@ impl Payload {
             kind::TSI => Payload::TsI(ts::parse(body)?),
             kind::TSR => Payload::TsR(ts::parse(body)?),
             kind::VENDOR => Payload::Vendor(body.to_vec()),
-            kind::CERT => Payload::Cert(crate::pki::CertPayload::parse(body)?),
-            kind::CERTREQ => Payload::CertReq(crate::pki::CertReqPayload::parse(body)?),
+            // A CERT or CERTREQ we cannot read (another encoding's layout, a certificate over
+            // MAX_CERT_LEN) is kept unread rather than failing the message (3.6, 3.7: an
+            // encoding not understood is ignored); AUTH then finds no certificate it can use.
+            kind::CERT => match crate::pki::CertPayload::parse(body) {
+                Ok(c) => Payload::Cert(c),
+                Err(_) => Payload::Other(kind_, critical, body.to_vec()),
+            },
+            kind::CERTREQ => match crate::pki::CertReqPayload::parse(body) {
+                Ok(c) => Payload::CertReq(c),
+                Err(_) => Payload::Other(kind_, critical, body.to_vec()),
+            },
             kind::CP | kind::EAP => Payload::Other(kind_, critical, body.to_vec()),
             _ if critical => return Err(Error::UnsupportedCritical(kind_)),
             _ => return Ok(None),
@@ -315,6 +324,22 @@ impl Find for [Payload] {
 mod tests {
     use super::*;
     use crate::header::ExchangeType;
+
+    #[test]
+    fn an_unreadable_cert_or_certreq_does_not_fail_the_message() {
+        // CERTREQ with encoding 12 (hash and URL) and 7 bytes; CERT of 0 bytes.
+        let certreq = Payload::parse(kind::CERTREQ, false, &[12, 1, 2, 3, 4, 5, 6]).unwrap();
+        assert_eq!(certreq, Some(Payload::Other(kind::CERTREQ, false, alloc::vec![12, 1, 2, 3, 4, 5, 6])));
+        let cert = Payload::parse(kind::CERT, false, &[]).unwrap();
+        assert!(matches!(cert, Some(Payload::Other(kind::CERT, ..))));
+        // A well-formed CERTREQ is read.
+        let mut body = alloc::vec![4u8];
+        body.extend_from_slice(&[7; 20]);
+        assert!(matches!(
+            Payload::parse(kind::CERTREQ, false, &body).unwrap(),
+            Some(Payload::CertReq(_))
+        ));
+    }
 
     #[test]
     fn plain_message_round_trip_and_unknown_payloads() {
