@@ -9,6 +9,7 @@ extern crate std;
 
 pub mod alg;
 pub mod auth;
+pub mod cookie;
 pub mod delete;
 pub mod dh;
 pub mod error;
@@ -40,6 +41,7 @@ pub mod status;
 pub(crate) mod task;
 
 pub use config::{ChildConfig, ChildLifetimes, Config, Connection, DeadAction, Mode, Psk, StartAction};
+pub use cookie::DosStats;
 pub use endpoint::{Dropped, Endpoint, PacketSelectors, SaHandle};
 pub use event::{ChildSaInfo, DownReason, Event, IkeKeyLog, IkeSaInfo, Role, Transmit, UdpEncap};
 pub use id::Identity;
