@@ -207,7 +207,7 @@ pub fn prometheus(stats: &Value) -> String {
             if !field.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
                 continue;
             }
-            let (name, kind) = if field == "ike_sas" || field == "child_sas" {
+            let (name, kind) = if field == "ike_sas" || field == "child_sas" || field == "half_open" {
                 (format!("ipsec_ike_{field}"), "gauge")
             } else {
                 (format!("ipsec_ike_{field}_total"), "counter")
