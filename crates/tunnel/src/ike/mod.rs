@@ -359,6 +359,11 @@ pub fn run(
     endpoint.start(now(), &mut rng);
     let mut buf = vec![0u8; 65536];
     let locals: Vec<Option<SocketAddr>> = sockets.ike.iter().map(|s| s.local_addr().ok()).collect();
+    // A bigger receive buffer on port 500 (the kernel's rmem_max caps it): bursts of a flood
+    // wait there while the thread sleeps or sends, instead of being dropped.
+    for s in &sockets.ike {
+        let _ = socket2::SockRef::from(s).set_recv_buffer_size(crate::sys::RECV_BUFFER);
+    }
     while !stop.load(Ordering::Relaxed) {
         // Port 500: read what is there without waiting (the channel wait below is the sleep),
         // at most BATCH datagrams a socket: a flood must not keep the queue (commands, port
