@@ -26,6 +26,9 @@ bash scripts/ike-interop.sh --if-possible
 # strongSwan against itself as the baseline, tunneld against tunneld with 0 lost pings; the
 # short form, about 4 minutes (the long form: without --ci).
 bash scripts/ike-lifecycle.sh --ci --if-possible
+# The IKE responder under a flood of spoofed IKE_SA_INITs (issue #29, docs/ike-dos.md):
+# 40,000 at 4,000/s while charon connects and an existing tunnel pings; about 30 s.
+bash scripts/ike-flood.sh --ci --if-possible
 # The soak (issue #22): rekeys, reloads, a garbage flood and control clients during a transfer;
 # a 2-minute pass here (scripts/soak.sh runs 10 minutes by default). Same conditions.
 SOAK_SECONDS=120 bash scripts/soak.sh --if-possible

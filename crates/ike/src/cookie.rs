@@ -16,9 +16,10 @@
 //! exchange: the same Ni, a new KEi, the cookie kept).
 //!
 //! The secret comes from the caller's rng (sans-IO) and is replaced every [`SECRET_PERIOD`];
-//! the previous one stays valid for one more period (2.6: "the responder SHOULD ... accept
-//! cookies computed from either [secret] for a short time"), so a cookie is accepted for at
-//! least one period and at most two. Verification compares in constant time (`subtle`).
+//! the previous one stays valid for one more period (2.6: the responder accepts cookies
+//! made with the old secret or the new one for a short time after the change), so a cookie
+//! is accepted for at least one period and at most two. Verification compares in constant
+//! time (`subtle`).
 use alloc::vec::Vec;
 use core::net::IpAddr;
 use core::time::Duration;
