@@ -169,7 +169,7 @@ fn ike_setup(c: &config::Config, args: &Args, t: &config::TunnelConfig) -> Resul
         conns.push(conn.to_ike(&secrets)?);
     }
     Ok(Some(daemon::IkeSetup {
-        config: ipsec_ike::Config::new(conns),
+        config: c.ike.apply(ipsec_ike::Config::new(conns)),
         keylog: args.keylog.clone(),
     }))
 }

@@ -109,7 +109,7 @@ pub(crate) enum Span {
 }
 
 impl Span {
-    fn get(&self, what: &str) -> Result<std::time::Duration, String> {
+    pub(crate) fn get(&self, what: &str) -> Result<std::time::Duration, String> {
         let bad = || format!("{what}: `{self:?}` is not a duration (\"90s\", \"20m\", \"1h\", \"1d\" or seconds)");
         let secs = match self {
             Span::Secs(n) => *n,

@@ -70,6 +70,7 @@ struct File {
     tunnel: Option<Spanned<TunnelToml>>,
     #[serde(default)]
     connection: Vec<Spanned<crate::connection::ConnectionToml>>,
+    ike: Option<Spanned<crate::ike_settings::IkeToml>>,
 }
 
 /// `[tunnel]`: tunneld's settings.
@@ -341,6 +342,13 @@ pub fn parse_known(text: &str, known: &[&str]) -> Result<Config, ConfigError> {
     }
     if let Some(t) = &file.tunnel {
         config.tunnel = Some(tunnel_config(t.get_ref(), &lines, lines.of(t))?);
+    }
+    if let Some(t) = file.ike {
+        let line = lines.of(&t);
+        config.ike = t
+            .into_inner()
+            .into_settings()
+            .map_err(|m| ConfigError::at(line, ErrorKind::Invalid(format!("[ike]: {m}"))))?;
     }
     for c in file.connection {
         let line = lines.of(&c);

@@ -58,6 +58,7 @@
 pub mod connection;
 pub mod credentials;
 pub mod from_toml;
+pub mod ike_settings;
 mod sa_encap;
 pub mod setkey;
 pub mod show;
@@ -122,6 +123,8 @@ pub struct Config {
     pub tunnel: Option<TunnelConfig>,
     /// The TOML `[[connection]]`s: IKEv2 connections ([`connection`]), for `tunneld`.
     pub connections: Vec<connection::ConnectionConfig>,
+    /// The TOML `[ike]` table: the IKE daemon's global settings ([`ike_settings`]).
+    pub ike: ike_settings::IkeSettings,
     /// The file holds no SA and no policy on purpose: TOML `sa = []` and `policy = []`
     /// written out, or setkey `flush;` and `spdflush;` with nothing added after them. A
     /// tunneld reload takes an empty config only then (an empty or cut-short file is refused,

@@ -364,10 +364,28 @@ pub struct Config {
     /// Put the IKE SA keys in [`crate::Event::IkeUp`] (for a Wireshark key log). Off by
     /// default.
     pub export_ike_keys: bool,
+    /// Half-open responder SAs from which on every new IKE_SA_INIT must bring a cookie
+    /// (RFC 7296 2.6; strongSwan's `charon.cookie_threshold`, 30). See [`crate::cookie`].
+    pub cookie_threshold: usize,
+    /// Half-open SAs of one source address from which on its requests must bring a cookie
+    /// (strongSwan's `cookie_threshold_ip`, 3). Below `half_open_per_source`, so requests
+    /// spoofed from an address cannot fill its quota: the real peer gets a cookie, not a refusal.
+    pub cookie_threshold_ip: usize,
+    /// Half-open SAs one source address may have; more are refused
+    /// ([`crate::Dropped::HalfOpenPerSource`]; strongSwan's `block_threshold`, 5).
+    pub half_open_per_source: usize,
+    /// Half-open SAs in all; more are refused ([`crate::Dropped::HalfOpenLimit`]). Well below
+    /// [`crate::limits::MAX_IKE_SAS`] (4096), so half-open SAs never take the room of
+    /// established ones or of our own initiations.
+    pub half_open_max: usize,
+    /// Every new IKE_SA_INIT must bring a cookie, whatever the load (strongSwan's
+    /// `dos_protection` with `cookie_threshold = 0`).
+    pub force_cookies: bool,
 }
 
 impl Config {
-    /// Defaults: ports 500 and 4500, strongSwan's retransmission, 30 s half-open timeout.
+    /// Defaults: ports 500 and 4500, strongSwan's retransmission, 30 s half-open timeout;
+    /// cookies from 30 half-open SAs (3 of one source), at most 5 per source and 1024 in all.
     pub fn new(connections: Vec<Connection>) -> Self {
         Config {
             connections,
@@ -376,6 +394,11 @@ impl Config {
             retransmit: RetransmitConfig::default(),
             half_open_timeout: Duration::from_secs(30),
             export_ike_keys: false,
+            cookie_threshold: 30,
+            cookie_threshold_ip: 3,
+            half_open_per_source: 5,
+            half_open_max: 1024,
+            force_cookies: false,
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::event::{DownReason, Event, Role, Transmit};
 use crate::header::ExchangeType;
 use crate::ike_sa::{Cx, EndpointEvent, IkeSa, Output, State, NON_ESP_MARKER};
 use crate::limits::MAX_IKE_SAS;
-use crate::message::Message;
+use crate::message::{Find, Message, Payload};
 use crate::task::ike_auth::IkeAuth;
 use crate::task::ike_init::{respond_init, IkeInit};
 use crate::task::{
@@ -53,6 +53,15 @@ pub enum Dropped {
     InvalidSyntax(Error),
     /// An IKE fragment not used (RFC 7383 2.6; [`crate::fragment`]).
     Fragment(crate::fragment::FragmentError),
+    /// A new IKE_SA_INIT without a valid cookie while cookies are required: answered with
+    /// N(COOKIE), no state kept (2.6, [`crate::cookie`]).
+    CookieRequired,
+    /// A new IKE_SA_INIT from a source with `half_open_per_source` half-open SAs already.
+    HalfOpenPerSource,
+    /// A new IKE_SA_INIT while `half_open_max` SAs are half-open.
+    HalfOpenLimit,
+    /// A new IKE_SA_INIT longer than [`crate::limits::MAX_INIT_LEN`].
+    TooLarge,
 }
 
 impl fmt::Display for Dropped {
@@ -92,6 +101,12 @@ impl PacketSelectors {
     };
 }
 
+/// A responder SA's entry in the endpoint's half-open index.
+struct Responder {
+    key: (u64, SocketAddr),
+    half_open: bool,
+}
+
 /// A handle to an IKE SA: our SPI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SaHandle(pub u64);
@@ -103,6 +118,17 @@ pub struct Endpoint {
     /// Responder SAs by (initiator SPI, peer), for IKE_SA_INIT retransmissions: kept while
     /// the SA lives, since a retransmission can arrive after IKE_AUTH (on another port).
     half_open: BTreeMap<(u64, SocketAddr), u64>,
+    /// The responder SAs under `half_open`, by our SPI: their key there, and whether they
+    /// are still half-open (counted in `half_open_by_ip`).
+    responders: BTreeMap<u64, Responder>,
+    /// Half-open responder SAs per source address, and in all (RFC 8019 4).
+    half_open_by_ip: BTreeMap<IpAddr, usize>,
+    half_open_total: usize,
+    cookies: crate::cookie::CookieJar,
+    dos: crate::cookie::DosStats,
+    /// An SA other than the one a datagram was for may have died (INITIAL_CONTACT): the
+    /// next reap looks at all of them.
+    reap_all: bool,
     out: Output,
     /// The counters of the IKE SAs already gone.
     gone: crate::status::IkeSaStats,
@@ -139,6 +165,12 @@ impl Endpoint {
             cfg,
             sas: BTreeMap::new(),
             half_open: BTreeMap::new(),
+            responders: BTreeMap::new(),
+            half_open_by_ip: BTreeMap::new(),
+            half_open_total: 0,
+            cookies: Default::default(),
+            dos: Default::default(),
+            reap_all: false,
             out: Output::default(),
             gone: Default::default(),
             clock: None,
@@ -161,6 +193,16 @@ impl Endpoint {
     /// Number of IKE SAs (half-open ones included).
     pub fn ike_sa_count(&self) -> usize {
         self.sas.len()
+    }
+
+    /// Half-open responder SAs (IKE_SA_INIT answered, no IKE_AUTH yet).
+    pub fn half_open_count(&self) -> usize {
+        self.half_open_total
+    }
+
+    /// What the defences against IKE_SA_INIT floods did ([`crate::cookie`]).
+    pub fn dos_stats(&self) -> crate::cookie::DosStats {
+        self.dos
     }
 
     /// Events and datagrams dropped because the caller did not poll (bounded queues).
@@ -579,6 +621,16 @@ impl Endpoint {
         } else {
             data
         };
+        // A new IKE_SA_INIT is unauthenticated and a half-open SA keeps it: bounded before
+        // it is parsed (limits::MAX_INIT_LEN).
+        if raw.len() > crate::limits::MAX_INIT_LEN
+            && crate::header::IkePacket::new_checked(raw)
+                .and_then(|p| crate::header::HeaderRepr::parse(&p))
+                .is_ok_and(|h| h.exchange == ExchangeType::IkeSaInit && !h.response && h.spi_r == 0)
+        {
+            self.dos.too_large += 1;
+            return Err(Dropped::TooLarge);
+        }
         let msg = match Message::parse(raw) {
             Ok(m) => m,
             Err(e) => {
@@ -587,14 +639,18 @@ impl Endpoint {
             }
         };
         let h = msg.header;
-        let r = if h.exchange == ExchangeType::IkeSaInit && !h.response && h.spi_r == 0 {
-            self.on_new_init(now, raw, &msg, local, remote, rng)
-        } else {
-            let our = if h.initiator { h.spi_r } else { h.spi_i };
+        if h.exchange == ExchangeType::IkeSaInit && !h.response && h.spi_r == 0 {
+            // Nothing dies here: no reap (a dropped request costs no pass over the SAs).
+            return self.on_new_init(now, raw, &msg, local, remote, rng);
+        }
+        let our = if h.initiator { h.spi_r } else { h.spi_i };
+        let r = {
             // A request that can make a child: the other IKE SAs' peers, which a NATed
-            // peer's `dynamic` selectors must not claim (child::choose).
+            // peer's `dynamic` selectors must not claim (child::choose). Only for an SA we
+            // have (a datagram for an unknown SPI costs no pass over the SAs).
+            let known = self.sas.get(&our).is_some_and(|s| !s.state.is_dead());
             let others: Vec<IpAddr> =
-                if !h.response && matches!(h.exchange, ExchangeType::IkeAuth | ExchangeType::CreateChildSa) {
+                if known && !h.response && matches!(h.exchange, ExchangeType::IkeAuth | ExchangeType::CreateChildSa) {
                     self.sas
                         .iter()
                         .filter(|(k, s)| **k != our && s.state.is_established())
@@ -619,7 +675,11 @@ impl Endpoint {
                 _ => Err(Dropped::UnknownSpi),
             }
         };
-        self.reap();
+        if core::mem::take(&mut self.reap_all) {
+            self.reap();
+        } else {
+            self.reap_one(our);
+        }
         r
     }
 
@@ -674,6 +734,7 @@ impl Endpoint {
                 return Ok(());
             }
         }
+        self.admit(now, msg, local, remote, rng)?;
         if self.sas.len() >= MAX_IKE_SAS {
             return Err(Dropped::TooManySas);
         }
@@ -681,7 +742,108 @@ impl Endpoint {
         let sa = respond_init(&self.cfg, &mut self.out, now, raw, msg, local, remote, spi_r, rng)?;
         self.half_open.insert(key, spi_r);
         self.sas.insert(spi_r, sa);
+        self.responders.insert(spi_r, Responder { key, half_open: true });
+        *self.half_open_by_ip.entry(remote.ip()).or_insert(0) += 1;
+        self.half_open_total += 1;
         Ok(())
+    }
+
+    /// Whether a new IKE_SA_INIT may make a half-open SA (RFC 7296 2.6, RFC 8019 4), in
+    /// O(log n): with a valid cookie first, or while cookies are not required (fewer than
+    /// `cookie_threshold` half-open SAs, fewer than `cookie_threshold_ip` from its source, not
+    /// `force_cookies`); else it is answered with N(COOKIE) and nothing is kept. Then the
+    /// caps: `half_open_per_source` and `half_open_max`.
+    fn admit(
+        &mut self,
+        now: Duration,
+        msg: &Message,
+        local: SocketAddr,
+        remote: SocketAddr,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), Dropped> {
+        let h = &msg.header;
+        let Some(ni) = msg.chain.payloads.nonce() else {
+            // respond_init answers INVALID_SYNTAX, statelessly.
+            return Ok(());
+        };
+        let ip = remote.ip();
+        let from_ip = self.half_open_by_ip.get(&ip).copied().unwrap_or(0);
+        // A cookie counts only as the first payload (2.6); one that does not verify is
+        // ignored, the request handled as if it had none.
+        let cookie = match msg.chain.payloads.first() {
+            Some(Payload::Notify(n)) if n.kind == crate::notify::kind::COOKIE => Some(n.data.as_slice()),
+            _ => None,
+        };
+        let proven = cookie.is_some_and(|c| self.cookies.verify(now, c, ni, ip, h.spi_i));
+        match (cookie.is_some(), proven) {
+            (_, true) => self.dos.cookies_accepted += 1,
+            (true, false) => self.dos.cookies_refused += 1,
+            _ => {}
+        }
+        let cfg = &self.cfg;
+        let required =
+            cfg.force_cookies || self.half_open_total >= cfg.cookie_threshold || from_ip >= cfg.cookie_threshold_ip;
+        if required && !proven {
+            if h.message_id != 0 || !h.initiator {
+                return Err(Dropped::WrongState);
+            }
+            let c = self.cookies.make(now, rng, ni, ip, h.spi_i);
+            crate::task::ike_init::stateless_reply(
+                &mut self.out,
+                cfg,
+                h,
+                local,
+                remote,
+                crate::notify::Notify::ike(crate::notify::kind::COOKIE, &c),
+            );
+            self.dos.cookies_sent += 1;
+            return Err(Dropped::CookieRequired);
+        }
+        if from_ip >= cfg.half_open_per_source {
+            self.dos.half_open_refused += 1;
+            return Err(Dropped::HalfOpenPerSource);
+        }
+        if self.half_open_total >= cfg.half_open_max {
+            self.dos.half_open_refused += 1;
+            return Err(Dropped::HalfOpenLimit);
+        }
+        Ok(())
+    }
+
+    /// Brings the half-open index up to date for the SA filed under `spi` (gone, or no
+    /// longer half-open).
+    fn settle(&mut self, spi: u64) {
+        let Some(e) = self.responders.get_mut(&spi) else { return };
+        let sa = self.sas.get(&spi).filter(|s| !s.state.is_dead());
+        let still = sa.is_some_and(|s| matches!(s.state, State::HalfOpen { .. }));
+        let ip = e.key.1.ip();
+        if e.half_open && !still {
+            e.half_open = false;
+            self.half_open_total = self.half_open_total.saturating_sub(1);
+            if let Some(n) = self.half_open_by_ip.get_mut(&ip) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.half_open_by_ip.remove(&ip);
+                }
+            }
+        }
+        if sa.is_none() {
+            if let Some(e) = self.responders.remove(&spi) {
+                if self.half_open.get(&e.key) == Some(&spi) {
+                    self.half_open.remove(&e.key);
+                }
+            }
+        }
+    }
+
+    /// Removes the SA filed under `spi` if it is dead, and settles its half-open entry.
+    fn reap_one(&mut self, spi: u64) {
+        if self.sas.get(&spi).is_some_and(|s| s.state.is_dead()) {
+            if let Some(s) = self.sas.remove(&spi) {
+                self.gone.add(&s.stats);
+            }
+        }
+        self.settle(spi);
     }
 
     /// What the SA filed under `spi` asks of the endpoint ([`EndpointEvent`]).
@@ -692,7 +854,10 @@ impl Endpoint {
         let initiator_side = self.cfg.connections[conn].remote_addr.is_some();
         for e in effects {
             match e {
-                EndpointEvent::InitialContact => self.initial_contact(spi, now),
+                EndpointEvent::InitialContact => {
+                    self.initial_contact(spi, now);
+                    self.reap_all = true;
+                }
                 EndpointEvent::Rekeyed(new) => {
                     let key = new.our_spi();
                     self.sas.insert(key, *new);
@@ -749,8 +914,11 @@ impl Endpoint {
                 self.gone.add(&s.stats);
             }
         }
-        let sas = &self.sas;
-        self.half_open.retain(|_, spi| sas.contains_key(spi));
+        let responders: Vec<u64> = self.responders.keys().copied().collect();
+        for k in responders {
+            self.settle(k);
+        }
+        self.reap_all = false;
     }
 
     /// Runs the timers due at `now`: retransmissions with back-off, giving up (the SA goes

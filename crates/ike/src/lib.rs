@@ -10,6 +10,7 @@ extern crate std;
 pub mod alg;
 pub mod auth;
 pub mod authenticator;
+pub mod cookie;
 pub mod delete;
 pub mod dh;
 pub mod error;
@@ -45,6 +46,7 @@ pub(crate) mod task;
 pub use config::{
     ChildConfig, ChildLifetimes, Config, Connection, DeadAction, LocalAuth, Mode, Psk, RemoteAuth, SendCert, StartAction,
 };
+pub use cookie::DosStats;
 pub use endpoint::{Dropped, Endpoint, PacketSelectors, SaHandle};
 pub use event::{ChildSaInfo, DownReason, Event, IkeKeyLog, IkeSaInfo, Role, Transmit, UdpEncap};
 pub use id::Identity;

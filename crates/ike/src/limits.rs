@@ -5,6 +5,12 @@
 /// message can be as large as UDP allows). Also the bound on a message reassembled from
 /// IKE fragments (RFC 7383 2.6): the plaintext of all its fragments together.
 pub const MAX_MESSAGE_LEN: usize = 65_535 - 8;
+/// Largest unauthenticated request taken: a new IKE_SA_INIT (SPIr 0). RFC 7296 2 asks every
+/// implementation to take 1,280 octets (MUST) and 3,000 (SHOULD); strongSwan's `max_packet`
+/// is 10,000 for any message. An IKE_SA_INIT with a MODP-8192 KE (1,024 octets) and a long
+/// proposal list is under 2,000, with an ML-KEM-1024 key share under 3,000. A half-open SA
+/// keeps the request (AUTH signs it, 2.15), so this bounds what each one holds.
+pub const MAX_INIT_LEN: usize = 6_000;
 /// Payloads in one message (outer plus inner of the Encrypted payload, counted separately).
 pub const MAX_PAYLOADS: usize = 64;
 /// Proposals in one SA payload.

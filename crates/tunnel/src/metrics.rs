@@ -207,7 +207,7 @@ pub fn prometheus(stats: &Value) -> String {
             if !field.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
                 continue;
             }
-            let (name, kind) = if field == "ike_sas" || field == "child_sas" {
+            let (name, kind) = if field == "ike_sas" || field == "child_sas" || field == "half_open" {
                 (format!("ipsec_ike_{field}"), "gauge")
             } else {
                 (format!("ipsec_ike_{field}_total"), "counter")
@@ -341,6 +341,32 @@ mod tests {
                     .unwrap();
                 assert!(kind != "counter" || current.ends_with("_total"), "{current}");
             }
+        }
+    }
+
+    /// IKE's figures from the stats file: the SA counts and the half-open SAs as gauges, the
+    /// flood defences' counters as totals (docs/ike-dos.md).
+    #[test]
+    fn ike_gauges_and_totals() {
+        let ike = crate::ike::IkeReport {
+            ike_sas: 21,
+            half_open: 20,
+            cookies_sent: 199_981,
+            half_open_refused: 3,
+            ..Default::default()
+        };
+        let t = prometheus(&json!({"uptime_seconds": 1, "ike": ike}));
+        for want in [
+            "# TYPE ipsec_ike_ike_sas gauge",
+            "ipsec_ike_ike_sas 21",
+            "# TYPE ipsec_ike_half_open gauge",
+            "ipsec_ike_half_open 20",
+            "# TYPE ipsec_ike_cookies_sent_total counter",
+            "ipsec_ike_cookies_sent_total 199981",
+            "ipsec_ike_half_open_refused_total 3",
+            "ipsec_ike_too_large_total 0",
+        ] {
+            assert!(t.lines().any(|l| l == want), "missing `{want}` in\n{t}");
         }
     }
 

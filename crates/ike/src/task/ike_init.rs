@@ -78,14 +78,20 @@ fn fragmentation(conn: &crate::config::Connection, peer: Option<&[Payload]>) -> 
     let n = Payload::Notify(Notify::ike(kind::IKEV2_FRAGMENTATION_SUPPORTED, &[]));
     (Some(n), peer_has.and(Some(conn.fragment_size)))
 }
+/// COOKIEs (2.6) the initiator sends back before it gives up (a responder that asks again
+/// and again, or forged answers, cannot keep it going).
+const MAX_COOKIE_RETRIES: u8 = 3;
 
 /// Our IKE_SA_INIT (the initiator's task): the group we send a KE of (changed by
-/// INVALID_KE_PAYLOAD), our key exchange and nonce, the request as sent.
+/// INVALID_KE_PAYLOAD), our key exchange and nonce (kept across retries), the responder's
+/// COOKIE to send first (2.6), the request as sent.
 pub(crate) struct IkeInit {
     dh: DhGroup,
     retries: u8,
     kex: Option<KeyExchange>,
     ni: Vec<u8>,
+    cookie: Option<Vec<u8>>,
+    cookie_retries: u8,
     init_req: Vec<u8>,
 }
 
@@ -97,11 +103,15 @@ impl IkeInit {
             retries: 0,
             kex: None,
             ni: Vec::new(),
+            cookie: None,
+            cookie_retries: 0,
             init_req: Vec::new(),
         }
     }
 
-    /// The request: SA, KE, Ni, N(NAT_DETECTION_*).
+    /// The request: [N(COOKIE)], SA, KE, Ni, N(NAT_DETECTION_*). A retry (COOKIE, or
+    /// INVALID_KE_PAYLOAD with a new KE) keeps the nonce and the cookie (2.6: the cookie
+    /// first, the same Ni, so the responder's cookie over Ni still verifies).
     pub fn build(
         &mut self,
         sa: &mut IkeSa,
@@ -109,8 +119,13 @@ impl IkeInit {
         rng: &mut impl CryptoRngCore,
     ) -> Result<Vec<u8>, crate::Error> {
         let conn = sa.conn(cx.cfg);
-        let kex = KeyExchange::generate(self.dh, rng);
-        self.ni = random_bytes(rng, OUR_NONCE_LEN);
+        let kex = match self.kex.take() {
+            Some(k) if k.group() == self.dh => k,
+            _ => KeyExchange::generate(self.dh, rng),
+        };
+        if self.ni.is_empty() {
+            self.ni = random_bytes(rng, OUR_NONCE_LEN);
+        }
         let proposals = SaPayload {
             proposals: conn
                 .ike_proposals
@@ -139,6 +154,9 @@ impl IkeInit {
             p.push(crate::authenticator::hash_algs_notify());
         }
         p.extend(fragmentation(conn, None).0);
+        if let Some(c) = &self.cookie {
+            p.insert(0, Payload::Notify(Notify::ike(kind::COOKIE, c)));
+        }
         sa.spi_r = 0;
         let bytes = build_plain(&sa.header(ExchangeType::IkeSaInit, false, 0), &p)?;
         self.kex = Some(kex);
@@ -231,10 +249,19 @@ fn process(
         }
         return Ok(false);
     }
-    // COOKIE (2.6) is not supported yet: without it we would loop, so it ends the attempt.
-    if ps.notify(kind::COOKIE).is_some() {
-        sa.kill(cx, DownReason::PeerError(kind::COOKIE));
-        return Ok(false);
+    // COOKIE (2.6): the same request again (same SPIi, nonce and KE) with it first; a few
+    // times at most.
+    if let Some(n) = ps.notify(kind::COOKIE) {
+        if msg.header.spi_r != 0 || !(1..=64).contains(&n.data.len()) {
+            return Err(Dropped::Malformed(crate::Error::BadNotify));
+        }
+        if task.cookie_retries >= MAX_COOKIE_RETRIES {
+            sa.kill(cx, DownReason::PeerError(kind::COOKIE));
+            return Ok(false);
+        }
+        task.cookie_retries += 1;
+        task.cookie = Some(n.data.clone());
+        return Ok(true);
     }
     let proposal = ps.sa().ok_or(Dropped::Malformed(crate::Error::MissingPayload("SA")))?;
     let ke = ps.ke().ok_or(Dropped::Malformed(crate::Error::MissingPayload("KE")))?;

@@ -51,6 +51,11 @@ pub const IKE_PREFIX: &str = "ike:";
 /// How many received datagrams may wait for the IKE thread (more are dropped and counted).
 const QUEUE: usize = 256;
 
+/// Datagrams the IKE thread reads from each port-500 socket, and inputs it takes from its
+/// queue, before it looks at the other again: during a flood the control side's requests
+/// (`ipsec ike list`) are answered within a pass, and timers and sends are not starved.
+const BATCH: usize = 64;
+
 /// What the IKE thread is asked to do.
 pub enum Input {
     /// A datagram that arrived on `local` from `remote` (on 4500: with its non-ESP marker).
@@ -103,6 +108,10 @@ pub struct IkeCounters {
     fragments_received: AtomicU64,
     fragmented_messages: AtomicU64,
     fragments_dropped: AtomicU64,
+    half_open: AtomicU64,
+    cookies_sent: AtomicU64,
+    half_open_refused: AtomicU64,
+    too_large: AtomicU64,
 }
 
 /// [`IkeCounters`] as the stats file and `/metrics` show them: `ike_sas` and `child_sas`
@@ -129,7 +138,8 @@ pub struct IkeReport {
     pub auth_failures: u64,
     /// Authenticated requests answered with INVALID_SYNTAX.
     pub invalid_syntax: u64,
-    /// Datagrams not used (malformed, unknown SPI, out of window, queue full ...).
+    /// Datagrams not used (malformed, unknown SPI, out of window, queue full, answered with
+    /// a cookie ...).
     pub datagrams_dropped: u64,
     /// IKE fragments sent (RFC 7383; retransmissions not counted).
     pub fragments_sent: u64,
@@ -139,6 +149,14 @@ pub struct IkeReport {
     pub fragmented_messages: u64,
     /// The peers' IKE fragments not used (bad ICV, duplicate, over the bounds).
     pub fragments_dropped: u64,
+    /// Half-open responder IKE SAs now (a gauge; RFC 8019).
+    pub half_open: u64,
+    /// IKE_SA_INIT requests answered with a COOKIE and no state (RFC 7296 2.6).
+    pub cookies_sent: u64,
+    /// IKE_SA_INIT requests refused: their source's or the total half-open cap was reached.
+    pub half_open_refused: u64,
+    /// IKE_SA_INIT requests refused for their size (`ipsec_ike::limits::MAX_INIT_LEN`).
+    pub too_large: u64,
 }
 
 impl IkeCounters {
@@ -161,6 +179,10 @@ impl IkeCounters {
             fragments_received: g(&self.fragments_received),
             fragmented_messages: g(&self.fragmented_messages),
             fragments_dropped: g(&self.fragments_dropped),
+            half_open: g(&self.half_open),
+            cookies_sent: g(&self.cookies_sent),
+            half_open_refused: g(&self.half_open_refused),
+            too_large: g(&self.too_large),
         }
     }
 
@@ -180,6 +202,17 @@ impl IkeCounters {
         s(&self.fragments_received, t.fragments_received);
         s(&self.fragmented_messages, t.fragmented_messages);
         s(&self.fragments_dropped, t.fragments_dropped);
+        self.update_dos(endpoint);
+    }
+
+    /// The flood defences' figures (cheap: no pass over the SAs).
+    fn update_dos(&self, endpoint: &ipsec_ike::Endpoint) {
+        let s = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
+        let d = endpoint.dos_stats();
+        s(&self.half_open, endpoint.half_open_count() as u64);
+        s(&self.cookies_sent, d.cookies_sent);
+        s(&self.half_open_refused, d.half_open_refused);
+        s(&self.too_large, d.too_large);
     }
 
     /// Counts what an event tells.
@@ -353,52 +386,90 @@ pub fn run(
     endpoint.set_unix_time(now(), unix());
     endpoint.start(now(), &mut rng);
     let mut buf = vec![0u8; 65536];
+    let locals: Vec<Option<SocketAddr>> = sockets.ike.iter().map(|s| s.local_addr().ok()).collect();
+    // A bigger receive buffer on port 500 (the kernel's rmem_max caps it): bursts of a flood
+    // wait there while the thread sleeps or sends, instead of being dropped.
+    for s in &sockets.ike {
+        let _ = socket2::SockRef::from(s).set_recv_buffer_size(crate::sys::RECV_BUFFER);
+    }
     while !stop.load(Ordering::Relaxed) {
         endpoint.set_unix_time(now(), unix());
-        // Port 500: read what is there without waiting (the channel wait below is the sleep).
-        for s in &sockets.ike {
-            while let Ok((n, from)) = s.recv_from(&mut buf) {
-                if let Ok(local) = s.local_addr() {
-                    if let Err(e) = endpoint.handle_datagram(now(), local, from, &buf[..n], &mut rng) {
+        // Port 500: read what is there without waiting (the channel wait below is the sleep),
+        // at most BATCH datagrams a socket: a flood must not keep the queue (commands, port
+        // 4500) waiting. More left: the queue is only looked at, not waited on.
+        let (mut more, mut any) = (false, false);
+        for (s, local) in sockets.ike.iter().zip(&locals) {
+            let Some(local) = *local else { continue };
+            let mut n_read = 0;
+            while n_read < BATCH {
+                let Ok((n, from)) = s.recv_from(&mut buf) else { break };
+                n_read += 1;
+                if let Err(e) = endpoint.handle_datagram(now(), local, from, &buf[..n], &mut rng) {
+                    counters.datagrams_dropped.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!("IKE datagram from {from} dropped: {e}");
+                }
+            }
+            more |= n_read == BATCH;
+            any |= n_read > 0;
+        }
+        // The queue wait is the thread's sleep, and port 500 is not read meanwhile: while
+        // datagrams come in, sleep at most 1 ms (at 10,000 a second a 50 ms sleep would
+        // overflow the socket's buffer, about 200 of them).
+        let wait = if more {
+            Duration::ZERO
+        } else if any {
+            Duration::from_millis(1)
+        } else {
+            endpoint
+                .poll_timeout()
+                .map_or(Duration::from_millis(50), |d| d.saturating_sub(now()))
+                .min(Duration::from_millis(50))
+        };
+        // The first input waited for, then what else is queued, BATCH at most.
+        let mut taken = 0;
+        loop {
+            let input = if taken == 0 {
+                inputs.recv_timeout(wait)
+            } else {
+                inputs.try_recv().map_err(|e| match e {
+                    mpsc::TryRecvError::Empty => RecvTimeoutError::Timeout,
+                    mpsc::TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+                })
+            };
+            taken += 1;
+            match input {
+                Ok(Input::Datagram { local, remote, data }) => {
+                    if let Err(e) = endpoint.handle_datagram(now(), local, remote, &data, &mut rng) {
                         counters.datagrams_dropped.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!("IKE datagram from {from} dropped: {e}");
+                        tracing::debug!("IKE datagram from {remote} on {local} dropped: {e}");
                     }
                 }
-            }
-        }
-        let wait = endpoint
-            .poll_timeout()
-            .map_or(Duration::from_millis(50), |d| d.saturating_sub(now()))
-            .min(Duration::from_millis(50));
-        match inputs.recv_timeout(wait) {
-            Ok(Input::Datagram { local, remote, data }) => {
-                if let Err(e) = endpoint.handle_datagram(now(), local, remote, &data, &mut rng) {
-                    counters.datagrams_dropped.fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!("IKE datagram from {remote} on {local} dropped: {e}");
+                Ok(Input::Command { cmd, reply }) => {
+                    let _ = reply.send(command(&mut endpoint, now(), cmd, &mut rng));
                 }
-            }
-            Ok(Input::Command { cmd, reply }) => {
-                let _ = reply.send(command(&mut endpoint, now(), cmd, &mut rng));
-            }
-            Ok(Input::List(reply)) => {
-                let _ = reply.send(list_json(&endpoint, now()));
-            }
-            Ok(Input::RekeyChild(spi_in)) => {
-                if endpoint.rekey_child(now(), spi_in, &mut rng).is_ok() {
-                    info!("IKE: child {spi_in:08x} reached a data-plane limit: rekeying it");
+                Ok(Input::List(reply)) => {
+                    let _ = reply.send(list_json(&endpoint, now()));
                 }
-            }
-            Ok(Input::Acquire { conn, child, packet }) => {
-                info!(
-                    "IKE: a packet {} -> {} matches {conn}/{child}'s trap: starting it",
-                    packet.src, packet.dst
-                );
-                if let Err(e) = endpoint.acquire(now(), &conn, &child, packet, &mut rng) {
-                    warn!("IKE: {conn}/{child}: {e}");
+                Ok(Input::RekeyChild(spi_in)) => {
+                    if endpoint.rekey_child(now(), spi_in, &mut rng).is_ok() {
+                        info!("IKE: child {spi_in:08x} reached a data-plane limit: rekeying it");
+                    }
                 }
+                Ok(Input::Acquire { conn, child, packet }) => {
+                    info!(
+                        "IKE: a packet {} -> {} matches {conn}/{child}'s trap: starting it",
+                        packet.src, packet.dst
+                    );
+                    if let Err(e) = endpoint.acquire(now(), &conn, &child, packet, &mut rng) {
+                        warn!("IKE: {conn}/{child}: {e}");
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => return finish(&mut endpoint, sockets, now(), &mut rng),
             }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
+            if taken >= BATCH {
+                break;
+            }
         }
         if endpoint.poll_timeout().is_some_and(|d| d <= now()) {
             endpoint.handle_timeout(now(), &mut rng);
@@ -427,13 +498,19 @@ pub fn run(
         if now() >= counted_at + Duration::from_secs(1) {
             counted_at = now();
             counters.update(&endpoint, counted_at);
+        } else {
+            counters.update_dos(&endpoint);
         }
     }
-    // A clean stop deletes our IKE SAs (the peer removes its SAs at once instead of waiting
-    // for its liveness checks).
+    finish(&mut endpoint, sockets, now(), &mut rng);
+}
+
+/// A clean stop deletes our IKE SAs (the peer removes its SAs at once instead of waiting
+/// for its liveness checks).
+fn finish(endpoint: &mut ipsec_ike::Endpoint, sockets: &IkeSockets<'_>, now: Duration, rng: &mut rand_core::OsRng) {
     let names: Vec<String> = endpoint.config().connections.iter().map(|c| c.name.clone()).collect();
     for n in names {
-        let _ = endpoint.terminate(now(), &n, &mut rng);
+        let _ = endpoint.terminate(now, &n, rng);
     }
     while let Some(tx) = endpoint.poll_transmit() {
         let _ = sockets.send(&tx);
