@@ -231,6 +231,34 @@ pub struct Engine {
     handle: PlaneHandle,
     events: VecDeque<Event>,
     worker: Option<Worker>,
+    /// The SPD as it was before the last policy change, with the changes since: the next
+    /// change is made on it (when no data plane in use holds it any more) instead of on a
+    /// copy of the whole list. See [`Engine::change_spd`].
+    spare_spd: Option<(Arc<Spd>, Vec<SpdChange>)>,
+}
+
+/// A change to the SPD, kept to be made again on the spare copy.
+#[derive(Debug, Clone)]
+enum SpdChange {
+    Push(Policy),
+    Remove(usize),
+    Repoint(SaId, SaId),
+}
+
+impl SpdChange {
+    fn apply(self, spd: &mut Spd) -> Option<Policy> {
+        match self {
+            SpdChange::Push(p) => {
+                spd.push(p);
+                None
+            }
+            SpdChange::Remove(i) => spd.remove(i),
+            SpdChange::Repoint(old, new) => {
+                spd.repoint(old, new);
+                None
+            }
+        }
+    }
 }
 
 /// A data plane that workers load per batch and the control side replaces after each change
@@ -252,6 +280,7 @@ impl Default for Engine {
             retired: Retired::default(),
             events: VecDeque::new(),
             worker: None,
+            spare_spd: None,
         }
     }
 }
@@ -268,6 +297,35 @@ impl Engine {
     /// An engine with no SAs and no policies (so every packet is discarded).
     pub fn new() -> Self {
         Engine::default()
+    }
+
+    /// Makes `change` to the SPD and returns what it returns (a removed policy). Workers
+    /// read the published SPD while the control side changes it, so the change is made on
+    /// another copy, as a read-copy-update; copying 100,000 policies and their index for
+    /// each added policy would cost milliseconds. The copy is the SPD as it was before the
+    /// previous change (the left-right scheme): once no published data plane holds it, the
+    /// changes made since are made on it again, then this one, and it becomes the current
+    /// SPD; the one it replaces is the next spare. Only if a worker still holds the spare (a
+    /// plane loaded before the previous change) is the current SPD copied. Publishes nothing;
+    /// the caller does.
+    fn change_spd(&mut self, change: SpdChange) -> Option<Policy> {
+        let mut next = match self.spare_spd.take() {
+            Some((mut spare, log)) => match Arc::get_mut(&mut spare) {
+                Some(s) => {
+                    for c in log {
+                        c.apply(s);
+                    }
+                    spare
+                }
+                None => Arc::new((*self.plane.spd).clone()),
+            },
+            None => Arc::new((*self.plane.spd).clone()),
+        };
+        // Unshared here (a fresh copy, or a spare nobody else holds): no copy is made.
+        let out = change.clone().apply(Arc::make_mut(&mut next));
+        let previous = core::mem::replace(&mut self.plane.spd, next);
+        self.spare_spd = Some((previous, alloc::vec![change]));
+        out
     }
 
     fn publish(&mut self) {
@@ -290,7 +348,7 @@ impl Engine {
     /// Keys and installs an SA at time `now` (the start of its time limits).
     #[cfg(feature = "std")]
     pub fn add_sa(&mut self, config: SaConfig, now: Duration) -> Result<SaId, InstallError> {
-        let id = self.plane.sad.install(config, now)?;
+        let id = Arc::make_mut(&mut self.plane.sad).install(config, now)?;
         self.publish();
         Ok(id)
     }
@@ -298,7 +356,7 @@ impl Engine {
     /// As [`Engine::add_sa`], for `no_std` targets: `rng` seeds the IV generator of the
     /// engine's own worker (used by [`Engine::outbound`]) if it has none yet.
     pub fn add_sa_with_rng(&mut self, config: SaConfig, rng: IvRng, now: Duration) -> Result<SaId, InstallError> {
-        let id = self.plane.sad.install(config, now)?;
+        let id = Arc::make_mut(&mut self.plane.sad).install(config, now)?;
         self.worker.get_or_insert_with(|| Worker::with_rng(rng));
         self.publish();
         Ok(id)
@@ -308,7 +366,7 @@ impl Engine {
     /// name installed SAs in seal order: IPComp, then ESP, then AH, each at most once.
     pub fn add_policy(&mut self, policy: Policy) -> Result<(), InstallError> {
         self.check_policy(&policy)?;
-        self.plane.spd.push(policy);
+        self.change_spd(SpdChange::Push(policy));
         self.publish();
         Ok(())
     }
@@ -324,7 +382,8 @@ impl Engine {
         for p in policies {
             spd.push(p);
         }
-        self.plane.spd = spd;
+        self.plane.spd = Arc::new(spd);
+        self.spare_spd = None;
         self.publish();
         Ok(())
     }
@@ -353,7 +412,12 @@ impl Engine {
     /// Takes out the policy at `index` (its position in [`Spd::policies`]) and publishes the
     /// new data plane; packets no longer match it from the next one a worker processes.
     pub fn remove_policy(&mut self, index: usize) -> Result<Policy, InstallError> {
-        let p = self.plane.spd.remove(index).ok_or(InstallError::UnknownPolicy(index))?;
+        if index >= self.plane.spd.policies().len() {
+            return Err(InstallError::UnknownPolicy(index));
+        }
+        let p = self
+            .change_spd(SpdChange::Remove(index))
+            .ok_or(InstallError::UnknownPolicy(index))?;
         self.publish();
         Ok(p)
     }
@@ -391,8 +455,8 @@ impl Engine {
         if config.params.proto != old_proto {
             return Err(InstallError::ReplaceProtocol);
         }
-        let new = self.plane.sad.install(config, now)?;
-        self.plane.spd.repoint(old, new);
+        let new = Arc::make_mut(&mut self.plane.sad).install(config, now)?;
+        self.change_spd(SpdChange::Repoint(old, new));
         self.publish();
         Ok(new)
     }
@@ -405,10 +469,10 @@ impl Engine {
     /// counts measure).
     pub fn remove_sa(&mut self, id: SaId) -> Result<(), InstallError> {
         self.plane.sad.get(id).ok_or(InstallError::UnknownSa(id))?;
-        self.plane.sad.unindex(id);
+        Arc::make_mut(&mut self.plane.sad).unindex(id);
         // Its last events (an expiry raised by a worker) are queued before it goes.
         self.collect_events_forced();
-        if let Some(e) = self.plane.sad.take(id) {
+        if let Some(e) = Arc::make_mut(&mut self.plane.sad).take(id) {
             self.held.push(e);
         }
         self.publish();
