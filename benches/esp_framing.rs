@@ -179,7 +179,7 @@ fn run_case(name: &str, mut a: Side<'_>, mut b: Side<'_>, rounds: usize, iters: 
     b(iters);
     let (mut ta, mut tb, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..rounds {
-        let mut time = |f: &mut Side<'_>| {
+        let time = |f: &mut Side<'_>| {
             let t = Instant::now();
             f(iters);
             t.elapsed().as_nanos() as f64 / iters as f64

@@ -41,7 +41,11 @@
 # Any tunneld variant takes a worker count: tunneld-udp@w1, tunneld-udp@w2 (--workers N;
 # default one per core), @uring: TUN reads through io_uring (TUNNELD_TUN_URING=on), and
 # @NAME=VALUE: tunneld run with that TUNNELD_* variable in its environment (e.g.
-# tunneld-udp@TUNNELD_TUN_YIELD=off), for the scaling figure and before/after:
+# tunneld-udp@TUNNELD_TUN_YIELD=off), and @pN: N generated policies per direction (bypass,
+# 198.18.0.0/15 host -> 203.0.113.0/24, never matched) placed before the real ones, so the
+# SPD's cost shows beside the plain config in one run (issue #30), for the scaling figure
+# and before/after:
+#   VARIANTS="tunneld-udp tunneld-udp@p10000 tunneld-udp@p100000" TRAFFIC=tcp STREAMS=1 ...
 #   VARIANTS="tunneld-udp@w1 tunneld-udp@w2" STREAMS=4 sudo -E bash scripts/compare-peers.sh
 #
 # Installs what is missing: iperf3 and wireguard-tools (apt), wireguard-go (go install, into
@@ -94,12 +98,18 @@ BIN=''
 
 # ---- namespaces -------------------------------------------------------------------------
 ID=$$
-NSA=cmp-a-$ID
-NSB=cmp-b-$ID
+# NS_PREFIX, NET and INNER move the namespaces, the underlay subnet (NET.0.0/24) and
+# tunneld's inner subnet (INNER.0/24) for a machine shared with other tests.
+NS_PREFIX=${NS_PREFIX:-cmp}
+NSA=$NS_PREFIX-a-$ID
+NSB=$NS_PREFIX-b-$ID
 VA=cpva$ID
 VB=cpvb$ID
-A4=10.98.0.1
-B4=10.98.0.2
+NET=${NET:-10.98}
+# tunneld's inner subnet (INNER.0/24, on the TUN devices).
+INNER=${INNER:-10.100.0}
+A4=$NET.0.1
+B4=$NET.0.2
 WORK=$(mktemp -d /tmp/compare-peers.XXXXXX)
 # On exit: SIGTERM first (wireguard-go and boringtun get to remove their sockets), then the
 # shared cleanup, then any socket left behind.
@@ -122,8 +132,17 @@ E1=0x000102030405060708090a0b0c0d0e0f
 E2=0x101112131415161718191a1b1c1d1e1f
 H1=0x0001020304050607080910111213141516171819
 H2=0x2021222324252627282930313233343536373839
-tunneld_config() { # KIND(esp|udp|cbc) SIDE(a|b)
-  local kind=$1 side=$2 me=$A4 peer=$B4 out=ab in=ba encap=''
+# N bypass policies of direction DIR that no packet of the tests matches (/32 -> /24).
+filler_policies() { # DIR N
+  awk -v dir="$1" -v n="$2" 'BEGIN {
+    for (i = 0; i < n; i++)
+      printf "[[policy]]\nname = \"f-%s-%d\"\ndir = \"%s\"\nsrc = \"198.%d.%d.%d/32\"\ndst = \"203.0.113.0/24\"\naction = \"bypass\"\n\n",
+        dir, i, dir, 18 + int(i / 65536), int(i / 256) % 256, i % 256
+  }'
+}
+
+tunneld_config() { # KIND(esp|udp|cbc) SIDE(a|b) [FILLER policies per direction]
+  local kind=$1 side=$2 filler=${3:-0} me=$A4 peer=$B4 out=ab in=ba encap=''
   [ "$side" = b ] && { me=$B4; peer=$A4; out=ba; in=ab; }
   [ "$kind" != esp ] && encap='encap = "espinudp"'
   local alg1="aead = { alg = \"rfc4106(gcm(aes))\", key = \"$K1\", icv = 128 }"
@@ -159,19 +178,25 @@ src = "$B4"
 dst = "$A4"
 $alg2
 
+EOF
+  if [ "$filler" -gt 0 ]; then
+    filler_policies out "$filler"
+    filler_policies in "$filler"
+  fi
+  cat <<EOF
 [[policy]]
 name = "out"
 dir = "out"
-src = "10.100.0.0/24"
-dst = "10.100.0.0/24"
+src = "$INNER.0/24"
+dst = "$INNER.0/24"
 action = "protect"
 bundle = ["esp-$out"]
 
 [[policy]]
 name = "in"
 dir = "in"
-src = "10.100.0.0/24"
-dst = "10.100.0.0/24"
+src = "$INNER.0/24"
+dst = "$INNER.0/24"
 action = "protect"
 bundle = ["esp-$in"]
 EOF
@@ -190,7 +215,7 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
       # KIND[@wN][@uring][@TUNNELD_X=V]: tunneld-udp@w1 runs tunneld-udp with --workers 1;
       # @uring with TUNNELD_TUN_URING=on (TUN reads through io_uring, not one read(2) each);
       # @TUNNELD_X=V with that variable set.
-      local spec=${1#*-} bin=$BIN kind workers=() envs=() opts=() opt
+      local spec=${1#*-} bin=$BIN kind workers=() envs=() opts=() opt filler=0
       kind=${spec%%@*}
       IFS=@ read -r -a opts <<<"${spec#"$kind"}"
       for opt in "${opts[@]}"; do
@@ -198,6 +223,7 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
           '') ;;
           w[0-9]*) workers=(--workers "${opt#w}") ;;
           uring) envs+=(TUNNELD_TUN_URING=on) ;;
+          p[0-9]*) filler=${opt#p} ;;
           TUNNELD_[A-Z_]*=*) envs+=("$opt") ;; # a TUNNELD_* variable for both daemons
           *) fail "unknown variant option @$opt in $1" ;;
         esac
@@ -206,16 +232,16 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
       for side in a b; do
         local ns=$NSA
         [ $side = b ] && ns=$NSB
-        tunneld_config "$kind" $side >"$WORK/$kind-$side.toml"
+        tunneld_config "$kind" $side "$filler" >"$WORK/$kind-$side.toml"
         # shellcheck disable=SC2086
         ip netns exec "$ns" env "${envs[@]}" "$bin" --config "$WORK/$kind-$side.toml" --log warn "${workers[@]}" ${TUNNELD_ARGS:-} 2>"$WORK/tunneld-$kind-$side.log" &
         BG+=($!)
         PIDS+=($!)
       done
-      wait_for 10 "cmptun0 in both namespaces" sh -c "ip -n $NSA link show cmptun0 && ip -n $NSB link show cmptun0"
-      ip -n "$NSA" addr add 10.100.0.1/24 dev cmptun0
-      ip -n "$NSB" addr add 10.100.0.2/24 dev cmptun0
-      TARGET=10.100.0.2
+      wait_for $((10 + filler / 10000)) "cmptun0 in both namespaces" sh -c "ip -n $NSA link show cmptun0 && ip -n $NSB link show cmptun0"
+      ip -n "$NSA" addr add $INNER.1/24 dev cmptun0
+      ip -n "$NSB" addr add $INNER.2/24 dev cmptun0
+      TARGET=$INNER.2
       ;;
     wireguard-go | boringtun)
       local ka kb
