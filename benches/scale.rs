@@ -65,10 +65,7 @@ fn sad_lookup_ns(e: &Engine, order: &[u32], reps: usize) -> f64 {
     let mut found = 0usize;
     for _ in 0..reps {
         for &i in order {
-            found += e
-                .sad()
-                .lookup(50, 0x1000_0000 + i, IpAddr::V4(peer_addr(i)))
-                .is_some() as usize;
+            found += e.sad().lookup(50, 0x1000_0000 + i, IpAddr::V4(peer_addr(i))).is_some() as usize;
         }
     }
     assert_eq!(found, order.len() * reps, "every SA found");
@@ -87,6 +84,35 @@ fn main() {
     let n_sa = get("--sas", 20_000).max(1_000);
     let n_peer = get("--peers", 10_000).max(1);
     let now = Duration::ZERO;
+
+    // Peers (first: memory the SAs free later would be reused without growing the process).
+    let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let peers: Vec<IpAddr> = (0..n_peer).map(|i| IpAddr::V4(peer_addr(i))).collect();
+    let before = rss_bytes();
+    let t = Instant::now();
+    let u = UdpEncap::open(local, 0, &peers, 4500, Duration::from_millis(10)).expect("UDP socket");
+    let took = t.elapsed();
+    let grown = rss_bytes().saturating_sub(before);
+    println!(
+        "peers: {n_peer} configured in {:.3} s; resident memory +{:.1} MB, {:.0} bytes per peer",
+        took.as_secs_f64(),
+        grown as f64 / 1e6,
+        grown as f64 / f64::from(n_peer)
+    );
+    let endpoint_ns = |u: &UdpEncap, list: &[IpAddr]| {
+        let t = Instant::now();
+        for _ in 0..20 {
+            for p in list {
+                black_box(u.endpoint(*p).expect("a peer"));
+            }
+        }
+        t.elapsed().as_nanos() as f64 / (list.len() * 20) as f64
+    };
+    let mixed: Vec<IpAddr> = shuffled(n_peer).into_iter().map(|i| peers[i as usize]).collect();
+    let many = endpoint_ns(&u, &mixed);
+    let u1 = UdpEncap::open(local, 0, &peers[..1], 4500, Duration::from_millis(10)).expect("UDP socket");
+    let few = endpoint_ns(&u1, &vec![peers[0]; n_peer as usize]);
+    println!("peer endpoint lookup: {many:.1} ns at {n_peer} peers (shuffled), {few:.1} ns at 1 peer");
 
     // SAs.
     let configs: Vec<SaConfig> = (0..n_sa).map(sa_config).collect();
@@ -142,33 +168,4 @@ fn main() {
         took.as_secs_f64() * 1e6 / ids.len() as f64
     );
     drop(e);
-
-    // Peers.
-    let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    let peers: Vec<IpAddr> = (0..n_peer).map(|i| IpAddr::V4(peer_addr(i))).collect();
-    let before = rss_bytes();
-    let t = Instant::now();
-    let u = UdpEncap::open(local, 0, &peers, 4500, Duration::from_millis(10)).expect("UDP socket");
-    let took = t.elapsed();
-    let grown = rss_bytes().saturating_sub(before);
-    println!(
-        "peers: {n_peer} configured in {:.3} s; resident memory +{:.1} MB, {:.0} bytes per peer",
-        took.as_secs_f64(),
-        grown as f64 / 1e6,
-        grown as f64 / f64::from(n_peer)
-    );
-    let endpoint_ns = |u: &UdpEncap, list: &[IpAddr]| {
-        let t = Instant::now();
-        for _ in 0..20 {
-            for p in list {
-                black_box(u.endpoint(*p).expect("a peer"));
-            }
-        }
-        t.elapsed().as_nanos() as f64 / (list.len() * 20) as f64
-    };
-    let mixed: Vec<IpAddr> = shuffled(n_peer).into_iter().map(|i| peers[i as usize]).collect();
-    let many = endpoint_ns(&u, &mixed);
-    let u1 = UdpEncap::open(local, 0, &peers[..1], 4500, Duration::from_millis(10)).expect("UDP socket");
-    let few = endpoint_ns(&u1, &vec![peers[0]; n_peer as usize]);
-    println!("peer endpoint lookup: {many:.1} ns at {n_peer} peers (shuffled), {few:.1} ns at 1 peer");
 }

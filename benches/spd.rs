@@ -162,7 +162,8 @@ fn control(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let t = std::time::Instant::now();
             for _ in 0..iters {
-                e.add_policy(black_box(filler(Direction::Out, n + 9, 24, 24))).expect("bypass");
+                e.add_policy(black_box(filler(Direction::Out, n + 9, 24, 24)))
+                    .expect("bypass");
             }
             let took = t.elapsed();
             e.set_policies(s.policies().to_vec()).expect("bypass policies");

@@ -908,3 +908,83 @@ fn policy_changes_keep_every_published_plane_as_it_was() {
         model.len()
     );
 }
+
+/// SAs added, replaced and removed through the spare copy of the SAD: after every change the
+/// engine's SAD holds the SAs a model says, in install order, each found by its SPI; a plane
+/// published earlier keeps the SAs it had; an SA taken out is freed (not `held`) as soon as
+/// no plane holds it, the spare copy included.
+#[test]
+fn sa_changes_keep_every_published_plane_as_it_was_and_free_what_went() {
+    let mut e = Engine::new();
+    let mut model: Vec<(SaId, u32)> = Vec::new();
+    let mut held: Vec<(std::sync::Arc<DataPlane>, Vec<SaId>)> = Vec::new();
+    let mut x = 0x2545_f491u32;
+    let mut rand = move |n: u32| {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x % n
+    };
+    let mut spi = 0x100u32;
+    let mut removed = 0u64;
+    for step in 0..400 {
+        match rand(6) {
+            0..=2 => {
+                spi += 1;
+                let id = e
+                    .add_sa(
+                        SaConfig::new("s", esp_params(spi, Mode::Transport, None), None),
+                        secs(0),
+                    )
+                    .unwrap();
+                model.push((id, spi));
+            }
+            3 | 4 if !model.is_empty() => {
+                let k = rand(model.len() as u32) as usize;
+                let (id, _) = model.remove(k);
+                e.remove_sa(id).unwrap();
+                removed += 1;
+            }
+            _ if !model.is_empty() => {
+                let k = rand(model.len() as u32) as usize;
+                spi += 1;
+                let cfg = SaConfig::new("s", esp_params(spi, Mode::Transport, None), None);
+                let new = e.replace_sa(model[k].0, cfg, secs(0)).unwrap();
+                model.push((new, spi)); // the old SA stays installed
+            }
+            _ => {}
+        }
+        let ids: Vec<SaId> = e.sad().iter().map(|(id, _)| id).collect();
+        let mut want: Vec<SaId> = model.iter().map(|m| m.0).collect();
+        want.sort();
+        assert_eq!(ids, want, "step {step}");
+        for &(id, s) in &model {
+            let dst = "192.0.2.2".parse().unwrap();
+            assert_eq!(e.sad().lookup(proto::ESP, s, dst), Some(id), "step {step}");
+        }
+        if rand(4) == 0 {
+            held.push((e.data_plane(), ids.clone()));
+        }
+        if rand(3) == 0 && !held.is_empty() {
+            let k = rand(held.len() as u32) as usize;
+            held.swap_remove(k);
+        }
+        for (plane, had) in &held {
+            let now: Vec<SaId> = plane.sad().iter().map(|(id, _)| id).collect();
+            assert_eq!(&now, had, "step {step}: an old plane changed");
+        }
+    }
+    assert!(
+        removed > 20 && model.len() > 20,
+        "removed {removed}, left {}",
+        model.len()
+    );
+    held.clear();
+    e.reclaim();
+    let r = e.snapshot(secs(0)).retired;
+    assert_eq!(
+        (r.sas, r.held),
+        (removed, 0),
+        "every SA taken out is freed once no plane holds it"
+    );
+}
