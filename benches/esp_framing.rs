@@ -1,7 +1,8 @@
 //! ESP's framing cost against bare ring, measured the way issue #30's independent harness
 //! does it: A and B alternated in one process, many rounds, the median of the per-round
-//! ratios. `cargo bench --bench esp_framing` (about 10 s; `-- --rounds N --iters M` to change
-//! the shape, `-- --quick` for a 1-second smoke run).
+//! ratios. `cargo bench --bench esp_framing` (about 15 s; `-- --rounds N --iters M` to change
+//! the shape, `-- --quick` for a 1-second smoke run, a word such as `transport/owned` for the
+//! cases whose name contains it, `--only esp|bare` to run one side alone under a profiler).
 //!
 //! One operation of each side:
 //! - **A, ESP**: a 1,400-byte IPv4/UDP packet copied into a buffer with headroom and tailroom,
