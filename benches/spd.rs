@@ -11,7 +11,9 @@
 //!   the packet matching none (the index's worst case: one probe per shape).
 //! - `control/`: the control side at 100,000 policies per direction: `Spd::push` then
 //!   `Spd::remove` of the last policy (the index's own upkeep), and `Engine::add_policy` then
-//!   `Engine::remove_policy` (each also publishes a new data plane, which clones the SPD).
+//!   `Engine::remove_policy` (each also publishes a new data plane), `Engine::add_policy`
+//!   alone, and `spd_copy`: a copy of the whole SPD, what every change cost before the
+//!   engine kept a spare copy up to date (`Engine::change_spd`).
 //!
 //! The heap bytes per policy (policy list and index) are printed on standard error.
 //!
@@ -147,8 +149,30 @@ fn control(c: &mut Criterion) {
             black_box(s.remove(s.policies().len() - 1))
         })
     });
+    // What each policy change cost before the engine kept a spare SPD: publishing copied
+    // the whole SPD (list and index).
+    g.bench_function("spd_copy/100000", |b| b.iter(|| black_box(s.clone())));
     let mut e = Engine::new();
     e.set_policies(s.policies().to_vec()).expect("bypass policies");
+    e.add_policy(filler(Direction::Out, n + 9, 24, 24)).expect("bypass");
+    e.remove_policy(e.spd().policies().len() - 1).expect("just added");
+    // Adding alone (the list grows by the iterations of a sample; the policies added are
+    // taken out again, untimed, after each sample by one `set_policies`).
+    g.bench_function("engine_add_policy/100000", |b| {
+        b.iter_custom(|iters| {
+            let t = std::time::Instant::now();
+            for _ in 0..iters {
+                e.add_policy(black_box(filler(Direction::Out, n + 9, 24, 24)))
+                    .expect("bypass");
+            }
+            let took = t.elapsed();
+            e.set_policies(s.policies().to_vec()).expect("bypass policies");
+            // `set_policies` drops the spare SPD: one change (untimed) makes it again.
+            e.add_policy(filler(Direction::Out, n + 9, 24, 24)).expect("bypass");
+            e.remove_policy(e.spd().policies().len() - 1).expect("just added");
+            took
+        })
+    });
     g.bench_function("engine_add_remove_policy/100000", |b| {
         b.iter(|| {
             e.add_policy(filler(Direction::Out, n + 7, 24, 24)).expect("bypass");

@@ -9,6 +9,12 @@
 #   tunneld-cbc   tunneld, ESP-in-UDP AES-128-CBC + HMAC-SHA1-96
 #   wireguard-go  wireguard-go (Go module proxy, pinned below), configured with `wg`
 #   boringtun     boringtun-cli (crates.io), configured with `wg`
+#   openvpn       OpenVPN 2.6 (Debian), UDP, TLS with a two-certificate PKI the script makes
+#                 with openssl, data channel AES-128-GCM, no compression
+#   openvpn-lz4   the same with `compress lz4-v2` (OpenVPN calls compression insecure,
+#                 VORACLE; allowed here with `allow-compression yes` to measure it)
+#   stunnel       stunnel4 (Debian) carrying iperf3's TCP over TLS 1.3,
+#                 TLS_AES_128_GCM_SHA256 (TCP traffic only: udpN and ping are skipped)
 #
 # For each repetition (REPS, default 3) the variants run in a rotated order (so no variant is
 # always first or last), each with the traffic in TRAFFIC (default "tcp udp64"), DURATION
@@ -41,7 +47,11 @@
 # Any tunneld variant takes a worker count: tunneld-udp@w1, tunneld-udp@w2 (--workers N;
 # default one per core), @uring: TUN reads through io_uring (TUNNELD_TUN_URING=on), and
 # @NAME=VALUE: tunneld run with that TUNNELD_* variable in its environment (e.g.
-# tunneld-udp@TUNNELD_TUN_YIELD=off), for the scaling figure and before/after:
+# tunneld-udp@TUNNELD_TUN_YIELD=off), and @pN: N generated policies per direction (bypass,
+# 198.18.0.0/15 host -> 203.0.113.0/24, never matched) placed before the real ones, so the
+# SPD's cost shows beside the plain config in one run (issue #30), for the scaling figure
+# and before/after:
+#   VARIANTS="tunneld-udp tunneld-udp@p10000 tunneld-udp@p100000" TRAFFIC=tcp STREAMS=1 ...
 #   VARIANTS="tunneld-udp@w1 tunneld-udp@w2" STREAMS=4 sudo -E bash scripts/compare-peers.sh
 #
 # Installs what is missing: iperf3 and wireguard-tools (apt), wireguard-go (go install, into
@@ -78,6 +88,9 @@ pkgs=()
 command -v iperf3 >/dev/null || pkgs+=(iperf3)
 command -v wg >/dev/null || pkgs+=(wireguard-tools)
 command -v python3 >/dev/null || pkgs+=(python3)
+[[ " $VARIANTS " != *" openvpn"* ]] || command -v openvpn >/dev/null || pkgs+=(openvpn)
+[[ " $VARIANTS " != *" stunnel "* ]] || command -v stunnel4 >/dev/null || pkgs+=(stunnel4)
+[[ " $VARIANTS " != *" openvpn"* && " $VARIANTS " != *" stunnel "* ]] || command -v openssl >/dev/null || pkgs+=(openssl)
 [ ${#pkgs[@]} -eq 0 ] || apt_install "${pkgs[@]}"
 WG_GO=${WG_GO:-$TOOLS/bin/wireguard}
 if [[ " $VARIANTS " == *" wireguard-go "* && ! -x $WG_GO ]]; then
@@ -94,12 +107,18 @@ BIN=''
 
 # ---- namespaces -------------------------------------------------------------------------
 ID=$$
-NSA=cmp-a-$ID
-NSB=cmp-b-$ID
+# NS_PREFIX, NET and INNER move the namespaces, the underlay subnet (NET.0.0/24) and
+# tunneld's inner subnet (INNER.0/24) for a machine shared with other tests.
+NS_PREFIX=${NS_PREFIX:-cmp}
+NSA=$NS_PREFIX-a-$ID
+NSB=$NS_PREFIX-b-$ID
 VA=cpva$ID
 VB=cpvb$ID
-A4=10.98.0.1
-B4=10.98.0.2
+NET=${NET:-10.98}
+# tunneld's inner subnet (INNER.0/24, on the TUN devices).
+INNER=${INNER:-10.100.0}
+A4=$NET.0.1
+B4=$NET.0.2
 WORK=$(mktemp -d /tmp/compare-peers.XXXXXX)
 # On exit: SIGTERM first (wireguard-go and boringtun get to remove their sockets), then the
 # shared cleanup, then any socket left behind.
@@ -122,8 +141,17 @@ E1=0x000102030405060708090a0b0c0d0e0f
 E2=0x101112131415161718191a1b1c1d1e1f
 H1=0x0001020304050607080910111213141516171819
 H2=0x2021222324252627282930313233343536373839
-tunneld_config() { # KIND(esp|udp|cbc) SIDE(a|b)
-  local kind=$1 side=$2 me=$A4 peer=$B4 out=ab in=ba encap=''
+# N bypass policies of direction DIR that no packet of the tests matches (/32 -> /24).
+filler_policies() { # DIR N
+  awk -v dir="$1" -v n="$2" 'BEGIN {
+    for (i = 0; i < n; i++)
+      printf "[[policy]]\nname = \"f-%s-%d\"\ndir = \"%s\"\nsrc = \"198.%d.%d.%d/32\"\ndst = \"203.0.113.0/24\"\naction = \"bypass\"\n\n",
+        dir, i, dir, 18 + int(i / 65536), int(i / 256) % 256, i % 256
+  }'
+}
+
+tunneld_config() { # KIND(esp|udp|cbc) SIDE(a|b) [FILLER policies per direction]
+  local kind=$1 side=$2 filler=${3:-0} me=$A4 peer=$B4 out=ab in=ba encap=''
   [ "$side" = b ] && { me=$B4; peer=$A4; out=ba; in=ab; }
   [ "$kind" != esp ] && encap='encap = "espinudp"'
   local alg1="aead = { alg = \"rfc4106(gcm(aes))\", key = \"$K1\", icv = 128 }"
@@ -159,19 +187,25 @@ src = "$B4"
 dst = "$A4"
 $alg2
 
+EOF
+  if [ "$filler" -gt 0 ]; then
+    filler_policies out "$filler"
+    filler_policies in "$filler"
+  fi
+  cat <<EOF
 [[policy]]
 name = "out"
 dir = "out"
-src = "10.100.0.0/24"
-dst = "10.100.0.0/24"
+src = "$INNER.0/24"
+dst = "$INNER.0/24"
 action = "protect"
 bundle = ["esp-$out"]
 
 [[policy]]
 name = "in"
 dir = "in"
-src = "10.100.0.0/24"
-dst = "10.100.0.0/24"
+src = "$INNER.0/24"
+dst = "$INNER.0/24"
 action = "protect"
 bundle = ["esp-$in"]
 EOF
@@ -179,18 +213,98 @@ EOF
 
 PIDS=() # the tunnel processes of the current variant (their CPU is measured)
 TARGET=''
+# iperf3's server address in NSB and the address and port its client connects to in NSA:
+# TARGET and 5201, except through stunnel (a local port forwarded over TLS).
+SRV_ADDR=''
+CLI_ADDR=''
+CLI_PORT=5201
+
+# A CA and one certificate for each end (EC P-256), made once per run, for OpenVPN and stunnel.
+make_pki() {
+  [ -f "$WORK/pki/b.crt" ] && return
+  mkdir -p "$WORK/pki"
+  (
+    cd "$WORK/pki"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=cmp-ca \
+      -keyout ca.key -out ca.crt 2>/dev/null
+    for side in a b; do
+      openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=cmp-$side" \
+        -keyout $side.key -out $side.csr 2>/dev/null
+      openssl x509 -req -in $side.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -out $side.crt 2>/dev/null
+    done
+  )
+}
 
 up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects to)
   PIDS=()
+  SRV_ADDR=''
+  CLI_ADDR=''
+  CLI_PORT=5201
   case $1 in
     veth)
       TARGET=$B4
+      ;;
+    openvpn | openvpn-lz4)
+      make_pki
+      local comp=()
+      [ "$1" = openvpn-lz4 ] && comp=(--allow-compression yes --compress lz4-v2)
+      for side in a b; do
+        local ns=$NSA me=$A4 peer=$B4 addr="$INNER.11 $INNER.12" role=--tls-client
+        [ $side = b ] && { ns=$NSB; me=$B4; peer=$A4; addr="$INNER.12 $INNER.11"; role=--tls-server; }
+        # shellcheck disable=SC2086
+        ip netns exec "$ns" openvpn --dev cmpovpn --dev-type tun --proto udp --local "$me" --remote "$peer" \
+          --port 1194 --ifconfig $addr $role --dh none --ca "$WORK/pki/ca.crt" \
+          --cert "$WORK/pki/$side.crt" --key "$WORK/pki/$side.key" --data-ciphers AES-128-GCM \
+          --tun-mtu 1420 --verb 1 "${comp[@]}" >"$WORK/$1-$side.log" 2>&1 &
+        BG+=($!)
+        PIDS+=($!)
+      done
+      TARGET=$INNER.12
+      wait_for 20 "$1: the TLS handshake" sh -c "grep -q 'Initialization Sequence Completed' '$WORK/$1-a.log' && grep -q 'Initialization Sequence Completed' '$WORK/$1-b.log'"
+      ;;
+    stunnel)
+      make_pki
+      cat >"$WORK/stunnel-b.conf" <<EOF
+foreground = yes
+pid =
+[iperf]
+accept = $B4:5443
+connect = 127.0.0.1:5201
+cert = $WORK/pki/b.crt
+key = $WORK/pki/b.key
+sslVersion = TLSv1.3
+ciphersuites = TLS_AES_128_GCM_SHA256
+EOF
+      cat >"$WORK/stunnel-a.conf" <<EOF
+foreground = yes
+pid =
+[iperf]
+client = yes
+accept = 127.0.0.1:5202
+connect = $B4:5443
+CAfile = $WORK/pki/ca.crt
+verifyChain = yes
+sslVersion = TLSv1.3
+ciphersuites = TLS_AES_128_GCM_SHA256
+EOF
+      ip netns exec "$NSB" stunnel4 "$WORK/stunnel-b.conf" >"$WORK/stunnel-b.log" 2>&1 &
+      BG+=($!)
+      PIDS+=($!)
+      ip netns exec "$NSA" stunnel4 "$WORK/stunnel-a.conf" >"$WORK/stunnel-a.log" 2>&1 &
+      BG+=($!)
+      PIDS+=($!)
+      TARGET=$B4
+      SRV_ADDR=127.0.0.1
+      CLI_ADDR=127.0.0.1
+      CLI_PORT=5202
+      wait_tcp_listen 10 "stunnel's server end" "$NSB" 5443
+      wait_tcp_listen 10 "stunnel's client end" "$NSA" 5202
       ;;
     tunneld-* | base-*)
       # KIND[@wN][@uring][@TUNNELD_X=V]: tunneld-udp@w1 runs tunneld-udp with --workers 1;
       # @uring with TUNNELD_TUN_URING=on (TUN reads through io_uring, not one read(2) each);
       # @TUNNELD_X=V with that variable set.
-      local spec=${1#*-} bin=$BIN kind workers=() envs=() opts=() opt
+      local spec=${1#*-} bin=$BIN kind workers=() envs=() opts=() opt filler=0
       kind=${spec%%@*}
       IFS=@ read -r -a opts <<<"${spec#"$kind"}"
       for opt in "${opts[@]}"; do
@@ -198,6 +312,7 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
           '') ;;
           w[0-9]*) workers=(--workers "${opt#w}") ;;
           uring) envs+=(TUNNELD_TUN_URING=on) ;;
+          p[0-9]*) filler=${opt#p} ;;
           TUNNELD_[A-Z_]*=*) envs+=("$opt") ;; # a TUNNELD_* variable for both daemons
           *) fail "unknown variant option @$opt in $1" ;;
         esac
@@ -206,16 +321,16 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
       for side in a b; do
         local ns=$NSA
         [ $side = b ] && ns=$NSB
-        tunneld_config "$kind" $side >"$WORK/$kind-$side.toml"
+        tunneld_config "$kind" $side "$filler" >"$WORK/$kind-$side.toml"
         # shellcheck disable=SC2086
         ip netns exec "$ns" env "${envs[@]}" "$bin" --config "$WORK/$kind-$side.toml" --log warn "${workers[@]}" ${TUNNELD_ARGS:-} 2>"$WORK/tunneld-$kind-$side.log" &
         BG+=($!)
         PIDS+=($!)
       done
-      wait_for 10 "cmptun0 in both namespaces" sh -c "ip -n $NSA link show cmptun0 && ip -n $NSB link show cmptun0"
-      ip -n "$NSA" addr add 10.100.0.1/24 dev cmptun0
-      ip -n "$NSB" addr add 10.100.0.2/24 dev cmptun0
-      TARGET=10.100.0.2
+      wait_for $((10 + filler / 10000)) "cmptun0 in both namespaces" sh -c "ip -n $NSA link show cmptun0 && ip -n $NSB link show cmptun0"
+      ip -n "$NSA" addr add $INNER.1/24 dev cmptun0
+      ip -n "$NSB" addr add $INNER.2/24 dev cmptun0
+      TARGET=$INNER.2
       ;;
     wireguard-go | boringtun)
       local ka kb
@@ -253,13 +368,13 @@ down() {
 
 measure() { # VARIANT STREAMS REP: one iperf3 TCP run; appends a line to $OUT
   local v=$1 n=$2 rep=$3
-  ip netns exec "$NSB" timeout $((DURATION + 30)) iperf3 -s -1 -B "$TARGET" -p 5201 >"$WORK/iperf-server.log" 2>&1 &
+  ip netns exec "$NSB" timeout $((DURATION + 30)) iperf3 -s -1 -B "${SRV_ADDR:-$TARGET}" -p 5201 >"$WORK/iperf-server.log" 2>&1 &
   local srv=$!
   BG+=("$srv")
   wait_tcp_listen 10 "the iperf3 server" "$NSB" 5201
   local c0 c1 rc=0
   c0=$(cpu_ticks "${PIDS[@]}")
-  timeout $((DURATION + 30)) ip netns exec "$NSA" iperf3 -c "$TARGET" -p 5201 -t "$DURATION" -P "$n" -J >"$WORK/iperf.json" 2>&1 || rc=$?
+  timeout $((DURATION + 30)) ip netns exec "$NSA" iperf3 -c "${CLI_ADDR:-$TARGET}" -p "$CLI_PORT" -t "$DURATION" -P "$n" -J >"$WORK/iperf.json" 2>&1 || rc=$?
   c1=$(cpu_ticks "${PIDS[@]}")
   wait "$srv" || true
   [ $rc -eq 0 ] || fail "$v: iperf3 failed: $(grep -m1 '"error"' "$WORK/iperf.json" || tail -n 3 "$WORK/iperf.json")"
@@ -277,7 +392,7 @@ EOF
 
 measure_udp() { # VARIANT LEN REP: one iperf3 UDP run of LEN-byte payloads, unlimited rate
   local v=$1 len=$2 rep=$3
-  ip netns exec "$NSB" timeout $((DURATION + 30)) iperf3 -s -1 -B "$TARGET" -p 5201 >"$WORK/iperf-server.log" 2>&1 &
+  ip netns exec "$NSB" timeout $((DURATION + 30)) iperf3 -s -1 -B "${SRV_ADDR:-$TARGET}" -p 5201 >"$WORK/iperf-server.log" 2>&1 &
   local srv=$!
   BG+=("$srv")
   wait_tcp_listen 10 "the iperf3 server" "$NSB" 5201
@@ -351,7 +466,9 @@ for rep in $(seq "$REPS"); do
     have "$v" || continue
     up "$v"
     for t in $TRAFFIC; do
-      if [ "$t" = tcp ]; then
+      if [ "$v" = stunnel ] && [ "$t" != tcp ]; then
+        log "stunnel: $t skipped (stunnel carries TCP only)"
+      elif [ "$t" = tcp ]; then
         for n in $STREAMS; do measure "$v" "$n" "$rep"; done
       elif [ "$t" = ping ]; then
         measure_ping "$v" "$rep"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the interop tests need on a fresh Debian machine: tshark and promtool (Debian
-# packages tshark and prometheus, whose service is not started) and scapy + cryptography (PyPI).
+# packages tshark and prometheus, whose service is not started), openvpn and stunnel4 (for
+# the comparisons in scripts/compare-peers.sh) and scapy + cryptography (PyPI).
 # Idempotent: does nothing for what is already there.
 set -euo pipefail
 SUDO=""
@@ -17,6 +18,13 @@ if ! command -v promtool >/dev/null 2>&1; then
   # the test machines have no init system that would run it).
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+if ! command -v openvpn >/dev/null 2>&1 || ! command -v stunnel4 >/dev/null 2>&1; then
+  # scripts/compare-peers.sh and scripts/ipsec-vs-ssl.sh compare tunneld with OpenVPN and
+  # stunnel (their services are not started: the scripts run them in namespaces).
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends openvpn stunnel4 openssl >/dev/null
 fi
 PY=${PYTHON:-python3}
 if ! "$PY" -c 'import scapy.layers.ipsec, cryptography, pytest' >/dev/null 2>&1; then

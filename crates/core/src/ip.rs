@@ -517,19 +517,14 @@ pub fn walk_ipv6_ext(packet: &[u8], mut f: impl FnMut(ExtHeader)) -> Result<Spli
 
 /// Sets the IP length field(s) of `packet` to its length and, for IPv4, refreshes the header
 /// checksum.
+#[inline]
 pub fn fix_length(packet: &mut [u8]) -> Result<(), Error> {
     let len = packet.len();
     match version(packet)? {
         4 => {
-            if !(ipv4_field::HEADER_LEN..=MAX_PACKET).contains(&len) {
-                return Err(Error::TooBig);
-            }
-            if ((packet[0] & 0x0f) as usize) * 4 > len || packet[0] & 0x0f < 5 {
-                return Err(Error::MalformedIp);
-            }
-            let mut p = Ipv4Packet::new_unchecked(packet);
-            p.set_total_len(len as u16);
-            p.fill_checksum();
+            check_ipv4_rewrite(packet)?;
+            let next = packet[ipv4_field::PROTOCOL];
+            ipv4_rewrite(packet, len as u16, next);
         }
         _ => {
             if !(ipv6_field::HEADER_LEN..=MAX_PACKET + ipv6_field::HEADER_LEN).contains(&len) {
@@ -539,6 +534,68 @@ pub fn fix_length(packet: &mut [u8]) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// `packet[nh_offset] = next` followed by [`fix_length`] (the same bytes and errors; an
+/// offset outside the packet is [`Error::Truncated`], nothing written): what
+/// transport-mode ESP and AH do to the IP header they sealed or opened. For an IPv4 header
+/// (`nh_offset` is its protocol field) the header is read once, with the new length and
+/// protocol in place of the old, before anything is written: summing the checksum over
+/// fields just stored would make the CPU wait for the stores to reach the cache (a load that
+/// spans two stores cannot be forwarded from them).
+#[inline]
+pub fn set_next_and_length(packet: &mut [u8], nh_offset: usize, next: u8) -> Result<(), Error> {
+    if nh_offset >= packet.len() {
+        return Err(Error::Truncated);
+    }
+    if nh_offset == ipv4_field::PROTOCOL && version(packet)? == 4 {
+        if let Err(e) = check_ipv4_rewrite(packet) {
+            packet[nh_offset] = next;
+            return Err(e);
+        }
+        let len = packet.len() as u16;
+        ipv4_rewrite(packet, len, next);
+        return Ok(());
+    }
+    packet[nh_offset] = next;
+    fix_length(packet)
+}
+
+/// [`fix_length`]'s checks of an IPv4 packet: length from 20 to 65535 bytes, a header length
+/// field of at least 5 words that fit.
+#[inline]
+fn check_ipv4_rewrite(packet: &[u8]) -> Result<(), Error> {
+    let len = packet.len();
+    if !(ipv4_field::HEADER_LEN..=MAX_PACKET).contains(&len) {
+        return Err(Error::TooBig);
+    }
+    if ((packet[0] & 0x0f) as usize) * 4 > len || packet[0] & 0x0f < 5 {
+        return Err(Error::MalformedIp);
+    }
+    Ok(())
+}
+
+/// Writes total length `len`, protocol `next` and the header checksum (RFC 791, RFC 1071) of
+/// a checked IPv4 header. The sum is taken over the header's 32-bit words as they are read,
+/// with the length, protocol and (zero) checksum put in, so no load depends on a store just
+/// made; the words fold to the same 16-bit sum as the 16-bit words (RFC 1071 2(B)).
+#[inline]
+fn ipv4_rewrite(packet: &mut [u8], len: u16, next: u8) {
+    let hl = ((packet[0] & 0x0f) as usize) * 4;
+    let mut acc = 0u64;
+    for (i, w) in packet[..hl].chunks_exact(4).enumerate() {
+        let mut w = u32::from_be_bytes([w[0], w[1], w[2], w[3]]);
+        match i {
+            0 => w = (w & 0xffff_0000) | u32::from(len),
+            2 => w = (w & 0xff00_0000) | (u32::from(next) << 16),
+            _ => {}
+        }
+        acc += u64::from(w >> 16) + u64::from(w & 0xffff);
+    }
+    let sum = !fold(acc);
+    packet[ipv4_field::LENGTH].copy_from_slice(&len.to_be_bytes());
+    packet[ipv4_field::PROTOCOL] = next;
+    packet[ipv4_field::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
 }
 
 /// A tunnel-mode outer IPv4 header.
@@ -695,6 +752,88 @@ pub fn claimed_len(packet: &[u8]) -> Result<usize, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The old way: the byte written, then the length set and the checksum summed over the
+    /// header as stored (`Ipv4Packet::fill_checksum`).
+    fn next_and_length_reference(packet: &mut [u8], nh_offset: usize, next: u8) -> Result<(), Error> {
+        *packet.get_mut(nh_offset).ok_or(Error::Truncated)? = next;
+        let len = packet.len();
+        match version(packet)? {
+            4 => {
+                if !(ipv4_field::HEADER_LEN..=MAX_PACKET).contains(&len) {
+                    return Err(Error::TooBig);
+                }
+                if ((packet[0] & 0x0f) as usize) * 4 > len || packet[0] & 0x0f < 5 {
+                    return Err(Error::MalformedIp);
+                }
+                let mut p = Ipv4Packet::new_unchecked(packet);
+                p.set_total_len(len as u16);
+                p.fill_checksum();
+            }
+            _ => {
+                if !(ipv6_field::HEADER_LEN..=MAX_PACKET + ipv6_field::HEADER_LEN).contains(&len) {
+                    return Err(Error::TooBig);
+                }
+                Ipv6Packet::new_unchecked(packet).set_payload_len((len - ipv6_field::HEADER_LEN) as u16);
+            }
+        }
+        Ok(())
+    }
+
+    /// `set_next_and_length` and `fix_length` give the bytes and errors of the store-then-sum
+    /// reference for IPv4 headers of every header length (with patterned options and a
+    /// stale checksum), packet lengths around the limits, broken header lengths, and IPv6
+    /// (where the Next Header byte may lie in an extension header).
+    #[test]
+    fn set_next_and_length_is_store_then_fix_length() {
+        let mut cases: std::vec::Vec<(std::vec::Vec<u8>, usize)> = std::vec::Vec::new();
+        for ihl in 0..16u8 {
+            for len in [0usize, 19, 20, 24, 60, 61, 1400, 65535, 65536] {
+                let mut p: std::vec::Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(29).wrapping_add(ihl)).collect();
+                if let Some(b) = p.first_mut() {
+                    *b = 0x40 | ihl;
+                }
+                cases.push((p, ipv4_field::PROTOCOL));
+            }
+        }
+        let mut v6 = v6_chain().to_vec();
+        v6.extend_from_slice(&[9; 30]);
+        cases.push((v6.clone(), ipv6_field::NEXT_HEADER));
+        cases.push((v6.clone(), 80)); // the last Destination Options header's Next Header
+        cases.push((v6[..39].to_vec(), ipv6_field::NEXT_HEADER));
+        for (p, nh) in cases {
+            for next in [proto::ESP, proto::UDP, 0xff] {
+                let (mut a, mut b) = (p.clone(), p.clone());
+                let ra = set_next_and_length(&mut a, nh, next);
+                let rb = next_and_length_reference(&mut b, nh, next);
+                assert_eq!(ra, rb, "len {} byte0 {:#x}", p.len(), p[0]);
+                assert_eq!(a, b, "len {} byte0 {:#x}", p.len(), p[0]);
+                if ra.is_ok() && p[0] >> 4 == 4 {
+                    assert!(Ipv4Packet::new_unchecked(&a[..]).verify_checksum());
+                    let (mut c, mut d) = (p.clone(), p.clone());
+                    c[nh] = next;
+                    d[nh] = next;
+                    assert_eq!(fix_length(&mut c), next_and_length_reference(&mut d, nh, next));
+                    assert_eq!(c, d);
+                }
+            }
+        }
+        assert_eq!(set_next_and_length(&mut [0x45; 20], 25, 1), Err(Error::Truncated));
+    }
+
+    /// RFC 1071's example header (checksum 0xb861), its length and protocol put back by
+    /// `set_next_and_length` over a header whose length, protocol and checksum were wrong.
+    #[test]
+    fn set_next_and_length_rfc1071_example() {
+        let want = hex::decode("45000073000040004011b861c0a80001c0a800c7").unwrap();
+        let mut p = want.clone();
+        p.resize(0x73, 0);
+        p[2..4].copy_from_slice(&[0x12, 0x34]);
+        p[9] = 50;
+        p[10..12].copy_from_slice(&[0xde, 0xad]);
+        set_next_and_length(&mut p, ipv4_field::PROTOCOL, proto::UDP).unwrap();
+        assert_eq!(p[..20], want[..]);
+    }
 
     /// An IPv6 packet: HBH(8) -> DSTOPT(8) -> ROUTING(24) -> DSTOPT(8) -> UDP(8).
     fn v6_chain() -> [u8; 96] {

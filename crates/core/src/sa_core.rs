@@ -199,6 +199,34 @@ impl SaCore {
         Ok((claimed, split))
     }
 
+    /// What sealing a packet in transport mode needs to know of it: the length its IP header
+    /// claims (trim the packet to it) and where the ESP or AH header goes
+    /// ([`ip::transport_split`] of the trimmed packet); a fragment is [`Error::Fragment`]
+    /// (RFC 4303 3.3.4, RFC 4302 3.3.3: transport mode protects whole datagrams). Errors as
+    /// [`ip::claimed_len`], then [`SaCore::is_fragment`], then [`ip::transport_split`], each
+    /// on the trimmed packet; an IPv4 header is parsed once for all three.
+    #[inline]
+    pub fn transport_locate(packet: &[u8]) -> Result<(usize, Split), Error> {
+        if ip::version(packet)? == 4 {
+            let p = Ipv4Packet::new_checked(packet)?;
+            if p.is_fragment() {
+                return Err(Error::Fragment);
+            }
+            let split = Split {
+                nh_offset: ipv4_field::PROTOCOL,
+                offset: p.header_len(),
+                next: p.protocol(),
+            };
+            return Ok((p.total_len(), split));
+        }
+        let claimed = ip::claimed_len(packet)?;
+        let trimmed = &packet[..claimed];
+        if Self::is_fragment(trimmed)? {
+            return Err(Error::Fragment);
+        }
+        Ok((claimed, ip::transport_split(trimmed)?))
+    }
+
     /// Whether an IP packet is a fragment: IPv4 with MF set or a non-zero offset, IPv6 with a
     /// Fragment header in its extension chain (the walk stops at the first non-extension
     /// header, so only a Fragment header before the IPsec or upper header counts).
@@ -224,5 +252,84 @@ impl SaCore {
         let out = verify(seq)?;
         let newest = self.replay.accept(seq)?;
         Ok((seq, newest, out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ip::{proto, Ipv4Repr, Ipv6Repr};
+
+    /// `transport_locate` gives what its three steps gave (trim to the claimed length, refuse
+    /// fragments, `transport_split` of the trimmed packet): for IPv4 with and without options,
+    /// link-layer padding, MF and offset fragments, IPv6 with an extension chain and a
+    /// Fragment header, and broken headers.
+    #[test]
+    fn transport_locate_is_trim_fragment_check_and_split() {
+        let three_steps = |p: &[u8]| -> Result<(usize, Split), Error> {
+            let claimed = ip::claimed_len(p)?;
+            let t = &p[..claimed];
+            if SaCore::is_fragment(t)? {
+                return Err(Error::Fragment);
+            }
+            Ok((claimed, ip::transport_split(t)?))
+        };
+        let mut v4 = [0u8; 80];
+        Ipv4Repr {
+            src: "10.0.0.1".parse().unwrap(),
+            dst: "10.0.0.2".parse().unwrap(),
+            protocol: proto::UDP,
+            payload_len: 40,
+            tos: 0,
+            ident: 9,
+            dont_frag: false,
+            ttl: 3,
+        }
+        .emit(&mut v4)
+        .unwrap();
+        let mut opts = v4;
+        opts[0] = 0x46;
+        let (mut mf, mut off) = (v4, v4);
+        mf[6] = 0x20;
+        off[7] = 0x01;
+        let mut v6 = [0u8; 100];
+        Ipv6Repr {
+            src: "2001:db8::1".parse().unwrap(),
+            dst: "2001:db8::2".parse().unwrap(),
+            next_header: proto::HOPOPTS,
+            payload_len: 24,
+            traffic_class: 0,
+            flow_label: 0,
+            hop_limit: 1,
+        }
+        .emit(&mut v6)
+        .unwrap();
+        v6[40] = proto::UDP; // a Hop-by-Hop header of 8 bytes, then UDP
+        let mut v6frag = v6;
+        v6frag[40] = proto::FRAGMENT;
+        v6frag[48] = proto::UDP;
+        let cases: [&[u8]; 10] = [
+            &v4,
+            &v4[..60],
+            &opts,
+            &mf,
+            &off,
+            &v4[..30],
+            &v6,
+            &v6frag,
+            &v6[..50],
+            &[0x45; 10],
+        ];
+        for p in cases {
+            assert_eq!(
+                SaCore::transport_locate(p),
+                three_steps(p),
+                "{:02x?}",
+                &p[..p.len().min(8)]
+            );
+        }
+        assert_eq!(SaCore::transport_locate(&v4).unwrap().0, 60);
+        assert_eq!(SaCore::transport_locate(&mf), Err(Error::Fragment));
+        assert_eq!(SaCore::transport_locate(&v6).unwrap().1.offset, 48);
     }
 }

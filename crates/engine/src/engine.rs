@@ -231,6 +231,117 @@ pub struct Engine {
     handle: PlaneHandle,
     events: VecDeque<Event>,
     worker: Option<Worker>,
+    /// The SPD as it was before the last policy change, with the changes since: the next
+    /// change is made on it (when no data plane in use holds it any more) instead of on a
+    /// copy of the whole list. See [`change`].
+    spare_spd: Option<(Arc<Spd>, Vec<SpdChange>)>,
+    /// The same for the SAD.
+    spare_sad: Option<(Arc<Sad>, Vec<SadChange>)>,
+}
+
+/// A change to one of the data plane's tables, kept to be made again on the spare copy.
+trait Change<T>: Clone {
+    type Out;
+    fn apply(self, table: &mut T) -> Self::Out;
+}
+
+/// Makes `change` to the table `current` (the SPD or the SAD), which workers may be reading
+/// in a published data plane, and returns what it returns. A read-copy-update without the
+/// copy, the left-right scheme: the change is made on `spare`, the table as it was before the
+/// previous change, once no published plane holds it any more, after the changes made since
+/// (its log); it becomes the current table, and the one it replaces the next spare. Only
+/// when a worker still holds the spare (a plane it loaded before the previous change) is the
+/// current table copied, as every change did before (copying 100,000 policies and their
+/// index takes milliseconds). A table not yet published (a second change before
+/// [`Engine::publish`]) is changed in place. Publishes nothing.
+fn change<T: Clone, C: Change<T>>(current: &mut Arc<T>, spare: &mut Option<(Arc<T>, Vec<C>)>, c: C) -> C::Out {
+    if let Some(cur) = Arc::get_mut(current) {
+        let out = c.clone().apply(cur);
+        if let Some((_, log)) = spare {
+            log.push(c);
+        }
+        return out;
+    }
+    let mut next = match spare.take() {
+        Some((mut s, log)) => match Arc::get_mut(&mut s) {
+            Some(m) => {
+                for l in log {
+                    l.apply(m);
+                }
+                s
+            }
+            None => Arc::new((**current).clone()),
+        },
+        None => Arc::new((**current).clone()),
+    };
+    // Unshared here (a fresh copy, or a spare nobody else holds): no copy is made.
+    let out = c.clone().apply(Arc::make_mut(&mut next));
+    let previous = core::mem::replace(current, next);
+    *spare = Some((previous, alloc::vec![c]));
+    out
+}
+
+/// Brings a spare table up to date if no data plane holds it: done after each publish, so
+/// the spare drops the SAs taken out (their memory and counters go at once) and the next
+/// change finds it ready.
+fn catch_up<T, C: Change<T>>(spare: &mut Option<(Arc<T>, Vec<C>)>) {
+    if let Some((s, log)) = spare {
+        if let Some(m) = Arc::get_mut(s) {
+            for l in log.drain(..) {
+                l.apply(m);
+            }
+        }
+    }
+}
+
+/// A change to the SAD.
+#[derive(Debug, Clone)]
+enum SadChange {
+    Insert(SaId, Arc<SaEntry>),
+    Unindex(SaId),
+    Take(SaId),
+}
+
+impl Change<Sad> for SadChange {
+    type Out = Option<Arc<SaEntry>>;
+    fn apply(self, sad: &mut Sad) -> Option<Arc<SaEntry>> {
+        match self {
+            SadChange::Insert(id, e) => {
+                sad.insert(id, e);
+                None
+            }
+            SadChange::Unindex(id) => {
+                sad.unindex(id);
+                None
+            }
+            SadChange::Take(id) => sad.take(id),
+        }
+    }
+}
+
+/// A change to the SPD, kept to be made again on the spare copy.
+#[derive(Debug, Clone)]
+enum SpdChange {
+    Push(Policy),
+    Remove(usize),
+    Repoint(SaId, SaId),
+}
+
+impl Change<Spd> for SpdChange {
+    type Out = Option<Policy>;
+    fn apply(self, spd: &mut Spd) -> Option<Policy> {
+        match self {
+            SpdChange::Push(p) => {
+                spd.push(p);
+                None
+            }
+            SpdChange::Remove(i) => spd.remove(i),
+            SpdChange::Repoint(old, new) => {
+                spd.repoint(old, new);
+                None
+            }
+        }
+    }
 }
 
 /// A data plane that workers load per batch and the control side replaces after each change
@@ -252,6 +363,8 @@ impl Default for Engine {
             retired: Retired::default(),
             events: VecDeque::new(),
             worker: None,
+            spare_spd: None,
+            spare_sad: None,
         }
     }
 }
@@ -270,10 +383,27 @@ impl Engine {
         Engine::default()
     }
 
+    fn change_spd(&mut self, c: SpdChange) -> Option<Policy> {
+        change(&mut self.plane.spd, &mut self.spare_spd, c)
+    }
+
+    fn change_sad(&mut self, c: SadChange) -> Option<Arc<SaEntry>> {
+        change(&mut self.plane.sad, &mut self.spare_sad, c)
+    }
+
+    /// Keys an SA and puts it in the SAD (not yet published).
+    fn install(&mut self, config: SaConfig, now: Duration) -> Result<SaId, InstallError> {
+        let (id, entry) = self.plane.sad.prepare(config, now)?;
+        self.change_sad(SadChange::Insert(id, entry));
+        Ok(id)
+    }
+
     fn publish(&mut self) {
         self.published = Arc::new(self.plane.clone());
         #[cfg(feature = "std")]
         self.handle.store(Arc::clone(&self.published));
+        catch_up(&mut self.spare_spd);
+        catch_up(&mut self.spare_sad);
     }
 
     /// The data plane as of the last change.
@@ -290,7 +420,7 @@ impl Engine {
     /// Keys and installs an SA at time `now` (the start of its time limits).
     #[cfg(feature = "std")]
     pub fn add_sa(&mut self, config: SaConfig, now: Duration) -> Result<SaId, InstallError> {
-        let id = self.plane.sad.install(config, now)?;
+        let id = self.install(config, now)?;
         self.publish();
         Ok(id)
     }
@@ -298,7 +428,7 @@ impl Engine {
     /// As [`Engine::add_sa`], for `no_std` targets: `rng` seeds the IV generator of the
     /// engine's own worker (used by [`Engine::outbound`]) if it has none yet.
     pub fn add_sa_with_rng(&mut self, config: SaConfig, rng: IvRng, now: Duration) -> Result<SaId, InstallError> {
-        let id = self.plane.sad.install(config, now)?;
+        let id = self.install(config, now)?;
         self.worker.get_or_insert_with(|| Worker::with_rng(rng));
         self.publish();
         Ok(id)
@@ -308,7 +438,7 @@ impl Engine {
     /// name installed SAs in seal order: IPComp, then ESP, then AH, each at most once.
     pub fn add_policy(&mut self, policy: Policy) -> Result<(), InstallError> {
         self.check_policy(&policy)?;
-        self.plane.spd.push(policy);
+        self.change_spd(SpdChange::Push(policy));
         self.publish();
         Ok(())
     }
@@ -324,7 +454,8 @@ impl Engine {
         for p in policies {
             spd.push(p);
         }
-        self.plane.spd = spd;
+        self.plane.spd = Arc::new(spd);
+        self.spare_spd = None;
         self.publish();
         Ok(())
     }
@@ -353,7 +484,12 @@ impl Engine {
     /// Takes out the policy at `index` (its position in [`Spd::policies`]) and publishes the
     /// new data plane; packets no longer match it from the next one a worker processes.
     pub fn remove_policy(&mut self, index: usize) -> Result<Policy, InstallError> {
-        let p = self.plane.spd.remove(index).ok_or(InstallError::UnknownPolicy(index))?;
+        if index >= self.plane.spd.policies().len() {
+            return Err(InstallError::UnknownPolicy(index));
+        }
+        let p = self
+            .change_spd(SpdChange::Remove(index))
+            .ok_or(InstallError::UnknownPolicy(index))?;
         self.publish();
         Ok(p)
     }
@@ -391,8 +527,8 @@ impl Engine {
         if config.params.proto != old_proto {
             return Err(InstallError::ReplaceProtocol);
         }
-        let new = self.plane.sad.install(config, now)?;
-        self.plane.spd.repoint(old, new);
+        let new = self.install(config, now)?;
+        self.change_spd(SpdChange::Repoint(old, new));
         self.publish();
         Ok(new)
     }
@@ -405,10 +541,10 @@ impl Engine {
     /// counts measure).
     pub fn remove_sa(&mut self, id: SaId) -> Result<(), InstallError> {
         self.plane.sad.get(id).ok_or(InstallError::UnknownSa(id))?;
-        self.plane.sad.unindex(id);
+        self.change_sad(SadChange::Unindex(id));
         // Its last events (an expiry raised by a worker) are queued before it goes.
         self.collect_events_forced();
-        if let Some(e) = self.plane.sad.take(id) {
+        if let Some(e) = self.change_sad(SadChange::Take(id)) {
             self.held.push(e);
         }
         self.publish();
@@ -420,6 +556,8 @@ impl Engine {
     /// to a plane published after they went), adding their final counters to the retired
     /// totals. [`Engine::poll`] calls it; the number still held is [`Retired::held`].
     pub fn reclaim(&mut self) {
+        // A spare SAD still holding an SA taken out lets it go once no plane holds the spare.
+        catch_up(&mut self.spare_sad);
         let mut keep = Vec::new();
         for e in core::mem::take(&mut self.held) {
             // Unique: no plane has it, so no worker can count on it any more (`try_unwrap`

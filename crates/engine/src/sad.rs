@@ -455,6 +455,14 @@ impl Sad {
 
     /// Keys and installs an SA at time `now` (the start of its time limits).
     pub fn install(&mut self, config: SaConfig, now: Duration) -> Result<SaId, InstallError> {
+        let (id, entry) = self.prepare(config, now)?;
+        self.insert(id, entry);
+        Ok(id)
+    }
+
+    /// The checks and keying of [`Sad::install`], and the id the SA will have, without
+    /// changing the SAD ([`Sad::insert`] puts it in).
+    pub(crate) fn prepare(&self, config: SaConfig, now: Duration) -> Result<(SaId, Arc<SaEntry>), InstallError> {
         config.lifetime.validate().map_err(InstallError::Lifetime)?;
         if let Some(e) = config.encap {
             let why = if config.params.proto != Proto::Esp {
@@ -483,18 +491,22 @@ impl Sad {
                 "no SA id left (2^32 - 1 SAs installed since start)",
             ))));
         }
-        let id = SaId(self.next);
-        self.next += 1;
-        let ipcomp_tunnel = config.params.proto == Proto::Comp && config.params.mode == Mode::Tunnel;
-        for spi in config.spis() {
+        Ok((SaId(self.next), Arc::new(SaEntry::new(config, sa, now))))
+    }
+
+    /// Puts an SA that [`Sad::prepare`] made under its id (the next id given is the one
+    /// after it).
+    pub(crate) fn insert(&mut self, id: SaId, entry: Arc<SaEntry>) {
+        let (p, _, dst) = entry.config.key();
+        for spi in entry.config.spis() {
             self.by_spi.entry((p, spi)).or_default().push((dst, id));
         }
-        self.entries.insert(id, Arc::new(SaEntry::new(config, sa, now)));
-        self.order.push(id);
-        if ipcomp_tunnel {
+        if entry.config.params.proto == Proto::Comp && entry.config.params.mode == Mode::Tunnel {
             self.ipcomp_tunnels.push(id);
         }
-        Ok(id)
+        self.entries.insert(id, entry);
+        self.order.push(id);
+        self.next = self.next.max(id.0.saturating_add(1));
     }
 
     /// The SA for an inbound header: the one whose destination is `dst`, else one installed

@@ -818,3 +818,173 @@ fn the_sad_takes_encap_on_esp_sas_with_ports_only() {
     assert!(refused(sad.install(with(&esp, zero), Duration::ZERO)));
     assert_eq!(sad.len(), 1);
 }
+
+// ---------------------------------------------------------------- control side
+
+/// `add_policy`, `remove_policy` and `replace_sa` change a spare copy of the SPD (the
+/// previous version, brought up to date) instead of copying the list: after every change the
+/// engine's SPD is the list a plain `Vec` model says, a data plane published earlier keeps the
+/// policies it had (workers holding it see no change under them), and both ways of getting
+/// the next copy are taken: the spare free (no old plane held) and the spare still held by
+/// a plane (so the current SPD is copied).
+#[test]
+fn policy_changes_keep_every_published_plane_as_it_was() {
+    let mut e = Engine::new();
+    let a = e
+        .add_sa(
+            SaConfig::new("a", esp_params(0x10, Mode::Transport, None), None),
+            secs(0),
+        )
+        .unwrap();
+    let mut model: Vec<Policy> = Vec::new();
+    let mut held: Vec<(std::sync::Arc<DataPlane>, Vec<Policy>)> = Vec::new();
+    let mut x = 0x1234_5678u32;
+    let mut rand = move |n: u32| {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x % n
+    };
+    let mut sa = a;
+    for step in 0..600 {
+        match rand(8) {
+            0..=3 => {
+                let i = rand(64);
+                let p = Policy {
+                    dir: if rand(2) == 0 { Direction::Out } else { Direction::In },
+                    selector: sel(&format!("10.{}.0.0/16", i), &format!("172.16.{}.0/24", rand(4))),
+                    action: if rand(3) == 0 {
+                        Action::Protect(vec![sa])
+                    } else {
+                        Action::Bypass
+                    },
+                };
+                e.add_policy(p.clone()).unwrap();
+                model.push(p);
+            }
+            4 | 5 if !model.is_empty() => {
+                let i = rand(model.len() as u32) as usize;
+                assert_eq!(e.remove_policy(i).unwrap(), model.remove(i), "step {step}");
+            }
+            6 => {
+                let cfg = SaConfig::new("a", esp_params(0x100 + step, Mode::Transport, None), None);
+                let new = e.replace_sa(sa, cfg, secs(0)).unwrap();
+                for p in &mut model {
+                    if let Action::Protect(ids) = &mut p.action {
+                        ids.iter_mut().filter(|id| **id == sa).for_each(|id| *id = new);
+                    }
+                }
+                sa = new;
+            }
+            _ => assert_eq!(
+                e.remove_policy(model.len()),
+                Err(InstallError::UnknownPolicy(model.len()))
+            ),
+        }
+        assert_eq!(e.spd().policies(), &model[..], "step {step}");
+        // Hold some planes for a while (the spare is then busy), drop others at once.
+        if rand(4) == 0 {
+            held.push((e.data_plane(), model.clone()));
+        }
+        if rand(3) == 0 && !held.is_empty() {
+            let k = rand(held.len() as u32) as usize;
+            held.swap_remove(k);
+        }
+        for (plane, had) in &held {
+            assert_eq!(plane.spd().policies(), &had[..], "step {step}: an old plane changed");
+        }
+        let flow = Flow::from_packet(&packet("10.7.1.1", "172.16.2.9", proto::UDP, 1, 2, 8)).unwrap();
+        for dir in [Direction::Out, Direction::In] {
+            assert_eq!(
+                e.spd().lookup(dir, &flow),
+                e.spd().lookup_linear(dir, &flow),
+                "step {step}"
+            );
+        }
+    }
+    assert!(
+        model.len() > 20,
+        "the walk should leave policies behind: {}",
+        model.len()
+    );
+}
+
+/// SAs added, replaced and removed through the spare copy of the SAD: after every change the
+/// engine's SAD holds the SAs a model says, in install order, each found by its SPI; a plane
+/// published earlier keeps the SAs it had; an SA taken out is freed (not `held`) as soon as
+/// no plane holds it, the spare copy included.
+#[test]
+fn sa_changes_keep_every_published_plane_as_it_was_and_free_what_went() {
+    let mut e = Engine::new();
+    let mut model: Vec<(SaId, u32)> = Vec::new();
+    let mut held: Vec<(std::sync::Arc<DataPlane>, Vec<SaId>)> = Vec::new();
+    let mut x = 0x2545_f491u32;
+    let mut rand = move |n: u32| {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x % n
+    };
+    let mut spi = 0x100u32;
+    let mut removed = 0u64;
+    for step in 0..400 {
+        match rand(6) {
+            0..=2 => {
+                spi += 1;
+                let id = e
+                    .add_sa(
+                        SaConfig::new("s", esp_params(spi, Mode::Transport, None), None),
+                        secs(0),
+                    )
+                    .unwrap();
+                model.push((id, spi));
+            }
+            3 | 4 if !model.is_empty() => {
+                let k = rand(model.len() as u32) as usize;
+                let (id, _) = model.remove(k);
+                e.remove_sa(id).unwrap();
+                removed += 1;
+            }
+            _ if !model.is_empty() => {
+                let k = rand(model.len() as u32) as usize;
+                spi += 1;
+                let cfg = SaConfig::new("s", esp_params(spi, Mode::Transport, None), None);
+                let new = e.replace_sa(model[k].0, cfg, secs(0)).unwrap();
+                model.push((new, spi)); // the old SA stays installed
+            }
+            _ => {}
+        }
+        let ids: Vec<SaId> = e.sad().iter().map(|(id, _)| id).collect();
+        let mut want: Vec<SaId> = model.iter().map(|m| m.0).collect();
+        want.sort();
+        assert_eq!(ids, want, "step {step}");
+        for &(id, s) in &model {
+            let dst = "192.0.2.2".parse().unwrap();
+            assert_eq!(e.sad().lookup(proto::ESP, s, dst), Some(id), "step {step}");
+        }
+        if rand(4) == 0 {
+            held.push((e.data_plane(), ids.clone()));
+        }
+        if rand(3) == 0 && !held.is_empty() {
+            let k = rand(held.len() as u32) as usize;
+            held.swap_remove(k);
+        }
+        for (plane, had) in &held {
+            let now: Vec<SaId> = plane.sad().iter().map(|(id, _)| id).collect();
+            assert_eq!(&now, had, "step {step}: an old plane changed");
+        }
+    }
+    assert!(
+        removed > 20 && model.len() > 20,
+        "removed {removed}, left {}",
+        model.len()
+    );
+    held.clear();
+    e.reclaim();
+    let r = e.snapshot(secs(0)).retired;
+    assert_eq!(
+        (r.sas, r.held),
+        (removed, 0),
+        "every SA taken out is freed once no plane holds it"
+    );
+}

@@ -380,12 +380,12 @@ impl Esp {
         // Where the protected part starts, what it is, and how long the IP header stays.
         let layout = match self.core.mode() {
             Mode::Transport => {
-                buf.trim_to_ip_len()?;
                 // RFC 4303 3.3.4: transport-mode ESP is applied only to whole IP datagrams.
-                if SaCore::is_fragment(buf.packet())? {
-                    return Err(Error::Fragment);
-                }
-                Layout::Transport(ip::transport_split(buf.packet())?)
+                // One parse (of an IPv4 header) gives the length to trim to, the fragment
+                // check and where the ESP header goes.
+                let (claimed, split) = SaCore::transport_locate(buf.packet())?;
+                buf.trim_back(buf.len() - claimed)?;
+                Layout::Transport(split)
             }
             Mode::Tunnel => {
                 // One parse gives the length to trim to and what the outer header copies.
@@ -491,10 +491,7 @@ impl Esp {
     #[inline(always)]
     fn seal_finish(&self, buf: &mut PacketBuf, s: &Sealing) -> Result<(), Error> {
         match s.layout {
-            Layout::Transport(t) => {
-                buf.packet_mut()[t.nh_offset] = proto::ESP;
-                ip::fix_length(buf.packet_mut())
-            }
+            Layout::Transport(t) => ip::set_next_and_length(buf.packet_mut(), t.nh_offset, proto::ESP),
             Layout::Tunnel(info) => self.core.push_outer(buf, info, s.seq as u16),
         }
     }
@@ -704,8 +701,7 @@ impl Esp {
                 buf.trim_back(icv_len + pad_len + padding::TRAILER_LEN)?;
                 buf.remove_gap(split.offset, hdr)?;
                 // The Next Header byte lies before the ESP header, so it did not move.
-                buf.packet_mut()[split.nh_offset] = next_header;
-                ip::fix_length(buf.packet_mut())?;
+                ip::set_next_and_length(buf.packet_mut(), split.nh_offset, next_header)?;
             }
         }
         Ok(opened)

@@ -104,8 +104,11 @@ pub(super) struct Shared {
 /// (or an `ArcSwap`, see [`Engine::plane_handle`](super::Engine::plane_handle)) and never take a global lock.
 #[derive(Debug, Clone, Default)]
 pub struct DataPlane {
-    pub(super) spd: Spd,
-    pub(super) sad: Sad,
+    /// Shared with the control side and the other planes published since the last policy
+    /// change (publishing copies the two pointers, not the tables).
+    pub(super) spd: Arc<Spd>,
+    /// Shared as the SPD, until the next SA change.
+    pub(super) sad: Arc<Sad>,
     pub(super) shared: Arc<Shared>,
 }
 

@@ -1,0 +1,171 @@
+//! Many SAs and many peers in one process (issue #30): memory per SA and per peer, the
+//! control side's install rate, and whether the data plane's lookups stay flat.
+//! `cargo bench --bench scale` (about 20 s; `-- --sas N --peers M` to change the counts).
+//!
+//! - **SAs**: `Engine::add_sa` of N tunnel-mode ESP SAs (AES-128-GCM, each its own SPI and
+//!   destination), timed (installs per second, and the last 1,000 installs on their own, to
+//!   show whether an install costs more as the SAD grows), and the growth of the process's
+//!   resident memory (`/proc/self/statm`) over the N, per SA. Then `Sad::lookup` by (SPI,
+//!   destination) of the SAs in a shuffled order, against the same in a SAD of one SA.
+//! - **Policies**: one outbound protect policy per SA pair added with `Engine::add_policy`
+//!   (one at a time, as the control socket and IKE install them), timed as a whole.
+//! - **Peers**: an ESP-in-UDP socket (`UdpEncap::open`, bound to 127.0.0.1 on a free
+//!   port) configured with M peers, resident memory per peer, and `UdpEncap::endpoint` of
+//!   each peer against the same with one peer.
+//!
+//! Resident memory includes the allocator's slack; the figures are what a process grows by,
+//! not the structures' exact sizes.
+
+use ipsec_core::sa::{Keyed, Proto};
+use ipsec_core::{AeadAlg, Mode, SaParams, Tunnel};
+use ipsec_engine::{Action, Direction, Engine, Policy, Prefix, SaConfig, Selector};
+use ipsec_tunnel::udp::UdpEncap;
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+fn rss_bytes() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = s.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+    pages * 4096
+}
+
+fn peer_addr(i: u32) -> Ipv4Addr {
+    // 10.93.0.0/16 and up: documentation-free private space, never sent to.
+    Ipv4Addr::from(0x0a5d_0000u32 + i)
+}
+
+fn sa_config(i: u32) -> SaConfig {
+    let mut p = SaParams::new(Proto::Esp, 0x1000_0000 + i);
+    p.mode = Mode::Tunnel;
+    p.tunnel = Some(Tunnel {
+        src: IpAddr::V4(Ipv4Addr::new(10, 92, 0, 1)),
+        dst: IpAddr::V4(peer_addr(i)),
+    });
+    let key: Vec<u8> = (0..20u32).map(|k| (k * 7 + i) as u8).collect();
+    p.aead = Some(Keyed::new(AeadAlg::AesGcm, &key, 16));
+    SaConfig::new(format!("sa{i}"), p, None)
+}
+
+fn shuffled(n: u32) -> Vec<u32> {
+    let mut v: Vec<u32> = (0..n).collect();
+    let mut x = 0x9e37_79b9u32;
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        v.swap(i, x as usize % (i + 1));
+    }
+    v
+}
+
+/// Nanoseconds per `Sad::lookup` of each SA of `order` in `e`, repeated `reps` times.
+fn sad_lookup_ns(e: &Engine, order: &[u32], reps: usize) -> f64 {
+    let t = Instant::now();
+    let mut found = 0usize;
+    for _ in 0..reps {
+        for &i in order {
+            found += e.sad().lookup(50, 0x1000_0000 + i, IpAddr::V4(peer_addr(i))).is_some() as usize;
+        }
+    }
+    assert_eq!(found, order.len() * reps, "every SA found");
+    t.elapsed().as_nanos() as f64 / (order.len() * reps) as f64
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let get = |flag: &str, d: u32| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let n_sa = get("--sas", 20_000).max(1_000);
+    let n_peer = get("--peers", 10_000).max(1);
+    let now = Duration::ZERO;
+
+    // Peers (first: memory the SAs free later would be reused without growing the process).
+    let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let peers: Vec<IpAddr> = (0..n_peer).map(|i| IpAddr::V4(peer_addr(i))).collect();
+    let before = rss_bytes();
+    let t = Instant::now();
+    let u = UdpEncap::open(local, 0, &peers, 4500, Duration::from_millis(10)).expect("UDP socket");
+    let took = t.elapsed();
+    let grown = rss_bytes().saturating_sub(before);
+    println!(
+        "peers: {n_peer} configured in {:.3} s; resident memory +{:.1} MB, {:.0} bytes per peer",
+        took.as_secs_f64(),
+        grown as f64 / 1e6,
+        grown as f64 / f64::from(n_peer)
+    );
+    let endpoint_ns = |u: &UdpEncap, list: &[IpAddr]| {
+        let t = Instant::now();
+        for _ in 0..20 {
+            for p in list {
+                black_box(u.endpoint(*p).expect("a peer"));
+            }
+        }
+        t.elapsed().as_nanos() as f64 / (list.len() * 20) as f64
+    };
+    let mixed: Vec<IpAddr> = shuffled(n_peer).into_iter().map(|i| peers[i as usize]).collect();
+    let many = endpoint_ns(&u, &mixed);
+    let u1 = UdpEncap::open(local, 0, &peers[..1], 4500, Duration::from_millis(10)).expect("UDP socket");
+    let few = endpoint_ns(&u1, &vec![peers[0]; n_peer as usize]);
+    println!("peer endpoint lookup: {many:.1} ns at {n_peer} peers (shuffled), {few:.1} ns at 1 peer");
+
+    // SAs.
+    let configs: Vec<SaConfig> = (0..n_sa).map(sa_config).collect();
+    let before = rss_bytes();
+    let mut e = Engine::new();
+    let t = Instant::now();
+    let mut last = Duration::ZERO;
+    for (i, c) in configs.into_iter().enumerate() {
+        let t1 = Instant::now();
+        e.add_sa(c, now).expect("install");
+        if i as u32 >= n_sa - 1000 {
+            last += t1.elapsed();
+        }
+    }
+    let took = t.elapsed();
+    let grown = rss_bytes().saturating_sub(before);
+    println!(
+        "sas: {n_sa} installed in {:.2} s ({:.0} SAs/s); the last 1,000 at {:.0} SAs/s; resident memory +{:.1} MB, {:.0} bytes per SA",
+        took.as_secs_f64(),
+        f64::from(n_sa) / took.as_secs_f64(),
+        1000.0 / last.as_secs_f64(),
+        grown as f64 / 1e6,
+        grown as f64 / f64::from(n_sa),
+    );
+    let order = shuffled(n_sa);
+    let many = sad_lookup_ns(&e, &order, 20);
+    let mut one = Engine::new();
+    one.add_sa(sa_config(0), now).expect("install");
+    let few = sad_lookup_ns(&one, &vec![0; n_sa as usize], 20);
+    println!("sad lookup by (SPI, destination): {many:.1} ns at {n_sa} SAs (shuffled), {few:.1} ns at 1 SA");
+
+    // One outbound protect policy per SA, added one at a time.
+    let ids: Vec<_> = e.sad().iter().map(|(id, _)| id).collect();
+    let t = Instant::now();
+    for (i, id) in ids.iter().enumerate() {
+        let host = |a: Ipv4Addr| Prefix::new(IpAddr::V4(a), 32);
+        e.add_policy(Policy {
+            dir: Direction::Out,
+            selector: Selector {
+                src: host(Ipv4Addr::new(10, 91, 0, 1)),
+                dst: host(Ipv4Addr::from(0x0a5e_0000u32 + i as u32)),
+                ..Selector::default()
+            },
+            action: Action::Protect(vec![*id]),
+        })
+        .expect("policy");
+    }
+    let took = t.elapsed();
+    println!(
+        "policies: {} added one by one in {:.3} s ({:.1} us each)",
+        ids.len(),
+        took.as_secs_f64(),
+        took.as_secs_f64() * 1e6 / ids.len() as f64
+    );
+    drop(e);
+}
