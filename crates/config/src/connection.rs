@@ -567,7 +567,9 @@ impl ConnectionConfig {
         c.remote_id_match = remote_match;
         c.local_auth = if self.local.pubkey {
             let certs = crate::credentials::load_certs(&self.local.certs).map_err(at)?;
-            let ours = certs.first().ok_or_else(|| at("local.certs holds no certificate".into()))?;
+            let ours = certs
+                .first()
+                .ok_or_else(|| at("local.certs holds no certificate".into()))?;
             let key = secrets
                 .keys
                 .iter()

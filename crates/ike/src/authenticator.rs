@@ -43,7 +43,14 @@ impl Signed<'_> {
     }
 
     fn psk(&self, psk: &crate::config::Psk) -> crate::prf::KeyBytes {
-        psk_auth(self.prf, psk.expose(), self.message, self.nonce, self.sk_p, self.id_body)
+        psk_auth(
+            self.prf,
+            psk.expose(),
+            self.message,
+            self.nonce,
+            self.sk_p,
+            self.id_body,
+        )
     }
 }
 
@@ -182,12 +189,13 @@ pub(crate) fn certreq_payload<'a>(
             }
         }
     }
-    (!ids.is_empty()).then(|| {
-        crate::message::Payload::CertReq(pki::CertReqPayload {
-            encoding: cert_encoding::X509_SIGNATURE,
-            ca_key_ids: ids,
-        })
-    })
+    if ids.is_empty() {
+        return None;
+    }
+    Some(crate::message::Payload::CertReq(pki::CertReqPayload {
+        encoding: cert_encoding::X509_SIGNATURE,
+        ca_key_ids: ids,
+    }))
 }
 
 /// The SIGNATURE_HASH_ALGORITHMS notify we send in IKE_SA_INIT (RFC 7427 4).

@@ -3,15 +3,15 @@
 use crate::alg::{parse_proposals, ProposalKind, ProposalSpec};
 use crate::error::Error;
 use crate::id::Identity;
+use crate::pki::{Certificate, IdPattern, Signer, TrustStore};
 use crate::retransmit::RetransmitConfig;
 use crate::ts::TrafficSelector;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 use core::net::IpAddr;
 use core::time::Duration;
-use crate::pki::{Certificate, IdPattern, Signer, TrustStore};
-use alloc::sync::Arc;
 use zeroize::Zeroizing;
 
 /// A pre-shared key. Never printed: `Debug` shows only its length class.

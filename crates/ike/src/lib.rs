@@ -44,7 +44,8 @@ pub mod status;
 pub(crate) mod task;
 
 pub use config::{
-    ChildConfig, ChildLifetimes, Config, Connection, DeadAction, LocalAuth, Mode, Psk, RemoteAuth, SendCert, StartAction,
+    ChildConfig, ChildLifetimes, Config, Connection, DeadAction, LocalAuth, Mode, Psk, RemoteAuth, SendCert,
+    StartAction,
 };
 pub use cookie::DosStats;
 pub use endpoint::{Dropped, Endpoint, PacketSelectors, SaHandle};

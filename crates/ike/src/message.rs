@@ -329,7 +329,10 @@ mod tests {
     fn an_unreadable_cert_or_certreq_does_not_fail_the_message() {
         // CERTREQ with encoding 12 (hash and URL) and 7 bytes; CERT of 0 bytes.
         let certreq = Payload::parse(kind::CERTREQ, false, &[12, 1, 2, 3, 4, 5, 6]).unwrap();
-        assert_eq!(certreq, Some(Payload::Other(kind::CERTREQ, false, alloc::vec![12, 1, 2, 3, 4, 5, 6])));
+        assert_eq!(
+            certreq,
+            Some(Payload::Other(kind::CERTREQ, false, alloc::vec![12, 1, 2, 3, 4, 5, 6]))
+        );
         let cert = Payload::parse(kind::CERT, false, &[]).unwrap();
         assert!(matches!(cert, Some(Payload::Other(kind::CERT, ..))));
         // A well-formed CERTREQ is read.

@@ -49,7 +49,13 @@ fn pubkey(c: &mut Connection, id: &str, key: &str, chain: &[&str]) {
 
 /// A (10.0.0.1) initiates to B (10.0.0.2): A signs as `a_id` with `a_key`/`a_chain`, B as
 /// moon; each trusts the root CA (B also `b_crl`); B requires `b_wants` of A.
-fn cert_pair(a_id: &str, a_key: &str, a_chain: &[&str], b_wants: Option<&str>, b_crl: Option<&str>) -> (Config, Config) {
+fn cert_pair(
+    a_id: &str,
+    a_key: &str,
+    a_chain: &[&str],
+    b_wants: Option<&str>,
+    b_crl: Option<&str>,
+) -> (Config, Config) {
     let (mut a, mut b) = pair(IKE, IKE, ESP, ESP);
     let (ca, cb) = (&mut a.connections[0], &mut b.connections[0]);
     pubkey(ca, a_id, a_key, a_chain);
@@ -111,14 +117,24 @@ fn each_key_type_authenticates_both_ways_through_the_intermediate() {
         let mut net = with_clocks(a, b);
         net.up();
         let (ua, ub) = (ike_up(&net.events_a), ike_up(&net.events_b));
-        assert_eq!((ua.len(), ub.len()), (1, 1), "{id}: {:?} {:?}", net.events_a, net.events_b);
+        assert_eq!(
+            (ua.len(), ub.len()),
+            (1, 1),
+            "{id}: {:?} {:?}",
+            net.events_a,
+            net.events_b
+        );
         assert_eq!(ub[0].remote_id.to_string(), id);
         assert_eq!(ua[0].remote_id.to_string(), "moon.strongswan.org");
         assert_eq!((children_up(&net.events_a), children_up(&net.events_b)), (1, 1), "{id}");
         // CERT payloads were on the wire (IKE_AUTH is encrypted: the request is far larger
         // than a PSK one).
         let auth_req = net.sent.iter().filter(|s| s.from_a).nth(1).unwrap();
-        assert!(auth_req.t.payload.len() > 700, "{id}: IKE_AUTH of {} bytes", auth_req.t.payload.len());
+        assert!(
+            auth_req.t.payload.len() > 700,
+            "{id}: IKE_AUTH of {} bytes",
+            auth_req.t.payload.len()
+        );
     }
 }
 
@@ -160,7 +176,13 @@ fn refusals_say_why() {
     refused(&mut with_clocks(a, b), Refusal::Certificate(CertError::Expired));
     let (a, b) = cert_pair("unknown.strongswan.org", "sun.key", &["unknown.pem"], None, None);
     refused(&mut with_clocks(a, b), Refusal::Certificate(CertError::UnknownCa));
-    let (a, b) = cert_pair("revoked.strongswan.org", "sun.key", &["revoked.pem"], None, Some("root-ca.crl.pem"));
+    let (a, b) = cert_pair(
+        "revoked.strongswan.org",
+        "sun.key",
+        &["revoked.pem"],
+        None,
+        Some("root-ca.crl.pem"),
+    );
     refused(&mut with_clocks(a, b), Refusal::Certificate(CertError::Revoked));
     let (a, b) = cert_pair("codesign.strongswan.org", "sun.key", &["codesign.pem"], None, None);
     refused(&mut with_clocks(a, b), Refusal::Certificate(CertError::WrongUsage));
@@ -168,7 +190,11 @@ fn refusals_say_why() {
     let (a, b) = cert_pair("sun.strongswan.org", "dave.key", &["sun.pem"], None, None);
     let mut net = with_clocks(a, b);
     net.up();
-    assert!(matches!(refusal(&net.events_b), Some(Refusal::Signature(_))), "{:?}", net.events_b);
+    assert!(
+        matches!(refusal(&net.events_b), Some(Refusal::Signature(_))),
+        "{:?}",
+        net.events_b
+    );
     // A claims carol's identity with sun's (valid, correctly signed) certificate.
     let (a, b) = cert_pair("carol@strongswan.org", "sun.key", &["sun.pem"], None, None);
     refused(&mut with_clocks(a, b), Refusal::IdentityMismatch);
@@ -202,7 +228,13 @@ fn the_initiator_refuses_a_responder_it_cannot_verify() {
 fn the_responder_picks_its_connection_by_identity_and_method() {
     // B has, for any address: a PSK connection first, then a certificate one for DNs under
     // O=strongSwan. A signs: B must move to the second connection at IKE_AUTH.
-    let (a, b) = cert_pair("sun.strongswan.org", "sun.key", &["sun.pem"], Some("sun.strongswan.org"), None);
+    let (a, b) = cert_pair(
+        "sun.strongswan.org",
+        "sun.key",
+        &["sun.pem"],
+        Some("sun.strongswan.org"),
+        None,
+    );
     let mut psk_any = common::conn("psk-any", B_IP, None, b"another secret", IKE);
     psk_any
         .children

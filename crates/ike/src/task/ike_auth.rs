@@ -25,13 +25,22 @@ pub(crate) struct IkeAuth {
 /// its IKE_SA_INIT (same addresses, the agreed IKE proposal acceptable): strongSwan's
 /// IKE_AUTH peer-config lookup. An exact remote identity beats a wildcard, a wildcard beats
 /// none; the connection chosen at IKE_SA_INIT wins ties, then the configuration's order.
-fn select_connection(sa: &IkeSa, cfg: &crate::config::Config, crypto: &Crypto, idi: &Identity, idr: Option<&Identity>, method: u8) -> Option<usize> {
+fn select_connection(
+    sa: &IkeSa,
+    cfg: &crate::config::Config,
+    crypto: &Crypto,
+    idi: &Identity,
+    idr: Option<&Identity>,
+    method: u8,
+) -> Option<usize> {
     let agreed = [crate::sa::Proposal::from_ike_suite(1, &[], &crypto.suite)];
     let (local, remote) = (sa.path.local.ip(), sa.path.remote.ip());
     let score = |i: usize| -> Option<(u8, bool)> {
         let c = &cfg.connections[i];
-        let addrs = (c.local_addr == local || c.local_addr.is_unspecified()) && c.remote_addr.is_none_or(|r| r == remote);
-        if !addrs || crate::sa::choose_ike(&agreed, &c.ike_proposals).is_none() || !c.remote_auth.accepts_method(method) {
+        let addrs =
+            (c.local_addr == local || c.local_addr.is_unspecified()) && c.remote_addr.is_none_or(|r| r == remote);
+        if !addrs || crate::sa::choose_ike(&agreed, &c.ike_proposals).is_none() || !c.remote_auth.accepts_method(method)
+        {
             return None;
         }
         if idr.is_some_and(|r| *r != c.local_id) {
