@@ -121,15 +121,15 @@ comp_stats() {
 PIDS=()
 TARGET='' SRV_ADDR='' CLI_ADDR='' CLI_PORT=''
 up() { # VARIANT RATE PORT: starts it; sets PIDS, TARGET and the receiver's and sender's ends
-  local side ns mode=${1#tunneld-}
+  local side ns cfg mode=${1#tunneld-}
   if [[ $1 == tunneld-* ]]; then
     PIDS=()
     for side in a b; do
       ns=$NSA
       [ $side = b ] && ns=$NSB
+      cfg=$(tunneld_config $side "$mode" "$2")
       rm -f "$WORK/stats-$side.json"
-      ip netns exec "$ns" "$BIN" --config "$(tunneld_config $side "$mode" "$2")" --stats "$WORK/stats-$side.json" \
-        2>"$WORK/tunneld-$mode-$2-$side.log" &
+      ip netns exec "$ns" "$BIN" --config "$cfg" --stats "$WORK/stats-$side.json" 2>"$WORK/tunneld-$mode-$2-$side.log" &
       BG+=($!)
       PIDS+=($!)
     done

@@ -64,7 +64,7 @@ ssl_tunnel_up() { # VARIANT INNER_A INNER_B PORT
         local ns=$NSA me=$A4 peer=$B4 addr=("$inner_a" "$inner_b") role=--tls-client
         [ $side = b ] && { ns=$NSB; me=$B4; peer=$A4; addr=("$inner_b" "$inner_a"); role=--tls-server; }
         ip netns exec "$ns" openvpn --dev sslovpn --dev-type tun --proto udp --local "$me" --remote "$peer" \
-          --port 1194 --ifconfig "${addr[@]}" $role --dh none --ca "$WORK/pki/ca.crt" \
+          --port 1194 --ifconfig "${addr[@]}" "$role" --dh none --ca "$WORK/pki/ca.crt" \
           --cert "$WORK/pki/$side.crt" --key "$WORK/pki/$side.key" --data-ciphers AES-128-GCM \
           --tun-mtu 1420 --verb 1 "${comp[@]}" >"$WORK/$v-$side.log" 2>&1 &
         BG+=($!)
