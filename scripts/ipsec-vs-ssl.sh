@@ -24,8 +24,9 @@
 # 8), with scripts/xfer.py (as adaptive-demo does). Goodput: payload bytes received / the time
 # from the first byte to the end, at the receiver, Mbit/s. CPU per GB: utime + stime of the
 # tunnel processes at both ends (/proc/PID/stat, as compare-peers does) over the transfer,
-# divided by the bytes received. REPS (default 3) repetitions, each with the variants in a
-# rotated order (no variant always first or last); the table shows medians.
+# divided by the bytes received; and the packets the tbf dropped (sent beyond the link's rate:
+# encrypted, counted in the CPU, never received). REPS (default 3) repetitions, each with the
+# variants in a rotated order (no variant always first or last); the table shows medians.
 #
 # Output: OUT/ipsec-vs-ssl.csv (a row per transfer), OUT/ipsec-vs-ssl.md (the table: ours
 # beside the paper's rows for the same link) with OUT default /tmp/ipsec-vs-ssl, and the plot
@@ -144,8 +145,13 @@ up() { # VARIANT RATE PORT: starts it; sets PIDS, TARGET and the receiver's and 
 }
 
 CSV=$OUT/ipsec-vs-ssl.csv
+# Packets the tbf dropped so far (the tunnel's packets sent beyond the link's rate: sealed, and
+# counted in the CPU, but never received).
+tbf_drops() {
+  ip netns exec "$NSA" tc -s qdisc show dev "$VA" | awk '/dropped/ && n == "" { gsub(",", ""); for (i = 1; i < NF; i++) if ($i == "dropped") n = $(i + 1) } END { print n + 0 }'
+}
 cell() { # VARIANT RATE DATA REP: one transfer; appends a row to CSV
-  local v=$1 rate=$2 data=$3 rep=$4 rpid c0 c1 before='' after='' bytes secs
+  local v=$1 rate=$2 data=$3 rep=$4 rpid c0 c1 d0 d1 before='' after='' bytes secs
   PORT=$((PORT + 2))
   up "$v" "$rate" $PORT
   ip netns exec "$NSB" timeout $((XFER_SECONDS + 40)) python3 scripts/xfer.py recv "${SRV_ADDR:-$TARGET}" $PORT $((XFER_SECONDS + 30)) \
@@ -155,10 +161,12 @@ cell() { # VARIANT RATE DATA REP: one transfer; appends a row to CSV
   wait_tcp_listen 10 "the receiver" "$NSB" $PORT
   [[ $v != tunneld-* ]] || before=$(comp_stats "$WORK/stats-a.json")
   c0=$(cpu_ticks "${PIDS[@]}")
+  d0=$(tbf_drops)
   timeout $((XFER_SECONDS + 40)) ip netns exec "$NSA" python3 scripts/xfer.py send "${CLI_ADDR:-$TARGET}" "$CLI_PORT" "$WORK/$data.bin" "$XFER_SECONDS" \
     2>"$WORK/send.log" || fail "$rate $v $data: the sender failed: $(tail -n 2 "$WORK/send.log")"
   wait "$rpid" || fail "$rate $v $data: the receiver failed: $(tail -n 2 "$WORK/recv.log")"
   c1=$(cpu_ticks "${PIDS[@]}")
+  d1=$(tbf_drops)
   if [[ $v == tunneld-* ]]; then
     sleep 1.2 # the stats file is rewritten once a second
     after=$(comp_stats "$WORK/stats-a.json")
@@ -166,23 +174,23 @@ cell() { # VARIANT RATE DATA REP: one transfer; appends a row to CSV
   stop_pids "${PIDS[@]}"
   read -r bytes secs <"$WORK/recv.out"
   # shellcheck disable=SC2086
-  python3 - "$rate" "$v" "$data" "$rep" "$bytes" "$secs" $((c1 - c0)) "$(getconf CLK_TCK)" $before $after >>"$CSV" <<'EOF'
+  python3 - "$rate" "$v" "$data" "$rep" "$bytes" "$secs" $((c1 - c0)) "$(getconf CLK_TCK)" $((d1 - d0)) $before $after >>"$CSV" <<'EOF'
 import sys
-rate, v, data, rep, nbytes, secs, ticks, hz = sys.argv[1:9]
+rate, v, data, rep, nbytes, secs, ticks, hz, drops = sys.argv[1:10]
 nbytes, secs, cpu = int(nbytes), float(secs), int(ticks) / int(hz)
 extra = ["", "", ""]
-if len(sys.argv) == 15:  # tunneld: comp-ab's packets compressed and the model's flips in the cell
-    c0, f0, _, c1, f1, decision = sys.argv[9:]
+if len(sys.argv) == 16:  # tunneld: comp-ab's packets compressed and the model's flips in the cell
+    c0, f0, _, c1, f1, decision = sys.argv[10:]
     extra = [str(int(c1) - int(c0)), str(int(f1) - int(f0)) if decision != "-" else "", decision if decision != "-" else ""]
 print(",".join([rate, v, data, rep, str(nbytes), f"{secs:.3f}", f"{nbytes * 8 / secs / 1e6:.2f}", f"{cpu:.2f}",
-                f"{cpu / (nbytes / 1e9):.2f}"] + extra))
+                f"{cpu / (nbytes / 1e9):.2f}", drops] + extra))
 EOF
   log "$(tail -n 1 "$CSV")"
 }
 
 # ---- the runs -------------------------------------------------------------------------------
 read -r -a VS <<<"$VARIANTS"
-echo "link,variant,data,rep,bytes,seconds,goodput_mbps,cpu_s,cpu_s_per_gb,ipcomp_compressed,model_flips,model_decision" >"$CSV"
+echo "link,variant,data,rep,bytes,seconds,goodput_mbps,cpu_s,cpu_s_per_gb,tbf_dropped,ipcomp_compressed,model_flips,model_decision" >"$CSV"
 PORT=5400
 k=${#VS[@]}
 T0=$SECONDS

@@ -52,7 +52,8 @@ def medians(rows):
         cpu = statistics.median(float(r["cpu_s_per_gb"]) for r in rs)
         spread = (min(float(r["goodput_mbps"]) for r in rs), max(float(r["goodput_mbps"]) for r in rs))
         decisions = sorted({r.get("model_decision", "") for r in rs} - {""})
-        out[k] = {"gp": gp, "cpu": cpu, "n": len(rs), "spread": spread, "decisions": decisions}
+        drops = statistics.median(int(r.get("tbf_dropped") or 0) for r in rs)
+        out[k] = {"gp": gp, "cpu": cpu, "n": len(rs), "spread": spread, "decisions": decisions, "drops": drops}
     return out
 
 
@@ -107,7 +108,10 @@ def table(med, paper, links, datasets, when, generated):
     for (link, data, v), x in sorted(med.items()):
         if x["n"] > 1:
             spreads.append(f"{link}/{data}/{v} {x['spread'][0]:.0f}–{x['spread'][1]:.0f}")
-    out += ["", "Goodput range over the repetitions: " + "; ".join(spreads) + "." if spreads else ""]
+    drops = [f"{link}/{data}/{v} {x['drops']:,.0f}" for (link, data, v), x in sorted(med.items())]
+    out += ["", "Goodput range over the repetitions: " + "; ".join(spreads) + "." if spreads else "",
+            "", "Packets the tbf dropped per transfer (median; sent, so encrypted and counted in the CPU, "
+            "but never received): " + "; ".join(drops) + "."]
     return "\n".join(out).rstrip() + "\n"
 
 
