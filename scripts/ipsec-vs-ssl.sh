@@ -148,7 +148,7 @@ CSV=$OUT/ipsec-vs-ssl.csv
 # Packets the tbf dropped so far (the tunnel's packets sent beyond the link's rate: sealed, and
 # counted in the CPU, but never received).
 tbf_drops() {
-  ip netns exec "$NSA" tc -s qdisc show dev "$VA" | awk '/dropped/ && n == "" { gsub(",", ""); for (i = 1; i < NF; i++) if ($i == "dropped") n = $(i + 1) } END { print n + 0 }'
+  ip netns exec "$NSA" tc -s qdisc show dev "$VA" | awk '/dropped/ && n == "" { gsub(",", ""); for (i = 1; i < NF; i++) if ($i == "(dropped") n = $(i + 1) } END { print n + 0 }'
 }
 cell() { # VARIANT RATE DATA REP: one transfer; appends a row to CSV
   local v=$1 rate=$2 data=$3 rep=$4 rpid c0 c1 d0 d1 before='' after='' bytes secs
