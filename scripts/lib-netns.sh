@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Shared plumbing of the namespace scripts (netns-test.sh, flood-test.sh, compare-peers.sh,
-# adaptive-demo.sh, soak.sh, ike-interop.sh, strongswan-selftest.sh), sourced by them after `cd` to the repository root:
+# adaptive-demo.sh, ipsec-vs-ssl.sh, soak.sh, ike-interop.sh, strongswan-selftest.sh), sourced by them after `cd` to the repository root:
 #
 #   NETNS_TAG=netns-test          # the prefix of every message (required)
 #   NETNS_LOG_FD=2                # where `log` writes (default 1, stdout; `fail` always to 2)
