@@ -104,82 +104,13 @@ trap 'cleanup_all $? 10' EXIT
 trap 'fail "interrupted"' INT TERM
 
 # ---- data ---------------------------------------------------------------------------------
-GENERATED=""
-python3 - "$CORPUS" "$WORK" $DATASETS <<'EOF' >"$WORK/data.txt"
-import os, random, sys, zlib
-corpus, work, names = sys.argv[1], sys.argv[2], sys.argv[3:]
-size = 20 * 1024 * 1024
-for name in names:
-    path = os.path.join(corpus, name)
-    if name == "random":
-        seed = random.Random(12)
-        data, how = seed.randbytes(size), "seeded random"
-    elif os.path.isfile(path):
-        data, how = open(path, "rb").read(), "corpus " + path
-    else:
-        # Stand-ins, said loudly: text-like words for book1, long runs for pic.
-        r = random.Random(7)
-        if name == "pic":
-            data = b"".join(bytes([r.choice([0, 0, 0, 255])]) * r.randint(20, 400) for _ in range(20000))
-        else:
-            words = [bytes(r.choice(b"etaoinshrdlu") for _ in range(r.randint(2, 9))) for _ in range(3000)]
-            data = b" ".join(r.choice(words) for _ in range(200000))
-        how = "GENERATED (corpus file missing)"
-    out = (data * (size // len(data) + 1))[:size]
-    open(os.path.join(work, name + ".bin"), "wb").write(out)
-    x = len(out[:1 << 20]) / len(zlib.compress(out[:1 << 20], 6))
-    print(f"{name}\t{how}\t{x:.2f}")
-EOF
-while IFS=$'\t' read -r name how x; do
-  log "data $name: $how, 20 MB, zlib ratio of the first MB $x"
-  case $how in GENERATED*) GENERATED="$GENERATED $name" ;; esac
-done <"$WORK/data.txt"
-[ -z "$GENERATED" ] || log "WARNING: THE CORPUS WAS NOT FOUND AT $CORPUS: GENERATED DATA STANDS IN FOR:$GENERATED"
-
-cat >"$WORK/xfer.py" <<'EOF'
-# recv ADDR PORT DEADLINE | send ADDR PORT FILE SECONDS
-import socket, sys, time
-if sys.argv[1] == "recv":
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((sys.argv[2], int(sys.argv[3])))
-    s.listen(1)
-    s.settimeout(float(sys.argv[4]))
-    c, _ = s.accept()
-    c.settimeout(float(sys.argv[4]))
-    buf = bytearray(1 << 20)
-    n = c.recv_into(buf)
-    t0, total = time.monotonic(), n
-    while n:
-        n = c.recv_into(buf)
-        total += n
-    t1 = time.monotonic()
-    print(total, t1 - t0)
-else:
-    data = open(sys.argv[4], "rb").read()
-    c = socket.create_connection((sys.argv[2], int(sys.argv[3])), timeout=10)
-    c.settimeout(60)
-    end = time.monotonic() + float(sys.argv[5])
-    view, off, chunk = memoryview(data + data[:256 * 1024]), 0, 256 * 1024
-    while time.monotonic() < end:
-        off = (off + c.send(view[off:off + chunk])) % len(data)
-    c.shutdown(socket.SHUT_WR)
-    c.recv(1)
-    c.close()
-EOF
+# shellcheck disable=SC2086
+GENERATED=$(XFER_TAG=$NETNS_TAG python3 scripts/xfer.py data "$CORPUS" "$WORK" $DATASETS)
 
 # ---- namespaces -----------------------------------------------------------------------------
 netns_pair "$NSA" "$NSB" "$VA" "$VB" 10.99.0.1/24 10.99.0.2/24
 
-shape() { # RATE: tbf on A's veth (the data direction), or none
-  ip netns exec "$NSA" tc qdisc del dev "$VA" root 2>/dev/null || true
-  [ "$1" = unlimited ] && return 0
-  local bps burst
-  bps=$(python3 -c "import sys; s=sys.argv[1]; m={'k':1e3,'M':1e6,'G':1e9}; print(int(float(s[:-1])*m[s[-1]]) if s[-1] in m else int(s))" "$1")
-  burst=$((bps / 8 / 100)) # 10 ms at the rate
-  [ $burst -ge 32768 ] || burst=32768
-  ip netns exec "$NSA" tc qdisc add dev "$VA" root tbf rate "$bps"bit burst "$burst" latency 50ms
-}
+shape() { tbf_shape "$NSA" "$VA" "$1"; } # RATE: tbf on A's veth (the data direction), or none
 
 config() { # SIDE MODE RATE -> file
   local f=$WORK/$1-$2-$3.toml
@@ -229,12 +160,12 @@ for round in $(seq "$ROUNDS"); do
       for mode in $order; do
         start "$mode" "$rate"
         PORT=$((PORT + 1))
-        ip netns exec "$NSB" timeout $((SECONDS_CAP + 40)) python3 "$WORK/xfer.py" recv 10.100.0.2 $PORT $((SECONDS_CAP + 30)) >"$WORK/recv.out" 2>"$WORK/recv.log" &
+        ip netns exec "$NSB" timeout $((SECONDS_CAP + 40)) python3 scripts/xfer.py recv 10.100.0.2 $PORT $((SECONDS_CAP + 30)) >"$WORK/recv.out" 2>"$WORK/recv.log" &
         rpid=$!
         BG+=("$rpid")
         wait_tcp_listen 10 "the receiver" "$NSB" $PORT
         before=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); c=[s['comp'] for s in d['engine']['sas'] if s['name']=='comp-ab'][0]; m=c.get('model') or {}; print(c['compressed'], c['skipped_model'], m.get('probes', 0), m.get('flips', 0), m.get('samples', 0), m.get('untimed', 0), m.get('switches', 0))" "$WORK/$mode-$rate-a.json")
-        timeout $((SECONDS_CAP + 40)) ip netns exec "$NSA" python3 "$WORK/xfer.py" send 10.100.0.2 $PORT "$WORK/$data.bin" "$SECONDS_CAP" 2>"$WORK/send.log" ||
+        timeout $((SECONDS_CAP + 40)) ip netns exec "$NSA" python3 scripts/xfer.py send 10.100.0.2 $PORT "$WORK/$data.bin" "$SECONDS_CAP" 2>"$WORK/send.log" ||
           fail "$rate $mode $data: sender failed: $(tail -n 2 "$WORK/send.log")"
         wait "$rpid" || fail "$rate $mode $data: receiver failed: $(tail -n 2 "$WORK/recv.log")"
         sleep 1.2 # the stats file is rewritten once a second

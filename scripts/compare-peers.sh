@@ -11,10 +11,11 @@
 #   boringtun     boringtun-cli (crates.io), configured with `wg`
 #   openvpn       OpenVPN 2.6 (Debian), UDP, TLS with a two-certificate PKI the script makes
 #                 with openssl, data channel AES-128-GCM, no compression
-#   openvpn-lz4   the same with `compress lz4-v2` (OpenVPN calls compression insecure,
-#                 VORACLE; allowed here with `allow-compression yes` to measure it)
+#   openvpn-lz4   the same with `compress lz4-v2` (allowed with `allow-compression yes`)
 #   stunnel       stunnel4 (Debian) carrying iperf3's TCP over TLS 1.3,
 #                 TLS_AES_128_GCM_SHA256 (TCP traffic only: udpN and ping are skipped)
+#                 (these three are set up by scripts/lib-ssl-tunnels.sh, shared with
+#                 scripts/ipsec-vs-ssl.sh)
 #
 # For each repetition (REPS, default 3) the variants run in a rotated order (so no variant is
 # always first or last), each with the traffic in TRAFFIC (default "tcp udp64"), DURATION
@@ -64,6 +65,7 @@ cd "$(dirname "$0")/.."
 NETNS_TAG=compare-peers
 NETNS_LOG_FD=2
 . scripts/lib-netns.sh
+. scripts/lib-ssl-tunnels.sh
 [ "$(id -u)" -eq 0 ] || fail "needs root (network namespaces, TUN devices)"
 
 DURATION=${DURATION:-10}
@@ -88,9 +90,7 @@ pkgs=()
 command -v iperf3 >/dev/null || pkgs+=(iperf3)
 command -v wg >/dev/null || pkgs+=(wireguard-tools)
 command -v python3 >/dev/null || pkgs+=(python3)
-[[ " $VARIANTS " != *" openvpn"* ]] || command -v openvpn >/dev/null || pkgs+=(openvpn)
-[[ " $VARIANTS " != *" stunnel "* ]] || command -v stunnel4 >/dev/null || pkgs+=(stunnel4)
-[[ " $VARIANTS " != *" openvpn"* && " $VARIANTS " != *" stunnel "* ]] || command -v openssl >/dev/null || pkgs+=(openssl)
+mapfile -t -O ${#pkgs[@]} pkgs < <(ssl_tunnel_pkgs "$VARIANTS")
 [ ${#pkgs[@]} -eq 0 ] || apt_install "${pkgs[@]}"
 WG_GO=${WG_GO:-$TOOLS/bin/wireguard}
 if [[ " $VARIANTS " == *" wireguard-go "* && ! -x $WG_GO ]]; then
@@ -219,22 +219,6 @@ SRV_ADDR=''
 CLI_ADDR=''
 CLI_PORT=5201
 
-# A CA and one certificate for each end (EC P-256), made once per run, for OpenVPN and stunnel.
-make_pki() {
-  [ -f "$WORK/pki/b.crt" ] && return
-  mkdir -p "$WORK/pki"
-  (
-    cd "$WORK/pki"
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=cmp-ca \
-      -keyout ca.key -out ca.crt 2>/dev/null
-    for side in a b; do
-      openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=cmp-$side" \
-        -keyout $side.key -out $side.csr 2>/dev/null
-      openssl x509 -req -in $side.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -out $side.crt 2>/dev/null
-    done
-  )
-}
-
 up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects to)
   PIDS=()
   SRV_ADDR=''
@@ -244,61 +228,9 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
     veth)
       TARGET=$B4
       ;;
-    openvpn | openvpn-lz4)
-      make_pki
-      local comp=()
-      [ "$1" = openvpn-lz4 ] && comp=(--allow-compression yes --compress lz4-v2)
-      for side in a b; do
-        local ns=$NSA me=$A4 peer=$B4 addr="$INNER.11 $INNER.12" role=--tls-client
-        [ $side = b ] && { ns=$NSB; me=$B4; peer=$A4; addr="$INNER.12 $INNER.11"; role=--tls-server; }
-        # shellcheck disable=SC2086
-        ip netns exec "$ns" openvpn --dev cmpovpn --dev-type tun --proto udp --local "$me" --remote "$peer" \
-          --port 1194 --ifconfig $addr $role --dh none --ca "$WORK/pki/ca.crt" \
-          --cert "$WORK/pki/$side.crt" --key "$WORK/pki/$side.key" --data-ciphers AES-128-GCM \
-          --tun-mtu 1420 --verb 1 "${comp[@]}" >"$WORK/$1-$side.log" 2>&1 &
-        BG+=($!)
-        PIDS+=($!)
-      done
-      TARGET=$INNER.12
-      wait_for 20 "$1: the TLS handshake" sh -c "grep -q 'Initialization Sequence Completed' '$WORK/$1-a.log' && grep -q 'Initialization Sequence Completed' '$WORK/$1-b.log'"
-      ;;
-    stunnel)
-      make_pki
-      cat >"$WORK/stunnel-b.conf" <<EOF
-foreground = yes
-pid =
-[iperf]
-accept = $B4:5443
-connect = 127.0.0.1:5201
-cert = $WORK/pki/b.crt
-key = $WORK/pki/b.key
-sslVersion = TLSv1.3
-ciphersuites = TLS_AES_128_GCM_SHA256
-EOF
-      cat >"$WORK/stunnel-a.conf" <<EOF
-foreground = yes
-pid =
-[iperf]
-client = yes
-accept = 127.0.0.1:5202
-connect = $B4:5443
-CAfile = $WORK/pki/ca.crt
-verifyChain = yes
-sslVersion = TLSv1.3
-ciphersuites = TLS_AES_128_GCM_SHA256
-EOF
-      ip netns exec "$NSB" stunnel4 "$WORK/stunnel-b.conf" >"$WORK/stunnel-b.log" 2>&1 &
-      BG+=($!)
-      PIDS+=($!)
-      ip netns exec "$NSA" stunnel4 "$WORK/stunnel-a.conf" >"$WORK/stunnel-a.log" 2>&1 &
-      BG+=($!)
-      PIDS+=($!)
-      TARGET=$B4
-      SRV_ADDR=127.0.0.1
-      CLI_ADDR=127.0.0.1
-      CLI_PORT=5202
-      wait_tcp_listen 10 "stunnel's server end" "$NSB" 5443
-      wait_tcp_listen 10 "stunnel's client end" "$NSA" 5202
+    openvpn | openvpn-lz4 | stunnel)
+      # scripts/lib-ssl-tunnels.sh; stunnel forwards NSA's 127.0.0.1:5202 to NSB's 127.0.0.1:5201.
+      ssl_tunnel_up "$1" $INNER.11 $INNER.12 5201
       ;;
     tunneld-* | base-*)
       # KIND[@wN][@uring][@TUNNELD_X=V]: tunneld-udp@w1 runs tunneld-udp with --workers 1;

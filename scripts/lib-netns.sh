@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Shared plumbing of the namespace scripts (netns-test.sh, flood-test.sh, compare-peers.sh,
-# adaptive-demo.sh, soak.sh, ike-interop.sh, strongswan-selftest.sh), sourced by them after `cd` to the repository root:
+# adaptive-demo.sh, ipsec-vs-ssl.sh, soak.sh, ike-interop.sh, strongswan-selftest.sh), sourced by them after `cd` to the repository root:
 #
 #   NETNS_TAG=netns-test          # the prefix of every message (required)
 #   NETNS_LOG_FD=2                # where `log` writes (default 1, stdout; `fail` always to 2)
@@ -212,4 +212,17 @@ locate_tunneld() {
     BIN=$(release_dir)/tunneld
   fi
   [ -x "$BIN" ] || fail "no tunneld binary at $BIN"
+}
+
+# tbf_shape NS DEV RATE: DEV in NS limited to RATE (100M, 1G, 10M, 500k, a plain bit rate) by
+# a tbf qdisc (burst: 10 ms at the rate, at least 32 KB; 50 ms of queue), or unlimited
+# (RATE `unlimited`: the qdisc removed).
+tbf_shape() {
+  ip netns exec "$1" tc qdisc del dev "$2" root 2>/dev/null || true
+  [ "$3" = unlimited ] && return 0
+  local bps burst
+  bps=$(python3 -c "import sys; s=sys.argv[1]; m={'k':1e3,'M':1e6,'G':1e9}; print(int(float(s[:-1])*m[s[-1]]) if s[-1] in m else int(s))" "$3")
+  burst=$((bps / 8 / 100))
+  [ $burst -ge 32768 ] || burst=32768
+  ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$bps"bit burst "$burst" latency 50ms
 }
