@@ -12,6 +12,13 @@
 //! - **Peers**: an ESP-in-UDP socket (`UdpEncap::open`, bound to 127.0.0.1 on a free
 //!   port) configured with M peers, resident memory per peer, and `UdpEncap::endpoint` of
 //!   each peer against the same with one peer.
+//! - **Peers IKE adds** (a remote-access server's clients, `--added K`, default 10,000):
+//!   `UdpEncap::add_peer` of K clients, each at its own address with its own child SA,
+//!   timed (per add, and the last 1,000 on their own), resident memory per added peer, and
+//!   `UdpEncap::child_endpoint` (the lookup every sealed packet of such an SA makes) of each
+//!   against the same with one. Then `UdpEncap::source_of` (every received datagram's
+//!   lookup) of peers that moved behind a NAT, beside a linear scan of the endpoints, the
+//!   lookup it replaced, in the same run.
 //!
 //! Resident memory includes the allocator's slack; the figures are what a process grows by,
 //! not the structures' exact sizes.
@@ -83,6 +90,7 @@ fn main() {
     };
     let n_sa = get("--sas", 20_000).max(1_000);
     let n_peer = get("--peers", 10_000).max(1);
+    let n_added = get("--added", 10_000).max(1_000);
     let now = Duration::ZERO;
 
     // Peers (first: memory the SAs free later would be reused without growing the process).
@@ -113,6 +121,74 @@ fn main() {
     let u1 = UdpEncap::open(local, 0, &peers[..1], 4500, Duration::from_millis(10)).expect("UDP socket");
     let few = endpoint_ns(&u1, &vec![peers[0]; n_peer as usize]);
     println!("peer endpoint lookup: {many:.1} ns at {n_peer} peers (shuffled), {few:.1} ns at 1 peer");
+
+    // Peers IKE adds: each client at its own address, one child SA each.
+    let added_at = |i: u32| std::net::SocketAddr::new(IpAddr::V4(Ipv4Addr::from(0x6440_0000 + i)), 4500);
+    let before = rss_bytes();
+    let t = Instant::now();
+    let mut last = Duration::ZERO;
+    let ua = UdpEncap::open(local, 0, &[], 4500, Duration::from_millis(10)).expect("UDP socket");
+    for i in 0..n_added {
+        let t1 = Instant::now();
+        assert!(
+            ua.add_peer(added_at(i), 0x1000_0000 + i, 0x2000_0000 + i),
+            "room for {i}"
+        );
+        if i >= n_added - 1000 {
+            last += t1.elapsed();
+        }
+    }
+    let took = t.elapsed();
+    let grown = rss_bytes().saturating_sub(before);
+    println!(
+        "added peers: {n_added} by add_peer in {:.3} s ({:.1} µs each); the last 1,000 at {:.1} µs each; resident memory +{:.1} MB, {:.0} bytes per added peer",
+        took.as_secs_f64(),
+        took.as_secs_f64() * 1e6 / f64::from(n_added),
+        last.as_secs_f64() * 1e6 / 1000.0,
+        grown as f64 / 1e6,
+        grown as f64 / f64::from(n_added)
+    );
+    let child_ns = |u: &UdpEncap, list: &[u32]| {
+        let t = Instant::now();
+        for _ in 0..20 {
+            for &i in list {
+                black_box(u.child_endpoint(added_at(i).ip(), 0x1000_0000 + i).expect("an SA"));
+            }
+        }
+        t.elapsed().as_nanos() as f64 / (list.len() * 20) as f64
+    };
+    let many = child_ns(&ua, &shuffled(n_added));
+    let ua1 = UdpEncap::open(local, 0, &[], 4500, Duration::from_millis(10)).expect("UDP socket");
+    assert!(ua1.add_peer(added_at(0), 0x1000_0000, 0x2000_0000));
+    let few = child_ns(&ua1, &vec![0; n_added as usize]);
+    println!("child SA endpoint lookup: {many:.1} ns at {n_added} added peers (shuffled), {few:.1} ns at 1");
+    // BEGIN source_of (not in builds before the O(1) peer table)
+    // The configured peers move behind NATs (each to its own address): a datagram's source
+    // then names its peer only through the moved endpoint.
+    let natted = |i: u32| std::net::SocketAddr::new(IpAddr::V4(Ipv4Addr::from(0xc633_0000 + i)), 40000);
+    let um = UdpEncap::open(local, 0, &peers, 4500, Duration::from_millis(10)).expect("UDP socket");
+    for (i, p) in (0..n_peer).zip(&peers) {
+        ipsec_tunnel::underlay::UnderlayRx::authenticated(&um, *p, natted(i));
+    }
+    let srcs: Vec<std::net::SocketAddr> = shuffled(n_peer).into_iter().map(natted).collect();
+    let list = um.endpoints();
+    let time_ns = |f: &dyn Fn(std::net::SocketAddr) -> IpAddr| {
+        let t = Instant::now();
+        for _ in 0..5 {
+            for s in &srcs {
+                black_box(f(*s));
+            }
+        }
+        t.elapsed().as_nanos() as f64 / (srcs.len() * 5) as f64
+    };
+    let hashed = time_ns(&|s| um.source_of(s));
+    let scan = time_ns(&|s| list.iter().find(|e| e.1 == s).map_or(s.ip(), |e| e.0));
+    assert!(
+        srcs.iter().all(|s| um.source_of(*s) != s.ip()),
+        "every moved peer is found"
+    );
+    println!("datagram source -> peer at {n_peer} moved peers (shuffled): source_of {hashed:.1} ns, linear scan {scan:.1} ns");
+    // END source_of
 
     // SAs.
     let configs: Vec<SaConfig> = (0..n_sa).map(sa_config).collect();

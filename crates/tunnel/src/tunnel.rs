@@ -102,6 +102,9 @@ pub struct Tunnel {
     ticker: std::sync::OnceLock<std::thread::Thread>,
     start: Instant,
     peers: Vec<IpAddr>,
+    /// `peers` as a set: every sealed packet's destination is checked against it (one hash
+    /// probe, not a pass over 10,000 peers).
+    peer_set: hashbrown::HashSet<IpAddr>,
     /// Whether sealed packets may go to addresses not in `peers` (IKE adds peers while
     /// running: a connection with `remote_addrs = %any`).
     any_peer: bool,
@@ -145,6 +148,7 @@ impl Tunnel {
             ike: std::sync::OnceLock::new(),
             ticker: std::sync::OnceLock::new(),
             start: Instant::now(),
+            peer_set: peers.iter().copied().collect(),
             peers,
             any_peer: false,
             flips: Mutex::new(Vec::new()),
@@ -213,7 +217,7 @@ impl Tunnel {
     /// The outer destination of sealed `packet` if it may be sent: one of the peers, or
     /// any when none are configured (or [`Tunnel::allow_any_peer`]).
     fn peer_dst(&self, packet: &[u8]) -> Option<IpAddr> {
-        outer_dst(packet).filter(|d| self.any_peer || self.peers.is_empty() || self.peers.contains(d))
+        outer_dst(packet).filter(|d| self.any_peer || self.peers.is_empty() || self.peer_set.contains(d))
     }
 
     /// The peer whose SA `sa` (of `plane`) is: the SA's configured tunnel source, or the only

@@ -1,0 +1,410 @@
+//! The ESP-in-UDP socket (RFC 3948, the framing itself in [`ipsec_engine::udp_encap`]): one
+//! UDP socket per worker, all bound to one port with SO_REUSEPORT, sharing the peers'
+//! endpoints (learned from authenticated packets, RFC 3948 NAT traversal). Sending takes the
+//! ESP part of each sealed packet ([`udp_encap::socket_payload`]: the kernel adds the IP and
+//! UDP headers), runs of equal-sized datagrams as one UDP GSO message; receiving takes
+//! coalesced runs (UDP GRO) apart, sorts each datagram ([`udp_encap::classify`]), and for
+//! ESP puts an IP header back in front ([`outer::rebuild_header`]) and records the datagram's
+//! source and ports in the slot's [`Context`], which the engine checks against the SA's
+//! `encap`. A non-ESP datagram (IKE) stays in its slot for a consumer
+//! ([`RxKind::NonEsp`]).
+//!
+//! The parts: the peers and their endpoints ([`peers`]: one hash probe per lookup, read
+//! without a lock), UDP GSO sends ([`gso`]) and UDP GRO reads ([`gro`]). `unsafe` only in
+//! those two: the `sendmmsg` with UDP_SEGMENT control messages, the `recvmmsg` reading
+//! UDP_GRO control messages (both as bytes of an 8-aligned buffer, not through pointer
+//! casts); each with its `// SAFETY:` comment; tested GSO → GRO over the loopback.
+
+mod gro;
+mod gso;
+mod peers;
+#[cfg(test)]
+mod tests;
+
+pub use gro::{GroBuffers, GRO_MSGS, GRO_MSG_LEN};
+pub use peers::MAX_DYNAMIC_PEERS;
+
+use crate::outer::{self, header_len};
+use crate::packet::{Batch, Context, RxKind, BATCH};
+use crate::sys::{recv_from, recv_mmsg, send_mmsg, set_int_option, Names, RECV_BUFFER};
+use crate::underlay::{UnderlayRx, UnderlayTx};
+use gso::send_gso;
+use ipsec_engine::udp_encap::{self, Payload, Ports};
+use ipsec_engine::Arrival;
+use peers::Peers;
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The default UDP port for ESP in UDP (RFC 3948).
+pub const PORT: u16 = udp_encap::NAT_T_PORT;
+
+/// `area[h..h + len]` is a received UDP payload (`h` = [`header_len`]`(dst)`), sorted by
+/// [`udp_encap::classify`]. ESP: an IP header (`src` → `dst`, protocol 50) written into
+/// `area[..h]`, and the whole packet's length. A non-ESP (IKE) datagram: moved to the start
+/// of the area, and its length, for the IKE consumer. A keepalive or runt: what it is, and 0.
+/// Never panics: a `len` beyond the area is cut to it; a header that cannot be written makes
+/// it a runt.
+pub fn decapsulate(area: &mut [u8], len: usize, src: IpAddr, dst: IpAddr) -> (RxKind, usize) {
+    let h = header_len(dst);
+    if area.len() <= h {
+        return (RxKind::Runt, 0);
+    }
+    let max = match dst {
+        IpAddr::V4(_) => usize::from(u16::MAX) - h,
+        IpAddr::V6(_) => usize::from(u16::MAX),
+    };
+    let len = len.min(area.len() - h).min(max);
+    match udp_encap::classify(&area[h..h + len]) {
+        Payload::Esp => match outer::rebuild_header(area, len, ipsec_core::ip::proto::ESP, src, dst) {
+            Ok(total) => (RxKind::Packet, total),
+            Err(_) => (RxKind::Runt, 0),
+        },
+        Payload::NonEsp => {
+            area.copy_within(h..h + len, 0);
+            (RxKind::NonEsp, len)
+        }
+        Payload::Keepalive => (RxKind::Keepalive, 0),
+        Payload::Runt => (RxKind::Runt, 0),
+    }
+}
+
+/// address) sent the datagram, else the datagram's source. Keepalives and non-ESP (IKE)
+/// datagrams are sorted out before the engine.
+pub struct UdpEncap {
+    sock: Socket,
+    local: IpAddr,
+    /// The port it is bound to: the destination port of what it receives.
+    port: u16,
+    /// Coalesced datagrams read with UDP GRO, not yet taken apart (one receiving thread per
+    /// socket, so the lock is never contended).
+    gro_rx: Mutex<GroBuffers>,
+    /// The peers, shared by the sockets of one [`UdpEncap::open_group`].
+    peers: Arc<Peers>,
+    /// Whether runs of equal-sized datagrams go as one UDP GSO send (until the kernel
+    /// refuses it once).
+    gso: AtomicBool,
+    /// Whether the kernel hands this socket coalesced runs of datagrams (UDP_GRO accepted).
+    gro: bool,
+    /// How often GSO and GRO carried runs, shared by the sockets of one group.
+    runs: Arc<RunCounts>,
+}
+
+/// Runs of datagrams that went out as one UDP GSO message, and came in as one UDP GRO read.
+#[derive(Debug, Default)]
+struct RunCounts {
+    gso_sends: AtomicU64,
+    gso_datagrams: AtomicU64,
+    gro_reads: AtomicU64,
+    gro_datagrams: AtomicU64,
+}
+
+/// A group's UDP GSO/GRO tallies ([`UdpEncap::runs`]), for the daemon's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UdpRuns {
+    /// Sends of more than one datagram as one UDP GSO message.
+    pub gso_sends: u64,
+    /// The datagrams they carried.
+    pub gso_datagrams: u64,
+    /// Reads that brought more than one datagram coalesced by UDP GRO.
+    pub gro_reads: u64,
+    /// The datagrams they carried.
+    pub gro_datagrams: u64,
+}
+
+impl UdpEncap {
+    /// Binds `local:sport`; sends to each of `peers` (of `local`'s IP version) at port
+    /// `dport` until it learns better. Reads wait at most `wait`.
+    pub fn open(local: IpAddr, sport: u16, peers: &[IpAddr], dport: u16, wait: Duration) -> io::Result<UdpEncap> {
+        if let Some(p) = peers.iter().find(|p| p.is_ipv4() != local.is_ipv4()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("ESP in UDP from {local} to {p}: not of one IP version"),
+            ));
+        }
+        Self::open_with(local, sport, Arc::new(Peers::configured(peers, dport)), wait)
+    }
+
+    fn open_with(local: IpAddr, sport: u16, peers: Arc<Peers>, wait: Duration) -> io::Result<UdpEncap> {
+        let sock = Socket::new(
+            Domain::for_address(SocketAddr::new(local, 0)),
+            Type::DGRAM,
+            Some(Protocol::UDP),
+        )?;
+        if local.is_ipv6() {
+            sock.set_only_v6(true)?;
+        }
+        sock.set_reuse_address(true)?;
+        sock.set_reuse_port(true)?;
+        sock.bind(&SockAddr::from(SocketAddr::new(local, sport)))?;
+        sock.set_read_timeout(Some(wait))?;
+        let _ = sock.set_recv_buffer_size(RECV_BUFFER);
+        let _ = sock.set_send_buffer_size(RECV_BUFFER);
+        let gro = set_int_option(sock.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
+        let port = sock.local_addr()?.as_socket().map_or(sport, |a| a.port());
+        Ok(UdpEncap {
+            sock,
+            local,
+            port,
+            gro_rx: Mutex::new(GroBuffers::new()),
+            peers,
+            gso: AtomicBool::new(true),
+            gro,
+            runs: Arc::default(),
+        })
+    }
+
+    /// The UDP GSO/GRO tallies of this socket's group so far.
+    pub fn runs(&self) -> UdpRuns {
+        let r = &self.runs;
+        UdpRuns {
+            gso_sends: r.gso_sends.load(Ordering::Relaxed),
+            gso_datagrams: r.gso_datagrams.load(Ordering::Relaxed),
+            gro_reads: r.gro_reads.load(Ordering::Relaxed),
+            gro_datagrams: r.gro_datagrams.load(Ordering::Relaxed),
+        }
+    }
+
+    /// `n` (at least 1) sockets bound to the same `local:sport` with SO_REUSEPORT, one per
+    /// worker, sharing the peers' endpoints. The kernel spreads received datagrams over them
+    /// by 4-tuple hash: each peer's packets go to one socket, in order. (Spreading one
+    /// peer's packets by receiving CPU, a SO_ATTACH_REUSEPORT_CBPF program `cpu % n`, was
+    /// tried and measured slower: it reorders a TCP flow's packets between workers, and the
+    /// retransmits cost more than the second core gains.)
+    pub fn open_group(
+        local: IpAddr,
+        sport: u16,
+        peers: &[IpAddr],
+        dport: u16,
+        n: usize,
+        wait: Duration,
+    ) -> io::Result<Vec<UdpEncap>> {
+        let first = Self::open(local, sport, peers, dport, wait)?;
+        let port = first.local_port()?;
+        let mut v = vec![first];
+        for _ in 1..n.max(1) {
+            let mut u = Self::open_with(local, port, Arc::clone(&v[0].peers), wait)?;
+            u.runs = Arc::clone(&v[0].runs);
+            v.push(u);
+        }
+        Ok(v)
+    }
+
+    /// Where sealed packets to `peer` go now, when no SA of IKE's says otherwise (`None`:
+    /// not a peer of this socket); of several endpoints at that address, the first.
+    pub fn endpoint(&self, peer: IpAddr) -> Option<SocketAddr> {
+        self.peers.load().first(peer).map(|e| e.current())
+    }
+
+    /// Where the packets of IKE's outbound SA `spi_out` to `peer` go now (`None`: no such SA
+    /// was added with [`add_peer`](Self::add_peer)).
+    pub fn child_endpoint(&self, peer: IpAddr, spi_out: u32) -> Option<SocketAddr> {
+        self.peers.load().child(peer, spi_out).map(|e| e.current())
+    }
+
+    /// Each endpoint (one per configured peer, one per address and port IKE added), where
+    /// its packets go now, and whether that was learned (a peer IKE added counts as learned:
+    /// its endpoint came from its authenticated messages).
+    pub fn endpoints(&self) -> Vec<(IpAddr, SocketAddr, bool)> {
+        self.peers
+            .load()
+            .endpoints()
+            .into_iter()
+            .map(|e| (e.peer, e.current(), e.dynamic || e.learned()))
+            .collect()
+    }
+
+    /// IKE installed a child SA (outbound `spi_out`, inbound `spi_in`) with a peer whose
+    /// authenticated messages come from `at` (RFC 7296 2.23): that SA's sealed packets go to
+    /// `at`. A configured peer's endpoint moves there; for an address not configured (a
+    /// connection that takes any remote address) the endpoint whose packets go to `at` now is
+    /// shared, else one is added: two clients behind one NAT address, which differ by port,
+    /// get one each (RFC 3948). `false`: the table already holds [`MAX_DYNAMIC_PEERS`] added
+    /// endpoints, and the SA's packets cannot go.
+    pub fn add_peer(&self, at: SocketAddr, spi_out: u32, spi_in: u32) -> bool {
+        if at.is_ipv4() != self.local.is_ipv4() {
+            return false;
+        }
+        let added = self.peers.add_child(at, spi_out, spi_in);
+        if added == Some(true) {
+            tracing::info!("ESP-in-UDP: peer {} added at {at} (IKE)", at.ip());
+        }
+        added.is_some()
+    }
+
+    /// IKE's child SA with inbound SPI `spi_in` is gone: its packets' endpoint is forgotten,
+    /// and an endpoint IKE added leaves when no child SA uses it any more (another client's
+    /// at the same address stays).
+    pub fn remove_child(&self, spi_in: u32) {
+        self.peers.remove_child(spi_in);
+    }
+
+    /// Takes out the endpoints of `peer` that IKE added ([`UdpEncap::add_peer`]) and no child
+    /// SA uses any more; configured peers, and another client's endpoint at the same address
+    /// while its child SAs live, stay.
+    pub fn remove_peer(&self, peer: IpAddr) {
+        self.peers.remove_peer(peer);
+    }
+
+    /// An authenticated IKE message came from `new` for an IKE SA whose messages came from
+    /// `old` (RFC 7296 2.23): the endpoints whose packets went to `old` go to `new`, and only
+    /// those (another client behind the same NAT address keeps its own). None went there (the
+    /// data plane had followed the peer's ESP already): the address's only endpoint moves,
+    /// if it has exactly one.
+    pub fn moved(&self, old: SocketAddr, new: SocketAddr) {
+        self.peers.moved(old, new);
+    }
+
+    /// The source address put in the IP header rebuilt for a datagram from `from`: the peer
+    /// whose endpoint sends from there, else `from`'s address (one hash probe).
+    pub fn source_of(&self, from: SocketAddr) -> IpAddr {
+        self.peers.load().source_of(from)
+    }
+
+    /// The address the socket is bound to.
+    pub fn local(&self) -> IpAddr {
+        self.local
+    }
+
+    /// The port the socket is bound to.
+    pub fn local_port(&self) -> io::Result<u16> {
+        Ok(self.sock.local_addr()?.as_socket().map_or(0, |a| a.port()))
+    }
+
+    /// Sends one NAT-keepalive (a single 0xFF byte) to every peer's endpoint; returns how
+    /// many went, and the last error if any did not.
+    pub fn send_keepalives(&self) -> (usize, Option<io::Error>) {
+        let mut sent = 0;
+        let mut err = None;
+        for e in self.peers.load().endpoints() {
+            match self.sock.send_to(&[udp_encap::KEEPALIVE], &SockAddr::from(e.current())) {
+                Ok(_) => sent += 1,
+                Err(x) => err = Some(io::Error::new(x.kind(), format!("to {}: {x}", e.current()))),
+            }
+        }
+        (sent, err)
+    }
+
+    /// Sends one datagram (an IKE message with its non-ESP marker) from this socket's port to
+    /// `to`: IKE shares port 4500 with ESP in UDP (RFC 3948 2.2).
+    pub fn send_datagram(&self, payload: &[u8], to: SocketAddr) -> io::Result<()> {
+        self.sock.send_to(payload, &SockAddr::from(to)).map(drop)
+    }
+
+    /// The context of a datagram from `from` that was found to be `kind`.
+    fn context(&self, kind: RxKind, from: Option<SocketAddr>) -> Context {
+        Context {
+            kind,
+            from,
+            arrival: Arrival::in_udp(Ports {
+                sport: from.map_or(0, |f| f.port()),
+                dport: self.port,
+            }),
+        }
+    }
+}
+
+impl UnderlayTx for UdpEncap {
+    fn send_to(&self, packet: &[u8], dst: IpAddr) -> io::Result<()> {
+        self.send_batch(&[packet], &[dst]).map(drop)
+    }
+
+    fn send_batch(&self, packets: &[&[u8]], dsts: &[IpAddr]) -> io::Result<usize> {
+        let n = packets.len().min(dsts.len()).min(BATCH);
+        let mut esp: [&[u8]; BATCH] = [&[]; BATCH];
+        let mut to = Names::new();
+        let peers = self.peers.load();
+        // Up to the first packet that cannot go (which fails alone when it is the first).
+        let mut m = 0;
+        for i in 0..n {
+            let payload = udp_encap::socket_payload(packets[i]).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "not an ESP packet right after its IP header: cannot go in UDP",
+                )
+            });
+            // Its own SA's endpoint (IKE's SAs, by outbound SPI), else its address's only one.
+            let to_peer = |p: &'_ [u8]| {
+                peers.route(dsts[i], p).ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "{}: not a peer (or several clients at that address, none with this SA)",
+                            dsts[i]
+                        ),
+                    )
+                })
+            };
+            match payload.and_then(|p| to_peer(p).map(|e| (p, e))) {
+                Ok((p, e)) => {
+                    esp[i] = p;
+                    to.set(i, e);
+                    m += 1;
+                }
+                Err(e) if i == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        if self.gso.load(Ordering::Relaxed) {
+            match send_gso(self.sock.as_raw_fd(), &esp[..m], &mut to).map(|s| {
+                self.runs.gso_sends.fetch_add(s.runs as u64, Ordering::Relaxed);
+                self.runs.gso_datagrams.fetch_add(s.in_runs as u64, Ordering::Relaxed);
+                s.datagrams
+            }) {
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT)) => {
+                    tracing::warn!("ESP-in-UDP: UDP GSO refused ({e}): one datagram per packet from now on");
+                    self.gso.store(false, Ordering::Relaxed);
+                }
+                r => return r,
+            }
+        }
+        send_mmsg(self.sock.as_raw_fd(), &esp[..m], &mut to)
+    }
+}
+
+impl UnderlayRx for UdpEncap {
+    fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        // Single reads (the daemon uses recv_batch): the datagram after room for the IP
+        // header, which decapsulation writes; anything but ESP reads as nothing.
+        let h = header_len(self.local);
+        if buf.len() <= h {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "buffer too small"));
+        }
+        let Some((n, from)) = recv_from(self.sock.as_raw_fd(), &mut buf[h..], self.local.is_ipv6())? else {
+            return Ok(None);
+        };
+        let (kind, len) = decapsulate(buf, n, self.peers.load().source_of(from), self.local);
+        Ok((kind == RxKind::Packet).then_some(len))
+    }
+
+    fn recv_batch(&self, batch: &mut Batch) -> io::Result<usize> {
+        if self.gro {
+            return self.recv_batch_gro(batch);
+        }
+        let mut lens = [0usize; BATCH];
+        let mut srcs = [SocketAddr::from(([0u8; 4], 0)); BATCH];
+        let n = recv_mmsg(
+            self.sock.as_raw_fd(),
+            batch,
+            header_len(self.local),
+            &mut lens,
+            Some((&mut srcs, self.local.is_ipv6())),
+        )?;
+        let peers = self.peers.load();
+        for i in 0..n {
+            let src = peers.source_of(srcs[i]);
+            let area = batch.recv_area(i);
+            let (kind, len) = decapsulate(area, lens[i], src, self.local);
+            batch.set_context(i, len, self.context(kind, Some(srcs[i])));
+        }
+        Ok(n)
+    }
+
+    fn authenticated(&self, peer: IpAddr, src: SocketAddr) {
+        self.peers.authenticated(peer, src);
+    }
+}
