@@ -7,19 +7,13 @@
 //! first, bit 2: the message ID is not advanced (a retransmission). Then the timers run.
 #![no_main]
 use ipsec_fuzz::{ike, MAX_INPUT};
-use ipsec_ike::header::ExchangeType;
 use libfuzzer_sys::fuzz_target;
-use rand_chacha::rand_core::SeedableRng;
-use std::time::Duration;
 
 fuzz_target!(|data: &[u8]| {
     if data.len() > MAX_INPUT {
         return;
     }
-    let mut ri = rand_chacha::ChaCha20Rng::seed_from_u64(ike::INITIATOR_SEED);
-    let mut rr = rand_chacha::ChaCha20Rng::seed_from_u64(ike::RESPONDER_SEED);
-    let mut e = ike::established(&mut ri, &mut rr);
-    let mut now = Duration::from_secs(1000);
+    let mut d = ike::Driver::new();
     let mut rest = data;
     let mut n = 0;
     while rest.len() >= 4 && n < 16 {
@@ -29,33 +23,14 @@ fuzz_target!(|data: &[u8]| {
         let inner = &rest[4..4 + len];
         rest = &rest[4 + len..];
         if kind & 2 != 0 {
-            now += Duration::from_secs(30);
-            e.r.handle_timeout(now, &mut rr);
+            d.advance(30);
         }
-        let mut h = e.header;
-        h.exchange = if kind & 1 != 0 {
-            ExchangeType::Informational
-        } else {
-            ExchangeType::CreateChildSa
-        };
-        let Ok(msg) = e.seal.seal(&h, first, inner, &mut ri) else { continue };
-        let _ = e.r.handle_datagram(now, e.to, e.from, &msg, &mut rr);
+        let h = d.request_header(kind & 1 != 0);
+        let Ok(msg) = d.sa.seal.seal(&h, first, inner, &mut d.rng_i) else { continue };
+        d.deliver(&msg);
         if kind & 4 == 0 {
-            e.header.message_id = e.header.message_id.wrapping_add(1);
+            d.next_message_id();
         }
-        while e.r.poll_transmit().is_some() {}
-        while e.r.poll_event().is_some() {}
     }
-    for _ in 0..8 {
-        match e.r.poll_timeout() {
-            Some(t) => {
-                now = now.max(t);
-                e.r.handle_timeout(now, &mut rr);
-            }
-            None => break,
-        }
-        while e.r.poll_transmit().is_some() {}
-        while e.r.poll_event().is_some() {}
-    }
-    let _ = e.i;
+    d.run_timers();
 });
