@@ -418,6 +418,28 @@ pub mod ike {
             }
         }
 
+        /// The targets' loop: unless `data` is longer than [`MAX_INPUT`](crate::MAX_INPUT),
+        /// a fresh driver gets at most `max` records of `data`, each a `head`-byte head whose
+        /// last two bytes are the body's length (u16 BE, cut to what is left) and the body:
+        /// `record(driver, head, body)` for each; then the timers run.
+        pub fn run(data: &[u8], head: usize, max: usize, mut record: impl FnMut(&mut Driver, &[u8], &[u8])) {
+            if data.len() > crate::MAX_INPUT {
+                return;
+            }
+            let mut d = Driver::new();
+            let mut rest = data;
+            for _ in 0..max {
+                if rest.len() < head {
+                    break;
+                }
+                let len = usize::from(u16::from_be_bytes([rest[head - 2], rest[head - 1]])).min(rest.len() - head);
+                let (h, body) = (&rest[..head], &rest[head..head + len]);
+                rest = &rest[head + len..];
+                record(&mut d, h, body);
+            }
+            d.run_timers();
+        }
+
         fn drain(&mut self) {
             while self.sa.r.poll_transmit().is_some() {}
             while self.sa.r.poll_event().is_some() {}
