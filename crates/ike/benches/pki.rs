@@ -26,7 +26,7 @@
 //!
 //! Every pairing is checked once (both sides accept what the other produced) before timing.
 
-use const_oid::db::rfc5912::{ECDSA_WITH_SHA_384, SHA_256_WITH_RSA_ENCRYPTION};
+use const_oid::db::rfc5912::{ECDSA_WITH_SHA_256, ECDSA_WITH_SHA_384, SHA_256_WITH_RSA_ENCRYPTION};
 use const_oid::ObjectIdentifier;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use der::{Decode, Encode};
@@ -75,11 +75,13 @@ impl Signed {
     }
 }
 
-fn ring_alg(oid: ObjectIdentifier) -> &'static dyn rsig::VerificationAlgorithm {
-    match oid {
-        SHA_256_WITH_RSA_ENCRYPTION => &rsig::RSA_PKCS1_2048_8192_SHA256,
-        ECDSA_WITH_SHA_384 => &rsig::ECDSA_P384_SHA384_ASN1,
-        _ => panic!("fixture signed with {oid}: add it here"),
+fn ring_alg(oid: ObjectIdentifier, issuer: &Certificate) -> &'static dyn rsig::VerificationAlgorithm {
+    match (oid, issuer.key_kind()) {
+        (SHA_256_WITH_RSA_ENCRYPTION, Some(KeyKind::Rsa { .. })) => &rsig::RSA_PKCS1_2048_8192_SHA256,
+        (ECDSA_WITH_SHA_256, Some(KeyKind::EcdsaP256)) => &rsig::ECDSA_P256_SHA256_ASN1,
+        (ECDSA_WITH_SHA_256, Some(KeyKind::EcdsaP384)) => &rsig::ECDSA_P384_SHA256_ASN1,
+        (ECDSA_WITH_SHA_384, Some(KeyKind::EcdsaP384)) => &rsig::ECDSA_P384_SHA384_ASN1,
+        (oid, kind) => panic!("fixture signed with {oid} by a {kind:?} key: add it here"),
     }
 }
 
@@ -89,7 +91,7 @@ fn cert_signature(subject: &Certificate, issuer: &Certificate) -> Signed {
     Signed {
         tbs: c.tbs_certificate.to_der().expect("tbsCertificate"),
         sig: c.signature.raw_bytes().to_vec(),
-        alg: ring_alg(c.signature_algorithm.oid),
+        alg: ring_alg(c.signature_algorithm.oid, issuer),
         key: issuer.public_key_bytes().expect("issuer key").to_vec(),
     }
 }
@@ -100,7 +102,7 @@ fn crl_signature(der: &[u8], issuer: &Certificate) -> Signed {
     Signed {
         tbs: l.tbs_cert_list.to_der().expect("tbsCertList"),
         sig: l.signature.raw_bytes().to_vec(),
-        alg: ring_alg(l.signature_algorithm.oid),
+        alg: ring_alg(l.signature_algorithm.oid, issuer),
         key: issuer.public_key_bytes().expect("issuer key").to_vec(),
     }
 }
