@@ -28,7 +28,9 @@
 //!   `benches/vs_bare.rs`), the bare side sealing the tunnel-mode plaintext.
 //! - `*/64`: the same at 64 bytes.
 
-use ipsec_core::ip::{proto, Ipv4Repr};
+mod common;
+
+use common::{key, patterned_packet, IP_HDR, ROOM};
 use ipsec_core::rng::IvRng;
 use ipsec_core::sa::{Keyed, Proto};
 use ipsec_core::{AeadAlg, Mode, PacketBuf, SaParams, Tunnel};
@@ -38,34 +40,7 @@ use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
 
-/// Headroom and tailroom around the packet (more than ESP needs in either mode).
-const ROOM: usize = 128;
-const IP_HDR: usize = 20;
 const SPI: u32 = 0x1000;
-
-fn ipv4_packet(size: usize) -> Vec<u8> {
-    let mut p = vec![0u8; size];
-    Ipv4Repr {
-        src: Ipv4Addr::new(192, 0, 2, 1),
-        dst: Ipv4Addr::new(192, 0, 2, 2),
-        protocol: proto::UDP,
-        payload_len: size - IP_HDR,
-        tos: 0,
-        ident: 1,
-        dont_frag: true,
-        ttl: 64,
-    }
-    .emit(&mut p)
-    .expect("IPv4 header");
-    for (i, d) in p[IP_HDR..].iter_mut().enumerate() {
-        *d = (i as u8).wrapping_mul(7).wrapping_add(3);
-    }
-    p
-}
-
-fn keymat() -> Vec<u8> {
-    (0..20u8).map(|i| i.wrapping_mul(31).wrapping_add(2)).collect()
-}
 
 fn params(mode: Mode) -> SaParams {
     let mut p = SaParams::new(Proto::Esp, SPI);
@@ -76,7 +51,7 @@ fn params(mode: Mode) -> SaParams {
             dst: IpAddr::V4(Ipv4Addr::new(198, 51, 100, 2)),
         });
     }
-    p.aead = Some(Keyed::new(AeadAlg::AesGcm, &keymat(), 16));
+    p.aead = Some(Keyed::new(AeadAlg::AesGcm, &key(20, 2), 16));
     p
 }
 
@@ -85,7 +60,7 @@ type Side<'a> = Box<dyn FnMut(u64) + 'a>;
 
 /// The ESP side: copy, seal, open, with the owned (`EspSa`) or the shared (`Esp`) face.
 fn esp_side(mode: Mode, size: usize, shared: bool) -> Side<'static> {
-    let packet = ipv4_packet(size);
+    let packet = patterned_packet(size);
     let mut buf = vec![0u8; ROOM + size + ROOM];
     let p = params(mode);
     // Checked once: the round trip gives the packet back and the sealed form is ESP.
@@ -127,9 +102,9 @@ fn esp_side(mode: Mode, size: usize, shared: bool) -> Side<'static> {
 
 /// The bare side: copy the same packet, seal and open what ESP would encrypt.
 fn bare_side(mode: Mode, size: usize) -> Side<'static> {
-    let packet = ipv4_packet(size);
+    let packet = patterned_packet(size);
     let mut buf = vec![0u8; ROOM + size + ROOM];
-    let km = keymat();
+    let km = key(20, 2);
     let key = LessSafeKey::new(UnboundKey::new(&AES_128_GCM, &km[..16]).expect("key"));
     let salt: [u8; 4] = km[16..20].try_into().expect("salt");
     // ESP's plaintext: in transport mode the part after the IP header, in tunnel mode the

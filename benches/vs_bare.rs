@@ -36,11 +36,13 @@
 //!
 //! Settings as `benches/throughput`: 10 samples, 100 ms warm-up, 300 ms measurement, no plots.
 
+mod common;
+
+use common::{framed, key, patterned_packet, ROOM};
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use hmac::{Hmac, Mac};
 use ipsec_ah::AhSa;
 use ipsec_core::aead::{Aead, Backend};
-use ipsec_core::ip::{proto, Ipv4Repr};
 use ipsec_core::sa::{Keyed, Proto};
 use ipsec_core::{AeadAlg, EncAlg, IntegAlg, Mode, PacketBuf, SaParams, Tunnel};
 use ipsec_esp::{Esp, EspSa};
@@ -52,46 +54,10 @@ use aes::cipher::{block_padding::NoPadding, BlockDecryptMut, BlockEncryptMut, In
 
 /// Packet sizes benched.
 const SIZES: [usize; 2] = [64, 1400];
-/// Headroom and tailroom around packets (more than any SA here needs).
-const ROOM: usize = 128;
-/// IPv4 header without options.
-const IP_HDR: usize = 20;
 /// The AAD of the bare AEAD runs: ESP's SPI || ESN high || sequence number (RFC 4106 section 5).
 const AAD: [u8; 12] = [0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 /// ESP header (SPI, sequence number).
 const ESP_HDR: usize = ipsec_esp::packet::HEADER_LEN;
-
-fn key(n: usize, salt: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt)).collect()
-}
-
-/// An IPv4/UDP packet of `size` bytes with a patterned payload.
-fn ipv4_packet(size: usize) -> Vec<u8> {
-    let mut p = vec![0u8; size];
-    Ipv4Repr {
-        src: Ipv4Addr::new(192, 0, 2, 1),
-        dst: Ipv4Addr::new(192, 0, 2, 2),
-        protocol: proto::UDP,
-        payload_len: size - IP_HDR,
-        tos: 0,
-        ident: 1,
-        dont_frag: true,
-        ttl: 64,
-    }
-    .emit(&mut p)
-    .expect("IPv4 header");
-    for (i, d) in p[IP_HDR..].iter_mut().enumerate() {
-        *d = (i as u8).wrapping_mul(7).wrapping_add(3);
-    }
-    p
-}
-
-/// `packet` with [`ROOM`] bytes before and after it.
-fn framed(packet: &[u8]) -> Vec<u8> {
-    let mut v = vec![0u8; ROOM + packet.len() + ROOM];
-    v[ROOM..ROOM + packet.len()].copy_from_slice(packet);
-    v
-}
 
 /// Bytes ESP encrypts for an inner packet of `size` bytes in tunnel mode: the packet, padding
 /// to `block` (and to 4 bytes, RFC 4303 section 2.4) and the 2-byte trailer.
@@ -133,8 +99,8 @@ fn esp_round_trip(tx: &mut EspSa, rx: &mut EspSa, v: &mut [u8], size: usize) -> 
 fn bench_esp(g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>, params: &SaParams, size: usize) {
     let mut tx = EspSa::new(params).expect("ESP SA");
     let mut rx = EspSa::new(params).expect("ESP SA");
-    let packet = ipv4_packet(size);
-    let template = framed(&packet);
+    let packet = patterned_packet(size);
+    let template = framed(&packet, ROOM);
     let mut check = template.clone();
     let mut pb = PacketBuf::new(&mut check, ROOM, size).expect("buffer");
     tx.seal(&mut pb).expect("seal");
@@ -159,8 +125,8 @@ fn bench_esp_shared(
 ) {
     let (tx, mut rng) = EspSa::new(params).expect("ESP SA").into_parts();
     let rx = Esp::new(params).expect("ESP SA");
-    let packet = ipv4_packet(size);
-    let template = framed(&packet);
+    let packet = patterned_packet(size);
+    let template = framed(&packet, ROOM);
     let mut check = template.clone();
     let mut pb = PacketBuf::new(&mut check, ROOM, size).expect("buffer");
     tx.seal(&mut rng, &mut pb).expect("seal");
@@ -202,7 +168,7 @@ fn gcm128(c: &mut Criterion) {
 
         // The bytes ESP encrypts, followed by the 16-byte ICV.
         let n = esp_enc_len(size, 1);
-        let template = framed(&ipv4_packet(n + 16));
+        let template = framed(&patterned_packet(n + 16), ROOM);
         let body = ROOM..ROOM + n + 16;
         let plain = template[body.clone()][..n].to_vec();
 
@@ -276,7 +242,7 @@ fn cbc_hmac<M: Mac + KeyInit + Clone>(c: &mut Criterion, group: &str, auth: Inte
         // ESP header, IV, ciphertext, ICV.
         let n = esp_enc_len(size, 16);
         let auth_len = ESP_HDR + 16 + n;
-        let template = framed(&ipv4_packet(auth_len + icv_len));
+        let template = framed(&patterned_packet(auth_len + icv_len), ROOM);
         let body = ROOM..ROOM + auth_len + icv_len;
         let plain = template[ROOM + ESP_HDR + 16..ROOM + auth_len].to_vec();
         let bare = |v: &mut Vec<u8>| {
@@ -328,8 +294,8 @@ fn ah_sha1(c: &mut Criterion) {
     let mut g = c.benchmark_group("ah_sha1");
     for size in SIZES {
         g.throughput(Throughput::Bytes(size as u64));
-        let packet = ipv4_packet(size);
-        let template = framed(&packet);
+        let packet = patterned_packet(size);
+        let template = framed(&packet, ROOM);
         let mut check = template.clone();
         let mut pb = PacketBuf::new(&mut check, ROOM, size).expect("buffer");
         tx.seal(&mut pb).expect("seal");

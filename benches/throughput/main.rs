@@ -27,9 +27,10 @@
 //!   padding, trailer) and computes the ICV over the bytes ESP authenticates (header, IV,
 //!   ciphertext), or runs the AEAD over them; `primitive-open` verifies and decrypts.
 //! - AH (transport, IPv4): the HMAC over packet + AH header (`compute`, then `verify`).
-//! - IPComp (transport, IPv4, text payload: the corpus's paper2 or generated text): compress the
-//!   payload into scratch space; decompress it. 64-byte packets are below the 90-byte threshold
-//!   (RFC 2394/2395), where an SA sends the packet as it is: IPComp starts at 576.
+//! - IPComp (transport, IPv4, text payload: the corpus's paper2 or its generated stand-in):
+//!   compress the payload into scratch space; decompress it. 64-byte packets are below the
+//!   90-byte threshold (RFC 2394/2395), where an SA sends the packet as it is: IPComp starts
+//!   at 576.
 //!
 //! All four use `iter_batched_ref`: the setup (untimed) copies a template into a fresh buffer
 //! with head- and tailroom, and the buffers are dropped outside the timing.
@@ -65,7 +66,11 @@
 //! good to a few percent, and the whole bench, compile included, in a few minutes on two cores.
 //! Override on the command line as usual (`cargo bench --bench throughput -- --measurement-time 2`).
 
+#[path = "../common/mod.rs"]
+mod common;
 mod data;
+
+use common::{framed, ipv4_packet, key, IP_HDR, ROOM};
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use ipsec::model::criterion::{self as ids, RatioRow};
@@ -73,58 +78,21 @@ use ipsec_ah::AhSa;
 use ipsec_core::aead::Aead;
 use ipsec_core::cipher::CbcCipher;
 use ipsec_core::integrity::Integrity;
-use ipsec_core::ip::{proto, Ipv4Repr};
+use ipsec_core::ip::proto;
 use ipsec_core::sa::{Keyed, Proto};
 use ipsec_core::{AeadAlg, EncAlg, IntegAlg, PacketBuf, SaParams};
 use ipsec_engine::{Action, Direction, Engine, Policy, PortRange, SaConfig, Selector};
 use ipsec_esp::EspSa;
 use ipsec_ipcomp::{Algorithm, Compressor, IpcompConfig, IpcompSa, SealOutcome};
 use std::hint::black_box;
-use std::net::Ipv4Addr;
 use std::time::Duration;
 
 /// Buffer and packet sizes benched.
 const SIZES: [usize; 6] = [64, 576, 1024, 1400, 4096, 64512];
-/// Headroom and tailroom around packets (more than any SA here needs).
-const ROOM: usize = 128;
-/// IPv4 header without options.
-const IP_HDR: usize = 20;
 /// The AEAD ICV.
 const AEAD_ICV: usize = 16;
 /// Compression samples: payload label, block size, number of blocks.
 const SAMPLES: [(&str, usize, usize); 3] = [("1k", 1024, 40), ("4k", 4096, 10), ("63k", 63 * 1024, 1)];
-
-fn key(n: usize, salt: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt)).collect()
-}
-
-/// An IPv4/UDP packet of `size` bytes with `payload` (cycled) after the header.
-fn ipv4_packet(size: usize, payload: &[u8]) -> Vec<u8> {
-    let mut p = vec![0u8; size];
-    Ipv4Repr {
-        src: Ipv4Addr::new(192, 0, 2, 1),
-        dst: Ipv4Addr::new(192, 0, 2, 2),
-        protocol: proto::UDP,
-        payload_len: size - IP_HDR,
-        tos: 0,
-        ident: 1,
-        dont_frag: true,
-        ttl: 64,
-    }
-    .emit(&mut p)
-    .expect("IPv4 header");
-    for (d, s) in p[IP_HDR..].iter_mut().zip(payload.iter().cycle()) {
-        *d = *s;
-    }
-    p
-}
-
-/// `packet` with [`ROOM`] bytes before it and `tail` after it.
-fn framed(packet: &[u8], tail: usize) -> Vec<u8> {
-    let mut v = vec![0u8; ROOM + packet.len() + tail];
-    v[ROOM..ROOM + packet.len()].copy_from_slice(packet);
-    v
-}
 
 fn filler(n: usize) -> Vec<u8> {
     data::seeded_random(n, 0x1234)

@@ -6,48 +6,28 @@
 //! CREATE_CHILD_SA / INFORMATIONAL handlers. Flags: bit 0 INFORMATIONAL instead of
 //! CREATE_CHILD_SA, bit 1 the clock moves 31 s first (a partial message expires), bit 2 the
 //! message ID advances afterwards, bit 3 one byte of the sealed fragment is flipped (its ICV
-//! fails), bit 4 the datagram is the record's piece as it is (not sealed). Then the timers run.
+//! fails), bit 4 the datagram is the record's piece as it is (not sealed). At most 40
+//! records; then the timers run.
 #![no_main]
-use ipsec_fuzz::{ike, MAX_INPUT};
-use ipsec_ike::header::ExchangeType;
+use ipsec_fuzz::ike::Driver;
 use ipsec_ike::payload::kind;
 use libfuzzer_sys::fuzz_target;
-use rand_chacha::rand_core::SeedableRng;
-use std::time::Duration;
 
 fuzz_target!(|data: &[u8]| {
-    if data.len() > MAX_INPUT {
-        return;
-    }
-    let mut ri = rand_chacha::ChaCha20Rng::seed_from_u64(ike::INITIATOR_SEED);
-    let mut rr = rand_chacha::ChaCha20Rng::seed_from_u64(ike::RESPONDER_SEED);
-    let mut e = ike::established(&mut ri, &mut rr);
-    let mut now = Duration::from_secs(1000);
-    let mut rest = data;
-    let mut n = 0;
-    while rest.len() >= 8 && n < 40 {
-        n += 1;
-        let flags = rest[0];
-        let fields = [rest[1], rest[2], rest[3], rest[4]];
-        let next = rest[5];
-        let len = (u16::from_be_bytes([rest[6], rest[7]]) as usize).min(rest.len() - 8);
-        let piece = &rest[8..8 + len];
-        rest = &rest[8 + len..];
+    Driver::run(data, 8, 40, |d, head, piece| {
+        let (flags, fields, next) = (head[0], [head[1], head[2], head[3], head[4]], head[5]);
         if flags & 2 != 0 {
-            now += Duration::from_secs(31);
-            e.r.handle_timeout(now, &mut rr);
+            d.advance(31);
         }
-        let mut h = e.header;
-        h.exchange = if flags & 1 != 0 {
-            ExchangeType::Informational
-        } else {
-            ExchangeType::CreateChildSa
-        };
+        let h = d.request_header(flags & 1 != 0);
         let msg = if flags & 16 != 0 {
             piece.to_vec()
         } else {
-            let Ok(mut m) = e.seal.seal_payload(&h, kind::SKF, next, &fields, piece, &mut ri) else {
-                continue;
+            let Ok(mut m) =
+                d.sa.seal
+                    .seal_payload(&h, kind::SKF, next, &fields, piece, &mut d.rng_i)
+            else {
+                return;
             };
             if flags & 8 != 0 {
                 let at = usize::from(next) % m.len();
@@ -55,23 +35,9 @@ fuzz_target!(|data: &[u8]| {
             }
             m
         };
-        let _ = e.r.handle_datagram(now, e.to, e.from, &msg, &mut rr);
+        d.deliver(&msg);
         if flags & 4 != 0 {
-            e.header.message_id = e.header.message_id.wrapping_add(1);
+            d.next_message_id();
         }
-        while e.r.poll_transmit().is_some() {}
-        while e.r.poll_event().is_some() {}
-    }
-    for _ in 0..8 {
-        match e.r.poll_timeout() {
-            Some(t) => {
-                now = now.max(t);
-                e.r.handle_timeout(now, &mut rr);
-            }
-            None => break,
-        }
-        while e.r.poll_transmit().is_some() {}
-        while e.r.poll_event().is_some() {}
-    }
-    let _ = e.i;
+    });
 });

@@ -336,6 +336,116 @@ pub mod ike {
         }
     }
 
+    /// [`Established`] with what drives it: the two RNGs (seeded as [`established`] wants
+    /// them) and the clock (1000 s). The shared setup of the targets that send the responder
+    /// authenticated requests (`ike_established`, `ike_fragments`).
+    pub struct Driver {
+        /// The IKE SA pair.
+        pub sa: Established,
+        /// The initiator's RNG (sealing draws IVs from it).
+        pub rng_i: rand_chacha::ChaCha20Rng,
+        /// The responder's RNG.
+        pub rng_r: rand_chacha::ChaCha20Rng,
+        /// The clock.
+        pub now: std::time::Duration,
+    }
+
+    impl Default for Driver {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    impl Driver {
+        /// Brings the SA up (the same every time).
+        pub fn new() -> Driver {
+            use rand_chacha::rand_core::SeedableRng;
+            let mut rng_i = rand_chacha::ChaCha20Rng::seed_from_u64(INITIATOR_SEED);
+            let mut rng_r = rand_chacha::ChaCha20Rng::seed_from_u64(RESPONDER_SEED);
+            let sa = established(&mut rng_i, &mut rng_r);
+            Driver {
+                sa,
+                rng_i,
+                rng_r,
+                now: std::time::Duration::from_secs(1000),
+            }
+        }
+
+        /// Moves the clock `secs` on and lets the responder's timers see it.
+        pub fn advance(&mut self, secs: u64) {
+            self.now += std::time::Duration::from_secs(secs);
+            self.sa.r.handle_timeout(self.now, &mut self.rng_r);
+        }
+
+        /// The header of the initiator's next request: INFORMATIONAL if `informational`,
+        /// else CREATE_CHILD_SA.
+        pub fn request_header(&self, informational: bool) -> ipsec_ike::header::HeaderRepr {
+            let mut h = self.sa.header;
+            h.exchange = if informational {
+                ipsec_ike::header::ExchangeType::Informational
+            } else {
+                ipsec_ike::header::ExchangeType::CreateChildSa
+            };
+            h
+        }
+
+        /// The next request gets the next message ID.
+        pub fn next_message_id(&mut self) {
+            self.sa.header.message_id = self.sa.header.message_id.wrapping_add(1);
+        }
+
+        /// Hands `datagram` to the responder (from the initiator's address) and throws away
+        /// what it sends and reports.
+        pub fn deliver(&mut self, datagram: &[u8]) {
+            let _ = self
+                .sa
+                .r
+                .handle_datagram(self.now, self.sa.to, self.sa.from, datagram, &mut self.rng_r);
+            self.drain();
+        }
+
+        /// Runs the responder's timers (at most 8 expiries), as the end of an input.
+        pub fn run_timers(&mut self) {
+            for _ in 0..8 {
+                match self.sa.r.poll_timeout() {
+                    Some(t) => {
+                        self.now = self.now.max(t);
+                        self.sa.r.handle_timeout(self.now, &mut self.rng_r);
+                    }
+                    None => break,
+                }
+                self.drain();
+            }
+        }
+
+        /// The targets' loop: unless `data` is longer than [`MAX_INPUT`](crate::MAX_INPUT),
+        /// a fresh driver gets at most `max` records of `data`, each a `head`-byte head whose
+        /// last two bytes are the body's length (u16 BE, cut to what is left) and the body:
+        /// `record(driver, head, body)` for each; then the timers run.
+        pub fn run(data: &[u8], head: usize, max: usize, mut record: impl FnMut(&mut Driver, &[u8], &[u8])) {
+            if data.len() > crate::MAX_INPUT {
+                return;
+            }
+            let mut d = Driver::new();
+            let mut rest = data;
+            for _ in 0..max {
+                if rest.len() < head {
+                    break;
+                }
+                let len = usize::from(u16::from_be_bytes([rest[head - 2], rest[head - 1]])).min(rest.len() - head);
+                let (h, body) = (&rest[..head], &rest[head..head + len]);
+                rest = &rest[head + len..];
+                record(&mut d, h, body);
+            }
+            d.run_timers();
+        }
+
+        fn drain(&mut self) {
+            while self.sa.r.poll_transmit().is_some() {}
+            while self.sa.r.poll_event().is_some() {}
+        }
+    }
+
     /// The inverse of [`split`].
     pub fn join(datagrams: &[(u8, Vec<u8>)]) -> Vec<u8> {
         let mut out = Vec::new();

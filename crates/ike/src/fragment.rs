@@ -329,21 +329,8 @@ impl Reassembly {
 mod tests {
     use super::*;
     use crate::alg::{Encr, Integ};
-    use crate::header::ExchangeType;
+    use crate::test_util::hdr;
     use rand_core::SeedableRng;
-
-    fn hdr() -> HeaderRepr {
-        HeaderRepr {
-            spi_i: 1,
-            spi_r: 2,
-            next_payload: 0,
-            exchange: ExchangeType::IkeAuth,
-            initiator: true,
-            response: false,
-            message_id: 1,
-            length: 0,
-        }
-    }
 
     fn ciphers(e: Encr, i: Option<Integ>) -> (SkCipher, SkCipher) {
         let ke = alloc::vec![7u8; e.keymat_len()];

@@ -42,6 +42,8 @@ pub mod message;
 pub mod retransmit;
 pub mod status;
 pub(crate) mod task;
+#[cfg(test)]
+mod test_util;
 
 pub use config::{
     ChildConfig, ChildLifetimes, Config, Connection, DeadAction, LocalAuth, Mode, Psk, RemoteAuth, SendCert,

@@ -330,21 +330,8 @@ fn cbc_decrypt<C: BlockDecryptMut<BlockSize = aes::cipher::consts::U16>>(mut c: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::header::ExchangeType;
+    use crate::test_util::hdr;
     use rand_core::SeedableRng;
-
-    fn hdr() -> HeaderRepr {
-        HeaderRepr {
-            spi_i: 1,
-            spi_r: 2,
-            next_payload: 0,
-            exchange: ExchangeType::IkeAuth,
-            initiator: true,
-            response: false,
-            message_id: 1,
-            length: 0,
-        }
-    }
 
     #[test]
     fn seal_open_every_suite_and_tamper() {
