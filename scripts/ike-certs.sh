@@ -293,6 +293,8 @@ for c in "${STAGES[@]}"; do
     swan_stop_all 2>/dev/null || true
   fi
 done
+# the cases made the namespaces in their subshells: delete them here
+for ns in "${TOPO}a" "${TOPO}b"; do ip netns del "$ns" 2>/dev/null || true; done
 echo
 printf '%s\n' "${RESULTS[@]}" | column -t -l 4 2>/dev/null || printf '%s\n' "${RESULTS[@]}"
 [ $FAILED = 0 ] || fail "some cases failed (files in $WORK)"
