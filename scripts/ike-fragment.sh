@@ -230,27 +230,8 @@ for c in $ALL_CASES; do
   want "$c" || continue
   log "---- $c"
   rm -rf "${WORK:?}/$c"
-  (
-    trap 'swan_stop_all >/dev/null 2>&1; for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done' EXIT
-    trap 'case_fail "stopped: the case ran longer than its bound"' TERM
-    run_case "$c" "${INIT[$c]}"
-  ) &
-  pid=$!
-  (
-    trap 'kill $sp 2>/dev/null; exit 0' TERM
-    sleep 60 &
-    sp=$!
-    wait $sp
-    kill -TERM $pid 2>/dev/null
-  ) &
-  dog=$!
-  rc=0
-  wait $pid || rc=$?
-  kill $dog 2>/dev/null || true
-  wait $dog 2>/dev/null || true
-  for p in $(ip netns pids fra 2>/dev/null) $(ip netns pids frb 2>/dev/null) $(ip netns pids frn 2>/dev/null); do
-    kill -KILL "$p" 2>/dev/null || true
-  done
+  case_bounded 60 run_case "$c" "${INIT[$c]}"
+  rc=$CASE_RC
   r="? ? ? ?"
   [ ! -s "$WORK/$c/result" ] || r=$(cat "$WORK/$c/result")
   read -r fa fb rt secs <<<"$r"

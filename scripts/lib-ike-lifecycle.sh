@@ -23,6 +23,7 @@
 #   td_rekeys DIR               "CHILD IKE": new SAs after the first (monitor events)
 #   sw_rekeys LOG               "CHILD_BY_US IKE_BY_US CHILD_FOR_PEER IKE_FOR_PEER FAILED" (charon log)
 #   sw_notes LOG                charon's lines about trouble, counted
+#   case_bounded SECS CMD...    CMD in a subshell, stopped after SECS; its status in CASE_RC
 TOPO=lc
 TOPO_ROUTER=1
 A_NET=10.99.1.1
@@ -229,6 +230,38 @@ for line in open(sys.argv[1], errors="replace"):
         n["ike" if ev.startswith("ike") else "child"] += 1
 print(max(n["child.up"] - 1, n["child"], 0), max(n["ike.up"] - 1, n["ike"], 0))
 PY
+}
+
+# ---- a case, bounded in time ----------------------------------------------------------------
+# case_bounded SECS CMD ARGS...: CMD in a subshell whose exit stops every charon and kills BG;
+# after SECS it gets TERM (case_fail "stopped: the case ran longer than its bound"). Then
+# kills what is left in the topology's namespaces (what the case started, if it was killed).
+# Its exit status goes to CASE_RC and case_bounded returns 0: call it as a plain command, not
+# in `if`, `||` or `&&`, where bash would ignore set -e inside the case.
+case_bounded() {
+  local secs=$1 pid dog p ns
+  CASE_RC=0
+  shift
+  (
+    trap 'swan_stop_all >/dev/null 2>&1; for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done' EXIT
+    trap 'case_fail "stopped: the case ran longer than its bound"' TERM
+    "$@"
+  ) &
+  pid=$!
+  (
+    trap 'kill $sp 2>/dev/null; exit 0' TERM
+    sleep "$secs" &
+    sp=$!
+    wait $sp
+    kill -TERM $pid 2>/dev/null
+  ) &
+  dog=$!
+  wait $pid || CASE_RC=$?
+  kill $dog 2>/dev/null || true
+  wait $dog 2>/dev/null || true
+  for ns in "${TOPO}a" "${TOPO}b" "${TOPO}n"; do
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
+  done
 }
 
 # ---- charon --------------------------------------------------------------------------------
