@@ -44,6 +44,7 @@ cd "$(dirname "$0")/.."
 NETNS_TAG=ike-certs
 . scripts/lib-netns.sh
 . scripts/lib-strongswan.sh
+. scripts/lib-ike-lifecycle.sh
 ALL_CASES="rsa-i ecdsa-r ed25519-i expired-r unknown-i mismatch-r revoked-r revoked-i"
 ARGS=()
 for a in "$@"; do [ "$a" = --ci ] || ARGS+=("$a"); done
@@ -65,12 +66,15 @@ FAILED=0
 trap 'rc=$?; [ $rc -ne 0 ] || [ $FAILED -eq 0 ] || rc=1; [ "${IKE_CERTS_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 5' EXIT
 trap 'fail "interrupted"' INT TERM
 
-T_NET=10.92.1.1
-S_NET=10.92.1.2
-T_IN=10.92.101.1
-S_IN=10.92.102.1
-PROP=aes128gcm16-prfsha256-x25519
-ESP=aes128gcm16
+# the topology of scripts/lib-ike-lifecycle.sh without its router, in namespaces kc* on
+# 10.92.0.0/16: side A (kca) is tunneld, side B (kcb) charon
+TOPO=kc
+TOPO_ROUTER=0
+A_NET=10.92.1.1
+B_NET=10.92.1.2
+A_IN=10.92.101.1
+B_IN=10.92.102.1
+TD_FAIL=case_fail
 
 # ---- certificates (strongSwan's pki) -------------------------------------------------------
 P=$WORK/pki
@@ -101,9 +105,9 @@ issue t-ec int ecdsa "$O, CN=td-ec" --lifetime 365
 key s-ec ecdsa 256
 issue s-ec int ecdsa "$O, CN=sw-ec" --lifetime 365
 key t-ed ed25519
-issue t-ed root ed25519 "$O, CN=td-ed" --san $T_NET --lifetime 365
+issue t-ed root ed25519 "$O, CN=td-ed" --san $A_NET --lifetime 365
 key s-ed ed25519
-issue s-ed root ed25519 "$O, CN=sw-ed" --san $S_NET --lifetime 365
+issue s-ed root ed25519 "$O, CN=sw-ed" --san $B_NET --lifetime 365
 key s-old rsa 2048
 issue s-old root rsa "$O, CN=sw.old.test" --san sw.old.test --dateform '%Y-%m-%d' \
   --not-before 2020-01-01 --not-after 2021-01-01
@@ -118,23 +122,6 @@ pk --signcrl --cacert "$P/root.pem" --cakey "$P/root.key" --lifetime 30 --cert "
 for f in root int t-rsa s-ec s-old; do [ -s "$P/$f.pem" ] || fail "pki made no $f.pem: $(tail -n 3 "$P/pki.log")"; done
 [ -s "$P/root.crl" ] || fail "pki made no CRL: $(tail -n 3 "$P/pki.log")"
 
-# ---- namespaces ----------------------------------------------------------------------------
-topo_up() {
-  local ns
-  for ns in kca kcb; do ip netns del "$ns" 2>/dev/null || true; done
-  NETNS=()
-  netns_add kca kcb
-  ip link add kcva netns kca type veth peer name kcvb netns kcb
-  ip -n kca addr add $T_NET/24 dev kcva
-  ip -n kcb addr add $S_NET/24 dev kcvb
-  for ns in kca kcb; do ip -n "$ns" link set lo up; done
-  ip -n kca link set kcva up
-  ip -n kcb link set kcvb up
-  ip -n kca addr add $T_IN/32 dev lo
-  ip -n kcb addr add $S_IN/32 dev lo
-  ip netns exec kca ping -c 1 -W 3 -q $S_NET >/dev/null || fail "topology: kca cannot reach $S_NET"
-}
-
 # ---- charon --------------------------------------------------------------------------------
 # sw_conf D LOCAL_ID REMOTE_ID CERT [CRL]: charon's swanctl.conf with certificate auth; the
 # root and intermediate CAs trusted, CERT (and its key) as charon's, CRL loaded if given.
@@ -148,9 +135,9 @@ sw_conf() {
 connections {
   sw {
     version = 2
-    local_addrs = $S_NET
-    remote_addrs = $T_NET
-    proposals = $PROP
+    local_addrs = $B_NET
+    remote_addrs = $A_NET
+    proposals = $IKE_PROP
     encap = yes
     mobike = no
     rekey_time = 0
@@ -167,7 +154,7 @@ connections {
       net {
         local_ts = 10.92.102.0/24
         remote_ts = 10.92.101.0/24
-        esp_proposals = $ESP
+        esp_proposals = $ESP_PROP
         rekey_time = 0
       }
     }
@@ -176,82 +163,24 @@ connections {
 EOF
 }
 
-# ---- tunneld -------------------------------------------------------------------------------
-# td_conf D LOCAL_ID REMOTE_ID CERT [CRL] [EXTRA_CERT]: tunneld.toml with a PSK connection for
-# %any first (never matching charon's method) and the certificate connection `gw`.
-td_conf() {
+# ---- tunneld (scripts/lib-ike-lifecycle.sh: td_head, td_conn, td_start, td_counts, td_stop) ----
+# td_certs_conf D LOCAL_ID REMOTE_ID CERT [CRL] [EXTRA_CERT]: tunneld.toml with a PSK connection
+# for %any first (never matching charon's method) and the certificate connection `gw`.
+td_certs_conf() {
   local d=$1 lid=$2 rid=$3 cert=$4 crl=${5:-} extra=${6:-}
   mkdir -p "$d"
   cp "$P/$cert.pem" "$P/root.pem" "$P/int.pem" "$d/"
   cp "$P/$cert.key" "$d/my.key"
   chmod 600 "$d/my.key"
-  local certs="\"$d/$cert.pem\"" crls=""
-  [ -z "$extra" ] || certs+=", \"$d/$extra.pem\""
-  [ -z "$crl" ] || { cp "$P/$crl" "$d/"; crls=", crls = [\"$d/$crl\"]"; }
-  cat >"$d/tunneld.toml" <<EOF
-# written by scripts/ike-certs.sh (case $CASE)
-[tunnel]
-tun = "ipsec0"
-local = "$T_NET"
-secrets = "$d/secrets.toml"
-
-[[connection]]
-name = "psk-any"
-local_addrs = ["$T_NET"]
-remote_addrs = ["%any"]
-proposals = ["$PROP"]
-encap = true
-local = { id = "psk.cert.test", auth = "psk" }
-remote = { auth = "psk" }
-[[connection.children]]
-name = "psknet"
-local_ts = ["10.92.201.0/24"]
-remote_ts = ["10.92.202.0/24"]
-
-[[connection]]
-name = "gw"
-local_addrs = ["$T_NET"]
-remote_addrs = ["$S_NET"]
-proposals = ["$PROP"]
-encap = true
-local = { id = "$lid", auth = "pubkey", certs = [$certs] }
-remote = { id = "$rid", auth = "pubkey", cacerts = ["$d/root.pem"]$crls }
-[[connection.children]]
-name = "net"
-local_ts = ["10.92.101.0/24"]
-remote_ts = ["10.92.102.0/24"]
-esp_proposals = ["$ESP"]
-rekey_time = "0"
-EOF
-  (umask 077 && printf '[[ike]]\nid = ["psk.cert.test"]\nsecret = "psk-%s"\n\n[[private]]\nfile = "my.key"\n' "$RANDOM$RANDOM" >"$d/secrets.toml")
-}
-td_ctl() { "$IPSEC" "$@" --control "$TD/ctl.sock"; }
-td_start() {
-  "$IPSEC" check-config "$TD/tunneld.toml" >"$TD/check-config.txt" 2>&1 || case_fail "ipsec check-config: $(tail -n 3 "$TD/check-config.txt")"
-  ip netns exec kca "$BIN" --config "$TD/tunneld.toml" --control "$TD/ctl.sock" 2>"$TD/tunneld.log" &
-  TD_PID=$!
-  BG+=("$TD_PID")
-  local deadline=$((SECONDS + 10))
-  until [ -S "$TD/ctl.sock" ] && ip -n kca link show ipsec0 >/dev/null 2>&1; do
-    kill -0 "$TD_PID" 2>/dev/null || case_fail "tunneld exited at start: $(tail -n 5 "$TD/tunneld.log")"
-    [ $SECONDS -lt $deadline ] || case_fail "tunneld: no control socket / ipsec0 within 10 s"
-    sleep 0.1
-  done
-  ip -n kca route add 10.92.102.0/24 dev ipsec0 src $T_IN
-}
-# td_counts: "IKE_SAS CHILDREN ESP_SAS POLICIES" (established IKE SAs)
-td_counts() {
-  local show pol
-  show=$(td_ctl show --json 2>/dev/null) || { echo "? ? ? ?"; return; }
-  pol=$(td_ctl policy list --json 2>/dev/null) || pol='{}'
-  python3 -c '
-import json, sys
-j = json.loads(sys.argv[1])
-p = json.loads(sys.argv[2]).get("policies", [])
-ike = [x for x in j.get("ike_sas", []) if str(x.get("state", "established")).lower() in ("established", "up")]
-child = sum(len(x.get("children", x.get("child_sas", []))) for x in ike)
-esp = sum(1 for s in j.get("sas", []) if s.get("proto") == "esp")
-print(len(ike), child, esp, len(p))' "$show" "$pol"
+  local certs="$d/$cert.pem" crls=""
+  [ -z "$extra" ] || certs+=" $d/$extra.pem"
+  [ -z "$crl" ] || { cp "$P/$crl" "$d/"; crls="$d/$crl"; }
+  td_head "$d" local=$A_NET
+  td_conn "$d" name=psk-any local=$A_NET remote=%any local_id=psk.cert.test psk="psk-$RANDOM$RANDOM" \
+    child=psknet local_ts=10.92.201.0/24 remote_ts=10.92.202.0/24
+  td_conn "$d" name=gw local=$A_NET remote=$B_NET local_id="$lid" remote_id="$rid" auth=pubkey \
+    certs="$certs" cacerts="$d/root.pem" crls="$crls" key=my.key \
+    local_ts=10.92.101.0/24 remote_ts=10.92.102.0/24 child_rekey=0
 }
 sw_counts() {
   local l
@@ -279,24 +208,25 @@ run_case() {
   sw_conf "$SW" "$sid" "$srid" "$scert" "$scrl"
   swan_start kcb "$SW"
   swan_load "$SW"
-  td_conf "$TD" "$tid" "$trid" "$tcert" "$tcrl" "$textra"
-  td_start
+  td_certs_conf "$TD" "$tid" "$trid" "$tcert" "$tcrl" "$textra"
+  "$IPSEC" check-config "$TD/tunneld.toml" >"$TD/check-config.txt" 2>&1 || case_fail "ipsec check-config: $(tail -n 3 "$TD/check-config.txt")"
+  td_start kca "$TD" $B_IN
   local out rc=0
   if [ "$init" = s ]; then
     out=$(SWAN_CTL_TIMEOUT=20 swan_ctl "$SW" --initiate --child net --timeout 12 2>&1) || rc=$?
   else
-    out=$(td_ctl ike initiate gw 2>&1) || rc=$?
+    out=$(td_ctl "$TD" ike initiate gw 2>&1) || rc=$?
   fi
   echo "$out" >"$CD/initiate.out"
   local deadline=$((SECONDS + 12)) tc sc
   if [ "$expect" = up ]; then
     [ $rc -eq 0 ] || case_fail "initiation failed: $(tail -n 4 "$CD/initiate.out")"
-    until read -r -a tc <<<"$(td_counts)" && [ "${tc[0]}" = 1 ] && [ "${tc[1]}" = 1 ] && [ "$(sw_counts)" = "1 1" ]; do
+    until read -r -a tc <<<"$(td_counts "$TD")" && [ "${tc[0]}" = 1 ] && [ "${tc[1]}" = 1 ] && [ "$(sw_counts)" = "1 1" ]; do
       [ $SECONDS -lt $deadline ] || case_fail "not up within 12 s: tunneld (IKE child ESP policies) ${tc[*]}, charon $(sw_counts); $(grep -i -E 'fail|refus|error' "$TD/tunneld.log" | tail -n 2)"
       sleep 0.2
     done
-    ip netns exec kca ping -n -c 3 -i 0.2 -W 2 -I $T_IN $S_IN >"$CD/ping-ts.out" 2>&1 || case_fail "pings tunneld -> charon failed: $(tail -n 2 "$CD/ping-ts.out")"
-    ip netns exec kcb ping -n -c 3 -i 0.2 -W 2 -I $S_IN $T_IN >"$CD/ping-st.out" 2>&1 || case_fail "pings charon -> tunneld failed: $(tail -n 2 "$CD/ping-st.out")"
+    ip netns exec kca ping -n -c 3 -i 0.2 -W 2 -I $A_IN $B_IN >"$CD/ping-ts.out" 2>&1 || case_fail "pings tunneld -> charon failed: $(tail -n 2 "$CD/ping-ts.out")"
+    ip netns exec kcb ping -n -c 3 -i 0.2 -W 2 -I $B_IN $A_IN >"$CD/ping-st.out" 2>&1 || case_fail "pings charon -> tunneld failed: $(tail -n 2 "$CD/ping-st.out")"
     # certificates make IKE_AUTH larger than charon's fragment_size (1280): both sides
     # fragment it (RFC 7383) where the chain is big enough (RSA, and ECDSA with its intermediate)
     if [ "$CASE" = rsa-i ] || [ "$CASE" = ecdsa-r ]; then
@@ -304,13 +234,13 @@ run_case() {
         case_fail "IKE_AUTH was not fragmented both ways (charon's log: $(grep -c -E 'splitting IKE message|received fragment #' "$SW/charon.log") fragment lines)"
     fi
     # both sides proved who they are with the identity configured
-    td_ctl ike list >"$CD/ike-list.txt" 2>&1 || true
+    td_ctl "$TD" ike list >"$CD/ike-list.txt" 2>&1 || true
     grep -q "$srid" "$CD/ike-list.txt" 2>/dev/null || grep -q "${sid}" "$CD/ike-list.txt" 2>/dev/null ||
       case_fail "ipsec ike list does not show the peer's identity: $(head -n 5 "$CD/ike-list.txt")"
   else
     # refused: the refusing side says why; nothing is left anywhere
     sleep 1
-    until read -r -a tc <<<"$(td_counts)" && [ "${tc[*]}" = "0 0 0 0" ] && [ "$(sw_counts)" = "0 0" ]; do
+    until read -r -a tc <<<"$(td_counts "$TD")" && [ "${tc[*]}" = "0 0 0 0" ] && [ "$(sw_counts)" = "0 0" ]; do
       [ $SECONDS -lt $deadline ] || case_fail "SAs left after the refusal: tunneld (IKE child ESP policies) ${tc[*]}, charon $(sw_counts)"
       sleep 0.2
     done
@@ -326,7 +256,7 @@ run_case() {
         case_fail "charon's log does not say \`$why\`: $(grep -i -E 'cert|auth' "$SW/charon.log" | tail -n 3)"
     fi
   fi
-  stop_pid "$TD_PID" tunneld
+  td_stop "$TD"
   swan_stop "$SW"
   echo "ok" >"$CD/result"
 }
@@ -339,7 +269,7 @@ case_args() {
   case $1 in
     rsa-i) A=(t up td.cert.test t-rsa sw.cert.test s-rsa sw.cert.test td.cert.test "" "" "" "") ;;
     ecdsa-r) A=(s up "$T_DN" t-ec "$S_DN" s-ec "$O, CN=*" "$T_DN" "" "" int "") ;;
-    ed25519-i) A=(t up $T_NET t-ed $S_NET s-ed $S_NET $T_NET "" "" "" "") ;;
+    ed25519-i) A=(t up $A_NET t-ed $B_NET s-ed $B_NET $A_NET "" "" "" "") ;;
     expired-r) A=(s refused-by-t td.cert.test t-rsa sw.old.test s-old sw.old.test td.cert.test "" "" "" expired) ;;
     unknown-i) A=(t refused-by-s td.unknown.test t-unk sw.cert.test s-rsa sw.cert.test td.unknown.test "" "" ""
       "no trusted .*public key found|no issuer certificate found") ;;
@@ -354,7 +284,8 @@ RESULTS=()
 for c in "${STAGES[@]}"; do
   case_args "$c"
   t0=$SECONDS
-  if (run_case "$c" "${A[@]}"); then
+  # a case that failed leaves nothing running (tunneld, its monitor)
+  if (trap 'for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done' EXIT; run_case "$c" "${A[@]}"); then
     RESULTS+=("$c ok $((SECONDS - t0))s")
   else
     FAILED=1
@@ -362,6 +293,8 @@ for c in "${STAGES[@]}"; do
     swan_stop_all 2>/dev/null || true
   fi
 done
+# the cases made the namespaces in their subshells: delete them here
+for ns in "${TOPO}a" "${TOPO}b"; do ip netns del "$ns" 2>/dev/null || true; done
 echo
 printf '%s\n' "${RESULTS[@]}" | column -t -l 4 2>/dev/null || printf '%s\n' "${RESULTS[@]}"
 [ $FAILED = 0 ] || fail "some cases failed (files in $WORK)"

@@ -39,6 +39,7 @@ START=$SECONDS
 NETNS_TAG=ike-flood
 . scripts/lib-netns.sh
 . scripts/lib-strongswan.sh
+. scripts/lib-ike-lifecycle.sh # td_head, td_conn, td_ctl (not its topology)
 CI=0
 ARGS=()
 for a in "$@"; do
@@ -67,8 +68,6 @@ F_NET=10.94.253.2
 TD_IN=10.94.240.1
 A_IN=10.94.241.1
 C_IN=10.94.242.1
-IKE_PROP=aes128gcm16-prfsha256-x25519
-ESP_PROP=aes128gcm16
 # tunneld's [ike] table sets cookie_threshold to 20 (its default is 30): the half-open peak
 # shows the key reached the responder. TD_IKE_TABLE=no leaves the table out (a tunneld from
 # before it refuses the key), and the default is expected.
@@ -111,59 +110,25 @@ done
 PSK_A="fa-$RANDOM-$RANDOM-$RANDOM"
 PSK_C="fc-$RANDOM-$RANDOM-$RANDOM"
 D=$WORK/td
-mkdir -p "$D"
-cat >"$D/tunneld.toml" <<EOF
-# written by scripts/ike-flood.sh
-[tunnel]
-tun = "ipsec0"
-local = "$TD"
-secrets = "$D/secrets.toml"
-
-$([ "${TD_IKE_TABLE:-yes}" = yes ] && printf '[ike]\ncookie_threshold = %s\n' $COOKIE_THRESHOLD || true)
-
-[[connection]]
-name = "gw-a"
-local_addrs = ["$TD"]
-remote_addrs = ["$A_NET"]
-proposals = ["$IKE_PROP"]
-encap = true
-local = { id = "b.fl.test", auth = "psk" }
-remote = { id = "a.fl.test", auth = "psk" }
-
-[[connection.children]]
-name = "net"
-local_ts = ["$TD_IN/32"]
-remote_ts = ["$A_IN/32"]
-esp_proposals = ["$ESP_PROP"]
-
-[[connection]]
-name = "any"
-local_addrs = ["$TD"]
-remote_addrs = ["%any"]
-proposals = ["$IKE_PROP"]
-encap = true
-local = { id = "b.fl.test", auth = "psk" }
-remote = { id = "c.fl.test", auth = "psk" }
-
-[[connection.children]]
-name = "net"
-local_ts = ["$TD_IN/32"]
-remote_ts = ["$C_IN/32"]
-esp_proposals = ["$ESP_PROP"]
-EOF
-(umask 077 && printf '[[ike]]\nid = ["b.fl.test", "a.fl.test"]\nsecret = "%s"\n\n[[ike]]\nid = ["b.fl.test", "c.fl.test"]\nsecret = "%s"\n' "$PSK_A" "$PSK_C" >"$D/secrets.toml")
+if [ "${TD_IKE_TABLE:-yes}" = yes ]; then td_head "$D" local=$TD cookie_threshold=$COOKIE_THRESHOLD; else td_head "$D" local=$TD; fi
+# flood_conn NAME REMOTE_ADDR PEER PEER_INNER PSK: the connection NAME, b.fl.test to PEER.fl.test
+flood_conn() {
+  td_conn "$D" name="$1" local=$TD remote="$2" local_id=b.fl.test remote_id="$3.fl.test" \
+    local_ts=$TD_IN/32 remote_ts="$4/32" psk="$5"
+}
+flood_conn gw-a $A_NET a $A_IN "$PSK_A"
+flood_conn any %any c $C_IN "$PSK_C"
 ip netns exec flb "$BIN" --config "$D/tunneld.toml" --control "$D/ctl.sock" --stats "$D/stats.json" 2>"$WORK/tunneld.log" &
-TD_PID=$!
-BG+=("$TD_PID")
+TUNNELD=$!
+BG+=("$TUNNELD")
 deadline=$((SECONDS + 10))
 until [ -S "$D/ctl.sock" ] && [ -s "$D/stats.json" ] && ip -n flb link show ipsec0 >/dev/null 2>&1; do
-  kill -0 $TD_PID 2>/dev/null || fail "tunneld exited at start: $(tail -n 5 "$WORK/tunneld.log")"
+  kill -0 $TUNNELD 2>/dev/null || fail "tunneld exited at start: $(tail -n 5 "$WORK/tunneld.log")"
   [ $SECONDS -lt $deadline ] || fail "tunneld: no control socket / stats / ipsec0 within 10 s"
   sleep 0.1
 done
 ip -n flb route add $A_IN/32 dev ipsec0 src $TD_IN
 ip -n flb route add $C_IN/32 dev ipsec0 src $TD_IN
-td_ctl() { "$IPSEC" "$@" --control "$D/ctl.sock"; }
 
 # ---- charon A (the existing tunnel) and charon C (connects during the flood) -------------------
 SWAN_LOG="ike=2 chd=1 knl=1 cfg=1 net=1 enc=1 dmn=1 lib=1 job=1"
@@ -187,7 +152,7 @@ PINGS=$(( (FLOOD_SECS + 8) * 50 ))
 ip netns exec fla ping -n -c $PINGS -i 0.02 -W 1 -I $A_IN $TD_IN >"$WORK/ping.out" 2>&1 &
 PING_PID=$!
 BG+=("$PING_PID")
-python3 scripts/ike_flood.py sample --pid $TD_PID --control "$D/ctl.sock" --ipsec "$IPSEC" \
+python3 scripts/ike_flood.py sample --pid $TUNNELD --control "$D/ctl.sock" --ipsec "$IPSEC" \
   --stats "$D/stats.json" --until "$WORK/stop-sampling" --out "$WORK/samples.jsonl" &
 SAMPLER=$!
 BG+=("$SAMPLER")
@@ -225,8 +190,8 @@ RETRANS=$(grep -c 'retransmit' "$WORK/c/charon.log" || true)
 COOKIE_SEEN=$(grep -c 'COOKIE' "$WORK/c/charon.log" || true)
 log "charon C's log: $COOKIE_SEEN lines naming COOKIE, $RETRANS retransmissions"
 [ "$CONNECT" = -1 ] || [ "$COOKIE_SEEN" -gt 0 ] || fail "charon C connected without a COOKIE: the cookies were not on"
-td_ctl ike list >"$WORK/ike-list.after" 2>&1 || true
-stop_pid $TD_PID tunneld
+td_ctl "$D" ike list >"$WORK/ike-list.after" 2>&1 || true
+stop_pid $TUNNELD tunneld
 echo
 echo "ike-flood: $COUNT spoofed IKE_SA_INIT requests at $RATE/s; tunneld $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 python3 scripts/ike_flood.py report --samples "$WORK/samples.jsonl" --flood "$WORK/flood.json" \

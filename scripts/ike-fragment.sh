@@ -44,6 +44,7 @@ START=$SECONDS
 NETNS_TAG=ike-fragment
 . scripts/lib-netns.sh
 . scripts/lib-strongswan.sh
+. scripts/lib-ike-lifecycle.sh
 ALL_CASES="t-init sw-init lost"
 CI=0
 ARGS=()
@@ -54,6 +55,9 @@ parse_stages "$ALL_CASES" ${ARGS[@]+"${ARGS[@]}"}
 FRAG_SIZE=${FRAG_SIZE:-400}
 NETS=${NETS:-8}
 if [ $CI = 1 ]; then PINGS=${PINGS:-5}; else PINGS=${PINGS:-20}; fi
+# the topology of scripts/lib-ike-lifecycle.sh, in namespaces fr* on 10.95.0.0/16
+TOPO=fr
+TD_FAIL=case_fail
 A_NET=10.95.1.1
 B_NET=10.95.2.1
 A_IN=10.95.11.1
@@ -61,8 +65,6 @@ B_IN=10.95.12.1
 LONG=$(printf 'x%.0s' $(seq 50)).$(printf 'y%.0s' $(seq 50))
 A_ID=a.$LONG.fr.test
 B_ID=b.$LONG.fr.test
-IKE_PROP=aes128gcm16-prfsha256-x25519
-ESP_PROP=aes128gcm16
 # NETS /24s on A's side: 10.95.11.0/24, 10.95.13.0/24, ...; B's: 10.95.12.0/24
 A_TS=() B_TS=(10.95.12.0/24)
 for i in $(seq 0 $((NETS - 1))); do
@@ -81,31 +83,6 @@ WORK=$(mktemp -d /tmp/ike-fragment.XXXXXX)
 FAILED=0
 trap 'rc=$?; [ $rc -ne 0 ] || [ $FAILED -eq 0 ] || rc=1; [ "${IKE_FRAGMENT_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 5' EXIT
 trap 'fail "interrupted"' INT TERM
-
-# ---- the namespaces ------------------------------------------------------------------------
-topo_up() {
-  local ns
-  for ns in fra frn frb; do ip netns del "$ns" 2>/dev/null || true; done
-  NETNS=()
-  netns_add fra frn frb
-  ip link add frva netns fra type veth peer name frna netns frn
-  ip link add frnb netns frn type veth peer name frvb netns frb
-  ip -n fra addr add $A_NET/24 dev frva
-  ip -n frn addr add 10.95.1.254/24 dev frna
-  ip -n frn addr add 10.95.2.254/24 dev frnb
-  ip -n frb addr add $B_NET/24 dev frvb
-  for ns in fra frn frb; do ip -n "$ns" link set lo up; done
-  ip -n fra link set frva up
-  ip -n frn link set frna up
-  ip -n frn link set frnb up
-  ip -n frb link set frvb up
-  ip -n fra route add default via 10.95.1.254
-  ip -n frb route add default via 10.95.2.254
-  ip netns exec frn sysctl -qw net.ipv4.ip_forward=1
-  ip -n fra addr add $A_IN/32 dev lo
-  ip -n frb addr add $B_IN/32 dev lo
-  ip netns exec fra ping -c 1 -W 3 -q $B_NET >/dev/null || fail "topology: fra cannot reach $B_NET"
-}
 
 # drop_first_fragment: the router drops the first IKE_AUTH request fragment 1 from A, once.
 # On UDP 4500 the IKE header follows the 4-byte non-ESP marker: from the UDP header (@th) the
@@ -131,59 +108,8 @@ nft_dropped() {
   ip netns exec frn nft list chain ip frdrop frfwd 2>/dev/null | sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | head -n 1
 }
 
-# ---- tunneld -------------------------------------------------------------------------------
-toml_list() { local x out=() IFS=' '; for x in $1; do out+=("\"$x\""); done; local IFS=,; echo "[${out[*]}]"; }
-td_conf() {
-  local d=$1 psk=$2
-  mkdir -p "$d"
-  cat >"$d/tunneld.toml" <<EOF
-# written by scripts/ike-fragment.sh (case $CASE)
-[tunnel]
-tun = "ipsec0"
-local = "$A_NET"
-secrets = "$d/secrets.toml"
-
-[[connection]]
-name = "gw"
-local_addrs = ["$A_NET"]
-remote_addrs = ["$B_NET"]
-proposals = ["$IKE_PROP"]
-encap = true
-local = { id = "$A_ID", auth = "psk" }
-remote = { id = "$B_ID", auth = "psk" }
-fragmentation = "${TD_FRAG:-yes}"
-fragment_size = $FRAG_SIZE
-
-[[connection.children]]
-name = "net"
-local_ts = $(toml_list "${A_TS[*]}")
-remote_ts = $(toml_list "${B_TS[*]}")
-esp_proposals = ["$ESP_PROP"]
-EOF
-  (umask 077 && printf '[[ike]]\nid = ["%s", "%s"]\nsecret = "%s"\n' "$A_ID" "$B_ID" "$psk" >"$d/secrets.toml")
-  chmod 600 "$d/secrets.toml"
-}
-td_start() {
-  local d=$1
-  mkdir -p "$d/keys"
-  ip netns exec fra "$BIN" --config "$d/tunneld.toml" --control "$d/ctl.sock" --stats "$d/stats.json" \
-    --keylog "$d/keys" 2>"$d/tunneld.log" &
-  TD=$!
-  BG+=("$TD")
-  wait_for 10 "$CASE: tunneld's control socket" test -S "$d/ctl.sock"
-  wait_for 10 "$CASE: tunneld's ipsec0" ip -n fra link show ipsec0
-  local n
-  for n in "${B_TS[@]}"; do ip -n fra route add "$n" dev ipsec0 src $A_IN; done
-}
-td_ctl() { "$IPSEC" "$@" --control "$CD/a/ctl.sock"; }
-# td_counts: "IKE CHILD" established in tunneld's `ipsec show --json`.
-td_counts() {
-  td_ctl show --json 2>/dev/null | python3 -c '
-import json, sys
-j = json.load(sys.stdin)
-ike = [x for x in j.get("ike_sas", []) if str(x.get("state", "")).lower() == "established"]
-print(len(ike), sum(len(x.get("children", [])) for x in ike))' 2>/dev/null || echo "? ?"
-}
+# ---- tunneld (scripts/lib-ike-lifecycle.sh: td_conf, td_start, td_counts, td_stop) --------
+# td_start routes B's /24 (B_TS, 10.95.12.0/24) into ipsec0.
 # td_stat FIELD: tunneld's IKE counter FIELD from its stats file (written every second).
 td_stat() {
   python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["ike"].get(sys.argv[2], "?"))' "$CD/a/stats.json" "$1" 2>/dev/null || echo "?"
@@ -221,19 +147,21 @@ run_case() {
   IFS=$IFS_OLD
   swan_start frb "$CD/b"
   swan_load "$CD/b"
-  td_conf "$CD/a" "$psk"
-  td_start "$CD/a"
+  td_conf "$CD/a" local=$A_NET remote=$B_NET local_id=$A_ID remote_id=$B_ID \
+    local_ts="${A_TS[*]}" remote_ts="${B_TS[*]}" psk="$psk" fragmentation="${TD_FRAG:-yes}" fragment_size="$FRAG_SIZE"
+  td_start fra "$CD/a" $B_IN
   local out rc=0
   if [ "$initiator" = b ]; then
     out=$(swan_ctl "$CD/b" --initiate --child net --timeout 15 2>&1) || rc=$?
     [ $rc -eq 0 ] || case_fail "swanctl --initiate failed: $(echo "$out" | tail -n 4)"
   else
-    out=$(td_ctl ike initiate gw 2>&1) || case_fail "ipsec ike initiate gw failed: $out"
+    out=$(td_ctl "$CD/a" ike initiate gw 2>&1) || case_fail "ipsec ike initiate gw failed: $out"
   fi
   # up: both sides one IKE SA and one child (lost: tunneld retransmits after 4 s)
   local deadline=$((SECONDS + 15)) a b
   while :; do
-    a=$(td_counts)
+    a=$(td_counts "$CD/a")
+    a=${a% * *}
     b=$(swan_established "$CD/b")
     [ "$a" != "1 1" ] || [ "$b" != "1 1" ] || break
     [ $SECONDS -lt $deadline ] || case_fail "not up within 15 s: tunneld $a, charon $b; tunneld: $(tail -n 3 "$CD/a/tunneld.log"); charon: $(grep -E '\[(IKE|ENC)\]' "$CD/b/charon.log" | grep -v -E '  [0-9]+: |=>' | tail -n 4)"
@@ -251,7 +179,7 @@ run_case() {
   frag_dropped=$(td_stat fragments_dropped)
   retrans=$(td_stat retransmits)
   [ "$CASE" != lost ] || dropped=$(nft_dropped)
-  stop_pid "$TD" "tunneld"
+  td_stop "$CD/a"
   swan_stop "$CD/b"
   stop_pids "$CAP"
   # the checks
@@ -302,27 +230,8 @@ for c in $ALL_CASES; do
   want "$c" || continue
   log "---- $c"
   rm -rf "${WORK:?}/$c"
-  (
-    trap 'swan_stop_all >/dev/null 2>&1; for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done' EXIT
-    trap 'case_fail "stopped: the case ran longer than its bound"' TERM
-    run_case "$c" "${INIT[$c]}"
-  ) &
-  pid=$!
-  (
-    trap 'kill $sp 2>/dev/null; exit 0' TERM
-    sleep 60 &
-    sp=$!
-    wait $sp
-    kill -TERM $pid 2>/dev/null
-  ) &
-  dog=$!
-  rc=0
-  wait $pid || rc=$?
-  kill $dog 2>/dev/null || true
-  wait $dog 2>/dev/null || true
-  for p in $(ip netns pids fra 2>/dev/null) $(ip netns pids frb 2>/dev/null) $(ip netns pids frn 2>/dev/null); do
-    kill -KILL "$p" 2>/dev/null || true
-  done
+  case_bounded 60 run_case "$c" "${INIT[$c]}"
+  rc=$CASE_RC
   r="? ? ? ?"
   [ ! -s "$WORK/$c/result" ] || r=$(cat "$WORK/$c/result")
   read -r fa fb rt secs <<<"$r"

@@ -451,27 +451,8 @@ for c in $ALL_CASES; do
   log "---- $c (A $( [ $ak = t ] && echo tunneld || echo charon ), B $( [ $bk = t ] && echo tunneld || echo charon ), $init initiates)"
   CASE=$c
   rm -rf "${WORK:?}/$c"
-  (
-    trap 'swan_stop_all >/dev/null 2>&1; for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done' EXIT
-    trap 'case_fail "stopped: the case ran longer than its bound"' TERM
-    run_case "$c" "$ak" "$bk" "$init" "$a_opts" "$b_opts"
-  ) &
-  pid=$!
-  (
-    trap 'kill $sp 2>/dev/null; exit 0' TERM
-    sleep $((DURATION + 150)) &
-    sp=$!
-    wait $sp
-    kill -TERM $pid 2>/dev/null
-  ) &
-  dog=$!
-  rc=0
-  wait $pid || rc=$?
-  kill $dog 2>/dev/null || true
-  wait $dog 2>/dev/null || true
-  for p in $(ip netns pids lca 2>/dev/null) $(ip netns pids lcb 2>/dev/null) $(ip netns pids lcn 2>/dev/null); do
-    kill -KILL "$p" 2>/dev/null || true # what the case started in its namespaces, if it was killed
-  done
+  case_bounded $((DURATION + 150)) run_case "$c" "$ak" "$bk" "$init" "$a_opts" "$b_opts"
+  rc=$CASE_RC
   CD=$WORK/$c
   sent=? lost=? rk="? ? ? ?" secs=? outages=""
   [ ! -s "$CD/ping.counts" ] || read -r sent lost outages <"$CD/ping.counts"

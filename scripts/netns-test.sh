@@ -55,7 +55,7 @@
 #             to a `remote_addrs = %any` tunneld responder: the responder pings the first
 #             client after the second is up, then all ping at once, every echo answered; the
 #             responder keeps one endpoint per client (issue #31)
-#   ike       two tunnelds over IKEv2 with mirrored README-style configs (PSK,
+#   ike       two tunnelds over IKEv2 with mirrored configs as in docs/ike.md (PSK,
 #             aes128gcm16-prfsha256-x25519, start_action start on A), no NAT and no
 #             `encap`: the child comes up and carries pings both ways; ESP in UDP goes
 #             4500 -> 4500 (issue #31 defect 7: before, to the peer's port 500)
@@ -1316,9 +1316,10 @@ log "nat-clients: two IKE clients behind one NAT address, pings both ways at onc
 fi
 
 # ---- IKEv2 between two tunnelds, no NAT, no `encap` (issue #31 defect 7) --------------
-# Mirrored configs as in the README: before the fix IKE stayed on port 500 (no NAT seen), the
-# child's ESP in UDP followed it, and every sealed packet went from 4500 to the peer's port
-# 500, where the IKE socket dropped it: the child was up and carried nothing.
+# Mirrored configs as in docs/ike.md's site-to-site example: before the fix IKE stayed on
+# port 500 (no NAT seen), the child's ESP in UDP followed it, and every sealed packet went
+# from 4500 to the peer's port 500, where the IKE socket dropped it: the child was up and
+# carried nothing.
 if want ike; then
 V=ike
 D=$WORK/ike
