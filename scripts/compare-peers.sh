@@ -61,7 +61,7 @@
 # ones (the real peer is listed last). So each daemon holds N+1 peers, 2N+2 SAs and 2N+2
 # policies, and the cost of many peers shows beside the plain config (issue #30); @pN and @qN
 # combine (tunneld-udp@p10000@q10000). The startup wait grows with both (10 s + 1 s per
-# 10,000 policies + 1 s per 2,000 peers):
+# 10,000 policies + 1 s per 500 peers):
 #   VARIANTS="tunneld-udp tunneld-udp@q10000" TRAFFIC=tcp STREAMS=1 DURATION=5 ...
 #   BASE_BIN=/path/to/older/tunneld VARIANTS="base-udp@q10000 tunneld-udp@q10000" ...
 # Every variant's output also has the memory of its tunnel processes (the mean over them,
@@ -338,7 +338,7 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
         BG+=($!)
         PIDS+=($!)
       done
-      wait_for $((10 + filler / 10000 + peers / 2000)) "cmptun0 in both namespaces" sh -c "ip -n $NSA link show cmptun0 && ip -n $NSB link show cmptun0"
+      wait_for $((10 + filler / 10000 + peers / 500)) "cmptun0 in both namespaces" sh -c "ip -n $NSA link show cmptun0 && ip -n $NSB link show cmptun0"
       [ "$filler$peers" = 00 ] || log "$1: both tunnels up $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s after the start"
       ip -n "$NSA" addr add $INNER.1/24 dev cmptun0
       ip -n "$NSB" addr add $INNER.2/24 dev cmptun0
