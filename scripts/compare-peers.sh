@@ -53,6 +53,7 @@
 # SPD's cost shows beside the plain config in one run (issue #30), for the scaling figure
 # and before/after:
 #   VARIANTS="tunneld-udp tunneld-udp@p10000 tunneld-udp@p100000" TRAFFIC=tcp STREAMS=1 ...
+#   VARIANTS="tunneld-udp@w1 tunneld-udp@w2" STREAMS=4 sudo -E bash scripts/compare-peers.sh
 # and @qN (ESP in UDP only, N up to 100,000): N generated peers beside the real one, as N real
 # sites would be configured: each peer (198.18.0.1 onwards, routed to the other namespace,
 # which drops what comes, so none ever answers) in [tunnel] `peers`, with its own pair of
@@ -66,7 +67,6 @@
 #   BASE_BIN=/path/to/older/tunneld VARIANTS="base-udp@q10000 tunneld-udp@q10000" ...
 # Every variant's output also has the memory of its tunnel processes (the mean over them,
 # for tunneld its two daemons): VmRSS once up and after the tests, and the peak (VmHWM).
-#   VARIANTS="tunneld-udp@w1 tunneld-udp@w2" STREAMS=4 sudo -E bash scripts/compare-peers.sh
 #
 # Installs what is missing: iperf3 and wireguard-tools (apt), wireguard-go (go install, into
 # $TOOLS, default /tmp/compare-peers-tools) and boringtun-cli (cargo install, same place; it
