@@ -54,6 +54,19 @@
 # and before/after:
 #   VARIANTS="tunneld-udp tunneld-udp@p10000 tunneld-udp@p100000" TRAFFIC=tcp STREAMS=1 ...
 #   VARIANTS="tunneld-udp@w1 tunneld-udp@w2" STREAMS=4 sudo -E bash scripts/compare-peers.sh
+# and @qN (ESP in UDP only, N up to 100,000): N generated peers beside the real one, as N real
+# sites would be configured: each peer (198.18.0.1 onwards, routed to the other namespace,
+# which drops what comes, so none ever answers) in [tunnel] `peers`, with its own pair of
+# AES-128-GCM tunnel SAs and a protect policy each way between the inner subnet and the
+# site's own /27 of 100.64.0.0/10; the generated SAs, peers and policies come before the real
+# ones (the real peer is listed last). So each daemon holds N+1 peers, 2N+2 SAs and 2N+2
+# policies, and the cost of many peers shows beside the plain config (issue #30); @pN and @qN
+# combine (tunneld-udp@p10000@q10000). The startup wait grows with both (10 s + 1 s per
+# 10,000 policies + 1 s per 500 peers):
+#   VARIANTS="tunneld-udp tunneld-udp@q10000" TRAFFIC=tcp STREAMS=1 DURATION=5 ...
+#   BASE_BIN=/path/to/older/tunneld VARIANTS="base-udp@q10000 tunneld-udp@q10000" ...
+# Every variant's output also has the memory of its tunnel processes (the mean over them,
+# for tunneld its two daemons): VmRSS once up and after the tests, and the peak (VmHWM).
 #
 # Installs what is missing: iperf3 and wireguard-tools (apt), wireguard-go (go install, into
 # $TOOLS, default /tmp/compare-peers-tools) and boringtun-cli (cargo install, same place; it
@@ -133,6 +146,13 @@ trap cleanup EXIT
 trap 'fail "interrupted"' INT TERM
 
 netns_pair "$NSA" "$NSB" "$VA" "$VB" $A4/24 $B4/24
+# @qN's generated peers (198.18.0.0/15) are reached through the other namespace, which drops
+# what comes (it does not forward): their NAT-keepalives leave as to a real peer and no answer
+# comes back.
+if [[ $VARIANTS == *@q* ]]; then
+  ip -n "$NSA" route add 198.18.0.0/15 via $B4
+  ip -n "$NSB" route add 198.18.0.0/15 via $A4
+fi
 
 # ---- tunneld configs (AES-128-GCM raw, in UDP; AES-CBC + HMAC-SHA1 in UDP) ----------------
 K1=0x303132333435363738393a3b3c3d3e3f01020304
@@ -150,10 +170,59 @@ filler_policies() { # DIR N
   }'
 }
 
-tunneld_config() { # KIND(esp|udp|cbc) SIDE(a|b) [FILLER policies per direction]
-  local kind=$1 side=$2 filler=${3:-0} me=$A4 peer=$B4 out=ab in=ba encap=''
+# The address of generated peer I (0-based): 198.18.0.1 onwards (198.18.0.0/15, RFC 2544's
+# benchmarking block; routed to the other namespace, which drops what it gets).
+# shellcheck disable=SC2016
+QPEER_AWK='function qpeer(i, n) { n = i + 1; return sprintf("198.%d.%d.%d", 18 + int(n / 65536), int(n / 256) % 256, n % 256) }'
+# The peers list of [tunnel]: N generated peers, then the real one (last: the worst place for
+# anything that scans the list).
+peers_list() { # N REAL
+  awk -v n="$1" -v real="$2" "$QPEER_AWK"'
+  BEGIN {
+    print "peers = ["
+    for (i = 0; i < n; i++) printf "  \"%s\",\n", qpeer(i)
+    printf "  \"%s\",\n]\n", real
+  }'
+}
+# What N sites behind N generated peers need on side ME, as the real peer's are written: per
+# peer an outbound and an inbound ESP SA (tunnel mode, AES-128-GCM, keys of their own; SPIs
+# 0x100000+I out and 0x200000+I in on side a, the other way round on b) ...
+peer_sas() { # N ME SIDE(a|b)
+  awk -v n="$1" -v me="$2" -v side="$3" "$QPEER_AWK"'
+  function sa(name, spi, src, dst, tag, i) {
+    printf "[[sa]]\nname = \"%s\"\nproto = \"esp\"\nspi = 0x%x\nmode = \"tunnel\"\nsrc = \"%s\"\ndst = \"%s\"\n", name, spi, src, dst
+    printf "aead = { alg = \"rfc4106(gcm(aes))\", key = \"0x%02x%06x%s\", icv = 128 }\n\n", tag, i, "a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5"
+  }
+  BEGIN {
+    for (i = 0; i < n; i++) {
+      o = 1048576 + i; x = 2097152 + i
+      if (side == "b") { t = o; o = x; x = t }
+      sa("q-out-" i, o, me, qpeer(i), side == "a" ? 1 : 2, i)
+      sa("q-in-" i, x, qpeer(i), me, side == "a" ? 2 : 1, i)
+    }
+  }'
+}
+# ... and an outbound and an inbound protect policy between our inner subnet and the site's
+# own /27 of 100.64.0.0/10 (no test packet is addressed there).
+peer_policies() { # N INNER-PREFIX
+  awk -v n="$1" -v inner="$2" '
+  BEGIN {
+    for (i = 0; i < n; i++) {
+      b = i * 32
+      site = sprintf("100.%d.%d.%d/27", 64 + int(b / 65536), int(b / 256) % 256, b % 256)
+      printf "[[policy]]\nname = \"q-out-%d\"\ndir = \"out\"\nsrc = \"%s\"\ndst = \"%s\"\naction = \"protect\"\nbundle = [\"q-out-%d\"]\n\n", i, inner, site, i
+      printf "[[policy]]\nname = \"q-in-%d\"\ndir = \"in\"\nsrc = \"%s\"\ndst = \"%s\"\naction = \"protect\"\nbundle = [\"q-in-%d\"]\n\n", i, site, inner, i
+    }
+  }'
+}
+
+# KIND(esp|udp|cbc) SIDE(a|b) [FILLER policies per direction] [PEERS: generated peers]
+tunneld_config() {
+  local kind=$1 side=$2 filler=${3:-0} peers=${4:-0} me=$A4 peer=$B4 out=ab in=ba encap=''
   [ "$side" = b ] && { me=$B4; peer=$A4; out=ba; in=ab; }
   [ "$kind" != esp ] && encap='encap = "espinudp"'
+  local peerline="peer = \"$peer\""
+  [ "$peers" -eq 0 ] || peerline=$(peers_list "$peers" "$peer")
   local alg1="aead = { alg = \"rfc4106(gcm(aes))\", key = \"$K1\", icv = 128 }"
   local alg2="aead = { alg = \"rfc4106(gcm(aes))\", key = \"$K2\", icv = 128 }"
   if [ "$kind" = cbc ]; then
@@ -166,9 +235,12 @@ auth = { alg = \"hmac(sha1)\", key = \"$H2\", trunc = 96 }"
 [tunnel]
 tun = "cmptun0"
 local = "$me"
-peer = "$peer"
+$peerline
 $encap
 
+EOF
+  [ "$peers" -eq 0 ] || peer_sas "$peers" "$me" "$side"
+  cat <<EOF
 [[sa]]
 name = "esp-ab"
 proto = "esp"
@@ -192,6 +264,7 @@ EOF
     filler_policies out "$filler"
     filler_policies in "$filler"
   fi
+  [ "$peers" -eq 0 ] || peer_policies "$peers" "$INNER.0/24"
   cat <<EOF
 [[policy]]
 name = "out"
@@ -235,8 +308,9 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
     tunneld-* | base-*)
       # KIND[@wN][@uring][@TUNNELD_X=V]: tunneld-udp@w1 runs tunneld-udp with --workers 1;
       # @uring with TUNNELD_TUN_URING=on (TUN reads through io_uring, not one read(2) each);
-      # @TUNNELD_X=V with that variable set.
-      local spec=${1#*-} bin=$BIN kind workers=() envs=() opts=() opt filler=0
+      # @TUNNELD_X=V with that variable set; @pN N filler policies per direction, @qN N
+      # generated peers (they combine: tunneld-udp@p10000@q10000).
+      local spec=${1#*-} bin=$BIN kind workers=() envs=() opts=() opt filler=0 peers=0 t0
       kind=${spec%%@*}
       IFS=@ read -r -a opts <<<"${spec#"$kind"}"
       for opt in "${opts[@]}"; do
@@ -245,21 +319,27 @@ up() { # VARIANT: starts it; sets PIDS and TARGET (the address iperf3 connects t
           w[0-9]*) workers=(--workers "${opt#w}") ;;
           uring) envs+=(TUNNELD_TUN_URING=on) ;;
           p[0-9]*) filler=${opt#p} ;;
+          q[0-9]*) peers=${opt#q} ;;
           TUNNELD_[A-Z_]*=*) envs+=("$opt") ;; # a TUNNELD_* variable for both daemons
           *) fail "unknown variant option @$opt in $1" ;;
         esac
       done
+      [[ $filler =~ ^[0-9]+$ && $filler -le 1000000 ]] || fail "$1: @pN takes 0 to 1000000 policies"
+      [[ $peers =~ ^[0-9]+$ && $peers -le 100000 ]] || fail "$1: @qN takes 0 to 100000 peers"
+      [[ $peers -eq 0 || $kind != esp ]] || fail "$1: @qN makes ESP-in-UDP peers (tunneld-udp, tunneld-cbc)"
       [[ $1 == base-* ]] && bin=${BASE_BIN:?BASE_BIN: the other tunneld build}
+      t0=$EPOCHREALTIME
       for side in a b; do
         local ns=$NSA
         [ $side = b ] && ns=$NSB
-        tunneld_config "$kind" $side "$filler" >"$WORK/$kind-$side.toml"
+        tunneld_config "$kind" $side "$filler" "$peers" >"$WORK/$kind-$side.toml"
         # shellcheck disable=SC2086
         ip netns exec "$ns" env "${envs[@]}" "$bin" --config "$WORK/$kind-$side.toml" --log warn "${workers[@]}" ${TUNNELD_ARGS:-} 2>"$WORK/tunneld-$kind-$side.log" &
         BG+=($!)
         PIDS+=($!)
       done
-      wait_for $((10 + filler / 10000)) "cmptun0 in both namespaces" sh -c "ip -n $NSA link show cmptun0 && ip -n $NSB link show cmptun0"
+      wait_for $((10 + filler / 10000 + peers / 500)) "cmptun0 in both namespaces" sh -c "ip -n $NSA link show cmptun0 && ip -n $NSB link show cmptun0"
+      [ "$filler$peers" = 00 ] || log "$1: both tunnels up $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s after the start"
       ip -n "$NSA" addr add $INNER.1/24 dev cmptun0
       ip -n "$NSB" addr add $INNER.2/24 dev cmptun0
       TARGET=$INNER.2
@@ -377,6 +457,17 @@ measure_ping() { # VARIANT REP: 400 pings 5 ms apart; appends the median and p99
   log "$(tail -n1 "$OUT")"
 }
 
+mem_kb() { # FIELD(VmRSS|VmHWM): its mean over the tunnel processes in PIDS, in kB (0: none)
+  local p sum=0 n=0 kb
+  for p in "${PIDS[@]}"; do
+    kb=$(awk -v f="$1:" '$1 == f { print $2 }' "/proc/$p/status" 2>/dev/null) || continue
+    [ -n "$kb" ] || continue
+    sum=$((sum + kb))
+    n=$((n + 1))
+  done
+  echo $((n ? sum / n : 0))
+}
+
 have() {
   case $1 in
     wireguard-go) [ -x "$WG_GO" ] ;;
@@ -388,7 +479,7 @@ have() {
 # ---- the runs -----------------------------------------------------------------------------
 read -r -a VS <<<"$VARIANTS"
 : >"$OUT"
-echo "# variant streams rep mbit/s cpu-s/GB retransmits | variant udpN rep kpps cpu-us/packet loss-% | variant ping rep median-us p99-us loss-% ($(date -u +%FT%TZ), $(git rev-parse --short HEAD 2>/dev/null || echo ?), ${DURATION}s)" >>"$OUT"
+echo "# variant streams rep mbit/s cpu-s/GB retransmits | variant udpN rep kpps cpu-us/packet loss-% | variant ping rep median-us p99-us loss-% | variant rss rep MB-up MB-after MB-peak ($(date -u +%FT%TZ), $(git rev-parse --short HEAD 2>/dev/null || echo ?), ${DURATION}s)" >>"$OUT"
 MISSING=()
 for v in "${VS[@]}"; do have "$v" || MISSING+=("$v"); done
 for rep in $(seq "$REPS"); do
@@ -397,6 +488,7 @@ for rep in $(seq "$REPS"); do
     v=${VS[$(((i + rep - 1) % k))]}
     have "$v" || continue
     up "$v"
+    rss0=$(mem_kb VmRSS)
     for t in $TRAFFIC; do
       if [ "$v" = stunnel ] && [ "$t" != tcp ]; then
         log "stunnel: $t skipped (stunnel carries TCP only)"
@@ -408,6 +500,9 @@ for rep in $(seq "$REPS"); do
         measure_udp "$v" "${t#udp}" "$rep"
       fi
     done
+    # The tunnel processes' memory: VmRSS once up, and VmRSS and VmHWM (the peak) after the
+    # tests, in MB, the mean of the variant's processes (for tunneld: of its two daemons).
+    [ ${#PIDS[@]} -eq 0 ] || echo "$v rss $rep $(awk -v a="$rss0" -v b="$(mem_kb VmRSS)" -v c="$(mem_kb VmHWM)" 'BEGIN { printf "%.1f %.1f %.1f", a / 1024, b / 1024, c / 1024 }')" >>"$OUT"
     down
   done
 done
@@ -458,6 +553,14 @@ for kind, what in [("ping", "light load")] + [(u + "ping", f"under UDP {u[3:]} B
         xs = data.get((v, kind), [])
         if xs:
             print(f"| {v} | {med(xs, 0):.0f} | {med(xs, 1):.0f} | {med(xs, 2):.1f} |")
+if any(n == "rss" for _, n in data):
+    print()
+    print("| variant | memory per tunnel process: VmRSS once up, MB | VmRSS after the tests | peak (VmHWM) |")
+    print("|---|---|---|---|")
+    for v in order:
+        xs = data.get((v, "rss"), [])
+        if xs:
+            print(f"| {v} | {med(xs, 0):.1f} | {med(xs, 1):.1f} | {med(xs, 2):.1f} |")
 if sys.argv[2]:
     print(f"missing (not installed): {sys.argv[2]}")
 EOF
