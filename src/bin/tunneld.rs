@@ -140,6 +140,10 @@ fn main() -> ExitCode {
         control_group: args.control_group.clone(),
         ..Options::default()
     };
+    // The parsed config is not needed any more (the engine, IKE's settings and the options
+    // hold what the daemon uses); what parsing it took goes back to the system.
+    drop(loaded);
+    ipsec_tunnel::sys::release_freed_memory();
     match daemon::run_with_ike(engine, &opts, ike, &signals.stop, &signals.hup) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
