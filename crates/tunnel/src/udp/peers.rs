@@ -502,13 +502,9 @@ mod tests {
     /// agrees with the slots, and added endpoints with no child SA are gone.
     #[test]
     fn left_right_changes_match_a_copying_model() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut rnd = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        use rand_core::{RngCore, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(30);
+        let mut rnd = move |n: u64| rng.next_u64() % n;
         for _walk in 0..40 {
             let configured: Vec<IpAddr> = vec!["10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()];
             let p = Peers::configured(&configured, 4500);
