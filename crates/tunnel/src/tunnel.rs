@@ -222,7 +222,7 @@ impl Tunnel {
 
     /// The peer whose SA `sa` (of `plane`) is: the SA's configured tunnel source, or the only
     /// peer if the SA names none. The engine reports the SA that authenticated a packet
-    /// ([`Arrival`]), so the peer is known: neither the packet's (unauthenticated) outer
+    /// ([`Arrival`](ipsec_engine::Arrival)), so the peer is known: neither the packet's (unauthenticated) outer
     /// source nor another peer's SA can stand in for it.
     fn peer_of(&self, plane: &DataPlane, sa: SaId) -> Option<IpAddr> {
         let configured = plane.sad().get(sa).and_then(|e| e.config.params.tunnel).map(|t| t.src);

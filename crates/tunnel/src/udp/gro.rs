@@ -118,7 +118,7 @@ fn fill_from_gro(
 }
 
 impl UdpEncap {
-    /// [`UnderlayRx::recv_batch`] with UDP GRO: datagrams left from the last read first, then
+    /// [`UnderlayRx::recv_batch`](crate::underlay::UnderlayRx::recv_batch) with UDP GRO: datagrams left from the last read first, then
     /// (waiting only when there were none) up to [`GRO_MSGS`] coalesced messages read with one
     /// recvmmsg(2) and taken apart into the batch's slots; what does not fit waits in the
     /// batch for the next call. At most three rounds, so a busy socket cannot hold the loop.

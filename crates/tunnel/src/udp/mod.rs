@@ -9,8 +9,8 @@
 //! `encap`. A non-ESP datagram (IKE) stays in its slot for a consumer
 //! ([`RxKind::NonEsp`]).
 //!
-//! The parts: the peers and their endpoints ([`peers`]: one hash probe per lookup, read
-//! without a lock), UDP GSO sends ([`gso`]) and UDP GRO reads ([`gro`]). `unsafe` only in
+//! The parts: the peers and their endpoints (`peers.rs`: one hash probe per lookup, read
+//! without a lock), UDP GSO sends (`gso.rs`) and UDP GRO reads (`gro.rs`). `unsafe` only in
 //! those two: the `sendmmsg` with UDP_SEGMENT control messages, the `recvmmsg` reading
 //! UDP_GRO control messages (both as bytes of an 8-aligned buffer, not through pointer
 //! casts); each with its `// SAFETY:` comment; tested GSO → GRO over the loopback.
