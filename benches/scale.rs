@@ -66,6 +66,17 @@ fn shuffled(n: u32) -> Vec<u32> {
     v
 }
 
+/// Nanoseconds per call of `f` on each of `items`, all of them `reps` times over.
+fn ns_each<T: Copy, R>(items: &[T], reps: usize, f: impl Fn(T) -> R) -> f64 {
+    let t = Instant::now();
+    for _ in 0..reps {
+        for &x in items {
+            black_box(f(x));
+        }
+    }
+    t.elapsed().as_nanos() as f64 / (items.len() * reps) as f64
+}
+
 /// Nanoseconds per `Sad::lookup` of each SA of `order` in `e`, repeated `reps` times.
 fn sad_lookup_ns(e: &Engine, order: &[u32], reps: usize) -> f64 {
     let t = Instant::now();
@@ -107,15 +118,7 @@ fn main() {
         grown as f64 / 1e6,
         grown as f64 / f64::from(n_peer)
     );
-    let endpoint_ns = |u: &UdpEncap, list: &[IpAddr]| {
-        let t = Instant::now();
-        for _ in 0..20 {
-            for p in list {
-                black_box(u.endpoint(*p).expect("a peer"));
-            }
-        }
-        t.elapsed().as_nanos() as f64 / (list.len() * 20) as f64
-    };
+    let endpoint_ns = |u: &UdpEncap, list: &[IpAddr]| ns_each(list, 20, |p| u.endpoint(p).expect("a peer"));
     let mixed: Vec<IpAddr> = shuffled(n_peer).into_iter().map(|i| peers[i as usize]).collect();
     let many = endpoint_ns(&u, &mixed);
     let u1 = UdpEncap::open(local, 0, &peers[..1], 4500, Duration::from_millis(10)).expect("UDP socket");
@@ -149,13 +152,9 @@ fn main() {
         grown as f64 / f64::from(n_added)
     );
     let child_ns = |u: &UdpEncap, list: &[u32]| {
-        let t = Instant::now();
-        for _ in 0..20 {
-            for &i in list {
-                black_box(u.child_endpoint(added_at(i).ip(), 0x1000_0000 + i).expect("an SA"));
-            }
-        }
-        t.elapsed().as_nanos() as f64 / (list.len() * 20) as f64
+        ns_each(list, 20, |i| {
+            u.child_endpoint(added_at(i).ip(), 0x1000_0000 + i).expect("an SA")
+        })
     };
     let many = child_ns(&ua, &shuffled(n_added));
     let ua1 = UdpEncap::open(local, 0, &[], 4500, Duration::from_millis(10)).expect("UDP socket");
@@ -172,17 +171,8 @@ fn main() {
     }
     let srcs: Vec<std::net::SocketAddr> = shuffled(n_peer).into_iter().map(natted).collect();
     let list = um.endpoints();
-    let time_ns = |f: &dyn Fn(std::net::SocketAddr) -> IpAddr| {
-        let t = Instant::now();
-        for _ in 0..5 {
-            for s in &srcs {
-                black_box(f(*s));
-            }
-        }
-        t.elapsed().as_nanos() as f64 / (srcs.len() * 5) as f64
-    };
-    let hashed = time_ns(&|s| um.source_of(s));
-    let scan = time_ns(&|s| list.iter().find(|e| e.1 == s).map_or(s.ip(), |e| e.0));
+    let hashed = ns_each(&srcs, 5, |s| um.source_of(s));
+    let scan = ns_each(&srcs, 5, |s| list.iter().find(|e| e.1 == s).map_or(s.ip(), |e| e.0));
     assert!(
         srcs.iter().all(|s| um.source_of(*s) != s.ip()),
         "every moved peer is found"
