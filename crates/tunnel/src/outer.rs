@@ -111,14 +111,14 @@ pub fn rebuild_header(area: &mut [u8], len: usize, proto: u8, src: IpAddr, dst: 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn v4(a: [u8; 4]) -> IpAddr {
+    pub(crate) fn v4(a: [u8; 4]) -> IpAddr {
         IpAddr::from(a)
     }
 
-    fn v6(s: &str) -> IpAddr {
+    pub(crate) fn v6(s: &str) -> IpAddr {
         s.parse().unwrap()
     }
 

@@ -1,15 +1,8 @@
 use super::*;
+use crate::outer::tests::{v4, v6};
 use crate::sys::tests::not_run;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
-
-fn v4(a: [u8; 4]) -> IpAddr {
-    IpAddr::from(a)
-}
-
-fn v6(s: &str) -> IpAddr {
-    s.parse().unwrap()
-}
 
 #[test]
 fn decapsulation_builds_a_valid_ipv4_header_and_esp_payload_undoes_it() {
