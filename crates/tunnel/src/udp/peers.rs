@@ -343,11 +343,10 @@ impl Peers {
         };
         c.clone()
             .apply(Arc::get_mut(&mut next).expect("a fresh or unshared copy"));
-        let previous = self.current.swap(next);
+        let mut previous = self.current.swap(next);
         let mut log = vec![c];
         // Usually nobody holds the old table a moment later: bring it up to date now, so it
         // lets go of what was taken out.
-        let mut previous = previous;
         if let Some(m) = Arc::get_mut(&mut previous) {
             for l in log.drain(..) {
                 l.apply(m);
