@@ -130,7 +130,8 @@ fn stand_in(name: &str, len: usize, seed: u32) -> Vec<u8> {
 }
 
 /// The seven corpus files in [`CORPUS`] order (a generated stand-in, `<file>-standin`, for each
-/// one absent, with one warning on stderr per process), then `random`.
+/// one absent or of another size than the corpus file's, with one warning on stderr per
+/// process), then `random`.
 pub fn load() -> Vec<DataSet> {
     static WARN: std::sync::Once = std::sync::Once::new();
     let dir = corpus_dir();
@@ -138,13 +139,17 @@ pub fn load() -> Vec<DataSet> {
     let mut missing = Vec::new();
     for (i, (name, len)) in CORPUS.into_iter().enumerate() {
         match std::fs::read(dir.join(name)) {
-            Ok(data) => sets.push(DataSet {
+            Ok(data) if data.len() == len => sets.push(DataSet {
                 name: name.to_string(),
                 data,
                 source: "corpus",
             }),
-            Err(_) => {
-                missing.push(name);
+            // Absent, or not the corpus file (another size: truncated, or another file).
+            found => {
+                missing.push(match found {
+                    Ok(data) => format!("{name} (its {} bytes are not the corpus file's {len})", data.len()),
+                    Err(_) => name.to_string(),
+                });
                 sets.push(DataSet {
                     name: format!("{name}-standin"),
                     data: stand_in(name, len, 7 + i as u32),
@@ -154,7 +159,7 @@ pub fn load() -> Vec<DataSet> {
         }
     }
     if !missing.is_empty() {
-        let what = if missing.len() == CORPUS.len() {
+        let what = if missing.len() == CORPUS.len() && missing.iter().all(|m| !m.contains(' ')) {
             format!("corpus not found at {}", dir.display())
         } else {
             format!("corpus at {} lacks {}", dir.display(), missing.join(", "))

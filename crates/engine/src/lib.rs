@@ -104,6 +104,7 @@ extern crate std;
 pub mod bundle;
 pub mod counters;
 pub mod engine;
+pub mod left_right;
 pub mod lifetime;
 pub mod overhead;
 pub mod sad;

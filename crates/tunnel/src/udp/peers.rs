@@ -5,15 +5,16 @@
 //! Read for every packet, changed rarely. The table is immutable behind an [`ArcSwap`] and
 //! read without a lock; every lookup is one hash probe whatever the number of peers (by
 //! address for a packet to send, by outbound SPI for IKE's SAs, by the datagram's source for
-//! one received). A change (IKE adding or removing a child SA, a peer moving) is made on a
-//! *spare* copy, the table as it was before the previous change, brought up to date by
-//! making the changes logged since again (the left-right scheme of the engine's SPD and
-//! SAD, `ipsec_engine::Engine`), and swapped in; so a change costs O(1), not a copy of the
-//! table, unless a worker still holds the spare (then the table is copied, as every change
-//! did before).
+//! one received). A change (IKE adding or removing a child SA, a peer moving) goes through
+//! [`ipsec_engine::left_right`], as the engine's SPD and SAD do: made on a *spare* copy, the
+//! table as it was before the previous change, brought up to date by making the changes
+//! logged since again, and swapped in; so a change costs O(1), not a copy of the table,
+//! unless a worker still holds the spare (then the table is copied, as every change did
+//! before).
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use hashbrown::HashMap;
+use ipsec_engine::left_right;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
@@ -225,7 +226,9 @@ enum Change {
     },
 }
 
-impl Change {
+impl left_right::Change<PeerTable> for Change {
+    type Out = ();
+
     fn apply(self, t: &mut PeerTable) {
         match self {
             Change::AddChild {
@@ -281,9 +284,10 @@ impl Change {
     }
 }
 
-/// The writer's side: the spare copy and the changes made since it was current.
-#[derive(Default)]
+/// The writer's side: the table it last published, the spare copy with the changes made
+/// since it was current ([`left_right`]), and the next endpoint's place in the order.
 struct Writer {
+    current: Arc<PeerTable>,
     spare: Option<(Arc<PeerTable>, Vec<Change>)>,
     next_seq: u64,
 }
@@ -308,9 +312,11 @@ impl Peers {
                 seq,
             }));
         }
+        let t = Arc::new(t);
         Peers {
-            current: ArcSwap::from_pointee(t),
+            current: ArcSwap::new(Arc::clone(&t)),
             writer: Mutex::new(Writer {
+                current: t,
                 spare: None,
                 next_seq: peers.len() as u64,
             }),
@@ -326,33 +332,13 @@ impl Peers {
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Makes change `c` on the spare (brought up to date first) and swaps it in; copies the
-    /// current table instead when a worker still holds the spare.
+    /// Makes change `c` ([`left_right::change`]), publishes the new table, and brings the
+    /// one it replaced up to date if no worker holds it any more (usually so a moment later),
+    /// so it lets go of what was taken out.
     fn change(&self, w: &mut Writer, c: Change) {
-        let mut next = match w.spare.take() {
-            Some((mut s, log)) => match Arc::get_mut(&mut s) {
-                Some(m) => {
-                    for l in log {
-                        l.apply(m);
-                    }
-                    s
-                }
-                None => Arc::new(PeerTable::clone(&self.current.load())),
-            },
-            None => Arc::new(PeerTable::clone(&self.current.load())),
-        };
-        c.clone()
-            .apply(Arc::get_mut(&mut next).expect("a fresh or unshared copy"));
-        let mut previous = self.current.swap(next);
-        let mut log = vec![c];
-        // Usually nobody holds the old table a moment later: bring it up to date now, so it
-        // lets go of what was taken out.
-        if let Some(m) = Arc::get_mut(&mut previous) {
-            for l in log.drain(..) {
-                l.apply(m);
-            }
-        }
-        w.spare = Some((previous, log));
+        left_right::change(&mut w.current, &mut w.spare, c);
+        self.current.store(Arc::clone(&w.current));
+        left_right::catch_up(&mut w.spare);
     }
 
     /// Datagrams to `e` go to `src` from now on (logged when that is news).
@@ -380,15 +366,13 @@ impl Peers {
     pub(super) fn add_child(&self, at: SocketAddr, spi_out: u32, spi_in: u32) -> Option<bool> {
         let peer = at.ip();
         let mut w = self.writer();
-        let t = self.current.load();
-        let existing = t
-            .at(peer)
+        let at_addr = w.current.at(peer);
+        let existing = at_addr
             .iter()
             .find(|e| !e.dynamic)
-            .or_else(|| t.at(peer).iter().find(|e| e.current() == at))
+            .or_else(|| at_addr.iter().find(|e| e.current() == at))
             .cloned();
-        let room = t.dynamic < MAX_DYNAMIC_PEERS;
-        drop(t);
+        let room = w.current.dynamic < MAX_DYNAMIC_PEERS;
         let (endpoint, new) = match existing {
             Some(e) => (e, false),
             None if room => {
@@ -425,7 +409,7 @@ impl Peers {
     /// [`UdpEncap::remove_child`](super::UdpEncap::remove_child).
     pub(super) fn remove_child(&self, spi_in: u32) {
         let mut w = self.writer();
-        if self.load().by_spi_in.contains_key(&spi_in) {
+        if w.current.by_spi_in.contains_key(&spi_in) {
             self.change(&mut w, Change::RemoveChild(spi_in));
         }
     }
@@ -433,7 +417,7 @@ impl Peers {
     /// See [`UdpEncap::remove_peer`](super::UdpEncap::remove_peer).
     pub(super) fn remove_peer(&self, peer: IpAddr) {
         let mut w = self.writer();
-        if self.load().at(peer).iter().any(|e| e.dynamic) {
+        if w.current.at(peer).iter().any(|e| e.dynamic) {
             self.change(&mut w, Change::RemovePeer(peer));
         }
     }
@@ -474,6 +458,7 @@ impl Peers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use left_right::Change as _;
 
     fn addr(s: &str) -> SocketAddr {
         s.parse().unwrap()
