@@ -26,7 +26,7 @@
 use ipsec_core::sa::{Keyed, Proto};
 use ipsec_core::{AeadAlg, Mode, SaParams, Tunnel};
 use ipsec_engine::{Action, Direction, Engine, Policy, Prefix, SaConfig, Selector};
-use ipsec_tunnel::udp::UdpEncap;
+use ipsec_tunnel::dev::udp::UdpEncap;
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -167,7 +167,7 @@ fn main() {
     let natted = |i: u32| std::net::SocketAddr::new(IpAddr::V4(Ipv4Addr::from(0xc633_0000 + i)), 40000);
     let um = UdpEncap::open(local, 0, &peers, 4500, Duration::from_millis(10)).expect("UDP socket");
     for (i, p) in (0..n_peer).zip(&peers) {
-        ipsec_tunnel::underlay::UnderlayRx::authenticated(&um, *p, natted(i));
+        ipsec_tunnel::dev::underlay::UnderlayRx::authenticated(&um, *p, natted(i));
     }
     let srcs: Vec<std::net::SocketAddr> = shuffled(n_peer).into_iter().map(natted).collect();
     let list = um.endpoints();

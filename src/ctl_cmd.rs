@@ -610,7 +610,7 @@ pub fn run_show(opts: &ControlOpts, a: &ShowArgs) -> ExitCode {
                     ..opts.clone()
                 },
                 r#"{"v":1,"op":"show"}"#,
-                ipsec_tunnel::metrics::prometheus,
+                ipsec_tunnel::obs::metrics::prometheus,
             ),
             ShowFormat::Json => respond(
                 &ControlOpts {
@@ -631,7 +631,7 @@ pub fn run_show(opts: &ControlOpts, a: &ShowArgs) -> ExitCode {
         Err(e) => return fail(format!("{}: {e}", path.display())),
     };
     let out = match format {
-        ShowFormat::Prometheus => ipsec_tunnel::metrics::prometheus(&v),
+        ShowFormat::Prometheus => ipsec_tunnel::obs::metrics::prometheus(&v),
         ShowFormat::Json => format!("{v}\n"),
         ShowFormat::Text => {
             // The stats file keeps the engine's snapshot under `engine`.

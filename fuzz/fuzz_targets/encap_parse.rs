@@ -7,7 +7,7 @@
 #![no_main]
 use ipsec_core::PacketBuf;
 use ipsec_engine::udp_encap;
-use ipsec_tunnel::{outer, udp};
+use ipsec_tunnel::dev::{outer, udp};
 use libfuzzer_sys::fuzz_target;
 use std::net::IpAddr;
 

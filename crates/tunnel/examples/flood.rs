@@ -1,6 +1,6 @@
 //! The flood sender of `scripts/flood-test.sh`: sends garbage and replayed IPsec datagrams
 //! at a tunneld, bounded in count and time, as fast as sendmmsg(2) on one raw IPv4 socket
-//! (IP_HDRINCL, [`ipsec_tunnel::raw::RawTx`]) goes, or paced to `--rate` packets a second.
+//! (IP_HDRINCL, [`ipsec_tunnel::dev::raw::RawTx`]) goes, or paced to `--rate` packets a second.
 //! Needs CAP_NET_RAW (run it as root in the attacker's network namespace).
 //!
 //! ```text
@@ -19,8 +19,8 @@
 //!
 //! Prints one JSON line: packets sent in all and per kind, seconds, send errors retried.
 
-use ipsec_tunnel::raw::RawTx;
-use ipsec_tunnel::tunnel::{UnderlayTx, BATCH};
+use ipsec_tunnel::dataplane::{UnderlayTx, BATCH};
+use ipsec_tunnel::dev::raw::RawTx;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::process::ExitCode;

@@ -7,15 +7,15 @@
 //! [`run`] returns. The signal handlers ([`Signals`]) are installed by the caller first thing.
 
 use crate::control::{Control, ControlSocket};
-use crate::packet_ring::{self, PacketRing};
-use crate::packet_tx::PacketTx;
-use crate::raw::{RawRx, RawTx};
-use crate::stats;
-use crate::sys;
-use crate::tun::{Tun, TunIo};
-use crate::tunnel::{inbound_protocols, run_inbound, run_outbound, tun_mtu_for, Report, Tunnel};
-use crate::udp::UdpEncap;
-use crate::underlay::{ByFamily, UnderlayRx, UnderlayTx};
+use crate::dataplane::{inbound_protocols, run_inbound, run_outbound, tun_mtu_for, Report, Tunnel};
+use crate::dev::packet_ring::{self, PacketRing};
+use crate::dev::packet_tx::PacketTx;
+use crate::dev::raw::{RawRx, RawTx};
+use crate::dev::sys;
+use crate::dev::tun::{Tun, TunIo};
+use crate::dev::udp::UdpEncap;
+use crate::dev::underlay::{ByFamily, UnderlayRx, UnderlayTx};
+use crate::obs::stats;
 use ipsec_engine::udp_encap;
 use ipsec_engine::Engine;
 use std::io;
@@ -71,9 +71,9 @@ pub struct Options {
     /// segmented, opened packets coalesced; plain reads if the kernel refuses.
     pub offload: bool,
     /// Raw ESP, AH and IPComp (no ESP in UDP): receive through one `AF_PACKET` ring per
-    /// worker ([`crate::packet_ring`]) for each IP version with a local address, the raw
+    /// worker ([`crate::dev::packet_ring`]) for each IP version with a local address, the raw
     /// sockets keeping only what a ring cannot take, and send through an `AF_PACKET` socket
-    /// per worker to the next hop ([`crate::packet_tx`]); the raw sockets alone where the
+    /// per worker to the next hop ([`crate::dev::packet_tx`]); the raw sockets alone where the
     /// kernel refuses (or this is off).
     pub af_packet: bool,
     /// With [`af_packet`](Self::af_packet): `PACKET_QDISC_BYPASS` on the senders (no qdisc,
@@ -84,7 +84,7 @@ pub struct Options {
     /// The group whose members may use the control socket besides root (mode 0660).
     pub control_group: Option<String>,
     /// Serve the counters in the Prometheus text format at `http://ADDR/metrics`
-    /// ([`crate::metrics::serve`]); `None`: no such listener.
+    /// ([`crate::obs::metrics::serve`]); `None`: no such listener.
     pub metrics: Option<SocketAddr>,
     /// Once every device, socket and the control socket are open, run as this user (a name
     /// or a uid) with no capability and no way to regain one ([`sys::drop_privileges`]).
@@ -275,7 +275,7 @@ pub fn run_with_ike(
         control: Some(&control),
         reload: reload.as_ref(),
         udp: underlay.udp_firsts(),
-        notify: crate::sd_notify::Notifier::from_env(),
+        notify: crate::obs::sd_notify::Notifier::from_env(),
     };
     let metrics = match opts.metrics {
         Some(a) => {
@@ -719,7 +719,7 @@ fn serve(
                         add_endpoints(&mut r, &udp);
                         serde_json::to_value(&r).unwrap_or_default()
                     };
-                    crate::metrics::serve(&l, &report, stop)
+                    crate::obs::metrics::serve(&l, &report, stop)
                 })
                 .map(drop);
             if result.is_err() {
@@ -781,7 +781,7 @@ struct Reload<'a> {
 
 impl Reload<'_> {
     /// Reloads if SIGHUP asked for it; whether it tried.
-    fn run_if_asked(&self, t: &Tunnel, control: Option<&Control>, sd: &crate::sd_notify::Notifier) -> bool {
+    fn run_if_asked(&self, t: &Tunnel, control: Option<&Control>, sd: &crate::obs::sd_notify::Notifier) -> bool {
         let Some(c) = control else { return false };
         if !self.flag.swap(false, Ordering::AcqRel) {
             return false;
@@ -887,7 +887,7 @@ struct Ticker<'a> {
     /// One socket of each ESP-in-UDP group.
     udp: Vec<&'a UdpEncap>,
     /// systemd's notification socket (`Type=notify`; nothing outside systemd).
-    notify: crate::sd_notify::Notifier,
+    notify: crate::obs::sd_notify::Notifier,
 }
 
 /// How often the ticker looks at the stop flag, SIGHUP's flag and the events the data plane
@@ -921,7 +921,7 @@ impl Ticker<'_> {
                 next_keepalive = now + Duration::from_secs(udp_encap::KEEPALIVE_INTERVAL_SECS);
                 for u in &self.udp {
                     let (sent, err) = u.send_keepalives();
-                    crate::counters::add(&t.counters().udp_keepalives_tx, sent as u64);
+                    crate::obs::counters::add(&t.counters().udp_keepalives_tx, sent as u64);
                     if let Some(e) = err {
                         warn!("sending a NAT-keepalive: {e}");
                     }
@@ -1042,7 +1042,7 @@ mod tests {
                 control: None,
                 reload: None,
                 udp: Vec::new(),
-                notify: crate::sd_notify::Notifier::new(None, None),
+                notify: crate::obs::sd_notify::Notifier::new(None, None),
             };
             let (t, stop) = (&t, &stop);
             s.spawn(move || ticker.run(t, stop));
@@ -1074,7 +1074,7 @@ mod tests {
                 control: None,
                 reload: None,
                 udp: Vec::new(),
-                notify: crate::sd_notify::Notifier::new(Some(sock.display().to_string()), Some(200_000)),
+                notify: crate::obs::sd_notify::Notifier::new(Some(sock.display().to_string()), Some(200_000)),
             };
             let (t, stop) = (&t, &stop);
             s.spawn(move || ticker.run(t, stop));

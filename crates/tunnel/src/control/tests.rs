@@ -425,7 +425,7 @@ fn socket_serves_requests_monitors_and_survives_bad_clients() {
         stop.store(true, Ordering::Relaxed);
     });
     // The packet path uses what the socket installed.
-    assert_eq!(crate::tunnel::inbound_protocols(&t.engine()), Vec::<u8>::new());
+    assert_eq!(crate::dataplane::inbound_protocols(&t.engine()), Vec::<u8>::new());
     assert_eq!(t.engine().spd().policies().len(), 1);
     drop(sock);
     assert!(!path.exists());

@@ -24,7 +24,7 @@
 //! number near its end, asks for its rekey ([`IkeHandle::rekey_child`]).
 
 use crate::control::Control;
-use crate::tunnel::Tunnel;
+use crate::dataplane::Tunnel;
 use ipsec_ike::ts::TrafficSelector;
 use ipsec_ike::Event;
 use serde_json::{json, Value};
@@ -390,7 +390,7 @@ pub fn run(
     // A bigger receive buffer on port 500 (the kernel's rmem_max caps it): bursts of a flood
     // wait there while the thread sleeps or sends, instead of being dropped.
     for s in &sockets.ike {
-        let _ = socket2::SockRef::from(s).set_recv_buffer_size(crate::sys::RECV_BUFFER);
+        let _ = socket2::SockRef::from(s).set_recv_buffer_size(crate::dev::sys::RECV_BUFFER);
     }
     while !stop.load(Ordering::Relaxed) {
         endpoint.set_unix_time(now(), unix());
@@ -747,7 +747,7 @@ fn handle_event(
                             "IKE: {}/{}: {} peers added already: packets to {} cannot go",
                             c.conn,
                             c.child,
-                            crate::udp::MAX_DYNAMIC_PEERS,
+                            crate::dev::udp::MAX_DYNAMIC_PEERS,
                             c.remote
                         );
                     }

@@ -377,7 +377,7 @@ mod child_tests {
     /// with `keep.contains`, is a matter for a benchmark, not this test).
     #[test]
     fn removing_a_child_among_many_is_exact() {
-        let t = crate::tunnel::Tunnel::new(ipsec_engine::Engine::new(), vec![ip("198.51.100.2")]);
+        let t = crate::dataplane::Tunnel::new(ipsec_engine::Engine::new(), vec![ip("198.51.100.2")]);
         let control = crate::control::Control::new(&t.engine(), None);
         let range = |a: String, b: String| {
             let mut x = TrafficSelector::host(ip(&a));

@@ -2,7 +2,7 @@
 //! while packets flow between them over in-memory devices.
 
 use super::*;
-use crate::tunnel::{run_inbound, run_outbound, TunIo, UnderlayRx, UnderlayTx};
+use crate::dataplane::{run_inbound, run_outbound, TunIo, UnderlayRx, UnderlayTx};
 use std::collections::VecDeque;
 
 const KEY1: &str = "0x0102030405060708090a0b0c0d0e0f1011121314";

@@ -438,7 +438,7 @@ impl Peers {
     }
 
     /// An authenticated ESP packet of `peer`'s SAs came from `src`: see
-    /// [`UnderlayRx::authenticated`](crate::underlay::UnderlayRx::authenticated).
+    /// [`UnderlayRx::authenticated`](crate::dev::underlay::UnderlayRx::authenticated).
     pub(super) fn authenticated(&self, peer: IpAddr, src: SocketAddr) {
         // Only an address's sole endpoint follows its ESP (a configured peer, or one client
         // IKE added there): of clients behind one NAT address the SA that authenticated the

@@ -84,7 +84,7 @@ fn the_model_is_fed_on_the_single_packet_path_and_skips_random_data() {
 /// packet as `encap_mismatch`, counted at the SA.
 #[test]
 fn an_sa_with_encap_opens_what_arrived_on_its_port() {
-    use crate::udp::UdpEncap;
+    use crate::dev::udp::UdpEncap;
     use ipsec_engine::UdpEncap as Encap;
     use std::net::UdpSocket;
     let (a, b) = ("127.0.0.1", "127.0.0.2");

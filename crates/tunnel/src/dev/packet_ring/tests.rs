@@ -246,13 +246,13 @@ fn raw_program_keeps_only_what_the_ring_cannot_take() {
 /// As root: a ring on the loopback takes an ESP packet sent to 127.0.0.1 (as sent, the
 /// kernel's header checksum aside) and an IPv6 one to ::1 (header and all, nothing to
 /// rebuild), but not a packet longer than its frames, which the raw socket filtered with
-/// [`RawRx::keep_longer_than`](crate::raw::RawRx::keep_longer_than) gets instead; the
+/// [`RawRx::keep_longer_than`](crate::dev::raw::RawRx::keep_longer_than) gets instead; the
 /// short one never reaches that raw socket.
 #[test]
 fn privileged_ring_and_filtered_raw_socket_split_the_packets() {
-    use crate::raw::{RawRx, RawTx};
-    use crate::sys::tests::{not_run, privileged};
-    use crate::underlay::UnderlayTx;
+    use crate::dev::raw::{RawRx, RawTx};
+    use crate::dev::sys::tests::{not_run, privileged};
+    use crate::dev::underlay::UnderlayTx;
     use std::net::IpAddr;
     use std::time::Instant;
     if !privileged() {

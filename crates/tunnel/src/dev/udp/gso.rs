@@ -1,8 +1,8 @@
 //! Sending with UDP GSO: runs of equal-sized datagrams to one destination as one message.
 #![allow(unsafe_code)]
 
-use crate::packet::BATCH;
-use crate::sys::Names;
+use crate::dataplane::packet::BATCH;
+use crate::dev::sys::Names;
 use std::io;
 use std::os::fd::RawFd;
 

@@ -242,7 +242,7 @@ fn only_new_packets_move_a_peers_endpoint() {
 /// forgery with C's SPI moves nothing; C's own packet moves C's.
 #[test]
 fn udp_sockets_learn_each_peer_only_from_its_own_sas() {
-    use crate::udp::UdpEncap;
+    use crate::dev::udp::UdpEncap;
     use std::net::UdpSocket;
     let (a, b, c) = ("127.0.0.1", "127.0.0.2", "127.0.0.3");
     let mirror = |local: &str, remote: &str, out: u32, inb: u32, e: &mut Engine, inner: &str| {
@@ -313,7 +313,7 @@ fn udp_sockets_learn_each_peer_only_from_its_own_sas() {
 /// are the super-packet's bytes.
 #[test]
 fn a_super_packet_larger_than_a_batch_continues_in_the_next() {
-    use crate::tun::offload::VNET_HDR_LEN;
+    use crate::dev::tun::offload::VNET_HDR_LEN;
     let tun = FakeTun {
         offload: true,
         ..FakeTun::default()

@@ -63,7 +63,7 @@ impl TunIo for FakeTun {
     fn offload(&self) -> bool {
         self.offload
     }
-    fn send_vnet(&self, hdr: &[u8; crate::tun::offload::VNET_HDR_LEN], packet: &[u8]) -> io::Result<()> {
+    fn send_vnet(&self, hdr: &[u8; crate::dev::tun::offload::VNET_HDR_LEN], packet: &[u8]) -> io::Result<()> {
         assert!(self.offload, "a header written to a device without offloads");
         self.send(&[&hdr[..], packet].concat())
     }
@@ -253,8 +253,8 @@ fn sa<'a>(r: &'a Report, name: &str) -> &'a ipsec_engine::SaSnapshot {
 /// A TCP super-packet read from a device with offloads and `payload` bytes cut into
 /// `gso_size`-byte segments, as the kernel hands it over (checksum field: the pseudo-header
 /// sum), and its virtio-net header.
-fn super_packet(payload_len: usize, gso_size: u16, psh: bool) -> (crate::tun::offload::VnetHdr, Vec<u8>) {
-    use crate::tun::offload::{VnetHdr, F_NEEDS_CSUM, GSO_TCPV4};
+fn super_packet(payload_len: usize, gso_size: u16, psh: bool) -> (crate::dev::tun::offload::VnetHdr, Vec<u8>) {
+    use crate::dev::tun::offload::{VnetHdr, F_NEEDS_CSUM, GSO_TCPV4};
     let mut sp = Vec::new();
     let tcp = etherparse::PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
         .tcp(40000, 5201, 1000, 500)
@@ -745,7 +745,7 @@ fn batches_go_through_and_everything_in_them_is_counted() {
 /// empty header; a bad header is counted.
 #[test]
 fn offloads_segment_on_the_way_out_and_coalesce_on_the_way_in() {
-    use crate::tun::offload::{VnetHdr, VNET_HDR_LEN};
+    use crate::dev::tun::offload::{VnetHdr, VNET_HDR_LEN};
     let (a, b) = pair(bundle_esp);
     let tun_a = FakeTun {
         offload: true,

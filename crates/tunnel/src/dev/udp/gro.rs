@@ -3,9 +3,9 @@
 #![allow(unsafe_code)]
 
 use super::{decapsulate, gso::Runs, UdpEncap};
-use crate::outer::header_len;
-use crate::packet::{Batch, BATCH, MAX_PACKET};
-use crate::sys::Names;
+use crate::dataplane::packet::{Batch, BATCH, MAX_PACKET};
+use crate::dev::outer::header_len;
+use crate::dev::sys::Names;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
@@ -118,7 +118,7 @@ fn fill_from_gro(
 }
 
 impl UdpEncap {
-    /// [`UnderlayRx::recv_batch`](crate::underlay::UnderlayRx::recv_batch) with UDP GRO: datagrams left from the last read first, then
+    /// [`UnderlayRx::recv_batch`](crate::dev::underlay::UnderlayRx::recv_batch) with UDP GRO: datagrams left from the last read first, then
     /// (waiting only when there were none) up to [`GRO_MSGS`] coalesced messages read with one
     /// recvmmsg(2) and taken apart into the batch's slots; what does not fit waits in the
     /// batch for the next call. At most three rounds, so a busy socket cannot hold the loop.

@@ -27,11 +27,11 @@
 //! treated as no next hop (the raw socket sends).
 #![allow(unsafe_code)]
 
-use crate::packet::BATCH;
-use crate::raw::RawTx;
-use crate::rtnetlink::{self, NLMSG_ERROR, NLM_F_REQUEST};
-use crate::sys::set_int_option;
-use crate::underlay::UnderlayTx;
+use crate::dataplane::packet::BATCH;
+use crate::dev::raw::RawTx;
+use crate::dev::rtnetlink::{self, NLMSG_ERROR, NLM_F_REQUEST};
+use crate::dev::sys::set_int_option;
+use crate::dev::underlay::UnderlayTx;
 use socket2::{Domain, Socket, Type};
 use std::io::{self, Read};
 use std::net::IpAddr;
@@ -233,7 +233,7 @@ struct Hop {
     checked: Instant,
 }
 
-/// An `AF_PACKET` sender of one IP version ([`crate::packet_tx`]), with the raw socket of
+/// An `AF_PACKET` sender of one IP version ([`crate::dev::packet_tx`]), with the raw socket of
 /// that version for what it cannot send itself. One per worker (nothing shared between
 /// the sending threads but the kernel's tables).
 pub struct PacketTx {
@@ -461,9 +461,9 @@ mod tests {
     /// through the raw socket, and arrives.
     #[test]
     fn privileged_loopback_falls_back_to_the_raw_socket() {
-        use crate::raw::RawRx;
-        use crate::sys::tests::{not_run, privileged};
-        use crate::underlay::UnderlayRx;
+        use crate::dev::raw::RawRx;
+        use crate::dev::sys::tests::{not_run, privileged};
+        use crate::dev::underlay::UnderlayRx;
         if !privileged() {
             not_run("needs root");
             return;

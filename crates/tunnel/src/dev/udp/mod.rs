@@ -24,10 +24,10 @@ mod tests;
 pub use gro::{GroBuffers, GRO_MSGS, GRO_MSG_LEN};
 pub use peers::MAX_DYNAMIC_PEERS;
 
-use crate::outer::{self, header_len};
-use crate::packet::{Batch, Context, RxKind, BATCH};
-use crate::sys::{recv_from, recv_mmsg, send_mmsg, set_int_option, Names, RECV_BUFFER};
-use crate::underlay::{UnderlayRx, UnderlayTx};
+use crate::dataplane::packet::{Batch, Context, RxKind, BATCH};
+use crate::dev::outer::{self, header_len};
+use crate::dev::sys::{recv_from, recv_mmsg, send_mmsg, set_int_option, Names, RECV_BUFFER};
+use crate::dev::underlay::{UnderlayRx, UnderlayTx};
 use gso::send_gso;
 use ipsec_engine::udp_encap::{self, Payload, Ports};
 use ipsec_engine::Arrival;

@@ -1,5 +1,5 @@
-//! rtnetlink(7) requests, as the route and neighbour lookups of [`crate::packet_tx`] and the
-//! tc ingress filter of [`crate::packet_ring`] send them: a `NETLINK_ROUTE` socket, the
+//! rtnetlink(7) requests, as the route and neighbour lookups of [`crate::dev::packet_tx`] and the
+//! tc ingress filter of [`crate::dev::packet_ring`] send them: a `NETLINK_ROUTE` socket, the
 //! `nlmsghdr` (linux/netlink.h) in front of a family header, and attributes padded to 4 bytes.
 
 use socket2::{Domain, Protocol, Socket, Type};

@@ -15,7 +15,7 @@
 //! `TUNNELD_RING_INGRESS=off` (environment) binds to the version's EtherType and installs no
 //! tc filter; `TUNNELD_RING_FANOUT=hash` uses `PACKET_FANOUT_HASH` (both for measurements).
 //!
-//! The raw IP sockets stay open beside the rings ([`crate::raw::RawRx`]): without a socket
+//! The raw IP sockets stay open beside the rings ([`crate::dev::raw::RawRx`]): without a socket
 //! for protocol 50 the kernel, which has no XFRM here, would answer every ESP packet with an
 //! ICMP protocol-unreachable. In ring mode each gets a filter ([`raw_filter`]) that keeps only
 //! what the ring does not take: packets from other interfaces, and those longer than the
@@ -27,7 +27,7 @@
 //! such an underlay. Ring overflows are read from the kernel (`PACKET_STATISTICS`) and
 //! reported through [`UnderlayRx::take_drops`].
 //!
-//! The send side is [`crate::packet_tx`].
+//! The send side is [`crate::dev::packet_tx`].
 //!
 //! `unsafe` here: the `setsockopt`s with struct arguments, `bind` with a `sockaddr_ll`, `mmap`
 //! and `munmap` of the ring, and the reads of the ring's frames, which the kernel and this
@@ -36,9 +36,9 @@
 //! back (acquire on the load, release on the store).
 #![allow(unsafe_code)]
 
-use crate::packet::{Batch, RxKind, BATCH};
-use crate::sys::{poll_readable, set_int_option};
-use crate::underlay::UnderlayRx;
+use crate::dataplane::packet::{Batch, RxKind, BATCH};
+use crate::dev::sys::{poll_readable, set_int_option};
+use crate::dev::underlay::UnderlayRx;
 use socket2::{Domain, SockFilter, Socket, Type};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

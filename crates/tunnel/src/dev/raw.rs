@@ -2,12 +2,12 @@
 //! packets as the engine built them (IP_HDRINCL / IPV6_HDRINCL), and one receiving socket
 //! per IP protocol (ESP, AH, IPComp) and version. IPv6 raw sockets hand over the payload
 //! without its IPv6 header (RFC 3542 3): the header is put back ([`outer::rebuild_header`]).
-//! No `unsafe` of its own: the batched calls are [`crate::sys`]'s.
+//! No `unsafe` of its own: the batched calls are [`crate::dev::sys`]'s.
 
-use crate::outer;
-use crate::packet::{Batch, RxKind, BATCH};
-use crate::sys::{is_wait, recv_from, recv_mmsg, send_mmsg, Names, RECV_BUFFER};
-use crate::underlay::{UnderlayRx, UnderlayTx};
+use crate::dataplane::packet::{Batch, RxKind, BATCH};
+use crate::dev::outer;
+use crate::dev::sys::{is_wait, recv_from, recv_mmsg, send_mmsg, Names, RECV_BUFFER};
+use crate::dev::underlay::{UnderlayRx, UnderlayTx};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::{self, Read};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -132,7 +132,7 @@ impl RawRx {
 
     /// Of the packets that come in on interface `ifindex`, keeps only those longer than
     /// `max_len` bytes, IP header included (what an `AF_PACKET` ring on that interface taking
-    /// packets up to `max_len` bytes leaves to it, [`crate::packet_ring`]); the rest are
+    /// packets up to `max_len` bytes leaves to it, [`crate::dev::packet_ring`]); the rest are
     /// dropped by a socket filter before they are queued. Packets from other interfaces are
     /// all kept.
     pub fn keep_longer_than(&self, ifindex: u32, max_len: usize) -> io::Result<()> {
@@ -142,7 +142,7 @@ impl RawRx {
         } else {
             max_len
         };
-        crate::packet_ring::raw_filter(&self.sock, ifindex, seen)
+        crate::dev::packet_ring::raw_filter(&self.sock, ifindex, seen)
     }
 
     /// Keeps every packet again (takes the filter of [`keep_longer_than`](Self::keep_longer_than) off).
@@ -210,9 +210,9 @@ impl UnderlayRx for RawRx {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sys::tests::{not_run, privileged};
-    use crate::sys::{flags, mtu, set_mtu, set_up};
-    use crate::tun::{Tun, TunIo};
+    use crate::dev::sys::tests::{not_run, privileged};
+    use crate::dev::sys::{flags, mtu, set_mtu, set_up};
+    use crate::dev::tun::{Tun, TunIo};
     use std::time::Instant;
 
     const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);

@@ -4,7 +4,7 @@
 //! (linux/rtnetlink.h, linux/pkt_sched.h, linux/pkt_cls.h).
 
 use super::*;
-use crate::rtnetlink::{self, nla, NLMSG_ERROR, NLM_F_REQUEST};
+use crate::dev::rtnetlink::{self, nla, NLMSG_ERROR, NLM_F_REQUEST};
 
 // tc over rtnetlink (linux/rtnetlink.h, linux/pkt_sched.h, linux/pkt_cls.h).
 const RTM_NEWQDISC: u16 = 36;
@@ -180,7 +180,7 @@ mod tests {
 
     #[test]
     fn tc_requests_have_the_rtnetlink_layout() {
-        let prog = ingress_program(&crate::packet_ring::tests::filter());
+        let prog = ingress_program(&crate::dev::packet_ring::tests::filter());
         let r = ingress_filter_request(7, libc::ETH_P_IP as u16, 0x0a62_0002, &prog);
         assert_eq!(u32::from_ne_bytes(r[0..4].try_into().unwrap()) as usize, r.len());
         assert_eq!(u16::from_ne_bytes([r[4], r[5]]), RTM_NEWTFILTER);

@@ -1,6 +1,6 @@
 use super::*;
-use crate::outer::tests::{v4, v6};
-use crate::sys::tests::not_run;
+use crate::dev::outer::tests::{v4, v6};
+use crate::dev::sys::tests::not_run;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
 

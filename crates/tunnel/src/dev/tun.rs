@@ -4,7 +4,7 @@
 //! device) and, when the device has offloads (IFF_VNET_HDR), the virtio-net header on every
 //! frame: TCP/UDP super-packets the kernel hands over are cut into segments on the way out
 //! and opened packets of one flow coalesced on the way in ([`offload`], sans-IO). The core
-//! ([`crate::tunnel`]) never sees a virtio-net header.
+//! ([`crate::dataplane`]) never sees a virtio-net header.
 //!
 //! Reads are one `read(2)` per frame after a `poll(2)`; with `TUNNELD_TUN_URING=on` in the
 //! environment they go through io_uring where the kernel allows it ([`uring`]: one multishot
@@ -25,9 +25,9 @@
 pub mod offload;
 pub mod uring;
 
-use crate::counters::{add, count_error, inc, DaemonCounters};
-use crate::packet::{Batch, RxKind, BATCH, MAX_PACKET};
-use crate::sys::{ifreq, is_wait, poll_readable, set_nonblocking};
+use crate::dataplane::packet::{Batch, RxKind, BATCH, MAX_PACKET};
+use crate::dev::sys::{ifreq, is_wait, poll_readable, set_nonblocking};
+use crate::obs::counters::{add, count_error, inc, DaemonCounters};
 use offload::{Coalescer, Segmenter, VnetHdr, GSO_NONE, VNET_HDR_LEN};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -732,8 +732,8 @@ fn check_write(r: isize, want: usize) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sys::set_up;
-    use crate::sys::tests::{not_run, privileged};
+    use crate::dev::sys::set_up;
+    use crate::dev::sys::tests::{not_run, privileged};
     use offload::{Segmenter, GSO_UDP_L4};
     use std::sync::Mutex;
 
@@ -924,7 +924,8 @@ mod tests {
                     take(&mut port, 40);
                     if offload && q[0].uso() {
                         let gso: Vec<u8> = (40..80u8).flat_map(|i| [i; 64]).collect();
-                        crate::sys::set_int_option(sock.as_raw_fd(), libc::SOL_UDP, libc::UDP_SEGMENT, 64).unwrap();
+                        crate::dev::sys::set_int_option(sock.as_raw_fd(), libc::SOL_UDP, libc::UDP_SEGMENT, 64)
+                            .unwrap();
                         sock.send(&gso).unwrap();
                         take(&mut port, 80);
                     }

@@ -13,7 +13,7 @@
 //! `--on-event` hook and the retiring of SAs replaced by `sa.update`. The packet threads never
 //! take the control lock: every change publishes a new data plane they load lock-free.
 
-use crate::tunnel::Tunnel;
+use crate::dataplane::Tunnel;
 use ipsec_config::{from_toml, show::SaView, ActionConfig, Config, PolicyConfig};
 use ipsec_core::sa::Keyed;
 use ipsec_engine::{

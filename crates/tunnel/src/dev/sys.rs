@@ -3,15 +3,15 @@
 //! datagrams (or one with its source) per call, integer socket options, the `SIOC[GS]IF*`
 //! ioctls on a `struct ifreq` (MTU, up) and `SO_PEERCRED` for the control socket's peer.
 //!
-//! The devices are one file each: the TUN device ([`crate::tun`]), raw IP sockets
-//! ([`crate::raw`]) and the ESP-in-UDP socket with UDP GSO/GRO ([`crate::udp`]). `unsafe` is
+//! The devices are one file each: the TUN device ([`crate::dev::tun`]), raw IP sockets
+//! ([`crate::dev::raw`]) and the ESP-in-UDP socket with UDP GSO/GRO ([`crate::dev::udp`]). `unsafe` is
 //! allowed in these four files only, each use with its `// SAFETY:` comment and a test:
 //! `libc` has no safe wrapper for any of these calls. Here: `poll(2)`, zeroed C structs
 //! (`sockaddr_in`/`in6`, `iovec`, `mmsghdr`, `ifreq`) and the calls that fill them, the
 //! reads of the `ifreq` union field the kernel filled in, `setsockopt` and `getsockopt`.
 #![allow(unsafe_code)]
 
-use crate::packet::{Batch, BATCH};
+use crate::dataplane::packet::{Batch, BATCH};
 use socket2::{Domain, Socket, Type};
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};

@@ -3,8 +3,8 @@
 //! that writes it ([`Context`]): what the device found (a packet, a NAT-keepalive, IKE), where
 //! it came from, how it arrived and, once the engine opened it, the SA that did and the outer
 //! addresses ([`Arrival`]), so nothing is looked up or parsed twice. No I/O, no device: the
-//! devices fill a [`Batch`] ([`crate::tun`], [`crate::raw`], [`crate::udp`]), the core
-//! ([`crate::tunnel`]) reads it.
+//! devices fill a [`Batch`] ([`crate::dev::tun`], [`crate::dev::raw`], [`crate::dev::udp`]), the core
+//! ([`crate::dataplane`]) reads it.
 
 use ipsec_core::PacketBuf;
 use ipsec_engine::{Arrival, Worker};
@@ -101,7 +101,7 @@ pub enum RxKind {
     Keepalive,
     /// A UDP datagram with the non-ESP marker (IKE, RFC 3948 2.2), the datagram in the slot's
     /// receive area: handed to the IKE consumer if there is one
-    /// ([`Tunnel::set_non_esp`](crate::tunnel::Tunnel::set_non_esp)), else counted and dropped.
+    /// ([`Tunnel::set_non_esp`](crate::dataplane::Tunnel::set_non_esp)), else counted and dropped.
     NonEsp,
     /// A datagram too short to be either: counted and dropped.
     Runt,

@@ -1,9 +1,9 @@
 //! The underlay as the loops see it: a sender of whole IP packets ([`UnderlayTx`], one per IP
 //! version, [`ByFamily`] over both) and receiving sockets that fill a [`Batch`]
-//! ([`UnderlayRx`]). The real ones are raw IP sockets ([`crate::raw`]) and the ESP-in-UDP
-//! socket ([`crate::udp`]); tests use in-memory fakes.
+//! ([`UnderlayRx`]). The real ones are raw IP sockets ([`crate::dev::raw`]) and the ESP-in-UDP
+//! socket ([`crate::dev::udp`]); tests use in-memory fakes.
 
-use crate::packet::{Batch, RxKind};
+use crate::dataplane::packet::{Batch, RxKind};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 
@@ -62,7 +62,7 @@ impl UnderlayTx for ByFamily<'_> {
 pub trait UnderlayRx: Sync {
     /// Reads one packet into `buf`; `Ok(None)` when none came within the wait interval.
     fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>>;
-    /// Reads up to [`BATCH`](crate::packet::BATCH) packets into `batch` (waiting for the first as
+    /// Reads up to [`BATCH`](crate::dataplane::packet::BATCH) packets into `batch` (waiting for the first as
     /// [`recv`](Self::recv) does) and returns how many; the default reads one with `recv`.
     fn recv_batch(&self, batch: &mut Batch) -> io::Result<usize> {
         Ok(self.recv(batch.recv_area(0))?.map_or(0, |n| {
@@ -76,7 +76,7 @@ pub trait UnderlayRx: Sync {
     /// traversal). The default does nothing.
     fn authenticated(&self, _peer: IpAddr, _src: SocketAddr) {}
     /// Packets the kernel dropped for this receiver since the last call (an `AF_PACKET`
-    /// ring's overflows, [`crate::packet_ring`]); the default: none known.
+    /// ring's overflows, [`crate::dev::packet_ring`]); the default: none known.
     fn take_drops(&self) -> u64 {
         0
     }

@@ -8,7 +8,7 @@
 //! only the ticker and the control socket take the control side's lock, so the packet
 //! threads never wait for each other or for it. The devices are traits ([`TunIo`],
 //! [`UnderlayTx`], [`UnderlayRx`]), so the whole loop runs in tests on in-memory fakes; the
-//! real ones are [`crate::tun`], [`crate::raw`] and [`crate::udp`]. The loops see plain IP
+//! real ones are [`crate::dev::tun`], [`crate::dev::raw`] and [`crate::dev::udp`]. The loops see plain IP
 //! packets: the TUN offloads are behind [`TunPort`]. What is known about a packet travels with
 //! it in its slot's [`Context`].
 //!
@@ -16,12 +16,16 @@
 //! engine dropped it, else in [`DaemonCounters`]. Nothing a peer or the TUN device sends can
 //! stop the loops: errors are counted and logged (the first, then at each power of two).
 
-use crate::counters::{add, count_error, inc, DaemonCounters, DaemonSnapshot};
-use crate::packet::packet_bufs;
-pub use crate::packet::{Batch, Context, PacketBuffer, RxKind, BATCH, BUF_LEN, HEADROOM, MAX_PACKET, TAILROOM};
-use crate::sys::is_wait;
-pub use crate::tun::{TunIo, TunPort};
-pub use crate::underlay::{ByFamily, UnderlayRx, UnderlayTx};
+pub mod packet;
+
+use crate::dataplane::packet::packet_bufs;
+pub use crate::dataplane::packet::{
+    Batch, Context, PacketBuffer, RxKind, BATCH, BUF_LEN, HEADROOM, MAX_PACKET, TAILROOM,
+};
+use crate::dev::sys::is_wait;
+pub use crate::dev::tun::{TunIo, TunPort};
+pub use crate::dev::underlay::{ByFamily, UnderlayRx, UnderlayTx};
+use crate::obs::counters::{add, count_error, inc, DaemonCounters, DaemonSnapshot};
 use ipsec_engine::overhead::{Calculator, Inner};
 use ipsec_engine::{
     Action, DataPlane, Direction, Dropped, Engine, Event, PlaneHandle, SaConfig, SaId, Snapshot, Verdict,
