@@ -63,6 +63,7 @@ mod sa_encap;
 pub mod setkey;
 pub mod show;
 pub mod spec;
+mod values;
 
 use ipsec_core::sa::Mode;
 use ipsec_engine::{Action, Direction, Engine, InstallError, SaConfig, SaId, Selector};
