@@ -46,7 +46,7 @@ static GLOBAL: Counting = Counting;
 
 const IKE: &str = "aes128gcm16-prfsha256-x25519";
 const ESP: &str = "aes128gcm16";
-const N: usize = 100;
+const N: usize = 25;
 
 /// One unauthenticated initiator's IKE SA with B: the cipher of its messages to B.
 struct Half {

@@ -197,11 +197,11 @@ fn an_esp_spi_of_zero_is_refused_and_nothing_agreed() {
 fn an_authenticated_request_with_bad_padding_is_answered_invalid_syntax() {
     use aes_gcm::aead::{AeadInPlace, KeyInit};
     let mut net = up();
-    let keys = net
+    let sk_ei = net
         .events_a
         .iter()
         .find_map(|e| match e {
-            Event::IkeUp { keys: Some(k), .. } => Some(k.clone()),
+            Event::IkeUp { keys: Some(k), .. } => Some(k.sk_ei[..].to_vec()),
             _ => None,
         })
         .unwrap();
@@ -221,9 +221,9 @@ fn an_authenticated_request_with_bad_padding_is_answered_invalid_syntax() {
     msg[32..40].copy_from_slice(&iv);
     let mut pt = vec![0u8; pt_len];
     pt[pt_len - 1] = 200;
-    let cipher = aes_gcm::Aes128Gcm::new_from_slice(&keys.sk_ei[..16]).unwrap();
+    let cipher = aes_gcm::Aes128Gcm::new_from_slice(&sk_ei[..16]).unwrap();
     let mut nonce = [0u8; 12];
-    nonce[..4].copy_from_slice(&keys.sk_ei[16..20]);
+    nonce[..4].copy_from_slice(&sk_ei[16..20]);
     nonce[4..].copy_from_slice(&iv);
     let tag = cipher
         .encrypt_in_place_detached(&nonce.into(), &msg[..32], &mut pt)
