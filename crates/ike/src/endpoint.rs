@@ -648,19 +648,32 @@ impl Endpoint {
             // A request that can make a child: the other IKE SAs' peers, which a NATed
             // peer's `dynamic` selectors must not claim (child::choose). Only for an SA we
             // have (a datagram for an unknown SPI costs no pass over the SAs).
+            // The same pass counts the SAs of this SA's peer identity, for the caps an IKE
+            // SA rekey must not bypass (limits::MAX_IKE_SAS_PER_IDENTITY).
             let known = self.sas.get(&our).is_some_and(|s| !s.state.is_dead());
+            let mut census = crate::ike_sa::Census {
+                ike_sas: self.sas.len(),
+                same_identity: 0,
+            };
             let others: Vec<IpAddr> =
                 if known && !h.response && matches!(h.exchange, ExchangeType::IkeAuth | ExchangeType::CreateChildSa) {
-                    self.sas
-                        .iter()
-                        .filter(|(k, s)| **k != our && s.state.is_established())
-                        .map(|(_, s)| s.path.remote.ip())
-                        .collect()
+                    let id = self.sas.get(&our).and_then(|s| s.state.remote_id());
+                    let mut v = Vec::new();
+                    for (_, s) in self.sas.iter().filter(|(k, _)| **k != our) {
+                        if s.state.is_established() {
+                            v.push(s.path.remote.ip());
+                        }
+                        if id.is_some() && !s.state.is_dead() && s.state.remote_id() == id {
+                            census.same_identity += 1;
+                        }
+                    }
+                    v
                 } else {
                     Vec::new()
                 };
             match self.sas.get_mut(&our) {
                 Some(sa) if !sa.state.is_dead() => {
+                    sa.census = census;
                     let mut cx = Cx {
                         cfg: &self.cfg,
                         out: &mut self.out,
@@ -861,6 +874,17 @@ impl Endpoint {
                 EndpointEvent::Rekeyed(new) => {
                     let key = new.our_spi();
                     self.sas.insert(key, *new);
+                    // The requests that moved with the children (2.18) go out on it now.
+                    if let Some(n) = self.sas.get_mut(&key) {
+                        let mut cx = Cx {
+                            cfg: &self.cfg,
+                            out: &mut self.out,
+                            now,
+                            others: &[],
+                            unix: wall(self.clock, now),
+                        };
+                        n.start_next(&mut cx, rng);
+                    }
                 }
                 EndpointEvent::Down(reason) => {
                     let c = &self.cfg.connections[conn];

@@ -63,8 +63,25 @@ fn ike_rekey_due(sa: &IkeSa) -> Option<Duration> {
         .filter(|_| !sa.tasks.iter().any(|t| matches!(t, Task::IkeRekey(_))))
 }
 
-/// A child's next deadline.
-fn child_deadline(state: &ChildState, t: &ChildTimers) -> Option<Duration> {
+/// A deletion that could not be queued (the queue of requests is full) is tried again this
+/// much later, not at once.
+const QUEUE_FULL_RETRY: Duration = Duration::from_secs(1);
+
+/// Whether our Delete of the child `spi_in` is queued or outstanding.
+fn delete_pending(sa: &IkeSa, spi_in: u32) -> bool {
+    sa.tasks
+        .iter()
+        .any(|t| matches!(t, Task::ChildDelete(d) if d.spi_in == spi_in))
+}
+
+/// A child's next deadline. None while our Delete of it is queued or outstanding: its grace
+/// time and its hard lifetime are done with, and the Delete has its own (retransmission)
+/// timer; a deadline left in the past would be due again at once, for ever (issue #39: the
+/// IKE thread spun at 100 % while a second replaced pair's Delete waited for the window).
+fn child_deadline(state: &ChildState, t: &ChildTimers, deleting: bool) -> Option<Duration> {
+    if deleting || *state == ChildState::Deleting {
+        return None;
+    }
     let rekey = match state {
         ChildState::Installed => t.rekey_at,
         _ => None,
@@ -84,7 +101,10 @@ pub(crate) fn deadline(sa: &IkeSa, cfg: &Config) -> Option<Duration> {
     if !sa.state.is_established() {
         return None;
     }
-    let children = sa.children.iter().filter_map(|c| child_deadline(&c.state, &c.timers));
+    let children = sa
+        .children
+        .iter()
+        .filter_map(|c| child_deadline(&c.state, &c.timers, delete_pending(sa, c.spi_in())));
     [super::ike_dpd::deadline(sa, cfg), ike_rekey_due(sa)]
         .into_iter()
         .flatten()
@@ -134,5 +154,15 @@ pub(crate) fn handle_timeout(sa: &mut IkeSa, cx: &mut Cx, rng: &mut impl CryptoR
     }
     for spi_in in delete {
         sa.queue_task(cx, Task::ChildDelete(ChildDelete { spi_in }), rng);
+        if !delete_pending(sa, spi_in) {
+            // Not queued (the queue is full): again a little later, not at once.
+            if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == spi_in) {
+                let later = cx.now + QUEUE_FULL_RETRY;
+                match &mut c.state {
+                    ChildState::Rekeyed { until, .. } => *until = later,
+                    _ => c.timers.expire_at = Some(later),
+                }
+            }
+        }
     }
 }

@@ -58,6 +58,8 @@ const QUEUE: usize = 256;
 /// queue, before it looks at the other again: during a flood the control side's requests
 /// (`ipsec ike list`) are answered within a pass, and timers and sends are not starved.
 const BATCH: usize = 64;
+/// The shortest wait for a deadline the endpoint's timers did not advance (see `run`).
+const STALE_DEADLINE_WAIT: Duration = Duration::from_millis(10);
 
 /// What the IKE thread is asked to do.
 pub enum Input {
@@ -187,6 +189,10 @@ pub fn run(
     let counters = std::sync::Arc::new(IkeCounters::default());
     t.set_ike_counters(counters.clone());
     let mut counted_at = Duration::ZERO;
+    // A deadline handle_timeout ran for and left where it was: waited on as any other it
+    // would be a 0 ms sleep again and again (issue #39: 100 % of a core while a Delete went
+    // unanswered), so the wait for it is at least STALE_DEADLINE_WAIT.
+    let mut unadvanced: Option<Duration> = None;
     // Certificates' validity is checked against the wall clock, which the sans-IO endpoint
     // is given (and given again every pass, so a clock step is followed).
     let unix = || {
@@ -231,10 +237,15 @@ pub fn run(
         } else if any {
             Duration::from_millis(1)
         } else {
-            endpoint
-                .poll_timeout()
+            let next = endpoint.poll_timeout();
+            let wait = next
                 .map_or(Duration::from_millis(50), |d| d.saturating_sub(now()))
-                .min(Duration::from_millis(50))
+                .min(Duration::from_millis(50));
+            if next.is_some() && next == unadvanced {
+                wait.max(STALE_DEADLINE_WAIT)
+            } else {
+                wait
+            }
         };
         // The first input waited for, then what else is queued, BATCH at most.
         let mut taken = 0;
@@ -282,8 +293,12 @@ pub fn run(
                 break;
             }
         }
-        if endpoint.poll_timeout().is_some_and(|d| d <= now()) {
+        if let Some(due) = endpoint.poll_timeout().filter(|d| *d <= now()) {
             endpoint.handle_timeout(now(), &mut rng);
+            unadvanced = endpoint.poll_timeout().filter(|d| *d == due);
+            if unadvanced.is_some() {
+                tracing::debug!("IKE: a deadline ({due:?}) was not advanced by its timer");
+            }
         }
         // Events first: a child's SAs are installed before the message that completes its
         // exchange goes out, so the peer's first packets on the new pair (it may switch as
