@@ -48,6 +48,7 @@
 #   DURATION=60 MARGIN=5 TUNNELD_BIN=... IPSEC_BIN=... sudo -E bash scripts/ike-lifecycle.sh
 #   TD_REKEY_WORDS=no sudo -E bash scripts/ike-lifecycle.sh t-t   # tunneld without its rekey words: must fail
 #   SW_SW_LOSS=0 CAPTURE_B=1 sudo -E bash scripts/ike-lifecycle.sh sw-rekeys   # baseline given; B's link captured too
+#   CPU_HOG=2 REPEAT=5 SW_SW_LOSS=0 sudo -E bash scripts/ike-lifecycle.sh collide   # 5 runs, stress-ng --cpu 2 beside each (long form)
 #   bash scripts/ike-lifecycle.sh --if-possible            # no root / netns / IKE: say why, exit 0
 #
 # A failing case prints why, the others still run; the summary table comes last; the work
@@ -87,6 +88,7 @@ fi
 need_netns "network namespaces, charon, tunneld"
 
 swan_install
+[ "${CPU_HOG:-0}" = 0 ] || command -v stress-ng >/dev/null || apt_install stress-ng
 locate_tunneld --bin ipsec
 IPSEC=$(dirname "$BIN")/ipsec
 [ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
@@ -204,8 +206,18 @@ run_case() {
     out=$(td_ctl "${DIR[$initiator]}" ike initiate gw 2>&1) || case_fail "ipsec ike initiate gw failed: $out"
   fi
   wait_up 10
+  # CPU_HOG=N: N busy workers beside the daemons while the pings (and rekeys) run, bounded
+  # in time (issue #39 item 7: collisions on a loaded machine).
+  local hog=""
+  if [ "${CPU_HOG:-0}" -gt 0 ]; then
+    stress-ng --cpu "$CPU_HOG" --timeout $((DURATION + 5))s --quiet >"$CD/stress-ng.log" 2>&1 &
+    hog=$!
+    BG+=("$hog")
+    log "$CASE: stress-ng --cpu $CPU_HOG beside it"
+  fi
   log "$CASE: up; pinging $A_IN -> $B_IN every ${PING_INTERVAL}s for ${DURATION}s ($PINGS pings)"
   timeout -s INT $((DURATION + 20)) ip netns exec lca ping -n -D -c $PINGS -i $PING_INTERVAL -W 1 -I $A_IN $B_IN >"$CD/ping.out" 2>&1 || true
+  [ -z "$hog" ] || stop_pids "$hog"
   local sent recv outages
   sent=$(sed -n 's/^\([0-9]*\) packets transmitted, \([0-9]*\) received.*/\1/p' "$CD/ping.out")
   recv=$(sed -n 's/^\([0-9]*\) packets transmitted, \([0-9]*\) received.*/\2/p' "$CD/ping.out")
@@ -444,23 +456,37 @@ declare -A CASES=(
   [t-t]="t t a|$TD_REKEYS|"
 )
 ROWS=()
+# REPEAT=N: each case (but the sw-sw baseline) N times; the rows say which run (CASE#k) and
+# each run's files are kept apart ($WORK/CASE.k).
+REPEAT=${REPEAT:-1}
 for c in $ALL_CASES; do
   want "$c" || continue
   IFS='|' read -r kinds a_opts b_opts <<<"${CASES[$c]}"
   read -r ak bk init <<<"$kinds"
-  log "---- $c (A $( [ $ak = t ] && echo tunneld || echo charon ), B $( [ $bk = t ] && echo tunneld || echo charon ), $init initiates)"
+  runs=$REPEAT
+  [ "$c" != sw-sw ] || runs=1
+  for k in $(seq 1 "$runs"); do
+  log "---- $c (A $( [ $ak = t ] && echo tunneld || echo charon ), B $( [ $bk = t ] && echo tunneld || echo charon ), $init initiates)${CPU_HOG:+, stress-ng --cpu $CPU_HOG}$([ "$runs" = 1 ] || echo ", run $k of $runs")"
   CASE=$c
   rm -rf "${WORK:?}/$c"
   case_bounded $((DURATION + 150)) run_case "$c" "$ak" "$bk" "$init" "$a_opts" "$b_opts"
   rc=$CASE_RC
   CD=$WORK/$c
+  if [ "$runs" != 1 ]; then
+    rm -rf "${WORK:?}/$c.$k"
+    mv "$CD" "$WORK/$c.$k"
+    CD=$WORK/$c.$k
+  fi
   sent=? lost=? rk="? ? ? ?" secs=? outages=""
   [ ! -s "$CD/ping.counts" ] || read -r sent lost outages <"$CD/ping.counts"
   [ ! -s "$CD/rekeys" ] || rk=$(cat "$CD/rekeys")
   [ ! -s "$CD/secs" ] || secs=$(cat "$CD/secs")
   read -r rac rai rbc rbi <<<"$rk"
   if [ $rc = 0 ]; then res=pass; else res=FAIL; FAILED=1; fi
-  ROWS+=("$(printf '%-10s %4ss %6s/%-5s %-9s %-9s %-5s %s' "$c" "$secs" "$sent" "$lost" "$rac/$rai" "$rbc/$rbi" "$res" "$outages")")
+  name=$c
+  [ "$runs" = 1 ] || name="$c#$k"
+  ROWS+=("$(printf '%-10s %4ss %6s/%-5s %-9s %-9s %-5s %s' "$name" "$secs" "$sent" "$lost" "$rac/$rai" "$rbc/$rbi" "$res" "$outages")")
+  done
 done
 for ns in lca lcn lcb; do ip netns del "$ns" 2>/dev/null || true; done
 echo
