@@ -4,7 +4,7 @@
 # kernel-libipsec) and against itself, in network namespaces, as root (docs/ike-lifecycle.md).
 # Three namespaces, remade for every case:
 #
-#   lca (side A)  lcva 10.99.1.1/24 --- lcna | lcn (router) | lcnb --- lcvb 10.99.2.1/24  lcb (side B)
+#   lcPIDa (side A)  ..va 10.99.1.1/24 --- ..na | lcPIDn (router) | ..nb --- ..vb 10.99.2.1/24  lcPIDb (side B)
 #   inner addresses on lo: 10.100.1.1 (A), 10.100.2.1 (B)
 #
 # Each case runs a tunneld or a charon on each side, brings one IKE SA with one child up, then
@@ -62,6 +62,9 @@ NETNS_TAG=ike-lifecycle
 . scripts/lib-netns.sh
 . scripts/lib-strongswan.sh
 . scripts/lib-ike-lifecycle.sh
+# The namespaces and links by PID (lcPIDa, lcPIDn, lcPIDb; lcPIDva ...): beside other runs
+# of this script or of the others that use lib-ike-lifecycle.sh with `lc`.
+TOPO=lc$$
 ALL_CASES="sw-sw sw-rekeys t-rekeys collide t-t"
 CI=0
 ARGS=()
@@ -104,13 +107,13 @@ KEYS="python3 scripts/charon_keys.py"
 
 # ---- the capture ---------------------------------------------------------------------------
 cap_start() {
-  ip netns exec lca dumpcap -q -P -i lcva -w "$CD/link.pcap" -f 'udp port 500 or udp port 4500' 2>"$CD/dumpcap.log" &
+  ip netns exec "${TOPO}a" dumpcap -q -P -i "${TOPO}va" -w "$CD/link.pcap" -f 'udp port 500 or udp port 4500' 2>"$CD/dumpcap.log" &
   CAP=$!
   BG+=("$CAP")
   swan_wait_capture 10 "$CD/link.pcap"
   # CAPTURE_B=1: B's link too (link-b.pcap), to tell the wire from a daemon when something is lost
   if [ "${CAPTURE_B:-0}" = 1 ]; then
-    ip netns exec lcb dumpcap -q -P -i lcvb -w "$CD/link-b.pcap" -f 'udp port 500 or udp port 4500' 2>"$CD/dumpcap-b.log" &
+    ip netns exec "${TOPO}b" dumpcap -q -P -i "${TOPO}vb" -w "$CD/link-b.pcap" -f 'udp port 500 or udp port 4500' 2>"$CD/dumpcap-b.log" &
     CAP="$CAP $!"
     BG+=("$!")
     swan_wait_capture 10 "$CD/link-b.pcap"
@@ -169,7 +172,7 @@ run_case() {
   local a_kind=$2 b_kind=$3 initiator=$4 a_opts=$5 b_opts=$6 t0=$SECONDS
   KIND=([a]=$a_kind [b]=$b_kind)
   DIR=([a]=$CD/a [b]=$CD/b)
-  NS=([a]=lca [b]=lcb)
+  NS=([a]=${TOPO}a [b]=${TOPO}b)
   local psk="lc-$RANDOM-$RANDOM-$RANDOM" s kv
   topo_up
   cap_start
@@ -216,7 +219,7 @@ run_case() {
     log "$CASE: stress-ng --cpu $CPU_HOG beside it"
   fi
   log "$CASE: up; pinging $A_IN -> $B_IN every ${PING_INTERVAL}s for ${DURATION}s ($PINGS pings)"
-  timeout -s INT $((DURATION + 20)) ip netns exec lca ping -n -D -c $PINGS -i $PING_INTERVAL -W 1 -I $A_IN $B_IN >"$CD/ping.out" 2>&1 || true
+  timeout -s INT $((DURATION + 20)) ip netns exec "${TOPO}a" ping -n -D -c $PINGS -i $PING_INTERVAL -W 1 -I $A_IN $B_IN >"$CD/ping.out" 2>&1 || true
   [ -z "$hog" ] || stop_pids "$hog"
   local sent recv outages
   sent=$(sed -n 's/^\([0-9]*\) packets transmitted, \([0-9]*\) received.*/\1/p' "$CD/ping.out")
@@ -488,7 +491,7 @@ for c in $ALL_CASES; do
   ROWS+=("$(printf '%-10s %4ss %6s/%-5s %-9s %-9s %-5s %s' "$name" "$secs" "$sent" "$lost" "$rac/$rai" "$rbc/$rbi" "$res" "$outages")")
   done
 done
-for ns in lca lcn lcb; do ip netns del "$ns" 2>/dev/null || true; done
+for ns in "${TOPO}a" "${TOPO}n" "${TOPO}b"; do ip netns del "$ns" 2>/dev/null || true; done
 echo
 echo "ike-lifecycle: DURATION ${DURATION}s, pings every ${PING_INTERVAL}s, child rekey ${CHILD_REKEY}s, IKE rekey ${IKE_REKEY}s;"
 echo "  pass: >= $WANT_CHILD child and >= $WANT_IKE IKE rekeys, lost <= sw-sw's + $MARGIN (t-t: 0), nothing left over, every ESP frame decrypted"
