@@ -104,7 +104,7 @@ impl Wake {
 
 impl Inputs {
     /// Sleeps until a port-500 socket of `ike` or the queue has something, at most `wait`
-    /// (no sleep when it is zero); then the queue is to be emptied with [`Inputs::try_recv`].
+    /// (no sleep when it is zero); then the queue is to be emptied with [`Inputs::next`].
     pub(super) fn wait(&self, ike: &[UdpSocket], wait: Duration) {
         use std::os::fd::AsRawFd;
         use std::sync::atomic::Ordering::SeqCst;
