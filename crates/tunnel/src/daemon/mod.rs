@@ -312,7 +312,7 @@ struct Services<'a> {
 /// What the IKE thread runs with, opened before the threads start.
 struct IkeParts {
     handle: crate::ike::IkeHandle,
-    inputs: std::sync::mpsc::Receiver<crate::ike::Input>,
+    inputs: crate::ike::Inputs,
     sockets: Vec<std::net::UdpSocket>,
     keylog: Option<crate::ike::KeyLog>,
     endpoint: ipsec_ike::Endpoint,

@@ -30,7 +30,7 @@ use ipsec_ike::Event;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
 use std::sync::Mutex;
 use std::time::Duration;
 use tracing::{info, warn};
@@ -45,7 +45,7 @@ pub use crate::obs::ike::{IkeCounters, IkeReport};
 use events::{handle_event, ChildEntry};
 pub use keylog::KeyLog;
 pub use selectors::{child_sas, range_prefixes, ChildSas};
-pub use sockets::IkeSockets;
+pub use sockets::{IkeSockets, Inputs};
 pub use traps::Traps;
 
 /// The prefix of the names of the SAs IKE installs: a config reload leaves them alone.
@@ -100,44 +100,58 @@ pub enum Input {
 pub struct IkeHandle {
     tx: SyncSender<Input>,
     dropped: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Wakes the IKE thread when something is queued ([`Inputs`]).
+    wake: Option<std::sync::Arc<sockets::Wake>>,
 }
 
 impl IkeHandle {
     /// A handle and the receiving end the IKE thread reads.
-    pub fn new() -> (IkeHandle, Receiver<Input>) {
+    pub fn new() -> (IkeHandle, Inputs) {
         let (tx, rx) = mpsc::sync_channel(QUEUE);
+        let wake = match sockets::Wake::new() {
+            Ok(w) => Some(std::sync::Arc::new(w)),
+            Err(e) => {
+                warn!("IKE: no wake-up socket ({e}): the IKE thread reads port 500 every 50 ms");
+                None
+            }
+        };
         (
             IkeHandle {
                 tx,
                 dropped: Default::default(),
+                wake: wake.clone(),
             },
-            rx,
+            Inputs { rx, wake },
         )
+    }
+
+    /// Queues an input without blocking and wakes the IKE thread; counts it when the queue
+    /// is full.
+    fn try_send(&self, input: Input) {
+        if self.tx.try_send(input).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        } else if let Some(w) = &self.wake {
+            w.wake();
+        }
     }
 
     /// Queues a received datagram without blocking (the receiving threads must not wait);
     /// counts it when the queue is full.
     pub fn datagram(&self, local: SocketAddr, remote: SocketAddr, data: &[u8]) {
-        let d = Input::Datagram {
+        self.try_send(Input::Datagram {
             local,
             remote,
             data: data.to_vec(),
-        };
-        if self.tx.try_send(d).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-        }
+        });
     }
 
     /// Asks the IKE thread to start `conn`'s `child` for a trapped packet (never blocks).
     pub fn acquire(&self, conn: &str, child: &str, packet: ipsec_ike::PacketSelectors) {
-        let a = Input::Acquire {
+        self.try_send(Input::Acquire {
             conn: conn.into(),
             child: child.into(),
             packet,
-        };
-        if self.tx.try_send(a).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-        }
+        });
     }
 
     /// Datagrams dropped because the IKE thread was behind.
@@ -154,20 +168,20 @@ impl IkeService for IkeHandle {
         if req == IkeRequest::List {
             let (tx, rx) = mpsc::channel();
             self.tx.send(Input::List(tx)).map_err(|_| busy())?;
+            self.wake.iter().for_each(|w| w.wake());
             return rx.recv_timeout(wait).map_err(|_| busy());
         }
         let (tx, rx) = mpsc::channel();
         self.tx
             .send(Input::Command { cmd: req, reply: tx })
             .map_err(|_| busy())?;
+        self.wake.iter().for_each(|w| w.wake());
         rx.recv_timeout(wait).map_err(|_| busy())?
     }
 
     /// Asks the IKE thread to rekey the child pair it receives on `spi_in` (never blocks).
     fn rekey_child(&self, spi_in: u32) {
-        if self.tx.try_send(Input::RekeyChild(spi_in)).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-        }
+        self.try_send(Input::RekeyChild(spi_in));
     }
 }
 
@@ -178,7 +192,7 @@ pub fn run(
     control: &Control,
     mut endpoint: ipsec_ike::Endpoint,
     sockets: &IkeSockets<'_>,
-    inputs: &Receiver<Input>,
+    inputs: &Inputs,
     keylog: Option<&KeyLog>,
     stop: &AtomicBool,
 ) {
@@ -229,10 +243,12 @@ pub fn run(
             more |= n_read == BATCH;
             any |= n_read > 0;
         }
-        // The queue wait is the thread's sleep, and port 500 is not read meanwhile: while
-        // datagrams come in, sleep at most 1 ms (at 10,000 a second a 50 ms sleep would
-        // overflow the socket's buffer, about 200 of them).
-        let wait = if more {
+        // The thread's sleep: poll(2) on the port-500 sockets and the queue's wake-up socket,
+        // until one is readable or the endpoint's next deadline (at most 50 ms, for `stop`);
+        // none in a pass that read port 500 (its answers go out at the pass's end). Without a
+        // wake-up socket the queue wait is the sleep and port 500 is not read meanwhile:
+        // while datagrams come in, at most 1 ms.
+        let wait = if more || (any && inputs.wake.is_some()) {
             Duration::ZERO
         } else if any {
             Duration::from_millis(1)
@@ -247,17 +263,11 @@ pub fn run(
                 wait
             }
         };
-        // The first input waited for, then what else is queued, BATCH at most.
+        inputs.wait(&sockets.ike, wait);
+        // What is queued, BATCH at most.
         let mut taken = 0;
         loop {
-            let input = if taken == 0 {
-                inputs.recv_timeout(wait)
-            } else {
-                inputs.try_recv().map_err(|e| match e {
-                    mpsc::TryRecvError::Empty => RecvTimeoutError::Timeout,
-                    mpsc::TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
-                })
-            };
+            let input = inputs.next(taken == 0, wait);
             taken += 1;
             match input {
                 Ok(Input::Datagram { local, remote, data }) => {
