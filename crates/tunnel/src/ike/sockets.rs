@@ -140,6 +140,7 @@ impl Inputs {
 #[cfg(test)]
 mod tests {
     use super::super::{IkeHandle, Input};
+    use crate::control::IkeService;
     use std::net::UdpSocket;
     use std::time::{Duration, Instant};
 
