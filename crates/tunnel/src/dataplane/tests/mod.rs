@@ -83,11 +83,11 @@ impl FakeWire {
 }
 
 impl UnderlayTx for FakeWire {
-    fn send_to(&self, packet: &[u8], dst: IpAddr) -> io::Result<()> {
+    fn send_to(&self, packet: &[u8], route: &ipsec_engine::Route) -> io::Result<()> {
         if self.fail_sends.load(Ordering::Relaxed) {
             return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
         }
-        self.packets.lock().unwrap().push_back((packet.to_vec(), dst));
+        self.packets.lock().unwrap().push_back((packet.to_vec(), route.to));
         Ok(())
     }
 }
