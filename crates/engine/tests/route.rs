@@ -17,15 +17,13 @@ fn worker() -> Worker {
     Worker::with_rng(IvRng::from_seed([7; 32]))
 }
 
+/// What [`seal`] gives: the verdicts, the routes, the sealed bytes and the sender.
+type Sealed = (Vec<Result<Verdict, Dropped>>, Vec<Option<Route>>, Vec<Vec<u8>>, Engine);
+
 /// Seals `pkts` as one batch through a fresh copy of `configs` (so two calls use the same
 /// sequence numbers and, with the same worker seed, the same CBC IVs): the verdicts, the
 /// routes and the sealed bytes.
-fn seal(
-    configs: &[SaConfig],
-    selector: Selector,
-    pkts: &[Vec<u8>],
-    framing: Framing,
-) -> (Vec<Result<Verdict, Dropped>>, Vec<Option<Route>>, Vec<Vec<u8>>, Engine) {
+fn seal(configs: &[SaConfig], selector: Selector, pkts: &[Vec<u8>], framing: Framing) -> Sealed {
     let (a, _, _) = pair(configs, selector);
     let plane = a.data_plane();
     let mut raws: Vec<Vec<u8>> = pkts
