@@ -28,7 +28,8 @@ pub use crate::dev::underlay::{ByFamily, UnderlayRx, UnderlayTx};
 use crate::obs::counters::{add, count_error, inc, DaemonCounters, DaemonSnapshot};
 use ipsec_engine::overhead::{Calculator, Inner};
 use ipsec_engine::{
-    Action, DataPlane, Direction, Dropped, Engine, Event, PlaneHandle, Route, SaConfig, SaId, Snapshot, Verdict,
+    Action, DataPlane, Direction, Dropped, Engine, Event, Framing, PlaneHandle, Route, SaConfig, SaId, Snapshot,
+    Verdict,
 };
 use serde::Serialize;
 use std::io;
@@ -135,6 +136,25 @@ const NO_ROUTE: Route = Route {
     spi: 0,
     to: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
 };
+
+/// The length of an IP header without options or extensions to `to` (RFC 791, RFC 8200).
+fn ip_header_len(to: IpAddr) -> usize {
+    match to {
+        IpAddr::V4(_) => 20,
+        IpAddr::V6(_) => 40,
+    }
+}
+
+/// The bytes a sealed packet of `len` bytes framed as `framing` counts as on the underlay: the
+/// whole IP packet (for a UDP socket, the ESP part and the IP header the kernel puts in
+/// front, as the counter's whole packets always counted).
+fn wire_len(len: usize, route: &Route, framing: Framing) -> u64 {
+    let header = match framing {
+        Framing::Ip => 0,
+        Framing::Udp => ip_header_len(route.to),
+    };
+    (len + header) as u64
+}
 
 fn is_ip(p: &[u8]) -> bool {
     p.first().is_some_and(|b| matches!(b >> 4, 4 | 6))
@@ -292,7 +312,7 @@ impl Tunnel {
         match tx.send_to(packet, &route) {
             Ok(()) => {
                 inc(&c.underlay_tx_packets);
-                add(&c.underlay_tx_bytes, packet.len() as u64);
+                add(&c.underlay_tx_bytes, wire_len(packet.len(), &route, tx.framing()));
                 Outcome::Forwarded
             }
             Err(e) => {
@@ -367,14 +387,8 @@ impl Tunnel {
         let mut bufs = packet_bufs(data, len);
         let mut out = [Ok(Verdict::Bypass); BATCH];
         let mut routes = [None; BATCH];
-        plane.outbound_batch_routed(
-            worker,
-            &mut bufs[..k],
-            &mut out[..k],
-            &mut routes[..k],
-            tx.framing(),
-            now,
-        );
+        let framing = tx.framing();
+        plane.outbound_batch_routed(worker, &mut bufs[..k], &mut out[..k], &mut routes[..k], framing, now);
         self.wake_ticker_on_events(&plane);
         let mut pkts: [&[u8]; BATCH] = [&[]; BATCH];
         let mut to = [NO_ROUTE; BATCH];
@@ -409,9 +423,9 @@ impl Tunnel {
             match tx.send_batch(&pkts[i..], &to[i..]) {
                 Ok(sent) => {
                     let sent = sent.clamp(1, m - i);
-                    for p in &pkts[i..i + sent] {
+                    for (p, r) in pkts[i..i + sent].iter().zip(&to[i..i + sent]) {
                         inc(&c.underlay_tx_packets);
-                        add(&c.underlay_tx_bytes, p.len() as u64);
+                        add(&c.underlay_tx_bytes, wire_len(p.len(), r, framing));
                     }
                     i += sent;
                 }
@@ -441,7 +455,10 @@ impl Tunnel {
             match b.ctx[i].kind {
                 RxKind::Packet => {
                     inc(&c.underlay_rx_packets);
-                    add(&c.underlay_rx_bytes, b.len[i] as u64);
+                    // A datagram's payload counts with the IP header it came in, as a whole
+                    // packet does.
+                    let header = b.ctx[i].arrival.datagram.map_or(0, |(_, dst)| ip_header_len(dst));
+                    add(&c.underlay_rx_bytes, (b.len[i] + header) as u64);
                     b.swap(k, i);
                     k += 1;
                 }
