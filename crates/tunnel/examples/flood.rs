@@ -297,7 +297,11 @@ fn run(a: &Args) -> Result<String, String> {
     let deadline = start + Duration::from_secs_f64(a.secs);
     let mut sent: BTreeMap<&str, u64> = kinds.iter().map(|(k, _)| (*k, 0)).collect();
     let (mut total, mut errors, mut turn) = (0u64, 0u64, 0usize);
-    let dsts = [std::net::IpAddr::V4(a.dst); BATCH];
+    let dsts = [ipsec_engine::Route {
+        sa: ipsec_engine::SaId(0),
+        spi: 0,
+        to: std::net::IpAddr::V4(a.dst),
+    }; BATCH];
     while total < a.count && Instant::now() < deadline {
         let n = (a.count - total).min(BATCH as u64) as usize;
         let mut batch: [&[u8]; BATCH] = [&[]; BATCH];

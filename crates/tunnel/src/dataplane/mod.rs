@@ -28,7 +28,8 @@ pub use crate::dev::underlay::{ByFamily, UnderlayRx, UnderlayTx};
 use crate::obs::counters::{add, count_error, inc, DaemonCounters, DaemonSnapshot};
 use ipsec_engine::overhead::{Calculator, Inner};
 use ipsec_engine::{
-    Action, DataPlane, Direction, Dropped, Engine, Event, PlaneHandle, SaConfig, SaId, Snapshot, Verdict,
+    Action, DataPlane, Direction, Dropped, Engine, Event, Framing, PlaneHandle, Route, SaConfig, SaId, Snapshot,
+    Verdict,
 };
 use serde::Serialize;
 use std::io;
@@ -129,17 +130,34 @@ pub type TrapSink = Box<dyn Fn(&[u8]) + Send + Sync>;
 /// (marker included) and its source; it must not block.
 pub type NonEspSink = Box<dyn Fn(&[u8], SocketAddr) + Send + Sync>;
 
-fn is_ip(p: &[u8]) -> bool {
-    p.first().is_some_and(|b| matches!(b >> 4, 4 | 6))
+/// A placeholder in an array of routes, never sent along.
+const NO_ROUTE: Route = Route {
+    sa: SaId(0),
+    spi: 0,
+    to: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+};
+
+/// The length of an IP header without options or extensions to `to` (RFC 791, RFC 8200).
+fn ip_header_len(to: IpAddr) -> usize {
+    match to {
+        IpAddr::V4(_) => 20,
+        IpAddr::V6(_) => 40,
+    }
 }
 
-/// The destination of an IPv4 or IPv6 packet (`None` for anything else).
-fn outer_dst(p: &[u8]) -> Option<IpAddr> {
-    match p.first()? >> 4 {
-        4 => <[u8; 4]>::try_from(p.get(16..20)?).ok().map(IpAddr::from),
-        6 => <[u8; 16]>::try_from(p.get(24..40)?).ok().map(IpAddr::from),
-        _ => None,
-    }
+/// The bytes a sealed packet of `len` bytes framed as `framing` counts as on the underlay: the
+/// whole IP packet (for a UDP socket, the ESP part and the IP header the kernel puts in
+/// front, as the counter's whole packets always counted).
+fn wire_len(len: usize, route: &Route, framing: Framing) -> u64 {
+    let header = match framing {
+        Framing::Ip => 0,
+        Framing::Udp => ip_header_len(route.to),
+    };
+    (len + header) as u64
+}
+
+fn is_ip(p: &[u8]) -> bool {
+    p.first().is_some_and(|b| matches!(b >> 4, 4 | 6))
 }
 
 impl Tunnel {
@@ -218,10 +236,10 @@ impl Tunnel {
         self.any_peer = true;
     }
 
-    /// The outer destination of sealed `packet` if it may be sent: one of the peers, or
-    /// any when none are configured (or [`Tunnel::allow_any_peer`]).
-    fn peer_dst(&self, packet: &[u8]) -> Option<IpAddr> {
-        outer_dst(packet).filter(|d| self.any_peer || self.peers.is_empty() || self.peer_set.contains(d))
+    /// Whether a sealed packet may go along `route` (the engine named it): to one of the
+    /// peers, or anywhere when none are configured (or [`Tunnel::allow_any_peer`]).
+    fn to_peer(&self, route: &Route) -> bool {
+        self.any_peer || self.peers.is_empty() || self.peer_set.contains(&route.to)
     }
 
     /// The peer whose SA `sa` (of `plane`) is: the SA's configured tunnel source, or the only
@@ -253,7 +271,7 @@ impl Tunnel {
     }
 
     /// One packet read from the TUN device (`len` bytes in `pkt`'s receive area): sealed by
-    /// the engine and sent to the peer.
+    /// the engine as `tx` frames packets and sent along the route the engine named.
     pub fn outbound(&self, pkt: &mut PacketBuffer, len: usize, tx: &dyn UnderlayTx) -> Outcome {
         let c = &self.counters;
         inc(&c.tun_rx_packets);
@@ -264,7 +282,13 @@ impl Tunnel {
             debug!(len, "packet from the TUN device is not IPv4 or IPv6: dropped");
             return Outcome::Daemon(DaemonDrop::NotIp);
         }
-        let verdict = self.plane().outbound(worker, &mut buf, self.now());
+        let mut verdict = [Ok(Verdict::Bypass)];
+        let mut route = [None];
+        let bufs = std::slice::from_mut(&mut buf);
+        let plane = self.plane();
+        plane.outbound_batch_routed(worker, bufs, &mut verdict, &mut route, tx.framing(), self.now());
+        self.wake_ticker_on_events(&plane);
+        let [verdict] = verdict;
         match verdict {
             Ok(Verdict::Protected(_)) => {}
             Ok(Verdict::Bypass) => {
@@ -280,15 +304,15 @@ impl Tunnel {
             }
         }
         let packet = buf.packet();
-        let Some(dst) = self.peer_dst(packet) else {
+        let Some(route) = route[0].filter(|r| self.to_peer(r)) else {
             inc(&c.not_to_peer);
             debug!("sealed packet is not to a peer: dropped (is the outermost SA a tunnel to a peer?)");
             return Outcome::Daemon(DaemonDrop::NotToPeer);
         };
-        match tx.send_to(packet, dst) {
+        match tx.send_to(packet, &route) {
             Ok(()) => {
                 inc(&c.underlay_tx_packets);
-                add(&c.underlay_tx_bytes, packet.len() as u64);
+                add(&c.underlay_tx_bytes, wire_len(packet.len(), &route, tx.framing()));
                 Outcome::Forwarded
             }
             Err(e) => {
@@ -362,12 +386,14 @@ impl Tunnel {
         let Batch { data, len, worker, .. } = b;
         let mut bufs = packet_bufs(data, len);
         let mut out = [Ok(Verdict::Bypass); BATCH];
-        plane.outbound_batch(worker, &mut bufs[..k], &mut out[..k], now);
+        let mut routes = [None; BATCH];
+        let framing = tx.framing();
+        plane.outbound_batch_routed(worker, &mut bufs[..k], &mut out[..k], &mut routes[..k], framing, now);
         self.wake_ticker_on_events(&plane);
         let mut pkts: [&[u8]; BATCH] = [&[]; BATCH];
-        let mut dsts = [IpAddr::from([0u8; 4]); BATCH];
+        let mut to = [NO_ROUTE; BATCH];
         let mut m = 0;
-        for (buf, verdict) in bufs[..k].iter().zip(&out[..k]) {
+        for ((buf, verdict), route) in bufs[..k].iter().zip(&out[..k]).zip(&routes[..k]) {
             match verdict {
                 Ok(Verdict::Protected(_)) => {}
                 Ok(Verdict::Bypass) => {
@@ -382,25 +408,24 @@ impl Tunnel {
                     continue;
                 }
             }
-            let packet = buf.packet();
-            let Some(dst) = self.peer_dst(packet) else {
+            let Some(route) = route.filter(|r| self.to_peer(r)) else {
                 inc(&c.not_to_peer);
                 debug!("sealed packet is not to a peer: dropped (is the outermost SA a tunnel to a peer?)");
                 continue;
             };
-            pkts[m] = packet;
-            dsts[m] = dst;
+            pkts[m] = buf.packet();
+            to[m] = route;
             m += 1;
         }
-        let (pkts, dsts) = (&pkts[..m], &dsts[..m]);
+        let (pkts, to) = (&pkts[..m], &to[..m]);
         let mut i = 0;
         while i < m {
-            match tx.send_batch(&pkts[i..], &dsts[i..]) {
+            match tx.send_batch(&pkts[i..], &to[i..]) {
                 Ok(sent) => {
                     let sent = sent.clamp(1, m - i);
-                    for p in &pkts[i..i + sent] {
+                    for (p, r) in pkts[i..i + sent].iter().zip(&to[i..i + sent]) {
                         inc(&c.underlay_tx_packets);
-                        add(&c.underlay_tx_bytes, p.len() as u64);
+                        add(&c.underlay_tx_bytes, wire_len(p.len(), r, framing));
                     }
                     i += sent;
                 }
@@ -430,7 +455,10 @@ impl Tunnel {
             match b.ctx[i].kind {
                 RxKind::Packet => {
                     inc(&c.underlay_rx_packets);
-                    add(&c.underlay_rx_bytes, b.len[i] as u64);
+                    // A datagram's payload counts with the IP header it came in, as a whole
+                    // packet does.
+                    let header = b.ctx[i].arrival.datagram.map_or(0, |(_, dst)| ip_header_len(dst));
+                    add(&c.underlay_rx_bytes, (b.len[i] + header) as u64);
                     b.swap(k, i);
                     k += 1;
                 }

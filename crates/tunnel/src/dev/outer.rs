@@ -232,4 +232,109 @@ pub(crate) mod tests {
         assert_eq!(e.reason, ipsec_engine::DropReason::BadIcv, "{e}");
         assert_eq!(open(a, &mut rx), (Ok(Verdict::Protected(2)), inner.clone()));
     }
+
+    /// What the ESP-in-UDP socket used to do (a header rebuilt in front of the payload, the
+    /// whole packet opened) and what it does now (the payload opened where it lies, with the
+    /// datagram's addresses as data, [`ipsec_engine::Arrival::datagram`]) give the TUN device
+    /// the same bytes and the SA the same counts: tunnel and transport mode, IPv4 and IPv6.
+    #[test]
+    fn the_datagram_path_opens_to_what_the_rebuilt_header_did() {
+        use ipsec_core::sa::{Keyed, Mode, Proto, SaParams, Tunnel};
+        use ipsec_core::{AeadAlg, PacketBuf};
+        use ipsec_engine::udp_encap::Ports;
+        use ipsec_engine::{Action, Arrival, Direction, Engine, Framing, Policy, SaConfig, Selector, Verdict};
+        use std::time::Duration;
+        for (a, b) in [
+            (v4([192, 0, 2, 1]), v4([192, 0, 2, 2])),
+            (v6("fd00:99::1"), v6("fd00:99::2")),
+        ] {
+            for mode in [Mode::Tunnel, Mode::Transport] {
+                let engine = |dir| {
+                    let mut esp = SaParams::new(Proto::Esp, 0x801);
+                    esp.mode = mode;
+                    esp.tunnel = (mode == Mode::Tunnel).then_some(Tunnel { src: a, dst: b });
+                    esp.aead = Some(Keyed::new(AeadAlg::AesGcm, &[7; 20], 16));
+                    let mut e = Engine::new();
+                    let id = e.add_sa(SaConfig::new("esp", esp, None), Duration::ZERO).unwrap();
+                    e.add_policy(Policy {
+                        dir,
+                        selector: Selector::default(),
+                        action: Action::Protect(vec![id]),
+                    })
+                    .unwrap();
+                    e
+                };
+                let (sender, old, new) = (engine(Direction::Out), engine(Direction::In), engine(Direction::In));
+                // Transport mode: the packet is between the endpoints themselves.
+                let (s, d) = match (mode, a) {
+                    (Mode::Tunnel, _) => (v4([10, 100, 0, 1]), v4([10, 100, 0, 2])),
+                    _ => (a, b),
+                };
+                let mut inner = Vec::new();
+                let builder = match (s, d) {
+                    (IpAddr::V4(s), IpAddr::V4(d)) => etherparse::PacketBuilder::ipv4(s.octets(), d.octets(), 64),
+                    (IpAddr::V6(s), IpAddr::V6(d)) => etherparse::PacketBuilder::ipv6(s.octets(), d.octets(), 64),
+                    _ => unreachable!(),
+                };
+                builder.udp(1000, 2000).write(&mut inner, &[0x5a; 300]).unwrap();
+                let mut raw = vec![0u8; 4096];
+                let mut buf = PacketBuf::new(&mut raw, 512, inner.len()).unwrap();
+                buf.packet_mut().copy_from_slice(&inner);
+                let mut v = [Ok(Verdict::Bypass)];
+                let mut r = [None];
+                let plane = sender.data_plane();
+                let mut w = ipsec_engine::Worker::new().unwrap();
+                let bufs = std::slice::from_mut(&mut buf);
+                plane.outbound_batch_routed(&mut w, bufs, &mut v, &mut r, Framing::Udp, Duration::ZERO);
+                assert_eq!(v[0], Ok(Verdict::Protected(1)));
+                let payload = buf.packet().to_vec();
+                let ports = Ports {
+                    sport: 4500,
+                    dport: 4500,
+                };
+                let what = format!("{a} {mode:?}");
+                // Before: the header rebuilt in front of the payload, the whole packet opened.
+                let mut area = vec![0u8; 512 + 4096];
+                let h = header_len(b);
+                area[512 + h..512 + h + payload.len()].copy_from_slice(&payload);
+                let total = rebuild_header(&mut area[512..], payload.len(), 50, a, b).unwrap();
+                let mut before = PacketBuf::new(&mut area, 512, total).unwrap();
+                let mut arr = [Arrival::in_udp(ports)];
+                let plane = old.data_plane();
+                plane.inbound_batch_arrivals(
+                    &mut w,
+                    std::slice::from_mut(&mut before),
+                    &mut v,
+                    &mut arr,
+                    Duration::ZERO,
+                );
+                assert_eq!(v[0], Ok(Verdict::Protected(1)), "{what}");
+                let was = before.packet().to_vec();
+                // Now: the payload where the socket put it, its addresses beside it.
+                let mut area = vec![0u8; 512 + 4096];
+                area[512..512 + payload.len()].copy_from_slice(&payload);
+                let mut now = PacketBuf::new(&mut area, 512, payload.len()).unwrap();
+                let mut arr2 = [Arrival::in_datagram(ports, a, b)];
+                let plane = new.data_plane();
+                plane.inbound_batch_arrivals(
+                    &mut w,
+                    std::slice::from_mut(&mut now),
+                    &mut v,
+                    &mut arr2,
+                    Duration::ZERO,
+                );
+                assert_eq!(v[0], Ok(Verdict::Protected(1)), "{what}");
+                assert_eq!(now.packet(), &was[..], "{what}: the TUN device gets the same bytes");
+                if mode == Mode::Tunnel {
+                    assert_eq!(was, inner);
+                }
+                assert_eq!(
+                    (arr2[0].sa, arr2[0].newest, arr2[0].outer),
+                    (arr[0].sa, arr[0].newest, arr[0].outer)
+                );
+                let count = |e: &Engine| e.snapshot(Duration::ZERO).sas[0].inbound;
+                assert_eq!(count(&new), count(&old), "{what}: counted alike");
+            }
+        }
+    }
 }

@@ -32,6 +32,7 @@ use crate::dev::raw::RawTx;
 use crate::dev::rtnetlink::{self, NLMSG_ERROR, NLM_F_REQUEST};
 use crate::dev::sys::set_int_option;
 use crate::dev::underlay::UnderlayTx;
+use ipsec_engine::Route;
 use socket2::{Domain, Socket, Type};
 use std::io::{self, Read};
 use std::net::IpAddr;
@@ -335,21 +336,23 @@ impl PacketTx {
 }
 
 impl UnderlayTx for PacketTx {
-    fn send_to(&self, packet: &[u8], dst: IpAddr) -> io::Result<()> {
-        self.send_batch(&[packet], &[dst]).map(drop)
+    fn send_to(&self, packet: &[u8], route: &Route) -> io::Result<()> {
+        self.send_batch(&[packet], std::slice::from_ref(route)).map(drop)
     }
 
-    fn send_batch(&self, packets: &[&[u8]], dsts: &[IpAddr]) -> io::Result<usize> {
-        let Some(&first) = dsts.first() else { return Ok(0) };
+    fn send_batch(&self, packets: &[&[u8]], routes: &[Route]) -> io::Result<usize> {
+        let Some(first) = routes.first().map(|r| r.to) else {
+            return Ok(0);
+        };
         if first.is_ipv6() != self.v6 {
             // The raw socket says why (a destination of the other version).
-            return self.fallback.send_batch(packets, dsts);
+            return self.fallback.send_batch(packets, routes);
         }
-        let run = packets.len().min(dsts.len()).min(BATCH);
-        let run = dsts[..run].iter().take_while(|d| **d == first).count();
+        let run = packets.len().min(routes.len()).min(BATCH);
+        let run = routes[..run].iter().take_while(|r| r.to == first).count();
         match self.next_hop(first) {
             (Some(hop), false) => self.send_via(&packets[..run], hop),
-            _ => self.fallback.send_batch(&packets[..run], &dsts[..run]),
+            _ => self.fallback.send_batch(&packets[..run], &routes[..run]),
         }
     }
 }
@@ -463,7 +466,7 @@ mod tests {
     fn privileged_loopback_falls_back_to_the_raw_socket() {
         use crate::dev::raw::RawRx;
         use crate::dev::sys::tests::{not_run, privileged};
-        use crate::dev::underlay::UnderlayRx;
+        use crate::dev::underlay::{route_to, UnderlayRx};
         if !privileged() {
             not_run("needs root");
             return;
@@ -477,7 +480,7 @@ mod tests {
         let mut p = vec![0x45, 0, 0, 48, 0, 1, 0x40, 0, 64, 50, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1];
         p.extend_from_slice(&spi.to_be_bytes());
         p.extend_from_slice(&[0; 24]);
-        assert_eq!(tx.send_batch(&[&p], &[lo]).unwrap(), 1);
+        assert_eq!(tx.send_batch(&[&p], &[route_to(lo)]).unwrap(), 1);
         let mut buf = [0u8; 2048];
         let t0 = Instant::now();
         loop {

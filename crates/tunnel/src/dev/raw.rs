@@ -8,6 +8,7 @@ use crate::dataplane::packet::{Batch, RxKind, BATCH};
 use crate::dev::outer;
 use crate::dev::sys::{is_wait, recv_from, recv_mmsg, send_mmsg, Names, RECV_BUFFER};
 use crate::dev::underlay::{UnderlayRx, UnderlayTx};
+use ipsec_engine::Route;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::{self, Read};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -50,7 +51,8 @@ fn wrong_family(dst: IpAddr) -> io::Error {
 }
 
 impl UnderlayTx for RawTx {
-    fn send_to(&self, packet: &[u8], dst: IpAddr) -> io::Result<()> {
+    fn send_to(&self, packet: &[u8], route: &Route) -> io::Result<()> {
+        let dst = route.to;
         if dst.is_ipv6() != self.v6 {
             return Err(wrong_family(dst));
         }
@@ -65,17 +67,17 @@ impl UnderlayTx for RawTx {
         }
     }
 
-    fn send_batch(&self, packets: &[&[u8]], dsts: &[IpAddr]) -> io::Result<usize> {
-        let n = packets.len().min(dsts.len()).min(BATCH);
+    fn send_batch(&self, packets: &[&[u8]], routes: &[Route]) -> io::Result<usize> {
+        let n = packets.len().min(routes.len()).min(BATCH);
         let mut to = Names::new();
-        for (i, d) in dsts[..n].iter().enumerate() {
-            if d.is_ipv6() != self.v6 {
+        for (i, r) in routes[..n].iter().enumerate() {
+            if r.to.is_ipv6() != self.v6 {
                 if i == 0 {
-                    return Err(wrong_family(*d));
+                    return Err(wrong_family(r.to));
                 }
                 return send_mmsg(self.sock.as_raw_fd(), &packets[..i], &mut to);
             }
-            to.set(i, SocketAddr::new(*d, 0));
+            to.set(i, SocketAddr::new(r.to, 0));
         }
         send_mmsg(self.sock.as_raw_fd(), &packets[..n], &mut to)
     }
@@ -213,6 +215,7 @@ mod tests {
     use crate::dev::sys::tests::{not_run, privileged};
     use crate::dev::sys::{flags, mtu, set_mtu, set_up};
     use crate::dev::tun::{Tun, TunIo};
+    use crate::dev::underlay::route_to;
     use std::time::Instant;
 
     const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -242,8 +245,11 @@ mod tests {
         p.extend_from_slice(&[0xab; 40]);
         let plen = (p.len() - 40) as u16;
         p[4..6].copy_from_slice(&plen.to_be_bytes());
-        tx.send_to(&p, LO6).unwrap();
-        assert!(tx.send_to(&p, LO).is_err(), "an IPv4 destination on the IPv6 socket");
+        tx.send_to(&p, &route_to(LO6)).unwrap();
+        assert!(
+            tx.send_to(&p, &route_to(LO)).is_err(),
+            "an IPv4 destination on the IPv6 socket"
+        );
         let mut b = Batch::new();
         let t0 = Instant::now();
         loop {
@@ -295,7 +301,7 @@ mod tests {
         let sealed = buf.packet().to_vec();
         assert_eq!(sealed[6], 51);
         let rx = RawRx::open_v6(51, Ipv6Addr::LOCALHOST, Duration::from_millis(50)).unwrap();
-        tx.send_to(&sealed, LO6).unwrap();
+        tx.send_to(&sealed, &route_to(LO6)).unwrap();
         let t0 = Instant::now();
         loop {
             assert!(t0.elapsed() < Duration::from_secs(5), "the AH packet did not come back");
@@ -358,7 +364,7 @@ mod tests {
         p.extend_from_slice(&[0xab; 40]);
         let total = p.len() as u16;
         p[2..4].copy_from_slice(&total.to_be_bytes());
-        tx.send_to(&p, LO).unwrap();
+        tx.send_to(&p, &route_to(LO)).unwrap();
         let t0 = Instant::now();
         loop {
             assert!(

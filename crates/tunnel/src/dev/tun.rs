@@ -71,6 +71,13 @@ pub trait TunIo: Sync {
     fn send_vnet(&self, _hdr: &[u8; VNET_HDR_LEN], packet: &[u8]) -> io::Result<()> {
         self.send(packet)
     }
+    /// Writes the packet made of `parts` (one after the other) behind the virtio-net header
+    /// `hdr`, as [`send_vnet`](Self::send_vnet) does: a coalesced super-packet, gathered from
+    /// the opened packets where they lie. The default joins the parts into one buffer (an
+    /// allocation: for fakes; a real device writes them gathered, `writev(2)`).
+    fn send_vnet_parts(&self, hdr: &[u8; VNET_HDR_LEN], parts: &[&[u8]]) -> io::Result<()> {
+        self.send_vnet(hdr, &parts.concat())
+    }
     /// The queue's descriptor (non-blocking) and wait interval, for reading it through
     /// io_uring ([`uring`]); `None` (the default): read with [`recv`](Self::recv).
     fn queue_fd(&self) -> Option<(RawFd, Duration)> {
@@ -453,13 +460,22 @@ impl<'a> TunPort<'a> {
         // not continue it (or at the end).
         let mut run = 0;
         for k in 0..=m {
-            if k < m && gro.append(packets[order[k].1]) {
+            if k < m && gro.append(packets[order[k].1], order[k].1) {
                 continue;
             }
             let n = gro.count();
             let udp = gro.pending_udp();
             if let Some((hdr, sp)) = gro.finish() {
-                let r = dev.send_vnet(&hdr.to_bytes(), sp);
+                // The payloads go where they lie, gathered by one write: not copied first.
+                let mut gathered: [&[u8]; 1 + offload::MAX_PARTS] = [&[]; 1 + offload::MAX_PARTS];
+                let r = match sp.gather(packets, &mut gathered) {
+                    Some(g) => dev.send_vnet_parts(&hdr.to_bytes(), &gathered[..g]),
+                    None => Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "a super-packet's part is not there",
+                    )),
+                };
+                let sp_len = sp.len;
                 match r {
                     Err(e) if n > 1 && udp && e.raw_os_error() == Some(libc::EINVAL) => {
                         tracing::warn!("TUN device refused a UDP super-packet ({e}): datagrams one by one from now on");
@@ -468,7 +484,7 @@ impl<'a> TunPort<'a> {
                             plain(packets[i]);
                         }
                     }
-                    r => counted(r, sp.len(), n),
+                    r => counted(r, sp_len, n),
                 }
             }
             if k == m {
@@ -476,7 +492,7 @@ impl<'a> TunPort<'a> {
             }
             run = k;
             let packet = packets[order[k].1];
-            if !gro.start(packet) {
+            if !gro.start(packet, order[k].1) {
                 plain(packet);
             }
         }
@@ -661,6 +677,34 @@ impl TunIo for Tun {
         // writev(2) only reads; `iov` outlives the call.
         let r = unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), 2) };
         check_write(r, hdr.len() + packet.len())
+    }
+
+    fn send_vnet_parts(&self, hdr: &[u8; VNET_HDR_LEN], parts: &[&[u8]]) -> io::Result<()> {
+        const MAX_IOV: usize = 1 + 1 + offload::MAX_PARTS;
+        if !self.vnet || parts.len() + 1 > MAX_IOV {
+            return self.send_vnet(hdr, &parts.concat());
+        }
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; MAX_IOV];
+        let mut want = hdr.len();
+        iov[0] = libc::iovec {
+            iov_base: hdr.as_ptr() as *mut libc::c_void,
+            iov_len: hdr.len(),
+        };
+        for (v, p) in iov[1..].iter_mut().zip(parts) {
+            *v = libc::iovec {
+                iov_base: p.as_ptr() as *mut libc::c_void,
+                iov_len: p.len(),
+            };
+            want += p.len();
+        }
+        // SAFETY: the first `1 + parts.len()` iovecs describe live borrowed buffers (the
+        // header and each part) with their true lengths, which writev(2) only reads; `iov`
+        // outlives the call, and its count is at most MAX_IOV (<= IOV_MAX).
+        let r = unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), (1 + parts.len()) as libc::c_int) };
+        check_write(r, want)
     }
 }
 

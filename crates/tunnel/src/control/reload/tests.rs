@@ -340,7 +340,7 @@ impl TunIo for Tun {
 struct Wire(Mutex<VecDeque<Vec<u8>>>);
 
 impl UnderlayTx for Wire {
-    fn send_to(&self, packet: &[u8], _dst: std::net::IpAddr) -> io::Result<()> {
+    fn send_to(&self, packet: &[u8], _route: &ipsec_engine::Route) -> io::Result<()> {
         self.0.lock().unwrap().push_back(packet.to_vec());
         Ok(())
     }

@@ -83,11 +83,11 @@ impl FakeWire {
 }
 
 impl UnderlayTx for FakeWire {
-    fn send_to(&self, packet: &[u8], dst: IpAddr) -> io::Result<()> {
+    fn send_to(&self, packet: &[u8], route: &ipsec_engine::Route) -> io::Result<()> {
         if self.fail_sends.load(Ordering::Relaxed) {
             return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
         }
-        self.packets.lock().unwrap().push_back((packet.to_vec(), dst));
+        self.packets.lock().unwrap().push_back((packet.to_vec(), route.to));
         Ok(())
     }
 }
@@ -794,3 +794,71 @@ fn offloads_segment_on_the_way_out_and_coalesce_on_the_way_in() {
 
 mod adaptive;
 mod peers;
+
+/// A UDP socket's sending side as the loops see it: takes ESP parts ([`Framing::Udp`]) and
+/// the routes the engine named with them.
+#[derive(Default)]
+struct FakeUdp(Mutex<Vec<(Vec<u8>, Route)>>);
+
+impl UnderlayTx for FakeUdp {
+    fn framing(&self) -> Framing {
+        Framing::Udp
+    }
+    fn send_to(&self, packet: &[u8], route: &Route) -> io::Result<()> {
+        self.0.lock().unwrap().push((packet.to_vec(), *route));
+        Ok(())
+    }
+}
+
+/// The route travels with the packet through the loops, over IPv4 and IPv6 underlays: A's
+/// batch is sealed for a UDP socket (the ESP parts alone, each with its route: the SA, its
+/// SPI, B), B's batch takes them as datagram payloads with their addresses and writes the
+/// packets A read. The underlay byte counters count whole IP packets, as before.
+#[test]
+fn udp_framed_batches_carry_their_routes_and_count_whole_packets() {
+    for (a, b) in [(A, B), ("fd00:99::1", "fd00:99::2")] {
+        let mk = |local: &str, peer: &str, out: u32, inb: u32| {
+            let mut e = Engine::new();
+            install(&mut e, vec![esp_gcm("esp", out, local, peer)], Direction::Out, "out");
+            install(&mut e, vec![esp_gcm("esp", inb, peer, local)], Direction::In, "in");
+            Tunnel::new(e, vec![ip(peer)])
+        };
+        let (host_a, host_b) = (mk(a, b, 0x1001, 0x1002), mk(b, a, 0x1002, 0x1001));
+        let inner: Vec<Vec<u8>> = (0..5).map(|i| ping4(i, 100 + 200 * usize::from(i))).collect();
+        let mut batch = Batch::new();
+        load(&mut batch, inner.iter().map(|p| &p[..]));
+        let wire = FakeUdp::default();
+        host_a.outbound_batch(&mut batch, inner.len(), &wire);
+        let sent = wire.0.lock().unwrap().clone();
+        assert_eq!(sent.len(), inner.len());
+        let hdr = if ip(a).is_ipv4() { 20 } else { 40 };
+        for (p, r) in &sent {
+            assert_eq!((r.spi, r.to), (0x1001, ip(b)));
+            assert_eq!(p[..4], 0x1001u32.to_be_bytes(), "the ESP header first, no IP header");
+        }
+        let on_wire: usize = sent.iter().map(|(p, _)| p.len() + hdr).sum();
+        let ca = host_a.counters().snapshot();
+        assert_eq!((ca.underlay_tx_packets, ca.underlay_tx_bytes), (5, on_wire as u64));
+        // B: the payloads as its socket hands them over, with the datagrams' addresses.
+        let mut rx = Batch::new();
+        for (i, (p, _)) in sent.iter().enumerate() {
+            rx.recv_area(i)[..p.len()].copy_from_slice(p);
+            let ports = ipsec_engine::udp_encap::Ports {
+                sport: 4500,
+                dport: 4500,
+            };
+            let ctx = Context {
+                kind: RxKind::Packet,
+                from: Some(SocketAddr::new(ip(a), 4500)),
+                arrival: ipsec_engine::Arrival::in_datagram(ports, ip(a), ip(b)),
+            };
+            rx.set_context(i, p.len(), ctx);
+        }
+        let tun = FakeTun::default();
+        host_b.inbound_batch(&mut rx, sent.len(), &FakeWire::default(), &mut TunPort::new(&tun));
+        assert_eq!(tun.written(), inner);
+        let cb = host_b.counters().snapshot();
+        assert_eq!((cb.underlay_rx_packets, cb.underlay_rx_bytes), (5, on_wire as u64));
+        assert_eq!(cb.tun_tx_packets, 5);
+    }
+}

@@ -1,4 +1,5 @@
 use super::*;
+use crate::dev::underlay::route_to;
 
 /// A classic BPF interpreter for what the programs here use (loads of the packet, its
 /// length and type, AND, the conditional jumps, ja, ret): the programs run on made-up
@@ -302,11 +303,11 @@ fn privileged_ring_and_filtered_raw_socket_split_the_packets() {
         p
     };
     let tx = RawTx::open().unwrap();
-    tx.send_to(&short, IpAddr::V4(Ipv4Addr::LOCALHOST)).unwrap();
-    tx.send_to(&long, IpAddr::V4(Ipv4Addr::LOCALHOST)).unwrap();
+    tx.send_to(&short, &route_to(IpAddr::V4(Ipv4Addr::LOCALHOST))).unwrap();
+    tx.send_to(&long, &route_to(IpAddr::V4(Ipv4Addr::LOCALHOST))).unwrap();
     RawTx::open_v6()
         .unwrap()
-        .send_to(&six, IpAddr::V6(Ipv6Addr::LOCALHOST))
+        .send_to(&six, &route_to(IpAddr::V6(Ipv6Addr::LOCALHOST)))
         .unwrap();
     let ours = |p: &[u8], at: usize| p.get(at..at + 4) == Some(&spi.to_be_bytes()[..]);
     let (mut on_ring, mut b) = (Vec::new(), Batch::new());
@@ -346,7 +347,7 @@ fn privileged_ring_and_filtered_raw_socket_split_the_packets() {
     }
     assert_eq!(on_raw, vec![3000], "only the long packet on the filtered raw socket");
     raw.keep_all().unwrap();
-    tx.send_to(&short, IpAddr::V4(Ipv4Addr::LOCALHOST)).unwrap();
+    tx.send_to(&short, &route_to(IpAddr::V4(Ipv4Addr::LOCALHOST))).unwrap();
     let t0 = Instant::now();
     loop {
         assert!(

@@ -374,9 +374,19 @@ impl Segmenter {
 /// back unchanged with an empty header; several come with GSO_TCPV4/6 (or GSO_UDP_L4),
 /// [`F_NEEDS_CSUM`] and the pseudo-header sum in the checksum field (the TCP packets' own
 /// checksums are not checked again: ESP authenticated every byte).
+///
+/// Only the first packet's headers are copied (to be rewritten for the super-packet); the
+/// payloads stay where they are, named by the number the caller gave each packet
+/// ([`Super::parts`]), and go to the device with one gathered write (`writev(2)`), not
+/// copied into a super-packet first.
 pub struct Coalescer {
+    /// The first packet's headers, rewritten by [`finish`](Self::finish).
     buf: Box<[u8]>,
+    /// The super-packet's length so far (headers and every payload).
     len: usize,
+    /// Each packet's payload: the caller's number for the packet, and where in it.
+    parts: [(usize, usize, usize); MAX_PARTS],
+    nparts: usize,
     layout: Option<Layout>,
     gso: usize,
     last_payload: usize,
@@ -394,11 +404,13 @@ impl Default for Coalescer {
 }
 
 impl Coalescer {
-    /// An empty coalescer with its [`MAX_SUPER`]-byte buffer.
+    /// An empty coalescer with room for one packet's headers.
     pub fn new() -> Self {
         Coalescer {
-            buf: vec![0; MAX_SUPER].into_boxed_slice(),
+            buf: vec![0; MAX_HEADERS].into_boxed_slice(),
             len: 0,
+            parts: [(0, 0, 0); MAX_PARTS],
+            nparts: 0,
             layout: None,
             gso: 0,
             last_payload: 0,
@@ -437,24 +449,23 @@ impl Coalescer {
         self.layout.is_some()
     }
 
-    /// Starts a super-packet with `p` when `p` could be coalesced with what follows;
-    /// `false` (and nothing pending) otherwise: write `p` as it is. Call after
-    /// [`finish`](Self::finish).
-    pub fn start(&mut self, p: &[u8]) -> bool {
+    /// Starts a super-packet with `p` (the caller's packet number `at`) when `p` could be
+    /// coalesced with what follows; `false` (and nothing pending) otherwise: write `p` as it
+    /// is. Call after [`finish`](Self::finish).
+    pub fn start(&mut self, p: &[u8], at: usize) -> bool {
         self.layout = None;
         if self.uso {
             if let Some(l) = udp_layout(p) {
-                return self.start_udp(p, l);
+                return self.start_udp(p, l, at);
             }
         }
         let Some(l) = tcp_layout(p) else { return false };
         let flags = p[l.ip + 13];
         let payload = l.total - l.headers();
-        if flags & (TCP_SYN | TCP_FIN | TCP_RST | TCP_URG) != 0 || payload == 0 {
+        if flags & (TCP_SYN | TCP_FIN | TCP_RST | TCP_URG) != 0 || payload == 0 || l.headers() > MAX_HEADERS {
             return false;
         }
-        self.buf[..l.total].copy_from_slice(&p[..l.total]);
-        self.len = l.total;
+        self.keep_first(p, l, at);
         self.layout = Some(l);
         self.gso = payload;
         self.last_payload = payload;
@@ -463,15 +474,35 @@ impl Coalescer {
         true
     }
 
-    /// Appends `p` to the pending super-packet if it continues it; `false` otherwise (then
-    /// [`finish`](Self::finish) and [`start`](Self::start) anew).
-    pub fn append(&mut self, p: &[u8]) -> bool {
+    /// The first packet's headers copied, its payload named.
+    fn keep_first(&mut self, p: &[u8], l: Layout, at: usize) {
+        let h = l.headers();
+        self.buf[..h].copy_from_slice(&p[..h]);
+        self.len = l.total;
+        self.parts[0] = (at, h, l.total);
+        self.nparts = 1;
+    }
+
+    /// Names the payload `p[from..to]` of packet `at` as the next part.
+    fn keep(&mut self, at: usize, from: usize, to: usize) {
+        self.parts[self.nparts] = (at, from, to);
+        self.nparts += 1;
+        self.len += to - from;
+    }
+
+    /// Appends `p` (the caller's packet number `at`) to the pending super-packet if it
+    /// continues it; `false` otherwise (then [`finish`](Self::finish) and
+    /// [`start`](Self::start) anew).
+    pub fn append(&mut self, p: &[u8], at: usize) -> bool {
         let Some(a) = self.layout else { return false };
+        if self.nparts >= MAX_PARTS {
+            return false;
+        }
         if a.udp {
-            return self.append_udp(p, a);
+            return self.append_udp(p, a, at);
         }
         let Some(b) = tcp_layout(p) else { return false };
-        let first = &self.buf[..self.len];
+        let first = &self.buf[..a.headers()];
         if (Layout { total: a.total, ..b }) != a {
             return false;
         }
@@ -496,8 +527,7 @@ impl Coalescer {
         if !(same_ip && same_tcp && flags_ok) || seq(pt) != self.next_seq {
             return false;
         }
-        self.buf[self.len..self.len + payload].copy_from_slice(&p[b.headers()..b.total]);
-        self.len += payload;
+        self.keep(at, b.headers(), b.total);
         self.buf[a.ip + 13] |= pf & TCP_PSH;
         self.next_seq = self.next_seq.wrapping_add(payload as u32);
         self.last_payload = payload;
@@ -505,13 +535,12 @@ impl Coalescer {
         true
     }
 
-    fn start_udp(&mut self, p: &[u8], l: Layout) -> bool {
+    fn start_udp(&mut self, p: &[u8], l: Layout, at: usize) -> bool {
         let payload = l.total - l.headers();
         if payload == 0 || !udp_checksum_ok(&p[..l.total], l) {
             return false;
         }
-        self.buf[..l.total].copy_from_slice(&p[..l.total]);
-        self.len = l.total;
+        self.keep_first(p, l, at);
         self.layout = Some(l);
         self.gso = payload;
         self.last_payload = payload;
@@ -520,7 +549,7 @@ impl Coalescer {
         true
     }
 
-    fn append_udp(&mut self, p: &[u8], a: Layout) -> bool {
+    fn append_udp(&mut self, p: &[u8], a: Layout, at: usize) -> bool {
         let Some(b) = udp_layout(p) else { return false };
         if (Layout { total: a.total, ..b }) != a {
             return false;
@@ -534,7 +563,7 @@ impl Coalescer {
         {
             return false;
         }
-        let first = &self.buf[..self.len];
+        let first = &self.buf[..a.headers()];
         let same_ip = if a.v6 {
             first[..4] == p[..4] && first[6..40] == p[6..40]
         } else {
@@ -547,8 +576,7 @@ impl Coalescer {
         if !(same_ip && same_ports && udp_checksum_ok(&p[..b.total], b)) {
             return false;
         }
-        self.buf[self.len..self.len + payload].copy_from_slice(&p[b.headers()..b.total]);
-        self.len += payload;
+        self.keep(at, b.headers(), b.total);
         self.next_seq = u32::from((self.next_seq as u16).wrapping_add(1));
         self.last_payload = payload;
         self.count += 1;
@@ -560,15 +588,22 @@ impl Coalescer {
         self.count
     }
 
-    /// Ends the pending super-packet: the header to write it with and its bytes (`None` when
+    /// Ends the pending super-packet: the header to write it with and its parts (`None` when
     /// nothing is pending).
-    pub fn finish(&mut self) -> Option<(VnetHdr, &[u8])> {
+    pub fn finish(&mut self) -> Option<(VnetHdr, Super<'_>)> {
         let l = self.layout.take()?;
         let len = self.len;
+        let h = l.headers();
+        let parts = &self.parts[..self.nparts];
         if self.count == 1 {
-            return Some((VnetHdr::default(), &self.buf[..len]));
+            let s = Super {
+                head: &self.buf[..h],
+                parts,
+                len,
+            };
+            return Some((VnetHdr::default(), s));
         }
-        let (ip, tcp) = self.buf[..len].split_at_mut(l.ip);
+        let (ip, l4) = self.buf[..h].split_at_mut(l.ip);
         if l.v6 {
             ip[4..6].copy_from_slice(&((len - 40) as u16).to_be_bytes());
         } else {
@@ -577,35 +612,89 @@ impl Coalescer {
             let c = checksum(ip);
             ip[10..12].copy_from_slice(&c.to_be_bytes());
         }
-        if l.udp {
+        let l4_len = len - l.ip;
+        let hdr = if l.udp {
             // The UDP length and the pseudo-header sum over the whole super-datagram: the
             // kernel adjusts both per segment (`__udp_gso_segment`).
-            let udp = tcp;
-            let udp_len = udp.len();
-            udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-            let partial = fold(pseudo_sum(ip, PROTO_UDP, udp_len));
-            udp[6..8].copy_from_slice(&partial.to_be_bytes());
-            let hdr = VnetHdr {
+            l4[4..6].copy_from_slice(&(l4_len as u16).to_be_bytes());
+            let partial = fold(pseudo_sum(ip, PROTO_UDP, l4_len));
+            l4[6..8].copy_from_slice(&partial.to_be_bytes());
+            VnetHdr {
                 flags: F_NEEDS_CSUM,
                 gso_type: GSO_UDP_L4,
-                hdr_len: l.headers() as u16,
+                hdr_len: h as u16,
                 gso_size: self.gso as u16,
                 csum_start: l.ip as u16,
                 csum_offset: 6,
-            };
-            return Some((hdr, &self.buf[..len]));
-        }
-        let partial = fold(pseudo_sum(ip, PROTO_TCP, tcp.len()));
-        tcp[16..18].copy_from_slice(&partial.to_be_bytes());
-        let hdr = VnetHdr {
-            flags: F_NEEDS_CSUM,
-            gso_type: if l.v6 { GSO_TCPV6 } else { GSO_TCPV4 },
-            hdr_len: l.headers() as u16,
-            gso_size: self.gso as u16,
-            csum_start: l.ip as u16,
-            csum_offset: 16,
+            }
+        } else {
+            let partial = fold(pseudo_sum(ip, PROTO_TCP, l4_len));
+            l4[16..18].copy_from_slice(&partial.to_be_bytes());
+            VnetHdr {
+                flags: F_NEEDS_CSUM,
+                gso_type: if l.v6 { GSO_TCPV6 } else { GSO_TCPV4 },
+                hdr_len: h as u16,
+                gso_size: self.gso as u16,
+                csum_start: l.ip as u16,
+                csum_offset: 16,
+            }
         };
-        Some((hdr, &self.buf[..len]))
+        let s = Super {
+            head: &self.buf[..h],
+            parts,
+            len,
+        };
+        Some((hdr, s))
+    }
+}
+
+/// The most packets one super-packet gathers ([`MAX_UDP_SEGMENTS`], for TCP too: a batch
+/// the loops write holds fewer, so only a caller with longer runs of tiny segments sees a
+/// super-packet end there).
+pub const MAX_PARTS: usize = MAX_UDP_SEGMENTS;
+
+/// The longest headers a coalesced packet may have (IPv6 40 + TCP with options 60).
+const MAX_HEADERS: usize = 100;
+
+/// A super-packet [`Coalescer::finish`] ended: its headers (rewritten) and, in order, each
+/// packet's payload, by the caller's number for the packet and where in it.
+#[derive(Debug, Clone, Copy)]
+pub struct Super<'a> {
+    /// The headers to write first.
+    pub head: &'a [u8],
+    /// `(packet, from, to)`: `packets[packet][from..to]` is the next payload.
+    pub parts: &'a [(usize, usize, usize)],
+    /// The whole super-packet's length.
+    pub len: usize,
+}
+
+impl<'a> Super<'a> {
+    /// The slices to write, in order, into `out` (its first `1 + parts.len()`): the headers,
+    /// then each payload of `packets`; returns how many. `None` when a part names a packet
+    /// or bytes `packets` does not have.
+    pub fn gather<'p>(&self, packets: &[&'p [u8]], out: &mut [&'p [u8]]) -> Option<usize>
+    where
+        'a: 'p,
+    {
+        let n = 1 + self.parts.len();
+        if out.len() < n {
+            return None;
+        }
+        out[0] = self.head;
+        for (o, &(i, from, to)) in out[1..n].iter_mut().zip(self.parts) {
+            *o = packets.get(i)?.get(from..to)?;
+        }
+        Some(n)
+    }
+
+    /// The whole super-packet as one buffer (for tests and a device without gathered
+    /// writes).
+    pub fn to_vec(&self, packets: &[&[u8]]) -> Vec<u8> {
+        let mut v = self.head.to_vec();
+        for &(i, from, to) in self.parts {
+            v.extend_from_slice(&packets[i][from..to]);
+        }
+        v
     }
 }
 

@@ -2,9 +2,8 @@
 //! apart into the batch's slots.
 #![allow(unsafe_code)]
 
-use super::{decapsulate, gso::Runs, UdpEncap};
-use crate::dataplane::packet::{Batch, BATCH, MAX_PACKET};
-use crate::dev::outer::header_len;
+use super::{gso::Runs, sort_datagram, UdpEncap};
+use crate::dataplane::packet::{Batch, BATCH};
 use crate::dev::sys::Names;
 use std::io;
 use std::net::SocketAddr;
@@ -101,17 +100,11 @@ impl GroBuffers {
     }
 }
 
-/// Copies the next datagram of `gro` into slot `i`'s receive area of `batch` from byte
-/// `skip` on (cut to the area): its length and source, or `None` when every datagram has
-/// been taken.
-fn fill_from_gro(
-    gro: &mut GroBuffers,
-    batch: &mut Batch,
-    i: usize,
-    skip: usize,
-) -> Option<(usize, Option<SocketAddr>)> {
+/// Copies the next datagram of `gro` into slot `i`'s receive area of `batch` (cut to the
+/// area): its length and source, or `None` when every datagram has been taken.
+fn fill_from_gro(gro: &mut GroBuffers, batch: &mut Batch, i: usize) -> Option<(usize, Option<SocketAddr>)> {
     let (d, src) = gro.next_datagram()?;
-    let area = &mut batch.recv_area(i)[skip.min(MAX_PACKET)..];
+    let area = batch.recv_area(i);
     let n = d.len().min(area.len());
     area[..n].copy_from_slice(&d[..n]);
     Some((n, src))
@@ -129,12 +122,11 @@ impl UdpEncap {
         let mut n = 0;
         for round in 0..3 {
             while n < BATCH {
-                let Some((len, from)) = fill_from_gro(&mut gro, batch, n, header_len(self.local)) else {
+                let Some((len, from)) = fill_from_gro(&mut gro, batch, n) else {
                     break;
                 };
-                let src = from.map_or(self.local, |f| peers.source_of(f));
-                let (kind, len) = decapsulate(batch.recv_area(n), len, src, self.local);
-                batch.set_context(n, len, self.context(kind, from));
+                let (kind, len) = sort_datagram(batch.recv_area(n), len);
+                batch.set_context(n, len, self.context(&peers, kind, from));
                 n += 1;
             }
             if n == BATCH || round == 2 {

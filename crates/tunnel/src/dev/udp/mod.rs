@@ -1,13 +1,15 @@
 //! The ESP-in-UDP socket (RFC 3948, the framing itself in [`ipsec_engine::udp_encap`]): one
 //! UDP socket per worker, all bound to one port with SO_REUSEPORT, sharing the peers'
-//! endpoints (learned from authenticated packets, RFC 3948 NAT traversal). Sending takes the
-//! ESP part of each sealed packet ([`udp_encap::socket_payload`]: the kernel adds the IP and
-//! UDP headers), runs of equal-sized datagrams as one UDP GSO message; receiving takes
-//! coalesced runs (UDP GRO) apart, sorts each datagram ([`udp_encap::classify`]), and for
-//! ESP puts an IP header back in front ([`outer::rebuild_header`]) and records the datagram's
-//! source and ports in the slot's [`Context`], which the engine checks against the SA's
-//! `encap`. A non-ESP datagram (IKE) stays in its slot for a consumer
-//! ([`RxKind::NonEsp`]).
+//! endpoints (learned from authenticated packets, RFC 3948 NAT traversal). The route travels
+//! with the packet: sending takes the ESP part the engine sealed for a socket
+//! ([`Framing::Udp`]: no outer IP header built, the kernel adds the IP and UDP headers) and
+//! the [`Route`] it named (outbound SA and next hop), which picks the endpoint without a look
+//! at the packet; runs of equal-sized datagrams go as one UDP GSO message. Receiving takes
+//! coalesced runs (UDP GRO) apart into the batch's slots as they came, sorts each datagram
+//! ([`udp_encap::classify`]) and records, for ESP, the datagram's addresses and ports in the
+//! slot's [`Context`] ([`Arrival::datagram`]): the engine opens the payload where it lies
+//! with them, and checks the ports against the SA's `encap`; no IP header is written in
+//! front. A non-ESP datagram (IKE) stays in its slot for a consumer ([`RxKind::NonEsp`]).
 //!
 //! The parts: the peers and their endpoints (`peers.rs`: one hash probe per lookup, read
 //! without a lock), UDP GSO sends (`gso.rs`) and UDP GRO reads (`gro.rs`). `unsafe` only in
@@ -30,7 +32,7 @@ use crate::dev::sys::{recv_from, recv_mmsg, send_mmsg, set_int_option, Names, RE
 use crate::dev::underlay::{UnderlayRx, UnderlayTx};
 use gso::send_gso;
 use ipsec_engine::udp_encap::{self, Payload, Ports};
-use ipsec_engine::Arrival;
+use ipsec_engine::{Arrival, Framing, Route};
 use peers::Peers;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
@@ -43,38 +45,27 @@ use std::time::Duration;
 /// The default UDP port for ESP in UDP (RFC 3948).
 pub const PORT: u16 = udp_encap::NAT_T_PORT;
 
-/// `area[h..h + len]` is a received UDP payload (`h` = [`header_len`]`(dst)`), sorted by
-/// [`udp_encap::classify`]. ESP: an IP header (`src` → `dst`, protocol 50) written into
-/// `area[..h]`, and the whole packet's length. A non-ESP (IKE) datagram: moved to the start
-/// of the area, and its length, for the IKE consumer. A keepalive or runt: what it is, and 0.
-/// Never panics: a `len` beyond the area is cut to it; a header that cannot be written makes
-/// it a runt.
-pub fn decapsulate(area: &mut [u8], len: usize, src: IpAddr, dst: IpAddr) -> (RxKind, usize) {
-    let h = header_len(dst);
-    if area.len() <= h {
-        return (RxKind::Runt, 0);
-    }
-    let max = match dst {
-        IpAddr::V4(_) => usize::from(u16::MAX) - h,
-        IpAddr::V6(_) => usize::from(u16::MAX),
-    };
-    let len = len.min(area.len() - h).min(max);
-    match udp_encap::classify(&area[h..h + len]) {
-        Payload::Esp => match outer::rebuild_header(area, len, ipsec_core::ip::proto::ESP, src, dst) {
-            Ok(total) => (RxKind::Packet, total),
-            Err(_) => (RxKind::Runt, 0),
-        },
-        Payload::NonEsp => {
-            area.copy_within(h..h + len, 0);
-            (RxKind::NonEsp, len)
-        }
+/// `area[..len]` is a received UDP payload, sorted by [`udp_encap::classify`]: what it is,
+/// and its length for an ESP packet (for the engine, which opens it where it lies with the
+/// datagram's addresses, [`Arrival::datagram`]) or a non-ESP (IKE) datagram (for the IKE
+/// consumer); 0 for a keepalive or runt. Never panics: a `len` beyond the area is cut to it.
+pub fn sort_datagram(area: &[u8], len: usize) -> (RxKind, usize) {
+    let len = len.min(area.len());
+    match udp_encap::classify(&area[..len]) {
+        Payload::Esp => (RxKind::Packet, len),
+        Payload::NonEsp => (RxKind::NonEsp, len),
         Payload::Keepalive => (RxKind::Keepalive, 0),
         Payload::Runt => (RxKind::Runt, 0),
     }
 }
 
-/// address) sent the datagram, else the datagram's source. Keepalives and non-ESP (IKE)
-/// datagrams are sorted out before the engine.
+/// An ESP-in-UDP socket (RFC 3948) on the underlay, over IPv4 or IPv6: sends the ESP part
+/// of each sealed packet (the engine builds no outer header for it, [`Framing::Udp`]) in a
+/// UDP datagram to the endpoint of the packet's route; receives datagrams into the batch's
+/// slots as they came, each ESP payload with its addresses and ports in the slot's
+/// [`Context`] (as the source, the peer whose endpoint, or NAT address, sent the datagram,
+/// else the datagram's source). Keepalives and non-ESP (IKE) datagrams are sorted out before
+/// the engine.
 pub struct UdpEncap {
     sock: Socket,
     local: IpAddr,
@@ -295,62 +286,61 @@ impl UdpEncap {
         self.sock.send_to(payload, &SockAddr::from(to)).map(drop)
     }
 
-    /// The context of a datagram from `from` that was found to be `kind`.
-    fn context(&self, kind: RxKind, from: Option<SocketAddr>) -> Context {
-        Context {
-            kind,
-            from,
-            arrival: Arrival::in_udp(Ports {
-                sport: from.map_or(0, |f| f.port()),
-                dport: self.port,
-            }),
-        }
+    /// The context of a datagram from `from` that was found to be `kind`: for ESP, the
+    /// datagram's addresses for the engine ([`Arrival::in_datagram`]), its source the peer
+    /// whose endpoint sends from `from` (the peer table's `source_of`).
+    fn context(&self, peers: &peers::PeerTable, kind: RxKind, from: Option<SocketAddr>) -> Context {
+        let ports = Ports {
+            sport: from.map_or(0, |f| f.port()),
+            dport: self.port,
+        };
+        let arrival = match (kind, from) {
+            (RxKind::Packet, Some(f)) => Arrival::in_datagram(ports, peers.source_of(f), self.local),
+            (RxKind::Packet, None) => Arrival::in_datagram(ports, self.local, self.local),
+            _ => Arrival::in_udp(ports),
+        };
+        Context { kind, from, arrival }
     }
 }
 
 impl UnderlayTx for UdpEncap {
-    fn send_to(&self, packet: &[u8], dst: IpAddr) -> io::Result<()> {
-        self.send_batch(&[packet], &[dst]).map(drop)
+    fn framing(&self) -> Framing {
+        Framing::Udp
     }
 
-    fn send_batch(&self, packets: &[&[u8]], dsts: &[IpAddr]) -> io::Result<usize> {
-        let n = packets.len().min(dsts.len()).min(BATCH);
-        let mut esp: [&[u8]; BATCH] = [&[]; BATCH];
+    fn send_to(&self, packet: &[u8], route: &Route) -> io::Result<()> {
+        self.send_batch(&[packet], std::slice::from_ref(route)).map(drop)
+    }
+
+    /// Each packet is the ESP part of a sealed packet ([`Framing::Udp`]), sent as it is to
+    /// its route's endpoint: its SA's (IKE's SAs, by the outbound SPI the route names), else
+    /// its next hop's only one.
+    fn send_batch(&self, packets: &[&[u8]], routes: &[Route]) -> io::Result<usize> {
+        let n = packets.len().min(routes.len()).min(BATCH);
         let mut to = Names::new();
         let peers = self.peers.load();
         // Up to the first packet that cannot go (which fails alone when it is the first).
         let mut m = 0;
-        for i in 0..n {
-            let payload = udp_encap::socket_payload(packets[i]).ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "not an ESP packet right after its IP header: cannot go in UDP",
-                )
-            });
-            // Its own SA's endpoint (IKE's SAs, by outbound SPI), else its address's only one.
-            let to_peer = |p: &'_ [u8]| {
-                peers.route(dsts[i], p).ok_or_else(|| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!(
-                            "{}: not a peer (or several clients at that address, none with this SA)",
-                            dsts[i]
-                        ),
-                    )
-                })
-            };
-            match payload.and_then(|p| to_peer(p).map(|e| (p, e))) {
-                Ok((p, e)) => {
-                    esp[i] = p;
+        for (i, r) in routes[..n].iter().enumerate() {
+            match peers.route(r.to, r.spi) {
+                Some(e) => {
                     to.set(i, e);
                     m += 1;
                 }
-                Err(e) if i == 0 => return Err(e),
-                Err(_) => break,
+                None if i == 0 => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "{}: not a peer (or several clients at that address, none with SA 0x{:08x})",
+                            r.to, r.spi
+                        ),
+                    ))
+                }
+                None => break,
             }
         }
         if self.gso.load(Ordering::Relaxed) {
-            match send_gso(self.sock.as_raw_fd(), &esp[..m], &mut to).map(|s| {
+            match send_gso(self.sock.as_raw_fd(), &packets[..m], &mut to).map(|s| {
                 self.runs.gso_sends.fetch_add(s.runs as u64, Ordering::Relaxed);
                 self.runs.gso_datagrams.fetch_add(s.in_runs as u64, Ordering::Relaxed);
                 s.datagrams
@@ -362,14 +352,15 @@ impl UnderlayTx for UdpEncap {
                 r => return r,
             }
         }
-        send_mmsg(self.sock.as_raw_fd(), &esp[..m], &mut to)
+        send_mmsg(self.sock.as_raw_fd(), &packets[..m], &mut to)
     }
 }
 
 impl UnderlayRx for UdpEncap {
     fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        // Single reads (the daemon uses recv_batch): the datagram after room for the IP
-        // header, which decapsulation writes; anything but ESP reads as nothing.
+        // Single reads, for tools and tests (the loops use recv_batch, which opens each ESP
+        // payload where it lies): the whole IP packet the trait promises, its header put
+        // back in front of the datagram; anything but ESP reads as nothing.
         let h = header_len(self.local);
         if buf.len() <= h {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "buffer too small"));
@@ -377,8 +368,11 @@ impl UnderlayRx for UdpEncap {
         let Some((n, from)) = recv_from(self.sock.as_raw_fd(), &mut buf[h..], self.local.is_ipv6())? else {
             return Ok(None);
         };
-        let (kind, len) = decapsulate(buf, n, self.peers.load().source_of(from), self.local);
-        Ok((kind == RxKind::Packet).then_some(len))
+        if sort_datagram(&buf[h..], n).0 != RxKind::Packet {
+            return Ok(None);
+        }
+        let src = self.peers.load().source_of(from);
+        Ok(outer::rebuild_header(buf, n, ipsec_core::ip::proto::ESP, src, self.local).ok())
     }
 
     fn recv_batch(&self, batch: &mut Batch) -> io::Result<usize> {
@@ -390,16 +384,14 @@ impl UnderlayRx for UdpEncap {
         let n = recv_mmsg(
             self.sock.as_raw_fd(),
             batch,
-            header_len(self.local),
+            0,
             &mut lens,
             Some((&mut srcs, self.local.is_ipv6())),
         )?;
         let peers = self.peers.load();
         for i in 0..n {
-            let src = peers.source_of(srcs[i]);
-            let area = batch.recv_area(i);
-            let (kind, len) = decapsulate(area, lens[i], src, self.local);
-            batch.set_context(i, len, self.context(kind, Some(srcs[i])));
+            let (kind, len) = sort_datagram(batch.recv_area(i), lens[i]);
+            batch.set_context(i, len, self.context(&peers, kind, Some(srcs[i])));
         }
         Ok(n)
     }

@@ -63,8 +63,9 @@ struct Slot {
 }
 
 /// A child SA IKE installed: its inbound SPI (ours, unique here: how it is taken out again)
-/// and the endpoint its packets go to. Found by `(peer, outbound SPI)`: the first four bytes
-/// of every ESP packet it seals, which is how a sealed packet finds its own endpoint.
+/// and the endpoint its packets go to. Found by `(peer, outbound SPI)`: the engine names both
+/// with every packet the SA seals ([`ipsec_engine::Route`]), which is how a sealed packet
+/// finds its own endpoint.
 #[derive(Clone)]
 struct Child {
     spi_in: u32,
@@ -122,14 +123,13 @@ impl PeerTable {
         v
     }
 
-    /// Where a sealed packet to `dst` whose ESP part is `esp` goes: its SA's endpoint when
-    /// IKE installed the SA, else the address's only endpoint.
-    pub(super) fn route(&self, dst: IpAddr, esp: &[u8]) -> Option<SocketAddr> {
+    /// Where a packet sealed by SA `spi_out` for `dst` goes (both named by the engine with
+    /// the packet, [`ipsec_engine::Route`]): its SA's endpoint when IKE installed the SA, else
+    /// the address's only endpoint.
+    pub(super) fn route(&self, dst: IpAddr, spi_out: u32) -> Option<SocketAddr> {
         if !self.children.is_empty() {
-            if let Some(spi) = esp.get(..4).and_then(|s| <[u8; 4]>::try_from(s).ok()) {
-                if let Some(e) = self.child(dst, u32::from_be_bytes(spi)) {
-                    return Some(e.current());
-                }
+            if let Some(e) = self.child(dst, spi_out) {
+                return Some(e.current());
             }
         }
         self.sole(dst).map(Endpoint::current)

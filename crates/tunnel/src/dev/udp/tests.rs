@@ -1,71 +1,35 @@
 use super::*;
-use crate::dev::outer::tests::{v4, v6};
 use crate::dev::sys::tests::not_run;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
 
+/// A route to `to` for packets of SA `spi` (SA handle 0: the socket looks at neither).
+fn via(to: IpAddr, spi: u32) -> Route {
+    Route {
+        sa: ipsec_engine::SaId(0),
+        spi,
+        to,
+    }
+}
+
+/// Received datagrams stay where they were read, nothing written in front of them: ESP for
+/// the engine (its addresses go in the slot's context), IKE for its consumer; keepalives and
+/// runts are sorted out. Lengths beyond the area are cut, not a panic.
 #[test]
-fn decapsulation_builds_a_valid_ipv4_header_and_esp_payload_undoes_it() {
+fn datagrams_are_sorted_where_they_lie() {
     let esp: Vec<u8> = (0..100u8).map(|i| i.wrapping_mul(7) | 1).collect();
     let mut area = vec![0xaa; 2000];
-    area[outer::UDP_IPV4_HEADER..outer::UDP_IPV4_HEADER + esp.len()].copy_from_slice(&esp);
-    let (src, dst) = (v4([192, 0, 2, 1]), v4([198, 51, 100, 2]));
-    let (kind, len) = decapsulate(&mut area, esp.len(), src, dst);
-    assert_eq!((kind, len), (RxKind::Packet, 120));
-    let h = etherparse::Ipv4HeaderSlice::from_slice(&area[..len]).unwrap();
-    assert_eq!(h.protocol(), etherparse::IpNumber::ENCAPSULATING_SECURITY_PAYLOAD);
-    assert_eq!(
-        (IpAddr::V4(h.source_addr()), IpAddr::V4(h.destination_addr())),
-        (src, dst)
-    );
-    assert_eq!(h.total_len(), 120);
-    assert_eq!(h.header_checksum(), h.to_header().calc_header_checksum());
-    assert_eq!(udp_encap::socket_payload(&area[..len]), Some(&esp[..]));
-    // Not ESP: nothing written before the payload.
-    area[outer::UDP_IPV4_HEADER] = udp_encap::KEEPALIVE;
-    let mut before = area.clone();
-    assert_eq!(decapsulate(&mut area, 1, src, dst), (RxKind::Keepalive, 0));
-    assert_eq!(area, before);
-    // Lengths beyond the area and tiny areas are cut, not a panic.
-    before[outer::UDP_IPV4_HEADER..outer::UDP_IPV4_HEADER + 8].copy_from_slice(&[1; 8]);
-    assert_eq!(decapsulate(&mut before, usize::MAX, src, dst).1, 2000);
-    assert_eq!(decapsulate(&mut [0u8; 20], 5, src, dst), (RxKind::Runt, 0));
-    // Addresses of two versions: no header, a runt.
-    assert_eq!(decapsulate(&mut before, 100, v6("fd00::1"), dst), (RxKind::Runt, 0));
-}
-
-/// A non-ESP (IKE) datagram is kept, moved to the start of the area for its consumer.
-#[test]
-fn a_non_esp_datagram_is_kept_for_its_consumer() {
+    area[..esp.len()].copy_from_slice(&esp);
+    let before = area.clone();
+    assert_eq!(sort_datagram(&area, esp.len()), (RxKind::Packet, 100));
     let ike = [&udp_encap::NON_ESP_MARKER[..], &[0x21; 40]].concat();
-    let mut area = vec![0xaa; 200];
-    area[outer::UDP_IPV4_HEADER..outer::UDP_IPV4_HEADER + ike.len()].copy_from_slice(&ike);
-    let (src, dst) = (v4([192, 0, 2, 1]), v4([198, 51, 100, 2]));
-    assert_eq!(decapsulate(&mut area, ike.len(), src, dst), (RxKind::NonEsp, ike.len()));
-    assert_eq!(&area[..ike.len()], &ike[..]);
-}
-
-#[test]
-fn decapsulation_over_ipv6_builds_an_ipv6_header() {
-    let esp: Vec<u8> = (0..77u8).map(|i| i | 0x10).collect();
-    let mut area = vec![0xaa; 1000];
-    area[outer::IPV6_HEADER..outer::IPV6_HEADER + esp.len()].copy_from_slice(&esp);
-    let (src, dst) = (v6("fd00:99::2"), v6("fd00:99::1"));
-    assert_eq!(header_len(dst), 40);
-    let (kind, len) = decapsulate(&mut area, esp.len(), src, dst);
-    assert_eq!((kind, len), (RxKind::Packet, 40 + 77));
-    let h = etherparse::Ipv6HeaderSlice::from_slice(&area[..len]).unwrap();
-    assert_eq!(h.next_header(), etherparse::IpNumber::ENCAPSULATING_SECURITY_PAYLOAD);
-    assert_eq!(usize::from(h.payload_length()), esp.len());
-    assert_eq!(
-        (IpAddr::V6(h.source_addr()), IpAddr::V6(h.destination_addr())),
-        (src, dst)
-    );
-    assert_eq!((h.traffic_class(), h.flow_label().value()), (0, 0));
-    assert_eq!(udp_encap::socket_payload(&area[..len]), Some(&esp[..]));
-    // An area shorter than the IPv6 header, a length beyond the area: no panic.
-    assert_eq!(decapsulate(&mut [0u8; 40], 8, src, dst), (RxKind::Runt, 0));
-    assert_eq!(decapsulate(&mut area, usize::MAX, src, dst), (RxKind::Packet, 1000));
+    area[..ike.len()].copy_from_slice(&ike);
+    assert_eq!(sort_datagram(&area, ike.len()), (RxKind::NonEsp, ike.len()));
+    area[0] = udp_encap::KEEPALIVE;
+    assert_eq!(sort_datagram(&area, 1), (RxKind::Keepalive, 0));
+    assert_eq!(sort_datagram(&area, 5), (RxKind::Runt, 0));
+    assert_eq!(sort_datagram(&before, usize::MAX), (RxKind::Packet, 2000));
+    assert_eq!(sort_datagram(&[], 8), (RxKind::Runt, 0));
 }
 
 #[test]
@@ -142,8 +106,8 @@ fn udp_gso_sends_arrive_as_the_datagrams_they_were() {
 
 /// ESP in UDP with UDP GSO on the way out and UDP GRO on the way in (over loopback,
 /// which keeps GSO sends whole): every datagram comes out of `recv_batch` as it was sent,
-/// in order, ESP with its IPv4 header rebuilt, keepalives and runts (an empty one too)
-/// sorted out, across more than one batch.
+/// in order, ESP as it came with the datagram's addresses in its context, keepalives and
+/// runts (an empty one too) sorted out, across more than one batch.
 #[test]
 fn gso_sends_come_apart_again_through_gro() {
     let rx = UdpEncap::open(LO, 0, &[LO], 9, Duration::from_millis(200)).unwrap();
@@ -181,16 +145,11 @@ fn gso_sends_come_apart_again_through_gro() {
         for i in 0..n {
             let p = b.packet(i);
             let kind = b.kind(i);
-            got.push((
-                kind,
-                if kind == RxKind::Packet {
-                    p[outer::UDP_IPV4_HEADER..].to_vec()
-                } else {
-                    Vec::new()
-                },
-            ));
+            got.push((kind, if kind == RxKind::Packet { p.to_vec() } else { Vec::new() }));
             if kind == RxKind::Packet {
-                assert_eq!(&p[12..20], &[127, 0, 0, 1, 127, 0, 0, 1]);
+                let a = b.context(i).arrival;
+                assert_eq!(a.datagram, Some((LO, LO)));
+                assert_eq!(a.encap.map(|p| p.dport), Some(rx.local_port().unwrap()));
             }
         }
     }
@@ -254,7 +213,7 @@ fn udp_group_shares_port_and_endpoint() {
 
 /// Two peers on one socket: learning one peer's endpoint leaves the other's alone;
 /// each sealed packet goes to its own peer's endpoint, in one batch; keepalives go to
-/// both; a packet to an address that is not a peer (or not ESP) is refused alone.
+/// both; a packet to an address that is not a peer is refused alone.
 #[test]
 fn udp_peers_have_their_own_endpoints() {
     let (b, c): (IpAddr, IpAddr) = ("127.0.0.2".parse().unwrap(), "127.0.0.3".parse().unwrap());
@@ -274,18 +233,10 @@ fn udp_peers_have_their_own_endpoints() {
         "not a peer: nothing moves"
     );
     g[0].authenticated(c, sc.local_addr().unwrap());
-    let esp = |dst: IpAddr, tag: u8| {
-        let mut p = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 50, 0, 0, 127, 0, 0, 1];
-        if let IpAddr::V4(d) = dst {
-            p.extend_from_slice(&d.octets());
-        }
-        p.extend_from_slice(&[tag; 16]);
-        let l = p.len() as u16;
-        p[2..4].copy_from_slice(&l.to_be_bytes());
-        p
-    };
-    let (p1, p2, p3) = (esp(b, 1), esp(c, 2), esp(b, 3));
-    assert_eq!(g[0].send_batch(&[&p1, &p2, &p3], &[b, c, b]).unwrap(), 3);
+    // The ESP parts the engine sealed for a socket, with the routes it named.
+    let (p1, p2, p3) = ([1u8; 16], [2u8; 16], [3u8; 16]);
+    let (rb, rc) = (via(b, 0x0101_0101), via(c, 0x0202_0202));
+    assert_eq!(g[0].send_batch(&[&p1, &p2, &p3], &[rb, rc, rb]).unwrap(), 3);
     let mut buf = [0u8; 64];
     for (s, tags) in [(&sb, [1u8, 3]), (&sc, [2, 2])] {
         for t in tags.iter().take(if tags[0] == tags[1] { 1 } else { 2 }) {
@@ -300,10 +251,9 @@ fn udp_peers_have_their_own_endpoints() {
         assert_eq!(buf[0], 0xff);
     }
     // A packet to a non-peer first: refused alone; later in a batch: the ones before go.
-    let x: IpAddr = "127.0.0.9".parse().unwrap();
+    let x = via("127.0.0.9".parse().unwrap(), 0x0101_0101);
     assert!(g[0].send_batch(&[&p1], &[x]).is_err());
-    assert_eq!(g[0].send_batch(&[&p1, &p2], &[b, x]).unwrap(), 1);
-    assert!(g[0].send_batch(&[&[0x45u8; 20][..]], &[b]).is_err(), "not ESP");
+    assert_eq!(g[0].send_batch(&[&p1, &p2], &[rb, x]).unwrap(), 1);
 }
 
 /// IKE adds a peer that is not configured (`remote_addrs = %any`): every socket of the
@@ -317,16 +267,16 @@ fn ike_adds_and_removes_peers_at_run_time() {
     let sc = std::net::UdpSocket::bind((c, 0)).unwrap();
     sc.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let at = sc.local_addr().unwrap();
-    let mut esp = vec![0x45, 0, 0, 36, 0, 0, 0, 0, 64, 50, 0, 0, 127, 0, 0, 1, 127, 0, 0, 3];
-    esp.extend_from_slice(&[7; 16]);
-    assert!(g[0].send_batch(&[&esp], &[c]).is_err(), "not a peer yet");
+    let esp = [7u8; 16];
+    let rc = via(c, 0x0707_0707);
+    assert!(g[0].send_batch(&[&esp], &[rc]).is_err(), "not a peer yet");
     assert!(g[1].add_peer(at, 0x0707_0707, 1));
     assert_eq!(g[0].endpoint(c), Some(at));
     assert_eq!(
         g[0].endpoints(),
         vec![(b, SocketAddr::new(b, 4500), false), (c, at, true)]
     );
-    assert_eq!(g[0].send_batch(&[&esp], &[c]).unwrap(), 1);
+    assert_eq!(g[0].send_batch(&[&esp], &[rc]).unwrap(), 1);
     let mut buf = [0u8; 64];
     assert_eq!(sc.recv_from(&mut buf).unwrap().0, 16);
     assert_eq!(g[0].source_of(at), c, "datagrams from it are its");
@@ -342,7 +292,7 @@ fn ike_adds_and_removes_peers_at_run_time() {
     g[0].remove_child(2);
     g[0].remove_peer(b);
     assert_eq!(g[1].endpoints(), vec![(b, moved, true)], "the configured peer stays");
-    assert!(g[0].send_batch(&[&esp], &[c]).is_err(), "gone");
+    assert!(g[0].send_batch(&[&esp], &[rc]).is_err(), "gone");
     // Bounded: MAX_DYNAMIC_PEERS added, then no more.
     for i in 0..MAX_DYNAMIC_PEERS as u32 {
         let p = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i));
@@ -376,13 +326,11 @@ fn two_clients_behind_one_nat_address_keep_their_own_endpoints() {
     assert_eq!(g[0].child_endpoint(nat, 0xa0a0_a0a0), Some(at_a));
     assert_eq!(g[0].child_endpoint(nat, 0xb0b0_b0b0), Some(at_b));
     assert_eq!(g[1].endpoints(), vec![(nat, at_a, true), (nat, at_b, true)]);
+    // An ESP part sealed for a socket, and the route the engine named with it.
     let esp = |spi: u32, tag: u8| {
-        let mut p = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 50, 0, 0, 127, 0, 0, 1, 127, 0, 0, 7];
-        p.extend_from_slice(&spi.to_be_bytes());
+        let mut p = spi.to_be_bytes().to_vec();
         p.extend_from_slice(&[tag; 12]);
-        let l = p.len() as u16;
-        p[2..4].copy_from_slice(&l.to_be_bytes());
-        p
+        (p, via(nat, spi))
     };
     let got = |s: &std::net::UdpSocket| {
         let mut buf = [0u8; 64];
@@ -390,8 +338,8 @@ fn two_clients_behind_one_nat_address_keep_their_own_endpoints() {
         (u32::from_be_bytes(buf[..4].try_into().unwrap()), buf[4], n)
     };
     let expect_each = |g: &UdpEncap, what: &str| {
-        let (pa, pb) = (esp(0xa0a0_a0a0, 1), esp(0xb0b0_b0b0, 2));
-        assert_eq!(g.send_batch(&[&pa, &pb, &pa], &[nat; 3]).unwrap(), 3, "{what}");
+        let ((pa, ra), (pb, rb)) = (esp(0xa0a0_a0a0, 1), esp(0xb0b0_b0b0, 2));
+        assert_eq!(g.send_batch(&[&pa, &pb, &pa], &[ra, rb, ra]).unwrap(), 3, "{what}");
         assert_eq!(got(&a), (0xa0a0_a0a0, 1, 16), "{what}: A's first packet at A's port");
         assert_eq!(got(&a), (0xa0a0_a0a0, 1, 16), "{what}: A's second packet at A's port");
         assert_eq!(got(&b), (0xb0b0_b0b0, 2, 16), "{what}: B's packet at B's port");
@@ -403,7 +351,8 @@ fn two_clients_behind_one_nat_address_keep_their_own_endpoints() {
     g[0].authenticated(nat, SocketAddr::new(nat, 9));
     expect_each(&g[1], "after ESP from A's port and another");
     // A packet of an SA that is not IKE's to that address: neither client's, refused.
-    assert!(g[0].send_batch(&[&esp(0xc0c0_c0c0, 3)], &[nat]).is_err());
+    let (pc, rc) = esp(0xc0c0_c0c0, 3);
+    assert!(g[0].send_batch(&[&pc], &[rc]).is_err());
     // IKE: A's NAT mapping moves to a new port; B stays.
     let a2 = client();
     let at_a2 = a2.local_addr().unwrap();
@@ -422,7 +371,8 @@ fn two_clients_behind_one_nat_address_keep_their_own_endpoints() {
     g[0].remove_peer(nat);
     assert_eq!(g[1].endpoints(), vec![(nat, at_b, true)]);
     assert_eq!(g[0].child_endpoint(nat, 0xa0a0_a0a0), None);
-    assert_eq!(g[0].send_batch(&[&esp(0xb0b0_b0b0, 4)], &[nat]).unwrap(), 1);
+    let (pb, rb) = esp(0xb0b0_b0b0, 4);
+    assert_eq!(g[0].send_batch(&[&pb], &[rb]).unwrap(), 1);
     assert_eq!(got(&b), (0xb0b0_b0b0, 4, 16), "B's packets still at B's port");
     // B alone at that address now: its ESP from a new port moves it (NAT rebinding).
     let b2 = client();
@@ -432,10 +382,11 @@ fn two_clients_behind_one_nat_address_keep_their_own_endpoints() {
     assert!(g[0].endpoints().is_empty());
 }
 
-/// ESP in UDP over IPv6: the datagram comes back with an IPv6 header (the peer's
-/// configured address to the local one) in front of the ESP payload.
+/// ESP in UDP over IPv6: the batch read leaves the ESP payload as it came, the datagram's
+/// addresses (the peer's configured address, the local one) in its context; the single read
+/// gives the whole IPv6 packet, its header put back in front.
 #[test]
-fn udp_over_ipv6_rebuilds_an_ipv6_header() {
+fn udp_over_ipv6_tells_the_addresses() {
     let g = match UdpEncap::open_group(LO6, 0, &[LO6], 4500, 1, Duration::from_millis(50)) {
         Ok(g) => g,
         Err(e) => {
@@ -450,15 +401,8 @@ fn udp_over_ipv6_rebuilds_an_ipv6_header() {
         .unwrap();
     let b = recv_any(&g);
     assert_eq!(b.kind(0), RxKind::Packet);
-    let p = b.packet(0);
-    assert_eq!(p.len(), 40 + esp.len());
-    assert_eq!(
-        (p[0] >> 4, p[6], usize::from(u16::from_be_bytes([p[4], p[5]]))),
-        (6, 50, esp.len())
-    );
-    assert_eq!(&p[8..24], &Ipv6Addr::LOCALHOST.octets());
-    assert_eq!(&p[24..40], &Ipv6Addr::LOCALHOST.octets());
-    assert_eq!(&p[40..], &esp);
+    assert_eq!(b.packet(0), &esp);
+    assert_eq!(b.context(0).arrival.datagram, Some((LO6, LO6)));
     assert_eq!(b.src(0), Some(client.local_addr().unwrap()));
     // And the single read path.
     client
@@ -472,5 +416,13 @@ fn udp_over_ipv6_rebuilds_an_ipv6_header() {
         }
         assert!(t0.elapsed() < Duration::from_secs(5));
     };
-    assert_eq!(&buf[..n], p);
+    let p = &buf[..n];
+    assert_eq!(p.len(), 40 + esp.len());
+    assert_eq!(
+        (p[0] >> 4, p[6], usize::from(u16::from_be_bytes([p[4], p[5]]))),
+        (6, 50, esp.len())
+    );
+    assert_eq!(&p[8..24], &Ipv6Addr::LOCALHOST.octets());
+    assert_eq!(&p[24..40], &Ipv6Addr::LOCALHOST.octets());
+    assert_eq!(&p[40..], &esp);
 }

@@ -100,22 +100,34 @@ fn segment_all(p: &[u8], hdr: &VnetHdr) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// A finished super-packet's bytes as the device gets them: the slices `gather` gives, one
+/// after the other (checked against `to_vec`, the other way to join them).
+fn gathered(b: &Super, packets: &[&[u8]]) -> Vec<u8> {
+    let mut out = [&[][..]; 1 + MAX_PARTS];
+    let n = b.gather(packets, &mut out).expect("every part is there");
+    let joined = out[..n].concat();
+    assert_eq!(joined, b.to_vec(packets));
+    assert_eq!(joined.len(), b.len);
+    joined
+}
+
 fn coalesce_all(segs: &[Vec<u8>]) -> Vec<(VnetHdr, Vec<u8>)> {
     let mut c = Coalescer::new();
+    let packets: Vec<&[u8]> = segs.iter().map(|s| &s[..]).collect();
     let mut out = Vec::new();
-    for s in segs {
-        if c.append(s) {
+    for (i, s) in segs.iter().enumerate() {
+        if c.append(s, i) {
             continue;
         }
         if let Some((h, b)) = c.finish() {
-            out.push((h, b.to_vec()));
+            out.push((h, gathered(&b, &packets)));
         }
-        if !c.start(s) {
+        if !c.start(s, i) {
             out.push((VnetHdr::default(), s.clone()));
         }
     }
     if let Some((h, b)) = c.finish() {
-        out.push((h, b.to_vec()));
+        out.push((h, gathered(&b, &packets)));
     }
     out
 }
@@ -307,9 +319,9 @@ fn coalescing_stops_where_the_flow_does_not_continue() {
     let mut syn = segs[0].clone();
     syn[33] |= 0x02;
     let mut c = Coalescer::new();
-    assert!(!c.start(&syn));
-    assert!(!c.start(&[0x45, 0, 0, 20]));
-    assert!(!c.append(&segs[0]));
+    assert!(!c.start(&syn, 0));
+    assert!(!c.start(&[0x45, 0, 0, 20], 0));
+    assert!(!c.append(&segs[0], 0));
     assert!(c.finish().is_none());
 }
 
@@ -419,11 +431,13 @@ fn arbitrary_bytes_never_panic() {
             }
         }
         let mut c = Coalescer::new();
-        if c.start(&p) {
-            let _ = c.append(&p);
-            let _ = c.append(&good);
+        if c.start(&p, 0) {
+            let _ = c.append(&p, 1);
+            let _ = c.append(&good, 2);
         }
-        let _ = c.finish();
+        if let Some((_, b)) = c.finish() {
+            let _ = b.to_vec(&[&p, &p, &good]);
+        }
         let _ = flow_key(&p);
         let _ = complete_checksum(&mut p, &VnetHdr::parse(&(x as u128).to_le_bytes()).unwrap());
     }
@@ -530,20 +544,21 @@ fn datagrams(v6: bool, count: usize, size: usize, last: usize) -> Vec<Vec<u8>> {
 }
 
 fn coalesce_with(mut c: Coalescer, segs: &[Vec<u8>]) -> Vec<(VnetHdr, Vec<u8>)> {
+    let packets: Vec<&[u8]> = segs.iter().map(|s| &s[..]).collect();
     let mut out = Vec::new();
-    for s in segs {
-        if c.append(s) {
+    for (i, s) in segs.iter().enumerate() {
+        if c.append(s, i) {
             continue;
         }
         if let Some((h, b)) = c.finish() {
-            out.push((h, b.to_vec()));
+            out.push((h, gathered(&b, &packets)));
         }
-        if !c.start(s) {
+        if !c.start(s, i) {
             out.push((VnetHdr::default(), s.clone()));
         }
     }
     if let Some((h, b)) = c.finish() {
-        out.push((h, b.to_vec()));
+        out.push((h, gathered(&b, &packets)));
     }
     out
 }
@@ -619,7 +634,7 @@ fn udp_alone_or_without_uso_goes_as_it_is() {
     let mut c = Coalescer::with_uso();
     assert!(c.uso());
     c.disable_uso();
-    assert!(!c.start(&many[0]));
+    assert!(!c.start(&many[0], 0));
 }
 
 /// Where the flow does not continue as the kernel would cut it, the run ends: another port,
@@ -689,7 +704,7 @@ fn udp_coalescing_stops_where_the_flow_does_not_continue() {
     bad[30] ^= 1;
     assert_eq!(runs(&[d[0].clone(), bad.clone(), d[2].clone()]), vec![1, 1, 1]);
     let mut c = Coalescer::with_uso();
-    assert!(!c.start(&bad));
+    assert!(!c.start(&bad, 0));
     let mut none = d[1].clone();
     none[26..28].copy_from_slice(&[0, 0]);
     assert_eq!(runs(&[d[0].clone(), none, d[2].clone()]), vec![1, 1, 1]);
@@ -701,7 +716,7 @@ fn udp_coalescing_stops_where_the_flow_does_not_continue() {
         .udp(1, 2)
         .write(&mut opt, &[7; 4])
         .unwrap();
-    assert!(!Coalescer::with_uso().start(&opt));
+    assert!(!Coalescer::with_uso().start(&opt, 0));
     // More than MAX_UDP_SEGMENTS: a second super-packet.
     let lots = datagrams(false, MAX_UDP_SEGMENTS + 3, 64, 64);
     assert_eq!(runs(&lots), vec![MAX_UDP_SEGMENTS, 3]);
