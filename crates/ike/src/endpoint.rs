@@ -350,6 +350,7 @@ impl Endpoint {
             now,
             others: &[],
             unix: wall(self.clock, now),
+            peers_of: None,
         };
         sa.queue_task(&mut cx, Task::IkeInit(IkeInit::new(dh)), rng);
         sa.queue_task(&mut cx, Task::IkeAuth(IkeAuth { child: offer }), rng);
@@ -430,6 +431,7 @@ impl Endpoint {
                 now,
                 others: &[],
                 unix: wall(self.clock, now),
+                peers_of: None,
             };
             sa.queue_task(&mut cx, task, rng);
         }
@@ -457,6 +459,7 @@ impl Endpoint {
             now,
             others: &[],
             unix: wall(self.clock, now),
+            peers_of: None,
         };
         sa.queue_task(&mut cx, Task::ChildRekey(task), rng);
         Ok(())
@@ -491,6 +494,7 @@ impl Endpoint {
                     now,
                     others: &[],
                     unix: wall(self.clock, now),
+                    peers_of: None,
                 };
                 sa.queue_task(&mut cx, t, rng);
             }
@@ -527,6 +531,7 @@ impl Endpoint {
                 now,
                 others: &[],
                 unix: wall(self.clock, now),
+                peers_of: None,
             };
             if sa.state.is_established() {
                 sa.queue_task(&mut cx, Task::IkeDelete, rng);
@@ -556,6 +561,7 @@ impl Endpoint {
             now,
             others: &[],
             unix: wall(self.clock, now),
+            peers_of: None,
         };
         if s.state.is_established() {
             s.queue_task(&mut cx, Task::IkeDelete, rng);
@@ -584,6 +590,7 @@ impl Endpoint {
             now,
             others: &[],
             unix: wall(self.clock, now),
+            peers_of: None,
         };
         s.queue_task(&mut cx, Task::ChildDelete(ChildDelete { spi_in }), rng);
         Ok(())
@@ -671,21 +678,36 @@ impl Endpoint {
                 } else {
                     Vec::new()
                 };
-            match self.sas.get_mut(&our) {
-                Some(sa) if !sa.state.is_dead() => {
+            // The SA is taken out of the map while it handles the message, so that the
+            // count of the others' identities (asked for only by an authenticated IKE_AUTH)
+            // can look at them: O(log n) here, O(n) only when asked.
+            match self.sas.remove(&our) {
+                Some(mut sa) if !sa.state.is_dead() => {
                     sa.census = census;
+                    let sas = &self.sas;
+                    let peers_of = |id: &crate::id::Identity| {
+                        sas.values()
+                            .filter(|s| !s.state.is_dead() && s.state.remote_id() == Some(id))
+                            .count()
+                    };
                     let mut cx = Cx {
                         cfg: &self.cfg,
                         out: &mut self.out,
                         now,
                         others: &others,
                         unix: wall(self.clock, now),
+                        peers_of: Some(&peers_of),
                     };
                     let r = sa.handle_message(&mut cx, raw, &msg, local, remote, rng);
+                    self.sas.insert(our, sa);
                     self.apply_effects(our, now, rng);
                     r
                 }
-                _ => Err(Dropped::UnknownSpi),
+                Some(sa) => {
+                    self.sas.insert(our, sa);
+                    Err(Dropped::UnknownSpi)
+                }
+                None => Err(Dropped::UnknownSpi),
             }
         };
         if core::mem::take(&mut self.reap_all) {
@@ -742,6 +764,7 @@ impl Endpoint {
                     now,
                     others: &[],
                     unix: wall(self.clock, now),
+                    peers_of: None,
                 };
                 sa.send(&mut cx, &b);
                 return Ok(());
@@ -882,6 +905,7 @@ impl Endpoint {
                             now,
                             others: &[],
                             unix: wall(self.clock, now),
+                            peers_of: None,
                         };
                         n.start_next(&mut cx, rng);
                     }
@@ -918,6 +942,7 @@ impl Endpoint {
             now,
             others: &[],
             unix: wall(self.clock, now),
+            peers_of: None,
         };
         for (k, s) in self.sas.iter_mut() {
             if *k != spi && s.conn == conn && s.state.remote_id().cloned() == id && s.state.is_established() {
@@ -956,6 +981,7 @@ impl Endpoint {
                 now,
                 others: &[],
                 unix: wall(self.clock, now),
+                peers_of: None,
             };
             sa.handle_timeout(&mut cx, rng);
             if !sa.effects.is_empty() {

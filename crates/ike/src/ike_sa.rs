@@ -219,6 +219,9 @@ pub(crate) struct Cx<'a> {
     pub others: &'a [core::net::IpAddr],
     /// Wall-clock time (seconds since 1970) if the caller gave it, for certificate validity.
     pub unix: Option<u64>,
+    /// For a received request: how many of the endpoint's other live IKE SAs have a peer
+    /// that proved this identity (the cap per identity at IKE_AUTH); None elsewhere.
+    pub peers_of: Option<&'a dyn Fn(&Identity) -> usize>,
 }
 
 /// Transmits and events waiting for the caller.

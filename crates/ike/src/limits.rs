@@ -56,11 +56,13 @@ pub const MIN_FRAGMENT_SIZE: u16 = 256;
 /// `max_packet`, 10,000 octets, reassembled ones included.
 pub const MAX_PREAUTH_MESSAGE_LEN: usize = 16 * 1024;
 /// IKE SAs of one authenticated peer identity, those a rekey replaced and whose Delete has
-/// not come yet included: an IKE SA rekey past it is refused with NO_ADDITIONAL_SAS, so one
-/// peer cannot fill [`MAX_IKE_SAS`] with rekeys and lock the others out. A peer has one IKE
-/// SA, two while a rekey's Delete is on its way, a few more while an old one waits to be
-/// found dead. (IKE SA rekeys are also refused while the endpoint holds
-/// `MAX_IKE_SAS - half_open_max` SAs: the room of half-open SAs stays free.)
+/// not come yet included: an IKE SA rekey past it is refused with NO_ADDITIONAL_SAS, and an
+/// IKE_AUTH without INITIAL_CONTACT with AUTHENTICATION_FAILED, so one peer cannot fill
+/// [`MAX_IKE_SAS`] and lock the others out. A peer has one IKE SA, two while a rekey's
+/// Delete is on its way, a few more while an old one waits to be found dead (peers sharing
+/// one identity on a `%any` connection count together). (IKE SA rekeys are also refused
+/// while the endpoint holds `MAX_IKE_SAS - half_open_max` SAs: the room of half-open SAs
+/// stays free.)
 pub const MAX_IKE_SAS_PER_IDENTITY: usize = 8;
 /// Child SAs one IKE SA holds counting the pairs a rekey replaced whose Delete has not come
 /// yet: a child rekey past it is refused with NO_ADDITIONAL_SAS (new children stop at

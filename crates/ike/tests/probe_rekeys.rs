@@ -418,3 +418,42 @@ fn chained_ike_rekeys_stop_at_the_cap_per_identity() {
     let st = net.b.status(net.now);
     assert_eq!(st.iter().filter(|s| s.state == "established").count(), 1, "{st:#?}");
 }
+
+/// Item 4 (IKE SAs, new ones): one identity's fresh IKE_SA_INIT + IKE_AUTH handshakes
+/// without INITIAL_CONTACT stop at the same cap (AUTHENTICATION_FAILED, as strongSwan's
+/// uniqueness policy `keep` answers); with INITIAL_CONTACT the peer's other SAs go (2.4) and
+/// it gets in. Before, every handshake made one more IKE SA, up to `MAX_IKE_SAS`.
+#[test]
+fn fresh_handshakes_of_one_identity_stop_at_the_cap() {
+    let (mut a, b) = pair(IKE, IKE, ESP, ESP);
+    a.connections[0].initial_contact = false;
+    let mut net = Net::new(a.clone(), b);
+    let cap = limits::MAX_IKE_SAS_PER_IDENTITY;
+    for i in 0..cap + 4 {
+        // A new initiator each time (A's own endpoint would not start a second SA).
+        net.a = Endpoint::new(a.clone());
+        net.a.initiate(net.now, "a2b", &mut net.rng).unwrap();
+        net.pump();
+        let up = net
+            .b
+            .status(net.now)
+            .iter()
+            .filter(|s| s.state == "established")
+            .count();
+        assert_eq!(up, (i + 1).min(cap), "after {} handshakes", i + 1);
+    }
+    assert!(net.events_a.iter().any(|e| matches!(
+        e,
+        Event::IkeDown {
+            reason: DownReason::AuthFailed,
+            ..
+        }
+    )));
+    // With INITIAL_CONTACT the old ones go and the new one is in.
+    a.connections[0].initial_contact = true;
+    net.a = Endpoint::new(a);
+    net.a.initiate(net.now, "a2b", &mut net.rng).unwrap();
+    net.pump();
+    let st = net.b.status(net.now);
+    assert_eq!(st.iter().filter(|s| s.state == "established").count(), 1, "{st:#?}");
+}
