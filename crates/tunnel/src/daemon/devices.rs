@@ -23,8 +23,8 @@ pub(super) fn open_tun(engine: &Engine, opts: &Options, workers: usize) -> io::R
 /// worker); else a raw sending socket per IP version; and a raw receiving socket per IP
 /// protocol and version (with ESP in UDP, for AH and IPComp only).
 pub(super) struct Underlay {
-    udp4: Option<Vec<UdpEncap>>,
-    udp6: Option<Vec<UdpEncap>>,
+    udp4: Option<Vec<EncapSocket>>,
+    udp6: Option<Vec<EncapSocket>>,
     raw_tx4: Option<RawTx>,
     raw_tx6: Option<RawTx>,
     rxs: Vec<RawRx>,
@@ -81,7 +81,7 @@ impl Underlay {
                     })?)
                 };
                 *slot = Some(
-                    UdpEncap::open_group(local, sport, &peers, dport, workers, WAIT)
+                    EncapSocket::open_group(local, sport, &peers, dport, workers, WAIT)
                         .map_err(context(format!("opening UDP port {sport} on {local} for ESP in UDP")))?,
                 );
             }
@@ -175,7 +175,7 @@ impl Underlay {
 
     /// Worker `i`'s sender: its UDP socket of each IP version, else the raw sockets.
     pub(super) fn sender<'a>(&'a self, i: usize) -> ByFamily<'a> {
-        fn one<'a>(udp: &'a Option<Vec<UdpEncap>>, raw: &'a Option<RawTx>, i: usize) -> Option<&'a dyn UnderlayTx> {
+        fn one<'a>(udp: &'a Option<Vec<EncapSocket>>, raw: &'a Option<RawTx>, i: usize) -> Option<&'a dyn UnderlayTx> {
             match (udp, raw) {
                 (Some(u), _) => Some(&u[i] as &dyn UnderlayTx),
                 (None, Some(r)) => Some(r as &dyn UnderlayTx),
@@ -215,7 +215,7 @@ impl Underlay {
     }
 
     /// One socket of each UDP group (they share the peers' endpoints and the GSO/GRO tallies).
-    pub(super) fn udp_firsts(&self) -> Vec<&UdpEncap> {
+    pub(super) fn udp_firsts(&self) -> Vec<&EncapSocket> {
         [&self.udp4, &self.udp6].into_iter().flatten().map(|g| &g[0]).collect()
     }
 }

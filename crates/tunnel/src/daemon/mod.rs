@@ -16,7 +16,7 @@ use crate::dev::packet_tx::PacketTx;
 use crate::dev::raw::{RawRx, RawTx};
 use crate::dev::sys;
 use crate::dev::tun::{Tun, TunIo};
-use crate::dev::udp::UdpEncap;
+use crate::dev::udp::EncapSocket;
 use crate::dev::underlay::{ByFamily, UnderlayRx, UnderlayTx};
 use crate::obs::stats;
 use devices::{open_tun, underlay_versions, Underlay};
@@ -447,7 +447,7 @@ fn serve(
         }
         if let Some(ike) = ike {
             control.set_ike(ike.handle.clone());
-            let natt: Vec<(&UdpEncap, IpAddr)> = underlay.udp_firsts().into_iter().map(|u| (u, u.local())).collect();
+            let natt: Vec<(&EncapSocket, IpAddr)> = underlay.udp_firsts().into_iter().map(|u| (u, u.local())).collect();
             result = thread::Builder::new()
                 .name("ike".into())
                 .spawn_scoped(s, move || {

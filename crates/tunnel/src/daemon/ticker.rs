@@ -74,7 +74,7 @@ impl Reload<'_> {
 
 /// Fills in each peer's ESP-in-UDP endpoint in `report` from the socket groups (one socket
 /// of each), and the groups' UDP GSO/GRO tallies.
-pub(super) fn add_endpoints(report: &mut Report, udp: &[&UdpEncap]) {
+pub(super) fn add_endpoints(report: &mut Report, udp: &[&EncapSocket]) {
     // The rows still without an endpoint, by peer address, in order (O(peers): with 10,000
     // peers a search per endpoint would cost 50 million comparisons per report).
     let mut open: std::collections::HashMap<IpAddr, std::collections::VecDeque<usize>> =
@@ -115,7 +115,7 @@ pub(super) struct Ticker<'a> {
     pub(super) control: Option<&'a Control>,
     pub(super) reload: Option<&'a Reload<'a>>,
     /// One socket of each ESP-in-UDP group.
-    pub(super) udp: Vec<&'a UdpEncap>,
+    pub(super) udp: Vec<&'a EncapSocket>,
     /// systemd's notification socket (`Type=notify`; nothing outside systemd).
     pub(super) notify: crate::obs::sd_notify::Notifier,
 }

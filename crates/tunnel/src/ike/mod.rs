@@ -57,7 +57,7 @@ const QUEUE: usize = 256;
 /// Datagrams the IKE thread reads from each port-500 socket, and inputs it takes from its
 /// queue, before it looks at the other again: during a flood the control side's requests
 /// (`ipsec ike list`) are answered within a pass, and timers and sends are not starved.
-const BATCH: usize = 64;
+const INPUTS_PER_PASS: usize = 64;
 /// The shortest wait for a deadline the endpoint's timers did not advance (see `run`).
 const STALE_DEADLINE_WAIT: Duration = Duration::from_millis(10);
 
@@ -226,13 +226,13 @@ pub fn run(
     while !stop.load(Ordering::Relaxed) {
         endpoint.set_unix_time(now(), unix());
         // Port 500: read what is there without waiting (the channel wait below is the sleep),
-        // at most BATCH datagrams a socket: a flood must not keep the queue (commands, port
+        // at most INPUTS_PER_PASS datagrams a socket: a flood must not keep the queue (commands, port
         // 4500) waiting. More left: the queue is only looked at, not waited on.
         let (mut more, mut any) = (false, false);
         for (s, local) in sockets.ike.iter().zip(&locals) {
             let Some(local) = *local else { continue };
             let mut n_read = 0;
-            while n_read < BATCH {
+            while n_read < INPUTS_PER_PASS {
                 let Ok((n, from)) = s.recv_from(&mut buf) else { break };
                 n_read += 1;
                 if let Err(e) = endpoint.handle_datagram(now(), local, from, &buf[..n], &mut rng) {
@@ -240,7 +240,7 @@ pub fn run(
                     tracing::debug!("IKE datagram from {from} dropped: {e}");
                 }
             }
-            more |= n_read == BATCH;
+            more |= n_read == INPUTS_PER_PASS;
             any |= n_read > 0;
         }
         // The thread's sleep: poll(2) on the port-500 sockets and the queue's wake-up socket,
@@ -264,7 +264,7 @@ pub fn run(
             }
         };
         inputs.wait(&sockets.ike, wait);
-        // What is queued, BATCH at most.
+        // What is queued, INPUTS_PER_PASS at most.
         let mut taken = 0;
         loop {
             let input = inputs.next(taken == 0, wait);
@@ -299,7 +299,7 @@ pub fn run(
                 Err(RecvTimeoutError::Timeout) => break,
                 Err(RecvTimeoutError::Disconnected) => return finish(&mut endpoint, sockets, now(), &mut rng),
             }
-            if taken >= BATCH {
+            if taken >= INPUTS_PER_PASS {
                 break;
             }
         }

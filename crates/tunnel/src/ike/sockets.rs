@@ -8,14 +8,14 @@ pub struct IkeSockets<'a> {
     /// Bound to `local:500`, one per IP version in use.
     pub ike: Vec<UdpSocket>,
     /// Sends a datagram from port 4500 (the ESP-in-UDP socket of that IP version).
-    pub natt: Vec<(&'a crate::dev::udp::UdpEncap, IpAddr)>,
+    pub natt: Vec<(&'a crate::dev::udp::EncapSocket, IpAddr)>,
 }
 
 impl IkeSockets<'_> {
     /// An IKE SA's authenticated messages came from `old` and now come from `to` (RFC 7296
     /// 2.23): the sealed packets that went to `old` (that IKE SA's children) go to `to` from
     /// now on; another client behind the same NAT address keeps its endpoint
-    /// ([`UdpEncap::moved`](crate::dev::udp::UdpEncap::moved)).
+    /// ([`EncapSocket::moved`](crate::dev::udp::EncapSocket::moved)).
     pub(super) fn peer_moved(&self, old: SocketAddr, to: SocketAddr) {
         for (u, _) in self.natt.iter().filter(|(_, l)| l.is_ipv4() == old.is_ipv4()) {
             u.moved(old, to);
