@@ -41,7 +41,7 @@
 #   collide    tunneld / charon: tunneld initiates; both rekey child 8 s, IKE 20 s, rand_time 0
 #              (the rekeys collide)
 #   t-t        tunneld / tunneld: A initiates and rekeys (8 s / 20 s); no loss allowed
-#   lossy      (only when named) tunneld / charon as collide, charon's IKE SA not rekeyed, and
+#   lossy      (only when named) tunneld / charon as collide, the IKE SA not rekeyed, and
 #              the router drops 3 of every 4 of tunneld's CREATE_CHILD_SA responses: charon
 #              takes each answer after the old pair's hard lifetime; at most a tenth of the
 #              pings lost, one pair left on each side
@@ -308,10 +308,12 @@ NFT
     [ "${KIND[$s]}" = t ] || continue
     read -r -a r <<<"$(cat "${DIR[$s]}/rekeys")"
     [ "${r[0]}" -ge $WANT_CHILD ] || why+=("tunneld ${s^^} reported ${r[0]} new child SAs (monitor), expected >= $WANT_CHILD")
-    [ "${r[1]}" -ge $WANT_IKE ] || why+=("tunneld ${s^^} reported ${r[1]} new IKE SAs (monitor), expected >= $WANT_IKE")
+    [ "${r[1]}" -ge $WANT_IKE ] || [ "$CASE" = lossy ] || why+=("tunneld ${s^^} reported ${r[1]} new IKE SAs (monitor), expected >= $WANT_IKE")
   done
   [ $total_child -ge $WANT_CHILD ] || why+=("$total_child child rekeys completed, expected >= $WANT_CHILD")
-  [ $total_ike -ge $WANT_IKE ] || why+=("$total_ike IKE rekeys completed, expected >= $WANT_IKE")
+  # lossy rekeys no IKE SA (a child rekey answered late across an IKE rekey is another
+  # matter: docs/robustness.md, issue #39 item 7)
+  [ $total_ike -ge $WANT_IKE ] || [ "$CASE" = lossy ] || why+=("$total_ike IKE rekeys completed, expected >= $WANT_IKE")
   case $CASE in
     sw-sw) echo "$LOST" >"$WORK/baseline" ;;
     t-t) [ "$LOST" = 0 ] || why+=("$LOST pings lost, expected 0") ;;
@@ -489,7 +491,7 @@ declare -A CASES=(
   [t-rekeys]="t s a|$TD_REKEYS|ike_rekey=1h child_rekey=1h"
   [collide]="t s a|$TD_REKEYS|$REKEYS"
   [t-t]="t t a|$TD_REKEYS|"
-  [lossy]="t s a|$TD_REKEYS|ike_rekey=1h child_rekey=${CHILD_REKEY}s rand_time=0 child_life=${CHILD_LIFE}s"
+  [lossy]="t s a|${TD_REKEYS/ike_rekey=${IKE_REKEY}s/ike_rekey=1h}|ike_rekey=1h child_rekey=${CHILD_REKEY}s rand_time=0 child_life=${CHILD_LIFE}s"
 )
 ROWS=()
 # REPEAT=N: each case (but the sw-sw baseline) N times; the rows say which run (CASE#k) and
