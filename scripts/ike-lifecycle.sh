@@ -41,6 +41,10 @@
 #   collide    tunneld / charon: tunneld initiates; both rekey child 8 s, IKE 20 s, rand_time 0
 #              (the rekeys collide)
 #   t-t        tunneld / tunneld: A initiates and rekeys (8 s / 20 s); no loss allowed
+#   lossy      (only when named) tunneld / charon as collide, the IKE SA not rekeyed, and
+#              the router drops 3 of every 4 of tunneld's CREATE_CHILD_SA responses: charon
+#              takes each answer after the old pair's hard lifetime; at most a tenth of the
+#              pings lost, one pair left on each side
 #
 #   sudo bash scripts/ike-lifecycle.sh                     # every case (builds tunneld, ipsec)
 #   sudo bash scripts/ike-lifecycle.sh sw-sw sw-rekeys     # only those (sw-sw is added anyway)
@@ -66,12 +70,16 @@ NETNS_TAG=ike-lifecycle
 # of this script or of the others that use lib-ike-lifecycle.sh with `lc`.
 TOPO=lc$$
 ALL_CASES="sw-sw sw-rekeys t-rekeys collide t-t"
+# run only when named (not in the default set, not in CI)
+EXTRA_CASES="lossy"
 CI=0
 ARGS=()
 for a in "$@"; do
   if [ "$a" = --ci ]; then CI=1; else ARGS+=("$a"); fi
 done
-parse_stages "$ALL_CASES" ${ARGS[@]+"${ARGS[@]}"}
+parse_stages "$ALL_CASES $EXTRA_CASES" ${ARGS[@]+"${ARGS[@]}"}
+# shellcheck disable=SC2206
+[ ${#STAGES[@]} -gt 0 ] || STAGES=($ALL_CASES)
 if [ $CI = 1 ]; then DURATION=${DURATION:-30}; else DURATION=${DURATION:-45}; fi
 MARGIN=${MARGIN:-2}
 CHILD_REKEY=${CHILD_REKEY:-8}
@@ -107,6 +115,10 @@ KEYS="python3 scripts/charon_keys.py"
 
 # ---- the capture ---------------------------------------------------------------------------
 cap_start() {
+  # tunneld sends small packets queued together as one UDP GSO datagram; the capture on the
+  # sending veth would see it unsegmented (one frame of several ESP packets, whose "ICV" then
+  # fails): with gso_max_segs 1 the kernel segments before the device and its taps.
+  ip -n "${TOPO}a" link set "${TOPO}va" gso_max_segs 1 2>/dev/null || true
   ip netns exec "${TOPO}a" dumpcap -q -P -i "${TOPO}va" -w "$CD/link.pcap" -f 'udp port 500 or udp port 4500' 2>"$CD/dumpcap.log" &
   CAP=$!
   BG+=("$CAP")
@@ -175,6 +187,20 @@ run_case() {
   NS=([a]=${TOPO}a [b]=${TOPO}b)
   local psk="lc-$RANDOM-$RANDOM-$RANDOM" s kv
   topo_up
+  # lossy: the router loses 3 of every 4 of tunneld's CREATE_CHILD_SA responses (UDP 4500,
+  # non-ESP marker, exchange type 36, the response flag): charon takes each answer at its third
+  # retransmission, 4.4 s after its request, past the old pair's hard lifetime (rekey + 4 s)
+  # (issue #39 item 7: an answer late past the hard lifetime, deterministic).
+  if [ "$CASE" = lossy ]; then
+    ip netns exec "${TOPO}n" nft -f - <<NFT
+table inet lossy {
+  chain answers {
+    type filter hook forward priority 0; policy accept;
+    ip saddr $A_NET udp sport 4500 @th,64,32 0 @th,240,8 36 @th,248,8 & 0x20 == 0x20 numgen inc mod 4 < 3 counter drop
+  }
+}
+NFT
+  fi
   cap_start
   # configs and daemons: charons first (a tunneld that initiates at start finds its peer)
   for s in a b; do
@@ -282,13 +308,18 @@ run_case() {
     [ "${KIND[$s]}" = t ] || continue
     read -r -a r <<<"$(cat "${DIR[$s]}/rekeys")"
     [ "${r[0]}" -ge $WANT_CHILD ] || why+=("tunneld ${s^^} reported ${r[0]} new child SAs (monitor), expected >= $WANT_CHILD")
-    [ "${r[1]}" -ge $WANT_IKE ] || why+=("tunneld ${s^^} reported ${r[1]} new IKE SAs (monitor), expected >= $WANT_IKE")
+    [ "${r[1]}" -ge $WANT_IKE ] || [ "$CASE" = lossy ] || why+=("tunneld ${s^^} reported ${r[1]} new IKE SAs (monitor), expected >= $WANT_IKE")
   done
   [ $total_child -ge $WANT_CHILD ] || why+=("$total_child child rekeys completed, expected >= $WANT_CHILD")
-  [ $total_ike -ge $WANT_IKE ] || why+=("$total_ike IKE rekeys completed, expected >= $WANT_IKE")
+  # lossy rekeys no IKE SA (a child rekey answered late across an IKE rekey is another
+  # matter: docs/robustness.md, issue #39 item 7)
+  [ $total_ike -ge $WANT_IKE ] || [ "$CASE" = lossy ] || why+=("$total_ike IKE rekeys completed, expected >= $WANT_IKE")
   case $CASE in
     sw-sw) echo "$LOST" >"$WORK/baseline" ;;
     t-t) [ "$LOST" = 0 ] || why+=("$LOST pings lost, expected 0") ;;
+    # each late answer costs what tunneld sends on the new pair before charon installs it
+    # (0.4 s); a pair lost on both sides costs everything to the end
+    lossy) [ "$LOST" -le $((PINGS / 10)) ] || why+=("$LOST pings lost, more than a tenth") ;;
     *)
       if [ -s "$WORK/baseline" ]; then
         local base
@@ -379,6 +410,9 @@ wait_current() {
         [ "$c" = "1 1" ] || { ok=0; WHY_NOT+="charon ${s^^} lists $c (IKE SAs, children), expected 1 1; "; }
       else
         c=$(td_counts "${DIR[$s]}")
+        # lossy: each rekey completes 4.4 s late and its replaced inbound SA retires 5 s
+        # after that, past the next rekey (8 s): one retiring SA is always there
+        if [ "$CASE" = lossy ] && [ "$c" = "1 1 3 2" ]; then c="1 1 2 2"; fi
         [ "$c" = "1 1 2 2" ] || { ok=0; WHY_NOT+="tunneld ${s^^} lists $c (IKE SAs, children, ESP SAs, policies), expected 1 1 2 2; "; }
       fi
     done
@@ -413,7 +447,7 @@ verify_esp() {
       # In a collision charon 5.9.8 installs the two new children's SAs interleaved (the
       # winner's outbound SA only after the loser is gone), which charon_keys.py cannot pair
       # by log order: then every ESP frame must decrypt with tunneld's own tables below.
-      if [ "$CASE" = collide ] && [ ${#tike[@]} -gt 0 ] &&
+      if [[ $CASE == collide || $CASE == lossy ]] && [ ${#tike[@]} -gt 0 ] &&
         grep -q "no inbound/outbound SA added" "$CD/charon_keys.log"; then
         log "$CASE: charon's log pairs the colliding children's SAs out of order ($(tail -n 1 "$CD/charon_keys.log")): ESP checked with tunneld's tables only"
       else
@@ -457,12 +491,13 @@ declare -A CASES=(
   [t-rekeys]="t s a|$TD_REKEYS|ike_rekey=1h child_rekey=1h"
   [collide]="t s a|$TD_REKEYS|$REKEYS"
   [t-t]="t t a|$TD_REKEYS|"
+  [lossy]="t s a|${TD_REKEYS/ike_rekey=${IKE_REKEY}s/ike_rekey=1h}|ike_rekey=1h child_rekey=${CHILD_REKEY}s rand_time=0 child_life=${CHILD_LIFE}s"
 )
 ROWS=()
 # REPEAT=N: each case (but the sw-sw baseline) N times; the rows say which run (CASE#k) and
 # each run's files are kept apart ($WORK/CASE.k).
 REPEAT=${REPEAT:-1}
-for c in $ALL_CASES; do
+for c in $ALL_CASES $EXTRA_CASES; do
   want "$c" || continue
   IFS='|' read -r kinds a_opts b_opts <<<"${CASES[$c]}"
   read -r ak bk init <<<"$kinds"
