@@ -3,7 +3,7 @@
 use super::*;
 use ipsec_core::sa::{Keyed, Mode, Proto, SaParams, Tunnel as Endpoints};
 use ipsec_core::{AeadAlg, EncAlg, IntegAlg};
-use ipsec_engine::{DropReason, Lifetime, Limits, Policy, SaId, Selector};
+use ipsec_engine::{Action, Direction, DropReason, Lifetime, Limits, Policy, SaConfig, SaId, Selector};
 use ipsec_ipcomp::Algorithm;
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
