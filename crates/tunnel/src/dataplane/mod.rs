@@ -18,7 +18,7 @@
 
 pub mod packet;
 
-use crate::dataplane::packet::packet_bufs;
+use crate::dataplane::packet::{ip_header_len, packet_bufs, wire_len, NO_ROUTE};
 pub use crate::dataplane::packet::{
     Batch, Context, PacketBuffer, RxKind, BATCH, BUF_LEN, HEADROOM, MAX_PACKET, TAILROOM,
 };
@@ -28,8 +28,7 @@ pub use crate::dev::underlay::{ByFamily, UnderlayRx, UnderlayTx};
 use crate::obs::counters::{add, count_error, inc, DaemonCounters, DaemonSnapshot};
 use ipsec_engine::overhead::{Calculator, Inner};
 use ipsec_engine::{
-    Action, DataPlane, Direction, Dropped, Engine, Event, Framing, PlaneHandle, Route, SaConfig, SaId, Snapshot,
-    Verdict,
+    Action, DataPlane, Direction, Dropped, Engine, Event, PlaneHandle, Route, SaConfig, SaId, Snapshot, Verdict,
 };
 use serde::Serialize;
 use std::io;
@@ -129,32 +128,6 @@ pub type TrapSink = Box<dyn Fn(&[u8]) + Send + Sync>;
 /// the non-ESP marker, RFC 3948 2.2): called on the receiving thread with the datagram
 /// (marker included) and its source; it must not block.
 pub type NonEspSink = Box<dyn Fn(&[u8], SocketAddr) + Send + Sync>;
-
-/// A placeholder in an array of routes, never sent along.
-const NO_ROUTE: Route = Route {
-    sa: SaId(0),
-    spi: 0,
-    to: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-};
-
-/// The length of an IP header without options or extensions to `to` (RFC 791, RFC 8200).
-fn ip_header_len(to: IpAddr) -> usize {
-    match to {
-        IpAddr::V4(_) => 20,
-        IpAddr::V6(_) => 40,
-    }
-}
-
-/// The bytes a sealed packet of `len` bytes framed as `framing` counts as on the underlay: the
-/// whole IP packet (for a UDP socket, the ESP part and the IP header the kernel puts in
-/// front, as the counter's whole packets always counted).
-fn wire_len(len: usize, route: &Route, framing: Framing) -> u64 {
-    let header = match framing {
-        Framing::Ip => 0,
-        Framing::Udp => ip_header_len(route.to),
-    };
-    (len + header) as u64
-}
 
 fn is_ip(p: &[u8]) -> bool {
     p.first().is_some_and(|b| matches!(b >> 4, 4 | 6))
