@@ -262,7 +262,7 @@ pub struct Snapshot {
 mod dataplane;
 #[cfg(feature = "std")]
 pub use dataplane::monotonic_ns;
-pub use dataplane::{DataPlane, Worker, BATCH, CRYPTO_SAMPLE};
+pub use dataplane::{DataPlane, Worker, CRYPTO_SAMPLE, MAX_BATCH};
 
 /// The control side: SAs and policies are added, replaced and removed here (`&mut self`),
 /// events collected and SAs expired; every change publishes a new [`DataPlane`] that workers

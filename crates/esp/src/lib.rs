@@ -549,7 +549,7 @@ impl Esp {
                 return;
             }
         };
-        let mut prepared: [Option<Sealing>; BATCH] = [None; BATCH];
+        let mut prepared: [Option<Sealing>; MAX_BATCH] = [None; MAX_BATCH];
         let mut k = 0u64;
         for (i, (buf, o)) in bufs.iter_mut().zip(out.iter_mut()).take(n).enumerate() {
             if o.is_err() {
@@ -585,7 +585,7 @@ impl Esp {
     fn seal_crypto_batch(
         &self,
         bufs: &mut [PacketBuf],
-        prepared: &[Option<Sealing>; BATCH],
+        prepared: &[Option<Sealing>; MAX_BATCH],
         out: &mut [Result<u64, Error>],
         outer: OuterIp,
     ) {
@@ -595,7 +595,7 @@ impl Esp {
             let iv_len = self.iv_len();
             let count = prepared.iter().filter(|p| p.is_some()).count();
             let mut it = bufs.iter_mut().zip(prepared.iter());
-            let mut jobs: [CbcJob; BATCH] = core::array::from_fn(|_| {
+            let mut jobs: [CbcJob; MAX_BATCH] = core::array::from_fn(|_| {
                 for (buf, s) in it.by_ref() {
                     if let Some(s) = s {
                         let esp = &mut buf.packet_mut()[s.prefix..];
@@ -614,7 +614,7 @@ impl Esp {
             });
             encrypted = cbc_multi::encrypt_many(cipher, &mut jobs[..count]).is_ok();
         }
-        for (i, buf) in bufs.iter_mut().enumerate().take(BATCH) {
+        for (i, buf) in bufs.iter_mut().enumerate().take(MAX_BATCH) {
             if let Some(s) = &prepared[i] {
                 let r = if encrypted {
                     self.seal_icv(buf, s)
@@ -776,7 +776,7 @@ impl Esp {
 
 /// The most packets [`Esp::seal_batch`] prepares before its crypto pass (more are sealed one
 /// by one).
-pub const BATCH: usize = 64;
+pub const MAX_BATCH: usize = 64;
 
 /// One ESP SA with its own IV generator, for a single owner (a pcap tool, a test): the
 /// `&mut self` face of [`Esp`]. Share an [`Esp`] instead to use one SA from many threads.

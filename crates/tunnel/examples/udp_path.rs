@@ -18,7 +18,7 @@
 use ipsec_core::sa::{Keyed, Mode, Proto, SaParams, Tunnel as Ends};
 use ipsec_core::AeadAlg;
 use ipsec_engine::{Action, Direction, Engine, Policy, SaConfig, Selector};
-use ipsec_tunnel::dev::udp::UdpEncap;
+use ipsec_tunnel::dev::udp::EncapSocket;
 use ipsec_tunnel::{Batch, TunIo, TunPort, Tunnel, BATCH};
 use std::io;
 use std::net::IpAddr;
@@ -80,8 +80,8 @@ fn main() {
     let base = 20_000 + (std::process::id() % 20_000) as u16;
     let (pa, pb) = (base, base + 1);
     let wait = Duration::from_millis(200);
-    let tx = UdpEncap::open_group(a, pa, &[b], pb, 1, wait).expect("A's socket");
-    let rx = UdpEncap::open_group(b, pb, &[a], pa, 1, wait).expect("B's socket");
+    let tx = EncapSocket::open_group(a, pa, &[b], pb, 1, wait).expect("A's socket");
+    let rx = EncapSocket::open_group(b, pb, &[a], pa, 1, wait).expect("B's socket");
     let host_a = Tunnel::new(engine(Direction::Out, a, b), vec![b]);
     let host_b = Tunnel::new(engine(Direction::In, a, b), vec![a]);
     let tun = Sink::default();

@@ -221,7 +221,7 @@ fn has_model(e: &SaEntry) -> bool {
 }
 
 /// Packets a batch call prepares at once (more are processed in chunks of this size).
-pub const BATCH: usize = ipsec_esp::BATCH;
+pub const MAX_BATCH: usize = ipsec_esp::MAX_BATCH;
 
 impl DataPlane {
     /// The policies this plane matches against.
@@ -488,8 +488,8 @@ impl DataPlane {
         let n = bufs.len().min(out.len());
         let mut start = 0;
         while start < n {
-            let end = (start + BATCH).min(n);
-            let mut policy = [usize::MAX; BATCH];
+            let end = (start + MAX_BATCH).min(n);
+            let mut policy = [usize::MAX; MAX_BATCH];
             let mut last: Option<(Flow, Classified)> = None;
             for i in start..end {
                 let r = match Flow::from_packet(bufs[i].packet()) {
@@ -549,7 +549,7 @@ impl DataPlane {
         framing: Framing,
         now: Duration,
     ) {
-        let n = bufs.len().min(out.len()).min(BATCH);
+        let n = bufs.len().min(out.len()).min(MAX_BATCH);
         let bundle = self.bundle(policy);
         let outermost = bundle.last().copied();
         if framing == Framing::Udp {
@@ -596,21 +596,21 @@ impl DataPlane {
                     *o = Err(self.drop_at(Direction::Out, id, DropReason::Expired, None));
                 }
             }
-            let mut before = [0usize; BATCH];
+            let mut before = [0usize; MAX_BATCH];
             for (b, l) in bufs[..n].iter().zip(before.iter_mut()) {
                 *l = b.len();
             }
             let mut t = Tally::default();
-            let mut sealed = [false; BATCH];
+            let mut sealed = [false; MAX_BATCH];
             match &e.sa {
                 SharedSa::Esp(esp) => {
-                    let mut res: [Result<u64, ipsec_core::Error>; BATCH] = [Ok(0); BATCH];
+                    let mut res: [Result<u64, ipsec_core::Error>; MAX_BATCH] = [Ok(0); MAX_BATCH];
                     for (r, o) in res.iter_mut().zip(&out[..n]) {
                         if o.is_err() {
                             *r = Err(ipsec_core::Error::Truncated);
                         }
                     }
-                    let live: [bool; BATCH] = core::array::from_fn(|i| i < n && out[i].is_ok());
+                    let live: [bool; MAX_BATCH] = core::array::from_fn(|i| i < n && out[i].is_ok());
                     let t0 = crypto_clock(timed, w).map(|c| (c, c()));
                     let outer = match framing {
                         Framing::Udp if Some(id) == outermost => OuterIp::Socket,
@@ -640,7 +640,7 @@ impl DataPlane {
                     }
                 }
                 sa => {
-                    let live: [bool; BATCH] = core::array::from_fn(|i| i < n && out[i].is_ok());
+                    let live: [bool; MAX_BATCH] = core::array::from_fn(|i| i < n && out[i].is_ok());
                     let t0 = crypto_clock(timed, w).map(|c| (c, c()));
                     if has_model(e) {
                         timed = Some(e);
@@ -1103,9 +1103,9 @@ trait CollectLens {
     fn collect_lens(self) -> LenList;
 }
 
-/// Up to [`BATCH`] packet lengths.
+/// Up to [`MAX_BATCH`] packet lengths.
 struct LenList {
-    lens: [usize; BATCH],
+    lens: [usize; MAX_BATCH],
     n: usize,
 }
 
@@ -1117,7 +1117,10 @@ impl LenList {
 
 impl<I: Iterator<Item = usize>> CollectLens for I {
     fn collect_lens(self) -> LenList {
-        let mut l = LenList { lens: [0; BATCH], n: 0 };
+        let mut l = LenList {
+            lens: [0; MAX_BATCH],
+            n: 0,
+        };
         for (slot, v) in l.lens.iter_mut().zip(self) {
             *slot = v;
             l.n += 1;

@@ -473,6 +473,7 @@ pub(crate) fn respond_init(
         now,
         others: &[],
         unix: None,
+        peers_of: None,
     };
     ike.send(&mut cx, &bytes);
     ike.state = State::HalfOpen {

@@ -77,7 +77,7 @@ pub struct Report {
     pub peers: Vec<PeerReport>,
     /// IKE's counters, when tunneld runs IKE.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub ike: Option<crate::ike::IkeReport>,
+    pub ike: Option<crate::obs::ike::IkeReport>,
 }
 
 /// One peer in a [`Report`].
@@ -100,7 +100,7 @@ pub struct Tunnel {
     plane: PlaneHandle,
     counters: DaemonCounters,
     /// IKE's counters, set when the IKE thread starts.
-    ike: std::sync::OnceLock<std::sync::Arc<crate::ike::IkeCounters>>,
+    ike: std::sync::OnceLock<std::sync::Arc<crate::obs::ike::IkeCounters>>,
     /// The ticker thread, woken when a batch raised an engine event (a soft lifetime reached:
     /// IKE's rekey should start within a batch, not a glance, at gigabits per second).
     ticker: std::sync::OnceLock<std::thread::Thread>,
@@ -168,7 +168,7 @@ impl Tunnel {
     }
 
     /// Reports `c` (the IKE thread's counters) with the others.
-    pub fn set_ike_counters(&self, c: std::sync::Arc<crate::ike::IkeCounters>) {
+    pub fn set_ike_counters(&self, c: std::sync::Arc<crate::obs::ike::IkeCounters>) {
         let _ = self.ike.set(c);
     }
 

@@ -46,6 +46,35 @@ pub fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     Ok(r > 0 && pfd.revents != 0)
 }
 
+/// Waits up to `timeout` for any of `fds` (at most 16) to become readable, as
+/// [`poll_readable`] does for one: the IKE thread sleeps on its port-500 sockets and its
+/// queue's wake-up socket at once. `Ok(false)` on timeout or a signal.
+pub fn poll_readable_any(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
+    let mut pfds = [libc::pollfd {
+        fd: -1,
+        events: libc::POLLIN,
+        revents: 0,
+    }; 16];
+    let n = fds.len().min(pfds.len());
+    for (p, fd) in pfds.iter_mut().zip(fds) {
+        p.fd = *fd;
+    }
+    let ms = timeout.as_millis().min(libc::c_int::MAX as u128) as libc::c_int;
+    // SAFETY: `pfds` is an initialized array of 16 `pollfd`s that lives across the call and
+    // nfds = n <= 16 of them are read; poll(2) writes only their `revents`. Closed fds are
+    // reported as POLLNVAL, not undefined behaviour.
+    let r = unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(r > 0)
+}
+
 /// Whether a socket error means "nothing yet".
 pub(crate) fn is_wait(e: &io::Error) -> bool {
     matches!(
@@ -538,6 +567,24 @@ pub(crate) mod tests {
         assert!(!poll_readable(a.as_raw_fd(), Duration::ZERO).unwrap());
         // A bad fd is an answer too, not undefined behaviour.
         assert!(poll_readable(-1, Duration::from_millis(1)).is_ok());
+    }
+
+    #[test]
+    fn poll_any_wakes_on_either() {
+        let (a, b) = UnixDatagram::pair().unwrap();
+        let (c, d) = UnixDatagram::pair().unwrap();
+        let fds = [a.as_raw_fd(), c.as_raw_fd()];
+        let t0 = Instant::now();
+        assert!(!poll_readable_any(&fds, Duration::from_millis(50)).unwrap());
+        assert!(t0.elapsed() >= Duration::from_millis(40));
+        d.send(b"x").unwrap();
+        assert!(poll_readable_any(&fds, Duration::from_secs(5)).unwrap());
+        assert!(!poll_readable_any(&fds[..1], Duration::ZERO).unwrap());
+        let mut buf = [0u8; 4];
+        assert_eq!(c.recv(&mut buf).unwrap(), 1);
+        b.send(b"y").unwrap();
+        assert!(poll_readable_any(&fds, Duration::from_secs(5)).unwrap());
+        assert!(poll_readable_any(&[], Duration::from_millis(1)).is_ok());
     }
 
     #[test]

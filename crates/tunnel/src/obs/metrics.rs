@@ -348,7 +348,7 @@ mod tests {
     /// flood defences' counters as totals (docs/ike-dos.md).
     #[test]
     fn ike_gauges_and_totals() {
-        let ike = crate::ike::IkeReport {
+        let ike = crate::obs::ike::IkeReport {
             ike_sas: 21,
             half_open: 20,
             cookies_sent: 199_981,

@@ -84,11 +84,11 @@ fn the_model_is_fed_on_the_single_packet_path_and_skips_random_data() {
 /// packet as `encap_mismatch`, counted at the SA.
 #[test]
 fn an_sa_with_encap_opens_what_arrived_on_its_port() {
-    use crate::dev::udp::UdpEncap;
+    use crate::dev::udp::EncapSocket;
     use ipsec_engine::UdpEncap as Encap;
     use std::net::UdpSocket;
     let (a, b) = ("127.0.0.1", "127.0.0.2");
-    let g = UdpEncap::open_group(ip(a), 0, &[ip(b)], 4500, 1, Duration::from_millis(50)).unwrap();
+    let g = EncapSocket::open_group(ip(a), 0, &[ip(b)], 4500, 1, Duration::from_millis(50)).unwrap();
     let port = g[0].local_port().unwrap();
     let sender = {
         let mut e = Engine::new();

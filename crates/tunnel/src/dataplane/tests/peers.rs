@@ -242,7 +242,7 @@ fn only_new_packets_move_a_peers_endpoint() {
 /// forgery with C's SPI moves nothing; C's own packet moves C's.
 #[test]
 fn udp_sockets_learn_each_peer_only_from_its_own_sas() {
-    use crate::dev::udp::UdpEncap;
+    use crate::dev::udp::EncapSocket;
     use std::net::UdpSocket;
     let (a, b, c) = ("127.0.0.1", "127.0.0.2", "127.0.0.3");
     let mirror = |local: &str, remote: &str, out: u32, inb: u32, e: &mut Engine, inner: &str| {
@@ -265,7 +265,7 @@ fn udp_sockets_learn_each_peer_only_from_its_own_sas() {
         Tunnel::new(e, vec![ip(a)])
     };
     let (host_b, host_c) = (spoke(b, 2), spoke(c, 3));
-    let g = UdpEncap::open_group(ip(a), 0, &[ip(b), ip(c)], 4500, 1, Duration::from_millis(50)).unwrap();
+    let g = EncapSocket::open_group(ip(a), 0, &[ip(b), ip(c)], 4500, 1, Duration::from_millis(50)).unwrap();
     let port = g[0].local_port().unwrap();
     let configured = |p: &str| Some(SocketAddr::new(ip(p), 4500));
     let deliver = |wire: &[u8], from: &UdpSocket| {

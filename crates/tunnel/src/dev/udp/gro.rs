@@ -2,7 +2,7 @@
 //! apart into the batch's slots.
 #![allow(unsafe_code)]
 
-use super::{gso::Runs, sort_datagram, UdpEncap};
+use super::{gso::Runs, sort_datagram, EncapSocket};
 use crate::dataplane::packet::{Batch, BATCH};
 use crate::dev::sys::Names;
 use std::io;
@@ -110,7 +110,7 @@ fn fill_from_gro(gro: &mut GroBuffers, batch: &mut Batch, i: usize) -> Option<(u
     Some((n, src))
 }
 
-impl UdpEncap {
+impl EncapSocket {
     /// [`UnderlayRx::recv_batch`](crate::dev::underlay::UnderlayRx::recv_batch) with UDP GRO: datagrams left from the last read first, then
     /// (waiting only when there were none) up to [`GRO_MSGS`] coalesced messages read with one
     /// recvmmsg(2) and taken apart into the batch's slots; what does not fit waits in the

@@ -66,7 +66,7 @@ pub fn sort_datagram(area: &[u8], len: usize) -> (RxKind, usize) {
 /// [`Context`] (as the source, the peer whose endpoint, or NAT address, sent the datagram,
 /// else the datagram's source). Keepalives and non-ESP (IKE) datagrams are sorted out before
 /// the engine.
-pub struct UdpEncap {
+pub struct EncapSocket {
     sock: Socket,
     local: IpAddr,
     /// The port it is bound to: the destination port of what it receives.
@@ -74,7 +74,7 @@ pub struct UdpEncap {
     /// Coalesced datagrams read with UDP GRO, not yet taken apart (one receiving thread per
     /// socket, so the lock is never contended).
     gro_rx: Mutex<GroBuffers>,
-    /// The peers, shared by the sockets of one [`UdpEncap::open_group`].
+    /// The peers, shared by the sockets of one [`EncapSocket::open_group`].
     peers: Arc<Peers>,
     /// Whether runs of equal-sized datagrams go as one UDP GSO send (until the kernel
     /// refuses it once).
@@ -94,7 +94,7 @@ struct RunCounts {
     gro_datagrams: AtomicU64,
 }
 
-/// A group's UDP GSO/GRO tallies ([`UdpEncap::runs`]), for the daemon's counters.
+/// A group's UDP GSO/GRO tallies ([`EncapSocket::runs`]), for the daemon's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UdpRuns {
     /// Sends of more than one datagram as one UDP GSO message.
@@ -107,10 +107,10 @@ pub struct UdpRuns {
     pub gro_datagrams: u64,
 }
 
-impl UdpEncap {
+impl EncapSocket {
     /// Binds `local:sport`; sends to each of `peers` (of `local`'s IP version) at port
     /// `dport` until it learns better. Reads wait at most `wait`.
-    pub fn open(local: IpAddr, sport: u16, peers: &[IpAddr], dport: u16, wait: Duration) -> io::Result<UdpEncap> {
+    pub fn open(local: IpAddr, sport: u16, peers: &[IpAddr], dport: u16, wait: Duration) -> io::Result<EncapSocket> {
         if let Some(p) = peers.iter().find(|p| p.is_ipv4() != local.is_ipv4()) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -120,7 +120,7 @@ impl UdpEncap {
         Self::open_with(local, sport, Arc::new(Peers::configured(peers, dport)), wait)
     }
 
-    fn open_with(local: IpAddr, sport: u16, peers: Arc<Peers>, wait: Duration) -> io::Result<UdpEncap> {
+    fn open_with(local: IpAddr, sport: u16, peers: Arc<Peers>, wait: Duration) -> io::Result<EncapSocket> {
         let sock = Socket::new(
             Domain::for_address(SocketAddr::new(local, 0)),
             Type::DGRAM,
@@ -137,7 +137,7 @@ impl UdpEncap {
         let _ = sock.set_send_buffer_size(RECV_BUFFER);
         let gro = set_int_option(sock.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
         let port = sock.local_addr()?.as_socket().map_or(sport, |a| a.port());
-        Ok(UdpEncap {
+        Ok(EncapSocket {
             sock,
             local,
             port,
@@ -173,7 +173,7 @@ impl UdpEncap {
         dport: u16,
         n: usize,
         wait: Duration,
-    ) -> io::Result<Vec<UdpEncap>> {
+    ) -> io::Result<Vec<EncapSocket>> {
         let first = Self::open(local, sport, peers, dport, wait)?;
         let port = first.local_port()?;
         let mut v = vec![first];
@@ -234,7 +234,7 @@ impl UdpEncap {
         self.peers.remove_child(spi_in);
     }
 
-    /// Takes out the endpoints of `peer` that IKE added ([`UdpEncap::add_peer`]) and no child
+    /// Takes out the endpoints of `peer` that IKE added ([`EncapSocket::add_peer`]) and no child
     /// SA uses any more; configured peers, and another client's endpoint at the same address
     /// while its child SAs live, stay.
     pub fn remove_peer(&self, peer: IpAddr) {
@@ -303,7 +303,7 @@ impl UdpEncap {
     }
 }
 
-impl UnderlayTx for UdpEncap {
+impl UnderlayTx for EncapSocket {
     fn framing(&self) -> Framing {
         Framing::Udp
     }
@@ -356,7 +356,7 @@ impl UnderlayTx for UdpEncap {
     }
 }
 
-impl UnderlayRx for UdpEncap {
+impl UnderlayRx for EncapSocket {
     fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
         // Single reads, for tools and tests (the loops use recv_batch, which opens each ESP
         // payload where it lies): the whole IP packet the trait promises, its header put

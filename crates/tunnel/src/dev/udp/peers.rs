@@ -361,7 +361,7 @@ impl Peers {
         );
     }
 
-    /// See [`UdpEncap::add_peer`](super::UdpEncap::add_peer): `Some(added)` (whether a new
+    /// See [`EncapSocket::add_peer`](super::EncapSocket::add_peer): `Some(added)` (whether a new
     /// endpoint was added), `None` when there is no room for one.
     pub(super) fn add_child(&self, at: SocketAddr, spi_out: u32, spi_in: u32) -> Option<bool> {
         let peer = at.ip();
@@ -406,7 +406,7 @@ impl Peers {
     }
 
     /// IKE's child SA with inbound SPI `spi_in` is gone: see
-    /// [`UdpEncap::remove_child`](super::UdpEncap::remove_child).
+    /// [`EncapSocket::remove_child`](super::EncapSocket::remove_child).
     pub(super) fn remove_child(&self, spi_in: u32) {
         let mut w = self.writer();
         if w.current.by_spi_in.contains_key(&spi_in) {
@@ -414,7 +414,7 @@ impl Peers {
         }
     }
 
-    /// See [`UdpEncap::remove_peer`](super::UdpEncap::remove_peer).
+    /// See [`EncapSocket::remove_peer`](super::EncapSocket::remove_peer).
     pub(super) fn remove_peer(&self, peer: IpAddr) {
         let mut w = self.writer();
         if w.current.at(peer).iter().any(|e| e.dynamic) {
@@ -422,7 +422,7 @@ impl Peers {
         }
     }
 
-    /// See [`UdpEncap::moved`](super::UdpEncap::moved).
+    /// See [`EncapSocket::moved`](super::EncapSocket::moved).
     pub(super) fn moved(&self, old: SocketAddr, new: SocketAddr) {
         let t = self.load();
         let mut any = false;

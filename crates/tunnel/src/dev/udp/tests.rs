@@ -110,7 +110,7 @@ fn udp_gso_sends_arrive_as_the_datagrams_they_were() {
 /// runts (an empty one too) sorted out, across more than one batch.
 #[test]
 fn gso_sends_come_apart_again_through_gro() {
-    let rx = UdpEncap::open(LO, 0, &[LO], 9, Duration::from_millis(200)).unwrap();
+    let rx = EncapSocket::open(LO, 0, &[LO], 9, Duration::from_millis(200)).unwrap();
     assert!(rx.gro, "this kernel (Linux >= 5.0) takes UDP_GRO");
     let mut to = Names::new();
     for i in 0..BATCH {
@@ -178,7 +178,7 @@ const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 const LO6: IpAddr = IpAddr::V6(Ipv6Addr::LOCALHOST);
 
 /// Reads from any socket of `g` until a batch comes (5 s at most).
-fn recv_any(g: &[UdpEncap]) -> Batch {
+fn recv_any(g: &[EncapSocket]) -> Batch {
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(5) {
         for u in g {
@@ -195,7 +195,7 @@ fn recv_any(g: &[UdpEncap]) -> Batch {
 /// sent to the port arrives on one of them.
 #[test]
 fn udp_group_shares_port_and_endpoint() {
-    let g = UdpEncap::open_group(LO, 0, &[LO], 4500, 2, Duration::from_millis(50)).unwrap();
+    let g = EncapSocket::open_group(LO, 0, &[LO], 4500, 2, Duration::from_millis(50)).unwrap();
     let port = g[0].local_port().unwrap();
     assert_eq!(g[1].local_port().unwrap(), port);
     assert_eq!(g[0].endpoint(LO), Some(SocketAddr::new(LO, 4500)));
@@ -208,7 +208,7 @@ fn udp_group_shares_port_and_endpoint() {
     let b = recv_any(&g);
     assert_eq!(b.kind(0), RxKind::Keepalive);
     // Peers of the other IP version are refused.
-    assert!(UdpEncap::open(LO, 0, &[LO6], 4500, Duration::ZERO).is_err());
+    assert!(EncapSocket::open(LO, 0, &[LO6], 4500, Duration::ZERO).is_err());
 }
 
 /// Two peers on one socket: learning one peer's endpoint leaves the other's alone;
@@ -217,7 +217,7 @@ fn udp_group_shares_port_and_endpoint() {
 #[test]
 fn udp_peers_have_their_own_endpoints() {
     let (b, c): (IpAddr, IpAddr) = ("127.0.0.2".parse().unwrap(), "127.0.0.3".parse().unwrap());
-    let g = UdpEncap::open_group(LO, 0, &[b, c], 4500, 1, Duration::from_millis(50)).unwrap();
+    let g = EncapSocket::open_group(LO, 0, &[b, c], 4500, 1, Duration::from_millis(50)).unwrap();
     let sb = std::net::UdpSocket::bind((b, 0)).unwrap();
     let sc = std::net::UdpSocket::bind((c, 0)).unwrap();
     for s in [&sb, &sc] {
@@ -263,7 +263,7 @@ fn udp_peers_have_their_own_endpoints() {
 #[test]
 fn ike_adds_and_removes_peers_at_run_time() {
     let (b, c): (IpAddr, IpAddr) = ("127.0.0.2".parse().unwrap(), "127.0.0.3".parse().unwrap());
-    let g = UdpEncap::open_group(LO, 0, &[b], 4500, 2, Duration::from_millis(50)).unwrap();
+    let g = EncapSocket::open_group(LO, 0, &[b], 4500, 2, Duration::from_millis(50)).unwrap();
     let sc = std::net::UdpSocket::bind((c, 0)).unwrap();
     sc.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let at = sc.local_addr().unwrap();
@@ -312,7 +312,7 @@ fn ike_adds_and_removes_peers_at_run_time() {
 #[test]
 fn two_clients_behind_one_nat_address_keep_their_own_endpoints() {
     let nat: IpAddr = "127.0.0.7".parse().unwrap();
-    let g = UdpEncap::open_group(LO, 0, &[], 4500, 2, Duration::from_millis(50)).unwrap();
+    let g = EncapSocket::open_group(LO, 0, &[], 4500, 2, Duration::from_millis(50)).unwrap();
     let client = || {
         let s = std::net::UdpSocket::bind((nat, 0)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -337,7 +337,7 @@ fn two_clients_behind_one_nat_address_keep_their_own_endpoints() {
         let n = s.recv(&mut buf).unwrap();
         (u32::from_be_bytes(buf[..4].try_into().unwrap()), buf[4], n)
     };
-    let expect_each = |g: &UdpEncap, what: &str| {
+    let expect_each = |g: &EncapSocket, what: &str| {
         let ((pa, ra), (pb, rb)) = (esp(0xa0a0_a0a0, 1), esp(0xb0b0_b0b0, 2));
         assert_eq!(g.send_batch(&[&pa, &pb, &pa], &[ra, rb, ra]).unwrap(), 3, "{what}");
         assert_eq!(got(&a), (0xa0a0_a0a0, 1, 16), "{what}: A's first packet at A's port");
@@ -387,7 +387,7 @@ fn two_clients_behind_one_nat_address_keep_their_own_endpoints() {
 /// gives the whole IPv6 packet, its header put back in front.
 #[test]
 fn udp_over_ipv6_tells_the_addresses() {
-    let g = match UdpEncap::open_group(LO6, 0, &[LO6], 4500, 1, Duration::from_millis(50)) {
+    let g = match EncapSocket::open_group(LO6, 0, &[LO6], 4500, 1, Duration::from_millis(50)) {
         Ok(g) => g,
         Err(e) => {
             not_run(&format!("no IPv6 loopback here: {e}"));
