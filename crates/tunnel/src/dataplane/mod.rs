@@ -17,11 +17,8 @@
 //! stop the loops: errors are counted and logged (the first, then at each power of two).
 
 pub mod packet;
-mod setup;
 
-pub use setup::{inbound_protocols, tun_mtu_for};
-
-use crate::dataplane::packet::packet_bufs;
+use crate::dataplane::packet::{ip_header_len, packet_bufs, wire_len, NO_ROUTE};
 pub use crate::dataplane::packet::{
     Batch, Context, PacketBuffer, RxKind, BATCH, BUF_LEN, HEADROOM, MAX_PACKET, TAILROOM,
 };
@@ -29,7 +26,10 @@ use crate::dev::sys::is_wait;
 pub use crate::dev::tun::{TunIo, TunPort};
 pub use crate::dev::underlay::{ByFamily, UnderlayRx, UnderlayTx};
 use crate::obs::counters::{add, count_error, inc, DaemonCounters, DaemonSnapshot};
-use ipsec_engine::{DataPlane, Dropped, Engine, Event, Framing, PlaneHandle, Route, SaId, Snapshot, Verdict};
+use ipsec_engine::overhead::{Calculator, Inner};
+use ipsec_engine::{
+    Action, DataPlane, Direction, Dropped, Engine, Event, PlaneHandle, Route, SaConfig, SaId, Snapshot, Verdict,
+};
 use serde::Serialize;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -128,32 +128,6 @@ pub type TrapSink = Box<dyn Fn(&[u8]) + Send + Sync>;
 /// the non-ESP marker, RFC 3948 2.2): called on the receiving thread with the datagram
 /// (marker included) and its source; it must not block.
 pub type NonEspSink = Box<dyn Fn(&[u8], SocketAddr) + Send + Sync>;
-
-/// A placeholder in an array of routes, never sent along.
-const NO_ROUTE: Route = Route {
-    sa: SaId(0),
-    spi: 0,
-    to: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-};
-
-/// The length of an IP header without options or extensions to `to` (RFC 791, RFC 8200).
-fn ip_header_len(to: IpAddr) -> usize {
-    match to {
-        IpAddr::V4(_) => 20,
-        IpAddr::V6(_) => 40,
-    }
-}
-
-/// The bytes a sealed packet of `len` bytes framed as `framing` counts as on the underlay: the
-/// whole IP packet (for a UDP socket, the ESP part and the IP header the kernel puts in
-/// front, as the counter's whole packets always counted).
-fn wire_len(len: usize, route: &Route, framing: Framing) -> u64 {
-    let header = match framing {
-        Framing::Ip => 0,
-        Framing::Udp => ip_header_len(route.to),
-    };
-    (len + header) as u64
-}
 
 fn is_ip(p: &[u8]) -> bool {
     p.first().is_some_and(|b| matches!(b >> 4, 4 | 6))
@@ -669,6 +643,52 @@ pub fn run_inbound(t: &Tunnel, rx: &dyn UnderlayRx, tun: &dyn TunIo, stop: &Atom
         }
         add(&t.counters.underlay_ring_drops, rx.take_drops());
     }
+}
+
+fn protect_bundles(engine: &Engine, dir: Direction) -> impl Iterator<Item = Vec<SaConfig>> + '_ {
+    engine
+        .spd()
+        .policies()
+        .iter()
+        .filter(move |p| p.dir == dir)
+        .filter_map(|p| match &p.action {
+            Action::Protect(ids) => Some(
+                ids.iter()
+                    .filter_map(|&id| engine.sad().get(id).map(|e| e.config.clone()))
+                    .collect(),
+            ),
+            _ => None,
+        })
+}
+
+/// The IP protocols (50 ESP, 51 AH, 108 IPComp) of the SAs the inbound policies require:
+/// the raw sockets to open. Sorted, without repeats.
+pub fn inbound_protocols(engine: &Engine) -> Vec<u8> {
+    let mut v: Vec<u8> = protect_bundles(engine, Direction::In)
+        .flatten()
+        .map(|c| c.params.proto.number())
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The largest inner packet, IPv4 or IPv6, that every outbound bundle can seal into an
+/// `underlay_mtu`-byte packet (IPComp counted as not compressing): the TUN MTU to use.
+/// `None` when there is no outbound bundle.
+pub fn tun_mtu_for(engine: &Engine, underlay_mtu: usize) -> Option<usize> {
+    let mut best: Option<usize> = None;
+    for bundle in protect_bundles(engine, Direction::Out) {
+        let Ok(calc) = Calculator::from_configs(&bundle) else {
+            continue;
+        };
+        for inner in [Inner::ipv4(), Inner::ipv6()] {
+            if let Ok(m) = calc.max_inner_mtu(inner, underlay_mtu) {
+                best = Some(best.map_or(m, |b| b.min(m)));
+            }
+        }
+    }
+    best
 }
 
 #[cfg(test)]

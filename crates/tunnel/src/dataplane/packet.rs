@@ -7,8 +7,8 @@
 //! ([`crate::dataplane`]) reads it.
 
 use ipsec_core::PacketBuf;
-use ipsec_engine::{Arrival, Worker};
-use std::net::SocketAddr;
+use ipsec_engine::{Arrival, Framing, Route, SaId, Worker};
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 /// Bytes kept free in front of every packet for the headers a bundle adds. The worst bundle
@@ -216,4 +216,30 @@ pub(crate) fn packet_bufs<'a>(data: &'a mut [Box<[u8]>], len: &[usize; BATCH]) -
         let (d, &l) = slots.next().expect("a Batch has BATCH buffers");
         PacketBuf::new(d, HEADROOM, l).expect("HEADROOM + MAX_PACKET <= BUF_LEN")
     })
+}
+
+/// A placeholder in an array of routes, never sent along.
+pub(crate) const NO_ROUTE: Route = Route {
+    sa: SaId(0),
+    spi: 0,
+    to: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+};
+
+/// The length of an IP header without options or extensions to `to` (RFC 791, RFC 8200).
+pub(crate) fn ip_header_len(to: IpAddr) -> usize {
+    match to {
+        IpAddr::V4(_) => 20,
+        IpAddr::V6(_) => 40,
+    }
+}
+
+/// The bytes a sealed packet of `len` bytes framed as `framing` counts as on the underlay: the
+/// whole IP packet (for a UDP socket, the ESP part and the IP header the kernel puts in
+/// front, as the counter's whole packets always counted).
+pub(crate) fn wire_len(len: usize, route: &Route, framing: Framing) -> u64 {
+    let header = match framing {
+        Framing::Ip => 0,
+        Framing::Udp => ip_header_len(route.to),
+    };
+    (len + header) as u64
 }

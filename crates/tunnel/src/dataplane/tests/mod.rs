@@ -801,8 +801,8 @@ mod peers;
 struct FakeUdp(Mutex<Vec<(Vec<u8>, Route)>>);
 
 impl UnderlayTx for FakeUdp {
-    fn framing(&self) -> Framing {
-        Framing::Udp
+    fn framing(&self) -> ipsec_engine::Framing {
+        ipsec_engine::Framing::Udp
     }
     fn send_to(&self, packet: &[u8], route: &Route) -> io::Result<()> {
         self.0.lock().unwrap().push((packet.to_vec(), *route));

@@ -254,6 +254,105 @@ pub fn complete_checksum(p: &mut [u8], hdr: &VnetHdr) -> Result<(), OffloadError
     Ok(())
 }
 
+/// Cuts one TCP super-packet (read behind a virtio-net header with GSO_TCPV4/6) into
+/// segments of `gso_size` payload bytes, each a complete packet with correct lengths, IPv4
+/// ID and header checksum, TCP sequence number, flags (FIN and PSH on the last only, CWR on
+/// the first only) and TCP checksum; or one UDP super-packet (GSO_UDP_L4) into datagrams of
+/// `gso_size` payload bytes, each with its own UDP length and checksum (as the kernel's
+/// `__udp_gso_segment` does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segmenter {
+    layout: Layout,
+    gso: usize,
+    count: usize,
+}
+
+impl Segmenter {
+    /// Checks `p` (the packet after the header) against `hdr`. A header without GSO is an
+    /// error here ([`complete_checksum`] handles those).
+    pub fn new(p: &[u8], hdr: &VnetHdr) -> Result<Segmenter, OffloadError> {
+        let (v6, proto) = match hdr.gso_type & !GSO_ECN {
+            GSO_TCPV4 => (Some(false), PROTO_TCP),
+            GSO_TCPV6 => (Some(true), PROTO_TCP),
+            GSO_UDP_L4 => (None, PROTO_UDP),
+            t => return Err(OffloadError::UnsupportedGso(t)),
+        };
+        let layout = l4_layout(p, proto, true).ok_or(OffloadError::NotTcp)?;
+        if v6.is_some_and(|v6| layout.v6 != v6) {
+            return Err(OffloadError::NotTcp);
+        }
+        let gso = usize::from(hdr.gso_size);
+        if gso == 0 {
+            return Err(OffloadError::BadGsoSize);
+        }
+        let payload = layout.total - layout.headers();
+        let count = payload.div_ceil(gso).max(1);
+        if count > MAX_SEGMENTS {
+            return Err(OffloadError::BadGsoSize);
+        }
+        Ok(Segmenter { layout, gso, count })
+    }
+
+    /// How many segments.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Writes segment `i` (< [`count`](Self::count)) of `p` into `out`; returns its length.
+    pub fn write(&self, p: &[u8], i: usize, out: &mut [u8]) -> Result<usize, OffloadError> {
+        let l = self.layout;
+        let h = l.headers();
+        let from = h + i * self.gso;
+        let to = (from + self.gso).min(l.total);
+        if i >= self.count || from > to {
+            return Err(OffloadError::BadGsoSize);
+        }
+        let len = h + (to - from);
+        if out.len() < len {
+            return Err(OffloadError::NoRoom);
+        }
+        out[..h].copy_from_slice(&p[..h]);
+        out[h..len].copy_from_slice(&p[from..to]);
+        let (ip, tcp) = out[..len].split_at_mut(l.ip);
+        if l.v6 {
+            // The payload length covers the extension headers, which each segment repeats.
+            ip[4..6].copy_from_slice(&((len - 40) as u16).to_be_bytes());
+        } else {
+            ip[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+            let id = u16::from_be_bytes([ip[4], ip[5]]).wrapping_add(i as u16);
+            ip[4..6].copy_from_slice(&id.to_be_bytes());
+            ip[10..12].copy_from_slice(&[0, 0]);
+            let c = checksum(ip);
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+        }
+        if l.udp {
+            let udp = tcp;
+            let udp_len = udp.len() as u16;
+            udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
+            udp[6..8].copy_from_slice(&[0, 0]);
+            // RFC 768: a computed zero is sent as all ones.
+            let c = match !fold(sum(pseudo_sum(ip, PROTO_UDP, udp.len()), udp)) {
+                0 => 0xffff,
+                c => c,
+            };
+            udp[6..8].copy_from_slice(&c.to_be_bytes());
+            return Ok(len);
+        }
+        let seq = u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]).wrapping_add((i * self.gso) as u32);
+        tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+        if i + 1 < self.count {
+            tcp[13] &= !(TCP_FIN | TCP_PSH);
+        }
+        if i > 0 {
+            tcp[13] &= !TCP_CWR;
+        }
+        tcp[16..18].copy_from_slice(&[0, 0]);
+        let c = !fold(sum(pseudo_sum(ip, PROTO_TCP, tcp.len()), tcp));
+        tcp[16..18].copy_from_slice(&c.to_be_bytes());
+        Ok(len)
+    }
+}
+
 /// Builds a TCP super-packet from consecutive packets of one flow (GRO): same addresses and
 /// ports, IP TOS/TTL (IPv6: first word and hop limit) and DF, TCP ACK, window, header length
 /// and options; each next packet's sequence number right after the previous one's payload;
@@ -275,17 +374,13 @@ pub fn complete_checksum(p: &mut [u8], hdr: &VnetHdr) -> Result<(), OffloadError
 /// back unchanged with an empty header; several come with GSO_TCPV4/6 (or GSO_UDP_L4),
 /// [`F_NEEDS_CSUM`] and the pseudo-header sum in the checksum field (the TCP packets' own
 /// checksums are not checked again: ESP authenticated every byte).
-///
-/// Only the first packet's headers are copied (to be rewritten for the super-packet); the
-/// payloads stay where they are, named by the number the caller gave each packet
-/// ([`Super::parts`]), and go to the device with one gathered write (`writev(2)`), not
-/// copied into a super-packet first.
+/// Only the first packet's headers are copied; the payloads stay where they lie ([`Super`]).
 pub struct Coalescer {
     /// The first packet's headers, rewritten by [`finish`](Self::finish).
     buf: Box<[u8]>,
-    /// The super-packet's length so far (headers and every payload).
+    /// The super-packet's length so far.
     len: usize,
-    /// Each packet's payload: the caller's number for the packet, and where in it.
+    /// Each packet's payload: the caller's number for the packet, where in it.
     parts: [(usize, usize, usize); MAX_PARTS],
     nparts: usize,
     layout: Option<Layout>,
@@ -375,7 +470,7 @@ impl Coalescer {
         true
     }
 
-    /// The first packet's headers copied, its payload named.
+    /// Copies the first packet's headers, names its payload.
     fn keep_first(&mut self, p: &[u8], l: Layout, at: usize) {
         let h = l.headers();
         self.buf[..h].copy_from_slice(&p[..h]);
@@ -493,17 +588,25 @@ impl Coalescer {
     /// nothing is pending).
     pub fn finish(&mut self) -> Option<(VnetHdr, Super<'_>)> {
         let l = self.layout.take()?;
-        let len = self.len;
-        let h = l.headers();
-        let parts = &self.parts[..self.nparts];
-        if self.count == 1 {
-            let s = Super {
-                head: &self.buf[..h],
+        let hdr = if self.count > 1 {
+            self.rewrite(l)
+        } else {
+            VnetHdr::default()
+        };
+        let (head, parts) = (&self.buf[..l.headers()], &self.parts[..self.nparts]);
+        Some((
+            hdr,
+            Super {
+                head,
                 parts,
-                len,
-            };
-            return Some((VnetHdr::default(), s));
-        }
+                len: self.len,
+            },
+        ))
+    }
+
+    /// The first packet's headers made the super-packet's, and its virtio-net header.
+    fn rewrite(&mut self, l: Layout) -> VnetHdr {
+        let (len, h) = (self.len, l.headers());
         let (ip, l4) = self.buf[..h].split_at_mut(l.ip);
         if l.v6 {
             ip[4..6].copy_from_slice(&((len - 40) as u16).to_be_bytes());
@@ -514,88 +617,26 @@ impl Coalescer {
             ip[10..12].copy_from_slice(&c.to_be_bytes());
         }
         let l4_len = len - l.ip;
-        let hdr = if l.udp {
-            // The UDP length and the pseudo-header sum over the whole super-datagram: the
-            // kernel adjusts both per segment (`__udp_gso_segment`).
+        // UDP: the length and the pseudo-header sum over the whole super-datagram; the
+        // kernel adjusts both per segment (`__udp_gso_segment`).
+        let (proto, at, gso_type) = match (l.udp, l.v6) {
+            (true, _) => (PROTO_UDP, 6, GSO_UDP_L4),
+            (false, true) => (PROTO_TCP, 16, GSO_TCPV6),
+            (false, false) => (PROTO_TCP, 16, GSO_TCPV4),
+        };
+        if l.udp {
             l4[4..6].copy_from_slice(&(l4_len as u16).to_be_bytes());
-            let partial = fold(pseudo_sum(ip, PROTO_UDP, l4_len));
-            l4[6..8].copy_from_slice(&partial.to_be_bytes());
-            VnetHdr {
-                flags: F_NEEDS_CSUM,
-                gso_type: GSO_UDP_L4,
-                hdr_len: h as u16,
-                gso_size: self.gso as u16,
-                csum_start: l.ip as u16,
-                csum_offset: 6,
-            }
-        } else {
-            let partial = fold(pseudo_sum(ip, PROTO_TCP, l4_len));
-            l4[16..18].copy_from_slice(&partial.to_be_bytes());
-            VnetHdr {
-                flags: F_NEEDS_CSUM,
-                gso_type: if l.v6 { GSO_TCPV6 } else { GSO_TCPV4 },
-                hdr_len: h as u16,
-                gso_size: self.gso as u16,
-                csum_start: l.ip as u16,
-                csum_offset: 16,
-            }
-        };
-        let s = Super {
-            head: &self.buf[..h],
-            parts,
-            len,
-        };
-        Some((hdr, s))
-    }
-}
-
-/// The most packets one super-packet gathers ([`MAX_UDP_SEGMENTS`], for TCP too: a batch
-/// the loops write holds fewer, so only a caller with longer runs of tiny segments sees a
-/// super-packet end there).
-pub const MAX_PARTS: usize = MAX_UDP_SEGMENTS;
-
-/// The longest headers a coalesced packet may have (IPv6 40 + TCP with options 60).
-const MAX_HEADERS: usize = 100;
-
-/// A super-packet [`Coalescer::finish`] ended: its headers (rewritten) and, in order, each
-/// packet's payload, by the caller's number for the packet and where in it.
-#[derive(Debug, Clone, Copy)]
-pub struct Super<'a> {
-    /// The headers to write first.
-    pub head: &'a [u8],
-    /// `(packet, from, to)`: `packets[packet][from..to]` is the next payload.
-    pub parts: &'a [(usize, usize, usize)],
-    /// The whole super-packet's length.
-    pub len: usize,
-}
-
-impl<'a> Super<'a> {
-    /// The slices to write, in order, into `out` (its first `1 + parts.len()`): the headers,
-    /// then each payload of `packets`; returns how many. `None` when a part names a packet
-    /// or bytes `packets` does not have.
-    pub fn gather<'p>(&self, packets: &[&'p [u8]], out: &mut [&'p [u8]]) -> Option<usize>
-    where
-        'a: 'p,
-    {
-        let n = 1 + self.parts.len();
-        if out.len() < n {
-            return None;
         }
-        out[0] = self.head;
-        for (o, &(i, from, to)) in out[1..n].iter_mut().zip(self.parts) {
-            *o = packets.get(i)?.get(from..to)?;
+        let partial = fold(pseudo_sum(ip, proto, l4_len));
+        l4[at..at + 2].copy_from_slice(&partial.to_be_bytes());
+        VnetHdr {
+            flags: F_NEEDS_CSUM,
+            gso_type,
+            hdr_len: h as u16,
+            gso_size: self.gso as u16,
+            csum_start: l.ip as u16,
+            csum_offset: at as u16,
         }
-        Some(n)
-    }
-
-    /// The whole super-packet as one buffer (for tests and a device without gathered
-    /// writes).
-    pub fn to_vec(&self, packets: &[&[u8]]) -> Vec<u8> {
-        let mut v = self.head.to_vec();
-        for &(i, from, to) in self.parts {
-            v.extend_from_slice(&packets[i][from..to]);
-        }
-        v
     }
 }
 
@@ -653,8 +694,9 @@ pub fn flow_key(p: &[u8]) -> u64 {
     h | 1
 }
 
-mod segment;
-pub use segment::Segmenter;
+mod gather;
+use gather::MAX_HEADERS;
+pub use gather::{Super, MAX_PARTS};
 
 #[cfg(test)]
 mod tests;
