@@ -205,6 +205,12 @@ pub enum DhGroup {
     Ecp384,
     /// Curve25519 group 31 (RFC 8031).
     Curve25519,
+    /// ML-KEM-512, 35 (FIPS 203; draft-ietf-ipsecme-ikev2-mlkem).
+    MlKem512,
+    /// ML-KEM-768, 36.
+    MlKem768,
+    /// ML-KEM-1024, 37.
+    MlKem1024,
 }
 
 impl DhGroup {
@@ -215,6 +221,9 @@ impl DhGroup {
             DhGroup::Ecp256 => 19,
             DhGroup::Ecp384 => 20,
             DhGroup::Curve25519 => 31,
+            DhGroup::MlKem512 => 35,
+            DhGroup::MlKem768 => 36,
+            DhGroup::MlKem1024 => 37,
         }
     }
     /// From the group number.
@@ -224,17 +233,35 @@ impl DhGroup {
             19 => DhGroup::Ecp256,
             20 => DhGroup::Ecp384,
             31 => DhGroup::Curve25519,
+            35 => DhGroup::MlKem512,
+            36 => DhGroup::MlKem768,
+            37 => DhGroup::MlKem1024,
             _ => return None,
         })
     }
-    /// Length of the public value in a KE payload.
+    /// Length of the public value in a KE payload; for ML-KEM the initiator's (the
+    /// encapsulation key; the responder's ciphertext: [`crate::kem::MlKem::ct_len`]).
     pub fn public_len(self) -> usize {
         match self {
             DhGroup::Modp2048 => 256,
             DhGroup::Ecp256 => 64,
             DhGroup::Ecp384 => 96,
             DhGroup::Curve25519 => 32,
+            DhGroup::MlKem512 | DhGroup::MlKem768 | DhGroup::MlKem1024 => self.kem().map_or(0, |k| k.ek_len()),
         }
+    }
+    /// The ML-KEM parameter set, for the KEM methods.
+    pub fn kem(self) -> Option<crate::kem::MlKem> {
+        match self {
+            DhGroup::MlKem512 => Some(crate::kem::MlKem::MlKem512),
+            DhGroup::MlKem768 => Some(crate::kem::MlKem::MlKem768),
+            DhGroup::MlKem1024 => Some(crate::kem::MlKem::MlKem1024),
+            _ => None,
+        }
+    }
+    /// Whether it resists a quantum computer (ML-KEM); the Diffie-Hellman groups do not.
+    pub fn is_post_quantum(self) -> bool {
+        self.kem().is_some()
     }
     /// strongSwan's name.
     pub fn name(self) -> &'static str {
@@ -243,6 +270,9 @@ impl DhGroup {
             DhGroup::Ecp256 => "ecp256",
             DhGroup::Ecp384 => "ecp384",
             DhGroup::Curve25519 => "x25519",
+            DhGroup::MlKem512 => "mlkem512",
+            DhGroup::MlKem768 => "mlkem768",
+            DhGroup::MlKem1024 => "mlkem1024",
         }
     }
 }

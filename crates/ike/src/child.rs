@@ -335,12 +335,12 @@ impl Choice {
         let mut ke_payload = None;
         if let Some(g) = self.dh {
             let ke = ps.ke().ok_or(Refusal::InvalidKe(g))?;
-            let kex = KeyExchange::generate(g, rng);
-            shared = Some(kex.shared_secret(&ke.data).map_err(|_| Refusal::NoProposal)?);
+            let (our_ke, s) = KeyExchange::respond(g, &ke.data, rng).map_err(|_| Refusal::NoProposal)?;
+            shared = Some(s);
             prop.add_transform(KE_TRANSFORM, g.id());
             ke_payload = Some(Payload::Ke(crate::ke::KePayload {
                 group: g.id(),
-                data: kex.public().to_vec(),
+                data: our_ke,
             }));
         }
         out.push(Payload::Sa(SaPayload {

@@ -427,8 +427,9 @@ pub(crate) fn respond_init(
         );
         return Err(Dropped::InvalidKe);
     }
-    let kex = KeyExchange::generate(suite.dh, rng);
-    let shared = match kex.shared_secret(&ke.data) {
+    // Diffie-Hellman: our public value; ML-KEM: the ciphertext to the initiator's key,
+    // whose FIPS 203 7.2 checks failing is INVALID_SYNTAX (draft-ietf-ipsecme-ikev2-mlkem 2.2).
+    let (our_ke, shared) = match KeyExchange::respond(suite.dh, &ke.data, rng) {
         Ok(s) => s,
         Err(e) => {
             stateless_reply(out, cfg, h, local, remote, Notify::ike(kind::INVALID_SYNTAX, &[]));
@@ -452,7 +453,7 @@ pub(crate) fn respond_init(
         }),
         Payload::Ke(crate::ke::KePayload {
             group: suite.dh.id(),
-            data: kex.public().to_vec()
+            data: our_ke
         }),
         Payload::Nonce(nr.clone()),
     ];

@@ -243,8 +243,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rn
     let Some(peer_spi) = peer_spi else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
-    let kex = KeyExchange::generate(suite.dh, rng);
-    let Ok(shared) = kex.shared_secret(&ke.data) else {
+    let Ok((our_ke, shared)) = KeyExchange::respond(suite.dh, &ke.data, rng) else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
     let our_spi = new_ike_spi(rng);
@@ -259,7 +258,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rn
         Payload::Nonce(nr),
         Payload::Ke(crate::ke::KePayload {
             group: suite.dh.id(),
-            data: kex.public().to_vec(),
+            data: our_ke,
         }),
     ])
 }
