@@ -117,6 +117,9 @@ impl IkeSuite {
         s.push_str(self.prf.name());
         s.push('-');
         s.push_str(self.dh.name());
+        for (n, g) in self.additional() {
+            s.push_str(&alloc::format!("-ke{n}_{}", g.name()));
+        }
         s
     }
 }
