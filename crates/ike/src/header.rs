@@ -45,6 +45,9 @@ pub enum ExchangeType {
     CreateChildSa,
     /// INFORMATIONAL (37).
     Informational,
+    /// IKE_INTERMEDIATE (43, RFC 9242): between IKE_SA_INIT and IKE_AUTH, here carrying
+    /// the additional key exchanges of RFC 9370.
+    IkeIntermediate,
 }
 
 impl ExchangeType {
@@ -55,6 +58,7 @@ impl ExchangeType {
             35 => ExchangeType::IkeAuth,
             36 => ExchangeType::CreateChildSa,
             37 => ExchangeType::Informational,
+            43 => ExchangeType::IkeIntermediate,
             _ => return None,
         })
     }
@@ -65,6 +69,7 @@ impl ExchangeType {
             ExchangeType::IkeAuth => 35,
             ExchangeType::CreateChildSa => 36,
             ExchangeType::Informational => 37,
+            ExchangeType::IkeIntermediate => 43,
         }
     }
     /// The name RFC 7296 uses.
@@ -74,6 +79,7 @@ impl ExchangeType {
             ExchangeType::IkeAuth => "IKE_AUTH",
             ExchangeType::CreateChildSa => "CREATE_CHILD_SA",
             ExchangeType::Informational => "INFORMATIONAL",
+            ExchangeType::IkeIntermediate => "IKE_INTERMEDIATE",
         }
     }
 }

@@ -78,6 +78,8 @@ pub(crate) struct Handshake {
     pub peer_hashes: Option<Vec<u16>>,
     /// The peer sent a CERTREQ in IKE_SA_INIT (3.7).
     pub peer_certreq: bool,
+    /// IKE_INTERMEDIATE (RFC 9242): the IntAuth chain, the additional key exchanges run.
+    pub int: crate::task::ike_intermediate::Intermediate,
 }
 
 /// Where an IKE SA is, with the data that state needs.
@@ -683,6 +685,15 @@ pub(crate) struct Opened {
 }
 
 impl Opened {
+    /// The type of the first inner payload.
+    pub fn first(&self) -> u8 {
+        self.first
+    }
+    /// The inner payloads' bytes (no padding).
+    pub fn inner(&self) -> &[u8] {
+        &self.inner
+    }
+
     /// The inner payloads; `Err`: authenticated but malformed (answered with INVALID_SYNTAX,
     /// 2.21.3, or UNSUPPORTED_CRITICAL_PAYLOAD, 2.5).
     pub fn payloads(&self) -> Result<Vec<Payload>, Error> {
