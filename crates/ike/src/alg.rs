@@ -461,9 +461,9 @@ pub fn parse_proposal(s: &str, kind: ProposalKind) -> Result<ProposalSpec, Error
                 return Err(Error::BadProposalString("no key exchange method"));
             }
         }
-        ProposalKind::Esp if p.addke.iter().any(|a| !a.is_empty()) => {
+        ProposalKind::Esp if p.has_addke() && p.dh.is_empty() => {
             return Err(Error::BadProposalString(
-                "additional key exchanges (keN_) in esp_proposals are not supported (CREATE_CHILD_SA with IKE_FOLLOWUP_KE)",
+                "additional key exchanges (keN_) in an ESP proposal need a key exchange method (PFS) too",
             ));
         }
         ProposalKind::Esp => {

@@ -48,6 +48,8 @@ pub enum ExchangeType {
     /// IKE_INTERMEDIATE (43, RFC 9242): between IKE_SA_INIT and IKE_AUTH, here carrying
     /// the additional key exchanges of RFC 9370.
     IkeIntermediate,
+    /// IKE_FOLLOWUP_KE (44, RFC 9370 2.2.4): an additional key exchange of CREATE_CHILD_SA.
+    IkeFollowupKe,
 }
 
 impl ExchangeType {
@@ -59,6 +61,7 @@ impl ExchangeType {
             36 => ExchangeType::CreateChildSa,
             37 => ExchangeType::Informational,
             43 => ExchangeType::IkeIntermediate,
+            44 => ExchangeType::IkeFollowupKe,
             _ => return None,
         })
     }
@@ -70,6 +73,7 @@ impl ExchangeType {
             ExchangeType::CreateChildSa => 36,
             ExchangeType::Informational => 37,
             ExchangeType::IkeIntermediate => 43,
+            ExchangeType::IkeFollowupKe => 44,
         }
     }
     /// The name RFC 7296 uses.
@@ -80,6 +84,7 @@ impl ExchangeType {
             ExchangeType::CreateChildSa => "CREATE_CHILD_SA",
             ExchangeType::Informational => "INFORMATIONAL",
             ExchangeType::IkeIntermediate => "IKE_INTERMEDIATE",
+            ExchangeType::IkeFollowupKe => "IKE_FOLLOWUP_KE",
         }
     }
 }

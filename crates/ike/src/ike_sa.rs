@@ -259,6 +259,8 @@ pub(crate) struct IkeSa {
     pub fragmentation: Option<u16>,
     /// The peer's fragmented requests \[0\] and responses \[1\] being reassembled (2.6).
     pub reassembly: [crate::fragment::Reassembly; 2],
+    /// Responder: a CREATE_CHILD_SA waiting for its IKE_FOLLOWUP_KE (RFC 9370 2.2.4).
+    pub followup: Option<crate::task::followup_ke::Pending>,
 }
 
 impl IkeSa {
@@ -295,6 +297,7 @@ impl IkeSa {
             stats: Default::default(),
             fragmentation: None,
             reassembly: Default::default(),
+            followup: None,
         }
     }
 
@@ -553,6 +556,7 @@ impl IkeSa {
         for r in &mut self.reassembly {
             r.expire(cx.now);
         }
+        crate::task::followup_ke::expire(self, cx.now);
         // A liveness check unanswered for dpd_timeout: the peer is gone (2.4).
         let dpd_timeout = self.conn(cx.cfg).dpd_timeout;
         if let (Some(t), Some(a)) = (dpd_timeout, self.tasks.active.as_ref()) {
@@ -596,6 +600,9 @@ impl IkeSa {
         }
         for d in self.reassembly.iter().filter_map(|r| r.deadline()) {
             consider(d);
+        }
+        if let Some(p) = &self.followup {
+            consider(p.deadline());
         }
         t
     }

@@ -354,11 +354,14 @@ fn pick<A: Copy + PartialEq>(ours: &[A], offered: impl Iterator<Item = Option<A>
 
 /// Transform types of an IKE proposal (RFC 7296 3.3.2, RFC 9370 2.2.1).
 const IKE_TYPES: [u8; 11] = [tt::ENCR, tt::PRF, tt::INTEG, tt::KE, 6, 7, 8, 9, 10, 11, 12];
+/// Transform types of an ESP proposal; the ADDKE ones are checked by the caller
+/// (CREATE_CHILD_SA, RFC 9370 2.2.4).
+const ESP_TYPES: [u8; 11] = [tt::ENCR, tt::INTEG, tt::KE, tt::ESN, 6, 7, 8, 9, 10, 11, 12];
 
 /// The additional key exchanges for `spec` from proposal `p` (RFC 9370 2.2.1): for each
 /// ADDKE type, our first choice the proposal carries; NONE (not run) when we ask for
 /// nothing there and the proposal has nothing or NONE there. `None`: not acceptable.
-fn choose_addke(spec: &ProposalSpec, p: &Proposal) -> Option<[Option<DhGroup>; tt::ADDKE_COUNT]> {
+pub(crate) fn choose_addke(spec: &ProposalSpec, p: &Proposal) -> Option<[Option<DhGroup>; tt::ADDKE_COUNT]> {
     let mut out = [None; tt::ADDKE_COUNT];
     for (i, ours) in spec.addke.iter().enumerate() {
         let ids: Vec<u16> = p.of_type(tt::addke(i + 1)).map(|t| t.id).collect();
@@ -433,7 +436,7 @@ pub fn choose_esp(offered: &[Proposal], ours: &[ProposalSpec]) -> Option<(u8, u3
     for spec in ours {
         for p in offered.iter().filter(|p| p.protocol == protocol::ESP) {
             let Some(spi) = p.spi_u32() else { continue };
-            if p.has_unknown_type(&[tt::ENCR, tt::INTEG, tt::KE, tt::ESN]) {
+            if p.has_unknown_type(&ESP_TYPES) {
                 continue;
             }
             let Some(encr) = pick(&spec.encr, p.of_type(tt::ENCR).map(encr_of)) else {
@@ -465,6 +468,29 @@ pub fn choose_esp(offered: &[Proposal], ours: &[ProposalSpec]) -> Option<(u8, u3
     None
 }
 
+/// The ADDKE transforms of a responder's answer `p` against our proposal `spec` (RFC 9370
+/// 2.2.1): for each type at most one, one of ours for it; nothing or NONE only where we
+/// allow NONE or ask nothing.
+pub(crate) fn accept_addke(spec: &ProposalSpec, p: &Proposal) -> Option<[Option<DhGroup>; tt::ADDKE_COUNT]> {
+    let mut addke = [None; tt::ADDKE_COUNT];
+    for (i, ours) in spec.addke.iter().enumerate() {
+        let mut it = p.transforms.iter().filter(|t| t.ty == tt::addke(i + 1));
+        let first = it.next();
+        if it.next().is_some() {
+            return None;
+        }
+        match first {
+            Some(t) if t.id != 0 => {
+                let g = DhGroup::from_id(t.id).filter(|g| ours.contains(&Some(*g)))?;
+                addke[i] = Some(g);
+            }
+            _ if ours.is_empty() || ours.contains(&None) => {}
+            _ => return None,
+        }
+    }
+    Some(addke)
+}
+
 /// Checks a responder's IKE answer: exactly one proposal, one transform of each type, all
 /// from the proposal of ours with that number (2.7: the responder MUST NOT change it).
 pub fn accept_ike_answer(answer: &SaPayload, ours: &[ProposalSpec]) -> Option<IkeSuite> {
@@ -482,18 +508,7 @@ pub fn accept_ike_answer(answer: &SaPayload, ours: &[ProposalSpec]) -> Option<Ik
     if p.protocol != protocol::IKE || p.has_unknown_type(&IKE_TYPES) {
         return None;
     }
-    // Each ADDKE: one of ours for it, or nothing / NONE where we allow NONE or ask nothing.
-    let mut addke = [None; tt::ADDKE_COUNT];
-    for (i, ours) in spec.addke.iter().enumerate() {
-        match one(tt::addke(i + 1))? {
-            Some(t) if t.id != 0 => {
-                let g = DhGroup::from_id(t.id).filter(|g| ours.contains(&Some(*g)))?;
-                addke[i] = Some(g);
-            }
-            _ if ours.is_empty() || ours.contains(&None) => {}
-            _ => return None,
-        }
-    }
+    let addke = accept_addke(spec, p)?;
     let encr = one(tt::ENCR)?
         .and_then(|t| encr_of(&t))
         .filter(|e| spec.encr.contains(e))?;
@@ -523,7 +538,7 @@ pub fn accept_esp_answer(answer: &SaPayload, ours: &[ProposalSpec]) -> Option<(u
     let [p] = answer.proposals.as_slice() else { return None };
     let spec = ours.get((p.num as usize).checked_sub(1)?)?;
     // A KE transform is the caller's to check (CREATE_CHILD_SA with PFS); one at most.
-    if p.protocol != protocol::ESP || p.has_unknown_type(&[tt::ENCR, tt::INTEG, tt::ESN, tt::KE]) {
+    if p.protocol != protocol::ESP || p.has_unknown_type(&ESP_TYPES) {
         return None;
     }
     let kes: Vec<_> = p.transforms.iter().filter(|t| t.ty == tt::KE).collect();

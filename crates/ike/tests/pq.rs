@@ -177,3 +177,141 @@ fn refused_with_a_clear_reason_when_the_config_forbids_fallback() {
     assert_eq!(downs(&net.events_a), [DownReason::NoProposal]);
     assert_eq!(net.b.ike_sa_count(), 0);
 }
+
+/// Child SAs of both sides as (A's inbound SPI, B's inbound SPI), mirrored.
+fn pairs(net: &Net) -> Vec<(u32, u32)> {
+    let now = net.now;
+    let a = net.a.status(now);
+    let b = net.b.status(now);
+    let mut v: Vec<(u32, u32)> = a
+        .iter()
+        .flat_map(|s| s.children.iter())
+        .filter(|c| c.state == "installed")
+        .map(|c| (c.spi_in, c.spi_out))
+        .collect();
+    v.sort();
+    let mut w: Vec<(u32, u32)> = b
+        .iter()
+        .flat_map(|s| s.children.iter())
+        .filter(|c| c.state == "installed")
+        .map(|c| (c.spi_out, c.spi_in))
+        .collect();
+    w.sort();
+    assert_eq!(v, w, "A and B install mirrored pairs");
+    v
+}
+
+/// IKE_FOLLOWUP_KE exchanges: (requests, responses), each message once however many
+/// fragments it took.
+fn followups(net: &Net) -> (usize, usize) {
+    let mut req = std::collections::BTreeSet::new();
+    let mut resp = std::collections::BTreeSet::new();
+    for s in &net.sent {
+        let h = header(&s.t);
+        if h.exchange == ExchangeType::IkeFollowupKe {
+            if h.response { &mut resp } else { &mut req }.insert((h.spi_i, h.message_id));
+        }
+    }
+    (req.len(), resp.len())
+}
+
+/// RFC 9370 2.2.4: a child rekey with PFS and two additional key exchanges runs
+/// CREATE_CHILD_SA then two IKE_FOLLOWUP_KE; the new pair's keys match on both sides and
+/// differ from the same rekey without the additional exchanges.
+#[test]
+fn child_rekey_with_additional_key_exchanges_either_side() {
+    for from_a in [true, false] {
+        let ike = "aes256gcm16-prfsha384-x25519-ke1_mlkem768";
+        let esp = "aes256gcm16-x25519-ke1_mlkem768-ke2_mlkem512";
+        let (a, b) = pair(ike, ike, esp, esp);
+        let mut net = Net::new(a, b);
+        net.up();
+        let before = pairs(&net);
+        assert_eq!(before.len(), 1);
+        if from_a {
+            net.a.rekey_child(net.now, before[0].0, &mut net.rng).unwrap();
+        } else {
+            net.b.rekey_child(net.now, before[0].1, &mut net.rng).unwrap();
+        }
+        net.pump();
+        let after = pairs(&net);
+        assert_eq!(after.len(), 1, "old pair deleted: {:?}", net.events_a);
+        assert_ne!(after, before);
+        assert_eq!(followups(&net), (2, 2), "one IKE_FOLLOWUP_KE per ADDKE");
+        let last = |ev: &[Event]| {
+            ev.iter()
+                .rev()
+                .find_map(|e| match e {
+                    Event::ChildUp(c) => Some(c.clone()),
+                    _ => None,
+                })
+                .unwrap()
+        };
+        let (ca, cb) = (last(&net.events_a), last(&net.events_b));
+        assert!(ca.rekeys.is_some() && cb.rekeys.is_some());
+        assert_eq!(*ca.encr_out, *cb.encr_in);
+        assert_eq!(*ca.encr_in, *cb.encr_out);
+        assert!(net.drops.is_empty(), "{:?}", net.drops);
+        assert!(downs(&net.events_a).is_empty() && downs(&net.events_b).is_empty());
+    }
+}
+
+/// An IKE SA rekey with its proposal's additional key exchange: CREATE_CHILD_SA then one
+/// IKE_FOLLOWUP_KE; the new SA works (a child rekey over it, then a Delete).
+#[test]
+fn ike_rekey_with_an_additional_key_exchange_either_side() {
+    for from_a in [true, false] {
+        let ike = "aes256gcm16-prfsha384-x25519-ke1_mlkem1024";
+        let (a, b) = pair(ike, ike, ESP, ESP);
+        let mut net = Net::new(a, b);
+        net.up();
+        let before = pairs(&net);
+        if from_a {
+            net.a.rekey_ike(net.now, "a2b", &mut net.rng).unwrap();
+        } else {
+            net.b.rekey_ike(net.now, "b2a", &mut net.rng).unwrap();
+        }
+        net.pump();
+        for ev in [&net.events_a, &net.events_b] {
+            let info = ev
+                .iter()
+                .find_map(|e| match e {
+                    Event::IkeRekeyed { info, .. } => Some(info.clone()),
+                    _ => None,
+                })
+                .expect("rekeyed");
+            assert_eq!(info.suite.proposal_string(), ike);
+            assert_eq!(downs(ev), [DownReason::Rekeyed]);
+        }
+        assert_eq!(followups(&net), (1, 1));
+        assert_eq!((net.a.ike_sa_count(), net.b.ike_sa_count()), (1, 1));
+        assert_eq!(pairs(&net), before);
+        net.a.rekey_child(net.now, before[0].0, &mut net.rng).unwrap();
+        net.pump();
+        assert_eq!(pairs(&net).len(), 1);
+        net.a.terminate(net.now, "a2b", &mut net.rng).unwrap();
+        net.pump();
+        assert_eq!((net.a.ike_sa_count(), net.b.ike_sa_count()), (0, 0));
+        assert!(net.drops.is_empty(), "{:?}", net.drops);
+    }
+}
+
+/// A new child by CREATE_CHILD_SA with an additional key exchange.
+#[test]
+fn new_child_with_an_additional_key_exchange() {
+    let ike = "aes256gcm16-prfsha384-mlkem768";
+    let esp = "aes256gcm16-mlkem768-ke1_mlkem1024";
+    let (mut a, mut b) = pair(ike, ike, esp, esp);
+    a.connections[0]
+        .children
+        .push(ChildConfig::new("two", "10.5.0.0/16", "10.6.0.0/16", esp).unwrap());
+    b.connections[0]
+        .children
+        .push(ChildConfig::new("two", "10.6.0.0/16", "10.5.0.0/16", esp).unwrap());
+    let mut net = Net::new(a, b);
+    net.up();
+    net.a.initiate_child(net.now, "a2b", "two", &mut net.rng).unwrap();
+    net.pump();
+    assert_eq!(pairs(&net).len(), 2, "{:?} {:?}", net.events_a, net.drops);
+    assert_eq!(followups(&net), (1, 1));
+}

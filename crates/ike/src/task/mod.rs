@@ -11,6 +11,7 @@
 pub(crate) mod child_create;
 pub(crate) mod child_delete;
 pub(crate) mod child_rekey;
+pub(crate) mod followup_ke;
 pub(crate) mod ike_auth;
 pub(crate) mod ike_delete;
 pub(crate) mod ike_dpd;
@@ -49,6 +50,8 @@ pub(crate) enum Task {
     ChildRekey(child_rekey::ChildRekey),
     /// CREATE_CHILD_SA rekeying the IKE SA (1.3.2).
     IkeRekey(ike_rekey::IkeRekey),
+    /// IKE_FOLLOWUP_KE: an additional key exchange of CREATE_CHILD_SA (RFC 9370 2.2.4).
+    FollowupKe(followup_ke::FollowupKe),
     /// INFORMATIONAL with a Delete of a child (1.4.1).
     ChildDelete(child_delete::ChildDelete),
     /// INFORMATIONAL with a Delete of the IKE SA (1.4.1).
@@ -71,6 +74,7 @@ impl Task {
             Task::IkeInit(_) => ExchangeType::IkeSaInit,
             Task::IkeAuth(_) => ExchangeType::IkeAuth,
             Task::IkeIntermediate(_) => ExchangeType::IkeIntermediate,
+            Task::FollowupKe(_) => ExchangeType::IkeFollowupKe,
             Task::ChildCreate(_) | Task::ChildRekey(_) | Task::IkeRekey(_) => ExchangeType::CreateChildSa,
             Task::ChildDelete(_) | Task::IkeDelete | Task::IkeDpd => ExchangeType::Informational,
         }
@@ -81,9 +85,12 @@ impl Task {
         match self {
             Task::IkeInit(_) => matches!(state, State::InitSent),
             Task::IkeAuth(_) | Task::IkeIntermediate(_) => matches!(state, State::AuthSent { .. }),
-            Task::ChildCreate(_) | Task::ChildRekey(_) | Task::IkeRekey(_) | Task::ChildDelete(_) | Task::IkeDpd => {
-                state.is_established()
-            }
+            Task::ChildCreate(_)
+            | Task::ChildRekey(_)
+            | Task::IkeRekey(_)
+            | Task::FollowupKe(_)
+            | Task::ChildDelete(_)
+            | Task::IkeDpd => state.is_established(),
             // The Delete of a rekeyed IKE SA is sent on it (2.18).
             Task::IkeDelete => state.is_established() || matches!(state, State::Rekeyed { .. }),
         }
@@ -110,6 +117,7 @@ impl Task {
             Task::IkeInit(t) => t.build(sa, cx, rng),
             Task::IkeAuth(t) => t.build(sa, cx, id, rng),
             Task::IkeIntermediate(t) => t.build(sa, cx, id, rng),
+            Task::FollowupKe(t) => t.build(sa, cx, id, rng),
             Task::ChildCreate(t) => t.build(sa, cx, id, rng),
             Task::ChildRekey(t) => t.build(sa, cx, id, rng),
             Task::IkeRekey(t) => t.build(sa, cx, id, rng),
@@ -125,6 +133,7 @@ impl Task {
             Task::IkeInit(_) => Next::Done,
             Task::IkeAuth(t) => t.process(sa, cx, ps, rng),
             Task::IkeIntermediate(t) => t.process(sa, cx, ps),
+            Task::FollowupKe(t) => t.process(sa, cx, ps, rng),
             Task::ChildCreate(t) => t.process(sa, cx, ps, rng),
             Task::ChildRekey(t) => t.process(sa, cx, ps, rng),
             Task::IkeRekey(t) => t.process(sa, cx, ps, rng),
@@ -414,6 +423,13 @@ impl IkeSa {
             ExchangeType::CreateChildSa => child_create::respond(self, cx, ps, rng),
             ExchangeType::Informational => informational::respond(self, cx, ps, rng),
             ExchangeType::IkeIntermediate => ike_intermediate::respond(self, cx, ps, rng),
+            ExchangeType::IkeFollowupKe => {
+                if self.state.is_established() {
+                    followup_ke::respond(self, cx, ps, rng)
+                } else {
+                    Reply::notify(kind::INVALID_SYNTAX)
+                }
+            }
             // Never here: a new IKE_SA_INIT goes to the endpoint, a late one is dropped above.
             ExchangeType::IkeSaInit => Reply::notify(kind::INVALID_SYNTAX),
         }
