@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# Post-quantum IKEv2 between tunneld and strongSwan 6.1 (docs/ike-pq.md), as root: ML-KEM
+# (draft-ietf-ipsecme-ikev2-mlkem) in IKE_SA_INIT and as additional key exchanges (RFC 9370)
+# in IKE_INTERMEDIATE (RFC 9242), both roles, in network namespaces named by this script's PID:
+#
+#   pq<PID>a (tunneld)  pq<PID>va 10.91.1.1/24 --- pq<PID>vb 10.91.1.2/24  pq<PID>b (charon 6.1)
+#   inner addresses on lo: 10.91.11.1 (A), 10.91.12.1 (B); identities a.pq.test, b.pq.test
+#
+# The peer is Debian sid's strongSwan 6.1 (its openssl plugin on OpenSSL 3.6 does ML-KEM) in
+# the chroot of scripts/pq-chroot.sh (built on first use, reused after): its charon runs
+# inside `ip netns exec` and a private mount namespace where the instance directory is bound
+# into the chroot at the same path, the instance's run/ on the chroot's /run, and the host's
+# /dev/net/tun on the chroot's (kernel-libipsec); swanctl runs in the chroot the same way.
+# Its file log has flush_line = yes (scripts/lib-strongswan.sh). A peer that cannot be
+# installed makes the run fail with the reason (never a quiet skip).
+#
+# Cases (who initiates / IKE proposal, both sides):
+#   i-x25519-mlkem768   tunneld / aes256gcm16-prfsha384-x25519-ke1_mlkem768
+#   r-x25519-mlkem768   charon  / the same
+#   i-mlkem1024         tunneld / aes256gcm16-prfsha384-mlkem1024 (ML-KEM alone, IKE_SA_INIT)
+#   r-mlkem1024         charon  / the same
+#   i-ecp384-2ke        tunneld / aes256gcm16-prfsha384-ecp384-ke1_mlkem768-ke2_mlkem1024
+#   r-ecp384-2ke        charon  / the same
+# Each case checks: both sides up (one IKE SA, one child); PINGS pings each way through the
+# tunnel; charon's log shows the proposal it selected with the ML-KEM methods
+# (ML_KEM_768 ...) and, with additional exchanges, that many IKE_INTERMEDIATE exchanges;
+# `ipsec ike list` on tunneld's side names every key exchange (x25519-ke1_mlkem768 ...);
+# both daemons stop with status 0.
+#
+#   sudo bash scripts/ike-pq.sh                    # every case (builds tunneld, ipsec)
+#   sudo bash scripts/ike-pq.sh r-ecp384-2ke       # only that one
+#   sudo bash scripts/ike-pq.sh --ci               # i-x25519-mlkem768 and r-ecp384-2ke, 3 pings
+#   TUNNELD_BIN=... IPSEC_BIN=... sudo -E bash scripts/ike-pq.sh
+#   bash scripts/ike-pq.sh --if-possible           # no root / netns: say why, exit 0 (a
+#                                                  # missing strongSwan 6.1 still fails)
+#
+# A failing case prints why, the others still run; the work directory (configs, charon's log
+# with every key: test keys only) is kept when a case failed (IKE_PQ_KEEP=1: always). Every
+# wait is bounded; a case is stopped after 60 s.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+START=$SECONDS
+NETNS_TAG=ike-pq
+. scripts/lib-netns.sh
+. scripts/lib-strongswan.sh
+. scripts/lib-ike-lifecycle.sh
+ALL_CASES="i-x25519-mlkem768 r-x25519-mlkem768 i-mlkem1024 r-mlkem1024 i-ecp384-2ke r-ecp384-2ke"
+CI_CASES="i-x25519-mlkem768 r-ecp384-2ke"
+CI=0
+ARGS=()
+for a in "$@"; do
+  if [ "$a" = --ci ]; then CI=1; else ARGS+=("$a"); fi
+done
+parse_stages "$ALL_CASES" ${ARGS[@]+"${ARGS[@]}"}
+[ $CI = 0 ] || [ ${#STAGES[@]} -gt 0 ] || read -r -a STAGES <<<"$CI_CASES"
+if [ $CI = 1 ]; then PINGS=${PINGS:-3}; else PINGS=${PINGS:-5}; fi
+# one link, namespaces and links named by PID (TOPO is at most 9 characters: veths pq<PID>va)
+TOPO=pq$(($$ % 10000000))
+TOPO_ROUTER=0
+TD_FAIL=case_fail
+A_NET=10.91.1.1
+B_NET=10.91.1.2
+A_IN=10.91.11.1
+B_IN=10.91.12.1
+A_ID=a.pq.test
+B_ID=b.pq.test
+ESP_PROP=aes256gcm16
+need_netns "network namespaces, charon 6.1, tunneld"
+
+# ---- the peer: strongSwan 6.1 in its sid chroot ----------------------------------------------
+PQ_CHROOT=${PQ_CHROOT:-/var/lib/ipsec-test/sid-strongswan}
+export PQ_CHROOT
+bash scripts/pq-chroot.sh || fail "strongSwan 6.1 (the post-quantum peer) cannot be installed: see above"
+SWAN_VERSION=$(chroot "$PQ_CHROOT" dpkg-query -W -f '${Version}' strongswan-charon)
+SWAN_PLUGINS="random nonce aes sha1 sha2 hmac gcm openssl curve25519 kdf pem pkcs1 pubkey x509 kernel-libipsec kernel-netlink socket-default vici"
+SWAN_LOG="ike=2 chd=1 knl=1 cfg=2 net=1 enc=1 dmn=1 lib=1 job=1"
+mkdir -p "$PQ_CHROOT/dev/net"
+[ -e "$PQ_CHROOT/dev/net/tun" ] || touch "$PQ_CHROOT/dev/net/tun"
+
+# swan_start NS D (lib-strongswan's, in the chroot): charon in NS, D bound at the same path
+# inside the chroot, D/run on its /run, /dev/net/tun from the host; waits for vici (10 s).
+swan_start() {
+  local ns=$1 d=$2 pid
+  [ -f "$d/strongswan.conf" ] || fail "swan_start: no instance in $d (swan_instance first)"
+  rm -f "$d/run/charon.pid" "$d/run/charon.vici"
+  mkdir -p "$PQ_CHROOT$d"
+  ip netns exec "$ns" unshare -m --propagation private sh -c \
+    'mount --bind "$2" "$1$2" && mount --bind "$2/run" "$1/run" && mount --bind /dev/net/tun "$1/dev/net/tun" &&
+     exec chroot "$1" env STRONGSWAN_CONF="$2/strongswan.conf" /usr/lib/ipsec/charon' charon \
+    "$PQ_CHROOT" "$d" >"$d/charon.stderr" 2>&1 &
+  pid=$!
+  BG+=("$pid")
+  echo "$pid" >"$d/pid"
+  SWAN_STARTED+=("$d")
+  local deadline=$((SECONDS + 10))
+  until SWAN_CTL_TIMEOUT=2 swan_ctl "$d" --stats >/dev/null 2>&1; do
+    kill -0 "$pid" 2>/dev/null || fail "charon in $ns exited at start: $(tail -n 5 "$d/charon.stderr" "$d/charon.log")"
+    [ $SECONDS -lt $deadline ] || fail "charon in $ns: no answer on its vici socket within 10 s"
+    sleep 0.1
+  done
+}
+
+# swan_ctl D ARGS...: the chroot's swanctl (6.1) talking to instance D's charon.
+swan_ctl() {
+  local d=$1
+  shift
+  mkdir -p "$PQ_CHROOT$d"
+  timeout "${SWAN_CTL_TIMEOUT:-30}" unshare -m --propagation private sh -c \
+    'c=$1 d=$2; shift 2; mount --bind "$d" "$c$d" &&
+     exec chroot "$c" env STRONGSWAN_CONF="$d/strongswan.conf" swanctl "$@" --uri "unix://$d/run/charon.vici"' \
+    swanctl "$PQ_CHROOT" "$d" "$@"
+}
+
+locate_tunneld --bin ipsec
+IPSEC=$(dirname "$BIN")/ipsec
+[ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
+[ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
+"$BIN" --help 2>&1 | grep -q -- '--keylog' || cannot "this tunneld has no IKE (no --keylog option)"
+WORK=$(mktemp -d /tmp/ike-pq.XXXXXX)
+FAILED=0
+trap 'rc=$?; [ $rc -ne 0 ] || [ $FAILED -eq 0 ] || rc=1; rm -rf "${PQ_CHROOT:?}$WORK" 2>/dev/null; rmdir -p "$PQ_CHROOT$(dirname "$WORK")" 2>/dev/null; [ "${IKE_PQ_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 5' EXIT
+trap 'fail "interrupted"' INT TERM
+
+case_fail() {
+  echo "$NETNS_TAG: FAIL: $CASE: $*" >&2
+  exit 1
+}
+
+# pings FROM_NS SRC DST: how many of PINGS were answered.
+pings() {
+  ip netns exec "$1" ping -n -c "$PINGS" -i 0.2 -W 2 -I "$2" "$3" 2>&1 |
+    sed -n 's/^[0-9]* packets transmitted, \([0-9]*\) received.*/\1/p'
+}
+
+# the methods in strongSwan's log words: x25519 -> CURVE_25519, mlkem768 -> ML_KEM_768 ...
+swan_words() {
+  sed -e 's/x25519/CURVE_25519/; s/ecp384/ECP_384/; s/mlkem\([0-9]*\)/ML_KEM_\1/g'
+}
+
+run_case() {
+  CASE=$1
+  CD=$WORK/$CASE
+  mkdir -p "$CD/a" "$CD/b"
+  local initiator=$2 prop=$3 psk="pq-$RANDOM-$RANDOM-$RANDOM" t0=$SECONDS
+  IKE_PROP=$prop
+  topo_up
+  swan_instance "$CD/b"
+  swan_site_conf "$CD/b" local=$B_NET remote=$A_NET local_id=$B_ID remote_id=$A_ID \
+    local_ts=$B_IN/32 remote_ts=$A_IN/32 psk="$psk" ike="$prop" esp=$ESP_PROP encap=yes
+  swan_start "${TOPO}b" "$CD/b"
+  swan_load "$CD/b"
+  td_conf "$CD/a" local=$A_NET remote=$B_NET local_id=$A_ID remote_id=$B_ID \
+    local_ts=$A_IN/32 remote_ts=$B_IN/32 psk="$psk"
+  td_start "${TOPO}a" "$CD/a" $B_IN
+  local out rc=0 t_init=$SECONDS
+  if [ "$initiator" = b ]; then
+    out=$(swan_ctl "$CD/b" --initiate --child net --timeout 15 2>&1) || rc=$?
+    [ $rc -eq 0 ] || case_fail "swanctl --initiate failed: $(echo "$out" | tail -n 6)"
+  else
+    out=$(td_ctl "$CD/a" ike initiate gw 2>&1) || case_fail "ipsec ike initiate gw failed: $out"
+  fi
+  local deadline=$((SECONDS + 15)) a b
+  while :; do
+    a=$(td_counts "$CD/a")
+    a=${a% * *}
+    b=$(swan_established "$CD/b")
+    [ "$a" != "1 1" ] || [ "$b" != "1 1" ] || break
+    [ $SECONDS -lt $deadline ] || case_fail "not up within 15 s: tunneld $a, charon $b; tunneld: $(tail -n 3 "$CD/a/tunneld.log"); charon: $(grep -E '\[(IKE|ENC)\]' "$CD/b/charon.log" | tail -n 6)"
+    sleep 0.1
+  done
+  local up_s=$((SECONDS - t_init))
+  local why=() ab ba list
+  ab=$(pings "${TOPO}a" $A_IN $B_IN)
+  ba=$(pings "${TOPO}b" $B_IN $A_IN)
+  [ "${ab:-0}" -ge "$PINGS" ] || why+=("${ab:-0} of $PINGS pings tunneld -> charon answered")
+  [ "${ba:-0}" -ge "$PINGS" ] || why+=("${ba:-0} of $PINGS pings charon -> tunneld answered")
+  list=$(td_ctl "$CD/a" ike list 2>&1 || true)
+  echo "$list" >"$CD/ike-list"
+  grep -q -- "$prop" <<<"$list" || why+=("ipsec ike list does not show $prop: $(head -n 3 <<<"$list")")
+  td_stop "$CD/a"
+  swan_stop "$CD/b"
+  # charon's view: the selected proposal names every method; one IKE_INTERMEDIATE a ADDKE
+  local sel want n_add n_int
+  sel=$(grep -E 'selected proposal: IKE:' "$CD/b/charon.log" | head -n 1 | sed 's/.*selected proposal: //')
+  echo "$sel" >"$CD/selected"
+  for want in $(sed 's/-/ /g' <<<"$prop" | swan_words); do
+    case $want in aes*|prf*) continue ;; esac
+    [[ $sel == *"${want#ke?_}"* ]] || why+=("charon's selected proposal '$sel' lacks ${want#ke?_}")
+  done
+  n_add=$(grep -o 'ke[1-7]_' <<<"$prop" | grep -c . || true)
+  # one per message ID (a fragmented request is logged once a fragment and once whole)
+  n_int=$(grep -oE '(generating|parsed) IKE_INTERMEDIATE request [0-9]+' "$CD/b/charon.log" | awk '{print $NF}' | sort -u | grep -c . || true)
+  [ "$n_int" = "$n_add" ] || why+=("charon logged $n_int IKE_INTERMEDIATE requests, expected $n_add")
+  echo "$up_s ${ab:-0} ${ba:-0} $n_int" >"$CD/result"
+  if [ ${#why[@]} -gt 0 ]; then
+    local IFS=';'
+    case_fail "${why[*]}"
+  fi
+  log "$CASE: passed ($((SECONDS - t0)) s): up in ${up_s}s, charon selected $sel, $n_int IKE_INTERMEDIATE, pings $ab/$ba"
+}
+
+declare -A INIT=([i-x25519-mlkem768]=a [r-x25519-mlkem768]=b [i-mlkem1024]=a [r-mlkem1024]=b
+  [i-ecp384-2ke]=a [r-ecp384-2ke]=b)
+declare -A PROP=([i-x25519-mlkem768]=aes256gcm16-prfsha384-x25519-ke1_mlkem768
+  [r-x25519-mlkem768]=aes256gcm16-prfsha384-x25519-ke1_mlkem768
+  [i-mlkem1024]=aes256gcm16-prfsha384-mlkem1024 [r-mlkem1024]=aes256gcm16-prfsha384-mlkem1024
+  [i-ecp384-2ke]=aes256gcm16-prfsha384-ecp384-ke1_mlkem768-ke2_mlkem1024
+  [r-ecp384-2ke]=aes256gcm16-prfsha384-ecp384-ke1_mlkem768-ke2_mlkem1024)
+ROWS=()
+for c in $ALL_CASES; do
+  want "$c" || continue
+  log "---- $c"
+  rm -rf "${WORK:?}/$c"
+  case_bounded 60 run_case "$c" "${INIT[$c]}" "${PROP[$c]}"
+  rc=$CASE_RC
+  r="? ? ? ?"
+  [ ! -s "$WORK/$c/result" ] || r=$(cat "$WORK/$c/result")
+  read -r up ab ba ni <<<"$r"
+  if [ $rc = 0 ]; then res=pass; else res=FAIL; FAILED=1; fi
+  ROWS+=("$(printf '%-18s %-58s %4ss %5s %5s %3s  %s' "$c" "${PROP[$c]}" "$up" "$ab" "$ba" "$ni" "$res")")
+done
+for ns in "${TOPO}a" "${TOPO}b"; do ip netns del "$ns" 2>/dev/null || true; done
+echo
+echo "ike-pq: tunneld against strongSwan $SWAN_VERSION ($PQ_CHROOT); up: seconds to both sides up; pings each way; int: IKE_INTERMEDIATE exchanges"
+printf '%-18s %-58s %5s %5s %5s %3s  %s\n' case proposal up "a->b" "b->a" int result
+for r in "${ROWS[@]}"; do echo "$r"; done
+[ $FAILED = 0 ] || { log "some cases failed ($((SECONDS - START)) s)"; exit 1; }
+log "all cases passed ($((SECONDS - START)) s)"
