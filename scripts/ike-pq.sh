@@ -21,6 +21,12 @@
 #   r-mlkem1024         charon  / the same
 #   i-ecp384-2ke        tunneld / aes256gcm16-prfsha384-ecp384-ke1_mlkem768-ke2_mlkem1024
 #   r-ecp384-2ke        charon  / the same
+#   rekey               tunneld / aes256gcm16-prfsha384-x25519-ke1_mlkem768, children with
+#                       esp_proposals aes256gcm16-x25519-ke1_mlkem768 (PFS + an additional
+#                       exchange): a child rekey by tunneld, one by charon, an IKE rekey by
+#                       tunneld, one by charon (RFC 9370 2.2.4: CREATE_CHILD_SA, then
+#                       IKE_FOLLOWUP_KE); pings after each; charon logged one IKE_FOLLOWUP_KE
+#                       per additional exchange of each rekey and no failure
 # Each case checks: both sides up (one IKE SA, one child); PINGS pings each way through the
 # tunnel; charon's log shows the proposal it selected with the ML-KEM methods
 # (ML_KEM_768 ...) and, with additional exchanges, that many IKE_INTERMEDIATE exchanges;
@@ -29,7 +35,7 @@
 #
 #   sudo bash scripts/ike-pq.sh                    # every case (builds tunneld, ipsec)
 #   sudo bash scripts/ike-pq.sh r-ecp384-2ke       # only that one
-#   sudo bash scripts/ike-pq.sh --ci               # i-x25519-mlkem768 and r-ecp384-2ke, 3 pings
+#   sudo bash scripts/ike-pq.sh --ci               # i-x25519-mlkem768, r-ecp384-2ke, rekey; 3 pings
 #   TUNNELD_BIN=... IPSEC_BIN=... sudo -E bash scripts/ike-pq.sh
 #   bash scripts/ike-pq.sh --if-possible           # no root / netns: say why, exit 0 (a
 #                                                  # missing strongSwan 6.1 still fails)
@@ -44,8 +50,8 @@ NETNS_TAG=ike-pq
 . scripts/lib-netns.sh
 . scripts/lib-strongswan.sh
 . scripts/lib-ike-lifecycle.sh
-ALL_CASES="i-x25519-mlkem768 r-x25519-mlkem768 i-mlkem1024 r-mlkem1024 i-ecp384-2ke r-ecp384-2ke"
-CI_CASES="i-x25519-mlkem768 r-ecp384-2ke"
+ALL_CASES="i-x25519-mlkem768 r-x25519-mlkem768 i-mlkem1024 r-mlkem1024 i-ecp384-2ke r-ecp384-2ke rekey"
+CI_CASES="i-x25519-mlkem768 r-ecp384-2ke rekey"
 CI=0
 ARGS=()
 for a in "$@"; do
@@ -128,7 +134,7 @@ case_fail() {
 
 # pings FROM_NS SRC DST: how many of PINGS were answered.
 pings() {
-  ip netns exec "$1" ping -n -c "$PINGS" -i 0.2 -W 2 -I "$2" "$3" 2>&1 |
+  { ip netns exec "$1" ping -n -c "$PINGS" -i 0.2 -W 2 -I "$2" "$3" 2>&1 || true; } |
     sed -n 's/^[0-9]* packets transmitted, \([0-9]*\) received.*/\1/p'
 }
 
@@ -199,19 +205,114 @@ run_case() {
   log "$CASE: passed ($((SECONDS - t0)) s): up in ${up_s}s, charon selected $sel, $n_int IKE_INTERMEDIATE, pings $ab/$ba"
 }
 
+# td_spis DIR: "IKE_SPI_I CHILD_SPI_IN STATE_OK": tunneld's IKE SA and child (the installed one).
+td_spis() {
+  td_ctl "$1" ike list --json 2>/dev/null | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+ike = [x for x in j.get("ike_sas", []) if x.get("state") == "established"]
+ch = [c for x in ike for c in x.get("children", []) if c.get("state") == "installed"]
+print(ike[0]["spi_i"] if len(ike) == 1 else "-", ch[0]["spi_in"] if len(ch) == 1 else "-")' 2>/dev/null || echo "- -"
+}
+
+# rekeyed WHAT BEFORE: waits (10 s) until tunneld's IKE SPI (WHAT=ike) or child SPI (child)
+# differs from BEFORE, with one IKE SA and one child on both sides; prints the new one.
+rekeyed() {
+  local what=$1 before=$2 deadline=$((SECONDS + 10)) now ike child b
+  while :; do
+    read -r ike child <<<"$(td_spis "$CD/a")"
+    now=$child
+    [ "$what" = child ] || now=$ike
+    b=$(swan_established "$CD/b")
+    if [ "$now" != - ] && [ "$now" != "$before" ] && [ "$b" = "1 1" ] && [ "$ike" != - ] && [ "$child" != - ]; then
+      echo "$now"
+      return 0
+    fi
+    [ $SECONDS -lt $deadline ] || case_fail "$what rekey not done within 10 s: tunneld $ike/$child, charon $b; charon: $(grep -E '\[(IKE|ENC)\]' "$CD/b/charon.log" | tail -n 6)"
+    sleep 0.1
+  done
+}
+
+# A rekey case: up with additional key exchanges for the IKE SA and the child (PFS), then
+# a child rekey by tunneld, one by charon, an IKE rekey by tunneld, one by charon; after
+# each, pings both ways; charon's log must show the IKE_FOLLOWUP_KE exchanges (one per ADDKE
+# of each rekey: RFC 9370 2.2.4) and no failure.
+run_rekey_case() {
+  CASE=$1
+  CD=$WORK/$CASE
+  mkdir -p "$CD/a" "$CD/b"
+  local prop=$2 esp=$3 psk="pq-$RANDOM-$RANDOM-$RANDOM" t0=$SECONDS
+  IKE_PROP=$prop
+  ESP_PROP=$esp
+  topo_up
+  swan_instance "$CD/b"
+  swan_site_conf "$CD/b" local=$B_NET remote=$A_NET local_id=$B_ID remote_id=$A_ID \
+    local_ts=$B_IN/32 remote_ts=$A_IN/32 psk="$psk" ike="$prop" esp="$esp" encap=yes
+  swan_start "${TOPO}b" "$CD/b"
+  swan_load "$CD/b"
+  td_conf "$CD/a" local=$A_NET remote=$B_NET local_id=$A_ID remote_id=$B_ID \
+    local_ts=$A_IN/32 remote_ts=$B_IN/32 psk="$psk"
+  td_start "${TOPO}a" "$CD/a" $B_IN
+  local out
+  out=$(td_ctl "$CD/a" ike initiate gw 2>&1) || case_fail "ipsec ike initiate gw failed: $out"
+  local ike child why=() ab ba step
+  rekeyed child - >/dev/null
+  read -r ike child <<<"$(td_spis "$CD/a")"
+  for step in child-by-tunneld child-by-charon ike-by-tunneld ike-by-charon; do
+    case $step in
+      child-by-tunneld) td_ctl "$CD/a" ike rekey gw/net >/dev/null || case_fail "ipsec ike rekey gw/net failed" ;;
+      child-by-charon) swan_rekey "$CD/b" --child net ;;
+      ike-by-tunneld) td_ctl "$CD/a" ike rekey gw >/dev/null || case_fail "ipsec ike rekey gw failed" ;;
+      ike-by-charon) swan_rekey "$CD/b" --ike sw ;;
+    esac
+    case $step in
+      child-*) child=$(rekeyed child "$child") ;;
+      ike-*) ike=$(rekeyed ike "$ike") ;;
+    esac
+    ab=$(pings "${TOPO}a" $A_IN $B_IN)
+    ba=$(pings "${TOPO}b" $B_IN $A_IN)
+    [ "${ab:-0}" -ge "$PINGS" ] && [ "${ba:-0}" -ge "$PINGS" ] || why+=("after $step: pings $ab/$ba of $PINGS")
+    log "$CASE: $step done ($((SECONDS - t0)) s), pings $ab/$ba"
+  done
+  td_stop "$CD/a"
+  swan_stop "$CD/b"
+  local n_add_ike n_add_esp n_fu want_fu bad
+  n_add_ike=$(grep -o 'ke[1-7]_' <<<"$prop" | grep -c . || true)
+  n_add_esp=$(grep -o 'ke[1-7]_' <<<"$esp" | grep -c . || true)
+  want_fu=$((2 * n_add_esp + 2 * n_add_ike))
+  # one per IKE SA and message ID (fragments are logged one by one, and the whole message)
+  n_fu=$(grep -oE '<[^>]*> (generating|parsed) IKE_FOLLOWUP_KE request [0-9]+' "$CD/b/charon.log" |
+    sed -E 's/(generating|parsed) //' | sort -u | grep -c . || true)
+  [ "$n_fu" = "$want_fu" ] || why+=("charon logged $n_fu IKE_FOLLOWUP_KE requests, expected $want_fu")
+  bad=$(grep -cE 'STATE_NOT_FOUND|INVALID_SYNTAX|NO_PROPOSAL_CHOSEN|failed to establish|rekeying .* failed' "$CD/b/charon.log" || true)
+  [ "$bad" = 0 ] || why+=("charon logged $bad failures: $(grep -E 'STATE_NOT_FOUND|INVALID_SYNTAX|NO_PROPOSAL_CHOSEN|failed' "$CD/b/charon.log" | head -n 3)")
+  echo "$((SECONDS - t0)) ${ab:-0} ${ba:-0} $n_fu" >"$CD/result"
+  if [ ${#why[@]} -gt 0 ]; then
+    local IFS=';'
+    case_fail "${why[*]}"
+  fi
+  log "$CASE: passed ($((SECONDS - t0)) s): 2 child and 2 IKE rekeys with $n_fu IKE_FOLLOWUP_KE exchanges, pings after each"
+}
+
 declare -A INIT=([i-x25519-mlkem768]=a [r-x25519-mlkem768]=b [i-mlkem1024]=a [r-mlkem1024]=b
-  [i-ecp384-2ke]=a [r-ecp384-2ke]=b)
+  [i-ecp384-2ke]=a [r-ecp384-2ke]=b [rekey]=a)
 declare -A PROP=([i-x25519-mlkem768]=aes256gcm16-prfsha384-x25519-ke1_mlkem768
   [r-x25519-mlkem768]=aes256gcm16-prfsha384-x25519-ke1_mlkem768
   [i-mlkem1024]=aes256gcm16-prfsha384-mlkem1024 [r-mlkem1024]=aes256gcm16-prfsha384-mlkem1024
   [i-ecp384-2ke]=aes256gcm16-prfsha384-ecp384-ke1_mlkem768-ke2_mlkem1024
-  [r-ecp384-2ke]=aes256gcm16-prfsha384-ecp384-ke1_mlkem768-ke2_mlkem1024)
+  [r-ecp384-2ke]=aes256gcm16-prfsha384-ecp384-ke1_mlkem768-ke2_mlkem1024
+  [rekey]=aes256gcm16-prfsha384-x25519-ke1_mlkem768)
+REKEY_ESP=aes256gcm16-x25519-ke1_mlkem768
 ROWS=()
 for c in $ALL_CASES; do
   want "$c" || continue
   log "---- $c"
   rm -rf "${WORK:?}/$c"
-  case_bounded 60 run_case "$c" "${INIT[$c]}" "${PROP[$c]}"
+  if [ "$c" = rekey ]; then
+    case_bounded 90 run_rekey_case "$c" "${PROP[$c]}" "$REKEY_ESP"
+  else
+    case_bounded 60 run_case "$c" "${INIT[$c]}" "${PROP[$c]}"
+  fi
   rc=$CASE_RC
   r="? ? ? ?"
   [ ! -s "$WORK/$c/result" ] || r=$(cat "$WORK/$c/result")

@@ -312,12 +312,7 @@ type Chosen = (u8, u32, ChildSuite, Option<DhGroup>, [Option<DhGroup>; 7]);
 /// proposal with KE transforms needs one of our groups (and the KE payload of that group,
 /// else INVALID_KE_PAYLOAD); ours with a group need the offer to have it. Without `pfs`
 /// (IKE_AUTH's child, 1.2) key exchange methods are left out on both sides.
-fn choose_proposal(
-    c: &ChildConfig,
-    offered: &[Proposal],
-    ke_group: Option<u16>,
-    pfs: bool,
-) -> Result<Chosen, Refusal> {
+fn choose_proposal(c: &ChildConfig, offered: &[Proposal], ke_group: Option<u16>, pfs: bool) -> Result<Chosen, Refusal> {
     let mut want_ke = None;
     for spec in &c.esp_proposals {
         for p in offered.iter().filter(|p| p.protocol == protocol::ESP) {

@@ -47,9 +47,27 @@ impl Crypto {
         spi_i: u64,
         spi_r: u64,
     ) -> Result<Crypto, Error> {
+        Self::derive_with(role, suite, old_sk_d, shared, ni, nr, &[], spi_i, spi_r)
+    }
+
+    /// [`Crypto::derive`] for a rekey with additional key exchanges (RFC 9370 2.2.4):
+    /// `SKEYSEED = prf(SK_d (old), SK(0) | Ni | Nr | SK(1) | ... | SK(n))`, `add` being
+    /// SK(1) | ... | SK(n) (strongSwan's order too).
+    #[allow(clippy::too_many_arguments)]
+    pub fn derive_with(
+        role: Role,
+        suite: IkeSuite,
+        old_sk_d: Option<&[u8]>,
+        shared: &[u8],
+        ni: &[u8],
+        nr: &[u8],
+        add: &[u8],
+        spi_i: u64,
+        spi_r: u64,
+    ) -> Result<Crypto, Error> {
         let seed = match old_sk_d {
             None => skeyseed(suite.prf, ni, nr, shared),
-            Some(d) => crate::prf::prf(suite.prf, d, &[shared, ni, nr]),
+            Some(d) => crate::prf::prf(suite.prf, d, &[shared, ni, nr, add]),
         };
         let keys = derive_ike_keys(&suite, &seed, ni, nr, spi_i, spi_r);
         let (out_e, out_a, in_e, in_a) = if role == Role::Initiator {

@@ -11,8 +11,9 @@
 //! ```
 //!
 //! Nothing is installed until the last exchange; then the keys come from every shared
-//! secret in order (2.2.4): a child's `KEYMAT = prf+(SK_d, SK(0) | SK(1) | ... | Ni | Nr)`,
-//! a rekeyed IKE SA's `SKEYSEED = prf(SK_d (old), SK(0) | SK(1) | ... | Ni | Nr)`.
+//! secret (2.2.4): a child's `KEYMAT = prf+(SK_d, SK(0) | Ni | Nr | SK(1) | ... | SK(n))`,
+//! a rekeyed IKE SA's `SKEYSEED = prf(SK_d (old), SK(0) | Ni | Nr | SK(1) | ... | SK(n))`
+//! (the nonces between the first and the additional secrets, as strongSwan does too).
 //!
 //! Bad input: an IKE_FOLLOWUP_KE whose link is not the one we gave (or when none is
 //! pending) is answered with STATE_NOT_FOUND, a KE of another method or failing the
@@ -59,8 +60,10 @@ pub(crate) enum Goal {
 
 /// The exchanges' progress, on either side.
 pub(crate) struct Chain {
-    /// SK(0) | SK(1) | ... so far.
+    /// SK(0), of the CREATE_CHILD_SA exchange.
     secret: KeyBytes,
+    /// SK(1) | SK(2) | ... so far.
+    add: KeyBytes,
     /// The exchanges still to run, the next first: (ADDKE number, method).
     todo: Vec<(usize, DhGroup)>,
     /// The responder's ADDITIONAL_KEY_EXCHANGE data for the next exchange.
@@ -97,6 +100,7 @@ impl FollowupKe {
         Some(FollowupKe {
             chain: Chain {
                 secret: shared,
+                add: KeyBytes::default(),
                 todo,
                 link,
                 goal,
@@ -140,7 +144,7 @@ impl FollowupKe {
             failed(sa, cx, self.chain.goal, rng);
             return Next::Done;
         };
-        self.chain.secret.extend_from_slice(&shared);
+        self.chain.add.extend_from_slice(&shared);
         self.chain.todo.remove(0);
         if !self.chain.todo.is_empty() {
             let Some(link) = link_of(ps) else {
@@ -180,12 +184,15 @@ fn finish(sa: &mut IkeSa, cx: &mut Cx, we: Role, chain: Chain, rng: &mut impl Cr
     match chain.goal {
         Goal::Child { agreed, ni, nr, rekeys } => {
             let Some(crypto) = sa.state.crypto() else { return false };
+            // prf+(SK_d, SK(0) | Ni | Nr | SK(1) | ...): the additional secrets after Nr.
+            let mut nr_add = zeroize::Zeroizing::new(nr.clone());
+            nr_add.extend_from_slice(&chain.add);
             let keys = keymat(
                 crypto.suite.prf,
                 &crypto.keys.sk_d,
                 Some(&chain.secret),
                 &ni,
-                &nr,
+                &nr_add,
                 &agreed.suite,
             );
             match (we, rekeys) {
@@ -208,7 +215,19 @@ fn finish(sa: &mut IkeSa, cx: &mut Cx, we: Role, chain: Chain, rng: &mut impl Cr
             our_spi,
             peer_spi,
         } => {
-            let ok = ike_rekey::move_to_new(sa, cx, we, suite, &chain.secret, &ni, &nr, our_spi, peer_spi).is_some();
+            let ok = ike_rekey::move_to_new(
+                sa,
+                cx,
+                we,
+                suite,
+                &chain.secret,
+                &ni,
+                &nr,
+                &chain.add,
+                our_spi,
+                peer_spi,
+            )
+            .is_some();
             if ok && we == Role::Initiator {
                 // The initiator of the rekey deletes the old SA (RFC 7296 2.18).
                 sa.queue_task(cx, Task::IkeDelete, rng);
@@ -245,6 +264,7 @@ pub(crate) fn begin(
     sa.followup = Some(Pending {
         chain: Chain {
             secret: shared,
+            add: KeyBytes::default(),
             todo,
             link: link.clone(),
             goal,
@@ -283,7 +303,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
         sa.stats.additional_ke_refused += 1;
         return Reply::notify(kind::INVALID_SYNTAX);
     };
-    p.chain.secret.extend_from_slice(&shared);
+    p.chain.add.extend_from_slice(&shared);
     p.chain.todo.remove(0);
     let ke = Payload::Ke(crate::ke::KePayload {
         group: g.id(),

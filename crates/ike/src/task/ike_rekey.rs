@@ -148,6 +148,7 @@ impl IkeRekey {
             &shared,
             &self.ni,
             nr,
+            &[],
             self.spi,
             peer_spi,
         )
@@ -171,6 +172,7 @@ pub(crate) fn move_to_new(
     shared: &[u8],
     ni: &[u8],
     nr: &[u8],
+    add: &[u8],
     our_spi: u64,
     peer_spi: u64,
 ) -> Option<()> {
@@ -179,7 +181,7 @@ pub(crate) fn move_to_new(
         Role::Initiator => (our_spi, peer_spi),
         Role::Responder => (peer_spi, our_spi),
     };
-    let crypto = Crypto::derive(we, suite, Some(&old.keys.sk_d), shared, ni, nr, spi_i, spi_r).ok()?;
+    let crypto = Crypto::derive_with(we, suite, Some(&old.keys.sk_d), shared, ni, nr, add, spi_i, spi_r).ok()?;
     let remote_id = sa.state.remote_id()?.clone();
     let mut new = IkeSa::new(
         sa.conn,
@@ -293,7 +295,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rn
             link,
         ]);
     }
-    if move_to_new(sa, cx, Role::Responder, suite, &shared, ni, &nr, our_spi, peer_spi).is_none() {
+    if move_to_new(sa, cx, Role::Responder, suite, &shared, ni, &nr, &[], our_spi, peer_spi).is_none() {
         return Reply::notify(kind::NO_PROPOSAL_CHOSEN);
     }
     Reply::with(alloc::vec![
