@@ -79,7 +79,7 @@ export PQ_CHROOT
 bash scripts/pq-chroot.sh || fail "strongSwan 6.1 (the post-quantum peer) cannot be installed: see above"
 SWAN_VERSION=$(chroot "$PQ_CHROOT" dpkg-query -W -f '${Version}' strongswan-charon)
 SWAN_PLUGINS="random nonce aes sha1 sha2 hmac gcm openssl curve25519 kdf pem pkcs1 pubkey x509 kernel-libipsec kernel-netlink socket-default vici"
-SWAN_LOG="ike=2 chd=1 knl=1 cfg=2 net=1 enc=1 dmn=1 lib=1 job=1"
+SWAN_LOG=${PQ_SWAN_LOG:-"ike=2 chd=1 knl=1 cfg=2 net=1 enc=1 dmn=1 lib=1 job=1"}
 mkdir -p "$PQ_CHROOT/dev/net"
 [ -e "$PQ_CHROOT/dev/net/tun" ] || touch "$PQ_CHROOT/dev/net/tun"
 

@@ -67,7 +67,7 @@ impl Crypto {
     ) -> Result<Crypto, Error> {
         let seed = match old_sk_d {
             None => skeyseed(suite.prf, ni, nr, shared),
-            Some(d) => crate::prf::prf(suite.prf, d, &[shared, ni, nr, add]),
+            Some(d) => crate::keys::rekey_skeyseed(suite.prf, d, shared, ni, nr, add),
         };
         let keys = derive_ike_keys(&suite, &seed, ni, nr, spi_i, spi_r);
         let (out_e, out_a, in_e, in_a) = if role == Role::Initiator {

@@ -23,7 +23,7 @@
 //! responder's answer lacks the link, or whose follow-up is refused, installs nothing (a
 //! rekey is tried again later).
 use crate::alg::{DhGroup, IkeSuite};
-use crate::child::{keymat, Agreed};
+use crate::child::Agreed;
 use crate::dh::KeyExchange;
 use crate::event::Role;
 use crate::header::ExchangeType;
@@ -184,15 +184,13 @@ fn finish(sa: &mut IkeSa, cx: &mut Cx, we: Role, chain: Chain, rng: &mut impl Cr
     match chain.goal {
         Goal::Child { agreed, ni, nr, rekeys } => {
             let Some(crypto) = sa.state.crypto() else { return false };
-            // prf+(SK_d, SK(0) | Ni | Nr | SK(1) | ...): the additional secrets after Nr.
-            let mut nr_add = zeroize::Zeroizing::new(nr.clone());
-            nr_add.extend_from_slice(&chain.add);
-            let keys = keymat(
+            let keys = crate::keys::derive_child_keys_addke(
                 crypto.suite.prf,
                 &crypto.keys.sk_d,
-                Some(&chain.secret),
+                &chain.secret,
                 &ni,
-                &nr_add,
+                &nr,
+                &chain.add,
                 &agreed.suite,
             );
             match (we, rekeys) {
@@ -327,5 +325,56 @@ pub(crate) fn expire(sa: &mut IkeSa, now: Duration) {
     if sa.followup.as_ref().is_some_and(|p| now >= p.until) {
         sa.followup = None;
         sa.stats.additional_ke_refused += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::alg::{ChildSuite, Encr, Prf};
+    use crate::keys::{derive_child_keys_addke, rekey_skeyseed};
+
+    fn h(s: &str) -> alloc::vec::Vec<u8> {
+        hex::decode(s).unwrap()
+    }
+
+    /// The key derivation across several key exchanges against strongSwan 6.1's own dumps
+    /// (tests/vectors/strongswan61-pq.txt, scripts/pq_vectors.py): SKEYSEED after an
+    /// IKE_INTERMEDIATE exchange (RFC 9370 2.2.2), after an IKE rekey with IKE_FOLLOWUP_KE and
+    /// a child's KEYMAT after one (2.2.4), each from SK_d, the secrets and the nonces.
+    #[test]
+    fn strongswan_61_vectors() {
+        let text = include_str!("../../tests/vectors/strongswan61-pq.txt");
+        let mut n = [0; 3];
+        let suite = ChildSuite {
+            encr: Encr::AesGcm16_256,
+            integ: None,
+            esn: false,
+        };
+        for l in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+            let f: alloc::vec::Vec<alloc::vec::Vec<u8>> = l.split_whitespace().skip(1).map(h).collect();
+            match l.split_whitespace().next() {
+                Some("intermediate") => {
+                    assert_eq!(
+                        rekey_skeyseed(Prf::HmacSha384, &f[0], &f[1], &f[2], &f[3], &[])[..],
+                        f[4][..]
+                    );
+                    n[0] += 1;
+                }
+                Some("ikerekey") => {
+                    assert_eq!(
+                        rekey_skeyseed(Prf::HmacSha384, &f[0], &f[1], &f[3], &f[4], &f[2])[..],
+                        f[5][..]
+                    );
+                    n[1] += 1;
+                }
+                Some("child") => {
+                    let k = derive_child_keys_addke(Prf::HmacSha384, &f[0], &f[1], &f[3], &f[4], &f[2], &suite);
+                    assert_eq!((&k.encr_i[..], &k.encr_r[..]), (&f[5][..], &f[6][..]));
+                    n[2] += 1;
+                }
+                other => panic!("record {other:?}"),
+            }
+        }
+        assert_eq!(n, [1, 2, 2], "every record ran");
     }
 }
