@@ -11,7 +11,7 @@
 # inside `ip netns exec` and a private mount namespace where the instance directory is bound
 # into the chroot at the same path, the instance's run/ on the chroot's /run, and the host's
 # /dev/net/tun on the chroot's (kernel-libipsec); swanctl runs in the chroot the same way.
-# Its file log has flush_line = yes (scripts/lib-strongswan.sh). A peer that cannot be
+# (scripts/lib-pq-chroot.sh). Its file log has flush_line = yes (scripts/lib-strongswan.sh). A peer that cannot be
 # installed makes the run fail with the reason (never a quiet skip).
 #
 # Cases (who initiates / IKE proposal, both sides):
@@ -73,49 +73,10 @@ B_ID=b.pq.test
 ESP_PROP=aes256gcm16
 need_netns "network namespaces, charon 6.1, tunneld"
 
-# ---- the peer: strongSwan 6.1 in its sid chroot ----------------------------------------------
-PQ_CHROOT=${PQ_CHROOT:-/var/lib/ipsec-test/sid-strongswan}
-export PQ_CHROOT
-bash scripts/pq-chroot.sh || fail "strongSwan 6.1 (the post-quantum peer) cannot be installed: see above"
-SWAN_VERSION=$(chroot "$PQ_CHROOT" dpkg-query -W -f '${Version}' strongswan-charon)
-SWAN_PLUGINS="random nonce aes sha1 sha2 hmac gcm openssl curve25519 kdf pem pkcs1 pubkey x509 kernel-libipsec kernel-netlink socket-default vici"
+# ---- the peer: strongSwan 6.1 in its sid chroot (scripts/lib-pq-chroot.sh) -----------------
+. scripts/lib-pq-chroot.sh
+pq_swan_ready
 SWAN_LOG=${PQ_SWAN_LOG:-"ike=2 chd=1 knl=1 cfg=2 net=1 enc=1 dmn=1 lib=1 job=1"}
-mkdir -p "$PQ_CHROOT/dev/net"
-[ -e "$PQ_CHROOT/dev/net/tun" ] || touch "$PQ_CHROOT/dev/net/tun"
-
-# swan_start NS D (lib-strongswan's, in the chroot): charon in NS, D bound at the same path
-# inside the chroot, D/run on its /run, /dev/net/tun from the host; waits for vici (10 s).
-swan_start() {
-  local ns=$1 d=$2 pid
-  [ -f "$d/strongswan.conf" ] || fail "swan_start: no instance in $d (swan_instance first)"
-  rm -f "$d/run/charon.pid" "$d/run/charon.vici"
-  mkdir -p "$PQ_CHROOT$d"
-  ip netns exec "$ns" unshare -m --propagation private sh -c \
-    'mount --bind "$2" "$1$2" && mount --bind "$2/run" "$1/run" && mount --bind /dev/net/tun "$1/dev/net/tun" &&
-     exec chroot "$1" env STRONGSWAN_CONF="$2/strongswan.conf" /usr/lib/ipsec/charon' charon \
-    "$PQ_CHROOT" "$d" >"$d/charon.stderr" 2>&1 &
-  pid=$!
-  BG+=("$pid")
-  echo "$pid" >"$d/pid"
-  SWAN_STARTED+=("$d")
-  local deadline=$((SECONDS + 10))
-  until SWAN_CTL_TIMEOUT=2 swan_ctl "$d" --stats >/dev/null 2>&1; do
-    kill -0 "$pid" 2>/dev/null || fail "charon in $ns exited at start: $(tail -n 5 "$d/charon.stderr" "$d/charon.log")"
-    [ $SECONDS -lt $deadline ] || fail "charon in $ns: no answer on its vici socket within 10 s"
-    sleep 0.1
-  done
-}
-
-# swan_ctl D ARGS...: the chroot's swanctl (6.1) talking to instance D's charon.
-swan_ctl() {
-  local d=$1
-  shift
-  mkdir -p "$PQ_CHROOT$d"
-  timeout "${SWAN_CTL_TIMEOUT:-30}" unshare -m --propagation private sh -c \
-    'c=$1 d=$2; shift 2; mount --bind "$d" "$c$d" &&
-     exec chroot "$c" env STRONGSWAN_CONF="$d/strongswan.conf" swanctl "$@" --uri "unix://$d/run/charon.vici"' \
-    swanctl "$PQ_CHROOT" "$d" "$@"
-}
 
 locate_tunneld --bin ipsec
 IPSEC=$(dirname "$BIN")/ipsec
