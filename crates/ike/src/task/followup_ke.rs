@@ -377,4 +377,179 @@ mod tests {
         }
         assert_eq!(n, [1, 2, 2], "every record ran");
     }
+
+    use super::*;
+    use crate::config::{Config, Connection, Psk};
+    use crate::ike_sa::{Crypto, Output, State};
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    const PROP: &str = "aes256gcm16-prfsha384-x25519-ke1_mlkem768";
+
+    fn established() -> (IkeSa, Config, IkeSuite) {
+        let spec = crate::alg::parse_proposal(PROP, crate::alg::ProposalKind::Ike).unwrap();
+        let offered = [crate::sa::Proposal::from_spec(
+            1,
+            crate::sa::protocol::IKE,
+            &[],
+            &spec,
+            true,
+        )];
+        let (_, suite) = crate::sa::choose_ike(&offered, &[spec]).unwrap();
+        let crypto = Crypto::derive(Role::Responder, suite, None, &[7; 32], &[1; 32], &[2; 32], 11, 22).unwrap();
+        let id = crate::Identity::from_str_config("10.0.0.1").unwrap();
+        let sa = IkeSa::new(
+            0,
+            Role::Responder,
+            11,
+            22,
+            "10.0.0.2:500".parse().unwrap(),
+            "10.0.0.1:500".parse().unwrap(),
+            State::Established { crypto, remote_id: id },
+            Duration::ZERO,
+        );
+        let c = Connection::new(
+            "c",
+            "10.0.0.2".parse().unwrap(),
+            Some("10.0.0.1".parse().unwrap()),
+            crate::Identity::from_str_config("10.0.0.2").unwrap(),
+            None,
+            Psk::new(b"k"),
+            PROP,
+        )
+        .unwrap();
+        (sa, Config::new(alloc::vec![c]), suite)
+    }
+
+    fn run(sa: &mut IkeSa, cfg: &Config, ps: &[Payload], now: Duration) -> Option<u16> {
+        let mut out = Output::default();
+        let mut cx = Cx {
+            cfg,
+            out: &mut out,
+            now,
+            others: &[],
+            unix: None,
+        };
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        let r = respond(sa, &mut cx, ps, &mut rng);
+        r.payloads.iter().find_map(|p| match p {
+            Payload::Notify(n) if kind::is_error(n.kind) => Some(n.kind),
+            _ => None,
+        })
+    }
+
+    fn pending(sa: &mut IkeSa, cfg: &Config, suite: IkeSuite) -> Vec<u8> {
+        let mut out = Output::default();
+        let cx = Cx {
+            cfg,
+            out: &mut out,
+            now: Duration::ZERO,
+            others: &[],
+            unix: None,
+        };
+        let mut rng = ChaCha20Rng::seed_from_u64(4);
+        let goal = Goal::Ike {
+            suite,
+            ni: alloc::vec![1; 32],
+            nr: alloc::vec![2; 32],
+            our_spi: 33,
+            peer_spi: 44,
+        };
+        let n = begin(sa, &cx, KeyBytes::default(), todo(&suite.addke), goal, &mut rng);
+        match n {
+            Payload::Notify(n) => n.data,
+            _ => panic!(),
+        }
+    }
+
+    fn followup(link: &[u8], group: DhGroup, data: Vec<u8>) -> Vec<Payload> {
+        alloc::vec![
+            Payload::Ke(crate::ke::KePayload {
+                group: group.id(),
+                data
+            }),
+            Payload::Notify(Notify::ike(kind::ADDITIONAL_KEY_EXCHANGE, link)),
+        ]
+    }
+
+    fn ek() -> Vec<u8> {
+        crate::kem::Decapsulator::from_seed(crate::kem::MlKem::MlKem768, &[5; 64])
+            .ek()
+            .to_vec()
+    }
+
+    /// Bad input (#37, RFC 9370 2.2.4): no exchange pending or a link not ours is
+    /// STATE_NOT_FOUND, a KE of another method or a bad key INVALID_SYNTAX, a follow-up that
+    /// never comes is dropped after 30 s; each counted, nothing made.
+    #[test]
+    fn bad_followups_are_refused_and_counted() {
+        let (mut sa, cfg, suite) = established();
+        assert_eq!(
+            run(
+                &mut sa,
+                &cfg,
+                &followup(&[1; 8], DhGroup::MlKem768, ek()),
+                Duration::ZERO
+            ),
+            Some(kind::STATE_NOT_FOUND)
+        );
+        let link = pending(&mut sa, &cfg, suite);
+        assert_ne!(link, [1; 8]);
+        assert_eq!(
+            run(
+                &mut sa,
+                &cfg,
+                &followup(&[1; 8], DhGroup::MlKem768, ek()),
+                Duration::ZERO
+            ),
+            Some(kind::STATE_NOT_FOUND)
+        );
+        assert!(sa.followup.is_none(), "that state is given up");
+        let link2 = pending(&mut sa, &cfg, suite);
+        assert_eq!(
+            run(
+                &mut sa,
+                &cfg,
+                &followup(&link2, DhGroup::MlKem1024, alloc::vec![0; 1568]),
+                Duration::ZERO
+            ),
+            Some(kind::INVALID_SYNTAX)
+        );
+        let link3 = pending(&mut sa, &cfg, suite);
+        assert_eq!(
+            run(
+                &mut sa,
+                &cfg,
+                &followup(&link3, DhGroup::MlKem768, ek()[1..].to_vec()),
+                Duration::ZERO
+            ),
+            Some(kind::INVALID_SYNTAX)
+        );
+        // The missing IKE_FOLLOWUP_KE: dropped at the deadline, not before.
+        pending(&mut sa, &cfg, suite);
+        expire(&mut sa, PENDING_TIMEOUT - Duration::from_millis(1));
+        assert!(sa.followup.is_some());
+        expire(&mut sa, PENDING_TIMEOUT);
+        assert!(sa.followup.is_none());
+        assert_eq!(sa.stats.additional_ke_refused, 5);
+        assert!(sa.effects.is_empty(), "no IKE SA was made");
+        assert!(sa.state.is_established());
+    }
+
+    /// The good follow-up ends the exchange: the new IKE SA is handed over.
+    #[test]
+    fn the_followup_makes_the_new_ike_sa() {
+        let (mut sa, cfg, suite) = established();
+        let link = pending(&mut sa, &cfg, suite);
+        assert_eq!(
+            run(&mut sa, &cfg, &followup(&link, DhGroup::MlKem768, ek()), Duration::ZERO),
+            None
+        );
+        assert!(sa.followup.is_none());
+        assert!(matches!(
+            sa.effects.last(),
+            Some(crate::ike_sa::EndpointEvent::Rekeyed(_))
+        ));
+        assert_eq!(sa.stats.additional_ke_refused, 0);
+    }
 }

@@ -309,3 +309,227 @@ pub(crate) fn queue(sa: &mut IkeSa, suite: &crate::alg::IkeSuite) {
 pub(crate) fn peer_supports(ps: &[Payload]) -> bool {
     ps.notify(kind::INTERMEDIATE_EXCHANGE_SUPPORTED).is_some()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alg::{parse_proposal, ProposalKind};
+    use crate::config::{Config, Connection, Psk};
+    use crate::ike_sa::Output;
+    use crate::ke::KePayload;
+    use core::net::SocketAddr;
+    use core::time::Duration;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    const PROP: &str = "aes256gcm16-prfsha384-x25519-ke1_mlkem768";
+
+    fn config() -> Config {
+        let c = Connection::new(
+            "c",
+            "10.0.0.2".parse().unwrap(),
+            Some("10.0.0.1".parse().unwrap()),
+            crate::Identity::from_str_config("10.0.0.2").unwrap(),
+            None,
+            Psk::new(b"k"),
+            PROP,
+        )
+        .unwrap();
+        Config::new(alloc::vec![c])
+    }
+
+    /// A responder's half-open SA right after IKE_SA_INIT agreed on x25519 + ke1 ML-KEM-768.
+    fn half_open() -> IkeSa {
+        let spec = parse_proposal(PROP, ProposalKind::Ike).unwrap();
+        let offered = [crate::sa::Proposal::from_spec(
+            1,
+            crate::sa::protocol::IKE,
+            &[],
+            &spec,
+            true,
+        )];
+        let (_, suite) = crate::sa::choose_ike(&offered, &[spec]).unwrap();
+        let crypto = Crypto::derive(Role::Responder, suite, None, &[7; 32], &[1; 32], &[2; 32], 11, 22).unwrap();
+        let hs = Handshake {
+            ni: alloc::vec![1; 32],
+            nr: alloc::vec![2; 32],
+            init_req: alloc::vec![3; 100],
+            init_resp: alloc::vec![4; 100],
+            peer_hashes: None,
+            peer_certreq: false,
+            int: Default::default(),
+        };
+        let a: SocketAddr = "10.0.0.2:500".parse().unwrap();
+        let b: SocketAddr = "10.0.0.1:500".parse().unwrap();
+        IkeSa::new(
+            0,
+            Role::Responder,
+            11,
+            22,
+            a,
+            b,
+            State::HalfOpen { hs, crypto },
+            Duration::ZERO,
+        )
+    }
+
+    use crate::event::Role;
+
+    fn ke(group: DhGroup, data: Vec<u8>) -> Vec<Payload> {
+        alloc::vec![Payload::Ke(KePayload {
+            group: group.id(),
+            data
+        })]
+    }
+
+    fn answer(sa: &mut IkeSa, ps: &[Payload]) -> (Reply, Option<u16>) {
+        let cfg = config();
+        let mut out = Output::default();
+        let mut cx = Cx {
+            cfg: &cfg,
+            out: &mut out,
+            now: Duration::ZERO,
+            others: &[],
+            unix: None,
+        };
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        let r = respond(sa, &mut cx, ps, &mut rng);
+        let n = r.payloads.first().and_then(|p| match p {
+            Payload::Notify(n) => Some(n.kind),
+            _ => None,
+        });
+        (r, n)
+    }
+
+    fn ek() -> Vec<u8> {
+        crate::kem::Decapsulator::from_seed(crate::kem::MlKem::MlKem768, &[5; 64])
+            .ek()
+            .to_vec()
+    }
+
+    fn sk_d(sa: &IkeSa) -> Vec<u8> {
+        sa.state.crypto().unwrap().keys.sk_d.to_vec()
+    }
+
+    /// RFC 9370 2.2.2: the agreed method's KE is answered with a ciphertext and the keys
+    /// change only once the response is out; a second KE after the last ADDKE is refused.
+    #[test]
+    fn the_additional_exchange_and_then_no_more() {
+        let mut sa = half_open();
+        let before = sk_d(&sa);
+        let (r, n) = answer(&mut sa, &ke(DhGroup::MlKem768, ek()));
+        assert_eq!(n, None);
+        assert!(matches!(&r.payloads[0], Payload::Ke(k) if k.data.len() == 1088));
+        assert_eq!(sk_d(&sa), before, "the response is sealed with the old keys");
+        after_response(&mut sa);
+        assert_ne!(sk_d(&sa), before, "SKEYSEED(1) took over");
+        let State::HalfOpen { hs, crypto } = &sa.state else {
+            panic!()
+        };
+        assert!(all_done(hs, crypto));
+        // Another KE: INVALID_SYNTAX, the SA goes; an empty IKE_INTERMEDIATE is answered.
+        let (r, n) = answer(&mut sa, &ke(DhGroup::MlKem768, ek()));
+        assert_eq!((n, r.then.is_some()), (Some(kind::INVALID_SYNTAX), true));
+        let (r, n) = answer(&mut sa, &[]);
+        assert_eq!((n, r.payloads.len()), (None, 0));
+    }
+
+    /// Bad input (#37): a KE of another method is NO_PROPOSAL_CHOSEN; none, an encapsulation
+    /// key of the wrong length or failing the modulus check is INVALID_SYNTAX; each ends the
+    /// half-open SA and changes no key.
+    #[test]
+    fn bad_key_exchanges_are_refused() {
+        let mut bad_mod = ek();
+        bad_mod[0] = 0x01;
+        bad_mod[1] = (bad_mod[1] & 0xf0) | 0x0d;
+        for (ps, want) in [
+            (ke(DhGroup::MlKem1024, alloc::vec![0; 1568]), kind::NO_PROPOSAL_CHOSEN),
+            (ke(DhGroup::Curve25519, alloc::vec![9; 32]), kind::NO_PROPOSAL_CHOSEN),
+            (Vec::new(), kind::INVALID_SYNTAX),
+            (ke(DhGroup::MlKem768, ek()[..1183].to_vec()), kind::INVALID_SYNTAX),
+            (
+                ke(DhGroup::MlKem768, [ek(), alloc::vec![0]].concat()),
+                kind::INVALID_SYNTAX,
+            ),
+            (ke(DhGroup::MlKem768, bad_mod), kind::INVALID_SYNTAX),
+        ] {
+            let mut sa = half_open();
+            let before = sk_d(&sa);
+            let (r, n) = answer(&mut sa, &ps);
+            assert_eq!(n, Some(want), "{ps:?}");
+            assert_eq!(r.then, Some(DownReason::PeerError(want)));
+            after_response(&mut sa);
+            assert_eq!(sk_d(&sa), before, "nothing derived");
+            let State::HalfOpen { hs, .. } = &sa.state else {
+                panic!()
+            };
+            assert!(hs.int.done.is_empty());
+        }
+    }
+
+    /// IKE_INTERMEDIATE once the SA is up is INVALID_SYNTAX (RFC 9242 3: only before IKE_AUTH).
+    #[test]
+    fn not_after_ike_auth() {
+        let mut sa = half_open();
+        let State::HalfOpen { crypto, .. } = core::mem::replace(&mut sa.state, State::Dead) else {
+            panic!()
+        };
+        sa.state = State::Established {
+            crypto,
+            remote_id: crate::Identity::from_str_config("10.0.0.1").unwrap(),
+        };
+        let (r, n) = answer(&mut sa, &ke(DhGroup::MlKem768, ek()));
+        assert_eq!((n, r.then), (Some(kind::INVALID_SYNTAX), None));
+    }
+
+    /// IKE_AUTH before the additional exchange ran: INVALID_SYNTAX, the SA is gone.
+    #[test]
+    fn ike_auth_before_the_additional_exchange_is_refused() {
+        let mut sa = half_open();
+        let cfg = config();
+        let mut out = Output::default();
+        let mut cx = Cx {
+            cfg: &cfg,
+            out: &mut out,
+            now: Duration::ZERO,
+            others: &[],
+            unix: None,
+        };
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        let id = crate::Identity::from_str_config("10.0.0.1").unwrap();
+        let ps = alloc::vec![
+            Payload::IdI(id.clone(), id.to_body()),
+            Payload::Auth(crate::auth::AuthPayload {
+                method: crate::auth::method::SHARED_KEY,
+                data: alloc::vec![0; 48],
+            }),
+        ];
+        let r = crate::task::ike_auth::respond(&mut sa, &mut cx, &ps, &mut rng);
+        assert!(matches!(&r.payloads[0], Payload::Notify(n) if n.kind == kind::INVALID_SYNTAX));
+        assert_eq!(r.then, Some(DownReason::PeerError(kind::INVALID_SYNTAX)));
+        assert_eq!(sa.stats.invalid_syntax, 1);
+    }
+
+    /// IntAuth_A | P: the header says SK and the length of A | P; the SK header names the
+    /// first inner payload with a length of 4 + |P| (RFC 9242 3.3.2).
+    #[test]
+    fn int_auth_data_layout() {
+        let h = HeaderRepr {
+            spi_i: 1,
+            spi_r: 2,
+            next_payload: pkind::SKF,
+            exchange: ExchangeType::IkeIntermediate,
+            initiator: true,
+            response: false,
+            message_id: 1,
+            length: 9999,
+        };
+        let d = int_auth_data(&h, pkind::KE, &[0xaa; 10]);
+        assert_eq!(d.len(), 28 + 4 + 10);
+        assert_eq!(d[16], pkind::SK, "Next Payload: SK even for a fragmented message");
+        assert_eq!(d[18], 43);
+        assert_eq!(u32::from_be_bytes(d[24..28].try_into().unwrap()), 42);
+        assert_eq!(&d[28..32], &[pkind::KE, 0, 0, 14]);
+        assert_eq!(&d[32..], &[0xaa; 10]);
+    }
+}
