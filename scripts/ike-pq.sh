@@ -27,6 +27,12 @@
 #                       tunneld, one by charon (RFC 9370 2.2.4: CREATE_CHILD_SA, then
 #                       IKE_FOLLOWUP_KE); pings after each; charon logged one IKE_FOLLOWUP_KE
 #                       per additional exchange of each rekey and no failure
+#   fallback            tunneld / "...-x25519-ke1_mlkem768", "...-x25519" against the host's
+#                       strongSwan 5.9.8 (no RFC 9370, classic proposal only): up with the
+#                       classic one, no IKE_INTERMEDIATE, pings
+#   refused             tunneld / only "...-x25519-ke1_mlkem768" against 5.9.8: its
+#                       NO_PROPOSAL_CHOSEN, tunneld's ike.down with the proposal mismatch,
+#                       nothing installed on either side
 # Each case checks: both sides up (one IKE SA, one child); PINGS pings each way through the
 # tunnel; charon's log shows the proposal it selected with the ML-KEM methods
 # (ML_KEM_768 ...) and, with additional exchanges, that many IKE_INTERMEDIATE exchanges;
@@ -35,7 +41,8 @@
 #
 #   sudo bash scripts/ike-pq.sh                    # every case (builds tunneld, ipsec)
 #   sudo bash scripts/ike-pq.sh r-ecp384-2ke       # only that one
-#   sudo bash scripts/ike-pq.sh --ci               # i-x25519-mlkem768, r-ecp384-2ke, rekey; 3 pings
+#   sudo bash scripts/ike-pq.sh --ci               # i-x25519-mlkem768, r-ecp384-2ke, rekey, fallback,
+#                                                  # refused; 3 pings
 #   TUNNELD_BIN=... IPSEC_BIN=... sudo -E bash scripts/ike-pq.sh
 #   bash scripts/ike-pq.sh --if-possible           # no root / netns: say why, exit 0 (a
 #                                                  # missing strongSwan 6.1 still fails)
@@ -50,8 +57,8 @@ NETNS_TAG=ike-pq
 . scripts/lib-netns.sh
 . scripts/lib-strongswan.sh
 . scripts/lib-ike-lifecycle.sh
-ALL_CASES="i-x25519-mlkem768 r-x25519-mlkem768 i-mlkem1024 r-mlkem1024 i-ecp384-2ke r-ecp384-2ke rekey"
-CI_CASES="i-x25519-mlkem768 r-ecp384-2ke rekey"
+ALL_CASES="i-x25519-mlkem768 r-x25519-mlkem768 i-mlkem1024 r-mlkem1024 i-ecp384-2ke r-ecp384-2ke rekey fallback refused"
+CI_CASES="i-x25519-mlkem768 r-ecp384-2ke rekey fallback refused"
 CI=0
 ARGS=()
 for a in "$@"; do
@@ -78,6 +85,9 @@ need_netns "network namespaces, charon 6.1, tunneld"
 pq_swan_ready
 SWAN_LOG=${PQ_SWAN_LOG:-"ike=2 chd=1 knl=1 cfg=2 net=1 enc=1 dmn=1 lib=1 job=1"}
 
+# the peer without RFC 9370 is the host's strongSwan (installed if missing, no service)
+{ want fallback || want refused; } && swan_install
+RAN=()
 locate_tunneld --bin ipsec
 IPSEC=$(dirname "$BIN")/ipsec
 [ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
@@ -255,14 +265,83 @@ run_rekey_case() {
   log "$CASE: passed ($((SECONDS - t0)) s): 2 child and 2 IKE rekeys with $n_fu IKE_FOLLOWUP_KE exchanges, pings after each"
 }
 
+# A peer without RFC 9370 (the host's strongSwan 5.9.8): tunneld initiates with an ADDKE
+# proposal first. `fallback`: a classic proposal follows it, the tunnel comes up with that one
+# (no IKE_INTERMEDIATE) and pings; `refused`: no classic proposal, 5.9.8 answers
+# NO_PROPOSAL_CHOSEN, tunneld reports a proposal mismatch and installs nothing.
+run_old_peer_case() {
+  CASE=$1
+  CD=$WORK/$CASE
+  mkdir -p "$CD/a" "$CD/b"
+  local td_prop=$2 psk="pq-$RANDOM-$RANDOM-$RANDOM" t0=$SECONDS classic=aes256gcm16-prfsha384-x25519
+  IKE_PROP=$td_prop
+  ESP_PROP=aes256gcm16
+  topo_up
+  : >"$CD/b/.host"
+  SWAN_PLUGINS_SAVED=$SWAN_PLUGINS
+  SWAN_PLUGINS="random nonce aes sha1 sha2 hmac gcm openssl curve25519 kdf pem pkcs1 pubkey x509 kernel-libipsec kernel-netlink socket-default vici"
+  swan_instance "$CD/b"
+  SWAN_PLUGINS=$SWAN_PLUGINS_SAVED
+  swan_site_conf "$CD/b" local=$B_NET remote=$A_NET local_id=$B_ID remote_id=$A_ID \
+    local_ts=$B_IN/32 remote_ts=$A_IN/32 psk="$psk" ike=$classic esp=aes256gcm16 encap=yes
+  swan_start "${TOPO}b" "$CD/b"
+  swan_load "$CD/b"
+  local version
+  version=$(dpkg-query -W -f '${Version}' strongswan-charon 2>/dev/null || echo "?")
+  case $version in 6.*) case_fail "the peer is strongSwan $version, not one without RFC 9370" ;; esac
+  td_conf "$CD/a" local=$A_NET remote=$B_NET local_id=$A_ID remote_id=$B_ID \
+    local_ts=$A_IN/32 remote_ts=$B_IN/32 psk="$psk"
+  td_start "${TOPO}a" "$CD/a" $B_IN
+  local out why=() deadline=$((SECONDS + 10)) a b list
+  out=$(td_ctl "$CD/a" ike initiate gw 2>&1) || case_fail "ipsec ike initiate gw failed: $out"
+  if [ "$CASE" = fallback ]; then
+    while :; do
+      a=$(td_counts "$CD/a")
+      a=${a% * *}
+      b=$(swan_established "$CD/b")
+      [ "$a" != "1 1" ] || [ "$b" != "1 1" ] || break
+      [ $SECONDS -lt $deadline ] || case_fail "not up within 10 s: tunneld $a, charon $b"
+      sleep 0.1
+    done
+    local ab
+    ab=$(pings "${TOPO}a" $A_IN $B_IN)
+    [ "${ab:-0}" -ge "$PINGS" ] || why+=("${ab:-0} of $PINGS pings answered")
+    list=$(td_ctl "$CD/a" ike list 2>&1 || true)
+    grep -q -- "; $classic\$" <<<"$list" || why+=("ipsec ike list does not show the classic proposal: $list")
+    ! grep -q IKE_INTERMEDIATE "$CD/b/charon.log" || why+=("charon $version saw an IKE_INTERMEDIATE")
+  else
+    until grep -q '"event":"ike.down"' "$CD/a/monitor.log" 2>/dev/null; do
+      [ $SECONDS -lt $deadline ] || case_fail "tunneld reported no ike.down within 10 s: $(tail -n 3 "$CD/a/monitor.log")"
+      sleep 0.1
+    done
+    grep -qi 'no proposal\|NoProposal\|proposal.mismatch' "$CD/a/monitor.log" "$CD/a/tunneld.log" ||
+      why+=("tunneld's reason is not the proposal mismatch: $(grep -i 'down\|mismatch' "$CD/a/tunneld.log" | tail -n 2)")
+    grep -qE 'generating IKE_SA_INIT response 0 \[ N\(NO_PROP\) \]' "$CD/b/charon.log" ||
+      why+=("charon $version did not answer NO_PROPOSAL_CHOSEN")
+    a=$(td_counts "$CD/a")
+    [ "${a% * *}" = "0 0" ] || why+=("tunneld still has IKE/child SAs: $a")
+    [ "$(swan_established "$CD/b")" = "0 0" ] || why+=("charon has an SA")
+  fi
+  td_stop "$CD/a"
+  swan_stop "$CD/b"
+  echo "$((SECONDS - t0)) - - 0" >"$CD/result"
+  if [ ${#why[@]} -gt 0 ]; then
+    local IFS=';'
+    case_fail "${why[*]}"
+  fi
+  log "$CASE: passed ($((SECONDS - t0)) s) against strongSwan $version"
+}
+
 declare -A INIT=([i-x25519-mlkem768]=a [r-x25519-mlkem768]=b [i-mlkem1024]=a [r-mlkem1024]=b
-  [i-ecp384-2ke]=a [r-ecp384-2ke]=b [rekey]=a)
+  [i-ecp384-2ke]=a [r-ecp384-2ke]=b [rekey]=a [fallback]=a [refused]=a)
 declare -A PROP=([i-x25519-mlkem768]=aes256gcm16-prfsha384-x25519-ke1_mlkem768
   [r-x25519-mlkem768]=aes256gcm16-prfsha384-x25519-ke1_mlkem768
   [i-mlkem1024]=aes256gcm16-prfsha384-mlkem1024 [r-mlkem1024]=aes256gcm16-prfsha384-mlkem1024
   [i-ecp384-2ke]=aes256gcm16-prfsha384-ecp384-ke1_mlkem768-ke2_mlkem1024
   [r-ecp384-2ke]=aes256gcm16-prfsha384-ecp384-ke1_mlkem768-ke2_mlkem1024
-  [rekey]=aes256gcm16-prfsha384-x25519-ke1_mlkem768)
+  [rekey]=aes256gcm16-prfsha384-x25519-ke1_mlkem768
+  [fallback]="aes256gcm16-prfsha384-x25519-ke1_mlkem768\", \"aes256gcm16-prfsha384-x25519"
+  [refused]=aes256gcm16-prfsha384-x25519-ke1_mlkem768)
 REKEY_ESP=aes256gcm16-x25519-ke1_mlkem768
 ROWS=()
 for c in $ALL_CASES; do
@@ -271,6 +350,8 @@ for c in $ALL_CASES; do
   rm -rf "${WORK:?}/$c"
   if [ "$c" = rekey ]; then
     case_bounded 90 run_rekey_case "$c" "${PROP[$c]}" "$REKEY_ESP"
+  elif [ "$c" = fallback ] || [ "$c" = refused ]; then
+    case_bounded 60 run_old_peer_case "$c" "${PROP[$c]}"
   else
     case_bounded 60 run_case "$c" "${INIT[$c]}" "${PROP[$c]}"
   fi

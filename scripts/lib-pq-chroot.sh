@@ -20,10 +20,20 @@ pq_swan_ready() {
   [ -e "$PQ_CHROOT/dev/net/tun" ] || touch "$PQ_CHROOT/dev/net/tun"
 }
 
+# lib-strongswan's own swan_start and swan_ctl, kept as host_swan_start and host_swan_ctl:
+# an instance directory with a file `.host` runs the host's charon (Debian bookworm's 5.9.8,
+# which predates RFC 9370: the peer without additional key exchanges) instead.
+eval "$(declare -f swan_start | sed '1s/^swan_start/host_swan_start/')"
+eval "$(declare -f swan_ctl | sed '1s/^swan_ctl/host_swan_ctl/')"
+
 # swan_start NS D (lib-strongswan's, in the chroot): charon in NS, D bound at the same path
 # inside the chroot, D/run on its /run, /dev/net/tun from the host; waits for vici (10 s).
 swan_start() {
   local ns=$1 d=$2 pid
+  if [ -e "$d/.host" ]; then
+    host_swan_start "$@"
+    return
+  fi
   [ -f "$d/strongswan.conf" ] || fail "swan_start: no instance in $d (swan_instance first)"
   rm -f "$d/run/charon.pid" "$d/run/charon.vici"
   mkdir -p "$PQ_CHROOT$d"
@@ -46,6 +56,10 @@ swan_start() {
 # swan_ctl D ARGS...: the chroot's swanctl (6.1) talking to instance D's charon.
 swan_ctl() {
   local d=$1
+  if [ -e "$d/.host" ]; then
+    host_swan_ctl "$@"
+    return
+  fi
   shift
   mkdir -p "$PQ_CHROOT$d"
   timeout "${SWAN_CTL_TIMEOUT:-30}" unshare -m --propagation private sh -c \

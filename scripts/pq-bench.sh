@@ -12,7 +12,8 @@
 # SA (initiator SPI) tshark gives the time from the first IKE_SA_INIT request to the IKE_AUTH
 # response as B's links saw them, and the IKE bytes (UDP payloads of IKE_SA_INIT,
 # IKE_INTERMEDIATE and IKE_AUTH, both ways, fragments and retransmissions included) and
-# datagrams. Prints the medians (and min-max of the times) per initiator and proposal. Holds
+# datagrams. Prints the medians (and min-max of the times; and of the IKE_SA_INIT round trip
+# alone, "init rtt") per initiator and proposal. Holds
 # the machine-wide lock /tmp/ipsec-bench.lock while it measures.
 #
 #   sudo bash scripts/pq-bench.sh                 # RUNS=10
@@ -106,7 +107,7 @@ EOF
 # ike_sas PCAP: per initiator SPI "SPI SETUP_SECONDS BYTES DATAGRAMS SRC" (IKE_SA_INIT,
 # IKE_INTERMEDIATE, IKE_AUTH), from B's capture.
 ike_sas() {
-  tshark -n -r "$1" -Y 'isakmp && isakmp.exchangetype in {34 35 43}' -T fields -E separator=' ' \
+  tshark -n -r "$1" -Y 'isakmp.exchangetype == 34 || isakmp.exchangetype == 35 || isakmp.exchangetype == 43' -T fields -E separator=' ' \
     -e frame.time_epoch -e isakmp.ispi -e isakmp.exchangetype -e isakmp.flags -e udp.length -e ip.src 2>/dev/null |
     python3 -c '
 import sys
@@ -116,17 +117,19 @@ for l in sys.stdin:
     if len(f) < 6:
         continue
     t, spi, ex, flags, ulen, src = float(f[0]), f[1], int(f[2]), int(f[3], 16), int(f[4]), f[5]
-    s = sas.setdefault(spi, {"t0": None, "t1": None, "bytes": 0, "n": 0, "src": None})
+    s = sas.setdefault(spi, {"t0": None, "t1": None, "ti": None, "bytes": 0, "n": 0, "src": None})
     resp = flags & 0x20
     if ex == 34 and not resp and (s["t0"] is None or t < s["t0"]):
         s["t0"], s["src"] = t, src
+    if ex == 34 and resp and s["ti"] is None:
+        s["ti"] = t
     if ex == 35 and resp:
         s["t1"] = t if s["t1"] is None else max(s["t1"], t)
     s["bytes"] += ulen - 8
     s["n"] += 1
 for spi, s in sas.items():
     if s["t0"] is not None and s["t1"] is not None:
-        print(spi, "%.6f" % (s["t1"] - s["t0"]), s["bytes"], s["n"], s["src"])
+        print(spi, "%.6f" % (s["t1"] - s["t0"]), s["bytes"], s["n"], s["src"], "%.6f" % ((s["ti"] or s["t0"]) - s["t0"]))
 '
 }
 
@@ -180,7 +183,7 @@ summary() {
   python3 - "$WORK" "$RUNS" "${PROPS[@]}" <<'PY'
 import statistics, sys
 work, runs, props = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-print("%-44s %-9s %4s %10s %15s %9s %5s" % ("proposal", "initiator", "n", "setup ms", "min-max ms", "bytes", "dgrams"))
+print("%-44s %-9s %4s %10s %15s %9s %9s %5s" % ("proposal", "initiator", "n", "setup ms", "min-max ms", "init rtt", "bytes", "dgrams"))
 for p in props:
     rows = [l.split() for l in open(f"{work}/{p}/sas") if l.strip()]
     for who, src in (("tunneld", "10.92.1.1"), ("charon", "10.92.2.1")):
@@ -191,8 +194,9 @@ for p in props:
         t = [float(x[1]) * 1000 for x in r]
         b = [int(x[2]) for x in r]
         n = [int(x[3]) for x in r]
-        print("%-44s %-9s %4d %10.2f %15s %9d %5d" % (p, who, len(r), statistics.median(t),
-              "%.2f-%.2f" % (min(t), max(t)), statistics.median(b), statistics.median(n)))
+        ti = [float(x[5]) * 1000 for x in r]
+        print("%-44s %-9s %4d %10.2f %15s %9.2f %9d %5d" % (p, who, len(r), statistics.median(t),
+              "%.2f-%.2f" % (min(t), max(t)), statistics.median(ti), statistics.median(b), statistics.median(n)))
 PY
 }
 
