@@ -36,13 +36,13 @@ BA_NET=10.92.1.2
 C_NET=10.92.2.1
 BC_NET=10.92.2.2
 TOPO=$T
-PROPS=(aes256gcm16-prfsha384-x25519 aes256gcm16-prfsha384-x25519-ke1_mlkem768 aes256gcm16-prfsha384-mlkem1024)
+read -r -a PROPS <<<"${PQ_BENCH_PROPS:-aes256gcm16-prfsha384-x25519 aes256gcm16-prfsha384-x25519-ke1_mlkem768 aes256gcm16-prfsha384-mlkem1024}"
 ESP_PROP=aes256gcm16
 locate_tunneld --bin ipsec
 IPSEC=$(dirname "$BIN")/ipsec
 [ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
 WORK=$(mktemp -d /tmp/pq-bench.XXXXXX)
-trap 'rc=$?; swan_stop_all; rm -rf "${PQ_CHROOT:?}$WORK" 2>/dev/null; [ $rc -eq 0 ] || log "files kept in $WORK"; [ $rc -ne 0 ] || rm -rf "$WORK"; cleanup_all $rc 5' EXIT
+trap 'rc=$?; swan_stop_all; rm -rf "${PQ_CHROOT:?}$WORK" 2>/dev/null; [ $rc -ne 0 ] || [ "${PQ_BENCH_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; WORK=; }; cleanup_all $rc 5' EXIT
 trap 'fail "interrupted"' INT TERM
 
 topo() {
@@ -138,7 +138,9 @@ measure() {
   local D=$WORK/$p
   mkdir -p "$D/a" "$D/b" "$D/c"
   topo
-  ip netns exec "${T}b" dumpcap -q -P -i "${T}ba" -i "${T}bc" -w "$D/b.pcapng" -f 'udp port 500 or udp port 4500' 2>"$D/dumpcap.log" &
+  # no capture filter: the fragments of an IP-fragmented IKE_SA_INIT (ML-KEM-1024 keys pass
+  # 1,500 bytes) carry no UDP header
+  ip netns exec "${T}b" dumpcap -q -P -i "${T}ba" -i "${T}bc" -w "$D/b.pcapng" 2>"$D/dumpcap.log" &
   CAP=$!
   BG+=("$CAP")
   swan_wait_capture 10 "$D/b.pcapng"
