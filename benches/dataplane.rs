@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 const HEAD: usize = 128;
 const ROOM: usize = HEAD + 1500 + 128;
-const BATCH: usize = 32;
+const MAX_BATCH: usize = 32;
 
 fn packet(len: usize) -> Vec<u8> {
     let mut p = vec![0u8; len];
@@ -76,9 +76,9 @@ fn worker(seed: u8) -> Worker {
     Worker::with_rng(IvRng::from_seed([seed; 32]))
 }
 
-/// Seals and opens `n` packets on this thread, one at a time or in batches of [`BATCH`].
+/// Seals and opens `n` packets on this thread, one at a time or in batches of [`MAX_BATCH`].
 fn round_trips(tx: &DataPlane, rx: &DataPlane, w: &mut Worker, pkt: &[u8], n: u64, batched: bool) {
-    let mut raws: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; ROOM]).collect();
+    let mut raws: Vec<Vec<u8>> = (0..MAX_BATCH).map(|_| vec![0u8; ROOM]).collect();
     if !batched {
         let raw = &mut raws[0];
         for _ in 0..n {
@@ -92,11 +92,11 @@ fn round_trips(tx: &DataPlane, rx: &DataPlane, w: &mut Worker, pkt: &[u8], n: u6
         }
         return;
     }
-    let mut verdicts = [Ok(Verdict::Protected(1)); BATCH];
-    for _ in 0..n.div_ceil(BATCH as u64) {
+    let mut verdicts = [Ok(Verdict::Protected(1)); MAX_BATCH];
+    for _ in 0..n.div_ceil(MAX_BATCH as u64) {
         let mut it = raws.iter_mut();
-        let mut bufs: [PacketBuf; BATCH] = core::array::from_fn(|_| {
-            let raw = it.next().expect("BATCH buffers");
+        let mut bufs: [PacketBuf; MAX_BATCH] = core::array::from_fn(|_| {
+            let raw = it.next().expect("MAX_BATCH buffers");
             raw[HEAD..HEAD + pkt.len()].copy_from_slice(pkt);
             PacketBuf::new(raw, HEAD, pkt.len()).expect("room")
         });
@@ -123,7 +123,7 @@ fn engine_threads(c: &mut Criterion) {
             g.bench_function(BenchmarkId::new(name, format!("{threads}-threads")), |b| {
                 b.iter_custom(|iters| {
                     // Whole batches per thread when batched.
-                    let unit = if batched { BATCH as u64 } else { 1 };
+                    let unit = if batched { MAX_BATCH as u64 } else { 1 };
                     let per = iters.div_ceil(threads as u64).div_ceil(unit) * unit;
                     let start = Instant::now();
                     std::thread::scope(|s| {
@@ -146,8 +146,8 @@ fn batch(c: &mut Criterion) {
         let mut g = c.benchmark_group(format!("batch/{suite}"));
         for size in [64usize, 1400] {
             let pkt = packet(size);
-            g.throughput(Throughput::Bytes((size * BATCH) as u64));
-            let mut raws: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; ROOM]).collect();
+            g.throughput(Throughput::Bytes((size * MAX_BATCH) as u64));
+            let mut raws: Vec<Vec<u8>> = (0..MAX_BATCH).map(|_| vec![0u8; ROOM]).collect();
             let (tx, rx) = planes(&params);
             let mut w = worker(1);
             g.bench_function(BenchmarkId::new("one-at-a-time", size), |b| {
@@ -161,12 +161,12 @@ fn batch(c: &mut Criterion) {
                 })
             });
             let (tx, rx) = planes(&params);
-            let mut verdicts = [Ok(Verdict::Protected(1)); BATCH];
+            let mut verdicts = [Ok(Verdict::Protected(1)); MAX_BATCH];
             g.bench_function(BenchmarkId::new("batch", size), |b| {
                 b.iter(|| {
                     let mut it = raws.iter_mut();
-                    let mut bufs: [PacketBuf; BATCH] = core::array::from_fn(|_| {
-                        let raw = it.next().expect("BATCH buffers");
+                    let mut bufs: [PacketBuf; MAX_BATCH] = core::array::from_fn(|_| {
+                        let raw = it.next().expect("MAX_BATCH buffers");
                         raw[HEAD..HEAD + size].copy_from_slice(&pkt);
                         PacketBuf::new(raw, HEAD, size).expect("room")
                     });

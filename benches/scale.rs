@@ -9,14 +9,14 @@
 //!   destination) of the SAs in a shuffled order, against the same in a SAD of one SA.
 //! - **Policies**: one outbound protect policy per SA pair added with `Engine::add_policy`
 //!   (one at a time, as the control socket and IKE install them), timed as a whole.
-//! - **Peers**: an ESP-in-UDP socket (`UdpEncap::open`, bound to 127.0.0.1 on a free
-//!   port) configured with M peers, resident memory per peer, and `UdpEncap::endpoint` of
+//! - **Peers**: an ESP-in-UDP socket (`EncapSocket::open`, bound to 127.0.0.1 on a free
+//!   port) configured with M peers, resident memory per peer, and `EncapSocket::endpoint` of
 //!   each peer against the same with one peer.
 //! - **Peers IKE adds** (a remote-access server's clients, `--added K`, default 10,000):
-//!   `UdpEncap::add_peer` of K clients, each at its own address with its own child SA,
+//!   `EncapSocket::add_peer` of K clients, each at its own address with its own child SA,
 //!   timed (per add, and the last 1,000 on their own), resident memory per added peer, and
-//!   `UdpEncap::child_endpoint` (the lookup every sealed packet of such an SA makes) of each
-//!   against the same with one. Then `UdpEncap::source_of` (every received datagram's
+//!   `EncapSocket::child_endpoint` (the lookup every sealed packet of such an SA makes) of each
+//!   against the same with one. Then `EncapSocket::source_of` (every received datagram's
 //!   lookup) of peers that moved behind a NAT, beside a linear scan of the endpoints, the
 //!   lookup it replaced, in the same run.
 //!
@@ -26,7 +26,7 @@
 use ipsec_core::sa::{Keyed, Proto};
 use ipsec_core::{AeadAlg, Mode, SaParams, Tunnel};
 use ipsec_engine::{Action, Direction, Engine, Policy, Prefix, SaConfig, Selector};
-use ipsec_tunnel::udp::UdpEncap;
+use ipsec_tunnel::dev::udp::EncapSocket;
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -109,7 +109,7 @@ fn main() {
     let peers: Vec<IpAddr> = (0..n_peer).map(|i| IpAddr::V4(peer_addr(i))).collect();
     let before = rss_bytes();
     let t = Instant::now();
-    let u = UdpEncap::open(local, 0, &peers, 4500, Duration::from_millis(10)).expect("UDP socket");
+    let u = EncapSocket::open(local, 0, &peers, 4500, Duration::from_millis(10)).expect("UDP socket");
     let took = t.elapsed();
     let grown = rss_bytes().saturating_sub(before);
     println!(
@@ -118,10 +118,10 @@ fn main() {
         grown as f64 / 1e6,
         grown as f64 / f64::from(n_peer)
     );
-    let endpoint_ns = |u: &UdpEncap, list: &[IpAddr]| ns_each(list, 20, |p| u.endpoint(p).expect("a peer"));
+    let endpoint_ns = |u: &EncapSocket, list: &[IpAddr]| ns_each(list, 20, |p| u.endpoint(p).expect("a peer"));
     let mixed: Vec<IpAddr> = shuffled(n_peer).into_iter().map(|i| peers[i as usize]).collect();
     let many = endpoint_ns(&u, &mixed);
-    let u1 = UdpEncap::open(local, 0, &peers[..1], 4500, Duration::from_millis(10)).expect("UDP socket");
+    let u1 = EncapSocket::open(local, 0, &peers[..1], 4500, Duration::from_millis(10)).expect("UDP socket");
     let few = endpoint_ns(&u1, &vec![peers[0]; n_peer as usize]);
     println!("peer endpoint lookup: {many:.1} ns at {n_peer} peers (shuffled), {few:.1} ns at 1 peer");
 
@@ -130,7 +130,7 @@ fn main() {
     let before = rss_bytes();
     let t = Instant::now();
     let mut last = Duration::ZERO;
-    let ua = UdpEncap::open(local, 0, &[], 4500, Duration::from_millis(10)).expect("UDP socket");
+    let ua = EncapSocket::open(local, 0, &[], 4500, Duration::from_millis(10)).expect("UDP socket");
     for i in 0..n_added {
         let t1 = Instant::now();
         assert!(
@@ -151,13 +151,13 @@ fn main() {
         grown as f64 / 1e6,
         grown as f64 / f64::from(n_added)
     );
-    let child_ns = |u: &UdpEncap, list: &[u32]| {
+    let child_ns = |u: &EncapSocket, list: &[u32]| {
         ns_each(list, 20, |i| {
             u.child_endpoint(added_at(i).ip(), 0x1000_0000 + i).expect("an SA")
         })
     };
     let many = child_ns(&ua, &shuffled(n_added));
-    let ua1 = UdpEncap::open(local, 0, &[], 4500, Duration::from_millis(10)).expect("UDP socket");
+    let ua1 = EncapSocket::open(local, 0, &[], 4500, Duration::from_millis(10)).expect("UDP socket");
     assert!(ua1.add_peer(added_at(0), 0x1000_0000, 0x2000_0000));
     let few = child_ns(&ua1, &vec![0; n_added as usize]);
     println!("child SA endpoint lookup: {many:.1} ns at {n_added} added peers (shuffled), {few:.1} ns at 1");
@@ -165,9 +165,9 @@ fn main() {
     // The configured peers move behind NATs (each to its own address): a datagram's source
     // then names its peer only through the moved endpoint.
     let natted = |i: u32| std::net::SocketAddr::new(IpAddr::V4(Ipv4Addr::from(0xc633_0000 + i)), 40000);
-    let um = UdpEncap::open(local, 0, &peers, 4500, Duration::from_millis(10)).expect("UDP socket");
+    let um = EncapSocket::open(local, 0, &peers, 4500, Duration::from_millis(10)).expect("UDP socket");
     for (i, p) in (0..n_peer).zip(&peers) {
-        ipsec_tunnel::underlay::UnderlayRx::authenticated(&um, *p, natted(i));
+        ipsec_tunnel::dev::underlay::UnderlayRx::authenticated(&um, *p, natted(i));
     }
     let srcs: Vec<std::net::SocketAddr> = shuffled(n_peer).into_iter().map(natted).collect();
     let list = um.endpoints();

@@ -699,7 +699,7 @@ ip netns exec "$NSB" timeout $((RT + 20)) iperf3 -s -1 -B 10.100.0.2 -p 5202 >"$
 SRV=$!
 BG+=("$SRV")
 wait_tcp_listen 10 "the iperf3 server" "$NSB" 5202
-timeout $((RT + 20)) ip netns exec "$NSA" iperf3 -c 10.100.0.2 -p 5202 -t "$RT" -b "${REKEY_RATE:-100M}" -J \
+timeout $((RT + 20)) ip netns exec "$NSA" iperf3 -c 10.100.0.2 -p 5202 -t "$RT" -b "${REKEY_RATE:-100M}" -P "${REKEY_STREAMS:-1}" -J \
   >"$WORK/rekey-iperf.json" 2>&1 &
 CLI=$!
 BG+=("$CLI")
@@ -811,7 +811,7 @@ cmd = ["tshark", "-n", "-r", pcap, "-o", "esp.enable_encryption_decode:TRUE", "-
 for u in uats:
     cmd += ["-o", "uat:esp_sa:" + u]
 cmd += ["-Y", "esp", "-T", "fields", "-E", "separator=/t", "-E", "occurrence=f",
-        "-e", "esp.spi", "-e", "esp.icv_good", "-e", "tcp.srcport", "-e", "icmp.type"]
+        "-e", "esp.spi", "-e", "esp.icv_good", "-e", "tcp.srcport", "-e", "icmp.type", "-e", "esp.sequence"]
 env = dict(os.environ, WIRESHARK_CONFIG_DIR=tempfile.mkdtemp(prefix="ws-config-"))
 p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
 if p.returncode != 0:
@@ -821,6 +821,25 @@ bad = [r for r in rows if r[1] != "1" or not (r[2] or r[3])]
 sent = sum(json.load(open(f))["daemon"]["underlay_tx_packets"] for f in (sa, sb))
 spis = sorted({r[0] for r in rows})
 print(f"netns-test: rekey: tshark: {len(rows)} ESP frames, SPIs {', '.join(spis)}, {len(bad)} not decrypted; the daemons sent {sent}")
+# Reordering on the wire (issue #39 item 8: several workers seal one SA, a worker preempted
+# between taking its sequence numbers and sending lets the others' packets pass): per SPI,
+# how far below the highest sequence number seen so far each frame arrived. A frame further
+# behind than the receiver's replay window is dropped as a replay.
+top, depth, behind = {}, {}, {}
+for r in rows:
+    if len(r) < 5 or not r[4]:
+        continue
+    spi, q = r[0], int(r[4])
+    d = top.get(spi, 0) - q
+    if d > 0:
+        depth[spi] = max(depth.get(spi, 0), d)
+        for w in (32, 64, 128, 256, 1024):
+            if d >= w:
+                behind[w] = behind.get(w, 0) + 1
+    top[spi] = max(top.get(spi, 0), q)
+worst = max(depth.items(), key=lambda x: x[1], default=("-", 0))
+print(f"netns-test: rekey: reordering on the wire: at most {worst[1]} packets behind (SPI {worst[0]}); "
+      "frames at least W behind: " + ", ".join(f"W={w}: {behind.get(w, 0)}" for w in (32, 64, 128, 256, 1024)))
 if bad:
     print("  e.g. " + "; ".join("\t".join(r) for r in bad[:5]), file=sys.stderr)
 sys.exit(0 if not bad and len(rows) == sent and len(spis) == nspi else 1)

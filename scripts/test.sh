@@ -8,6 +8,8 @@ bash scripts/install-test-deps.sh
 python3 crates/ah/tests/vectors/gen_scapy.py | diff -u crates/ah/tests/vectors/scapy.txt - >/dev/null ||
   { echo "crates/ah/tests/vectors/scapy.txt differs from what scapy produces now"; exit 1; }
 cargo build --release --locked --bin ipsec
+# docs/architecture.md names files by their paths: every one must exist.
+python3 scripts/check-doc-paths.py
 # The transform crates must build without std.
 cargo build --locked -p ipsec-core -p ipsec-esp -p ipsec-ah -p ipsec-ipcomp -p ipsec-engine --no-default-features
 # Where this user can create a TUN device, the privileged unit tests must run, not pass unrun.

@@ -1,6 +1,7 @@
 //! `ipsec sa|policy|show|monitor`: clients of tunneld's control socket (line-delimited JSON,
 //! protocol v1: see docs/control.md and `ipsec_tunnel::control`).
 
+use ipsec_tunnel::control::{IkeRequest, Request, SaRequest};
 use serde_json::{json, Map, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -182,7 +183,7 @@ fn name_of(v: &Value) -> String {
 /// `ipsec ike ...`.
 pub fn run_ike(cmd: &IkeCmd, opts: &ControlOpts) -> ExitCode {
     match cmd {
-        IkeCmd::Initiate { name } => respond(opts, &json!({"v":1,"op":"ike.initiate","name":name}).to_string(), |v| {
+        IkeCmd::Initiate { name } => respond(opts, &Request::Ike(IkeRequest::initiate(name)).to_line(), |v| {
             if v["spi"].is_string() {
                 format!("{}: initiating (IKE SPI {})", s(&v["conn"]), s(&v["spi"]))
             } else {
@@ -191,13 +192,13 @@ pub fn run_ike(cmd: &IkeCmd, opts: &ControlOpts) -> ExitCode {
         }),
         IkeCmd::Terminate { name } => respond(
             opts,
-            &json!({"v":1,"op":"ike.terminate","name":name}).to_string(),
+            &Request::Ike(IkeRequest::Terminate { conn: name.clone() }).to_line(),
             |v| format!("{}: deleting", s(&v["conn"])),
         ),
-        IkeCmd::Rekey { name } => respond(opts, &json!({"v":1,"op":"ike.rekey","name":name}).to_string(), |v| {
+        IkeCmd::Rekey { name } => respond(opts, &Request::Ike(IkeRequest::rekey(name)).to_line(), |v| {
             format!("{}: rekeying", name_of(v))
         }),
-        IkeCmd::List => respond(opts, r#"{"v":1,"op":"ike.list"}"#, |v| {
+        IkeCmd::List => respond(opts, &Request::Ike(IkeRequest::List).to_line(), |v| {
             let t = ike_text(v);
             if t.is_empty() {
                 "no IKE SA".into()
@@ -290,13 +291,18 @@ fn read_spec(a: &SaInstallArgs) -> Result<Zeroizing<String>, String> {
     }
 }
 
-fn install_request(op: &str, a: &SaInstallArgs) -> Result<Zeroizing<String>, String> {
-    let spec = read_spec(a)?;
-    let mut req = json!({"v": 1, "op": op, "name": a.name, "spec": spec.as_str()});
-    if let Some(l) = a.lifetime.to_json() {
-        req["lifetime"] = l;
+fn install_request(update: bool, a: &SaInstallArgs) -> Result<Zeroizing<String>, String> {
+    let r = SaRequest {
+        name: a.name.clone(),
+        spec: read_spec(a)?,
+        lifetime: a.lifetime.to_json(),
+    };
+    Ok(if update {
+        Request::SaUpdate(r)
+    } else {
+        Request::SaAdd(r)
     }
-    Ok(Zeroizing::new(req.to_string()))
+    .to_line())
 }
 
 /// Connects to the control socket (errors say how to start tunneld with it).
@@ -371,12 +377,7 @@ fn sa_line(sa: &Value, keys: bool) -> String {
 pub fn run_sa(cmd: &SaCmd, opts: &ControlOpts) -> ExitCode {
     match cmd {
         SaCmd::Add(a) | SaCmd::Update(a) => {
-            let op = if matches!(cmd, SaCmd::Add(_)) {
-                "sa.add"
-            } else {
-                "sa.update"
-            };
-            let req = match install_request(op, a) {
+            let req = match install_request(matches!(cmd, SaCmd::Update(_)), a) {
                 Ok(r) => r,
                 Err(e) => return fail(e),
             };
@@ -385,10 +386,10 @@ pub fn run_sa(cmd: &SaCmd, opts: &ControlOpts) -> ExitCode {
                 None => format!("SA {} added: id {}", a.name, v["id"]),
             })
         }
-        SaCmd::Del { name } => respond(opts, &json!({"v":1,"op":"sa.del","name":name}).to_string(), |v| {
+        SaCmd::Del { name } => respond(opts, &Request::SaDel { name: name.clone() }.to_line(), |v| {
             format!("SA {name} removed (id {})", v["id"])
         }),
-        SaCmd::List { keys } => respond(opts, &json!({"v":1,"op":"sa.list","keys":keys}).to_string(), |v| {
+        SaCmd::List { keys } => respond(opts, &Request::SaList { keys: *keys }.to_line(), |v| {
             let sas = v["sas"].as_array().cloned().unwrap_or_default();
             if sas.is_empty() {
                 return "no SAs".into();
@@ -397,7 +398,11 @@ pub fn run_sa(cmd: &SaCmd, opts: &ControlOpts) -> ExitCode {
         }),
         SaCmd::Get { name, keys } => respond(
             opts,
-            &json!({"v":1,"op":"sa.get","name":name,"keys":keys}).to_string(),
+            &Request::SaGet {
+                name: name.clone(),
+                keys: *keys,
+            }
+            .to_line(),
             |v| sa_line(&v["sa"], *keys),
         ),
     }
@@ -452,14 +457,14 @@ pub fn run_policy(cmd: &PolicyCmd, opts: &ControlOpts) -> ExitCode {
             if !bundle.is_empty() {
                 p.insert("bundle".into(), json!(bundle));
             }
-            respond(opts, &json!({"v":1,"op":"policy.add","policy":p}).to_string(), |v| {
+            respond(opts, &Request::PolicyAdd { policy: p }.to_line(), |v| {
                 format!("policy added at index {}", v["index"])
             })
         }
-        PolicyCmd::Del { index } => respond(opts, &json!({"v":1,"op":"policy.del","index":index}).to_string(), |v| {
+        PolicyCmd::Del { index } => respond(opts, &Request::PolicyDel { index: *index }.to_line(), |v| {
             format!("removed: {}", policy_line(&v["policy"]).trim_start())
         }),
-        PolicyCmd::List => respond(opts, &json!({"v":1,"op":"policy.list"}).to_string(), |v| {
+        PolicyCmd::List => respond(opts, &Request::PolicyList.to_line(), |v| {
             let ps = v["policies"].as_array().cloned().unwrap_or_default();
             if ps.is_empty() {
                 return "no policies".into();
@@ -609,18 +614,18 @@ pub fn run_show(opts: &ControlOpts, a: &ShowArgs) -> ExitCode {
                     json: false,
                     ..opts.clone()
                 },
-                r#"{"v":1,"op":"show"}"#,
-                ipsec_tunnel::metrics::prometheus,
+                &Request::Show.to_line(),
+                ipsec_tunnel::obs::metrics::prometheus,
             ),
             ShowFormat::Json => respond(
                 &ControlOpts {
                     json: true,
                     ..opts.clone()
                 },
-                r#"{"v":1,"op":"show"}"#,
+                &Request::Show.to_line(),
                 show_text,
             ),
-            ShowFormat::Text => respond(opts, r#"{"v":1,"op":"show"}"#, show_text),
+            ShowFormat::Text => respond(opts, &Request::Show.to_line(), show_text),
         };
     };
     let v: Value = match std::fs::read(path)
@@ -631,7 +636,7 @@ pub fn run_show(opts: &ControlOpts, a: &ShowArgs) -> ExitCode {
         Err(e) => return fail(format!("{}: {e}", path.display())),
     };
     let out = match format {
-        ShowFormat::Prometheus => ipsec_tunnel::metrics::prometheus(&v),
+        ShowFormat::Prometheus => ipsec_tunnel::obs::metrics::prometheus(&v),
         ShowFormat::Json => format!("{v}\n"),
         ShowFormat::Text => {
             // The stats file keeps the engine's snapshot under `engine`.
@@ -672,7 +677,7 @@ pub fn run_monitor(opts: &ControlOpts, count: Option<u64>) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    if let Err(e) = s.write_all(b"{\"v\":1,\"op\":\"monitor\"}\n") {
+    if let Err(e) = s.write_all(format!("{}\n", Request::Monitor.to_line().as_str()).as_bytes()) {
         return fail(format!("sending the request: {e}"));
     }
     let mut r = BufReader::new(s);

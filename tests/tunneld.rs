@@ -34,7 +34,8 @@ impl TunIo for Catch {
 }
 
 impl UnderlayTx for Catch {
-    fn send_to(&self, packet: &[u8], dst: IpAddr) -> io::Result<()> {
+    fn send_to(&self, packet: &[u8], route: &ipsec_engine::Route) -> io::Result<()> {
+        let dst = route.to;
         self.0.lock().unwrap().push((packet.to_vec(), Some(dst)));
         Ok(())
     }

@@ -3,7 +3,7 @@
 //! config (ESP tunnel + IPComp) and a fake TUN device. Every datagram is forwarded or counted
 //! as a drop; never a panic.
 #![no_main]
-use ipsec_tunnel::tunnel::{PacketBuffer, TunIo, Tunnel};
+use ipsec_tunnel::dataplane::{PacketBuffer, TunIo, Tunnel};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 

@@ -112,7 +112,7 @@ fn main() -> ExitCode {
     // The stats file is written as FILE.tmp, then renamed: both must be possible, and that
     // is found out now rather than every second once running (following no symbolic link).
     if let Some(p) = &args.stats {
-        if let Err(e) = ipsec_tunnel::stats::check_path(p) {
+        if let Err(e) = ipsec_tunnel::obs::stats::check_path(p) {
             eprintln!("tunneld: --stats {e}");
             return ExitCode::from(2);
         }
@@ -143,7 +143,7 @@ fn main() -> ExitCode {
     // The parsed config is not needed any more (the engine, IKE's settings and the options
     // hold what the daemon uses); what parsing it took goes back to the system.
     drop(loaded);
-    ipsec_tunnel::sys::release_freed_memory();
+    ipsec_tunnel::dev::sys::release_freed_memory();
     match daemon::run_with_ike(engine, &opts, ike, &signals.stop, &signals.hup) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {

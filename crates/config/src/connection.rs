@@ -68,6 +68,8 @@
 //! parsers; [`ConnectionConfig::to_ike`] turns a connection and its key into the IKE
 //! implementation's configuration.
 
+use crate::credentials::{civil_date, load_certs, load_trust};
+use crate::values::Span;
 use std::net::IpAddr;
 
 /// What a child SA does when its connection is loaded (swanctl's `start_action`).
@@ -98,40 +100,6 @@ pub struct ChildConfig {
     /// Rekeying and expiry (swanctl's `rekey_time`, `life_time`, `rand_time`, `*_bytes`,
     /// `*_packets`).
     pub lifetimes: ipsec_ike::ChildLifetimes,
-}
-
-/// A duration in swanctl's words: `"90s"`, `"20m"`, `"1h"`, `"1d"`, `"30"`, or seconds.
-#[derive(serde::Deserialize, Debug, Clone)]
-#[serde(untagged)]
-pub(crate) enum Span {
-    Secs(u64),
-    Text(String),
-}
-
-impl Span {
-    pub(crate) fn get(&self, what: &str) -> Result<std::time::Duration, String> {
-        let bad = || format!("{what}: `{self:?}` is not a duration (\"90s\", \"20m\", \"1h\", \"1d\" or seconds)");
-        let secs = match self {
-            Span::Secs(n) => *n,
-            Span::Text(t) => {
-                let t = t.trim();
-                let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
-                let n: u64 = num.parse().map_err(|_| bad())?;
-                let mul = match unit.trim() {
-                    "" | "s" => 1,
-                    "m" => 60,
-                    "h" => 3600,
-                    "d" => 86400,
-                    _ => return Err(bad()),
-                };
-                n.checked_mul(mul).ok_or_else(bad)?
-            }
-        };
-        if secs > 10 * 365 * 86400 {
-            return Err(format!("{what}: more than ten years"));
-        }
-        Ok(std::time::Duration::from_secs(secs))
-    }
 }
 
 /// An authentication round's identity and method (swanctl's `local` / `remote` sections).
@@ -705,7 +673,7 @@ impl Secrets {
         struct Entry {
             #[serde(default)]
             id: Ids,
-            secret: crate::from_toml::Secret,
+            secret: crate::values::Secret,
         }
         #[derive(serde::Deserialize, Default)]
         #[serde(untagged)]
@@ -771,17 +739,46 @@ impl Secrets {
     }
 }
 
-/// This process's effective uid, read from `/proc/self/status`; 0 if it cannot be read,
-/// which only makes the ownership check stricter (root only).
-pub(crate) fn effective_uid() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|u| u.parse().ok()))
-        })
-        .unwrap_or(0)
+/// How one side of a connection authenticates, in words, for `ipsec check-config`: for
+/// `auth = "pubkey"` what is presented (our certificate's subject, key type, expiry and the
+/// intermediates sent) or trusted (the CAs, the CRLs). Files that cannot be read are named.
+pub fn describe(a: &AuthConfig, local: bool) -> String {
+    if !a.pubkey {
+        return "pre-shared key (from the secrets file)".into();
+    }
+    if local {
+        match load_certs(&a.certs) {
+            Err(e) => format!("certificate: cannot be read: {e}"),
+            Ok(v) => match v.split_first() {
+                None => "certificate: none in local.certs".into(),
+                Some((ours, rest)) => {
+                    let mut s = format!(
+                        "certificate `{}` ({}, valid until {}), issued by `{}`",
+                        ours.subject(),
+                        ours.key_kind().map_or("unknown key".to_string(), |k| format!("{k:?}")),
+                        civil_date(ours.not_after_unix()),
+                        ours.issuer()
+                    );
+                    if !rest.is_empty() {
+                        s += &format!("; sends {} intermediate CA certificate(s)", rest.len());
+                    }
+                    s
+                }
+            },
+        }
+    } else {
+        match load_trust(&a.cacerts, &a.crls) {
+            Err(e) => format!("certificate: trust cannot be read: {e}"),
+            Ok(t) => {
+                let cas: Vec<String> = t.cas().iter().map(|c| format!("`{}`", c.subject())).collect();
+                let mut s = format!("certificate chaining to {}", cas.join(", "));
+                if !a.crls.is_empty() {
+                    s += &format!("; {} CRL file(s)", a.crls.len());
+                }
+                s
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ pub(crate) fn read_private(path: &Path, what: &str) -> Result<zeroize::Zeroizing
             m.mode() & 0o7777
         ));
     }
-    let euid = crate::connection::effective_uid();
+    let euid = effective_uid();
     if m.uid() != 0 && m.uid() != euid {
         return Err(format!("{shown}: owned by uid {}, neither root nor this user", m.uid()));
     }
@@ -104,50 +104,8 @@ pub fn load_key(path: &Path) -> Result<LoadedKey, String> {
     })
 }
 
-/// How one side of a connection authenticates, in words, for `ipsec check-config`: for
-/// `auth = "pubkey"` what is presented (our certificate's subject, key type, expiry and the
-/// intermediates sent) or trusted (the CAs, the CRLs). Files that cannot be read are named.
-pub fn describe(a: &crate::connection::AuthConfig, local: bool) -> String {
-    if !a.pubkey {
-        return "pre-shared key (from the secrets file)".into();
-    }
-    if local {
-        match load_certs(&a.certs) {
-            Err(e) => format!("certificate: cannot be read: {e}"),
-            Ok(v) => match v.split_first() {
-                None => "certificate: none in local.certs".into(),
-                Some((ours, rest)) => {
-                    let mut s = format!(
-                        "certificate `{}` ({}, valid until {}), issued by `{}`",
-                        ours.subject(),
-                        ours.key_kind().map_or("unknown key".to_string(), |k| format!("{k:?}")),
-                        civil_date(ours.not_after_unix()),
-                        ours.issuer()
-                    );
-                    if !rest.is_empty() {
-                        s += &format!("; sends {} intermediate CA certificate(s)", rest.len());
-                    }
-                    s
-                }
-            },
-        }
-    } else {
-        match load_trust(&a.cacerts, &a.crls) {
-            Err(e) => format!("certificate: trust cannot be read: {e}"),
-            Ok(t) => {
-                let cas: Vec<String> = t.cas().iter().map(|c| format!("`{}`", c.subject())).collect();
-                let mut s = format!("certificate chaining to {}", cas.join(", "));
-                if !a.crls.is_empty() {
-                    s += &format!("; {} CRL file(s)", a.crls.len());
-                }
-                s
-            }
-        }
-    }
-}
-
 /// `YYYY-MM-DD` (UTC) of a time in seconds since 1970 (the proleptic Gregorian calendar).
-fn civil_date(unix: u64) -> String {
+pub(crate) fn civil_date(unix: u64) -> String {
     let z = (unix / 86_400) as i64 + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -158,6 +116,19 @@ fn civil_date(unix: u64) -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// This process's effective uid, read from `/proc/self/status`; 0 if it cannot be read,
+/// which only makes the ownership check stricter (root only).
+pub(crate) fn effective_uid() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|u| u.parse().ok()))
+        })
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use super::{
     check_selector, proto_by_name, ActionConfig, Config, ConfigError, ErrorKind, Item, PolicyConfig, TunnelConfig,
 };
 use crate::spec;
+use crate::values::Secret;
 use ipsec_core::sa::{Keyed, Mode, Proto, SaParams, Tunnel};
 use ipsec_core::{AeadAlg, EncAlg, IntegAlg};
 use ipsec_engine::{Direction, Lifetime, Limits, PortRange, Prefix, SaConfig, Selector};
@@ -16,50 +17,6 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use toml::Spanned;
 use zeroize::Zeroizing;
-
-/// A string that holds key material (`key = "..."`, `xfrm = "..."`): zeroed when dropped,
-/// and a value of the wrong type is described, never shown.
-pub(crate) struct Secret(Zeroizing<String>);
-
-impl<'de> Deserialize<'de> for Secret {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Secret;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string (a key is \"0x<hex>\" or the key's bytes as a string)")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Secret, E> {
-                Ok(Secret(Zeroizing::new(v.to_owned())))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Secret, E> {
-                Ok(Secret(Zeroizing::new(v)))
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Secret, E> {
-                Err(E::custom(
-                    "expected a string, found an integer (not shown): write key = \"0x<hex>\" in quotes",
-                ))
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Secret, E> {
-                Err(E::custom(
-                    "expected a string, found an integer (not shown): write key = \"0x<hex>\" in quotes",
-                ))
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Secret, E> {
-                Err(E::custom(
-                    "expected a string, found a number (not shown): write key = \"0x<hex>\" in quotes",
-                ))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-impl Secret {
-    pub(crate) fn as_str(&self) -> &str {
-        self.0.as_str()
-    }
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -41,7 +41,7 @@ pub(crate) struct IkeToml {
     cookie_threshold_ip: Option<u64>,
     half_open_per_source: Option<u64>,
     half_open_max: Option<u64>,
-    half_open_timeout: Option<crate::connection::Span>,
+    half_open_timeout: Option<crate::values::Span>,
 }
 
 /// The most half-open SAs allowed: half the IKE SAs an endpoint holds, so they never take the

@@ -21,7 +21,7 @@
 //! auth = { alg = "hmac(sha256)", key = "0x...", trunc = 128 }   # trunc: ICV bits, default per RFC
 //! # aead = { alg = "rfc4106(gcm(aes))", key = "0x<key><salt>", icv = 128 }
 //! # comp = "deflate"            # deflate | lzs | lzf, for proto = "comp"
-//! replay_window = 64            # packets; 0 = off; default 64 (comp SAs: none)
+//! replay_window = 1024          # packets; 0 = off; default 1024 (comp SAs: none)
 //! esn = false
 //! lifetime = { soft = { seconds = 3000, bytes = 1_000_000_000 }, hard = { seconds = 3600 } }
 //! # encap = { type = "espinudp", sport = 4500, dport = 4500, oa = "0.0.0.0" }  # ESP in UDP (RFC 3948)
@@ -63,6 +63,7 @@ mod sa_encap;
 pub mod setkey;
 pub mod show;
 pub mod spec;
+mod values;
 
 use ipsec_core::sa::Mode;
 use ipsec_engine::{Action, Direction, Engine, InstallError, SaConfig, SaId, Selector};

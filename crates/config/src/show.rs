@@ -275,8 +275,8 @@ impl Effective {
                 ),
                 ids: (c.local_id(), c.remote.id.clone().unwrap_or_else(|| "%any".into())),
                 auth: (
-                    crate::credentials::describe(&c.local, true),
-                    crate::credentials::describe(&c.remote, false),
+                    crate::connection::describe(&c.local, true),
+                    crate::connection::describe(&c.remote, false),
                 ),
                 proposals: c.proposals.clone(),
                 encap: c.encap,

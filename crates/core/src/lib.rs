@@ -20,7 +20,7 @@
 //! assert_eq!(auth.check_icv_bits(96), Ok(12), "Linux's 96-bit truncation is allowed too");
 //! assert!(EncAlg::from_name("cbc(twofish)").is_none());
 //!
-//! let mut sa = SaParams::new(Proto::Esp, 0x1000); // transport, 64-packet window, no ESN
+//! let mut sa = SaParams::new(Proto::Esp, 0x1000); // transport, 1024-packet window, no ESN
 //! sa.mode = Mode::Tunnel;
 //! sa.tunnel = Some(Tunnel { src: "2001:db8::1".parse()?, dst: "2001:db8::2".parse()? });
 //! sa.enc = Some(Keyed::new(enc, &[0x11; 16], 0));

@@ -130,11 +130,18 @@ pub struct SaParams {
     pub initial_seq: u64,
 }
 
-/// The replay window RFC 4303 section 3.4.3 says SHOULD be the default.
-pub const DEFAULT_REPLAY_WINDOW: u32 = 64;
+/// The default anti-replay window, in packets. RFC 4303 section 3.4.3 prefers 64 and lets a
+/// receiver choose any larger size; 64 is too small for a sender whose workers seal one SA in
+/// parallel: a worker preempted between taking its batch's sequence numbers and sending the
+/// batch lets the others' packets pass, and under CPU load a whole batch arrived 94-122
+/// packets behind at 100 Mbit/s and was dropped as replays (issue #39 item 8,
+/// `scripts/netns-test.sh rekey`). 1024 packets (a 32-block bitmap, 256 bytes) covers about
+/// 12 ms of such a stall at 1 Gbit/s of 1,400-byte packets; Linux takes up to 4096 with ESN.
+pub const DEFAULT_REPLAY_WINDOW: u32 = 1024;
 
 impl SaParams {
-    /// An SA with no algorithms yet: transport mode, a 64-packet window, no ESN, starting at 1.
+    /// An SA with no algorithms yet: transport mode, a [`DEFAULT_REPLAY_WINDOW`] window, no
+    /// ESN, starting at 1.
     pub fn new(proto: Proto, spi: u32) -> Self {
         SaParams {
             proto,

@@ -90,6 +90,36 @@ pub enum Verdict {
     Bypass,
 }
 
+/// How the packets a data plane seals leave the host: what the caller's socket takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Framing {
+    /// Whole IP packets, outer header included (a raw IP socket, a pcap).
+    #[default]
+    Ip,
+    /// The ESP part only, for a UDP socket whose kernel writes the IP and UDP headers (ESP in
+    /// UDP, RFC 3948 2.1): a tunnel-mode ESP SA builds no outer header
+    /// ([`ipsec_esp::OuterIp::Socket`]), and a transport-mode packet's own IP header goes once
+    /// it is sealed; where the packet goes is its [`Route`]. Only ESP goes in UDP: a bundle
+    /// whose outermost SA is AH or IPComp drops its packets ([`DropReason::EncapMismatch`],
+    /// [`EncapError::NotEsp`](crate::udp_encap::EncapError::NotEsp)) before sealing any.
+    Udp,
+}
+
+/// Where a sealed packet goes, named by the engine with its verdict (as boringtun's
+/// `WriteToNetwork` and wireguard-go's `QueueOutboundElement { peer, keypair }` carry theirs):
+/// the SA that sealed its outermost header and the next hop, so the caller neither parses
+/// the packet nor reads the SPI back out of it to find where to send it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    /// The SA of the outermost header.
+    pub sa: SaId,
+    /// Its SPI (IPComp: CPI): the key IKE's SAs are known by to the caller.
+    pub spi: u32,
+    /// The outer destination: a tunnel-mode SA's tunnel end, else the packet's own
+    /// destination (transport mode).
+    pub to: IpAddr,
+}
+
 /// An inbound packet's context as far as the engine is concerned: how it reached the host
 /// (told by the caller, which read it from a socket) and what the engine learned opening it
 /// (reported by [`DataPlane::inbound_batch_arrivals`], which fills in the rest). A daemon
@@ -102,6 +132,14 @@ pub struct Arrival {
     /// arrived in UDP to its destination port ([`DropReason::EncapMismatch`]); an SA without
     /// takes either (a daemon that carries all ESP in UDP configures it once, not per SA).
     pub encap: Option<Ports>,
+    /// In: `Some((src, dst))` when the buffer holds only a datagram's payload, the socket
+    /// having taken the IP and UDP headers off (ESP in UDP), with the datagram's source and
+    /// destination as the socket told them. The payload is opened as the ESP packet it must
+    /// be (its SA found by its SPI and `dst`), with no IP header put in front of it; a
+    /// transport-mode packet gets its IP header from these addresses once opened
+    /// ([`udp_encap::push_datagram_header`](crate::udp_encap::push_datagram_header)).
+    /// `None`: the buffer holds a whole IP packet.
+    pub datagram: Option<(IpAddr, IpAddr)>,
     /// The SA that opened the outermost ESP, AH or IPComp header (`None`: none did).
     pub sa: Option<SaId>,
     /// That SA is ESP or AH, checks replays, and the packet's sequence number is above every
@@ -119,6 +157,16 @@ impl Arrival {
     pub fn in_udp(ports: Ports) -> Arrival {
         Arrival {
             encap: Some(ports),
+            ..Arrival::default()
+        }
+    }
+
+    /// The payload of a UDP datagram from `src` to `dst` with these ports, the socket having
+    /// taken the IP and UDP headers off ([`Arrival::datagram`]).
+    pub fn in_datagram(ports: Ports, src: IpAddr, dst: IpAddr) -> Arrival {
+        Arrival {
+            encap: Some(ports),
+            datagram: Some((src, dst)),
             ..Arrival::default()
         }
     }
@@ -214,7 +262,7 @@ pub struct Snapshot {
 mod dataplane;
 #[cfg(feature = "std")]
 pub use dataplane::monotonic_ns;
-pub use dataplane::{DataPlane, Worker, BATCH, CRYPTO_SAMPLE};
+pub use dataplane::{DataPlane, Worker, CRYPTO_SAMPLE, MAX_BATCH};
 
 /// The control side: SAs and policies are added, replaced and removed here (`&mut self`),
 /// events collected and SAs expired; every change publishes a new [`DataPlane`] that workers

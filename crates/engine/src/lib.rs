@@ -118,8 +118,8 @@ pub use engine::monotonic_ns;
 #[cfg(feature = "std")]
 pub use engine::PlaneHandle;
 pub use engine::{
-    Arrival, DataPlane, Dropped, Engine, Event, Retired, SaSnapshot, Snapshot, Verdict, Worker, BATCH, CRYPTO_SAMPLE,
-    MAX_DEPTH,
+    Arrival, DataPlane, Dropped, Engine, Event, Framing, Retired, Route, SaSnapshot, Snapshot, Verdict, Worker,
+    CRYPTO_SAMPLE, MAX_BATCH, MAX_DEPTH,
 };
 pub use lifetime::{Lifetime, Limit, Limits, State, Usage};
 pub use sad::{Codecs, InstallError, LayerOpened, SaConfig, SaEntry, SaId, Sad, SharedSa};

@@ -348,6 +348,69 @@ pub fn socket_payload(packet: &[u8]) -> Option<&[u8]> {
     }
 }
 
+/// The hop limit (TTL) of a header [`push_datagram_header`] writes: the datagram's is not
+/// known, and it is a mutable field nothing checks (RFC 4302 3.3.3.1).
+const DATAGRAM_HOPS: u8 = 64;
+
+/// RFC 3948 3.1.2 and 3.2.2 steps 1-2 for a socket that took the IP and UDP headers off: a
+/// transport-mode packet opened from the ESP payload of a datagram from `src` to `dst` is
+/// the datagram's IP packet with protocol `next` (the ESP trailer's Next Header). Writes that
+/// IP header in front of `buf`: IPv4 (RFC 791) with its checksum, DF set, TTL 64, ident 0;
+/// IPv6 (RFC 8200 3) with traffic class and flow label 0, hop limit 64. The addresses come
+/// from the socket as data; nothing else of the datagram's header is known or needed.
+pub fn push_datagram_header(buf: &mut PacketBuf, src: IpAddr, dst: IpAddr, next: u8) -> Result<(), EncapError> {
+    let payload = buf.len();
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let h = ip::ipv4_field::HEADER_LEN;
+            let total = u16::try_from(h + payload).map_err(|_| Error::TooBig)?;
+            buf.push_front(h)?;
+            let hdr = &mut buf.packet_mut()[..h];
+            hdr.copy_from_slice(&[
+                0x45,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0x40,
+                0,
+                DATAGRAM_HOPS,
+                next,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+            ]);
+            hdr[2..4].copy_from_slice(&total.to_be_bytes());
+            hdr[12..16].copy_from_slice(&s.octets());
+            hdr[16..20].copy_from_slice(&d.octets());
+            let sum = ip::checksum(hdr);
+            hdr[10..12].copy_from_slice(&sum.to_be_bytes());
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let h = ipv6_field::HEADER_LEN;
+            let len = u16::try_from(payload).map_err(|_| Error::TooBig)?;
+            buf.push_front(h)?;
+            let hdr = &mut buf.packet_mut()[..h];
+            hdr[..4].copy_from_slice(&[0x60, 0, 0, 0]);
+            hdr[4..6].copy_from_slice(&len.to_be_bytes());
+            hdr[6] = next;
+            hdr[7] = DATAGRAM_HOPS;
+            hdr[8..24].copy_from_slice(&s.octets());
+            hdr[24..40].copy_from_slice(&d.octets());
+        }
+        _ => return Err(Error::MalformedIp.into()),
+    }
+    Ok(())
+}
+
 /// RFC 3948 3.1.2 step 3: the TCP or UDP checksum of a packet opened from a transport-mode SA
 /// was computed by the peer over its original source address `oa` (NAT-OA), which a NAT may
 /// have rewritten; the checksum is moved from `oa` to the packet's source address

@@ -135,6 +135,18 @@ enum Layout {
     Tunnel(InnerInfo),
 }
 
+/// What a tunnel-mode SA puts in front of the ESP header it seals (transport mode keeps the
+/// packet's own IP header either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OuterIp {
+    /// The outer IP header (RFC 4303 3.1.2): a whole IP packet, for a raw IP socket or a pcap.
+    Header,
+    /// Nothing: the sealed packet starts at the ESP header, for a socket whose kernel writes
+    /// the IP (and UDP) headers itself (ESP in UDP, RFC 3948 2.1). The bytes from the ESP
+    /// header on are the ones [`OuterIp::Header`] gives after its outer header.
+    Socket,
+}
+
 /// Room an SA needs around a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Room {
@@ -349,15 +361,22 @@ impl Esp {
         self.core.seq().peek()?;
         let plan = self.seal_plan(buf)?;
         let seq = self.core.seq().take()?;
-        self.seal_with(rng, buf, &plan, seq)
+        self.seal_with(rng, buf, &plan, seq, OuterIp::Header)
     }
 
     /// A planned packet sealed with sequence number `seq`: framing, crypto, IP header(s).
     #[inline(always)]
-    fn seal_with(&self, rng: &mut IvRng, buf: &mut PacketBuf, plan: &Plan, seq: u64) -> Result<u64, Error> {
+    fn seal_with(
+        &self,
+        rng: &mut IvRng,
+        buf: &mut PacketBuf,
+        plan: &Plan,
+        seq: u64,
+        outer: OuterIp,
+    ) -> Result<u64, Error> {
         let s = self.seal_frame(rng, buf, plan, seq)?;
         self.seal_crypto(buf, &s)?;
-        self.seal_finish(buf, &s)?;
+        self.seal_finish(buf, &s, outer)?;
         Ok(seq)
     }
 
@@ -487,12 +506,14 @@ impl Esp {
         integ.compute(&[body, hi], icv)
     }
 
-    /// The IP header(s) of a sealed packet.
+    /// The IP header(s) of a sealed packet: transport mode's own, fixed; tunnel mode's outer
+    /// one, unless a socket writes it ([`OuterIp::Socket`]).
     #[inline(always)]
-    fn seal_finish(&self, buf: &mut PacketBuf, s: &Sealing) -> Result<(), Error> {
-        match s.layout {
-            Layout::Transport(t) => ip::set_next_and_length(buf.packet_mut(), t.nh_offset, proto::ESP),
-            Layout::Tunnel(info) => self.core.push_outer(buf, info, s.seq as u16),
+    fn seal_finish(&self, buf: &mut PacketBuf, s: &Sealing, outer: OuterIp) -> Result<(), Error> {
+        match (s.layout, outer) {
+            (Layout::Transport(t), _) => ip::set_next_and_length(buf.packet_mut(), t.nh_offset, proto::ESP),
+            (Layout::Tunnel(info), OuterIp::Header) => self.core.push_outer(buf, info, s.seq as u16),
+            (Layout::Tunnel(_), OuterIp::Socket) => Ok(()),
         }
     }
 
@@ -503,6 +524,19 @@ impl Esp {
     /// not give its number back (numbers are never reused), which leaves a gap receivers
     /// accept. The numbers follow the packets' order.
     pub fn seal_batch(&self, rng: &mut IvRng, bufs: &mut [PacketBuf], out: &mut [Result<u64, Error>]) {
+        self.seal_batch_outer(rng, bufs, out, OuterIp::Header);
+    }
+
+    /// [`Esp::seal_batch`] with `outer` in front of tunnel-mode packets: [`OuterIp::Socket`]
+    /// leaves the outer IP header to the socket that sends them (ESP in UDP), so none is
+    /// built here to be taken off again there.
+    pub fn seal_batch_outer(
+        &self,
+        rng: &mut IvRng,
+        bufs: &mut [PacketBuf],
+        out: &mut [Result<u64, Error>],
+        outer: OuterIp,
+    ) {
         let n = bufs.len().min(out.len());
         let live = out[..n].iter().filter(|o| o.is_ok()).count() as u64;
         if live == 0 {
@@ -515,7 +549,7 @@ impl Esp {
                 return;
             }
         };
-        let mut prepared: [Option<Sealing>; BATCH] = [None; BATCH];
+        let mut prepared: [Option<Sealing>; MAX_BATCH] = [None; MAX_BATCH];
         let mut k = 0u64;
         for (i, (buf, o)) in bufs.iter_mut().zip(out.iter_mut()).take(n).enumerate() {
             if o.is_err() {
@@ -536,13 +570,13 @@ impl Esp {
                     // Beyond the batch size: sealed on its own.
                     None => self
                         .seal_crypto(buf, &s)
-                        .and_then(|_| self.seal_finish(buf, &s))
+                        .and_then(|_| self.seal_finish(buf, &s, outer))
                         .map(|_| seq),
                 },
                 Err(e) => Err(e),
             };
         }
-        self.seal_crypto_batch(bufs, &prepared, out);
+        self.seal_crypto_batch(bufs, &prepared, out, outer);
     }
 
     /// The crypto of a prepared batch: with a CBC cipher the packets' chains are encrypted
@@ -551,8 +585,9 @@ impl Esp {
     fn seal_crypto_batch(
         &self,
         bufs: &mut [PacketBuf],
-        prepared: &[Option<Sealing>; BATCH],
+        prepared: &[Option<Sealing>; MAX_BATCH],
         out: &mut [Result<u64, Error>],
+        outer: OuterIp,
     ) {
         let mut encrypted = false;
         if let Crypto::Cbc { cipher, .. } = &self.crypto {
@@ -560,7 +595,7 @@ impl Esp {
             let iv_len = self.iv_len();
             let count = prepared.iter().filter(|p| p.is_some()).count();
             let mut it = bufs.iter_mut().zip(prepared.iter());
-            let mut jobs: [CbcJob; BATCH] = core::array::from_fn(|_| {
+            let mut jobs: [CbcJob; MAX_BATCH] = core::array::from_fn(|_| {
                 for (buf, s) in it.by_ref() {
                     if let Some(s) = s {
                         let esp = &mut buf.packet_mut()[s.prefix..];
@@ -579,14 +614,14 @@ impl Esp {
             });
             encrypted = cbc_multi::encrypt_many(cipher, &mut jobs[..count]).is_ok();
         }
-        for (i, buf) in bufs.iter_mut().enumerate().take(BATCH) {
+        for (i, buf) in bufs.iter_mut().enumerate().take(MAX_BATCH) {
             if let Some(s) = &prepared[i] {
                 let r = if encrypted {
                     self.seal_icv(buf, s)
                 } else {
                     self.seal_crypto(buf, s)
                 };
-                if let Err(e) = r.and_then(|_| self.seal_finish(buf, s)) {
+                if let Err(e) = r.and_then(|_| self.seal_finish(buf, s, outer)) {
                     out[i] = Err(e);
                 }
             }
@@ -620,7 +655,26 @@ impl Esp {
         let seq = self.core.replay().check(p.seq_lo)?;
         self.open_crypto(buf, &p, seq)?;
         let newest = self.core.replay().accept(seq)?;
-        self.open_finish(buf, &p, seq, newest)
+        self.open_finish(buf, &p, seq, newest, true)
+    }
+
+    /// Opens a packet that starts at its ESP header: the payload of a datagram whose IP and
+    /// UDP headers the socket took off (ESP in UDP, RFC 3948 3.1.2 and 3.2.2 with the kernel
+    /// doing steps 1 and 2), checked as [`Esp::open_at`] checks it. Tunnel mode leaves the
+    /// inner packet, as [`Esp::open_at`] does; transport mode leaves what ESP protected
+    /// without an IP header (it came in the datagram's), its protocol in
+    /// [`Opened::next_header`], for the caller to put the datagram's addresses in front.
+    pub fn open_payload(&self, buf: &mut PacketBuf) -> Result<Opened, Error> {
+        let split = ip::Split {
+            nh_offset: 0,
+            offset: 0,
+            next: proto::ESP,
+        };
+        let p = self.open_parse(buf, split)?;
+        let seq = self.core.replay().check(p.seq_lo)?;
+        self.open_crypto(buf, &p, seq)?;
+        let newest = self.core.replay().accept(seq)?;
+        self.open_finish(buf, &p, seq, newest, false)
     }
 
     /// The length, alignment and SPI checks of a received packet, and its sequence number.
@@ -674,9 +728,17 @@ impl Esp {
     }
 
     /// After the window update: the trailer checked and dropped, the ESP header (and in
-    /// tunnel mode the outer header) removed.
+    /// tunnel mode the outer header) removed; in transport mode the IP header in front of
+    /// the ESP header, if `ip_header` (else there is none), gets the protocol and length.
     #[inline(always)]
-    fn open_finish(&self, buf: &mut PacketBuf, p: &Parsed, seq: u64, newest: bool) -> Result<Opened, Error> {
+    fn open_finish(
+        &self,
+        buf: &mut PacketBuf,
+        p: &Parsed,
+        seq: u64,
+        newest: bool,
+        ip_header: bool,
+    ) -> Result<Opened, Error> {
         let split = p.split;
         let hdr = packet::HEADER_LEN + self.iv_len;
         let icv_len = self.icv_len;
@@ -697,6 +759,10 @@ impl Esp {
                 buf.pull_front(split.offset + hdr)?;
                 buf.trim_back(buf.len() - inner_len)?;
             }
+            Mode::Transport if !ip_header => {
+                buf.trim_back(icv_len + pad_len + padding::TRAILER_LEN)?;
+                buf.pull_front(split.offset + hdr)?;
+            }
             Mode::Transport => {
                 buf.trim_back(icv_len + pad_len + padding::TRAILER_LEN)?;
                 buf.remove_gap(split.offset, hdr)?;
@@ -710,7 +776,7 @@ impl Esp {
 
 /// The most packets [`Esp::seal_batch`] prepares before its crypto pass (more are sealed one
 /// by one).
-pub const BATCH: usize = 64;
+pub const MAX_BATCH: usize = 64;
 
 /// One ESP SA with its own IV generator, for a single owner (a pcap tool, a test): the
 /// `&mut self` face of [`Esp`]. Share an [`Esp`] instead to use one SA from many threads.
@@ -765,7 +831,7 @@ impl EspSa {
         sa.core.seq().peek()?;
         let plan = sa.seal_plan(buf)?;
         let seq = sa.core.seq_mut().take_mut()?;
-        sa.seal_with(&mut self.rng, buf, &plan, seq)
+        sa.seal_with(&mut self.rng, buf, &plan, seq, OuterIp::Header)
     }
 
     /// [`Esp::open`]. The SA is this owner's alone, so the replay window is checked and
@@ -777,7 +843,7 @@ impl EspSa {
         let seq = sa.core.replay_mut().check(p.seq_lo)?;
         sa.open_crypto(buf, &p, seq)?;
         let newest = sa.core.replay_mut().accept(seq)?;
-        sa.open_finish(buf, &p, seq, newest)
+        sa.open_finish(buf, &p, seq, newest, true)
     }
 }
 

@@ -10,6 +10,7 @@
 //! | `verify_chain` | `verify_chain`, `ring-signatures` | the chain |
 //! | `sign/<key>` | `auth_sign`, `ring` | — |
 //! | `verify/<key>` | `auth_verify`, `ring` | — |
+//! | `fake_chain` | `verify_chain`, `webpki-all-orderings` | k fake CAs |
 //!
 //! - `verify_chain`: [`verify_chain`] (rustls-webpki: path building, validity, EKU, the CRL at
 //!   every depth) of `moon` (RSA-2048) <- `inter-ca` (P-384) <- `root-ca` (RSA-2048) and of
@@ -23,6 +24,10 @@
 //! - `verify/<key>`: [`auth_verify`] of that AUTH data with the certificate (method and
 //!   AlgorithmIdentifier parsed, the key taken from the certificate), beside ring's
 //!   `UnparsedPublicKey::verify` of the bare signature with the same key.
+//! - `fake_chain/<k>`: an end entity sent with `k` fake CAs all named like its issuer, none
+//!   chaining to the trusted root (issue #39 item 6), refused by [`verify_chain`] (path building
+//!   with a work budget) beside webpki given all the intermediates at once (what
+//!   `verify_chain` did before: it tries their orderings).
 //!
 //! Every pairing is checked once (both sides accept what the other produced) before timing.
 
@@ -256,6 +261,73 @@ fn signatures(c: &mut Criterion) {
     }
 }
 
+/// `k` fake CA certificates named like `like` (its subject as their subject and issuer), each
+/// its own public key and serial, the signature `like`'s (so it verifies for none of them):
+/// the probe's fake chain of issue #39 item 6 (as `tests/pki.rs` makes it).
+fn fakes_like(like: &Certificate, k: usize) -> Vec<Certificate> {
+    let base = x509_cert::Certificate::from_der(like.der()).expect("DER");
+    (0..k)
+        .map(|i| {
+            let mut c = base.clone();
+            let tbs = &mut c.tbs_certificate;
+            tbs.issuer = tbs.subject.clone();
+            let mut key = tbs.subject_public_key_info.subject_public_key.raw_bytes().to_vec();
+            let n = key.len();
+            key[n - 1] ^= i as u8 + 1;
+            tbs.subject_public_key_info.subject_public_key = der::asn1::BitString::from_bytes(&key).expect("key");
+            let mut serial = tbs.serial_number.as_bytes().to_vec();
+            let n = serial.len();
+            serial[n - 1] ^= i as u8 + 1;
+            tbs.serial_number = x509_cert::serial_number::SerialNumber::new(&serial).expect("serial");
+            Certificate::from_der(c.to_der().expect("DER")).expect("certificate")
+        })
+        .collect()
+}
+
+/// Takes any extended key usage (the fakes are refused for their path, not their EKU).
+struct AnyEku;
+
+impl webpki::ExtendedKeyUsageValidator for AnyEku {
+    fn validate(&self, _: webpki::KeyPurposeIdIter<'_, '_>) -> Result<(), webpki::Error> {
+        Ok(())
+    }
+}
+
+/// `fake_chain/<k>`: an end entity (moon) sent with `k` fake CAs named like its issuer, none
+/// chaining to the trusted root (issue #39 item 6). `verify_chain` is this crate's path
+/// building with its work budget; `webpki-all-orderings` is what `verify_chain` did before:
+/// every intermediate handed to webpki at once, which tries their orderings (up to its
+/// 200,000 path-building calls). Both refuse the chain.
+fn fake_chains(c: &mut Criterion) {
+    let mut t = TrustStore::new();
+    t.add_ca(cert("root-ca")).expect("root");
+    let root = rustls_pki_types::CertificateDer::from(cert("root-ca").der().to_vec());
+    let anchors = [webpki::anchor_from_trusted_cert(&root).expect("anchor").to_owned()];
+    let (inter, moon) = (cert("inter-ca"), cert("moon"));
+    let time = rustls_pki_types::UnixTime::since_unix_epoch(Duration::from_secs(NOW));
+    let mut g = c.benchmark_group("fake_chain");
+    for k in [6, 7, 8] {
+        let fakes = fakes_like(&inter, k);
+        assert_eq!(verify_chain(&moon, &fakes, &t, NOW), Err(CertError::UnknownCa));
+        let ee_der = rustls_pki_types::CertificateDer::from(moon.der());
+        let ee = webpki::EndEntityCert::try_from(&ee_der).expect("EE");
+        let ders: Vec<rustls_pki_types::CertificateDer<'_>> = fakes
+            .iter()
+            .map(|f| rustls_pki_types::CertificateDer::from(f.der()))
+            .collect();
+        let old = || {
+            ee.verify_for_usage(webpki::ALL_VERIFICATION_ALGS, &anchors, &ders, time, AnyEku, None, None)
+                .is_err()
+        };
+        assert!(old());
+        g.bench_function(BenchmarkId::new("verify_chain", k), |b| {
+            b.iter(|| verify_chain(black_box(&moon), black_box(&fakes), &t, NOW).is_err())
+        });
+        g.bench_function(BenchmarkId::new("webpki-all-orderings", k), |b| b.iter(old));
+    }
+    g.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .sample_size(20)
@@ -268,6 +340,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = chains, signatures
+    targets = chains, signatures, fake_chains
 }
 criterion_main!(benches);

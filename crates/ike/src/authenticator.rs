@@ -96,6 +96,9 @@ pub enum Refusal {
     NoClock,
     /// No connection accepts this identity with this method.
     NoConnection,
+    /// Authenticated, but this identity has [`crate::limits::MAX_IKE_SAS_PER_IDENTITY`] IKE
+    /// SAs already and did not send INITIAL_CONTACT.
+    TooManySas,
 }
 
 impl fmt::Display for Refusal {
@@ -109,6 +112,7 @@ impl fmt::Display for Refusal {
             Refusal::Signature(e) => write!(f, "signature refused: {e}"),
             Refusal::NoClock => f.write_str("no wall-clock time to check the certificate's validity"),
             Refusal::NoConnection => f.write_str("no connection for this identity and method"),
+            Refusal::TooManySas => f.write_str("this identity has as many IKE SAs as it may"),
         }
     }
 }

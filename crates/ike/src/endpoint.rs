@@ -350,6 +350,7 @@ impl Endpoint {
             now,
             others: &[],
             unix: wall(self.clock, now),
+            peers_of: None,
         };
         sa.queue_task(&mut cx, Task::IkeInit(IkeInit::new(dh)), rng);
         sa.queue_task(&mut cx, Task::IkeAuth(IkeAuth { child: offer }), rng);
@@ -430,6 +431,7 @@ impl Endpoint {
                 now,
                 others: &[],
                 unix: wall(self.clock, now),
+                peers_of: None,
             };
             sa.queue_task(&mut cx, task, rng);
         }
@@ -457,6 +459,7 @@ impl Endpoint {
             now,
             others: &[],
             unix: wall(self.clock, now),
+            peers_of: None,
         };
         sa.queue_task(&mut cx, Task::ChildRekey(task), rng);
         Ok(())
@@ -491,6 +494,7 @@ impl Endpoint {
                     now,
                     others: &[],
                     unix: wall(self.clock, now),
+                    peers_of: None,
                 };
                 sa.queue_task(&mut cx, t, rng);
             }
@@ -527,6 +531,7 @@ impl Endpoint {
                 now,
                 others: &[],
                 unix: wall(self.clock, now),
+                peers_of: None,
             };
             if sa.state.is_established() {
                 sa.queue_task(&mut cx, Task::IkeDelete, rng);
@@ -556,6 +561,7 @@ impl Endpoint {
             now,
             others: &[],
             unix: wall(self.clock, now),
+            peers_of: None,
         };
         if s.state.is_established() {
             s.queue_task(&mut cx, Task::IkeDelete, rng);
@@ -584,6 +590,7 @@ impl Endpoint {
             now,
             others: &[],
             unix: wall(self.clock, now),
+            peers_of: None,
         };
         s.queue_task(&mut cx, Task::ChildDelete(ChildDelete { spi_in }), rng);
         Ok(())
@@ -648,31 +655,59 @@ impl Endpoint {
             // A request that can make a child: the other IKE SAs' peers, which a NATed
             // peer's `dynamic` selectors must not claim (child::choose). Only for an SA we
             // have (a datagram for an unknown SPI costs no pass over the SAs).
+            // The same pass counts the SAs of this SA's peer identity, for the caps an IKE
+            // SA rekey must not bypass (limits::MAX_IKE_SAS_PER_IDENTITY).
             let known = self.sas.get(&our).is_some_and(|s| !s.state.is_dead());
+            let mut census = crate::ike_sa::Census {
+                ike_sas: self.sas.len(),
+                same_identity: 0,
+            };
             let others: Vec<IpAddr> =
                 if known && !h.response && matches!(h.exchange, ExchangeType::IkeAuth | ExchangeType::CreateChildSa) {
-                    self.sas
-                        .iter()
-                        .filter(|(k, s)| **k != our && s.state.is_established())
-                        .map(|(_, s)| s.path.remote.ip())
-                        .collect()
+                    let id = self.sas.get(&our).and_then(|s| s.state.remote_id());
+                    let mut v = Vec::new();
+                    for (_, s) in self.sas.iter().filter(|(k, _)| **k != our) {
+                        if s.state.is_established() {
+                            v.push(s.path.remote.ip());
+                        }
+                        if id.is_some() && !s.state.is_dead() && s.state.remote_id() == id {
+                            census.same_identity += 1;
+                        }
+                    }
+                    v
                 } else {
                     Vec::new()
                 };
-            match self.sas.get_mut(&our) {
-                Some(sa) if !sa.state.is_dead() => {
+            // The SA is taken out of the map while it handles the message, so that the
+            // count of the others' identities (asked for only by an authenticated IKE_AUTH)
+            // can look at them: O(log n) here, O(n) only when asked.
+            match self.sas.remove(&our) {
+                Some(mut sa) if !sa.state.is_dead() => {
+                    sa.census = census;
+                    let sas = &self.sas;
+                    let peers_of = |id: &crate::id::Identity| {
+                        sas.values()
+                            .filter(|s| !s.state.is_dead() && s.state.remote_id() == Some(id))
+                            .count()
+                    };
                     let mut cx = Cx {
                         cfg: &self.cfg,
                         out: &mut self.out,
                         now,
                         others: &others,
                         unix: wall(self.clock, now),
+                        peers_of: Some(&peers_of),
                     };
                     let r = sa.handle_message(&mut cx, raw, &msg, local, remote, rng);
+                    self.sas.insert(our, sa);
                     self.apply_effects(our, now, rng);
                     r
                 }
-                _ => Err(Dropped::UnknownSpi),
+                Some(sa) => {
+                    self.sas.insert(our, sa);
+                    Err(Dropped::UnknownSpi)
+                }
+                None => Err(Dropped::UnknownSpi),
             }
         };
         if core::mem::take(&mut self.reap_all) {
@@ -729,6 +764,7 @@ impl Endpoint {
                     now,
                     others: &[],
                     unix: wall(self.clock, now),
+                    peers_of: None,
                 };
                 sa.send(&mut cx, &b);
                 return Ok(());
@@ -861,6 +897,18 @@ impl Endpoint {
                 EndpointEvent::Rekeyed(new) => {
                     let key = new.our_spi();
                     self.sas.insert(key, *new);
+                    // The requests that moved with the children (2.18) go out on it now.
+                    if let Some(n) = self.sas.get_mut(&key) {
+                        let mut cx = Cx {
+                            cfg: &self.cfg,
+                            out: &mut self.out,
+                            now,
+                            others: &[],
+                            unix: wall(self.clock, now),
+                            peers_of: None,
+                        };
+                        n.start_next(&mut cx, rng);
+                    }
                 }
                 EndpointEvent::Down(reason) => {
                     let c = &self.cfg.connections[conn];
@@ -894,6 +942,7 @@ impl Endpoint {
             now,
             others: &[],
             unix: wall(self.clock, now),
+            peers_of: None,
         };
         for (k, s) in self.sas.iter_mut() {
             if *k != spi && s.conn == conn && s.state.remote_id().cloned() == id && s.state.is_established() {
@@ -932,6 +981,7 @@ impl Endpoint {
                 now,
                 others: &[],
                 unix: wall(self.clock, now),
+                peers_of: None,
             };
             sa.handle_timeout(&mut cx, rng);
             if !sa.effects.is_empty() {

@@ -193,6 +193,10 @@ pub enum DownReason {
     IkeSaDown,
     /// Replaced by a rekeyed IKE SA (2.18); its children moved there.
     Rekeyed,
+    /// A child pair the peer's rekey replaced reached its hard lifetime before the peer's
+    /// Delete came: gone here without a Delete of ours, which could cross the peer's rekey
+    /// still in flight (2.8, 2.25.1); the peer's Delete is answered without one.
+    Expired,
 }
 
 /// An event for the caller.

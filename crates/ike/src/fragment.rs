@@ -1,8 +1,9 @@
 //! IKE message fragmentation (RFC 7383): the Encrypted Fragment payload SKF (type 53, 2.5),
 //! splitting an encrypted message into fragments each with its own IV and ICV (2.5.3), the
 //! fragment size as an IP datagram's (2.5.1), and reassembly (2.6) bounded in fragments
-//! ([`MAX_FRAGMENTS`]), bytes ([`MAX_MESSAGE_LEN`]) and time
-//! ([`FRAGMENT_REASSEMBLY_TIMEOUT`]), every fragment authenticated before it is kept.
+//! ([`MAX_FRAGMENTS`]), bytes ([`MAX_MESSAGE_LEN`]; before the peer is authenticated,
+//! [`crate::limits::MAX_PREAUTH_MESSAGE_LEN`]) and time ([`FRAGMENT_REASSEMBLY_TIMEOUT`]),
+//! every fragment authenticated before it is kept.
 //!
 //! Fragmentation is used only when both sides sent IKEV2_FRAGMENTATION_SUPPORTED in
 //! IKE_SA_INIT (2.3; `task/ike_init.rs`) and only for encrypted messages, never
@@ -55,7 +56,8 @@ pub enum FragmentError {
     BadNumber,
     /// Total Fragments above [`MAX_FRAGMENTS`].
     TooManyFragments,
-    /// The fragments so far exceed [`MAX_MESSAGE_LEN`] bytes.
+    /// The fragments so far exceed [`MAX_MESSAGE_LEN`] bytes (before the peer is
+    /// authenticated, [`crate::limits::MAX_PREAUTH_MESSAGE_LEN`]).
     TooLong,
     /// A lower Total Fragments than the fragments kept: dropped (2.6).
     StaleTotal,
@@ -279,6 +281,20 @@ impl Reassembly {
         f: &FragmentRepr,
         plain: Zeroizing<Vec<u8>>,
     ) -> Result<Option<Whole>, FragmentError> {
+        self.add_within(now, message_id, exchange, f, plain, MAX_MESSAGE_LEN)
+    }
+
+    /// [`Reassembly::add`] with the message bounded to `limit` bytes: more, and the partial
+    /// message is dropped ([`FragmentError::TooLong`]).
+    pub fn add_within(
+        &mut self,
+        now: Duration,
+        message_id: u32,
+        exchange: u8,
+        f: &FragmentRepr,
+        plain: Zeroizing<Vec<u8>>,
+        limit: usize,
+    ) -> Result<Option<Whole>, FragmentError> {
         self.check(message_id, exchange, f)?;
         let same = self
             .partial
@@ -301,7 +317,7 @@ impl Reassembly {
         let Some(p) = self.partial.as_mut() else {
             return Ok(None);
         };
-        if p.bytes + plain.len() > MAX_MESSAGE_LEN {
+        if p.bytes + plain.len() > limit.min(MAX_MESSAGE_LEN) {
             self.partial = None;
             return Err(FragmentError::TooLong);
         }

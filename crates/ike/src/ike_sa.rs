@@ -217,6 +217,18 @@ pub(crate) enum EndpointEvent {
     Down(DownReason),
 }
 
+/// The endpoint's IKE SAs as a request that can make one sees them (the caps of
+/// [`crate::limits`] that an IKE SA rekey must not bypass), counted by the endpoint before
+/// it hands the SA an IKE_AUTH or CREATE_CHILD_SA request.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Census {
+    /// IKE SAs of the endpoint, this one and half-open ones included.
+    pub ike_sas: usize,
+    /// The other live IKE SAs whose peer proved this SA's identity (replaced ones waiting
+    /// for their Delete included).
+    pub same_identity: usize,
+}
+
 /// What the exchange handlers need besides the SA.
 pub(crate) struct Cx<'a> {
     pub cfg: &'a Config,
@@ -227,6 +239,9 @@ pub(crate) struct Cx<'a> {
     pub others: &'a [core::net::IpAddr],
     /// Wall-clock time (seconds since 1970) if the caller gave it, for certificate validity.
     pub unix: Option<u64>,
+    /// For a received request: how many of the endpoint's other live IKE SAs have a peer
+    /// that proved this identity (the cap per identity at IKE_AUTH); None elsewhere.
+    pub peers_of: Option<&'a dyn Fn(&Identity) -> usize>,
 }
 
 /// Transmits and events waiting for the caller.
@@ -279,6 +294,8 @@ pub(crate) struct IkeSa {
     pub reassembly: [crate::fragment::Reassembly; 2],
     /// Responder: a CREATE_CHILD_SA waiting for its IKE_FOLLOWUP_KE (RFC 9370 2.2.4).
     pub followup: Option<crate::task::followup_ke::Pending>,
+    /// The endpoint's SAs as of the request being handled ([`Census`]).
+    pub census: Census,
 }
 
 impl IkeSa {
@@ -316,6 +333,7 @@ impl IkeSa {
             fragmentation: None,
             reassembly: Default::default(),
             followup: None,
+            census: Census::default(),
         }
     }
 
@@ -431,26 +449,59 @@ impl IkeSa {
         let buf = &mut self.reassembly[usize::from(h.response)];
         buf.expire(now);
         buf.check(h.message_id, exchange, &f)?;
+        // Before the peer is authenticated the keys of an IKE_SA_INIT anyone can make are
+        // enough to send fragments: a half-open SA holds at most MAX_PREAUTH_MESSAGE_LEN
+        // (issue #39: 65,000 octets held 30 s by each of 1,024 half-open SAs).
+        let limit = if self.state.is_established() || matches!(self.state, State::Rekeyed { .. }) {
+            crate::limits::MAX_MESSAGE_LEN
+        } else {
+            crate::limits::MAX_PREAUTH_MESSAGE_LEN
+        };
+        // A fragment whose ciphertext alone (less the most an IV, padding and ICV take) is
+        // over the bound is refused before it is decrypted.
+        const MOST_OVERHEAD: usize = 16 + 256 + 32;
+        if raw.len().saturating_sub(f.iv_at) > limit + MOST_OVERHEAD {
+            return Err(FragmentError::TooLong);
+        }
         let c = self.state.crypto().ok_or(FragmentError::NotNegotiated)?;
         let plain = c.sk_in.open_at(raw, f.iv_at).map_err(|e| match e {
             Error::BadIntegrity => FragmentError::BadIntegrity,
             e => FragmentError::Malformed(e),
         })?;
         self.stats.fragments_received += 1;
-        let done = self.reassembly[usize::from(h.response)].add(now, h.message_id, exchange, &f, plain)?;
-        Ok(done.map(|(first, inner)| Opened { inner, first }))
+        let done =
+            self.reassembly[usize::from(h.response)].add_within(now, h.message_id, exchange, &f, plain, limit)?;
+        Ok(done.map(|(first, inner)| Opened {
+            inner,
+            first,
+            bad: None,
+        }))
     }
 
     /// Checks an encrypted message's integrity and decrypts it (3.14): `Err` here means it
-    /// is not from the peer, and is dropped without an answer.
+    /// is not from the peer, and is dropped without an answer. Bad padding after a valid
+    /// ICV is the peer's malformed message: [`Opened::payloads`] says so.
     pub fn decrypt(&self, raw: &[u8], msg: &Message) -> Result<Opened, Error> {
         let (off, first) = msg.chain.sk.ok_or(Error::MissingPayload("Encrypted"))?;
         if !msg.chain.payloads.is_empty() {
             return Err(Error::BadEncryptedPayload);
         }
         let c = self.state.crypto().ok_or(Error::BadEncryptedPayload)?;
-        let inner = c.sk_in.open(raw, off)?;
-        Ok(Opened { inner, first })
+        match c.sk_in.open(raw, off) {
+            Ok(inner) => Ok(Opened {
+                inner,
+                first,
+                bad: None,
+            }),
+            // The padding is read only after the ICV (or the AEAD tag) verified: the message
+            // is the peer's, malformed, and a request gets INVALID_SYNTAX (2.21.3, 3.10.1).
+            Err(Error::BadPadding) => Ok(Opened {
+                inner: Default::default(),
+                first,
+                bad: Some(Error::BadPadding),
+            }),
+            Err(e) => Err(e),
+        }
     }
 
     /// Sends a response to the peer's request `id` and keeps it for a retransmission of
@@ -707,6 +758,8 @@ impl IkeSa {
 pub(crate) struct Opened {
     inner: zeroize::Zeroizing<Vec<u8>>,
     first: u8,
+    /// Authenticated, but its plaintext is malformed (bad padding): no payloads.
+    bad: Option<Error>,
 }
 
 impl Opened {
@@ -722,6 +775,9 @@ impl Opened {
     /// The inner payloads; `Err`: authenticated but malformed (answered with INVALID_SYNTAX,
     /// 2.21.3, or UNSUPPORTED_CRITICAL_PAYLOAD, 2.5).
     pub fn payloads(&self) -> Result<Vec<Payload>, Error> {
+        if let Some(e) = self.bad {
+            return Err(e);
+        }
         let chain = parse_chain(&self.inner, self.first)?;
         if chain.sk.is_some() {
             return Err(Error::BadEncryptedPayload);

@@ -47,3 +47,26 @@ pub const FRAGMENT_REASSEMBLY_TIMEOUT: core::time::Duration = core::time::Durati
 /// The smallest `fragment_size` (the IP datagram, RFC 7383 2.5.1) used: a smaller one is
 /// raised to this, so a fragment always carries some payload bytes.
 pub const MIN_FRAGMENT_SIZE: u16 = 256;
+/// Largest message a partly reassembled set of IKE fragments may come to before the peer
+/// is authenticated (a half-open responder SA's IKE_AUTH request, or the response to ours):
+/// the keys of an unauthenticated IKE_SA_INIT are enough to send fragments, and a half-open
+/// SA must not hold [`MAX_MESSAGE_LEN`] for anyone (RFC 7383 2.6 leaves the bound to the
+/// implementation). 16 KiB: an IKE_AUTH with a chain of three RSA-4096 certificates, a
+/// CERTREQ and an AUTH is under 8 KiB; strongSwan refuses any message over its
+/// `max_packet`, 10,000 octets, reassembled ones included.
+pub const MAX_PREAUTH_MESSAGE_LEN: usize = 16 * 1024;
+/// IKE SAs of one authenticated peer identity, those a rekey replaced and whose Delete has
+/// not come yet included: an IKE SA rekey past it is refused with NO_ADDITIONAL_SAS, and an
+/// IKE_AUTH without INITIAL_CONTACT with AUTHENTICATION_FAILED, so one peer cannot fill
+/// [`MAX_IKE_SAS`] and lock the others out. A peer has one IKE SA, two while a rekey's
+/// Delete is on its way, a few more while an old one waits to be found dead (peers sharing
+/// one identity on a `%any` connection count together). (IKE SA rekeys are also refused
+/// while the endpoint holds `MAX_IKE_SAS - half_open_max` SAs: the room of half-open SAs
+/// stays free.)
+pub const MAX_IKE_SAS_PER_IDENTITY: usize = 8;
+/// Child SAs one IKE SA holds counting the pairs a rekey replaced whose Delete has not come
+/// yet: a child rekey past it is refused with NO_ADDITIONAL_SAS (new children stop at
+/// [`MAX_CHILD_SAS`], replaced ones counted too), so rekeys that never delete what they
+/// replace cannot grow an IKE SA without bound. Twice [`MAX_CHILD_SAS`]: every child can be
+/// in the middle of its rekey.
+pub const MAX_CHILD_SAS_WITH_REPLACED: usize = 2 * MAX_CHILD_SAS;

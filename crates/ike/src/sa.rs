@@ -430,12 +430,17 @@ pub fn choose_ike(offered: &[Proposal], ours: &[ProposalSpec]) -> Option<(u8, Ik
 
 /// Chooses an ESP suite. KE transforms (PFS) are ignored: the child SA of IKE_AUTH has
 /// no key exchange (1.2); `child::choose` honours them in CREATE_CHILD_SA. A missing ESN
-/// transform is taken as "no ESN", as strongSwan does. Returns (proposal num, the
-/// initiator's SPI, suite).
+/// transform is taken as "no ESN", as strongSwan does. A proposal with ESP SPI 0 (RFC 4303
+/// 2.1: reserved, never sent) is not chosen. Returns (proposal num, the initiator's SPI,
+/// suite).
 pub fn choose_esp(offered: &[Proposal], ours: &[ProposalSpec]) -> Option<(u8, u32, ChildSuite)> {
     for spec in ours {
         for p in offered.iter().filter(|p| p.protocol == protocol::ESP) {
-            let Some(spi) = p.spi_u32() else { continue };
+            // RFC 4303 2.1: SPI 0 is reserved for local use and MUST NOT be sent; a proposal
+            // with it is not one we can agree to.
+            let Some(spi) = p.spi_u32().filter(|&s| s != 0) else {
+                continue;
+            };
             if p.has_unknown_type(&ESP_TYPES) {
                 continue;
             }
@@ -549,7 +554,8 @@ pub fn accept_esp_answer(answer: &SaPayload, ours: &[ProposalSpec]) -> Option<(u
     {
         return None;
     }
-    let spi = p.spi_u32()?;
+    // RFC 4303 2.1: SPI 0 is never sent; an answer with it agrees nothing.
+    let spi = p.spi_u32().filter(|&s| s != 0)?;
     let encrs: Vec<_> = p.transforms.iter().filter(|t| t.ty == tt::ENCR).collect();
     let [e] = encrs.as_slice() else { return None };
     let encr = encr_of(e).filter(|x| spec.encr.contains(x))?;
@@ -734,5 +740,36 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    /// RFC 4303 2.1: ESP SPI 0 is reserved and never sent. Offered (IKE_AUTH's child or
+    /// CREATE_CHILD_SA: both choose here) it is not chosen, so the answer is
+    /// NO_PROPOSAL_CHOSEN; in an answer it agrees nothing (issue #39 item 11).
+    #[test]
+    fn esp_spi_zero_is_never_agreed() {
+        let theirs = parse_proposals("aes128gcm16, aes256gcm16", ProposalKind::Esp).unwrap();
+        let ours = parse_proposals("aes128gcm16, aes256gcm16", ProposalKind::Esp).unwrap();
+        let with = |spi: u32| {
+            theirs
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Proposal::from_spec(i as u8 + 1, protocol::ESP, &spi.to_be_bytes(), t, false))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(choose_esp(&with(0), &ours), None);
+        assert_eq!(
+            choose_esp(&with(0x100), &ours).map(|(n, spi, _)| (n, spi)),
+            Some((1, 0x100))
+        );
+        // One proposal with SPI 0 among others: the others can still be chosen.
+        let mut mixed = with(0);
+        mixed[1].spi = 0x200u32.to_be_bytes().to_vec();
+        assert_eq!(choose_esp(&mixed, &ours).map(|(n, spi, _)| (n, spi)), Some((2, 0x200)));
+        let s = choose_esp(&with(0x100), &ours).unwrap().2;
+        let answer = |spi| SaPayload {
+            proposals: alloc::vec![Proposal::from_child_suite(1, spi, &s)],
+        };
+        assert_eq!(accept_esp_answer(&answer(0), &theirs), None);
+        assert_eq!(accept_esp_answer(&answer(0x300), &theirs), Some((0x300, s)));
     }
 }

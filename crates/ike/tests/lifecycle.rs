@@ -369,3 +369,106 @@ fn close_action_restart_brings_the_connection_back() {
 fn installed_now(net: &Net) -> (usize, usize) {
     (installed(&net.events_a).len(), installed(&net.events_b).len())
 }
+
+/// A child's lifetimes: rekey at `rekey` s (0: never), no jitter, hard expiry at `life` s
+/// (the shape of `scripts/ike-lifecycle.sh collide`: 8 s and 12 s).
+fn lifetimes(c: &mut Config, rekey: u64, life: u64) {
+    let l = &mut c.connections[0].children[0].lifetimes;
+    l.rekey_time = Duration::from_secs(rekey);
+    l.life_time = Duration::from_secs(life);
+    l.rand_time = Duration::ZERO;
+}
+
+/// The first `n` CREATE_CHILD_SA responses sent by A (`from_a`) or B are lost: the peer
+/// retransmits its request (4 s, then 7.2 s later) and takes the answer late.
+fn lose_ccsa_answers(from: bool, n: usize) -> DropFn {
+    let mut left = n;
+    Box::new(move |from_a, t| {
+        if from_a == from && kind_of(t) == (36, true) && left > 0 {
+            left -= 1;
+            return true;
+        }
+        false
+    })
+}
+
+/// Issue #39 item 7, without a collision: B rekeys the pair, A's answer is lost and B takes
+/// it only when it retransmits, after A's copy of the old pair reached its hard lifetime. A
+/// must not Delete the old pair while B's rekey of it is in flight (RFC 7296 2.25.1: B takes
+/// such a Delete as a rekey/delete collision and drops the pair its rekey made, as charon
+/// does): the replaced pair goes quietly at its hard lifetime, B deletes it (2.8), and the
+/// new pair stays on both sides.
+#[test]
+fn a_replaced_pair_at_its_hard_lifetime_is_not_deleted_under_the_peers_rekey() {
+    let (mut a, mut b) = pair(IKE, IKE, ESP, ESP);
+    // B rekeys at 8 s; A does not rekey, its pairs' hard lifetime is 11 s.
+    lifetimes(&mut b, 8, 12);
+    lifetimes(&mut a, 0, 11);
+    let mut net = Net::new(a, b);
+    net.up();
+    let start = net.now;
+    let (old_a, _) = assert_mirrored(&net)[0];
+    // A's answer to B's rekey request (8 s) is lost; B's retransmission (12 s) gets it, after
+    // the old pair's hard lifetime on A (11 s).
+    net.drop = lose_ccsa_answers(true, 1);
+    while net.advance(start + Duration::from_secs(15)) {}
+    let pairs = assert_mirrored(&net);
+    assert_eq!(pairs.len(), 1, "one pair left on both sides: {pairs:?}");
+    assert_ne!(pairs[0].0, old_a, "the new pair");
+    // A did not send a Delete of the old pair (B did), and A saw its hard lifetime.
+    assert!(
+        child_downs(&net.events_a)
+            .iter()
+            .any(|(s, r)| *s == old_a && *r == DownReason::Expired),
+        "{:?}",
+        child_downs(&net.events_a)
+    );
+}
+
+/// Issue #39 item 7 as found against charon under load: both sides rekey the pair at the same
+/// time (2.8.1); the loser's answer to the winner's request is lost, so the winner takes it
+/// only when it retransmits (4 s later), after the old pair's hard lifetime (3 s after the
+/// rekey). The loser deletes its redundant pair and must leave the old one to the winner
+/// (2.8.1, 2.25.1): its Delete of it under the winner's rekey left no pair on either side.
+#[test]
+fn a_lost_collision_leaves_the_old_pair_to_the_winner_past_its_hard_lifetime() {
+    let mut checked = [0; 2];
+    for seed in 0..12 {
+        let run = |lose: Option<bool>| {
+            let (mut a, mut b) = pair(IKE, IKE, ESP, ESP);
+            lifetimes(&mut a, 8, 11);
+            lifetimes(&mut b, 8, 11);
+            let mut net = Net::new(a, b);
+            net.rng = <rand_chacha::ChaCha20Rng as rand_core::SeedableRng>::seed_from_u64(seed);
+            net.up();
+            let start = net.now;
+            if let Some(from_a) = lose {
+                net.drop = lose_ccsa_answers(from_a, 1);
+            }
+            // The first rekeys (8 s) and the retransmission (12 s), before the next (16 s).
+            while net.advance(start + Duration::from_secs(14)) {}
+            net
+        };
+        // Who wins with this seed (the nonces are drawn before anything is lost): the side
+        // whose own rekey made the pair that survives.
+        let quiet = run(None);
+        let pairs = assert_mirrored(&quiet);
+        assert_eq!(pairs.len(), 1, "seed {seed}");
+        let a_won = installed(&quiet.events_a).values().next().is_some_and(|c| c.initiator);
+        checked[usize::from(a_won)] += 1;
+        // Again, the loser's answer to the winner's rekey lost once.
+        let net = run(Some(!a_won));
+        let pairs = assert_mirrored(&net);
+        assert_eq!(
+            pairs.len(),
+            1,
+            "seed {seed} (A won: {a_won}): one pair on both sides: {pairs:?}"
+        );
+        let loser = if a_won { &net.events_b } else { &net.events_a };
+        assert!(
+            child_downs(loser).iter().any(|(_, r)| *r == DownReason::Expired),
+            "seed {seed}: the loser's old pair reached its hard lifetime"
+        );
+    }
+    assert!(checked[0] > 0 && checked[1] > 0, "both sides lost once: {checked:?}");
+}

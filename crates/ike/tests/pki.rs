@@ -544,3 +544,49 @@ fn openssl_signatures_verify() {
         Err(CertError::BadSignature)
     );
 }
+
+/// `k` fake CA certificates named like `like`: its subject as their subject and issuer, each
+/// its own public key (the last octet changed) and its own serial; the signature is `like`'s
+/// own, so it verifies for none of them (issue #39 item 6: the probe's fake chain).
+fn fakes_like(like: &Certificate, k: usize) -> Vec<Certificate> {
+    use der::{Decode, Encode};
+    let base = x509_cert::Certificate::from_der(like.der()).unwrap();
+    (0..k)
+        .map(|i| {
+            let mut c = base.clone();
+            let tbs = &mut c.tbs_certificate;
+            tbs.issuer = tbs.subject.clone();
+            let mut key = tbs.subject_public_key_info.subject_public_key.raw_bytes().to_vec();
+            let n = key.len();
+            key[n - 1] ^= i as u8 + 1;
+            tbs.subject_public_key_info.subject_public_key = der::asn1::BitString::from_bytes(&key).unwrap();
+            let mut serial = tbs.serial_number.as_bytes().to_vec();
+            let n = serial.len();
+            serial[n - 1] ^= i as u8 + 1;
+            tbs.serial_number = x509_cert::serial_number::SerialNumber::new(&serial).unwrap();
+            Certificate::from_der(c.to_der().unwrap()).unwrap()
+        })
+        .collect()
+}
+
+/// Item 6 of issue #39: fake CAs named like the end entity's issuer, sent before the real
+/// intermediate, no longer exhaust the path builder: the real chain is found (the shortest
+/// candidate path first, candidates by key identifier, a bounded number of paths tried).
+/// Before, webpki tried the orderings of the fakes first and gave up at its budget of 100
+/// signature checks (`MaximumSignatureChecksExceeded`), refusing a valid chain.
+#[test]
+fn a_real_chain_behind_fake_cas_named_like_its_issuer_validates() {
+    let inter = cert("inter-ca");
+    let t = store(true);
+    let mut sent = fakes_like(&inter, MAX_CHAIN_CERTS - 1);
+    sent.push(inter.clone());
+    let v = verify_chain(&cert("moon"), &sent, &t, NOW).expect("the real chain");
+    assert_eq!(v.chain, vec![cert("moon"), inter.clone(), cert("root-ca")]);
+    // Fakes alone: refused, as an unknown CA.
+    let only = fakes_like(&inter, MAX_CHAIN_CERTS);
+    assert_eq!(verify_chain(&cert("moon"), &only, &t, NOW), Err(CertError::UnknownCa));
+    // Fakes after the real one: found at once, as before.
+    let mut after = vec![inter.clone()];
+    after.extend(fakes_like(&inter, MAX_CHAIN_CERTS - 1));
+    assert!(verify_chain(&cert("moon"), &after, &t, NOW).is_ok());
+}

@@ -1,6 +1,6 @@
 //! The flood sender of `scripts/flood-test.sh`: sends garbage and replayed IPsec datagrams
 //! at a tunneld, bounded in count and time, as fast as sendmmsg(2) on one raw IPv4 socket
-//! (IP_HDRINCL, [`ipsec_tunnel::raw::RawTx`]) goes, or paced to `--rate` packets a second.
+//! (IP_HDRINCL, [`ipsec_tunnel::dev::raw::RawTx`]) goes, or paced to `--rate` packets a second.
 //! Needs CAP_NET_RAW (run it as root in the attacker's network namespace).
 //!
 //! ```text
@@ -19,8 +19,8 @@
 //!
 //! Prints one JSON line: packets sent in all and per kind, seconds, send errors retried.
 
-use ipsec_tunnel::raw::RawTx;
-use ipsec_tunnel::tunnel::{UnderlayTx, BATCH};
+use ipsec_tunnel::dataplane::{UnderlayTx, BATCH};
+use ipsec_tunnel::dev::raw::RawTx;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
@@ -297,7 +297,11 @@ fn run(a: &Args) -> Result<String, String> {
     let deadline = start + Duration::from_secs_f64(a.secs);
     let mut sent: BTreeMap<&str, u64> = kinds.iter().map(|(k, _)| (*k, 0)).collect();
     let (mut total, mut errors, mut turn) = (0u64, 0u64, 0usize);
-    let dsts = [std::net::IpAddr::V4(a.dst); BATCH];
+    let dsts = [ipsec_engine::Route {
+        sa: ipsec_engine::SaId(0),
+        spi: 0,
+        to: std::net::IpAddr::V4(a.dst),
+    }; BATCH];
     while total < a.count && Instant::now() < deadline {
         let n = (a.count - total).min(BATCH as u64) as usize;
         let mut batch: [&[u8]; BATCH] = [&[]; BATCH];

@@ -22,7 +22,10 @@ fn minimal_sa_and_policy() {
     .unwrap();
     assert_eq!(c.sas.len(), 1);
     let p = &c.sas[0].params;
-    assert_eq!((p.spi, p.replay_window, p.esn), (0x1000, 64, false));
+    assert_eq!(
+        (p.spi, p.replay_window, p.esn),
+        (0x1000, ipsec_core::sa::DEFAULT_REPLAY_WINDOW, false)
+    );
     assert_eq!(p.integ.as_ref().unwrap().icv_len, 12);
     assert_eq!(c.lines.sas, [1]);
     assert_eq!(c.lines.policies, [8]);

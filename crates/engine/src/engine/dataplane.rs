@@ -3,7 +3,7 @@
 //! by SA from the outside in, then the inbound policy check), and each thread's [`Worker`].
 //! The control side that builds and publishes it is [`Engine`](super::Engine).
 
-use super::{encap_matches, Arrival, Dropped, Verdict, MAX_DEPTH};
+use super::{encap_matches, Arrival, Dropped, Framing, Route, Verdict, MAX_DEPTH};
 use crate::bundle::PacketError;
 use crate::counters::{AtomicDrops, DropReason};
 use crate::lifetime::{Limit, State};
@@ -18,6 +18,7 @@ use ipsec_core::ip::{self, proto, Ipv4Packet, Ipv6Packet, Split};
 use ipsec_core::rng::IvRng;
 use ipsec_core::sa::{Mode, Proto};
 use ipsec_core::PacketBuf;
+use ipsec_esp::OuterIp;
 use ipsec_ipcomp::CryptoOp;
 
 /// A worker's own context: what a thread needs besides the shared data plane: the CSPRNG
@@ -220,7 +221,7 @@ fn has_model(e: &SaEntry) -> bool {
 }
 
 /// Packets a batch call prepares at once (more are processed in chunks of this size).
-pub const BATCH: usize = ipsec_esp::BATCH;
+pub const MAX_BATCH: usize = ipsec_esp::MAX_BATCH;
 
 impl DataPlane {
     /// The policies this plane matches against.
@@ -464,11 +465,31 @@ impl DataPlane {
         out: &mut [Result<Verdict, Dropped>],
         now: Duration,
     ) {
+        self.outbound_batch_routed(w, bufs, out, &mut [], Framing::Ip, now);
+    }
+
+    /// [`outbound_batch`](Self::outbound_batch) framed for the caller's socket (`framing`:
+    /// whole IP packets, or for a UDP socket the ESP part only, with no outer header built)
+    /// that also names, in `routes[i]`, where packet `i` goes: its outermost SA and next hop
+    /// ([`Route`]), so the caller sends it without parsing it again. `Some` exactly where
+    /// `out[i]` is `Ok(Verdict::Protected(_))`; packets beyond `routes` get none.
+    pub fn outbound_batch_routed(
+        &self,
+        w: &mut Worker,
+        bufs: &mut [PacketBuf],
+        out: &mut [Result<Verdict, Dropped>],
+        routes: &mut [Option<Route>],
+        framing: Framing,
+        now: Duration,
+    ) {
+        for r in routes.iter_mut() {
+            *r = None;
+        }
         let n = bufs.len().min(out.len());
         let mut start = 0;
         while start < n {
-            let end = (start + BATCH).min(n);
-            let mut policy = [usize::MAX; BATCH];
+            let end = (start + MAX_BATCH).min(n);
+            let mut policy = [usize::MAX; MAX_BATCH];
             let mut last: Option<(Flow, Classified)> = None;
             for i in start..end {
                 let r = match Flow::from_packet(bufs[i].packet()) {
@@ -505,28 +526,47 @@ impl DataPlane {
                 while j < end && policy[j - start] == p {
                     j += 1;
                 }
-                self.seal_run(w, &mut bufs[i..j], &mut out[i..j], p, now);
+                let r = routes.len();
+                let run = &mut routes[i.min(r)..j.min(r)];
+                self.seal_run(w, &mut bufs[i..j], &mut out[i..j], run, p, framing, now);
                 i = j;
             }
             start = end;
         }
     }
 
-    /// Seals a run of packets under one protect policy. On entry `out[i]` is
+    /// Seals a run of packets under one protect policy, framed as `framing` says, and names
+    /// each sealed packet's route in `routes` (as far as it reaches). On entry `out[i]` is
     /// `Ok(Protected(0))` for each packet; on return each is its verdict.
+    #[allow(clippy::too_many_arguments)]
     fn seal_run(
         &self,
         w: &mut Worker,
         bufs: &mut [PacketBuf],
         out: &mut [Result<Verdict, Dropped>],
+        routes: &mut [Option<Route>],
         policy: usize,
+        framing: Framing,
         now: Duration,
     ) {
-        let n = bufs.len().min(out.len()).min(BATCH);
+        let n = bufs.len().min(out.len()).min(MAX_BATCH);
+        let bundle = self.bundle(policy);
+        let outermost = bundle.last().copied();
+        if framing == Framing::Udp {
+            // RFC 3948 2.1: only ESP goes in UDP; refused before any SA spends a number.
+            let proto = outermost.and_then(|id| self.sad.get(id)).map(|e| e.config.params.proto);
+            if let (Some(id), Some(p)) = (outermost, proto.filter(|p| *p != Proto::Esp)) {
+                let err = PacketError::Encap(EncapError::NotEsp(p.number()));
+                for o in out[..n].iter_mut().filter(|o| o.is_ok()) {
+                    *o = Err(self.drop_at(Direction::Out, id, DropReason::EncapMismatch, Some(err)));
+                }
+                return;
+            }
+        }
         // An adaptive IPComp SA earlier in the bundle, whose model this run's crypto feeds.
         w.runs = w.runs.wrapping_add(1);
         let mut timed: Option<&SaEntry> = None;
-        for &id in self.bundle(policy) {
+        for &id in bundle {
             let Some(e) = self.sad.get(id) else {
                 for o in out[..n].iter_mut().filter(|o| o.is_ok()) {
                     *o = Err(self.drop_at(Direction::Out, id, DropReason::NoSa, None));
@@ -556,23 +596,27 @@ impl DataPlane {
                     *o = Err(self.drop_at(Direction::Out, id, DropReason::Expired, None));
                 }
             }
-            let mut before = [0usize; BATCH];
+            let mut before = [0usize; MAX_BATCH];
             for (b, l) in bufs[..n].iter().zip(before.iter_mut()) {
                 *l = b.len();
             }
             let mut t = Tally::default();
-            let mut sealed = [false; BATCH];
+            let mut sealed = [false; MAX_BATCH];
             match &e.sa {
                 SharedSa::Esp(esp) => {
-                    let mut res: [Result<u64, ipsec_core::Error>; BATCH] = [Ok(0); BATCH];
+                    let mut res: [Result<u64, ipsec_core::Error>; MAX_BATCH] = [Ok(0); MAX_BATCH];
                     for (r, o) in res.iter_mut().zip(&out[..n]) {
                         if o.is_err() {
                             *r = Err(ipsec_core::Error::Truncated);
                         }
                     }
-                    let live: [bool; BATCH] = core::array::from_fn(|i| i < n && out[i].is_ok());
+                    let live: [bool; MAX_BATCH] = core::array::from_fn(|i| i < n && out[i].is_ok());
                     let t0 = crypto_clock(timed, w).map(|c| (c, c()));
-                    esp.seal_batch(&mut w.rng, &mut bufs[..n], &mut res[..n]);
+                    let outer = match framing {
+                        Framing::Udp if Some(id) == outermost => OuterIp::Socket,
+                        _ => OuterIp::Header,
+                    };
+                    esp.seal_batch_outer(&mut w.rng, &mut bufs[..n], &mut res[..n], outer);
                     if let (Some((c, t0)), Some(comp)) = (t0, timed) {
                         feed_crypto(
                             comp,
@@ -596,7 +640,7 @@ impl DataPlane {
                     }
                 }
                 sa => {
-                    let live: [bool; BATCH] = core::array::from_fn(|i| i < n && out[i].is_ok());
+                    let live: [bool; MAX_BATCH] = core::array::from_fn(|i| i < n && out[i].is_ok());
                     let t0 = crypto_clock(timed, w).map(|c| (c, c()));
                     if has_model(e) {
                         timed = Some(e);
@@ -642,6 +686,9 @@ impl DataPlane {
             }
             self.apply(Direction::Out, id, &t, now);
         }
+        if let Some(e) = outermost.and_then(|id| Some((id, self.sad.get(id)?))) {
+            self.route_run(e, &mut bufs[..n], &mut out[..n], routes, framing);
+        }
         if timed.is_some() {
             let wire = out[..n]
                 .iter()
@@ -652,6 +699,51 @@ impl DataPlane {
             feed_sent(timed, &mut w.codecs, wire, now);
         }
         w.codecs.flush();
+    }
+
+    /// Names the route of each packet of a run sealed with outermost SA `id`: a tunnel-mode
+    /// SA's tunnel end, without a look at the packet; in transport mode the packet's own
+    /// destination, its IP header then taken off for a UDP socket ([`Framing::Udp`]), which
+    /// writes its own.
+    fn route_run(
+        &self,
+        (id, e): (SaId, &SaEntry),
+        bufs: &mut [PacketBuf],
+        out: &mut [Result<Verdict, Dropped>],
+        routes: &mut [Option<Route>],
+        framing: Framing,
+    ) {
+        let p = &e.config.params;
+        let tunnel_end = match p.mode {
+            Mode::Tunnel => p.tunnel.map(|t| t.dst),
+            Mode::Transport => None,
+        };
+        for (i, (buf, o)) in bufs.iter_mut().zip(out.iter_mut()).enumerate() {
+            if o.is_err() {
+                continue;
+            }
+            let to = match tunnel_end {
+                Some(to) => to,
+                None => match Outer::of(buf.packet()) {
+                    Ok(h) => {
+                        if framing == Framing::Udp {
+                            if let Err(err) = buf.pull_front(h.split.offset) {
+                                *o = Err(self.drop_at(Direction::Out, id, DropReason::NoRoom, Some(err.into())));
+                                continue;
+                            }
+                        }
+                        h.dst
+                    }
+                    Err(err) => {
+                        *o = Err(self.drop_at(Direction::Out, id, DropReason::Malformed, Some(err.into())));
+                        continue;
+                    }
+                },
+            };
+            if let Some(r) = routes.get_mut(i) {
+                *r = Some(Route { sa: id, spi: p.spi, to });
+            }
+        }
     }
 
     /// Processes an inbound packet (RFC 4301 5.2): opens it in place SA by SA, from the
@@ -723,6 +815,75 @@ impl DataPlane {
         self.sad.lookup(next, spi, outer.dst)
     }
 
+    /// The outermost layer of a packet that arrived as a datagram's payload, the socket having
+    /// taken the IP and UDP headers off ([`Arrival::datagram`]): ESP, the only protocol that
+    /// goes in UDP (RFC 3948 2.1), its SA found by the SPI the payload starts with and the
+    /// destination the socket told (RFC 4301 4.1), opened where it lies
+    /// ([`ipsec_esp::Esp::open_payload`]). A transport-mode packet then gets the datagram's
+    /// IP header, from the addresses the socket told (RFC 3948 3.1.2 and 3.2.2 steps 1-2).
+    /// The layer is counted as if its IP header had come with it, as a whole packet's is.
+    fn open_datagram(
+        &self,
+        buf: &mut PacketBuf,
+        (src, dst): (IpAddr, IpAddr),
+        now: Duration,
+        tallies: &mut Tallies,
+        arrival: &mut Arrival,
+    ) -> Result<Layer, Dropped> {
+        let spi = match crate::bundle::spi_of(proto::ESP, buf.packet()) {
+            Ok(s) => s,
+            Err(e) => return Err(self.drop_engine(Direction::In, DropReason::Malformed, Some(e.into()))),
+        };
+        let Some((id, e)) = self
+            .sad
+            .lookup(proto::ESP, spi, dst)
+            .and_then(|id| Some((id, self.sad.get(id)?)))
+        else {
+            let err = PacketError::Ipsec(ipsec_core::Error::UnknownSpi(spi));
+            return Err(self.drop_engine(Direction::In, DropReason::NoSa, Some(err)));
+        };
+        arrival.outer = Some((src, dst));
+        if !encap_matches(e.config.encap, arrival.encap) {
+            let err = PacketError::Encap(match arrival.encap {
+                None => EncapError::NotEncapsulated(spi),
+                Some(_) => EncapError::UnexpectedEncap(spi),
+            });
+            return Err(self.drop_at(Direction::In, id, DropReason::EncapMismatch, Some(err)));
+        }
+        if let Err(r) = self.admit(e, now, core::iter::empty(), &tallies.get(id)) {
+            return Err(self.drop_at(Direction::In, id, r, None));
+        }
+        let SharedSa::Esp(esp) = &e.sa else {
+            return Err(self.drop_at(Direction::In, id, DropReason::NoSa, None));
+        };
+        let header = match dst {
+            IpAddr::V4(_) => ip::ipv4_field::HEADER_LEN,
+            IpAddr::V6(_) => ip::ipv6_field::HEADER_LEN,
+        };
+        let before = header + buf.len();
+        let opened = match esp.open_payload(buf) {
+            Ok(o) => o,
+            Err(err) => {
+                let err = PacketError::Ipsec(err);
+                return Err(self.drop_at(Direction::In, id, DropReason::of(&err), Some(err)));
+            }
+        };
+        if esp.mode() == Mode::Transport {
+            if let Err(err) = crate::udp_encap::push_datagram_header(buf, src, dst, opened.next_header) {
+                let err = PacketError::Encap(err);
+                return Err(self.drop_at(Direction::In, id, DropReason::Malformed, Some(err)));
+            }
+        }
+        arrival.sa = Some(id);
+        arrival.newest = opened.newest;
+        Ok(Layer {
+            id,
+            before,
+            after: buf.len(),
+            uncompressed: false,
+        })
+    }
+
     fn inbound_one(
         &self,
         w: &mut Worker,
@@ -733,6 +894,7 @@ impl DataPlane {
     ) -> Result<Verdict, Dropped> {
         *arrival = Arrival {
             encap: arrival.encap,
+            datagram: arrival.datagram,
             ..Arrival::default()
         };
         let mut used = [Layer {
@@ -743,6 +905,10 @@ impl DataPlane {
         }; MAX_DEPTH];
         let mut depth = 0;
         let mut decompressed = false;
+        if let Some((src, dst)) = arrival.datagram {
+            used[0] = self.open_datagram(buf, (src, dst), now, tallies, arrival)?;
+            depth = 1;
+        }
         loop {
             let outer = match Outer::of(buf.packet()) {
                 Ok(o) => o,
@@ -937,9 +1103,9 @@ trait CollectLens {
     fn collect_lens(self) -> LenList;
 }
 
-/// Up to [`BATCH`] packet lengths.
+/// Up to [`MAX_BATCH`] packet lengths.
 struct LenList {
-    lens: [usize; BATCH],
+    lens: [usize; MAX_BATCH],
     n: usize,
 }
 
@@ -951,7 +1117,10 @@ impl LenList {
 
 impl<I: Iterator<Item = usize>> CollectLens for I {
     fn collect_lens(self) -> LenList {
-        let mut l = LenList { lens: [0; BATCH], n: 0 };
+        let mut l = LenList {
+            lens: [0; MAX_BATCH],
+            n: 0,
+        };
         for (slot, v) in l.lens.iter_mut().zip(self) {
             *slot = v;
             l.n += 1;

@@ -3,7 +3,10 @@ use super::{pem_blocks, Dn, PkiError};
 use crate::id::Identity;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use const_oid::db::rfc5280::{ID_CE_BASIC_CONSTRAINTS, ID_CE_EXT_KEY_USAGE, ID_CE_SUBJECT_ALT_NAME};
+use const_oid::db::rfc5280::{
+    ID_CE_AUTHORITY_KEY_IDENTIFIER, ID_CE_BASIC_CONSTRAINTS, ID_CE_EXT_KEY_USAGE, ID_CE_SUBJECT_ALT_NAME,
+    ID_CE_SUBJECT_KEY_IDENTIFIER,
+};
 use const_oid::ObjectIdentifier;
 use core::fmt;
 use core::net::{Ipv4Addr, Ipv6Addr};
@@ -224,6 +227,33 @@ impl Certificate {
     /// malformed.
     pub(crate) fn eku(&self) -> Option<Result<ExtendedKeyUsage, der::Error>> {
         self.extension::<ExtendedKeyUsage>(ID_CE_EXT_KEY_USAGE)
+    }
+
+    /// The subject as it is encoded (path building compares names octet for octet, as
+    /// webpki does).
+    pub(crate) fn subject_name(&self) -> &x509_cert::name::Name {
+        &self.inner.cert.tbs_certificate.subject
+    }
+
+    /// The issuer as it is encoded.
+    pub(crate) fn issuer_name(&self) -> &x509_cert::name::Name {
+        &self.inner.cert.tbs_certificate.issuer
+    }
+
+    /// The subjectKeyIdentifier (RFC 5280 4.2.1.2), if present and well-formed.
+    pub(crate) fn subject_key_id(&self) -> Option<Vec<u8>> {
+        let ski = self
+            .extension::<x509_cert::ext::pkix::SubjectKeyIdentifier>(ID_CE_SUBJECT_KEY_IDENTIFIER)?
+            .ok()?;
+        Some(ski.0.as_bytes().to_vec())
+    }
+
+    /// The authorityKeyIdentifier's keyIdentifier (RFC 5280 4.2.1.1), if present.
+    pub(crate) fn authority_key_id(&self) -> Option<Vec<u8>> {
+        let aki = self
+            .extension::<x509_cert::ext::pkix::AuthorityKeyIdentifier>(ID_CE_AUTHORITY_KEY_IDENTIFIER)?
+            .ok()?;
+        aki.key_identifier.map(|k| k.as_bytes().to_vec())
     }
 
     fn extension<'a, T: Decode<'a>>(&'a self, id: ObjectIdentifier) -> Option<Result<T, der::Error>> {

@@ -47,7 +47,10 @@ pub use signature::{
     auth_method, auth_sign, auth_sign_classic, auth_sign_with_scheme, auth_verify, choose_scheme, ecdsa_der_to_fixed,
     hash_algs_data, our_hash_algs, parse_hash_algs, MAX_HASH_ALGS,
 };
-pub use trust::{verify_chain, verify_peer, TrustStore, Verified, MAX_CHAIN_CERTS, MAX_CRLS, MAX_TRUSTED_CAS};
+pub use trust::{
+    verify_chain, verify_peer, TrustStore, Verified, MAX_CHAIN_CERTS, MAX_CRLS, MAX_PATHS_VALIDATED, MAX_PATH_STEPS,
+    MAX_TRUSTED_CAS,
+};
 
 use core::fmt;
 

@@ -171,13 +171,24 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     let Some(ni) = ps.nonce() else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
+    let ike_rekey = ps
+        .sa()
+        .is_some_and(|s| s.proposals.first().is_some_and(|p| p.protocol == protocol::IKE));
+    // Our rekey of this IKE SA is outstanding: a new or rekeyed child made now would be on
+    // an SA about to be replaced (2.25: TEMPORARY_FAILURE, the peer tries again).
+    if !ike_rekey
+        && sa
+            .tasks
+            .active
+            .as_ref()
+            .is_some_and(|a| matches!(a.task, Task::IkeRekey(_)))
+    {
+        return Reply::notify(kind::TEMPORARY_FAILURE);
+    }
     if ps.notify(kind::REKEY_SA).is_some() {
         return child_rekey::respond(sa, cx, ps, ni, rng);
     }
-    if ps
-        .sa()
-        .is_some_and(|s| s.proposals.first().is_some_and(|p| p.protocol == protocol::IKE))
-    {
+    if ike_rekey {
         return ike_rekey::respond(sa, cx, ps, ni, rng);
     }
     if sa.children.len() >= MAX_CHILD_SAS {

@@ -204,6 +204,11 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rn
     if matches!(old_state, ChildState::Deleting | ChildState::Rekeyed { .. }) {
         return Reply::notify(kind::TEMPORARY_FAILURE);
     }
+    // Rekeys that never delete the pairs they replace do not grow the SA without bound
+    // (issue #39: 1,000 chained rekeys made 1,001 children): the replaced pairs count.
+    if sa.children.len() >= crate::limits::MAX_CHILD_SAS_WITH_REPLACED {
+        return Reply::notify(kind::NO_ADDITIONAL_SAS);
+    }
     let (payloads, new_spi_in, min_nonce, pending) = match make_child(sa, cx, ps, ni, Some((old_spi_in, old_cfg)), rng)
     {
         Ok(x) => x,

@@ -429,6 +429,7 @@ mod tests {
             now,
             others: &[],
             unix: None,
+            peers_of: None,
         };
         let mut rng = ChaCha20Rng::seed_from_u64(3);
         let r = respond(sa, &mut cx, ps, &mut rng);
@@ -446,6 +447,7 @@ mod tests {
             now: Duration::ZERO,
             others: &[],
             unix: None,
+            peers_of: None,
         };
         let mut rng = ChaCha20Rng::seed_from_u64(4);
         let goal = Goal::Ike {

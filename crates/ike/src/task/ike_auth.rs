@@ -297,6 +297,22 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
         r.then = Some(DownReason::AuthFailed);
         return r;
     }
+    // The cap of IKE SAs per identity counts new ones too, unless INITIAL_CONTACT says the
+    // peer's others are gone (2.4): else one identity's handshakes could fill MAX_IKE_SAS
+    // and lock every other peer out (issue #39). AUTHENTICATION_FAILED, as strongSwan
+    // answers when its uniqueness policy keeps the old SA.
+    let cap = crate::limits::MAX_IKE_SAS_PER_IDENTITY;
+    if ps.notify(kind::INITIAL_CONTACT).is_none() && cx.peers_of.is_some_and(|n| n(idi) >= cap) {
+        sa.state = State::HalfOpen { hs, crypto };
+        cx.out.event(Event::AuthFailed {
+            conn: sa.conn_name(cx.cfg),
+            local: true,
+            reason: Some(AuthRefusal::TooManySas),
+        });
+        let mut r = Reply::notify(kind::AUTHENTICATION_FAILED);
+        r.then = Some(DownReason::AuthFailed);
+        return r;
+    }
     let conn = sa.conn(cx.cfg);
     let idr = conn.local_id.to_body();
     let signed = Signed {

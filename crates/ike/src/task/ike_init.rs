@@ -501,6 +501,7 @@ pub(crate) fn respond_init(
         now,
         others: &[],
         unix: None,
+        peers_of: None,
     };
     ike.send(&mut cx, &bytes);
     ike.state = State::HalfOpen {

@@ -391,6 +391,7 @@ mod tests {
             now: Duration::ZERO,
             others: &[],
             unix: None,
+            peers_of: None,
         };
         let mut rng = ChaCha20Rng::seed_from_u64(9);
         let r = respond(sa, &mut cx, ps, &mut rng);
@@ -494,6 +495,7 @@ mod tests {
             now: Duration::ZERO,
             others: &[],
             unix: None,
+            peers_of: None,
         };
         let mut rng = ChaCha20Rng::seed_from_u64(9);
         let id = crate::Identity::from_str_config("10.0.0.1").unwrap();

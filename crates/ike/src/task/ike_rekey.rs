@@ -8,7 +8,7 @@ use crate::alg::IkeSuite;
 use crate::dh::KeyExchange;
 use crate::event::{DownReason, Event, IkeKeyLog, IkeSaInfo, Role};
 use crate::header::ExchangeType;
-use crate::ike_sa::{Crypto, Cx, EndpointEvent, IkeSa, State};
+use crate::ike_sa::{ChildState, Crypto, Cx, EndpointEvent, IkeSa, State};
 use crate::message::{Find, Payload};
 use crate::notify::kind;
 use crate::sa::{accept_ike_answer, choose_ike, protocol, Proposal, SaPayload};
@@ -197,6 +197,10 @@ pub(crate) fn move_to_new(
     new.path.nat = sa.path.nat;
     new.fragmentation = sa.fragmentation;
     new.children = core::mem::take(&mut sa.children);
+    // Our queued requests about the children (and a liveness check) go with them; the old
+    // SA keeps only its own Delete (2.18). A queued rekey of the old SA is dropped.
+    new.tasks.queue = sa.tasks.take_queue(|t| !matches!(t, Task::IkeDelete));
+    new.tasks.queue.retain(|t| !matches!(t, Task::IkeRekey(_)));
     let conn = sa.conn(cx.cfg);
     let keys = cx.cfg.export_ike_keys.then(|| IkeKeyLog {
         spi_i,
@@ -240,6 +244,33 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rn
     // simple and let the peer's wait (it retries after TEMPORARY_FAILURE, 2.25).
     if sa.tasks.iter().any(|t| matches!(t, Task::IkeRekey(_))) {
         return Reply::notify(kind::TEMPORARY_FAILURE);
+    }
+    // An exchange of ours about a child is outstanding, or a child is in the middle of our
+    // rekey: its answer comes on this SA, and the children would have moved away (issue #39:
+    // the child stayed `rekeying` for good); or we are deleting this SA. Again later (2.25:
+    // TEMPORARY_FAILURE; strongSwan answers the same while a child is half-open).
+    let child_exchange = sa.tasks.active.as_ref().is_some_and(|a| {
+        matches!(
+            a.task,
+            Task::ChildCreate(_) | Task::ChildRekey(_) | Task::ChildDelete(_)
+        )
+    });
+    if child_exchange
+        || sa
+            .children
+            .iter()
+            .any(|c| matches!(c.state, ChildState::Rekeying { .. }))
+        || sa.tasks.iter().any(|t| matches!(t, Task::IkeDelete))
+    {
+        return Reply::notify(kind::TEMPORARY_FAILURE);
+    }
+    // The caps, the SAs this peer's rekeys replaced and has not deleted counted too (issue
+    // #39: 4,300 chained rekeys whose Deletes never came made 4,601 IKE SAs and locked every
+    // other peer out): per identity, this SA and the new one included; in all, with room
+    // left for half-open SAs. NO_ADDITIONAL_SAS may refuse an IKE SA rekey (3.10.1).
+    let room = crate::limits::MAX_IKE_SAS.saturating_sub(cx.cfg.half_open_max);
+    if sa.census.same_identity + 2 > crate::limits::MAX_IKE_SAS_PER_IDENTITY || sa.census.ike_sas + 1 > room {
+        return Reply::notify(kind::NO_ADDITIONAL_SAS);
     }
     let (Some(sa_p), Some(ke)) = (ps.sa(), ps.ke()) else {
         return Reply::notify(kind::INVALID_SYNTAX);

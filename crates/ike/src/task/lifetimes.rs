@@ -1,9 +1,11 @@
 //! The timers of an established IKE SA and its children (strongSwan's `rekey_time`,
 //! `rand_time`, `life_time`): liveness checks ([`super::ike_dpd`]); a child rekeyed at its
 //! rekey time less a random jitter (so the two ends do not start together, 2.8.1), deleted
-//! at its life time if it was not; a replaced child deleted after [`REKEYED_GRACE`] if its
+//! at its life time if it was not (one the peer's rekey replaced goes without a Delete of
+//! ours: the peer deletes it, 2.8); a replaced child deleted after [`REKEYED_GRACE`] if its
 //! Delete did not come; the IKE SA rekeyed at the connection's `rekey_time` (2.18).
 use crate::config::Config;
+use crate::event::DownReason;
 use crate::ike_sa::{ChildState, ChildTimers, Cx, IkeSa, State};
 use crate::task::{child_delete::ChildDelete, child_rekey::ChildRekey, ike_rekey::IkeRekey, Task};
 use alloc::vec::Vec;
@@ -63,8 +65,25 @@ fn ike_rekey_due(sa: &IkeSa) -> Option<Duration> {
         .filter(|_| !sa.tasks.iter().any(|t| matches!(t, Task::IkeRekey(_))))
 }
 
-/// A child's next deadline.
-fn child_deadline(state: &ChildState, t: &ChildTimers) -> Option<Duration> {
+/// A deletion that could not be queued (the queue of requests is full) is tried again this
+/// much later, not at once.
+const QUEUE_FULL_RETRY: Duration = Duration::from_secs(1);
+
+/// Whether our Delete of the child `spi_in` is queued or outstanding.
+fn delete_pending(sa: &IkeSa, spi_in: u32) -> bool {
+    sa.tasks
+        .iter()
+        .any(|t| matches!(t, Task::ChildDelete(d) if d.spi_in == spi_in))
+}
+
+/// A child's next deadline. None while our Delete of it is queued or outstanding: its grace
+/// time and its hard lifetime are done with, and the Delete has its own (retransmission)
+/// timer; a deadline left in the past would be due again at once, for ever (issue #39: the
+/// IKE thread spun at 100 % while a second replaced pair's Delete waited for the window).
+fn child_deadline(state: &ChildState, t: &ChildTimers, deleting: bool) -> Option<Duration> {
+    if deleting || *state == ChildState::Deleting {
+        return None;
+    }
     let rekey = match state {
         ChildState::Installed => t.rekey_at,
         _ => None,
@@ -73,7 +92,13 @@ fn child_deadline(state: &ChildState, t: &ChildTimers) -> Option<Duration> {
         ChildState::Rekeyed { until, .. } => Some(*until),
         _ => None,
     };
-    [rekey, t.expire_at, grace].into_iter().flatten().min()
+    // The hard lifetime waits while our rekey or Delete of the pair is outstanding
+    // ([`handle_timeout`]): it is not a deadline then (one in the past would be due forever).
+    let expire = match state {
+        ChildState::Rekeying { .. } | ChildState::Deleting => None,
+        _ => t.expire_at,
+    };
+    [rekey, expire, grace].into_iter().flatten().min()
 }
 
 /// The earliest of the SA's timers.
@@ -84,7 +109,10 @@ pub(crate) fn deadline(sa: &IkeSa, cfg: &Config) -> Option<Duration> {
     if !sa.state.is_established() {
         return None;
     }
-    let children = sa.children.iter().filter_map(|c| child_deadline(&c.state, &c.timers));
+    let children = sa
+        .children
+        .iter()
+        .filter_map(|c| child_deadline(&c.state, &c.timers, delete_pending(sa, c.spi_in())));
     [super::ike_dpd::deadline(sa, cfg), ike_rekey_due(sa)]
         .into_iter()
         .flatten()
@@ -112,6 +140,7 @@ pub(crate) fn handle_timeout(sa: &mut IkeSa, cx: &mut Cx, rng: &mut impl CryptoR
     }
     let mut rekey = Vec::new();
     let mut delete = Vec::new();
+    let mut expired = Vec::new();
     for c in &mut sa.children {
         match c.state {
             ChildState::Installed if c.timers.rekey_at.is_some_and(|d| cx.now >= d) => {
@@ -121,11 +150,33 @@ pub(crate) fn handle_timeout(sa: &mut IkeSa, cx: &mut Cx, rng: &mut impl CryptoR
             ChildState::Rekeyed { until, .. } if cx.now >= until => delete.push(c.spi_in()),
             _ => {}
         }
-        if c.timers.expire_at.is_some_and(|d| cx.now >= d) && c.state != ChildState::Deleting {
+        if c.timers.expire_at.is_some_and(|d| cx.now >= d) {
             // Its hard lifetime: it must not be used any more.
-            c.timers.expire_at = None;
-            delete.push(c.spi_in());
+            match c.state {
+                // Our Delete of it is under way.
+                ChildState::Deleting => c.timers.expire_at = None,
+                // Our rekey of it is outstanding: who deletes it depends on that rekey
+                // (2.8.1: if it loses a collision, the peer's rekey replaced the pair and the
+                // Delete is the peer's); decided when it ends, the timer kept till then.
+                ChildState::Rekeying { .. } => {}
+                // Replaced by the peer's rekey: its Delete is the peer's (2.8, 2.8.1), and ours
+                // could cross that rekey still in flight (our answer lost or late: the peer
+                // retransmits), which the peer takes as a rekey/delete collision and drops the
+                // new pair (2.25.1; charon does): no pair would be left on either side. It
+                // goes here quietly; the peer's Delete is answered without one (1.4.1).
+                ChildState::Rekeyed { we_delete: false, .. } => {
+                    c.timers.expire_at = None;
+                    expired.push(c.spi_in());
+                }
+                _ => {
+                    c.timers.expire_at = None;
+                    delete.push(c.spi_in());
+                }
+            }
         }
+    }
+    for spi in expired {
+        sa.child_down(cx, spi, DownReason::Expired);
     }
     for spi in rekey {
         if let Some(t) = ChildRekey::new(sa, cx.cfg, spi, rng) {
@@ -134,5 +185,15 @@ pub(crate) fn handle_timeout(sa: &mut IkeSa, cx: &mut Cx, rng: &mut impl CryptoR
     }
     for spi_in in delete {
         sa.queue_task(cx, Task::ChildDelete(ChildDelete { spi_in }), rng);
+        if !delete_pending(sa, spi_in) {
+            // Not queued (the queue is full): again a little later, not at once.
+            if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == spi_in) {
+                let later = cx.now + QUEUE_FULL_RETRY;
+                match &mut c.state {
+                    ChildState::Rekeyed { until, .. } => *until = later,
+                    _ => c.timers.expire_at = Some(later),
+                }
+            }
+        }
     }
 }

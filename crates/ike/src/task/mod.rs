@@ -181,6 +181,13 @@ impl TaskManager {
         self.queue.push_front(t);
     }
 
+    /// Takes the queued requests `pick` says, leaving the others queued in their order.
+    pub fn take_queue(&mut self, pick: impl Fn(&Task) -> bool) -> VecDeque<Task> {
+        let (taken, kept): (VecDeque<Task>, VecDeque<Task>) = self.queue.drain(..).partition(|t| pick(t));
+        self.queue = kept;
+        taken
+    }
+
     pub fn is_idle(&self) -> bool {
         self.active.is_none() && self.queue.is_empty()
     }

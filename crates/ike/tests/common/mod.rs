@@ -162,6 +162,16 @@ impl Net {
                 self.now = self.now.max(t);
                 self.a.handle_timeout(self.now, &mut self.rng);
                 self.b.handle_timeout(self.now, &mut self.rng);
+                // Every deadline handle_timeout ran for is advanced or dropped: one left in
+                // the past would be due again at once, for ever (issue #39 item 3).
+                for (side, e) in [("A", &self.a), ("B", &self.b)] {
+                    let next = e.poll_timeout();
+                    assert!(
+                        next.is_none_or(|d| d > self.now),
+                        "{side}'s deadline {next:?} not advanced by handle_timeout at {:?}",
+                        self.now
+                    );
+                }
                 self.pump();
                 true
             }

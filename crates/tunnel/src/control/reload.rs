@@ -7,7 +7,7 @@
 //! different order.
 //!
 //! [`apply`] makes the running state (what [`running`] reads back from the engine and the
-//! control [`State`], so changes made over the control socket count as running) into the
+//! control [`Registry`], so changes made over the control socket count as running) into the
 //! file's, through the control socket's own functions and in make-before-break order: new SAs
 //! are installed, changed ones replaced as `sa.update` replaces them (the old one kept until
 //! idle), then the whole policy list is swapped in one published data plane (only if it
@@ -19,7 +19,7 @@
 //! ([`Config::empty_on_purpose`]).
 
 use super::*;
-use ipsec_config::{ActionConfig, PolicyConfig};
+use ipsec_config::{ActionConfig, Config, PolicyConfig};
 use ipsec_engine::{Direction, Selector};
 
 /// Why a reload to a config with no SA and no policy, not written so on purpose, changes
@@ -142,13 +142,8 @@ pub fn diff(old: &Config, new: &Config) -> Changes {
 ///
 /// The SAs IKE installed ([`Owner::Ike`]) and the policies that protect with them are not
 /// the config file's: they are left out here, and a reload keeps them ([`apply`]).
-pub fn running(engine: &Engine, state: &State) -> Config {
-    let mut named: Vec<(SaId, &String)> = state
-        .names
-        .iter()
-        .filter(|(_, &id)| !matches!(state.owner(id), Some(Owner::Ike { .. })))
-        .map(|(n, &id)| (id, n))
-        .collect();
+pub fn running(engine: &Engine, state: &Registry) -> Config {
+    let mut named: Vec<(SaId, &str)> = state.named().map(|(n, id)| (id, n)).collect();
     named.sort();
     let sas = named
         .iter()
@@ -158,7 +153,7 @@ pub fn running(engine: &Engine, state: &State) -> Config {
         named
             .iter()
             .find(|(i, _)| *i == id)
-            .map_or_else(|| format!("#{}", id.0), |(_, n)| (*n).clone())
+            .map_or_else(|| format!("#{}", id.0), |(_, n)| (*n).to_string())
     };
     let policies = engine
         .spd()
@@ -184,7 +179,7 @@ pub fn running(engine: &Engine, state: &State) -> Config {
 }
 
 /// Whether `p` protects with an SA IKE installed.
-fn ike_policy(p: &ipsec_engine::Policy, state: &State) -> bool {
+fn ike_policy(p: &ipsec_engine::Policy, state: &Registry) -> bool {
     matches!(&p.action, Action::Protect(ids) if ids.iter().any(|&id| {
         matches!(state.owner(id), Some(Owner::Ike { .. }))
     }))
@@ -201,7 +196,7 @@ pub struct Applied {
 
 /// Applies `new` (a whole config, already read and checked as at start-up) to the running
 /// `engine` and `state` at time `now`. On error nothing has changed.
-pub fn apply(engine: &mut Engine, state: &mut State, new: &Config, now: Duration) -> Result<Applied, String> {
+pub fn apply(engine: &mut Engine, state: &mut Registry, new: &Config, now: Duration) -> Result<Applied, String> {
     // The file on its own: names, keys, lifetimes, bundles (the start-up checks and messages).
     new.build(now).map_err(|e| e.describe())?;
     let run = running(engine, state);

@@ -218,7 +218,7 @@ pub(super) fn write_line(s: &mut UnixStream, v: &Value, deadline: Instant, stop:
 /// that group. (Not simply tunneld's own user: with `--user nobody` that would be every
 /// other service running as nobody.)
 fn allowed(s: &UnixStream, group: Option<u32>) -> io::Result<(bool, u32)> {
-    let (uid, gid, pid) = crate::sys::peer_cred(s)?;
+    let (uid, gid, pid) = crate::dev::sys::peer_cred(s)?;
     if uid == 0 {
         return Ok((true, uid));
     }

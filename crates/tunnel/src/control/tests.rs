@@ -1,10 +1,12 @@
 //! The control protocol without sockets (requests against an engine), then through a real
 //! Unix socket against a tunnel core whose packets go through the in-memory path.
 
+use super::requests::sa_config;
 use super::*;
 use ipsec_engine::{DropReason, Verdict, Worker};
 use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
+use zeroize::Zeroizing;
 
 const KEY_OLD: &str = "0x0102030405060708090a0b0c0d0e0f1011121314";
 const KEY_NEW: &str = "0xa1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4";
@@ -17,7 +19,7 @@ fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
 
-fn req(e: &mut Engine, st: &mut State, now: u64, v: Value) -> Handled {
+fn req(e: &mut Engine, st: &mut Registry, now: u64, v: Value) -> Handled {
     handle(v.to_string().as_bytes(), e, st, secs(now))
 }
 
@@ -32,7 +34,7 @@ fn err_of(h: &Handled) -> String {
     h.response["error"].as_str().unwrap().to_string()
 }
 
-fn add(e: &mut Engine, st: &mut State, name: &str, spi: u32, key: &str) -> Handled {
+fn add(e: &mut Engine, st: &mut Registry, name: &str, spi: u32, key: &str) -> Handled {
     req(e, st, 0, json!({"v":1,"op":"sa.add","name":name,"spec":spec(spi, key)}))
 }
 
@@ -43,7 +45,7 @@ fn policy(dir: &str, sa: &str) -> Value {
 #[test]
 fn bad_requests_get_errors_and_change_nothing() {
     let mut e = Engine::new();
-    let mut st = State::default();
+    let mut st = Registry::default();
     let cases: &[(&[u8], &str)] = &[
         (b"{not json", "not JSON"),
         (b"[1,2]", "a request is a JSON object"),
@@ -77,7 +79,7 @@ fn bad_requests_get_errors_and_change_nothing() {
 #[test]
 fn sa_errors_are_the_config_files_and_never_show_keys() {
     let mut e = Engine::new();
-    let mut st = State::default();
+    let mut st = Registry::default();
     // A 16-byte key where GCM-128 needs 20 (key + salt): the config loader's message.
     let short = "0x00112233445566778899aabbccddeeff";
     let h = add(&mut e, &mut st, "a", 0x100, short);
@@ -110,7 +112,7 @@ fn sa_errors_are_the_config_files_and_never_show_keys() {
 #[test]
 fn sa_add_refuses_spi_0_and_esn_without_a_window() {
     let mut e = Engine::new();
-    let mut st = State::default();
+    let mut st = Registry::default();
     // RFC 4303 2.1: SPI 0 MUST NOT be sent (in UDP it is RFC 3948's non-ESP marker).
     let msg = err_of(&add(&mut e, &mut st, "z", 0, KEY_OLD));
     assert!(msg.contains("SPI 0 is reserved"), "{msg}");
@@ -127,7 +129,7 @@ fn sa_add_refuses_spi_0_and_esn_without_a_window() {
 #[test]
 fn sa_add_list_get_del_and_keys_only_when_asked() {
     let mut e = Engine::new();
-    let mut st = State::default();
+    let mut st = Registry::default();
     let h = add(&mut e, &mut st, "ab", 0x1000, KEY_OLD);
     assert_eq!(ok_of(&h)["id"], 0);
     assert_eq!(h.events[0]["event"], "sa.added");
@@ -164,7 +166,7 @@ fn sa_add_list_get_del_and_keys_only_when_asked() {
 #[test]
 fn policies_are_added_listed_and_deleted_by_index() {
     let mut e = Engine::new();
-    let mut st = State::default();
+    let mut st = Registry::default();
     ok_of(&add(&mut e, &mut st, "ab", 0x1000, KEY_OLD));
     let h = req(&mut e, &mut st, 0, policy("out", "ab"));
     assert_eq!(ok_of(&h)["index"], 1);
@@ -205,9 +207,9 @@ fn policies_are_added_listed_and_deleted_by_index() {
 }
 
 /// A sender engine and a receiver engine, both driven over the protocol.
-fn pair() -> [(Engine, State); 2] {
-    let mut a = (Engine::new(), State::default());
-    let mut b = (Engine::new(), State::default());
+fn pair() -> [(Engine, Registry); 2] {
+    let mut a = (Engine::new(), Registry::default());
+    let mut b = (Engine::new(), Registry::default());
     ok_of(&add(&mut a.0, &mut a.1, "ab", 0x1000, KEY_OLD));
     ok_of(&req(&mut a.0, &mut a.1, 0, policy("out", "ab")));
     ok_of(&add(&mut b.0, &mut b.1, "ab", 0x1000, KEY_OLD));
@@ -269,9 +271,9 @@ fn update_is_make_before_break_and_retires_the_old_sa_when_idle() {
     assert_eq!(sas[1]["replay_top"], 1);
     assert_eq!(sas[1]["inbound"]["drops"]["bad_icv"], 0);
     // Ticks see the old SA used, then idle, but not for long enough: kept.
-    assert!(after_tick(&mut b, &mut sb, &[], secs(2)).is_empty());
-    assert!(after_tick(&mut b, &mut sb, &[], secs(2) + RETIRE_IDLE / 2).is_empty());
-    let ev = after_tick(&mut b, &mut sb, &[], secs(2) + RETIRE_IDLE);
+    assert!(after_tick(&mut b, &mut sb, &[], secs(2), &mut Vec::new()).is_empty());
+    assert!(after_tick(&mut b, &mut sb, &[], secs(2) + RETIRE_IDLE / 2, &mut Vec::new()).is_empty());
+    let ev = after_tick(&mut b, &mut sb, &[], secs(2) + RETIRE_IDLE, &mut Vec::new());
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!(ev[0]["event"], "sa.retired");
     assert_eq!(ev[0]["why"], "idle");
@@ -286,7 +288,7 @@ fn update_is_make_before_break_and_retires_the_old_sa_when_idle() {
 #[test]
 fn expiry_events_are_named() {
     let mut e = Engine::new();
-    let mut st = State::default();
+    let mut st = Registry::default();
     let h = req(
         &mut e,
         &mut st,
@@ -296,7 +298,7 @@ fn expiry_events_are_named() {
     ok_of(&h);
     e.poll(secs(6));
     let evs: Vec<Event> = std::iter::from_fn(|| e.next_event()).collect();
-    let out = after_tick(&mut e, &mut st, &evs, secs(6));
+    let out = after_tick(&mut e, &mut st, &evs, secs(6), &mut Vec::new());
     assert_eq!(out[0]["event"], "sa.soft_expired");
     assert_eq!(out[0]["sa"], "x");
     assert_eq!(out[0]["limit"], "seconds");
@@ -425,7 +427,7 @@ fn socket_serves_requests_monitors_and_survives_bad_clients() {
         stop.store(true, Ordering::Relaxed);
     });
     // The packet path uses what the socket installed.
-    assert_eq!(crate::tunnel::inbound_protocols(&t.engine()), Vec::<u8>::new());
+    assert_eq!(crate::dataplane::inbound_protocols(&t.engine()), Vec::<u8>::new());
     assert_eq!(t.engine().spd().policies().len(), 1);
     drop(sock);
     assert!(!path.exists());
@@ -452,7 +454,7 @@ fn updates_in_a_row_each_switch_outbound() {
 #[test]
 fn an_sas_encap_is_listed_and_given_back_in_its_spec() {
     let mut e = Engine::new();
-    let mut st = State::default();
+    let mut st = Registry::default();
     let with_encap = format!("{} encap espinudp 4500 4501 10.0.0.7", spec(0x1000, KEY_OLD));
     ok_of(&req(
         &mut e,
@@ -697,7 +699,7 @@ fn rekeys_over_the_socket_leave_no_sa_behind() {
         let later = Duration::from_secs(now + RETIRE_IDLE.as_secs());
         for (e, st) in [(&mut a, &mut sa), (&mut b, &mut sb)] {
             e.poll(later);
-            let ev = after_tick(e, st, &[], later);
+            let ev = after_tick(e, st, &[], later, &mut Vec::new());
             assert_eq!(ev.len(), 1, "{ev:?}");
             assert_eq!(ev[0]["event"], "sa.retired");
             let old = if g == 1 { 0x1000 } else { 0x2000 + g - 1 };
@@ -719,10 +721,14 @@ fn rekeys_over_the_socket_leave_no_sa_behind() {
     assert_eq!(snap.retired.inbound.packets + snap.sas[0].inbound.packets, u64::from(N));
 }
 
-fn ike_child(spi_out: u32, spi_in: u32) -> crate::ike::ChildSas {
+fn ike_child(spi_out: u32, spi_in: u32) -> ChildSas {
     let sa = |dir: &str, spi: u32| {
-        let r = json!({"name": format!("ike:c/c/{dir}-{spi:08x}"), "spec": spec(spi, KEY_OLD)});
-        sa_from_request(r.as_object().unwrap()).unwrap()
+        sa_config(&SaRequest {
+            name: format!("ike:c/c/{dir}-{spi:08x}"),
+            spec: Zeroizing::new(spec(spi, KEY_OLD)),
+            lifetime: None,
+        })
+        .unwrap()
     };
     let p = |a: [u8; 4]| ipsec_engine::Prefix::new(Ipv4Addr::from(a).into(), 24);
     let sel = |s, d| ipsec_engine::Selector {
@@ -730,7 +736,7 @@ fn ike_child(spi_out: u32, spi_in: u32) -> crate::ike::ChildSas {
         dst: p(d),
         ..Default::default()
     };
-    crate::ike::ChildSas {
+    ChildSas {
         out: sa("out", spi_out),
         inb: sa("in", spi_in),
         selectors: vec![(
@@ -747,7 +753,7 @@ fn ike_child(spi_out: u32, spi_in: u32) -> crate::ike::ChildSas {
 #[test]
 fn a_rekeyed_childs_policies_go_before_the_old_ones_only_for_our_rekey() {
     let mut e = Engine::new();
-    let mut st = State::default();
+    let mut st = Registry::default();
     let mut events = Vec::new();
     install_child(&mut e, &mut st, ike_child(0x100, 0x200), secs(1), &mut events).unwrap();
     let protects = |e: &Engine, i: usize| match &e.spd().policies()[i].action {
@@ -759,7 +765,7 @@ fn a_rekeyed_childs_policies_go_before_the_old_ones_only_for_our_rekey() {
     assert_eq!(protects(&e, 0), st.id("ike:c/c/out-00000100").unwrap());
     // Ours, replacing 0x101: before it, after 0x100's.
     let mut c = ike_child(0x102, 0x202);
-    c.before = Some("ike:c/c/out-00000101".into());
+    c.before = Some(0x201);
     install_child(&mut e, &mut st, c, secs(3), &mut events).unwrap();
     let order: Vec<_> = (0..6).map(|i| protects(&e, i)).collect();
     let id = |n: &str| st.id(n).unwrap();
@@ -779,7 +785,7 @@ fn a_rekeyed_childs_policies_go_before_the_old_ones_only_for_our_rekey() {
 #[test]
 fn an_ike_child_is_installed_whole_or_not_at_all() {
     let mut e = Engine::new();
-    let mut st = State::default();
+    let mut st = Registry::default();
     ok_of(&add(&mut e, &mut st, "manual", 0x300, KEY_OLD));
     let mut events = Vec::new();
     install_child(&mut e, &mut st, ike_child(0x100, 0x200), secs(1), &mut events).unwrap();
@@ -808,28 +814,35 @@ fn an_ike_child_is_installed_whole_or_not_at_all() {
 #[test]
 fn an_ike_childs_soft_limit_asks_for_its_rekey() {
     let mut e = Engine::new();
-    let mut st = State::default();
+    let mut st = Registry::default();
     let mut events = Vec::new();
     ok_of(&add(&mut e, &mut st, "manual", 0x300, KEY_OLD));
     install_child(&mut e, &mut st, ike_child(0x100, 0x200), secs(1), &mut events).unwrap();
-    let ev = |name: &str, kind: &str| json!({"event": kind, "id": st.id(name).unwrap().0});
+    let out = st.child(ChildSaKey::out(0x200)).unwrap();
+    let inb = st.child(ChildSaKey::inb(0x200)).unwrap();
+    let manual = st.id("manual").unwrap();
+    assert_eq!(ike_rekeys(&st, &[KeyEvent::Soft(out)]), [0x200]);
     assert_eq!(
-        ike_rekeys(&st, &[ev("ike:c/c/out-00000100", "sa.soft_expired")]),
+        ike_rekeys(&st, &[KeyEvent::SeqRunningOut(inb), KeyEvent::Soft(out)]),
         [0x200]
     );
-    assert_eq!(
-        ike_rekeys(
-            &st,
-            &[
-                ev("ike:c/c/in-00000200", "sa.seq_near_exhaustion"),
-                ev("ike:c/c/out-00000100", "sa.soft_expired")
-            ]
-        ),
-        [0x200]
+    assert!(ike_rekeys(&st, &[KeyEvent::Soft(manual)]).is_empty());
+    assert!(ike_rekeys(&st, &[KeyEvent::Hard(out)]).is_empty());
+    assert_eq!(st.owner(manual), Some(Owner::Socket));
+    // The engine's soft expiry reaches the key manager as a typed event.
+    let mut keys = Vec::new();
+    let lines = after_tick(
+        &mut e,
+        &mut st,
+        &[Event::SoftExpired {
+            sa: out,
+            limit: Limit::Seconds,
+        }],
+        secs(2),
+        &mut keys,
     );
-    assert!(ike_rekeys(&st, &[ev("manual", "sa.soft_expired")]).is_empty());
-    assert!(ike_rekeys(&st, &[ev("ike:c/c/out-00000100", "sa.added")]).is_empty());
-    assert_eq!(st.owner(st.id("manual").unwrap()), Some(Owner::Socket));
+    assert_eq!(lines[0]["event"], "sa.soft_expired");
+    assert_eq!(keys, [KeyEvent::Soft(out)]);
 }
 
 /// A replaced IKE pair's inbound SA is retired, not removed: it loses its name and policies,
@@ -837,21 +850,87 @@ fn an_ike_childs_soft_limit_asks_for_its_rekey() {
 #[test]
 fn a_replaced_ike_inbound_sa_is_retired_then_removed_when_idle() {
     let mut e = Engine::new();
-    let mut st = State::default();
+    let mut st = Registry::default();
     let mut events = Vec::new();
     install_child(&mut e, &mut st, ike_child(0x100, 0x200), secs(1), &mut events).unwrap();
     install_child(&mut e, &mut st, ike_child(0x101, 0x201), secs(2), &mut events).unwrap();
     let old_in = st.id("ike:c/c/in-00000200").unwrap();
     let mut events = Vec::new();
-    retire_ike_sa(&mut e, &mut st, "ike:c/c/in-00000200", secs(3), &mut events);
+    retire_ike_sa(&mut e, &mut st, ChildSaKey::inb(0x200), secs(3), &mut events);
     assert_eq!(events[0]["event"], "sa.retiring");
     assert!(e.sad().get(old_in).is_some(), "kept for packets in flight");
     assert!(st.id("ike:c/c/in-00000200").is_none());
     assert_eq!(st.owner(old_in), None);
     assert_eq!(e.spd().policies().len(), 3, "the old inbound policy went");
-    assert!(after_tick(&mut e, &mut st, &[], secs(3) + RETIRE_IDLE / 2).is_empty());
-    let ev = after_tick(&mut e, &mut st, &[], secs(3) + RETIRE_IDLE);
+    assert!(after_tick(&mut e, &mut st, &[], secs(3) + RETIRE_IDLE / 2, &mut Vec::new()).is_empty());
+    let ev = after_tick(&mut e, &mut st, &[], secs(3) + RETIRE_IDLE, &mut Vec::new());
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!(ev[0]["event"], "sa.retired");
     assert!(e.sad().get(old_in).is_none() || e.sad().get(old_in).unwrap().state() == SaState::Removed);
+}
+
+/// Issue #39 (1): two road warriors on one `%any` connection may pick the same SPI for the
+/// SA we seal toward them (each receiver picks its own, RFC 4301 4.1). B's child must
+/// install beside A's, and when B's goes, A's SAs and policies stay: SAs are joined by the
+/// pair's inbound SPI (ours, unique), never by their `ike:CONN/CHILD/out-SPI` label. Before
+/// the registry, B's install was refused ("another SA is already named") and the Delete
+/// that followed removed A's outbound SA and policy by that name.
+#[test]
+fn two_road_warriors_with_the_same_outbound_spi_do_not_touch_each_other() {
+    let t = Tunnel::new(Engine::new(), vec![]);
+    let control = Control::new(&t.engine(), None);
+    let child = |spi_in: u32, peer: &str, net: u8| {
+        let mut c = ike_child(0x4242, spi_in);
+        for sa in [&mut c.out, &mut c.inb] {
+            let spec = format!(
+                "proto esp spi {:#x} mode tunnel src 10.99.0.1 dst {peer} aead 'rfc4106(gcm(aes))' {KEY_OLD} 128",
+                sa.params.spi
+            );
+            let r = SaRequest {
+                name: sa.name.clone(),
+                spec: Zeroizing::new(spec),
+                lifetime: None,
+            };
+            *sa = sa_config(&r).unwrap();
+        }
+        let p = |a: [u8; 4]| ipsec_engine::Prefix::new(Ipv4Addr::from(a).into(), 32);
+        let sel = |s, d| ipsec_engine::Selector {
+            src: p(s),
+            dst: p(d),
+            ..Default::default()
+        };
+        c.selectors = vec![(
+            sel([192, 168, 1, 1], [10, 10, 0, net]),
+            sel([10, 10, 0, net], [192, 168, 1, 1]),
+        )];
+        c
+    };
+    control.ike_install(&t, child(0xa000_0001, "10.99.0.2", 2)).unwrap();
+    {
+        let st = control.state();
+        let a_out = st.child(ChildSaKey::out(0xa000_0001)).unwrap();
+        assert_eq!(st.label(a_out), Some("ike:c/c/out-00004242"));
+    }
+    control
+        .ike_install(&t, child(0xb000_0001, "10.99.0.3", 3))
+        .expect("B's child installs beside A's: the same outbound SPI toward another peer");
+    {
+        let eng = t.engine();
+        assert_eq!((eng.sad().len(), eng.spd().policies().len()), (4, 4));
+    }
+    // The label is shared, so it finds neither.
+    assert_eq!(control.state().id("ike:c/c/out-00004242"), None);
+    let a_out = control.state().child(ChildSaKey::out(0xa000_0001)).unwrap();
+    // B goes (its Delete, or a failed install's clean-up): A keeps its SAs and policies.
+    control.ike_remove(&t, &[ChildSaKey::out(0xb000_0001), ChildSaKey::inb(0xb000_0001)]);
+    let eng = t.engine();
+    assert_eq!((eng.sad().len(), eng.spd().policies().len()), (2, 2));
+    assert!(eng.sad().get(a_out).is_some(), "A's outbound SA is still there");
+    assert!(eng
+        .spd()
+        .policies()
+        .iter()
+        .any(|p| matches!(&p.action, Action::Protect(v) if v == &[a_out])));
+    drop(eng);
+    assert_eq!(control.state().id("ike:c/c/out-00004242"), Some(a_out));
 }

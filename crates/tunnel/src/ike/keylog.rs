@@ -31,7 +31,7 @@ impl KeyLog {
     /// directory, a FIFO), has more than one link, is owned by another user, or may be read
     /// or written by group or others.
     pub fn new(dir: PathBuf) -> std::io::Result<KeyLog> {
-        let euid = crate::sys::euid();
+        let euid = crate::dev::sys::euid();
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
         check_dir(&dir, euid)?;
         let open = |name: &str| open_table(&dir.join(name), euid);
@@ -171,7 +171,7 @@ mod tests {
     /// why, and nothing written to it. (Before: the keys were appended, the file left 0644.)
     #[test]
     fn tables_that_are_not_tunnelds_own_are_refused() {
-        let euid = crate::sys::euid();
+        let euid = crate::dev::sys::euid();
         for (i, table) in TABLES.iter().enumerate() {
             let d = scratch(&format!("loose{i}"));
             let p = d.join(table);
@@ -194,7 +194,7 @@ mod tests {
             assert_eq!(std::fs::metadata(&p).unwrap().len(), 0);
             std::fs::remove_dir_all(&d).unwrap();
         } else {
-            crate::sys::tests::not_run("chown to nobody needs root: the foreign-owned table was not tried");
+            crate::dev::sys::tests::not_run("chown to nobody needs root: the foreign-owned table was not tried");
         }
         let d = scratch("link");
         let target = d.join("elsewhere");
@@ -261,7 +261,7 @@ mod tests {
             let m = std::fs::symlink_metadata(d.join(t)).unwrap();
             assert!(m.is_file());
             assert_eq!(m.mode() & 0o777, 0o600, "{t}");
-            assert_eq!(m.uid(), crate::sys::euid());
+            assert_eq!(m.uid(), crate::dev::sys::euid());
         }
         k.append("esp_sa", &["one".into(), "two".into()]);
         k.append("ikev2_decryption_table", &["three".into()]);

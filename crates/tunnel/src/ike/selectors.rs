@@ -2,6 +2,7 @@
 //! direction, the UDP encapsulation ports, and traffic-selector ranges (RFC 7296 3.13.1) as
 //! the SPD's prefixes.
 use super::IKE_PREFIX;
+pub use crate::control::ChildSas;
 use ipsec_core::sa::{Keyed, Mode, Proto, SaParams, Tunnel as Endpoints};
 use ipsec_core::{AeadAlg, EncAlg, IntegAlg};
 use ipsec_engine::{Limits, PortRange, Prefix, SaConfig, Selector};
@@ -108,19 +109,6 @@ pub(crate) fn selectors(l: &TrafficSelector, r: &TrafficSelector) -> Result<Vec<
         }
     }
     Ok(v)
-}
-
-/// What one child SA pair installs.
-pub struct ChildSas {
-    /// The outbound SA.
-    pub out: SaConfig,
-    /// The inbound SA.
-    pub inb: SaConfig,
-    /// (outbound, inbound) selector pairs, one policy each way.
-    pub selectors: Vec<(Selector, Selector)>,
-    /// The outbound SA of the pair this one replaces, when our rekey made it: the new
-    /// policies go before that SA's, so outbound traffic moves at once (RFC 7296 2.8).
-    pub before: Option<String>,
 }
 
 /// The name of a child's SA in `dir` (`out` or `in`).
@@ -377,7 +365,7 @@ mod child_tests {
     /// with `keep.contains`, is a matter for a benchmark, not this test).
     #[test]
     fn removing_a_child_among_many_is_exact() {
-        let t = crate::tunnel::Tunnel::new(ipsec_engine::Engine::new(), vec![ip("198.51.100.2")]);
+        let t = crate::dataplane::Tunnel::new(ipsec_engine::Engine::new(), vec![ip("198.51.100.2")]);
         let control = crate::control::Control::new(&t.engine(), None);
         let range = |a: String, b: String| {
             let mut x = TrafficSelector::host(ip(&a));
@@ -393,7 +381,10 @@ mod child_tests {
             i.remote_ts = vec![range(format!("10.2.{k}.1"), format!("10.2.{k}.254"))];
             let c = child_sas(&i).unwrap();
             assert_eq!(c.selectors.len(), 196);
-            names.push([c.out.name.clone(), c.inb.name.clone()]);
+            names.push([
+                crate::control::ChildSaKey::out(i.spi_in),
+                crate::control::ChildSaKey::inb(i.spi_in),
+            ]);
             control.ike_install(&t, c).unwrap();
         }
         let before = t.engine().spd().policies().to_vec();

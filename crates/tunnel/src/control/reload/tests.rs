@@ -2,7 +2,7 @@
 //! while packets flow between them over in-memory devices.
 
 use super::*;
-use crate::tunnel::{run_inbound, run_outbound, TunIo, UnderlayRx, UnderlayTx};
+use crate::dataplane::{run_inbound, run_outbound, TunIo, UnderlayRx, UnderlayTx};
 use std::collections::VecDeque;
 
 const KEY1: &str = "0x0102030405060708090a0b0c0d0e0f1011121314";
@@ -32,9 +32,9 @@ fn cfg(text: &str) -> Config {
     ipsec_config::from_toml::parse(text).unwrap()
 }
 
-fn running_of(text: &str) -> (Engine, State) {
+fn running_of(text: &str) -> (Engine, Registry) {
     let e = cfg(text).build(secs(0)).unwrap();
-    let st = State::from_engine(&e);
+    let st = Registry::from_engine(&e);
     (e, st)
 }
 
@@ -166,14 +166,14 @@ fn apply_adds_rekeys_retires_and_leaves_the_rest_alone() {
     assert_eq!(st.id("gone"), None);
     // Replaced and removed SAs stay installed until idle.
     assert_eq!(st.retiring(), [old_rekey, gone]);
-    assert_eq!(e.sad().get(gone).unwrap().state(), SaState::Mature);
+    assert_eq!(e.sad().get(gone).unwrap().state(), ipsec_engine::State::Mature);
     // The running state is now the file.
     assert!(diff(&running(&e, &st), &cfg(&new)).is_empty());
     let ps = e.spd().policies();
     assert_eq!(ps[1].action, Action::Protect(vec![keep]));
     assert_eq!(ps[0].action, Action::Protect(vec![st.id("rekey").unwrap()]));
     // Idle long enough: both retired.
-    let ev = after_tick(&mut e, &mut st, &[], secs(5) + RETIRE_IDLE);
+    let ev = after_tick(&mut e, &mut st, &[], secs(5) + RETIRE_IDLE, &mut Vec::new());
     assert_eq!(ev.iter().filter(|v| v["event"] == "sa.retired").count(), 2);
     assert!(st.retiring().is_empty());
     // Reloading the same file again changes nothing.
@@ -285,7 +285,7 @@ fn an_empty_file_is_refused_unless_empty_on_purpose() {
         assert_eq!(st.retiring().len(), 1);
     }
     // An empty file on an empty daemon changes nothing and is no error.
-    let (mut e, mut st) = (Engine::new(), State::default());
+    let (mut e, mut st) = (Engine::new(), Registry::default());
     assert!(apply(&mut e, &mut st, &cfg(""), secs(1)).unwrap().changes.is_empty());
 }
 
@@ -340,7 +340,7 @@ impl TunIo for Tun {
 struct Wire(Mutex<VecDeque<Vec<u8>>>);
 
 impl UnderlayTx for Wire {
-    fn send_to(&self, packet: &[u8], _dst: std::net::IpAddr) -> io::Result<()> {
+    fn send_to(&self, packet: &[u8], _route: &ipsec_engine::Route) -> io::Result<()> {
         self.0.lock().unwrap().push_back(packet.to_vec());
         Ok(())
     }
@@ -429,7 +429,16 @@ fn reload_while_packets_flow_loses_nothing_and_unaffected_counters_go_on() {
         tun_b.written.lock().unwrap().len()
     };
     let (mut before_a, mut before_b) = (0, 0);
+    /// Stops the loops when the scope's body ends, also by a failed assertion (which would
+    /// otherwise wait for them forever).
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
     thread::scope(|s| {
+        let _stop = StopOnDrop(&stop);
         s.spawn(|| run_outbound(&a, &tun_a, &wire, &stop));
         s.spawn(|| run_inbound(&b, &wire, &tun_b, &stop));
         sent += push(&[2, 3], 200);

@@ -1,0 +1,143 @@
+//! IKE's counters for the stats file and the metrics, kept by the IKE thread (which
+//! updates them from its endpoint and events) and read by the stats file and the metrics.
+
+use ipsec_ike::Event;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// IKE's counters for the stats file and the metrics, kept by the IKE thread.
+#[derive(Debug, Default)]
+pub struct IkeCounters {
+    ike_sas: AtomicU64,
+    child_sas: AtomicU64,
+    ike_up: AtomicU64,
+    ike_rekeys: AtomicU64,
+    child_rekeys: AtomicU64,
+    requests_sent: AtomicU64,
+    requests_answered: AtomicU64,
+    retransmits: AtomicU64,
+    auth_failures: AtomicU64,
+    invalid_syntax: AtomicU64,
+    pub(crate) datagrams_dropped: AtomicU64,
+    fragments_sent: AtomicU64,
+    fragments_received: AtomicU64,
+    fragmented_messages: AtomicU64,
+    fragments_dropped: AtomicU64,
+    half_open: AtomicU64,
+    cookies_sent: AtomicU64,
+    half_open_refused: AtomicU64,
+    too_large: AtomicU64,
+}
+
+/// [`IkeCounters`] as the stats file and `/metrics` show them: `ike_sas` and `child_sas`
+/// are gauges, the rest totals since start.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct IkeReport {
+    /// IKE SAs now (half-open ones included).
+    pub ike_sas: u64,
+    /// Child SA pairs now.
+    pub child_sas: u64,
+    /// IKE SAs established.
+    pub ike_up: u64,
+    /// IKE SA rekeys.
+    pub ike_rekeys: u64,
+    /// Child SA rekeys.
+    pub child_rekeys: u64,
+    /// Requests we sent (first transmissions).
+    pub requests_sent: u64,
+    /// The peers' requests answered.
+    pub requests_answered: u64,
+    /// Retransmissions of our requests.
+    pub retransmits: u64,
+    /// Authentications that failed (either side).
+    pub auth_failures: u64,
+    /// Authenticated requests answered with INVALID_SYNTAX.
+    pub invalid_syntax: u64,
+    /// Datagrams not used (malformed, unknown SPI, out of window, queue full, answered with
+    /// a cookie ...).
+    pub datagrams_dropped: u64,
+    /// IKE fragments sent (RFC 7383; retransmissions not counted).
+    pub fragments_sent: u64,
+    /// The peers' IKE fragments authenticated and kept.
+    pub fragments_received: u64,
+    /// The peers' messages reassembled from fragments.
+    pub fragmented_messages: u64,
+    /// The peers' IKE fragments not used (bad ICV, duplicate, over the bounds).
+    pub fragments_dropped: u64,
+    /// Half-open responder IKE SAs now (a gauge; RFC 8019).
+    pub half_open: u64,
+    /// IKE_SA_INIT requests answered with a COOKIE and no state (RFC 7296 2.6).
+    pub cookies_sent: u64,
+    /// IKE_SA_INIT requests refused: their source's or the total half-open cap was reached.
+    pub half_open_refused: u64,
+    /// IKE_SA_INIT requests refused for their size (`ipsec_ike::limits::MAX_INIT_LEN`).
+    pub too_large: u64,
+}
+
+impl IkeCounters {
+    /// A snapshot.
+    pub fn report(&self) -> IkeReport {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        IkeReport {
+            ike_sas: g(&self.ike_sas),
+            child_sas: g(&self.child_sas),
+            ike_up: g(&self.ike_up),
+            ike_rekeys: g(&self.ike_rekeys),
+            child_rekeys: g(&self.child_rekeys),
+            requests_sent: g(&self.requests_sent),
+            requests_answered: g(&self.requests_answered),
+            retransmits: g(&self.retransmits),
+            auth_failures: g(&self.auth_failures),
+            invalid_syntax: g(&self.invalid_syntax),
+            datagrams_dropped: g(&self.datagrams_dropped),
+            fragments_sent: g(&self.fragments_sent),
+            fragments_received: g(&self.fragments_received),
+            fragmented_messages: g(&self.fragmented_messages),
+            fragments_dropped: g(&self.fragments_dropped),
+            half_open: g(&self.half_open),
+            cookies_sent: g(&self.cookies_sent),
+            half_open_refused: g(&self.half_open_refused),
+            too_large: g(&self.too_large),
+        }
+    }
+
+    /// The endpoint's own figures.
+    pub(crate) fn update(&self, endpoint: &ipsec_ike::Endpoint, now: Duration) {
+        let s = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
+        let st = endpoint.status(now);
+        s(&self.ike_sas, st.len() as u64);
+        s(&self.child_sas, st.iter().map(|x| x.children.len() as u64).sum());
+        let t = endpoint.totals();
+        s(&self.requests_sent, t.requests_sent);
+        s(&self.requests_answered, t.requests_answered);
+        s(&self.retransmits, t.retransmits);
+        s(&self.child_rekeys, t.child_rekeys);
+        s(&self.invalid_syntax, t.invalid_syntax);
+        s(&self.fragments_sent, t.fragments_sent);
+        s(&self.fragments_received, t.fragments_received);
+        s(&self.fragmented_messages, t.fragmented_messages);
+        s(&self.fragments_dropped, t.fragments_dropped);
+        self.update_dos(endpoint);
+    }
+
+    /// The flood defences' figures (cheap: no pass over the SAs).
+    pub(crate) fn update_dos(&self, endpoint: &ipsec_ike::Endpoint) {
+        let s = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
+        let d = endpoint.dos_stats();
+        s(&self.half_open, endpoint.half_open_count() as u64);
+        s(&self.cookies_sent, d.cookies_sent);
+        s(&self.half_open_refused, d.half_open_refused);
+        s(&self.too_large, d.too_large);
+    }
+
+    /// Counts what an event tells.
+    pub(crate) fn count(&self, ev: &Event) {
+        let inc = |a: &AtomicU64| a.fetch_add(1, Ordering::Relaxed);
+        match ev {
+            Event::IkeUp { .. } => inc(&self.ike_up),
+            Event::IkeRekeyed { .. } => inc(&self.ike_rekeys),
+            Event::AuthFailed { .. } => inc(&self.auth_failures),
+            _ => 0,
+        };
+    }
+}

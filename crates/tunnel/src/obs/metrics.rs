@@ -1,0 +1,417 @@
+//! tunneld's counters in the Prometheus text exposition format (version 0.0.4, which
+//! node_exporter's textfile collector and every Prometheus server read), for
+//! `ipsec show --format prometheus` and `tunneld --metrics ADDR` ([`serve`]).
+//!
+//! The input is either tunneld's stats file (`tunneld --stats FILE`: the daemon's counters,
+//! the engine's snapshot under `engine`, the peers) or the control socket's `show` response
+//! (the SAs and the drops not charged to an SA, at the top level). Names follow Prometheus
+//! conventions: an `ipsec_` prefix, counters end in `_total`, sizes in bytes and times in
+//! seconds, and what varies goes in labels (`sa`, `spi`, `proto`, `direction`, `reason`,
+//! `peer`). Labels carry names, SPIs and addresses only: no key material is ever in the input
+//! (neither the stats file nor `show` carries keys), so none can reach the output.
+
+use serde_json::Value;
+use std::fmt::Write as _;
+
+/// A label value escaped as the exposition format requires (backslash, double quote, newline).
+fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// One metric family: its HELP and TYPE lines, then its samples.
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    samples: Vec<(String, u64)>,
+}
+
+impl Family {
+    fn new(name: &'static str, kind: &'static str, help: &'static str) -> Self {
+        Family {
+            name,
+            kind,
+            help,
+            samples: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, labels: &[(&str, &str)], value: u64) {
+        let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", esc(v))).collect();
+        let l = if l.is_empty() {
+            String::new()
+        } else {
+            format!("{{{}}}", l.join(","))
+        };
+        self.samples.push((l, value));
+    }
+
+    fn write(&self, out: &mut String) {
+        if self.samples.is_empty() {
+            return;
+        }
+        let _ = writeln!(out, "# HELP {} {}", self.name, self.help);
+        let _ = writeln!(out, "# TYPE {} {}", self.name, self.kind);
+        for (l, v) in &self.samples {
+            let _ = writeln!(out, "{}{l} {v}", self.name);
+        }
+    }
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// The daemon counters that are not plain `_total` counters of packets, bytes or errors are
+/// all the same kind: every field of the stats file's `daemon` object is a counter.
+fn daemon_name(field: &str) -> Option<String> {
+    field
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        .then(|| format!("ipsec_tunneld_{field}_total"))
+}
+
+/// Renders `stats` (a stats file or a `show` response) as Prometheus text.
+pub fn prometheus(stats: &Value) -> String {
+    let engine = if stats["engine"].is_object() {
+        &stats["engine"]
+    } else {
+        stats
+    };
+    let mut fams = Vec::new();
+
+    let mut up = Family::new("ipsec_uptime_seconds", "gauge", "Seconds since tunneld started.");
+    if let Some(u) = stats["uptime_seconds"].as_u64() {
+        up.add(&[], u);
+    }
+    fams.push(up);
+
+    let mut sa_info = Family::new(
+        "ipsec_sa_info",
+        "gauge",
+        "One per installed SA (value 1): its protocol, mode and state.",
+    );
+    let mut age = Family::new("ipsec_sa_age_seconds", "gauge", "Seconds since the SA was installed.");
+    let mut packets = Family::new(
+        "ipsec_sa_packets_total",
+        "counter",
+        "Packets the SA sealed (direction out) or opened (direction in).",
+    );
+    let mut bytes = Family::new(
+        "ipsec_sa_bytes_total",
+        "counter",
+        "Bytes of the packets the SA handled: layer inner before sealing or after opening, outer on the wire.",
+    );
+    let mut drops = Family::new("ipsec_sa_drops_total", "counter", "Packets the SA dropped, by reason.");
+    let mut uncompressed = Family::new(
+        "ipsec_sa_not_compressed_total",
+        "counter",
+        "IPComp: packets sent or received uncompressed.",
+    );
+    for sa in engine["sas"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        let name = text(&sa["name"]);
+        let spi = sa["spi"].as_u64().map_or_else(String::new, |s| format!("{s:#x}"));
+        let proto = text(&sa["proto"]);
+        let state = text(&sa["state"]);
+        let mode = text(&sa["mode"]);
+        let id = [("sa", name.as_str()), ("spi", spi.as_str()), ("proto", proto.as_str())];
+        sa_info.add(&[id[0], id[1], id[2], ("mode", &mode), ("state", &state)], 1);
+        if let Some(a) = sa["age_seconds"].as_u64() {
+            age.add(&id, a);
+        }
+        for (key, dir) in [("inbound", "in"), ("outbound", "out")] {
+            let c = &sa[key];
+            if !c.is_object() {
+                continue;
+            }
+            let with = |extra: (&'static str, &str)| -> Vec<(&str, String)> {
+                vec![
+                    ("sa", name.clone()),
+                    ("spi", spi.clone()),
+                    ("proto", proto.clone()),
+                    ("direction", dir.to_string()),
+                    (extra.0, extra.1.to_string()),
+                ]
+            };
+            let base = [id[0], id[1], id[2], ("direction", dir)];
+            packets.add(&base, c["packets"].as_u64().unwrap_or(0));
+            // Sealing turns inner bytes into outer ones; opening the reverse.
+            let (inner, outer) = if dir == "out" {
+                (&c["bytes_before"], &c["bytes_after"])
+            } else {
+                (&c["bytes_after"], &c["bytes_before"])
+            };
+            for (layer, v) in [("inner", inner), ("outer", outer)] {
+                let l = with(("layer", layer));
+                let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                bytes.add(&l, v.as_u64().unwrap_or(0));
+            }
+            if proto == "comp" {
+                uncompressed.add(&base, c["not_compressed"].as_u64().unwrap_or(0));
+            }
+            if let Some(d) = c["drops"].as_object() {
+                for (reason, n) in d {
+                    let l = with(("reason", reason));
+                    let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                    drops.add(&l, n.as_u64().unwrap_or(0));
+                }
+            }
+        }
+    }
+    fams.extend([sa_info, age, packets, bytes, drops, uncompressed]);
+
+    let mut unattributed = Family::new(
+        "ipsec_drops_total",
+        "counter",
+        "Packets the engine dropped that no SA was charged for (no SA, policy, malformed ...), by reason.",
+    );
+    for (key, dir) in [("inbound_drops", "in"), ("outbound_drops", "out")] {
+        if let Some(d) = engine[key].as_object() {
+            for (reason, n) in d {
+                unattributed.add(&[("direction", dir), ("reason", reason)], n.as_u64().unwrap_or(0));
+            }
+        }
+    }
+    fams.push(unattributed);
+
+    let mut out = String::new();
+    for f in &fams {
+        f.write(&mut out);
+    }
+    if let Some(d) = stats["daemon"].as_object() {
+        for (field, v) in d {
+            let (Some(name), Some(n)) = (daemon_name(field), v.as_u64()) else {
+                continue;
+            };
+            let _ = writeln!(out, "# HELP {name} tunneld counter {field}.");
+            let _ = writeln!(out, "# TYPE {name} counter");
+            let _ = writeln!(out, "{name} {n}");
+        }
+    }
+    if let Some(ike) = stats["ike"].as_object() {
+        for (field, v) in ike {
+            let Some(n) = v.as_u64() else { continue };
+            if !field.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+                continue;
+            }
+            let (name, kind) = if field == "ike_sas" || field == "child_sas" || field == "half_open" {
+                (format!("ipsec_ike_{field}"), "gauge")
+            } else {
+                (format!("ipsec_ike_{field}_total"), "counter")
+            };
+            let _ = writeln!(out, "# HELP {name} IKEv2: {}.", field.replace('_', " "));
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            let _ = writeln!(out, "{name} {n}");
+        }
+    }
+    let mut peers = Family::new(
+        "ipsec_peer_endpoint_learned",
+        "gauge",
+        "ESP in UDP: 1 when the peer's endpoint was learned from its authenticated packets, 0 when configured.",
+    );
+    for p in stats["peers"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        if let Some(learned) = p["learned"].as_bool() {
+            peers.add(
+                &[("peer", &text(&p["peer"])), ("endpoint", &text(&p["endpoint"]))],
+                learned as u64,
+            );
+        }
+    }
+    peers.write(&mut out);
+    out
+}
+
+/// The content type of [`prometheus`]'s text.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Serves `GET /metrics` on `listener` until `stop`, each answer rendered from `report()`
+/// (the same JSON the stats file holds). A minimal HTTP/1.x responder on purpose: one
+/// request per connection, the request head read with a 2 s deadline and at most 8 KiB, one
+/// connection at a time (a scraper every few seconds is the whole load); anything but
+/// `GET /metrics` is a 404 or 405. Bind it to a loopback address: the counters are not
+/// secret, but they are nobody else's business.
+pub fn serve(listener: &std::net::TcpListener, report: &dyn Fn() -> Value, stop: &std::sync::atomic::AtomicBool) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+    let _ = listener.set_nonblocking(true);
+    while !stop.load(Ordering::Relaxed) {
+        let mut conn = match listener.accept() {
+            Ok((c, _)) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            Err(_) => continue,
+        };
+        let _ = conn.set_nonblocking(false);
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 && std::time::Instant::now() < deadline {
+            match conn.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+        let line = String::from_utf8_lossy(line);
+        let mut words = line.split_whitespace();
+        let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+        let (status, body, ctype) = match (method, path.split('?').next().unwrap_or("")) {
+            ("GET", "/metrics") => ("200 OK", prometheus(&report()), CONTENT_TYPE),
+            ("GET", _) => ("404 Not Found", "only /metrics is here\n".to_string(), "text/plain"),
+            _ => ("405 Method Not Allowed", "GET /metrics\n".to_string(), "text/plain"),
+        };
+        let _ = write!(
+            conn,
+            "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn stats() -> Value {
+        json!({
+            "uptime_seconds": 4,
+            "daemon": {"tun_rx_packets": 10, "udp_gro_reads": 3},
+            "engine": {
+                "sas": [{
+                    "id": 0, "name": "esp-\"ab\"", "proto": "esp", "spi": 12289, "mode": "tunnel",
+                    "state": "mature", "age_seconds": 4,
+                    "inbound": {"packets": 0, "bytes_before": 0, "bytes_after": 0, "not_compressed": 0,
+                                "drops": {"bad_icv": 2, "replay": 0}},
+                    "outbound": {"packets": 7, "bytes_before": 700, "bytes_after": 900, "not_compressed": 0,
+                                 "drops": {"bad_icv": 0, "replay": 0}}
+                }],
+                "inbound_drops": {"no_sa": 5},
+                "outbound_drops": {"policy_discard": 1}
+            },
+            "peers": [{"peer": "10.99.0.2", "endpoint": "10.99.0.2:4500", "learned": true}]
+        })
+    }
+
+    #[test]
+    fn every_counter_is_a_labelled_total_with_help_and_type() {
+        let t = prometheus(&stats());
+        for want in [
+            "ipsec_uptime_seconds 4",
+            r#"ipsec_sa_packets_total{sa="esp-\"ab\"",spi="0x3001",proto="esp",direction="out"} 7"#,
+            r#"ipsec_sa_bytes_total{sa="esp-\"ab\"",spi="0x3001",proto="esp",direction="out",layer="inner"} 700"#,
+            r#"ipsec_sa_bytes_total{sa="esp-\"ab\"",spi="0x3001",proto="esp",direction="out",layer="outer"} 900"#,
+            r#"ipsec_sa_drops_total{sa="esp-\"ab\"",spi="0x3001",proto="esp",direction="in",reason="bad_icv"} 2"#,
+            r#"ipsec_drops_total{direction="in",reason="no_sa"} 5"#,
+            "ipsec_tunneld_tun_rx_packets_total 10",
+            "ipsec_tunneld_udp_gro_reads_total 3",
+            r#"ipsec_peer_endpoint_learned{peer="10.99.0.2",endpoint="10.99.0.2:4500"} 1"#,
+        ] {
+            assert!(t.lines().any(|l| l == want), "missing `{want}` in\n{t}");
+        }
+        // Each family's samples follow its own HELP and TYPE, once.
+        let mut current = "";
+        for l in t.lines() {
+            if let Some(rest) = l.strip_prefix("# TYPE ") {
+                current = rest.split(' ').next().unwrap();
+                assert_eq!(t.matches(&format!("# TYPE {current} ")).count(), 1, "{current}");
+            } else if !l.starts_with('#') {
+                assert!(l.starts_with(current), "`{l}` outside its family {current}");
+                let kind = t
+                    .lines()
+                    .find_map(|x| x.strip_prefix(&format!("# TYPE {current} ")))
+                    .unwrap();
+                assert!(kind != "counter" || current.ends_with("_total"), "{current}");
+            }
+        }
+    }
+
+    /// IKE's figures from the stats file: the SA counts and the half-open SAs as gauges, the
+    /// flood defences' counters as totals (docs/ike-dos.md).
+    #[test]
+    fn ike_gauges_and_totals() {
+        let ike = crate::obs::ike::IkeReport {
+            ike_sas: 21,
+            half_open: 20,
+            cookies_sent: 199_981,
+            half_open_refused: 3,
+            ..Default::default()
+        };
+        let t = prometheus(&json!({"uptime_seconds": 1, "ike": ike}));
+        for want in [
+            "# TYPE ipsec_ike_ike_sas gauge",
+            "ipsec_ike_ike_sas 21",
+            "# TYPE ipsec_ike_half_open gauge",
+            "ipsec_ike_half_open 20",
+            "# TYPE ipsec_ike_cookies_sent_total counter",
+            "ipsec_ike_cookies_sent_total 199981",
+            "ipsec_ike_half_open_refused_total 3",
+            "ipsec_ike_too_large_total 0",
+        ] {
+            assert!(t.lines().any(|l| l == want), "missing `{want}` in\n{t}");
+        }
+    }
+
+    /// `serve` answers a real HTTP GET /metrics with the text, a 404 elsewhere, and a client
+    /// that sends nothing is cut off without holding the next one past its deadline.
+    #[test]
+    fn metrics_are_served_over_http() {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let get = |path: &str| {
+            let mut c = std::net::TcpStream::connect(addr).unwrap();
+            write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let mut out = String::new();
+            c.read_to_string(&mut out).unwrap();
+            out
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| serve(&l, &stats, &stop));
+            let idle = std::net::TcpStream::connect(addr).unwrap();
+            let r = get("/metrics");
+            assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
+            assert!(
+                r.contains(CONTENT_TYPE) && r.contains("\nipsec_tunneld_tun_rx_packets_total 10\n"),
+                "{r}"
+            );
+            assert!(get("/").starts_with("HTTP/1.1 404"));
+            drop(idle);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+
+    #[test]
+    fn the_show_response_shape_works_too_and_odd_input_is_skipped() {
+        let s = stats();
+        let show = json!({"uptime_seconds": 1, "sas": s["engine"]["sas"], "inbound_drops": {"no_sa": 5}});
+        let t = prometheus(&show);
+        assert!(
+            t.contains(r#"ipsec_drops_total{direction="in",reason="no_sa"} 5"#),
+            "{t}"
+        );
+        assert!(t.contains("ipsec_sa_packets_total{"), "{t}");
+        // A daemon field that is not a metric name is left out, not written raw.
+        let odd = json!({"daemon": {"bad name\n": 1, "ok": "x"}, "sas": "nope"});
+        assert_eq!(prometheus(&odd), "");
+    }
+}
