@@ -84,6 +84,10 @@ pub fn run(args: &CheckConfigArgs) -> ExitCode {
         Ok(e) => e,
         Err(e) => return fail(e),
     };
+    let not_pq = loaded.config.not_post_quantum();
+    for w in &not_pq {
+        eprintln!("ipsec: {file}:{}: note: {}", w.line, w.message);
+    }
     let eff = Effective::new(&engine, &loaded.config);
     let mut out = String::new();
     if args.json {
@@ -92,6 +96,7 @@ pub fn run(args: &CheckConfigArgs) -> ExitCode {
             "file": file,
             "format": format.name(),
             "warnings": loaded.warnings.iter().map(|w| json!({"line": w.line, "message": w.message})).collect::<Vec<_>>(),
+            "not_post_quantum": not_pq.iter().map(|w| json!({"line": w.line, "message": w.message})).collect::<Vec<_>>(),
             "sas": eff.sas,
             "policies": eff.policies,
             "tunnel": eff.tunnel,

@@ -148,6 +148,7 @@ fn main() {
     write(&root, "tunnel_inbound", "plain", &udp_packet(false, TEXT));
     ike_seeds(&root);
     ike_established_seeds(&root);
+    ike_pq_seeds(&root);
     pki_seeds(&root);
     println!("seed corpora written under {}", root.display());
 }
@@ -270,6 +271,79 @@ fn ike_established_seeds(root: &Path) {
             assert!(up, "the ike_established rekey seed does not replay");
         }
         write(root, "ike_established", what, &rec);
+    }
+}
+
+/// `ike_pq` seeds: on the target's post-quantum SA, the initiator's own child rekey and IKE
+/// rekey, each its CREATE_CHILD_SA request and then (after the responder's answer) its
+/// IKE_FOLLOWUP_KE, decrypted into the target's records. Checked: replayed into the target's
+/// responder, the child rekey makes a new pair.
+fn ike_pq_seeds(root: &Path) {
+    use ipsec_fuzz::ike;
+    use rand_chacha::rand_core::SeedableRng;
+    let now = std::time::Duration::from_secs(1000);
+    for what in ["rekey_child", "rekey_ike"] {
+        let mut ri = rand_chacha::ChaCha20Rng::seed_from_u64(ike::INITIATOR_SEED);
+        let mut rr = rand_chacha::ChaCha20Rng::seed_from_u64(ike::RESPONDER_SEED);
+        let mut e = ike::established_pq(&mut ri, &mut rr);
+        let spi = e.i.children("i").first().map(|c| c.1).unwrap();
+        match what {
+            "rekey_child" => e.i.rekey_child(now, spi, &mut ri).unwrap(),
+            _ => e.i.rekey_ike(now, "i", &mut ri).unwrap(),
+        }
+        let mut seed = Vec::new();
+        // CREATE_CHILD_SA (kind 0), then IKE_FOLLOWUP_KE (kind 1): each request of the
+        // initiator, decrypted; the responder answers so the initiator goes on.
+        for kind in [0u8, 1] {
+            let mut frags = Vec::new();
+            while let Some(t) = e.i.poll_transmit() {
+                frags.push(t);
+            }
+            let raw = frags.first().expect("a request").payload.clone();
+            let m = ipsec_ike::message::Message::parse(&raw).unwrap();
+            for t in &frags {
+                e.r.handle_datagram(now, t.remote, t.local, &t.payload, &mut rr)
+                    .unwrap();
+            }
+            // The pair does not fragment (ipsec_fuzz::ike::pq_pair): one whole message.
+            assert_eq!(frags.len(), 1, "{what}: one datagram");
+            let (off, first) = m.chain.sk.expect("an Encrypted payload");
+            let inner = e.seal.open(&raw, off).unwrap();
+            seed.push(kind);
+            seed.push(first);
+            seed.extend_from_slice(&(inner.len() as u16).to_be_bytes());
+            seed.extend_from_slice(&inner);
+            while let Some(t) = e.r.poll_transmit() {
+                let _ = e.i.handle_datagram(now, t.remote, t.local, &t.payload, &mut ri);
+            }
+            while e.r.poll_event().is_some() {}
+            while e.i.poll_event().is_some() {}
+        }
+        if what == "rekey_child" {
+            // Replayed through the target's path, the child rekey makes a new pair.
+            let mut ri = rand_chacha::ChaCha20Rng::seed_from_u64(ike::INITIATOR_SEED);
+            let mut rr = rand_chacha::ChaCha20Rng::seed_from_u64(ike::RESPONDER_SEED);
+            let mut e = ike::established_pq(&mut ri, &mut rr);
+            let mut h = e.header;
+            let mut rest = &seed[..];
+            let mut up = false;
+            while rest.len() >= 4 {
+                let len = usize::from(u16::from_be_bytes([rest[2], rest[3]]));
+                h.exchange = if rest[0] == 0 {
+                    ipsec_ike::header::ExchangeType::CreateChildSa
+                } else {
+                    ipsec_ike::header::ExchangeType::IkeFollowupKe
+                };
+                let msg = e.seal.seal(&h, rest[1], &rest[4..4 + len], &mut ri).unwrap();
+                e.r.handle_datagram(now, e.to, e.from, &msg, &mut rr).unwrap();
+                up |= std::iter::from_fn(|| e.r.poll_event())
+                    .any(|ev| matches!(ev, ipsec_ike::Event::ChildUp(c) if c.rekeys.is_some()));
+                h.message_id += 1;
+                rest = &rest[4 + len..];
+            }
+            assert!(up, "the ike_pq child rekey seed does not replay");
+        }
+        write(root, "ike_pq", what, &seed);
     }
 }
 

@@ -251,6 +251,23 @@ pub mod ike {
         )])
     }
 
+    /// The post-quantum pair (issue #37): x25519 + ke1 ML-KEM-768 for the IKE SA (an
+    /// IKE_INTERMEDIATE exchange runs while it comes up) and children rekeyed with x25519 +
+    /// ke1 ML-KEM-768 (CREATE_CHILD_SA, then IKE_FOLLOWUP_KE).
+    pub const PQ_IKE: &str = "aes256gcm16-prfsha384-x25519-ke1_mlkem768";
+    /// The ESP proposal of the post-quantum pair.
+    pub const PQ_ESP: &str = "aes256gcm16-x25519-ke1_mlkem768";
+
+    /// The post-quantum responder and initiator configs.
+    pub fn pq_pair() -> (Config, Config) {
+        let mut r = conn("r", RESPONDER, INITIATOR, PQ_IKE, "10.2.0.0/16", "10.1.0.0/16", PQ_ESP);
+        let mut i = conn("i", INITIATOR, RESPONDER, PQ_IKE, "10.1.0.0/16", "10.2.0.0/16", PQ_ESP);
+        // Whole messages (an ML-KEM key passes 1,280 bytes): the records are whole requests.
+        r.fragmentation = false;
+        i.fragmentation = false;
+        (Config::new(vec![r]), Config::new(vec![i]))
+    }
+
     /// (local, remote) of a datagram to the responder on port 500 or 4500.
     pub fn addrs(natt: bool) -> (SocketAddr, SocketAddr) {
         let p = if natt { 4500 } else { 500 };
@@ -294,10 +311,24 @@ pub mod ike {
 
     /// Brings [`Established`] up (seeded RNGs: the same SA every time).
     pub fn established(rng_i: &mut rand_chacha::ChaCha20Rng, rng_r: &mut rand_chacha::ChaCha20Rng) -> Established {
-        let mut icfg = initiator("aes128gcm16-prfsha256-x25519");
+        established_between(initiator("aes128gcm16-prfsha256-x25519"), responder(), rng_i, rng_r)
+    }
+
+    /// [`established`] with the post-quantum pair ([`pq_pair`]).
+    pub fn established_pq(rng_i: &mut rand_chacha::ChaCha20Rng, rng_r: &mut rand_chacha::ChaCha20Rng) -> Established {
+        let (r, i) = pq_pair();
+        established_between(i, r, rng_i, rng_r)
+    }
+
+    fn established_between(
+        mut icfg: Config,
+        rcfg: Config,
+        rng_i: &mut rand_chacha::ChaCha20Rng,
+        rng_r: &mut rand_chacha::ChaCha20Rng,
+    ) -> Established {
         icfg.export_ike_keys = true;
         let mut i = ipsec_ike::Endpoint::new(icfg);
-        let mut r = ipsec_ike::Endpoint::new(responder());
+        let mut r = ipsec_ike::Endpoint::new(rcfg);
         let now = std::time::Duration::from_secs(1000);
         i.initiate(now, "i", rng_i).unwrap();
         let mut keys = None;
@@ -316,6 +347,8 @@ pub mod ike {
             while r.poll_event().is_some() {}
         }
         let (info, k) = keys.expect("the fuzzing IKE SA comes up");
+        // 2 after IKE_SA_INIT and IKE_AUTH; one more a IKE_INTERMEDIATE exchange.
+        let next_id = i.status(now).first().map_or(2, |s| s.next_request_id);
         let seal = ipsec_ike::sk::SkCipher::new(info.suite.encr, info.suite.integ, &k.sk_ei, &k.sk_ai).unwrap();
         Established {
             i,
@@ -328,7 +361,7 @@ pub mod ike {
                 exchange: ipsec_ike::header::ExchangeType::CreateChildSa,
                 initiator: true,
                 response: false,
-                message_id: 2,
+                message_id: next_id,
                 length: 0,
             },
             from: info.local,
@@ -359,10 +392,19 @@ pub mod ike {
     impl Driver {
         /// Brings the SA up (the same every time).
         pub fn new() -> Driver {
+            Self::new_with(established)
+        }
+
+        /// Brings the post-quantum SA up ([`established_pq`]).
+        pub fn new_pq() -> Driver {
+            Self::new_with(established_pq)
+        }
+
+        fn new_with(make: fn(&mut rand_chacha::ChaCha20Rng, &mut rand_chacha::ChaCha20Rng) -> Established) -> Driver {
             use rand_chacha::rand_core::SeedableRng;
             let mut rng_i = rand_chacha::ChaCha20Rng::seed_from_u64(INITIATOR_SEED);
             let mut rng_r = rand_chacha::ChaCha20Rng::seed_from_u64(RESPONDER_SEED);
-            let sa = established(&mut rng_i, &mut rng_r);
+            let sa = make(&mut rng_i, &mut rng_r);
             Driver {
                 sa,
                 rng_i,
@@ -422,11 +464,22 @@ pub mod ike {
         /// a fresh driver gets at most `max` records of `data`, each a `head`-byte head whose
         /// last two bytes are the body's length (u16 BE, cut to what is left) and the body:
         /// `record(driver, head, body)` for each; then the timers run.
-        pub fn run(data: &[u8], head: usize, max: usize, mut record: impl FnMut(&mut Driver, &[u8], &[u8])) {
+        pub fn run(data: &[u8], head: usize, max: usize, record: impl FnMut(&mut Driver, &[u8], &[u8])) {
+            Self::run_with(Driver::new, data, head, max, record)
+        }
+
+        /// [`Driver::run`] on the driver `make` brings up ([`Driver::new_pq`], say).
+        pub fn run_with(
+            make: fn() -> Driver,
+            data: &[u8],
+            head: usize,
+            max: usize,
+            mut record: impl FnMut(&mut Driver, &[u8], &[u8]),
+        ) {
             if data.len() > crate::MAX_INPUT {
                 return;
             }
-            let mut d = Driver::new();
+            let mut d = make();
             let mut rest = data;
             for _ in 0..max {
                 if rest.len() < head {

@@ -849,6 +849,40 @@ esp_proposals = ["aes128gcm16-esn"]
 start_action = "trap"
 "#;
 
+    /// `ipsec check-config` names the proposals that are not post-quantum (#37); ML-KEM
+    /// alone, or as an additional exchange that cannot be NONE, is.
+    #[test]
+    fn proposals_that_are_not_post_quantum_are_named() {
+        let c = crate::from_toml::parse(GOOD).unwrap();
+        let n = c.not_post_quantum();
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert!(n[0]
+            .message
+            .contains("`aes128gcm16-prfsha256-x25519` is not post-quantum"));
+        assert_eq!(n[0].line, 2);
+        let pq = GOOD
+            .replace(
+                "[\"aes128gcm16-prfsha256-x25519\"]",
+                "[\"aes256gcm16-prfsha384-x25519-ke1_mlkem768\", \"aes256gcm16-prfsha384-mlkem1024\", \
+                 \"aes256gcm16-prfsha384-x25519-ke1_mlkem768-ke1_none\"]",
+            )
+            .replace(
+                "[\"aes128gcm16-esn\"]",
+                "[\"aes128gcm16-esn\", \"aes128gcm16-ecp256-esn\"]",
+            );
+        let n = crate::from_toml::parse(&pq).unwrap().not_post_quantum();
+        let m: Vec<&str> = n.iter().map(|w| w.message.as_str()).collect();
+        assert_eq!(m.len(), 2, "{m:?}");
+        assert!(
+            m[0].contains("`aes256gcm16-prfsha384-x25519-ke1_mlkem768-ke1_none`"),
+            "NONE allowed: {m:?}"
+        );
+        assert!(
+            m[1].contains("child `net`: ESP proposal `aes128gcm16-ecp256-esn`"),
+            "{m:?}"
+        );
+    }
+
     #[test]
     fn a_swanctl_like_connection_parses() {
         let c = crate::from_toml::parse(GOOD).unwrap();

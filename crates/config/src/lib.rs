@@ -488,6 +488,47 @@ impl Config {
             .collect()
     }
 
+    /// The IKE connections' proposals that are not post-quantum: no ML-KEM as the key
+    /// exchange of IKE_SA_INIT nor as an additional key exchange that cannot be NONE
+    /// (RFC 9370), so traffic recorded today could be decrypted by a quantum computer later.
+    /// ESP proposals are named only when they ask for a key exchange (PFS) without ML-KEM.
+    /// For `ipsec check-config`; one note a proposal, at its connection's line.
+    pub fn not_post_quantum(&self) -> Vec<Warning> {
+        use ipsec_ike::alg::{parse_proposal, ProposalKind};
+        let mut v = Vec::new();
+        for c in &self.connections {
+            for p in &c.proposals {
+                if parse_proposal(p, ProposalKind::Ike).is_ok_and(|s| !s.is_post_quantum()) {
+                    v.push(Warning {
+                        line: c.line,
+                        message: format!(
+                            "connection `{}`: IKE proposal `{p}` is not post-quantum (add an ML-KEM \
+                             key exchange, e.g. `-ke1_mlkem768`)",
+                            c.name
+                        ),
+                    });
+                }
+            }
+            for ch in &c.children {
+                for p in &ch.esp_proposals {
+                    let pfs_classic =
+                        parse_proposal(p, ProposalKind::Esp).is_ok_and(|s| !s.dh.is_empty() && !s.is_post_quantum());
+                    if pfs_classic {
+                        v.push(Warning {
+                            line: c.line,
+                            message: format!(
+                                "connection `{}` child `{}`: ESP proposal `{p}` rekeys with a key exchange \
+                                 that is not post-quantum",
+                                c.name, ch.name
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+        v
+    }
+
     /// What `tunneld` needs of a config, checked at start-up rather than found per packet:
     /// the outer header of every packet an outbound bundle seals is made by the bundle's
     /// last tunnel-mode SA (transport SAs after it, such as AH on the outer header, keep

@@ -16,6 +16,16 @@ pub mod transform_type {
     pub const KE: u8 = 4;
     /// Extended Sequence Numbers (ESN).
     pub const ESN: u8 = 5;
+    /// Additional Key Exchange 1 (ADDKE1, RFC 9370 2.2.1); ADDKE2..ADDKE7 are 7..12.
+    pub const ADDKE1: u8 = 6;
+    /// Additional Key Exchange 7 (ADDKE7), the last.
+    pub const ADDKE7: u8 = 12;
+    /// How many ADDKE transform types there are.
+    pub const ADDKE_COUNT: usize = 7;
+    /// The ADDKE type of additional exchange `n` (1..=7).
+    pub const fn addke(n: usize) -> u8 {
+        ADDKE1 + (n as u8) - 1
+    }
 }
 
 /// Encryption algorithms, for the IKE SA (SK payload) and for ESP.
@@ -205,6 +215,12 @@ pub enum DhGroup {
     Ecp384,
     /// Curve25519 group 31 (RFC 8031).
     Curve25519,
+    /// ML-KEM-512, 35 (FIPS 203; draft-ietf-ipsecme-ikev2-mlkem).
+    MlKem512,
+    /// ML-KEM-768, 36.
+    MlKem768,
+    /// ML-KEM-1024, 37.
+    MlKem1024,
 }
 
 impl DhGroup {
@@ -215,6 +231,9 @@ impl DhGroup {
             DhGroup::Ecp256 => 19,
             DhGroup::Ecp384 => 20,
             DhGroup::Curve25519 => 31,
+            DhGroup::MlKem512 => 35,
+            DhGroup::MlKem768 => 36,
+            DhGroup::MlKem1024 => 37,
         }
     }
     /// From the group number.
@@ -224,17 +243,35 @@ impl DhGroup {
             19 => DhGroup::Ecp256,
             20 => DhGroup::Ecp384,
             31 => DhGroup::Curve25519,
+            35 => DhGroup::MlKem512,
+            36 => DhGroup::MlKem768,
+            37 => DhGroup::MlKem1024,
             _ => return None,
         })
     }
-    /// Length of the public value in a KE payload.
+    /// Length of the public value in a KE payload; for ML-KEM the initiator's (the
+    /// encapsulation key; the responder's ciphertext: [`crate::kem::MlKem::ct_len`]).
     pub fn public_len(self) -> usize {
         match self {
             DhGroup::Modp2048 => 256,
             DhGroup::Ecp256 => 64,
             DhGroup::Ecp384 => 96,
             DhGroup::Curve25519 => 32,
+            DhGroup::MlKem512 | DhGroup::MlKem768 | DhGroup::MlKem1024 => self.kem().map_or(0, |k| k.ek_len()),
         }
+    }
+    /// The ML-KEM parameter set, for the KEM methods.
+    pub fn kem(self) -> Option<crate::kem::MlKem> {
+        match self {
+            DhGroup::MlKem512 => Some(crate::kem::MlKem::MlKem512),
+            DhGroup::MlKem768 => Some(crate::kem::MlKem::MlKem768),
+            DhGroup::MlKem1024 => Some(crate::kem::MlKem::MlKem1024),
+            _ => None,
+        }
+    }
+    /// Whether it resists a quantum computer (ML-KEM); the Diffie-Hellman groups do not.
+    pub fn is_post_quantum(self) -> bool {
+        self.kem().is_some()
     }
     /// strongSwan's name.
     pub fn name(self) -> &'static str {
@@ -243,6 +280,9 @@ impl DhGroup {
             DhGroup::Ecp256 => "ecp256",
             DhGroup::Ecp384 => "ecp384",
             DhGroup::Curve25519 => "x25519",
+            DhGroup::MlKem512 => "mlkem512",
+            DhGroup::MlKem768 => "mlkem768",
+            DhGroup::MlKem1024 => "mlkem1024",
         }
     }
 }
@@ -270,6 +310,27 @@ pub struct ProposalSpec {
     pub dh: Vec<DhGroup>,
     /// ESN choices for ESP (`true` = ESN); empty for IKE.
     pub esn: Vec<bool>,
+    /// Additional key exchanges (RFC 9370), ADDKE1 first: for each, the methods acceptable,
+    /// `None` standing for the NONE transform (ID 0: the exchange may be skipped). An empty
+    /// list: that additional exchange is not asked for.
+    pub addke: [Vec<Option<DhGroup>>; transform_type::ADDKE_COUNT],
+}
+
+impl ProposalSpec {
+    /// Whether it asks for any additional key exchange (RFC 9370).
+    pub fn has_addke(&self) -> bool {
+        self.addke.iter().any(|a| a.iter().any(|x| x.is_some()))
+    }
+    /// Whether every choice it allows includes a post-quantum key exchange: ML-KEM as the
+    /// KE of IKE_SA_INIT, or an additional exchange that cannot be NONE and offers only ML-KEM.
+    pub fn is_post_quantum(&self) -> bool {
+        let ke = !self.dh.is_empty() && self.dh.iter().all(|g| g.is_post_quantum());
+        let add = self
+            .addke
+            .iter()
+            .any(|a| !a.is_empty() && a.iter().all(|x| x.is_some_and(|g| g.is_post_quantum())));
+        ke || add
+    }
 }
 
 /// Algorithms chosen for an IKE SA.
@@ -283,6 +344,16 @@ pub struct IkeSuite {
     pub prf: Prf,
     /// Key exchange method.
     pub dh: DhGroup,
+    /// The additional key exchanges agreed (RFC 9370), ADDKE1 first; `None`: not run.
+    pub addke: [Option<DhGroup>; transform_type::ADDKE_COUNT],
+}
+
+impl IkeSuite {
+    /// The additional key exchanges to run, in order (RFC 9370 2.2.2: ADDKE1 first,
+    /// skipping those agreed as NONE): (ADDKE number 1..=7, method).
+    pub fn additional(&self) -> impl Iterator<Item = (usize, DhGroup)> + '_ {
+        self.addke.iter().enumerate().filter_map(|(i, g)| g.map(|g| (i + 1, g)))
+    }
 }
 
 /// Algorithms chosen for an ESP child SA.
@@ -334,8 +405,23 @@ pub fn parse_proposal(s: &str, kind: ProposalKind) -> Result<ProposalSpec, Error
             "ecp256" => push_unique(&mut p.dh, DhGroup::Ecp256),
             "ecp384" => push_unique(&mut p.dh, DhGroup::Ecp384),
             "x25519" | "curve25519" => push_unique(&mut p.dh, DhGroup::Curve25519),
+            "mlkem512" => push_unique(&mut p.dh, DhGroup::MlKem512),
+            "mlkem768" => push_unique(&mut p.dh, DhGroup::MlKem768),
+            "mlkem1024" => push_unique(&mut p.dh, DhGroup::MlKem1024),
             "esn" => push_unique(&mut p.esn, true),
             "noesn" => push_unique(&mut p.esn, false),
+            // RFC 9370 in strongSwan's words: `ke1_mlkem768`, `ke2_none` ... `ke7_...`.
+            t if t.len() > 4 && t.starts_with("ke") && t.as_bytes()[3] == b'_' => {
+                let n = (t.as_bytes()[2] as char).to_digit(10).unwrap_or(0) as usize;
+                if !(1..=transform_type::ADDKE_COUNT).contains(&n) {
+                    return Err(Error::UnknownAlgorithm);
+                }
+                let m = match &t[4..] {
+                    "none" => None,
+                    g => Some(group_by_name(g).ok_or(Error::UnknownAlgorithm)?),
+                };
+                push_unique(&mut p.addke[n - 1], m);
+            }
             _ => return Err(Error::UnknownAlgorithm),
         }
     }
@@ -375,6 +461,11 @@ pub fn parse_proposal(s: &str, kind: ProposalKind) -> Result<ProposalSpec, Error
                 return Err(Error::BadProposalString("no key exchange method"));
             }
         }
+        ProposalKind::Esp if p.has_addke() && p.dh.is_empty() => {
+            return Err(Error::BadProposalString(
+                "additional key exchanges (keN_) in an ESP proposal need a key exchange method (PFS) too",
+            ));
+        }
         ProposalKind::Esp => {
             if !p.prf.is_empty() {
                 return Err(Error::BadProposalString("PRF in an ESP proposal"));
@@ -385,6 +476,21 @@ pub fn parse_proposal(s: &str, kind: ProposalKind) -> Result<ProposalSpec, Error
         }
     }
     Ok(p)
+}
+
+/// A key exchange method by strongSwan's name.
+fn group_by_name(s: &str) -> Option<DhGroup> {
+    [
+        DhGroup::Modp2048,
+        DhGroup::Ecp256,
+        DhGroup::Ecp384,
+        DhGroup::Curve25519,
+        DhGroup::MlKem512,
+        DhGroup::MlKem768,
+        DhGroup::MlKem1024,
+    ]
+    .into_iter()
+    .find(|g| g.name() == s || (s == "curve25519" && *g == DhGroup::Curve25519))
 }
 
 /// Parses a comma-separated list of proposals (swanctl.conf `proposals = a, b`).

@@ -29,28 +29,36 @@ pub(crate) struct Signed<'a> {
     pub nonce: &'a [u8],
     pub sk_p: &'a [u8],
     pub id_body: &'a [u8],
+    /// IntAuth (RFC 9242 3.3.2), appended to the octets; empty without IKE_INTERMEDIATE.
+    pub int_auth: &'a [u8],
 }
 
 impl Signed<'_> {
     /// The octets a signature covers (2.15).
     fn octets(&self) -> Vec<u8> {
         let maced_id = prf(self.prf, self.sk_p, &[self.id_body]);
-        let mut v = Vec::with_capacity(self.message.len() + self.nonce.len() + maced_id.len());
+        let mut v = Vec::with_capacity(self.message.len() + self.nonce.len() + maced_id.len() + self.int_auth.len());
         v.extend_from_slice(self.message);
         v.extend_from_slice(self.nonce);
         v.extend_from_slice(&maced_id);
+        v.extend_from_slice(self.int_auth);
         v
     }
 
     fn psk(&self, psk: &crate::config::Psk) -> crate::prf::KeyBytes {
-        psk_auth(
-            self.prf,
-            psk.expose(),
-            self.message,
-            self.nonce,
-            self.sk_p,
-            self.id_body,
-        )
+        if self.int_auth.is_empty() {
+            return psk_auth(
+                self.prf,
+                psk.expose(),
+                self.message,
+                self.nonce,
+                self.sk_p,
+                self.id_body,
+            );
+        }
+        // prf(prf(PSK, "Key Pad for IKEv2"), <SignedOctets>) with IntAuth in the octets.
+        let key = prf(self.prf, psk.expose(), &[crate::auth::KEY_PAD]);
+        prf(self.prf, &key, &[&self.octets()])
     }
 }
 

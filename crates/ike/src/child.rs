@@ -53,6 +53,8 @@ pub(crate) struct Agreed {
     pub mode: Mode,
     /// We initiated the exchange that made it (its KEYMAT's "initiator", 2.17).
     pub initiator: bool,
+    /// Additional key exchanges agreed (RFC 9370; CREATE_CHILD_SA with PFS only).
+    pub addke: [Option<DhGroup>; 7],
 }
 
 /// Why a child was not agreed: the notify that says so (2.21.1).
@@ -153,6 +155,26 @@ impl Offer {
         }
         let sa = ps.sa().ok_or(Refusal::NoProposal)?;
         let (spi_out, suite) = accept_esp_answer(sa, &child.esp_proposals).ok_or(Refusal::NoProposal)?;
+        // ADDKE (RFC 9370 2.2.4) only with a key exchange (CREATE_CHILD_SA with PFS), and
+        // then as our proposal allows; never in IKE_AUTH (1.2).
+        let answered = sa.proposals.first().ok_or(Refusal::NoProposal)?;
+        let addke = match &self.kex {
+            Some(_) => {
+                let spec = child
+                    .esp_proposals
+                    .get(usize::from(answered.num).wrapping_sub(1))
+                    .ok_or(Refusal::NoProposal)?;
+                crate::sa::accept_addke(spec, answered).ok_or(Refusal::NoProposal)?
+            }
+            None if answered
+                .transforms
+                .iter()
+                .any(|t| (6..=12).contains(&t.ty) && t.id != 0) =>
+            {
+                return Err(Refusal::NoProposal)
+            }
+            None => [None; 7],
+        };
         let answered_ke = sa
             .proposals
             .first()
@@ -196,6 +218,7 @@ impl Offer {
                 remote_ts: tsr.clone(),
                 mode,
                 initiator: true,
+                addke,
             },
             shared,
         ))
@@ -209,6 +232,13 @@ pub(crate) struct Choice {
     num: u8,
     /// The key exchange method chosen, if the proposal has one.
     dh: Option<DhGroup>,
+}
+
+impl Choice {
+    /// The additional key exchanges agreed (RFC 9370 2.2.4), in order.
+    pub fn additional(&self) -> Vec<(usize, DhGroup)> {
+        crate::task::followup_ke::todo(&self.agreed.addke)
+    }
 }
 
 /// The responder picks a child configuration whose selectors the request's narrow to
@@ -250,7 +280,7 @@ pub(crate) fn choose(
             continue;
         };
         match choose_proposal(c, &sa_p.proposals, ke.map(|k| k.group), pfs) {
-            Ok((num, spi_out, suite, dh)) => {
+            Ok((num, spi_out, suite, dh, addke)) => {
                 let transport = c.mode == Mode::Transport && ps.notify(kind::USE_TRANSPORT_MODE).is_some();
                 return Ok(Choice {
                     agreed: Agreed {
@@ -262,6 +292,7 @@ pub(crate) fn choose(
                         remote_ts: ni_,
                         mode: if transport { Mode::Transport } else { Mode::Tunnel },
                         initiator: false,
+                        addke,
                     },
                     num,
                     dh,
@@ -273,16 +304,15 @@ pub(crate) fn choose(
     Err(refusal)
 }
 
+/// A chosen ESP proposal: its number, the initiator's SPI, the suite, the key exchange
+/// method and the additional ones (RFC 9370).
+type Chosen = (u8, u32, ChildSuite, Option<DhGroup>, [Option<DhGroup>; 7]);
+
 /// Our proposals against the offered ones, the key exchange method included (1.3.1): a
 /// proposal with KE transforms needs one of our groups (and the KE payload of that group,
 /// else INVALID_KE_PAYLOAD); ours with a group need the offer to have it. Without `pfs`
 /// (IKE_AUTH's child, 1.2) key exchange methods are left out on both sides.
-fn choose_proposal(
-    c: &ChildConfig,
-    offered: &[Proposal],
-    ke_group: Option<u16>,
-    pfs: bool,
-) -> Result<(u8, u32, ChildSuite, Option<DhGroup>), Refusal> {
+fn choose_proposal(c: &ChildConfig, offered: &[Proposal], ke_group: Option<u16>, pfs: bool) -> Result<Chosen, Refusal> {
     let mut want_ke = None;
     for spec in &c.esp_proposals {
         for p in offered.iter().filter(|p| p.protocol == protocol::ESP) {
@@ -297,11 +327,15 @@ fn choose_proposal(
             };
             let none_ok = groups.is_empty() || groups.contains(&0);
             if !pfs {
-                return Ok((num, spi, suite, None));
+                return Ok((num, spi, suite, None, [None; 7]));
             }
+            // RFC 9370 2.2.4: the additional exchanges this proposal and ours agree on.
+            let Some(addke) = crate::sa::choose_addke(spec, p) else {
+                continue;
+            };
             if spec.dh.is_empty() {
                 if none_ok && ke_group.is_none() {
-                    return Ok((num, spi, suite, None));
+                    return Ok((num, spi, suite, None, [None; 7]));
                 }
                 continue;
             }
@@ -309,7 +343,7 @@ fn choose_proposal(
                 continue;
             };
             if ke_group == Some(g.id()) {
-                return Ok((num, spi, suite, Some(g)));
+                return Ok((num, spi, suite, Some(g), addke));
             }
             want_ke.get_or_insert(g);
         }
@@ -335,12 +369,15 @@ impl Choice {
         let mut ke_payload = None;
         if let Some(g) = self.dh {
             let ke = ps.ke().ok_or(Refusal::InvalidKe(g))?;
-            let kex = KeyExchange::generate(g, rng);
-            shared = Some(kex.shared_secret(&ke.data).map_err(|_| Refusal::NoProposal)?);
+            let (our_ke, s) = KeyExchange::respond(g, &ke.data, rng).map_err(|_| Refusal::NoProposal)?;
+            shared = Some(s);
             prop.add_transform(KE_TRANSFORM, g.id());
+            for (n, g) in self.additional() {
+                prop.add_transform(crate::alg::transform_type::addke(n), g.id());
+            }
             ke_payload = Some(Payload::Ke(crate::ke::KePayload {
                 group: g.id(),
-                data: kex.public().to_vec(),
+                data: our_ke,
             }));
         }
         out.push(Payload::Sa(SaPayload {

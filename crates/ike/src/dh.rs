@@ -1,6 +1,9 @@
 //! Key exchange (RFC 7296 sections 1.2, 2.14, 3.4): Curve25519 (RFC 8031), ECP-256 and
 //! ECP-384 (RFC 5903) and the 2048-bit MODP group 14 (RFC 3526), all on RustCrypto crates
-//! (x25519-dalek, p256, p384, crypto-bigint): no curve or bignum arithmetic here.
+//! (x25519-dalek, p256, p384, crypto-bigint): no curve or bignum arithmetic here; and
+//! ML-KEM-512/768/1024 ([`crate::kem`], draft-ietf-ipsecme-ikev2-mlkem), a KEM: the
+//! initiator's [`KeyExchange`] holds the decapsulation key and sends the encapsulation key,
+//! the responder answers with [`KeyExchange::respond`] (a ciphertext, not a public value).
 use crate::alg::DhGroup;
 use crate::error::Error;
 use crate::prf::KeyBytes;
@@ -42,6 +45,8 @@ enum Secret {
     /// A 512-bit private exponent (RFC 3526 8 asks for at least twice the ~110-bit
     /// strength of the group).
     Modp(Zeroizing<[u8; 64]>),
+    /// ML-KEM: the initiator's decapsulation key.
+    MlKem(crate::kem::Decapsulator),
 }
 
 impl core::fmt::Debug for KeyExchange {
@@ -66,6 +71,7 @@ impl KeyExchange {
             DhGroup::Ecp256 => Ok(Self::from_secret(group, Secret::P256(p256::SecretKey::random(rng)))),
             DhGroup::Ecp384 => Ok(Self::from_secret(group, Secret::P384(p384::SecretKey::random(rng)))),
             DhGroup::Modp2048 => Self::from_private(group, &seed[..]),
+            DhGroup::MlKem512 | DhGroup::MlKem768 | DhGroup::MlKem1024 => Self::from_private(group, &seed[..]),
         };
         // Every group accepts these private values (random scalars are drawn by the curve
         // crates, x25519 clamps any 32 bytes, any 64 bytes are an exponent).
@@ -73,7 +79,8 @@ impl KeyExchange {
     }
 
     /// From a known private value (for test vectors): 32 bytes for Curve25519, the scalar
-    /// for ECP (32 or 48 bytes), up to 64 bytes of exponent for MODP.
+    /// for ECP (32 or 48 bytes), up to 64 bytes of exponent for MODP, the 64-byte seed
+    /// d | z for ML-KEM (FIPS 203 7.1).
     pub fn from_private(group: DhGroup, private: &[u8]) -> Result<Self, Error> {
         let s = match group {
             DhGroup::Curve25519 => {
@@ -89,6 +96,11 @@ impl KeyExchange {
                 let mut e = Zeroizing::new([0u8; 64]);
                 e[64 - private.len()..].copy_from_slice(private);
                 Secret::Modp(e)
+            }
+            DhGroup::MlKem512 | DhGroup::MlKem768 | DhGroup::MlKem1024 => {
+                let seed: &[u8; crate::kem::KEYGEN_SEED_LEN] = private.try_into().map_err(|_| Error::BadKeyExchange)?;
+                let set = group.kem().ok_or(Error::BadKeyExchange)?;
+                Secret::MlKem(crate::kem::Decapsulator::from_seed(set, seed))
             }
         };
         Ok(Self::from_secret(group, s))
@@ -106,6 +118,7 @@ impl KeyExchange {
                 let exp = U512::from_be_slice(&e[..]);
                 g.pow(&exp).retrieve().to_be_bytes().to_vec()
             }
+            Secret::MlKem(d) => d.ek().to_vec(),
         };
         KeyExchange { group, secret, public }
     }
@@ -116,7 +129,8 @@ impl KeyExchange {
     }
 
     /// The public value for the KE payload: 32 bytes (RFC 8031 2), x | y without a point
-    /// format byte (RFC 5903 7), or 256 bytes big-endian (RFC 7296 3.4).
+    /// format byte (RFC 5903 7), 256 bytes big-endian (RFC 7296 3.4), or ML-KEM's
+    /// encapsulation key (draft-ietf-ipsecme-ikev2-mlkem 2).
     pub fn public(&self) -> &[u8] {
         &self.public
     }
@@ -124,7 +138,12 @@ impl KeyExchange {
     /// The shared secret g^ir with the peer's public value, after validating it: the
     /// length, an on-curve point (RFC 5903 8 / SEC1), 1 < y < p-1 for MODP (RFC 6989 2.1),
     /// a non-zero X25519 result (RFC 8031 2.3).
+    /// For ML-KEM (the initiator's side) `peer` is the responder's ciphertext, of the
+    /// parameter set's length (FIPS 203 7.3), and the result is its decapsulation.
     pub fn shared_secret(&self, peer: &[u8]) -> Result<KeyBytes, Error> {
+        if let Secret::MlKem(d) = &self.secret {
+            return d.decapsulate(peer);
+        }
         if peer.len() != self.group.public_len() {
             return Err(Error::BadKeyExchange);
         }
@@ -167,7 +186,23 @@ impl KeyExchange {
                 r.zeroize();
                 Ok(out)
             }
+            Secret::MlKem(d) => d.decapsulate(peer),
         }
+    }
+
+    /// The responder's side of a key exchange with the initiator's KE data `peer`: our KE
+    /// data and the shared secret. Diffie-Hellman: a fresh private value, its public value
+    /// and g^ir. ML-KEM: the initiator's encapsulation key checked (FIPS 203 7.2: length and
+    /// modulus) and encapsulated to, the ciphertext and K.
+    pub fn respond(group: DhGroup, peer: &[u8], rng: &mut impl CryptoRngCore) -> Result<(Vec<u8>, KeyBytes), Error> {
+        if let Some(set) = group.kem() {
+            let mut m = Zeroizing::new([0u8; crate::kem::ENCAPS_SEED_LEN]);
+            rng.fill_bytes(&mut m[..]);
+            return crate::kem::encapsulate(set, peer, &m);
+        }
+        let kex = Self::generate(group, rng);
+        let shared = kex.shared_secret(peer)?;
+        Ok((kex.public, shared))
     }
 }
 

@@ -45,6 +45,11 @@ pub enum ExchangeType {
     CreateChildSa,
     /// INFORMATIONAL (37).
     Informational,
+    /// IKE_INTERMEDIATE (43, RFC 9242): between IKE_SA_INIT and IKE_AUTH, here carrying
+    /// the additional key exchanges of RFC 9370.
+    IkeIntermediate,
+    /// IKE_FOLLOWUP_KE (44, RFC 9370 2.2.4): an additional key exchange of CREATE_CHILD_SA.
+    IkeFollowupKe,
 }
 
 impl ExchangeType {
@@ -55,6 +60,8 @@ impl ExchangeType {
             35 => ExchangeType::IkeAuth,
             36 => ExchangeType::CreateChildSa,
             37 => ExchangeType::Informational,
+            43 => ExchangeType::IkeIntermediate,
+            44 => ExchangeType::IkeFollowupKe,
             _ => return None,
         })
     }
@@ -65,6 +72,8 @@ impl ExchangeType {
             ExchangeType::IkeAuth => 35,
             ExchangeType::CreateChildSa => 36,
             ExchangeType::Informational => 37,
+            ExchangeType::IkeIntermediate => 43,
+            ExchangeType::IkeFollowupKe => 44,
         }
     }
     /// The name RFC 7296 uses.
@@ -74,6 +83,8 @@ impl ExchangeType {
             ExchangeType::IkeAuth => "IKE_AUTH",
             ExchangeType::CreateChildSa => "CREATE_CHILD_SA",
             ExchangeType::Informational => "INFORMATIONAL",
+            ExchangeType::IkeIntermediate => "IKE_INTERMEDIATE",
+            ExchangeType::IkeFollowupKe => "IKE_FOLLOWUP_KE",
         }
     }
 }

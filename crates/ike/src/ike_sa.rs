@@ -47,9 +47,27 @@ impl Crypto {
         spi_i: u64,
         spi_r: u64,
     ) -> Result<Crypto, Error> {
+        Self::derive_with(role, suite, old_sk_d, shared, ni, nr, &[], spi_i, spi_r)
+    }
+
+    /// [`Crypto::derive`] for a rekey with additional key exchanges (RFC 9370 2.2.4):
+    /// `SKEYSEED = prf(SK_d (old), SK(0) | Ni | Nr | SK(1) | ... | SK(n))`, `add` being
+    /// SK(1) | ... | SK(n) (strongSwan's order too).
+    #[allow(clippy::too_many_arguments)]
+    pub fn derive_with(
+        role: Role,
+        suite: IkeSuite,
+        old_sk_d: Option<&[u8]>,
+        shared: &[u8],
+        ni: &[u8],
+        nr: &[u8],
+        add: &[u8],
+        spi_i: u64,
+        spi_r: u64,
+    ) -> Result<Crypto, Error> {
         let seed = match old_sk_d {
             None => skeyseed(suite.prf, ni, nr, shared),
-            Some(d) => crate::prf::prf(suite.prf, d, &[shared, ni, nr]),
+            Some(d) => crate::keys::rekey_skeyseed(suite.prf, d, shared, ni, nr, add),
         };
         let keys = derive_ike_keys(&suite, &seed, ni, nr, spi_i, spi_r);
         let (out_e, out_a, in_e, in_a) = if role == Role::Initiator {
@@ -78,6 +96,8 @@ pub(crate) struct Handshake {
     pub peer_hashes: Option<Vec<u16>>,
     /// The peer sent a CERTREQ in IKE_SA_INIT (3.7).
     pub peer_certreq: bool,
+    /// IKE_INTERMEDIATE (RFC 9242): the IntAuth chain, the additional key exchanges run.
+    pub int: crate::task::ike_intermediate::Intermediate,
 }
 
 /// Where an IKE SA is, with the data that state needs.
@@ -272,6 +292,8 @@ pub(crate) struct IkeSa {
     pub fragmentation: Option<u16>,
     /// The peer's fragmented requests \[0\] and responses \[1\] being reassembled (2.6).
     pub reassembly: [crate::fragment::Reassembly; 2],
+    /// Responder: a CREATE_CHILD_SA waiting for its IKE_FOLLOWUP_KE (RFC 9370 2.2.4).
+    pub followup: Option<crate::task::followup_ke::Pending>,
     /// The endpoint's SAs as of the request being handled ([`Census`]).
     pub census: Census,
 }
@@ -310,6 +332,7 @@ impl IkeSa {
             stats: Default::default(),
             fragmentation: None,
             reassembly: Default::default(),
+            followup: None,
             census: Census::default(),
         }
     }
@@ -602,6 +625,7 @@ impl IkeSa {
         for r in &mut self.reassembly {
             r.expire(cx.now);
         }
+        crate::task::followup_ke::expire(self, cx.now);
         // A liveness check unanswered for dpd_timeout: the peer is gone (2.4).
         let dpd_timeout = self.conn(cx.cfg).dpd_timeout;
         if let (Some(t), Some(a)) = (dpd_timeout, self.tasks.active.as_ref()) {
@@ -645,6 +669,9 @@ impl IkeSa {
         }
         for d in self.reassembly.iter().filter_map(|r| r.deadline()) {
             consider(d);
+        }
+        if let Some(p) = &self.followup {
+            consider(p.deadline());
         }
         t
     }
@@ -736,6 +763,15 @@ pub(crate) struct Opened {
 }
 
 impl Opened {
+    /// The type of the first inner payload.
+    pub fn first(&self) -> u8 {
+        self.first
+    }
+    /// The inner payloads' bytes (no padding).
+    pub fn inner(&self) -> &[u8] {
+        &self.inner
+    }
+
     /// The inner payloads; `Err`: authenticated but malformed (answered with INVALID_SYNTAX,
     /// 2.21.3, or UNSUPPORTED_CRITICAL_PAYLOAD, 2.5).
     pub fn payloads(&self) -> Result<Vec<Payload>, Error> {

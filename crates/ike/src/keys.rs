@@ -36,6 +36,14 @@ pub fn skeyseed(p: Prf, ni: &[u8], nr: &[u8], shared: &[u8]) -> KeyBytes {
     prf(p, &k, &[shared])
 }
 
+/// SKEYSEED from an old SK_d: `prf(SK_d (old), g^ir (new) | Ni | Nr)` for an IKE SA rekey
+/// (2.18) and after each IKE_INTERMEDIATE key exchange (RFC 9370 2.2.2, `add` empty);
+/// `prf(SK_d (old), SK(0) | Ni | Nr | SK(1) | ... | SK(n))` for a rekey with additional key
+/// exchanges (RFC 9370 2.2.4), `add` being SK(1) | ... | SK(n).
+pub fn rekey_skeyseed(p: Prf, old_sk_d: &[u8], shared: &[u8], ni: &[u8], nr: &[u8], add: &[u8]) -> KeyBytes {
+    prf(p, old_sk_d, &[shared, ni, nr, add])
+}
+
 /// {SK_d | SK_ai | SK_ar | SK_ei | SK_er | SK_pi | SK_pr} = prf+(SKEYSEED, Ni | Nr | SPIi | SPIr).
 pub fn derive_ike_keys(suite: &IkeSuite, skeyseed: &[u8], ni: &[u8], nr: &[u8], spi_i: u64, spi_r: u64) -> IkeKeys {
     let p = suite.prf;
@@ -95,6 +103,23 @@ impl Clone for ChildKeys {
             integ_r: self.integ_r.clone(),
         }
     }
+}
+
+/// KEYMAT of a child whose CREATE_CHILD_SA had additional key exchanges (RFC 9370 2.2.4):
+/// `prf+(SK_d, SK(0) | Ni | Nr | SK(1) | ... | SK(n))`, `add` being SK(1) | ... | SK(n).
+pub fn derive_child_keys_addke(
+    p: Prf,
+    sk_d: &[u8],
+    shared: &[u8],
+    ni: &[u8],
+    nr: &[u8],
+    add: &[u8],
+    suite: &ChildSuite,
+) -> ChildKeys {
+    let mut nr_add = zeroize::Zeroizing::new(alloc::vec::Vec::with_capacity(nr.len() + add.len()));
+    nr_add.extend_from_slice(nr);
+    nr_add.extend_from_slice(add);
+    derive_child_keys(p, sk_d, Some(shared), ni, &nr_add, suite)
 }
 
 /// KEYMAT = prf+(SK_d, [g^ir (new) |] Ni | Nr) (2.17: the new shared secret with PFS), taken in the order: the initiator-to-responder

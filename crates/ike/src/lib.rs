@@ -18,6 +18,7 @@ pub mod fragment;
 pub mod header;
 pub mod id;
 pub mod ke;
+pub mod kem;
 pub mod keys;
 pub mod limits;
 pub mod narrowing;

@@ -168,6 +168,12 @@ impl Proposal {
             for d in &spec.dh {
                 t.push(Transform::new(tt::KE, d.id(), None));
             }
+            // RFC 9370 2.2.1: ADDKE1..7, NONE (ID 0) where the exchange may be skipped.
+            for (i, choices) in spec.addke.iter().enumerate() {
+                for g in choices {
+                    t.push(Transform::new(tt::addke(i + 1), g.map_or(0, |g| g.id()), None));
+                }
+            }
         }
         if protocol != protocol::IKE {
             for e in &spec.esn {
@@ -191,6 +197,9 @@ impl Proposal {
             t.push(Transform::new(tt::INTEG, i.id(), None));
         }
         t.push(Transform::new(tt::KE, s.dh.id(), None));
+        for (n, g) in s.additional() {
+            t.push(Transform::new(tt::addke(n), g.id(), None));
+        }
         Proposal {
             num,
             protocol: protocol::IKE,
@@ -343,13 +352,41 @@ fn pick<A: Copy + PartialEq>(ours: &[A], offered: impl Iterator<Item = Option<A>
     ours.iter().copied().find(|a| offered.contains(&Some(*a)))
 }
 
+/// Transform types of an IKE proposal (RFC 7296 3.3.2, RFC 9370 2.2.1).
+const IKE_TYPES: [u8; 11] = [tt::ENCR, tt::PRF, tt::INTEG, tt::KE, 6, 7, 8, 9, 10, 11, 12];
+/// Transform types of an ESP proposal; the ADDKE ones are checked by the caller
+/// (CREATE_CHILD_SA, RFC 9370 2.2.4).
+const ESP_TYPES: [u8; 11] = [tt::ENCR, tt::INTEG, tt::KE, tt::ESN, 6, 7, 8, 9, 10, 11, 12];
+
+/// The additional key exchanges for `spec` from proposal `p` (RFC 9370 2.2.1): for each
+/// ADDKE type, our first choice the proposal carries; NONE (not run) when we ask for
+/// nothing there and the proposal has nothing or NONE there. `None`: not acceptable.
+pub(crate) fn choose_addke(spec: &ProposalSpec, p: &Proposal) -> Option<[Option<DhGroup>; tt::ADDKE_COUNT]> {
+    let mut out = [None; tt::ADDKE_COUNT];
+    for (i, ours) in spec.addke.iter().enumerate() {
+        let ids: Vec<u16> = p.of_type(tt::addke(i + 1)).map(|t| t.id).collect();
+        let offered = |g: &Option<DhGroup>| match g {
+            Some(g) => ids.contains(&g.id()),
+            None => ids.is_empty() || ids.contains(&0),
+        };
+        if ours.is_empty() {
+            if !offered(&None) {
+                return None;
+            }
+            continue;
+        }
+        out[i] = *ours.iter().find(|g| offered(g))?;
+    }
+    Some(out)
+}
+
 /// Chooses an IKE suite from the initiator's proposals, our configured proposals first
 /// (strongSwan's default preference). Returns the chosen proposal's number and suite.
 /// A proposal with a transform type IKE does not use is unacceptable (3.3.6).
 pub fn choose_ike(offered: &[Proposal], ours: &[ProposalSpec]) -> Option<(u8, IkeSuite)> {
     for spec in ours {
         for p in offered.iter().filter(|p| p.protocol == protocol::IKE) {
-            if p.has_unknown_type(&[tt::ENCR, tt::PRF, tt::INTEG, tt::KE]) {
+            if p.has_unknown_type(&IKE_TYPES) {
                 continue;
             }
             let Some(encr) = pick(&spec.encr, p.of_type(tt::ENCR).map(encr_of)) else {
@@ -359,6 +396,9 @@ pub fn choose_ike(offered: &[Proposal], ours: &[ProposalSpec]) -> Option<(u8, Ik
                 continue;
             };
             let Some(dh) = pick(&spec.dh, p.of_type(tt::KE).map(|t| DhGroup::from_id(t.id))) else {
+                continue;
+            };
+            let Some(addke) = choose_addke(spec, p) else {
                 continue;
             };
             let integ = if encr.is_aead() {
@@ -373,7 +413,16 @@ pub fn choose_ike(offered: &[Proposal], ours: &[ProposalSpec]) -> Option<(u8, Ik
                     None => continue,
                 }
             };
-            return Some((p.num, IkeSuite { encr, integ, prf, dh }));
+            return Some((
+                p.num,
+                IkeSuite {
+                    encr,
+                    integ,
+                    prf,
+                    dh,
+                    addke,
+                },
+            ));
         }
     }
     None
@@ -392,7 +441,7 @@ pub fn choose_esp(offered: &[Proposal], ours: &[ProposalSpec]) -> Option<(u8, u3
             let Some(spi) = p.spi_u32().filter(|&s| s != 0) else {
                 continue;
             };
-            if p.has_unknown_type(&[tt::ENCR, tt::INTEG, tt::KE, tt::ESN]) {
+            if p.has_unknown_type(&ESP_TYPES) {
                 continue;
             }
             let Some(encr) = pick(&spec.encr, p.of_type(tt::ENCR).map(encr_of)) else {
@@ -424,6 +473,29 @@ pub fn choose_esp(offered: &[Proposal], ours: &[ProposalSpec]) -> Option<(u8, u3
     None
 }
 
+/// The ADDKE transforms of a responder's answer `p` against our proposal `spec` (RFC 9370
+/// 2.2.1): for each type at most one, one of ours for it; nothing or NONE only where we
+/// allow NONE or ask nothing.
+pub(crate) fn accept_addke(spec: &ProposalSpec, p: &Proposal) -> Option<[Option<DhGroup>; tt::ADDKE_COUNT]> {
+    let mut addke = [None; tt::ADDKE_COUNT];
+    for (i, ours) in spec.addke.iter().enumerate() {
+        let mut it = p.transforms.iter().filter(|t| t.ty == tt::addke(i + 1));
+        let first = it.next();
+        if it.next().is_some() {
+            return None;
+        }
+        match first {
+            Some(t) if t.id != 0 => {
+                let g = DhGroup::from_id(t.id).filter(|g| ours.contains(&Some(*g)))?;
+                addke[i] = Some(g);
+            }
+            _ if ours.is_empty() || ours.contains(&None) => {}
+            _ => return None,
+        }
+    }
+    Some(addke)
+}
+
 /// Checks a responder's IKE answer: exactly one proposal, one transform of each type, all
 /// from the proposal of ours with that number (2.7: the responder MUST NOT change it).
 pub fn accept_ike_answer(answer: &SaPayload, ours: &[ProposalSpec]) -> Option<IkeSuite> {
@@ -438,9 +510,10 @@ pub fn accept_ike_answer(answer: &SaPayload, ours: &[ProposalSpec]) -> Option<Ik
             Some(first)
         }
     };
-    if p.protocol != protocol::IKE || p.has_unknown_type(&[tt::ENCR, tt::PRF, tt::INTEG, tt::KE]) {
+    if p.protocol != protocol::IKE || p.has_unknown_type(&IKE_TYPES) {
         return None;
     }
+    let addke = accept_addke(spec, p)?;
     let encr = one(tt::ENCR)?
         .and_then(|t| encr_of(&t))
         .filter(|e| spec.encr.contains(e))?;
@@ -456,7 +529,13 @@ pub fn accept_ike_answer(answer: &SaPayload, ours: &[ProposalSpec]) -> Option<Ik
         Some(t) if !encr.is_aead() => Some(Integ::from_id(t.id).filter(|x| spec.integ.contains(x))?),
         _ => return None,
     };
-    Some(IkeSuite { encr, integ, prf, dh })
+    Some(IkeSuite {
+        encr,
+        integ,
+        prf,
+        dh,
+        addke,
+    })
 }
 
 /// Checks a responder's ESP answer the same way; returns the responder's SPI and suite.
@@ -464,7 +543,7 @@ pub fn accept_esp_answer(answer: &SaPayload, ours: &[ProposalSpec]) -> Option<(u
     let [p] = answer.proposals.as_slice() else { return None };
     let spec = ours.get((p.num as usize).checked_sub(1)?)?;
     // A KE transform is the caller's to check (CREATE_CHILD_SA with PFS); one at most.
-    if p.protocol != protocol::ESP || p.has_unknown_type(&[tt::ENCR, tt::INTEG, tt::ESN, tt::KE]) {
+    if p.protocol != protocol::ESP || p.has_unknown_type(&ESP_TYPES) {
         return None;
     }
     let kes: Vec<_> = p.transforms.iter().filter(|t| t.ty == tt::KE).collect();
@@ -501,7 +580,7 @@ pub fn accept_esp_answer(answer: &SaPayload, ours: &[ProposalSpec]) -> Option<(u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alg::{parse_proposals, ProposalKind};
+    use crate::alg::{parse_proposal, parse_proposals, ProposalKind};
 
     #[test]
     fn emit_parse_round_trip() {
@@ -549,7 +628,8 @@ mod tests {
                 encr: Encr::AesGcm16_128,
                 integ: None,
                 prf: Prf::HmacSha256,
-                dh: DhGroup::Curve25519
+                dh: DhGroup::Curve25519,
+                addke: [None; 7],
             }
         );
         let answer = SaPayload {
@@ -582,6 +662,84 @@ mod tests {
             proposals: alloc::vec![Proposal::from_child_suite(1, 0x5678, &s)],
         };
         assert_eq!(accept_esp_answer(&answer, &theirs), Some((0x5678, s)));
+    }
+
+    /// RFC 9370 2.2.1: ADDKE transforms in proposals, NONE, and an answer's checks.
+    #[test]
+    fn additional_key_exchanges() {
+        let theirs = parse_proposals(
+            "aes256gcm16-prfsha384-x25519-ke1_mlkem768-ke2_mlkem1024-ke2_none, aes256gcm16-prfsha384-x25519",
+            ProposalKind::Ike,
+        )
+        .unwrap();
+        assert_eq!(theirs[0].addke[0], [Some(DhGroup::MlKem768)]);
+        assert_eq!(theirs[0].addke[1], [Some(DhGroup::MlKem1024), None]);
+        let offered: Vec<_> = theirs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Proposal::from_spec(i as u8 + 1, protocol::IKE, &[], s, true))
+            .collect();
+        // On the wire: type 6 ID 36, type 7 IDs 37 and 0.
+        let t: Vec<(u8, u16)> = offered[0].transforms.iter().map(|t| (t.ty, t.id)).collect();
+        assert!(t.ends_with(&[(4, 31), (6, 36), (7, 37), (7, 0)]), "{t:?}");
+        // A responder asking for ke1 only takes ke2 as NONE.
+        let ours = parse_proposals("aes256gcm16-prfsha384-x25519-ke1_mlkem768", ProposalKind::Ike).unwrap();
+        let (num, suite) = choose_ike(&offered, &ours).unwrap();
+        assert_eq!(num, 1);
+        assert_eq!(suite.addke[..2], [Some(DhGroup::MlKem768), None]);
+        assert_eq!(suite.proposal_string(), "aes256gcm16-prfsha384-x25519-ke1_mlkem768");
+        // One asking for both gets both.
+        let both = parse_proposals(
+            "aes256gcm16-prfsha384-x25519-ke1_mlkem768-ke2_mlkem1024",
+            ProposalKind::Ike,
+        )
+        .unwrap();
+        let (_, s2) = choose_ike(&offered, &both).unwrap();
+        assert_eq!(
+            s2.additional().collect::<Vec<_>>(),
+            [(1, DhGroup::MlKem768), (2, DhGroup::MlKem1024)]
+        );
+        let answer = SaPayload {
+            proposals: alloc::vec![Proposal::from_ike_suite(1, &[], &s2)],
+        };
+        assert_eq!(accept_ike_answer(&answer, &theirs), Some(s2));
+        // One without RFC 9370 configured cannot take proposal 1 (it must run ke1), so
+        // the initiator's second proposal (the fallback) is chosen.
+        let plain = parse_proposals("aes256gcm16-prfsha384-x25519", ProposalKind::Ike).unwrap();
+        let (num, s3) = choose_ike(&offered, &plain).unwrap();
+        assert_eq!((num, s3.addke), (2, [None; 7]));
+        // A responder that picks an ADDKE method we did not propose is refused, and so is
+        // one that drops an ADDKE we require.
+        let mut bad = s2;
+        bad.addke[0] = Some(DhGroup::MlKem512);
+        let answer = SaPayload {
+            proposals: alloc::vec![Proposal::from_ike_suite(1, &[], &bad)],
+        };
+        assert_eq!(accept_ike_answer(&answer, &theirs), None);
+        let mut dropped = s2;
+        dropped.addke[0] = None;
+        let answer = SaPayload {
+            proposals: alloc::vec![Proposal::from_ike_suite(1, &[], &dropped)],
+        };
+        assert_eq!(accept_ike_answer(&answer, &theirs), None);
+        // ML-KEM alone as the KE of IKE_SA_INIT.
+        let alone = parse_proposals("aes256gcm16-prfsha384-mlkem1024", ProposalKind::Ike).unwrap();
+        assert_eq!(alone[0].dh, [DhGroup::MlKem1024]);
+        assert!(alone[0].is_post_quantum() && theirs[0].is_post_quantum());
+        assert!(!plain[0].is_post_quantum());
+        // ke2 may be NONE, ke1 may not: still post-quantum.  A NONE-able one alone is not.
+        let maybe = parse_proposals("aes256gcm16-prfsha384-x25519-ke1_mlkem768-ke1_none", ProposalKind::Ike).unwrap();
+        assert!(!maybe[0].is_post_quantum());
+        for bad in [
+            "aes256gcm16-prfsha384-x25519-ke8_mlkem768",
+            "aes256gcm16-prfsha384-x25519-ke1_kyber",
+        ] {
+            assert_eq!(
+                parse_proposal(bad, ProposalKind::Ike).err(),
+                Some(Error::UnknownAlgorithm),
+                "{bad}"
+            );
+        }
     }
 
     /// RFC 4303 2.1: ESP SPI 0 is reserved and never sent. Offered (IKE_AUTH's child or

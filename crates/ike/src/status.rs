@@ -30,6 +30,9 @@ pub struct IkeSaStats {
     /// The peer's fragments not used: failed ICV, duplicate, out of bounds, not negotiated
     /// ([`crate::fragment::FragmentError`]).
     pub fragments_dropped: u64,
+    /// Additional key exchanges (RFC 9370) refused or given up: an IKE_FOLLOWUP_KE with an
+    /// unknown link or a bad KE, a follow-up that never came, one the peer refused.
+    pub additional_ke_refused: u64,
 }
 
 impl IkeSaStats {
@@ -44,6 +47,7 @@ impl IkeSaStats {
         self.fragments_received += o.fragments_received;
         self.fragmented_messages += o.fragmented_messages;
         self.fragments_dropped += o.fragments_dropped;
+        self.additional_ke_refused += o.additional_ke_refused;
     }
 }
 
@@ -117,6 +121,9 @@ impl IkeSuite {
         s.push_str(self.prf.name());
         s.push('-');
         s.push_str(self.dh.name());
+        for (n, g) in self.additional() {
+            s.push_str(&alloc::format!("-ke{n}_{}", g.name()));
+        }
         s
     }
 }

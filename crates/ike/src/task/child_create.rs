@@ -12,7 +12,7 @@ use crate::nonce::OUR_NONCE_LEN;
 use crate::notify::kind;
 use crate::sa::protocol;
 use crate::task::ike_auth::{child_refused, child_up};
-use crate::task::{child_delete::ChildDelete, child_rekey, ike_rekey, Next, Reply, Task};
+use crate::task::{child_delete::ChildDelete, child_rekey, followup_ke, ike_rekey, Next, Reply, Task};
 use alloc::vec::Vec;
 use rand_core::CryptoRngCore;
 
@@ -61,6 +61,10 @@ impl ChildCreate {
         };
         let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
         match (self.offer.accept(conn, ps), ps.nonce()) {
+            (Ok((a, Some(shared))), Some(nr)) if a.addke.iter().any(Option::is_some) => {
+                // Additional key exchanges follow (RFC 9370 2.2.4): nothing is keyed yet.
+                Answer::Followup(a, shared, nr.clone())
+            }
             (Ok((a, shared)), Some(nr)) => {
                 let keys = keymat(prf, &sk_d, shared.as_deref().map(|s| &s[..]), &self.ni, nr, &a.suite);
                 let min_nonce = if self.ni.as_slice() <= nr.as_slice() {
@@ -97,6 +101,23 @@ impl ChildCreate {
     pub fn process(mut self, sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Next {
         match self.answer(sa, cx, ps, rng) {
             Answer::Agreed(a, keys, _) => child_up(sa, cx, &a, &keys, None),
+            Answer::Followup(a, shared, nr) => {
+                let cfg = a.cfg;
+                let todo = followup_ke::todo(&a.addke);
+                let goal = followup_ke::Goal::Child {
+                    agreed: a,
+                    ni: self.ni.clone(),
+                    nr,
+                    rekeys: None,
+                };
+                match followup_ke::FollowupKe::start(ps, shared, todo, goal) {
+                    Some(f) => return Next::Again(alloc::boxed::Box::new(Task::FollowupKe(f))),
+                    None => {
+                        sa.stats.additional_ke_refused += 1;
+                        child_refused(sa, cx, Some(cfg), Refusal::NoProposal);
+                    }
+                }
+            }
             Answer::Retry => return Next::Again(alloc::boxed::Box::new(Task::ChildCreate(self))),
             Answer::Refused(r) => {
                 if ps.error_notify().is_some() {
@@ -112,6 +133,9 @@ impl ChildCreate {
 pub(crate) enum Answer {
     /// The child, its keys, and the lowest of the exchange's two nonces (2.8.1).
     Agreed(crate::child::Agreed, crate::keys::ChildKeys, Vec<u8>),
+    /// The child, once its additional key exchanges ran (RFC 9370 2.2.4): the first
+    /// exchange's shared secret and the responder's nonce.
+    Followup(crate::child::Agreed, crate::prf::KeyBytes, Vec<u8>),
     /// Send the request again (another key exchange group).
     Retry,
     /// No child (already reported unless the peer's notify said why).
@@ -171,15 +195,17 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
         return Reply::notify(kind::NO_ADDITIONAL_SAS);
     }
     match make_child(sa, cx, ps, ni, None, rng) {
-        Ok((payloads, _, _)) => Reply::with(payloads),
+        Ok((payloads, _, _, _)) => Reply::with(payloads),
         Err(r) => r,
     }
 }
 
 /// The responder's side of a child made by CREATE_CHILD_SA (a new one, or with `rekeys` the
 /// successor of that pair, same configuration): chosen, keyed from this exchange's nonces
-/// (and key exchange), reported up. Returns the answer's payloads, the child's inbound SPI
-/// and the lowest of the two nonces (2.8.1), or the refusal's answer.
+/// (and key exchange), reported up. Returns the answer's payloads, the child's inbound SPI,
+/// the lowest of the two nonces (2.8.1) and whether additional key exchanges are still to
+/// come (RFC 9370 2.2.4: then it is keyed and reported by [`followup_ke`] at the end), or
+/// the refusal's answer.
 pub(crate) fn make_child(
     sa: &mut IkeSa,
     cx: &mut Cx,
@@ -187,10 +213,14 @@ pub(crate) fn make_child(
     ni: &[u8],
     rekeys: Option<(u32, usize)>,
     rng: &mut impl CryptoRngCore,
-) -> Result<(Vec<Payload>, u32, Vec<u8>), Reply> {
+) -> Result<(Vec<Payload>, u32, Vec<u8>, bool), Reply> {
     let Some(crypto) = sa.state.crypto() else {
         return Err(Reply::notify(kind::INVALID_SYNTAX));
     };
+    if sa.followup.is_some() {
+        // One exchange with additional key exchanges at a time (RFC 9370 2.2.4).
+        return Err(Reply::notify(kind::TEMPORARY_FAILURE));
+    }
     let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
     let refuse = |sa: &IkeSa, cx: &mut Cx, cfg: Option<usize>, r: Refusal| {
         child_refused(sa, cx, cfg, r);
@@ -205,9 +235,23 @@ pub(crate) fn make_child(
         Err(r) => return Err(refuse(sa, cx, Some(choice.agreed.cfg), r)),
     };
     let nr = random_nonce(rng);
+    let min_nonce = lowest(ni, &nr).to_vec();
+    let todo = choice.additional();
+    if let (false, Some(shared)) = (todo.is_empty(), shared.clone()) {
+        let spi_in = choice.agreed.spi_in;
+        let goal = followup_ke::Goal::Child {
+            agreed: choice.agreed,
+            ni: ni.to_vec(),
+            nr: nr.clone(),
+            rekeys: rekeys.map(|(spi, _)| spi),
+        };
+        let link = followup_ke::begin(sa, cx, shared, todo, goal, rng);
+        let mut payloads = with_nonce(payloads, &nr);
+        payloads.push(link);
+        return Ok((payloads, spi_in, min_nonce, true));
+    }
     let a = &choice.agreed;
     let keys = keymat(prf, &sk_d, shared.as_deref().map(|s| &s[..]), ni, &nr, &a.suite);
     child_up(sa, cx, a, &keys, rekeys.map(|(spi, _)| spi));
-    let min_nonce = lowest(ni, &nr).to_vec();
-    Ok((with_nonce(payloads, &nr), a.spi_in, min_nonce))
+    Ok((with_nonce(payloads, &nr), a.spi_in, min_nonce, false))
 }

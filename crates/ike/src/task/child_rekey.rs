@@ -93,6 +93,26 @@ impl ChildRekey {
             return Next::Done;
         }
         match self.create.answer(sa, cx, ps, rng) {
+            Answer::Followup(a, shared, nr) => {
+                let todo = crate::task::followup_ke::todo(&a.addke);
+                let goal = crate::task::followup_ke::Goal::Child {
+                    agreed: a,
+                    ni: self.create.ni.clone(),
+                    nr,
+                    rekeys: Some(old),
+                };
+                match crate::task::followup_ke::FollowupKe::start(ps, shared, todo, goal) {
+                    Some(f) => return Next::Again(alloc::boxed::Box::new(Task::FollowupKe(f))),
+                    None => {
+                        // No link for the follow-up (RFC 9370 2.2.4): nothing made; later.
+                        sa.stats.additional_ke_refused += 1;
+                        if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == old) {
+                            c.state = ChildState::Installed;
+                        }
+                        lifetimes::retry_rekey_later(sa, cx, old, rng);
+                    }
+                }
+            }
             Answer::Agreed(a, keys, ours_min) => {
                 let peer = sa
                     .children
@@ -142,8 +162,16 @@ impl ChildRekey {
     }
 }
 
+/// Our rekey of `old` made its successor after additional key exchanges (RFC 9370
+/// 2.2.4): the old pair is replaced and we delete it (no collision handling there: the
+/// peer's own rekey of it, if any, completes on its own).
+pub(crate) fn replaced(sa: &mut IkeSa, cx: &mut Cx, old: u32, rng: &mut impl CryptoRngCore) {
+    mark_rekeyed(sa, cx, old, true);
+    sa.queue_task(cx, Task::ChildDelete(ChildDelete { spi_in: old }), rng);
+}
+
 /// The old pair is replaced: it stays installed until its Delete (ours when `we_delete`).
-fn mark_rekeyed(sa: &mut IkeSa, cx: &Cx, old_spi_in: u32, we_delete: bool) {
+pub(crate) fn mark_rekeyed(sa: &mut IkeSa, cx: &Cx, old_spi_in: u32, we_delete: bool) {
     if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == old_spi_in) {
         c.state = ChildState::Rekeyed {
             until: cx.now + lifetimes::REKEYED_GRACE,
@@ -181,10 +209,15 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rn
     if sa.children.len() >= crate::limits::MAX_CHILD_SAS_WITH_REPLACED {
         return Reply::notify(kind::NO_ADDITIONAL_SAS);
     }
-    let (payloads, new_spi_in, min_nonce) = match make_child(sa, cx, ps, ni, Some((old_spi_in, old_cfg)), rng) {
+    let (payloads, new_spi_in, min_nonce, pending) = match make_child(sa, cx, ps, ni, Some((old_spi_in, old_cfg)), rng)
+    {
         Ok(x) => x,
         Err(r) => return r,
     };
+    if pending {
+        // Replaced once its additional key exchanges ran (followup_ke).
+        return Reply::with(payloads);
+    }
     match old_state {
         // Both sides rekey it (2.8.1): remember the peer's exchange for when ours completes.
         ChildState::Rekeying { .. } => {

@@ -135,19 +135,26 @@ impl IkeAuth {
         &mut self,
         sa: &mut IkeSa,
         cx: &mut Cx,
+        id: u32,
         rng: &mut impl CryptoRngCore,
     ) -> Result<Vec<u8>, crate::Error> {
         let conn = sa.conn(cx.cfg);
         let State::AuthSent { hs, crypto } = &sa.state else {
             return Err(crate::Error::BadEncryptedPayload);
         };
+        if !super::ike_intermediate::all_done(hs, crypto) {
+            return Err(crate::Error::BadKeyExchange);
+        }
         let idi = conn.local_id.to_body();
+        // After IKE_INTERMEDIATE exchanges IKE_AUTH's message ID is 1 + their number.
+        let int_auth = hs.int.octets(id);
         let signed = Signed {
             prf: crypto.suite.prf,
             message: &hs.init_req,
             nonce: &hs.nr,
             sk_p: &crypto.keys.sk_pi,
             id_body: &idi,
+            int_auth: &int_auth,
         };
         let auth = authenticator::build(&conn.local_auth, &signed, hs.peer_hashes.as_deref())
             .map_err(|_| crate::Error::BadSyntax("our private key cannot sign for this peer"))?;
@@ -165,7 +172,7 @@ impl IkeAuth {
         if let Some(offer) = &self.child {
             p.extend(offer.payloads(conn));
         }
-        sa.seal(ExchangeType::IkeAuth, false, 1, &p, rng)
+        sa.seal(ExchangeType::IkeAuth, false, id, &p, rng)
     }
 
     /// The response.
@@ -190,12 +197,15 @@ impl IkeAuth {
         };
         // The responder signed its IKE_SA_INIT message and our nonce with SK_pr.
         let conn = sa.conn(cx.cfg);
+        // The IKE_AUTH request's message ID (the response to it is being processed).
+        let int_auth = hs.int.octets(sa.tasks.next_id.wrapping_sub(1));
         let signed = Signed {
             prf: crypto.suite.prf,
             message: &hs.init_resp,
             nonce: &hs.ni,
             sk_p: &crypto.keys.sk_pr,
             id_body: idr_body,
+            int_auth: &int_auth,
         };
         let checked = if conn.accepts_remote_id(idr) {
             authenticator::verify(&conn.remote_auth, &signed, idr, auth, &ps.certs(), cx.unix).map(|_| ())
@@ -247,6 +257,16 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
         r.then = Some(DownReason::PeerError(kind::INVALID_SYNTAX));
         return r;
     };
+    if !super::ike_intermediate::all_done(&hs, &crypto) {
+        // IKE_AUTH before every additional key exchange ran (RFC 9370 2.2.2).
+        sa.state = State::HalfOpen { hs, crypto };
+        sa.stats.invalid_syntax += 1;
+        let mut r = Reply::notify(kind::INVALID_SYNTAX);
+        r.then = Some(DownReason::PeerError(kind::INVALID_SYNTAX));
+        return r;
+    }
+    // This IKE_AUTH request's message ID (the window moved past it).
+    let int_auth = hs.int.octets(sa.window.expected.wrapping_sub(1));
     // The connection for the identity the initiator claims (and the one it asks us to be).
     let checked = match select_connection(sa, cx.cfg, &crypto, idi, ps.id_r().map(|(i, _)| i), auth.method) {
         None => Err(AuthRefusal::NoConnection),
@@ -259,6 +279,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
                 nonce: &hs.nr,
                 sk_p: &crypto.keys.sk_pi,
                 id_body: idi_body,
+                int_auth: &int_auth,
             };
             let conn = sa.conn(cx.cfg);
             authenticator::verify(&conn.remote_auth, &signed, idi, auth, &ps.certs(), cx.unix).map(|_| ())
@@ -300,6 +321,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
         nonce: &hs.ni,
         sk_p: &crypto.keys.sk_pr,
         id_body: &idr,
+        int_auth: &int_auth,
     };
     let peer_asked = hs.peer_certreq || ps.iter().any(|p| matches!(p, Payload::CertReq(_)));
     let our_auth = match authenticator::build(&conn.local_auth, &signed, hs.peer_hashes.as_deref()) {

@@ -154,6 +154,11 @@ impl IkeInit {
             p.push(crate::authenticator::hash_algs_notify());
         }
         p.extend(fragmentation(conn, None).0);
+        // RFC 9242 3.1 / RFC 9370 2.2.1: we can run IKE_INTERMEDIATE, which additional key
+        // exchanges need.
+        if conn.ike_proposals.iter().any(|s| s.has_addke()) {
+            p.push(Payload::Notify(Notify::ike(kind::INTERMEDIATE_EXCHANGE_SUPPORTED, &[])));
+        }
         if let Some(c) = &self.cookie {
             p.insert(0, Payload::Notify(Notify::ike(kind::COOKIE, c)));
         }
@@ -279,6 +284,16 @@ fn process(
     if suite.dh != task.dh || ke.group != task.dh.id() || msg.header.spi_r == 0 {
         return Err(Dropped::Malformed(crate::Error::BadKeyExchange));
     }
+    // Additional key exchanges need IKE_INTERMEDIATE, which the responder must announce
+    // (RFC 9370 2.2.1, RFC 9242 3.1).
+    if suite.additional().next().is_some() && !super::ike_intermediate::peer_supports(ps) {
+        cx.out.event(Event::ProposalMismatch {
+            conn: conn_name,
+            child: None,
+        });
+        sa.kill(cx, DownReason::NoProposal);
+        return Ok(false);
+    }
     let Some(kex) = task.kex.as_ref() else {
         return Err(Dropped::WrongState);
     };
@@ -301,6 +316,7 @@ fn process(
         init_resp: raw.to_vec(),
         peer_hashes: crate::authenticator::peer_hash_algs(ps),
         peer_certreq: ps.iter().any(|p| matches!(p, Payload::CertReq(_))),
+        int: Default::default(),
     };
     sa.spi_r = msg.header.spi_r;
     // NAT detection (2.23) from the response's view of our addresses.
@@ -318,6 +334,8 @@ fn process(
     sa.last_heard = cx.now;
     sa.state = State::AuthSent { hs, crypto };
     sa.tasks.next_id = 1;
+    // One IKE_INTERMEDIATE per additional key exchange, before IKE_AUTH (RFC 9370 2.2.2).
+    super::ike_intermediate::queue(sa, &suite);
     Ok(false)
 }
 
@@ -416,6 +434,12 @@ pub(crate) fn respond_init(
         stateless_reply(out, cfg, h, local, remote, Notify::ike(kind::NO_PROPOSAL_CHOSEN, &[]));
         return Err(Dropped::NoProposal);
     };
+    let ies = super::ike_intermediate::peer_supports(ps);
+    if suite.additional().next().is_some() && !ies {
+        // An initiator proposing ADDKE must support IKE_INTERMEDIATE (RFC 9370 2.2.1).
+        stateless_reply(out, cfg, h, local, remote, Notify::ike(kind::NO_PROPOSAL_CHOSEN, &[]));
+        return Err(Dropped::NoProposal);
+    }
     if ke.group != suite.dh.id() {
         stateless_reply(
             out,
@@ -427,8 +451,9 @@ pub(crate) fn respond_init(
         );
         return Err(Dropped::InvalidKe);
     }
-    let kex = KeyExchange::generate(suite.dh, rng);
-    let shared = match kex.shared_secret(&ke.data) {
+    // Diffie-Hellman: our public value; ML-KEM: the ciphertext to the initiator's key,
+    // whose FIPS 203 7.2 checks failing is INVALID_SYNTAX (draft-ietf-ipsecme-ikev2-mlkem 2.2).
+    let (our_ke, shared) = match KeyExchange::respond(suite.dh, &ke.data, rng) {
         Ok(s) => s,
         Err(e) => {
             stateless_reply(out, cfg, h, local, remote, Notify::ike(kind::INVALID_SYNTAX, &[]));
@@ -452,7 +477,7 @@ pub(crate) fn respond_init(
         }),
         Payload::Ke(crate::ke::KePayload {
             group: suite.dh.id(),
-            data: kex.public().to_vec()
+            data: our_ke
         }),
         Payload::Nonce(nr.clone()),
     ];
@@ -465,6 +490,9 @@ pub(crate) fn respond_init(
     p.extend(crate::authenticator::certreq_payload(may_answer()));
     let (frag_notify, frag) = fragmentation(conn, Some(ps));
     p.extend(frag_notify);
+    if ies {
+        p.push(Payload::Notify(Notify::ike(kind::INTERMEDIATE_EXCHANGE_SUPPORTED, &[])));
+    }
     ike.fragmentation = frag;
     let bytes = build_plain(&ike.header(ExchangeType::IkeSaInit, true, 0), &p).map_err(Dropped::Malformed)?;
     let mut cx = Cx {
@@ -484,6 +512,7 @@ pub(crate) fn respond_init(
             init_resp: bytes.clone(),
             peer_hashes: crate::authenticator::peer_hash_algs(ps),
             peer_certreq: ps.iter().any(|p| matches!(p, Payload::CertReq(_))),
+            int: Default::default(),
         },
         crypto,
     };

@@ -121,6 +121,25 @@ impl IkeRekey {
             lifetimes::retry_ike_rekey_later(sa, cx, rng);
             return Next::Done;
         };
+        let todo = crate::task::followup_ke::todo(&suite.addke);
+        if !todo.is_empty() {
+            // The additional key exchanges follow in IKE_FOLLOWUP_KE (RFC 9370 2.2.4).
+            let goal = crate::task::followup_ke::Goal::Ike {
+                suite,
+                ni: self.ni.clone(),
+                nr: nr.clone(),
+                our_spi: self.spi,
+                peer_spi,
+            };
+            return match crate::task::followup_ke::FollowupKe::start(ps, shared, todo, goal) {
+                Some(f) => Next::Again(Box::new(Task::FollowupKe(f))),
+                None => {
+                    sa.stats.additional_ke_refused += 1;
+                    lifetimes::retry_ike_rekey_later(sa, cx, rng);
+                    Next::Done
+                }
+            };
+        }
         if move_to_new(
             sa,
             cx,
@@ -129,6 +148,7 @@ impl IkeRekey {
             &shared,
             &self.ni,
             nr,
+            &[],
             self.spi,
             peer_spi,
         )
@@ -144,7 +164,7 @@ impl IkeRekey {
 /// Makes the new IKE SA (`we` its role, SPIs ours and the peer's), moves the children to
 /// it, hands it to the endpoint and leaves this one [`State::Rekeyed`].
 #[allow(clippy::too_many_arguments)]
-fn move_to_new(
+pub(crate) fn move_to_new(
     sa: &mut IkeSa,
     cx: &mut Cx,
     we: Role,
@@ -152,6 +172,7 @@ fn move_to_new(
     shared: &[u8],
     ni: &[u8],
     nr: &[u8],
+    add: &[u8],
     our_spi: u64,
     peer_spi: u64,
 ) -> Option<()> {
@@ -160,7 +181,7 @@ fn move_to_new(
         Role::Initiator => (our_spi, peer_spi),
         Role::Responder => (peer_spi, our_spi),
     };
-    let crypto = Crypto::derive(we, suite, Some(&old.keys.sk_d), shared, ni, nr, spi_i, spi_r).ok()?;
+    let crypto = Crypto::derive_with(we, suite, Some(&old.keys.sk_d), shared, ni, nr, add, spi_i, spi_r).ok()?;
     let remote_id = sa.state.remote_id()?.clone();
     let mut new = IkeSa::new(
         sa.conn,
@@ -274,13 +295,38 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rn
     let Some(peer_spi) = peer_spi else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
-    let kex = KeyExchange::generate(suite.dh, rng);
-    let Ok(shared) = kex.shared_secret(&ke.data) else {
+    let Ok((our_ke, shared)) = KeyExchange::respond(suite.dh, &ke.data, rng) else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
     let our_spi = new_ike_spi(rng);
     let nr = random_nonce(rng);
-    if move_to_new(sa, cx, Role::Responder, suite, &shared, ni, &nr, our_spi, peer_spi).is_none() {
+    let todo = crate::task::followup_ke::todo(&suite.addke);
+    if !todo.is_empty() {
+        // Additional key exchanges (RFC 9370 2.2.4): the new SA is made after the last.
+        if sa.followup.is_some() {
+            return Reply::notify(kind::TEMPORARY_FAILURE);
+        }
+        let goal = crate::task::followup_ke::Goal::Ike {
+            suite,
+            ni: ni.to_vec(),
+            nr: nr.clone(),
+            our_spi,
+            peer_spi,
+        };
+        let link = crate::task::followup_ke::begin(sa, cx, shared, todo, goal, rng);
+        return Reply::with(alloc::vec![
+            Payload::Sa(SaPayload {
+                proposals: alloc::vec![Proposal::from_ike_suite(num, &our_spi.to_be_bytes(), &suite)],
+            }),
+            Payload::Nonce(nr),
+            Payload::Ke(crate::ke::KePayload {
+                group: suite.dh.id(),
+                data: our_ke,
+            }),
+            link,
+        ]);
+    }
+    if move_to_new(sa, cx, Role::Responder, suite, &shared, ni, &nr, &[], our_spi, peer_spi).is_none() {
         return Reply::notify(kind::NO_PROPOSAL_CHOSEN);
     }
     Reply::with(alloc::vec![
@@ -290,7 +336,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rn
         Payload::Nonce(nr),
         Payload::Ke(crate::ke::KePayload {
             group: suite.dh.id(),
-            data: kex.public().to_vec(),
+            data: our_ke,
         }),
     ])
 }

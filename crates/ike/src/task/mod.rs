@@ -11,10 +11,12 @@
 pub(crate) mod child_create;
 pub(crate) mod child_delete;
 pub(crate) mod child_rekey;
+pub(crate) mod followup_ke;
 pub(crate) mod ike_auth;
 pub(crate) mod ike_delete;
 pub(crate) mod ike_dpd;
 pub(crate) mod ike_init;
+pub(crate) mod ike_intermediate;
 pub(crate) mod ike_rekey;
 pub(crate) mod informational;
 pub(crate) mod lifetimes;
@@ -38,6 +40,8 @@ use rand_core::CryptoRngCore;
 pub(crate) enum Task {
     /// IKE_SA_INIT (1.2).
     IkeInit(ike_init::IkeInit),
+    /// IKE_INTERMEDIATE with an additional key exchange (RFC 9242, RFC 9370).
+    IkeIntermediate(ike_intermediate::IkeIntermediate),
     /// IKE_AUTH with the first child (1.2).
     IkeAuth(ike_auth::IkeAuth),
     /// CREATE_CHILD_SA for a further child (1.3.1).
@@ -46,6 +50,8 @@ pub(crate) enum Task {
     ChildRekey(child_rekey::ChildRekey),
     /// CREATE_CHILD_SA rekeying the IKE SA (1.3.2).
     IkeRekey(ike_rekey::IkeRekey),
+    /// IKE_FOLLOWUP_KE: an additional key exchange of CREATE_CHILD_SA (RFC 9370 2.2.4).
+    FollowupKe(followup_ke::FollowupKe),
     /// INFORMATIONAL with a Delete of a child (1.4.1).
     ChildDelete(child_delete::ChildDelete),
     /// INFORMATIONAL with a Delete of the IKE SA (1.4.1).
@@ -67,6 +73,8 @@ impl Task {
         match self {
             Task::IkeInit(_) => ExchangeType::IkeSaInit,
             Task::IkeAuth(_) => ExchangeType::IkeAuth,
+            Task::IkeIntermediate(_) => ExchangeType::IkeIntermediate,
+            Task::FollowupKe(_) => ExchangeType::IkeFollowupKe,
             Task::ChildCreate(_) | Task::ChildRekey(_) | Task::IkeRekey(_) => ExchangeType::CreateChildSa,
             Task::ChildDelete(_) | Task::IkeDelete | Task::IkeDpd => ExchangeType::Informational,
         }
@@ -76,10 +84,13 @@ impl Task {
     fn ready(&self, state: &State) -> bool {
         match self {
             Task::IkeInit(_) => matches!(state, State::InitSent),
-            Task::IkeAuth(_) => matches!(state, State::AuthSent { .. }),
-            Task::ChildCreate(_) | Task::ChildRekey(_) | Task::IkeRekey(_) | Task::ChildDelete(_) | Task::IkeDpd => {
-                state.is_established()
-            }
+            Task::IkeAuth(_) | Task::IkeIntermediate(_) => matches!(state, State::AuthSent { .. }),
+            Task::ChildCreate(_)
+            | Task::ChildRekey(_)
+            | Task::IkeRekey(_)
+            | Task::FollowupKe(_)
+            | Task::ChildDelete(_)
+            | Task::IkeDpd => state.is_established(),
             // The Delete of a rekeyed IKE SA is sent on it (2.18).
             Task::IkeDelete => state.is_established() || matches!(state, State::Rekeyed { .. }),
         }
@@ -92,6 +103,7 @@ impl Task {
             (Task::ChildRekey(a), Task::ChildRekey(b)) => a.old_spi_in == b.old_spi_in,
             (Task::ChildCreate(a), Task::ChildCreate(b)) => a.offer.cfg == b.offer.cfg,
             (Task::IkeRekey(_), Task::IkeRekey(_)) => true,
+            (Task::IkeIntermediate(a), Task::IkeIntermediate(b)) => a.n == b.n,
             (Task::IkeInit(_), Task::IkeInit(_))
             | (Task::IkeAuth(_), Task::IkeAuth(_))
             | (Task::IkeDelete, Task::IkeDelete)
@@ -103,7 +115,9 @@ impl Task {
     fn build(&mut self, sa: &mut IkeSa, cx: &mut Cx, id: u32, rng: &mut impl CryptoRngCore) -> Result<Vec<u8>, Error> {
         match self {
             Task::IkeInit(t) => t.build(sa, cx, rng),
-            Task::IkeAuth(t) => t.build(sa, cx, rng),
+            Task::IkeAuth(t) => t.build(sa, cx, id, rng),
+            Task::IkeIntermediate(t) => t.build(sa, cx, id, rng),
+            Task::FollowupKe(t) => t.build(sa, cx, id, rng),
             Task::ChildCreate(t) => t.build(sa, cx, id, rng),
             Task::ChildRekey(t) => t.build(sa, cx, id, rng),
             Task::IkeRekey(t) => t.build(sa, cx, id, rng),
@@ -118,6 +132,8 @@ impl Task {
         match self {
             Task::IkeInit(_) => Next::Done,
             Task::IkeAuth(t) => t.process(sa, cx, ps, rng),
+            Task::IkeIntermediate(t) => t.process(sa, cx, ps),
+            Task::FollowupKe(t) => t.process(sa, cx, ps, rng),
             Task::ChildCreate(t) => t.process(sa, cx, ps, rng),
             Task::ChildRekey(t) => t.process(sa, cx, ps, rng),
             Task::IkeRekey(t) => t.process(sa, cx, ps, rng),
@@ -304,6 +320,10 @@ impl IkeSa {
             return Ok(());
         };
         self.authenticated_from(cx, local, remote);
+        if h.exchange == ExchangeType::IkeIntermediate {
+            // Into the responder's IntAuth chain with the keys it came under (RFC 9242 3.3.2).
+            ike_intermediate::collect_received(self, h, &opened);
+        }
         let Some(active) = self.tasks.active.take() else {
             return Err(Dropped::UnexpectedResponse);
         };
@@ -365,6 +385,10 @@ impl IkeSa {
         self.authenticated_from(cx, local, remote);
         self.window.expected = h.message_id.wrapping_add(1);
         self.stats.requests_answered += 1;
+        let intermediate = h.exchange == ExchangeType::IkeIntermediate;
+        if intermediate {
+            ike_intermediate::collect_received(self, h, &opened);
+        }
         let (reply, dropped) = match opened.payloads() {
             Ok(ps) => (self.answer(cx, h.exchange, &ps, rng), None),
             Err(e) => {
@@ -384,7 +408,15 @@ impl IkeSa {
                 (r, Some(Dropped::InvalidSyntax(e)))
             }
         };
+        if intermediate {
+            // Our response joins our IntAuth chain; it is sealed with the keys of this
+            // exchange, and the exchange's new keys take over after it (RFC 9370 2.2.2).
+            let _ = ike_intermediate::collect_sent(self, true, h.message_id, &reply.payloads);
+        }
         self.respond(cx, h.exchange, h.message_id, &reply.payloads, rng);
+        if intermediate {
+            ike_intermediate::after_response(self);
+        }
         if let Some(reason) = reply.then {
             self.kill(cx, reason);
         }
@@ -397,6 +429,14 @@ impl IkeSa {
             ExchangeType::IkeAuth => ike_auth::respond(self, cx, ps, rng),
             ExchangeType::CreateChildSa => child_create::respond(self, cx, ps, rng),
             ExchangeType::Informational => informational::respond(self, cx, ps, rng),
+            ExchangeType::IkeIntermediate => ike_intermediate::respond(self, cx, ps, rng),
+            ExchangeType::IkeFollowupKe => {
+                if self.state.is_established() {
+                    followup_ke::respond(self, cx, ps, rng)
+                } else {
+                    Reply::notify(kind::INVALID_SYNTAX)
+                }
+            }
             // Never here: a new IKE_SA_INIT goes to the endpoint, a late one is dropped above.
             ExchangeType::IkeSaInit => Reply::notify(kind::INVALID_SYNTAX),
         }
