@@ -26,6 +26,12 @@ if ! command -v openvpn >/dev/null 2>&1 || ! command -v stunnel4 >/dev/null 2>&1
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends openvpn stunnel4 openssl >/dev/null
 fi
+if [ "$(id -u)" -eq 0 ] && ! command -v debootstrap >/dev/null 2>&1; then
+  # scripts/pq-chroot.sh builds the strongSwan 6.1 peer of scripts/ike-pq.sh in a sid chroot.
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq debootstrap >/dev/null
+fi
 PY=${PYTHON:-python3}
 if ! "$PY" -c 'import scapy.layers.ipsec, cryptography, pytest' >/dev/null 2>&1; then
   "$PY" -m pip install -q 'scapy==2.6.1' 'cryptography>=41' 'pytest>=7'
