@@ -379,7 +379,7 @@ mod tests {
     }
 
     use super::*;
-    use crate::config::{Config, Connection, Psk};
+    use crate::config::Config;
     use crate::ike_sa::{Crypto, Output, State};
     use rand_chacha::ChaCha20Rng;
     use rand_core::SeedableRng;
@@ -408,17 +408,7 @@ mod tests {
             State::Established { crypto, remote_id: id },
             Duration::ZERO,
         );
-        let c = Connection::new(
-            "c",
-            "10.0.0.2".parse().unwrap(),
-            Some("10.0.0.1".parse().unwrap()),
-            crate::Identity::from_str_config("10.0.0.2").unwrap(),
-            None,
-            Psk::new(b"k"),
-            PROP,
-        )
-        .unwrap();
-        (sa, Config::new(alloc::vec![c]), suite)
+        (sa, crate::test_util::psk_config(PROP), suite)
     }
 
     fn run(sa: &mut IkeSa, cfg: &Config, ps: &[Payload], now: Duration) -> Option<u16> {

@@ -314,7 +314,7 @@ pub(crate) fn peer_supports(ps: &[Payload]) -> bool {
 mod tests {
     use super::*;
     use crate::alg::{parse_proposal, ProposalKind};
-    use crate::config::{Config, Connection, Psk};
+    use crate::config::Config;
     use crate::ike_sa::Output;
     use crate::ke::KePayload;
     use core::net::SocketAddr;
@@ -325,17 +325,7 @@ mod tests {
     const PROP: &str = "aes256gcm16-prfsha384-x25519-ke1_mlkem768";
 
     fn config() -> Config {
-        let c = Connection::new(
-            "c",
-            "10.0.0.2".parse().unwrap(),
-            Some("10.0.0.1".parse().unwrap()),
-            crate::Identity::from_str_config("10.0.0.2").unwrap(),
-            None,
-            Psk::new(b"k"),
-            PROP,
-        )
-        .unwrap();
-        Config::new(alloc::vec![c])
+        crate::test_util::psk_config(PROP)
     }
 
     /// A responder's half-open SA right after IKE_SA_INIT agreed on x25519 + ke1 ML-KEM-768.
