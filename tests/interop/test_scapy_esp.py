@@ -383,15 +383,16 @@ def test_bad_spec_exit_code_2(ipsec, tmp_path, name, verb):
 
 
 def test_open_rejects_left_of_window(ipsec):
-    """`open --seq 200`: as if 199 was the last packet seen; with the default window (64)
-    sequence numbers 1..4 are left of the window and rejected, 200 is accepted."""
+    """`open --seq 2000`: as if 1999 was the last packet seen; with the default window (1,024
+    packets since issue #39's reordering under load) sequence numbers 1..3 are left of the
+    window and rejected, 2000 is accepted."""
     suite, mode = SUITES["aes128cbc-sha1"], MODES["transport-v4"]
     spi = spi_for(suite)
     pkts = mode.packets()
     wire = [lib.scapy_seal(suite, mode, p, 1 + i, spi) for i, p in enumerate(pkts[:3])]
-    wire.append(lib.scapy_seal(suite, mode, pkts[3], 200, spi))
-    _, got, proc = ipsec.open([mode.spec(suite, spi)], wire, seq=200, expect_rc=1)
-    assert_packets(got, [pkts[3]], "open --seq 200 of packets 1,2,3,200")
+    wire.append(lib.scapy_seal(suite, mode, pkts[3], 2000, spi))
+    _, got, proc = ipsec.open([mode.spec(suite, spi)], wire, seq=2000, expect_rc=1)
+    assert_packets(got, [pkts[3]], "open --seq 2000 of packets 1,2,3,2000")
     assert _reported_packets(proc.stderr) in ([1, 2, 3], [0, 1, 2]), proc.stderr.decode(errors="replace")
 
 
