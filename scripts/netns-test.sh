@@ -1184,7 +1184,7 @@ for pid in "$DA" "$DB"; do
 done
 [ "$(stat -c %U "$SA")" = nobody ] || fail "user: the stats file is not written by nobody"
 ping_ok "$NSA" 10.100.0.2 3
-"$CTL" show --control "$WORK/user/a.sock" | grep -q '^sa: esp-ab' || fail "user: ipsec show over the control socket"
+grep -q '^sa: esp-ab' <<<"$("$CTL" show --control "$WORK/user/a.sock")" || fail "user: ipsec show over the control socket"
 # --control-group nogroup: the socket is group nogroup, mode 0660; a non-root member may use
 # it, a non-member is refused.
 [ "$(stat -c '%a %G' "$WORK/user/a.sock")" = "660 nogroup" ] ||
