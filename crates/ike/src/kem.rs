@@ -19,7 +19,6 @@
 //! `d | z` for a key pair, 32 bytes `m` to encapsulate) so known-answer vectors (NIST ACVP,
 //! tests/vectors/mlkem-acvp.txt) run through the same functions as the protocol.
 use crate::error::Error;
-use crate::prf::KeyBytes;
 use alloc::vec::Vec;
 use libcrux_ml_kem::{mlkem1024, mlkem512, mlkem768};
 use zeroize::{Zeroize, Zeroizing};
@@ -126,7 +125,7 @@ impl Decapsulator {
 
     /// ML-KEM.Decaps (FIPS 203 algorithm 21) after the type check of 7.3: a ciphertext of
     /// the wrong length is refused ([`Error::BadKeyExchange`]).
-    pub fn decapsulate(&self, ct: &[u8]) -> Result<KeyBytes, Error> {
+    pub fn decapsulate(&self, ct: &[u8]) -> Result<Zeroizing<Vec<u8>>, Error> {
         if ct.len() != self.set.ct_len() {
             return Err(Error::BadKeyExchange);
         }
@@ -194,7 +193,7 @@ pub fn check_ek(set: MlKem, ek: &[u8]) -> Result<(), Error> {
 /// The responder's side: checks the initiator's `ek` ([`check_ek`]) and runs
 /// ML-KEM.Encaps_internal(ek, m) (FIPS 203 algorithm 17). Returns the ciphertext (the
 /// responder's KE data) and the shared secret.
-pub fn encapsulate(set: MlKem, ek: &[u8], m: &[u8; ENCAPS_SEED_LEN]) -> Result<(Vec<u8>, KeyBytes), Error> {
+pub fn encapsulate(set: MlKem, ek: &[u8], m: &[u8; ENCAPS_SEED_LEN]) -> Result<(Vec<u8>, Zeroizing<Vec<u8>>), Error> {
     check_ek(set, ek)?;
     let (ct, k) = match set {
         MlKem::MlKem512 => {
