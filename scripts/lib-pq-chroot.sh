@@ -29,7 +29,7 @@ eval "$(declare -f swan_ctl | sed '1s/^swan_ctl/host_swan_ctl/')"
 # swan_start NS D (lib-strongswan's, in the chroot): charon in NS, D bound at the same path
 # inside the chroot, D/run on its /run, /dev/net/tun from the host; waits for vici (10 s).
 swan_start() {
-  local ns=$1 d=$2 pid
+  local ns=$1 d=$2
   if [ -e "$d/.host" ]; then
     host_swan_start "$@"
     return
@@ -41,16 +41,7 @@ swan_start() {
     'mount --bind "$2" "$1$2" && mount --bind "$2/run" "$1/run" && mount --bind /dev/net/tun "$1/dev/net/tun" &&
      exec chroot "$1" env STRONGSWAN_CONF="$2/strongswan.conf" /usr/lib/ipsec/charon' charon \
     "$PQ_CHROOT" "$d" >"$d/charon.stderr" 2>&1 &
-  pid=$!
-  BG+=("$pid")
-  echo "$pid" >"$d/pid"
-  SWAN_STARTED+=("$d")
-  local deadline=$((SECONDS + 10))
-  until SWAN_CTL_TIMEOUT=2 swan_ctl "$d" --stats >/dev/null 2>&1; do
-    kill -0 "$pid" 2>/dev/null || fail "charon in $ns exited at start: $(tail -n 5 "$d/charon.stderr" "$d/charon.log")"
-    [ $SECONDS -lt $deadline ] || fail "charon in $ns: no answer on its vici socket within 10 s"
-    sleep 0.1
-  done
+  swan_started "$d" "$ns" $!
 }
 
 # swan_ctl D ARGS...: the chroot's swanctl (6.1) talking to instance D's charon.

@@ -216,13 +216,20 @@ EOF
 # swan_start NS D: charon of instance D in namespace NS with D/run as its /run; waits (10 s)
 # until its vici socket answers; the pid goes to D/pid and lib-netns' BG.
 swan_start() {
-  local ns=$1 d=$2 pid
+  local ns=$1 d=$2
   [ -f "$d/strongswan.conf" ] || fail "swan_start: no instance in $d (swan_instance first)"
   rm -f "$d/run/charon.pid" "$d/run/charon.vici"
   ip netns exec "$ns" unshare -m --propagation private sh -c \
     'mount --bind "$1" /run && exec env STRONGSWAN_CONF="$2" "$3"' charon \
     "$d/run" "$d/strongswan.conf" "$SWAN_CHARON" >"$d/charon.stderr" 2>&1 &
-  pid=$!
+  swan_started "$d" "$ns" $!
+}
+
+# swan_started D NS PID: charon PID of instance D (in namespace NS) was just started in the
+# background: records it for cleanup and waits (10 s at most) until it answers on its vici
+# socket through `swan_ctl` (whichever swan_ctl is defined: the chroot's in lib-pq-chroot.sh).
+swan_started() {
+  local d=$1 ns=$2 pid=$3
   BG+=("$pid")
   echo "$pid" >"$d/pid"
   SWAN_STARTED+=("$d")
