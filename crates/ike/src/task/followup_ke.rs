@@ -338,7 +338,7 @@ mod tests {
     }
 
     /// The key derivation across several key exchanges against strongSwan 6.1's own dumps
-    /// (tests/vectors/strongswan61-pq.txt, scripts/pq_vectors.py): SKEYSEED after an
+    /// (tests/vectors/strongswan61-pq.txt, scripts/vectors/pq_vectors.py): SKEYSEED after an
     /// IKE_INTERMEDIATE exchange (RFC 9370 2.2.2), after an IKE rekey with IKE_FOLLOWUP_KE and
     /// a child's KEYMAT after one (2.2.4), each from SK_d, the secrets and the nonces.
     #[test]
