@@ -153,41 +153,15 @@ EOF
 }
 
 # ---- tunneld -------------------------------------------------------------------------------
-# td_conf DIR KEY=VALUE...: DIR/tunneld.toml and DIR/secrets.toml (mode 0600). Keys: local,
-# remote (or %any), ike, esp (comma-separated lists), psk, start (start_action), local_ts,
-# remote_ts (comma-separated).
+# td_conf DIR KEY=VALUE...: DIR/tunneld.toml and DIR/secrets.toml (mode 0600) by the shared
+# writer (scripts/lib/tunneld-conf.sh) with this matrix's identities. Keys: local, remote (or
+# %any), ike, esp (comma-separated lists), psk, start (start_action), local_ts, remote_ts.
+. scripts/lib/tunneld-conf.sh
 td_conf() {
-  local d=$1 kv
+  local d=$1
   shift
-  local -A c=([start]=none)
-  for kv in "$@"; do c[${kv%%=*}]=${kv#*=}; done
-  toml_list() { local IFS=,; local x out=() ; for x in $1; do out+=("\"$x\""); done; local IFS=', '; echo "[${out[*]}]"; }
-  cat >"$d/tunneld.toml" <<EOF
-# written by scripts/ci/ike-interop.sh (case $CASE)
-[tunnel]
-tun = "ipsec0"
-local = "${c[local]}"
-secrets = "$d/secrets.toml"
-
-[[connection]]
-name = "gw"
-local_addrs = ["${c[local]}"]
-remote_addrs = ["${c[remote]}"]
-proposals = $(toml_list "${c[ike]}")
-encap = true
-local = { id = "tunneld.ii.test", auth = "psk" }
-remote = { id = "charon.ii.test", auth = "psk" }
-dpd_delay = 0
-
-[[connection.children]]
-name = "net"
-local_ts = $(toml_list "${c[local_ts]}")
-remote_ts = $(toml_list "${c[remote_ts]}")
-esp_proposals = $(toml_list "${c[esp]}")
-start_action = "${c[start]}"
-EOF
-  (umask 077 && printf '[[ike]]\nid = ["tunneld.ii.test", "charon.ii.test"]\nsecret = "%s"\n' "${c[psk]}" >"$d/secrets.toml")
-  chmod 600 "$d/secrets.toml"
+  td_head "$d" "$@"
+  td_conn "$d" local_id=tunneld.ii.test remote_id=charon.ii.test "$@"
 }
 
 # td_start DIR: tunneld in iia with DIR's config (control DIR/ctl.sock, stats DIR/stats.json,

@@ -75,6 +75,7 @@ cd "$(dirname "$0")/../.."
 START=$SECONDS
 NETNS_TAG=netns-test
 . scripts/lib/netns.sh
+. scripts/lib/tunneld-conf.sh # td_conf: the tunneld.toml writer of the ike and nat-clients stages
 ALL_STAGES="esp comp-esp esp-ah ring udp udp-nat flood rekey v6 peers nooffload user nat-clients ike"
 # STAGES, IF_POSSIBLE, want (RAN records the stages run) and cannot: scripts/lib/netns.sh.
 parse_stages "$ALL_STAGES" "$@"
@@ -1252,37 +1253,17 @@ D=$WORK/natc
 mkdir -p "$D"
 # One key for the gateway's identity, whoever the client is (R names no remote identity);
 # each client has an identity of its own (one identity twice: R keeps only the newer IKE SA).
-(umask 077 && printf '[[ike]]\nid = "gw.natc.test"\nsecret = "nat-clients test key"\n' >"$D/secrets.toml")
+# the shared writer (scripts/lib/tunneld-conf.sh): DIR/tunneld.toml and DIR/secrets.toml
 natc_conf() { # NAME LOCAL REMOTE LOCAL_ID REMOTE_ID(empty: any) LOCAL_TS REMOTE_TS START
-  local rid=""
-  [ -z "$5" ] || rid="id = \"$5\","
-  cat >"$D/$1.toml" <<EOF
-[tunnel]
-tun = "ipsec0"
-local = "$2"
-secrets = "$D/secrets.toml"
-
-[[connection]]
-name = "rw"
-local_addrs = ["$2"]
-remote_addrs = ["$3"]
-encap = true
-local = { id = "$4", auth = "psk" }
-remote = { $rid auth = "psk" }
-
-[[connection.children]]
-name = "net"
-local_ts = ["$6"]
-remote_ts = ["$7"]
-start_action = "$8"
-EOF
+  td_conf "$D/$1" name=rw local="$2" remote="$3" local_id="$4" remote_id="$5" psk="nat-clients test key" \
+    local_ts="$6" remote_ts="$7" start="$8" ike= esp= dpd=
 }
 natc_conf r 10.96.0.1 %any gw.natc.test "" 10.100.0.0/24 10.101.0.0/16 none
 natc_conf a 10.95.1.2 10.96.0.1 rw-a.natc.test gw.natc.test 10.101.1.1/32 10.100.0.0/24 start
 natc_conf b 10.95.2.2 10.96.0.1 rw-b.natc.test gw.natc.test 10.101.2.1/32 10.100.0.0/24 start
 NATC_PIDS=()
 natc_start() { # NAME NAMESPACE INNER_ADDR ROUTE
-  ip netns exec "$2" "$BIN" --config "$D/$1.toml" --stats "$D/$1.json" 2>"$WORK/$V-$1.log" &
+  ip netns exec "$2" "$BIN" --config "$D/$1/tunneld.toml" --stats "$D/$1.json" 2>"$WORK/$V-$1.log" &
   BG+=("$!")
   NATC_PIDS+=("$!")
   wait_for 10 "tunneld ($V $1) to write its stats" test -s "$D/$1.json"
@@ -1343,28 +1324,9 @@ if want ike; then
 V=ike
 D=$WORK/ike
 mkdir -p "$D"
-(umask 077 && printf '[[ike]]\nid = ["a.ike.test", "b.ike.test"]\nsecret = "ike stage test key"\n' >"$D/secrets.toml")
 ike_conf() { # NAME LOCAL REMOTE LOCAL_ID REMOTE_ID LOCAL_TS REMOTE_TS START
-  cat >"$D/$1.toml" <<EOF
-[tunnel]
-tun = "ipsec0"
-local = "$2"
-secrets = "$D/secrets.toml"
-
-[[connection]]
-name = "site"
-local_addrs = ["$2"]
-remote_addrs = ["$3"]
-proposals = ["aes128gcm16-prfsha256-x25519"]
-local = { id = "$4", auth = "psk" }
-remote = { id = "$5", auth = "psk" }
-
-[[connection.children]]
-name = "net"
-local_ts = ["$6"]
-remote_ts = ["$7"]
-start_action = "$8"
-EOF
+  td_conf "$D/$1" name=site local="$2" remote="$3" local_id="$4" remote_id="$5" psk="ike stage test key" \
+    ike=aes128gcm16-prfsha256-x25519 esp= encap=no dpd= local_ts="$6" remote_ts="$7" start="$8"
 }
 ike_conf a $A4 $B4 a.ike.test b.ike.test 10.100.0.1/32 10.100.0.2/32 start
 ike_conf b $B4 $A4 b.ike.test a.ike.test 10.100.0.2/32 10.100.0.1/32 none
@@ -1372,7 +1334,7 @@ IKE_PIDS=()
 for h in b a; do
   ns=$NSA
   [ $h = b ] && ns=$NSB
-  ip netns exec "$ns" "$BIN" --config "$D/$h.toml" --stats "$D/$h.json" 2>"$WORK/$V-$h.log" &
+  ip netns exec "$ns" "$BIN" --config "$D/$h/tunneld.toml" --stats "$D/$h.json" 2>"$WORK/$V-$h.log" &
   BG+=("$!")
   IKE_PIDS+=("$!")
   wait_for 10 "tunneld ($V $h) to write its stats" test -s "$D/$h.json"
