@@ -40,12 +40,7 @@ NETNS_TAG=ike-flood
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
 . scripts/lib/ike-lifecycle.sh # td_head, td_conn, td_ctl (not its topology)
-CI=0
-ARGS=()
-for a in "$@"; do
-  if [ "$a" = --ci ]; then CI=1; else ARGS+=("$a"); fi
-done
-parse_stages "" ${ARGS[@]+"${ARGS[@]}"}
+parse_stages "" "$@" # also --ci (CI=1)
 if [ $CI = 1 ]; then COUNT=${COUNT:-40000}; RATE=${RATE:-4000}; else COUNT=${COUNT:-200000}; RATE=${RATE:-10000}; fi
 RSS_MARGIN_MB=${RSS_MARGIN_MB:-8}
 need_netns "network namespaces, charon, tunneld, a raw socket"

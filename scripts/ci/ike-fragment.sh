@@ -46,12 +46,7 @@ NETNS_TAG=ike-fragment
 . scripts/lib/strongswan.sh
 . scripts/lib/ike-lifecycle.sh
 ALL_CASES="t-init sw-init lost"
-CI=0
-ARGS=()
-for a in "$@"; do
-  if [ "$a" = --ci ]; then CI=1; else ARGS+=("$a"); fi
-done
-parse_stages "$ALL_CASES" ${ARGS[@]+"${ARGS[@]}"}
+parse_stages "$ALL_CASES" "$@" # also --ci (CI=1)
 FRAG_SIZE=${FRAG_SIZE:-400}
 NETS=${NETS:-8}
 if [ $CI = 1 ]; then PINGS=${PINGS:-5}; else PINGS=${PINGS:-20}; fi
@@ -150,23 +145,7 @@ run_case() {
   td_conf "$CD/a" local=$A_NET remote=$B_NET local_id=$A_ID remote_id=$B_ID \
     local_ts="${A_TS[*]}" remote_ts="${B_TS[*]}" psk="$psk" fragmentation="${TD_FRAG:-yes}" fragment_size="$FRAG_SIZE"
   td_start fra "$CD/a" $B_IN
-  local out rc=0
-  if [ "$initiator" = b ]; then
-    out=$(swan_ctl "$CD/b" --initiate --child net --timeout 15 2>&1) || rc=$?
-    [ $rc -eq 0 ] || case_fail "swanctl --initiate failed: $(echo "$out" | tail -n 4)"
-  else
-    out=$(td_ctl "$CD/a" ike initiate gw 2>&1) || case_fail "ipsec ike initiate gw failed: $out"
-  fi
-  # up: both sides one IKE SA and one child (lost: tunneld retransmits after 4 s)
-  local deadline=$((SECONDS + 15)) a b
-  while :; do
-    a=$(td_counts "$CD/a")
-    a=${a% * *}
-    b=$(swan_established "$CD/b")
-    [ "$a" != "1 1" ] || [ "$b" != "1 1" ] || break
-    [ $SECONDS -lt $deadline ] || case_fail "not up within 15 s: tunneld $a, charon $b; tunneld: $(tail -n 3 "$CD/a/tunneld.log"); charon: $(grep -E '\[(IKE|ENC)\]' "$CD/b/charon.log" | grep -v -E '  [0-9]+: |=>' | tail -n 4)"
-    sleep 0.1
-  done
+  pair_up "$CD" "$initiator"
   log "$CASE: up after $((SECONDS - t0)) s; $PINGS pings $A_IN -> $B_IN"
   local sent recv
   ip netns exec fra ping -n -c "$PINGS" -i 0.2 -W 2 -I $A_IN $B_IN >"$CD/ping.out" 2>&1 || true

@@ -72,12 +72,7 @@ TOPO=lc$$
 ALL_CASES="sw-sw sw-rekeys t-rekeys collide t-t"
 # run only when named (not in the default set, not in CI)
 EXTRA_CASES="lossy"
-CI=0
-ARGS=()
-for a in "$@"; do
-  if [ "$a" = --ci ]; then CI=1; else ARGS+=("$a"); fi
-done
-parse_stages "$ALL_CASES $EXTRA_CASES" ${ARGS[@]+"${ARGS[@]}"}
+parse_stages "$ALL_CASES $EXTRA_CASES" "$@" # also --ci (CI=1)
 # shellcheck disable=SC2206
 [ ${#STAGES[@]} -gt 0 ] || STAGES=($ALL_CASES)
 if [ $CI = 1 ]; then DURATION=${DURATION:-30}; else DURATION=${DURATION:-45}; fi

@@ -59,12 +59,7 @@ NETNS_TAG=ike-pq
 . scripts/lib/ike-lifecycle.sh
 ALL_CASES="i-x25519-mlkem768 r-x25519-mlkem768 i-mlkem1024 r-mlkem1024 i-ecp384-2ke r-ecp384-2ke rekey fallback refused"
 CI_CASES="i-x25519-mlkem768 r-ecp384-2ke rekey fallback refused"
-CI=0
-ARGS=()
-for a in "$@"; do
-  if [ "$a" = --ci ]; then CI=1; else ARGS+=("$a"); fi
-done
-parse_stages "$ALL_CASES" ${ARGS[@]+"${ARGS[@]}"}
+parse_stages "$ALL_CASES" "$@" # also --ci (CI=1)
 [ $CI = 0 ] || [ ${#STAGES[@]} -gt 0 ] || read -r -a STAGES <<<"$CI_CASES"
 if [ $CI = 1 ]; then PINGS=${PINGS:-3}; else PINGS=${PINGS:-5}; fi
 # one link, namespaces and links named by PID (TOPO is at most 9 characters: veths pq<PID>va)
@@ -129,22 +124,8 @@ run_case() {
   td_conf "$CD/a" local=$A_NET remote=$B_NET local_id=$A_ID remote_id=$B_ID \
     local_ts=$A_IN/32 remote_ts=$B_IN/32 psk="$psk"
   td_start "${TOPO}a" "$CD/a" $B_IN
-  local out rc=0 t_init=$SECONDS
-  if [ "$initiator" = b ]; then
-    out=$(swan_ctl "$CD/b" --initiate --child net --timeout 15 2>&1) || rc=$?
-    [ $rc -eq 0 ] || case_fail "swanctl --initiate failed: $(echo "$out" | tail -n 6)"
-  else
-    out=$(td_ctl "$CD/a" ike initiate gw 2>&1) || case_fail "ipsec ike initiate gw failed: $out"
-  fi
-  local deadline=$((SECONDS + 15)) a b
-  while :; do
-    a=$(td_counts "$CD/a")
-    a=${a% * *}
-    b=$(swan_established "$CD/b")
-    [ "$a" != "1 1" ] || [ "$b" != "1 1" ] || break
-    [ $SECONDS -lt $deadline ] || case_fail "not up within 15 s: tunneld $a, charon $b; tunneld: $(tail -n 3 "$CD/a/tunneld.log"); charon: $(grep -E '\[(IKE|ENC)\]' "$CD/b/charon.log" | tail -n 6)"
-    sleep 0.1
-  done
+  local t_init=$SECONDS
+  pair_up "$CD" "$initiator"
   local up_s=$((SECONDS - t_init))
   local why=() ab ba list
   ab=$(pings "${TOPO}a" $A_IN $B_IN)
@@ -340,7 +321,7 @@ declare -A PROP=([i-x25519-mlkem768]=aes256gcm16-prfsha384-x25519-ke1_mlkem768
   [i-ecp384-2ke]=aes256gcm16-prfsha384-ecp384-ke1_mlkem768-ke2_mlkem1024
   [r-ecp384-2ke]=aes256gcm16-prfsha384-ecp384-ke1_mlkem768-ke2_mlkem1024
   [rekey]=aes256gcm16-prfsha384-x25519-ke1_mlkem768
-  [fallback]="aes256gcm16-prfsha384-x25519-ke1_mlkem768\", \"aes256gcm16-prfsha384-x25519"
+  [fallback]="aes256gcm16-prfsha384-x25519-ke1_mlkem768,aes256gcm16-prfsha384-x25519"
   [refused]=aes256gcm16-prfsha384-x25519-ke1_mlkem768)
 REKEY_ESP=aes256gcm16-x25519-ke1_mlkem768
 ROWS=()

@@ -77,6 +77,28 @@ topo_up() {
 # td_conf, td_head, td_conn (the tunneld.toml and secrets.toml writer): scripts/lib/tunneld-conf.sh
 . scripts/lib/tunneld-conf.sh
 
+# pair_up DIR INITIATOR: tunneld (DIR/a, connection gw) and charon (DIR/b, child net) bring up
+# one IKE SA and its child, INITIATOR b (charon: swanctl --initiate) or a (tunneld: ipsec ike
+# initiate); both must count one IKE SA and one child within 15 s, else case_fail with both
+# sides' last log lines (charon's IKE and ENC lines without the hex dumps).
+pair_up() {
+  local d=$1 initiator=$2 out rc=0 deadline=$((SECONDS + 15)) a b
+  if [ "$initiator" = b ]; then
+    out=$(swan_ctl "$d/b" --initiate --child net --timeout 15 2>&1) || rc=$?
+    [ $rc -eq 0 ] || case_fail "swanctl --initiate failed: $(echo "$out" | tail -n 6)"
+  else
+    out=$(td_ctl "$d/a" ike initiate gw 2>&1) || case_fail "ipsec ike initiate gw failed: $out"
+  fi
+  while :; do
+    a=$(td_counts "$d/a")
+    a=${a% * *}
+    b=$(swan_established "$d/b")
+    [ "$a" != "1 1" ] || [ "$b" != "1 1" ] || break
+    [ $SECONDS -lt $deadline ] || case_fail "not up within 15 s: tunneld $a, charon $b; tunneld: $(tail -n 3 "$d/a/tunneld.log"); charon: $(grep -E '\[(IKE|ENC)\]' "$d/b/charon.log" | grep -v -E '  [0-9]+: |=>' | tail -n 6)"
+    sleep 0.1
+  done
+}
+
 # td_start NS DIR REMOTE_INNER: tunneld in NS (control DIR/ctl.sock, keys DIR/keys, log
 # DIR/tunneld.log, monitor DIR/monitor.log); the route to the peer's inner /24 into ipsec0.
 declare -A TD_PID MON_PID

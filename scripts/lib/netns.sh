@@ -45,21 +45,25 @@ cleanup_all() {
 
 # parse_stages "ALL" ARG...: the command line of a staged script. Sets STAGES (the stages
 # named, each checked against the space-separated list ALL; none named: all run) and
-# IF_POSSIBLE (1 when --if-possible was given). With ALL empty only --if-possible is taken.
+# IF_POSSIBLE (1 when --if-possible was given) and CI (1 when --ci was given: the script's
+# short form). With ALL empty only --if-possible and --ci are taken.
 parse_stages() {
   local all=$1 arg
   shift
   IF_POSSIBLE=0
+  CI=0
   STAGES=()
   for arg in "$@"; do
     if [ "$arg" = --if-possible ]; then
       IF_POSSIBLE=1
+    elif [ "$arg" = --ci ]; then
+      CI=1
     elif [ -n "$all" ] && [[ " $all " == *" $arg "* ]]; then
       STAGES+=("$arg")
     elif [ -n "$all" ]; then
       fail "unknown stage \`$arg\`: the stages are $all (none named: all)"
     else
-      fail "unknown argument \`$arg\` (only --if-possible)"
+      fail "unknown argument \`$arg\` (only --if-possible, --ci)"
     fi
   done
 }

@@ -38,12 +38,7 @@ NETNS_TAG=rekey-interval
 . scripts/lib/strongswan.sh
 . scripts/lib/ike-lifecycle.sh
 ALL_PAIRS="t-t t-s"
-CI=0
-ARGS=()
-for a in "$@"; do
-  if [ "$a" = --ci ]; then CI=1; else ARGS+=("$a"); fi
-done
-parse_stages "$ALL_PAIRS" ${ARGS[@]+"${ARGS[@]}"}
+parse_stages "$ALL_PAIRS" "$@" # also --ci (CI=1)
 # The transfer is the same for every interval of a pair; tunneld <-> tunneld moves about 2.6
 # Gbit/s here and tunneld <-> charon (libipsec) about 60 Mbit/s, so each pair has its own size
 # (TRANSFER_MB sets both): t-t 2000 MB (~6 s), t-s 400 MB (~55 s).
