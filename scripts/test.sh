@@ -77,6 +77,10 @@ bash scripts/ci/ike-pq.sh --ci --if-possible
 # 40,000 at 4,000/s while charon connects and an existing tunnel pings; about 30 s.
 step "bash scripts/ci/ike-flood.sh"
 bash scripts/ci/ike-flood.sh --ci --if-possible
+# tunneld without privilege (issue #36, docs/rootless.md): as nobody under pasta (rootless
+# podman's network), the container's entrypoint, a strongSwan client through UDP 500/4500; ~5 s.
+step "bash scripts/ci/rootless.sh"
+bash scripts/ci/rootless.sh --if-possible
 # The soak (issue #22): rekeys, reloads, a garbage flood and control clients during a transfer;
 # a 2-minute pass here (scripts/ci/soak.sh runs 10 minutes by default). Same conditions.
 step "scripts/ci/soak.sh"
