@@ -4,7 +4,7 @@
 //! The exchanges themselves are tasks ([`crate::task`]), one module each.
 use crate::alg::IkeSuite;
 use crate::config::{Config, Connection};
-use crate::endpoint::Dropped;
+use crate::dropped::Dropped;
 use crate::error::Error;
 use crate::event::{ChildSaInfo, DownReason, Event, Role, Transmit, UdpEncap};
 use crate::header::{ExchangeType, HeaderRepr};

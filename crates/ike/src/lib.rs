@@ -13,6 +13,7 @@ pub mod authenticator;
 pub mod cookie;
 pub mod delete;
 pub mod dh;
+pub mod dropped;
 pub mod error;
 pub mod fragment;
 pub mod header;
@@ -51,7 +52,8 @@ pub use config::{
     StartAction,
 };
 pub use cookie::DosStats;
-pub use endpoint::{Dropped, Endpoint, PacketSelectors, SaHandle};
+pub use dropped::Dropped;
+pub use endpoint::{Endpoint, PacketSelectors, SaHandle};
 pub use event::{ChildSaInfo, DownReason, Event, IkeKeyLog, IkeSaInfo, Role, Transmit, UdpEncap};
 pub use id::Identity;
 pub use ike_sa::NON_ESP_MARKER;

@@ -6,7 +6,7 @@
 use crate::alg::DhGroup;
 use crate::config::Config;
 use crate::dh::KeyExchange;
-use crate::endpoint::Dropped;
+use crate::dropped::Dropped;
 use crate::event::{DownReason, Event, Role, Transmit};
 use crate::header::{ExchangeType, HeaderRepr};
 use crate::ike_sa::{Crypto, Cx, Handshake, IkeSa, Output, PeerWindow, State, NON_ESP_MARKER};
