@@ -4,6 +4,7 @@
 //! [`crate::sk`], fragments reassembled by [`crate::fragment`], CERT and CERTREQ are
 //! [`crate::pki`]'s, AUTH is computed by [`crate::auth`].
 pub mod delete;
+pub mod fragment;
 pub mod header;
 pub mod id;
 pub mod ke;
