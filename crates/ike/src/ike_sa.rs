@@ -244,6 +244,21 @@ pub(crate) struct Cx<'a> {
     pub peers_of: Option<&'a dyn Fn(&Identity) -> usize>,
 }
 
+impl<'a> Cx<'a> {
+    /// The context at `now` for all but a received request (no other SAs' peers, no count
+    /// per identity): `unix` is the wall clock if the caller gave it.
+    pub fn new(cfg: &'a Config, out: &'a mut Output, now: Duration, unix: Option<u64>) -> Self {
+        Cx {
+            cfg,
+            out,
+            now,
+            others: &[],
+            unix,
+            peers_of: None,
+        }
+    }
+}
+
 /// Transmits and events waiting for the caller.
 #[derive(Default)]
 pub(crate) struct Output {

@@ -495,14 +495,7 @@ pub(crate) fn respond_init(
     }
     ike.fragmentation = frag;
     let bytes = build_plain(&ike.header(ExchangeType::IkeSaInit, true, 0), &p).map_err(Dropped::Malformed)?;
-    let mut cx = Cx {
-        cfg,
-        out,
-        now,
-        others: &[],
-        unix: None,
-        peers_of: None,
-    };
+    let mut cx = Cx::new(cfg, out, now, None);
     ike.send(&mut cx, &bytes);
     ike.state = State::HalfOpen {
         hs: Handshake {
