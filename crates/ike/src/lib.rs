@@ -11,26 +11,21 @@ pub mod alg;
 pub mod auth;
 pub mod authenticator;
 pub mod cookie;
-pub mod delete;
 pub mod dh;
+pub mod dropped;
 pub mod error;
 pub mod fragment;
-pub mod header;
-pub mod id;
-pub mod ke;
 pub mod kem;
 pub mod keys;
 pub mod limits;
 pub mod narrowing;
 pub mod nat;
-pub mod nonce;
-pub mod notify;
-pub mod payload;
 pub mod pki;
 pub mod prf;
-pub mod sa;
 pub mod sk;
-pub mod ts;
+pub mod wire;
+// The wire modules keep their paths at the crate's root too (`ipsec_ike::header`, ...).
+pub use wire::{delete, header, id, ke, message, nonce, notify, payload, sa, ts};
 
 pub use error::{CommandError, Error};
 pub(crate) mod child;
@@ -39,7 +34,6 @@ pub mod endpoint;
 pub mod event;
 pub(crate) mod ike_sa;
 pub mod keylog;
-pub mod message;
 pub mod retransmit;
 pub mod status;
 pub(crate) mod task;
@@ -51,7 +45,8 @@ pub use config::{
     StartAction,
 };
 pub use cookie::DosStats;
-pub use endpoint::{Dropped, Endpoint, PacketSelectors, SaHandle};
+pub use dropped::Dropped;
+pub use endpoint::{Endpoint, PacketSelectors, SaHandle};
 pub use event::{ChildSaInfo, DownReason, Event, IkeKeyLog, IkeSaInfo, Role, Transmit, UdpEncap};
 pub use id::Identity;
 pub use ike_sa::NON_ESP_MARKER;

@@ -4,7 +4,7 @@
 //! The exchanges themselves are tasks ([`crate::task`]), one module each.
 use crate::alg::IkeSuite;
 use crate::config::{Config, Connection};
-use crate::endpoint::Dropped;
+use crate::dropped::Dropped;
 use crate::error::Error;
 use crate::event::{ChildSaInfo, DownReason, Event, Role, Transmit, UdpEncap};
 use crate::header::{ExchangeType, HeaderRepr};
@@ -242,6 +242,21 @@ pub(crate) struct Cx<'a> {
     /// For a received request: how many of the endpoint's other live IKE SAs have a peer
     /// that proved this identity (the cap per identity at IKE_AUTH); None elsewhere.
     pub peers_of: Option<&'a dyn Fn(&Identity) -> usize>,
+}
+
+impl<'a> Cx<'a> {
+    /// The context at `now` for all but a received request (no other SAs' peers, no count
+    /// per identity): `unix` is the wall clock if the caller gave it.
+    pub fn new(cfg: &'a Config, out: &'a mut Output, now: Duration, unix: Option<u64>) -> Self {
+        Cx {
+            cfg,
+            out,
+            now,
+            others: &[],
+            unix,
+            peers_of: None,
+        }
+    }
 }
 
 /// Transmits and events waiting for the caller.
