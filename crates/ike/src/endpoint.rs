@@ -161,6 +161,8 @@ impl fmt::Debug for Endpoint {
 impl Endpoint {
     /// An endpoint with no SAs.
     pub fn new(cfg: Config) -> Self {
+        let mut out = Output::default();
+        out.leases = crate::pool::Leases::new(&cfg.pools);
         Endpoint {
             cfg,
             sas: BTreeMap::new(),
@@ -171,7 +173,7 @@ impl Endpoint {
             cookies: Default::default(),
             dos: Default::default(),
             reap_all: false,
-            out: Output::default(),
+            out,
             gone: Default::default(),
             clock: None,
         }
@@ -264,7 +266,8 @@ impl Endpoint {
         let child = &c.children[chi];
         let remote_ip = c.remote_addr.unwrap_or(c.local_addr);
         let mut ts_i = if child.local_ts.is_empty() {
-            alloc::vec![TrafficSelector::host(c.local_addr)]
+            crate::task::config_payload::initiator_ts(c)
+                .unwrap_or_else(|| alloc::vec![TrafficSelector::host(c.local_addr)])
         } else {
             child.local_ts.clone()
         };
@@ -877,6 +880,7 @@ impl Endpoint {
         if self.sas.get(&spi).is_some_and(|s| s.state.is_dead()) {
             if let Some(s) = self.sas.remove(&spi) {
                 self.gone.add(&s.stats);
+                self.out.release_leases(spi);
             }
         }
         self.settle(spi);
@@ -894,8 +898,11 @@ impl Endpoint {
                     self.initial_contact(spi, now);
                     self.reap_all = true;
                 }
-                EndpointEvent::Rekeyed(new) => {
+                EndpointEvent::Rekeyed(mut new) => {
                     let key = new.our_spi();
+                    // Its leases move with it (2.18).
+                    new.vips = self.sas.get(&spi).map(|s| s.vips.clone()).unwrap_or_default();
+                    self.out.leases.rekeyed(spi, key);
                     self.sas.insert(key, *new);
                     // The requests that moved with the children (2.18) go out on it now.
                     if let Some(n) = self.sas.get_mut(&key) {
@@ -961,6 +968,7 @@ impl Endpoint {
         for k in dead {
             if let Some(s) = self.sas.remove(&k) {
                 self.gone.add(&s.stats);
+                self.out.release_leases(k);
             }
         }
         let responders: Vec<u64> = self.responders.keys().copied().collect();
