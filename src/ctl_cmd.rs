@@ -756,5 +756,10 @@ mod tests {
             t.contains("installed, aes128gcm16-noesn, rekey in 55m00s, expires in -, replaced c0000003"),
             "{t}"
         );
+        // A road warrior's IKE SA shows its virtual IP (docs/remote-access.md).
+        let mut v = v;
+        v["ike_sas"][0]["virtual_ips"] = json!(["10.3.0.2"]);
+        let t = ike_text(&v);
+        assert!(t.contains("<-> 10.0.0.2:4500, NAT-T, virtual IP 10.3.0.2\n"), "{t}");
     }
 }
