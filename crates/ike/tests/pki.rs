@@ -1,5 +1,5 @@
 //! Certificates and signatures (src/pki) against openssl: fixtures made by
-//! scripts/gen-test-certs.sh (crates/ike/tests/data/pki/), signatures openssl made over
+//! scripts/lib/gen-test-certs.sh (crates/ike/tests/data/pki/), signatures openssl made over
 //! msg.bin, openssl's own view of the subjects and public key hashes.
 use ipsec_ike::pki::*;
 use ipsec_ike::Identity;

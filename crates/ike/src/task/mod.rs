@@ -22,7 +22,7 @@ pub(crate) mod ike_rekey;
 pub(crate) mod informational;
 pub(crate) mod lifetimes;
 
-use crate::endpoint::Dropped;
+use crate::dropped::Dropped;
 use crate::error::Error;
 use crate::event::DownReason;
 use crate::header::ExchangeType;
