@@ -73,6 +73,10 @@ if [ -n "$PQ_CHROOT_PID" ]; then
 fi
 step "bash scripts/ci/ike-pq.sh"
 bash scripts/ci/ike-pq.sh --ci --if-possible
+# Remote access (issue #36, docs/remote-access.md): tunneld with an address pool, two strongSwan
+# clients with vips behind one masquerading NAT: leases, DNS, pings, a full pool; about 10 s.
+step "bash scripts/ci/ike-roadwarrior.sh"
+bash scripts/ci/ike-roadwarrior.sh --ci --if-possible
 # The IKE responder under a flood of spoofed IKE_SA_INITs (issue #29, docs/ike-dos.md):
 # 40,000 at 4,000/s while charon connects and an existing tunnel pings; about 30 s.
 step "bash scripts/ci/ike-flood.sh"

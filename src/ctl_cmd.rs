@@ -130,7 +130,7 @@ pub fn ike_text(v: &Value) -> String {
     for sa in v["ike_sas"].as_array().map(Vec::as_slice).unwrap_or_default() {
         let c = &sa["counters"];
         out.push_str(&format!(
-            "ike: {} ({}), {}, {} <-> {}{}\n  ids {} <-> {}; SPIs {}_i {}_r; {}\n  \
+            "ike: {} ({}), {}, {} <-> {}{}{}\n  ids {} <-> {}; SPIs {}_i {}_r; {}\n  \
              message IDs: next request {}, peer's next {}; age {}, rekey in {}\n  \
              requests {} sent, {} answered, {} retransmitted; {} child rekeys\n",
             s(&sa["conn"]),
@@ -139,6 +139,10 @@ pub fn ike_text(v: &Value) -> String {
             s(&sa["local"]),
             s(&sa["remote"]),
             if sa["nat"] == true { ", NAT-T" } else { "" },
+            match sa["virtual_ips"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                [] => String::new(),
+                v => format!(", virtual IP {}", v.iter().map(s).collect::<Vec<_>>().join(" ")),
+            },
             s(&sa["local_id"]),
             s(&sa["remote_id"]),
             s(&sa["spi_i"]),
@@ -752,5 +756,10 @@ mod tests {
             t.contains("installed, aes128gcm16-noesn, rekey in 55m00s, expires in -, replaced c0000003"),
             "{t}"
         );
+        // A road warrior's IKE SA shows its virtual IP (docs/remote-access.md).
+        let mut v = v;
+        v["ike_sas"][0]["virtual_ips"] = json!(["10.3.0.2"]);
+        let t = ike_text(&v);
+        assert!(t.contains("<-> 10.0.0.2:4500, NAT-T, virtual IP 10.3.0.2\n"), "{t}");
     }
 }

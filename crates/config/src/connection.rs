@@ -206,6 +206,12 @@ pub struct ConnectionConfig {
     pub send_cert: ipsec_ike::SendCert,
     /// Send CERTREQ for remote.cacerts (swanctl `send_certreq`, default yes).
     pub send_certreq: bool,
+    /// The pools a peer's virtual address comes from ([`crate::pools`]; swanctl `pools`).
+    pub pools: Vec<String>,
+    /// Virtual addresses we ask for as a client (swanctl `vips`; `0.0.0.0`, `::`: any).
+    pub vips: Vec<IpAddr>,
+    /// Another IKE SA of the same identity (swanctl `unique`: no, never, keep, replace).
+    pub unique: ipsec_ike::Unique,
 }
 
 /// `[[connection]]` as written.
@@ -237,6 +243,11 @@ pub(crate) struct ConnectionToml {
     children: Vec<ChildToml>,
     send_cert: Option<String>,
     send_certreq: Option<bool>,
+    #[serde(default)]
+    pools: Vec<String>,
+    #[serde(default)]
+    vips: Vec<String>,
+    unique: Option<String>,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -449,7 +460,27 @@ impl ConnectionToml {
                 "start_action start or trap needs a remote address to initiate to".into()
             ));
         }
+        let unique = match self.unique.as_deref() {
+            None | Some("no") => ipsec_ike::Unique::No,
+            Some("never") => ipsec_ike::Unique::Never,
+            Some("keep") => ipsec_ike::Unique::Keep,
+            Some("replace") => ipsec_ike::Unique::Replace,
+            Some(o) => return Err(at(format!("unique = \"{o}\": no, never, keep or replace"))),
+        };
+        let mut vips = Vec::new();
+        for v in &self.vips {
+            vips.push(
+                v.parse::<IpAddr>()
+                    .map_err(|_| at(format!("vips: `{v}` is not an IP address (0.0.0.0 or :: for any)")))?,
+            );
+        }
+        if vips.len() > 2 {
+            return Err(at("vips: one IPv4 and one IPv6 address at most".into()));
+        }
         Ok(ConnectionConfig {
+            pools: self.pools,
+            vips,
+            unique,
             proposals: proposals(self.proposals, "proposals", ipsec_ike::alg::ProposalKind::Ike).map_err(at)?,
             name,
             line,
@@ -580,6 +611,9 @@ impl ConnectionConfig {
         c.rand_time = Some(self.rand_time);
         c.fragmentation = self.fragmentation;
         c.fragment_size = self.fragment_size;
+        c.pools = self.pools.clone();
+        c.vips = self.vips.clone();
+        c.unique = self.unique;
         for ch in &self.children {
             let mut cc = ipsec_ike::ChildConfig::new(
                 &ch.name,

@@ -59,6 +59,7 @@ pub mod connection;
 pub mod credentials;
 pub mod from_toml;
 pub mod ike_settings;
+pub mod pools;
 mod sa_encap;
 pub mod setkey;
 pub mod show;
@@ -126,6 +127,8 @@ pub struct Config {
     pub connections: Vec<connection::ConnectionConfig>,
     /// The TOML `[ike]` table: the IKE daemon's global settings ([`ike_settings`]).
     pub ike: ike_settings::IkeSettings,
+    /// The TOML `[[pool]]`s: address pools for remote-access clients ([`pools`]).
+    pub pools: Vec<pools::PoolConfig>,
     /// The file holds no SA and no policy on purpose: TOML `sa = []` and `policy = []`
     /// written out, or setkey `flush;` and `spdflush;` with nothing added after them. A
     /// tunneld reload takes an empty config only then (an empty or cut-short file is refused,

@@ -56,7 +56,8 @@ impl Endpoint {
         let child = &c.children[chi];
         let remote_ip = c.remote_addr.unwrap_or(c.local_addr);
         let mut ts_i = if child.local_ts.is_empty() {
-            alloc::vec![TrafficSelector::host(c.local_addr)]
+            crate::task::config_payload::initiator_ts(c)
+                .unwrap_or_else(|| alloc::vec![TrafficSelector::host(c.local_addr)])
         } else {
             child.local_ts.clone()
         };

@@ -236,6 +236,54 @@ pub(super) fn handle_event(
                 json!({"conn": conn, "old": old.to_string(), "new": new.to_string()}),
             )
         }
+        Event::LeaseAssigned {
+            conn,
+            pool,
+            identity,
+            address,
+            spi_i,
+        } => {
+            info!("IKE: {conn}: {identity} leased {address} from pool {pool}");
+            event_json(
+                "ike.lease_assigned",
+                now,
+                json!({"conn": conn, "pool": pool, "id": identity.to_string(), "address": address.to_string(), "spi_i": format!("{spi_i:016x}")}),
+            )
+        }
+        Event::LeaseReleased {
+            pool,
+            identity,
+            address,
+        } => {
+            info!("IKE: lease {address} of {identity} (pool {pool}) released");
+            event_json(
+                "ike.lease_released",
+                now,
+                json!({"pool": pool, "id": identity.to_string(), "address": address.to_string()}),
+            )
+        }
+        Event::PoolExhausted { conn, identity, pools } => {
+            warn!("IKE: {conn}: no address for {identity}: pools {pools:?} full (INTERNAL_ADDRESS_FAILURE)");
+            event_json(
+                "ike.pool_exhausted",
+                now,
+                json!({"conn": conn, "id": identity.to_string(), "pools": pools}),
+            )
+        }
+        Event::VirtualIp {
+            conn,
+            spi_i,
+            addresses,
+            dns,
+        } => {
+            info!("IKE: {conn}: virtual addresses {addresses:?}, DNS {dns:?}");
+            let s = |v: &[std::net::IpAddr]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+            event_json(
+                "ike.virtual_ip",
+                now,
+                json!({"conn": conn, "spi_i": format!("{spi_i:016x}"), "addresses": s(&addresses), "dns": s(&dns)}),
+            )
+        }
         other => {
             tracing::debug!("IKE: {other:?}");
             return failed;

@@ -377,6 +377,7 @@ pub fn list_json(endpoint: &ipsec_ike::Endpoint, now: Duration) -> Value {
                 "local_id": local_id,
                 "remote_id": s.remote_id,
                 "nat": s.nat,
+                "virtual_ips": s.virtual_ips.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
                 "proposal": s.proposal,
                 "message_ids": {"next_request": s.next_request_id, "peer_next": s.expected_peer_id},
                 "age_seconds": s.age.as_secs(),

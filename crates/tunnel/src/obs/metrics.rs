@@ -231,7 +231,32 @@ pub fn prometheus(stats: &Value) -> String {
         }
     }
     peers.write(&mut out);
+    pool_metrics(stats, &mut out);
     out
+}
+
+/// The address pools' gauges (`stats.ike.pools`): size, leased, offline, by pool.
+fn pool_metrics(stats: &Value, out: &mut String) {
+    let Some(pools) = stats["ike"]["pools"].as_array() else {
+        return;
+    };
+    let mut size = Family::new("ipsec_pool_size", "gauge", "Addresses the pool leases.");
+    let mut leased = Family::new("ipsec_pool_leased", "gauge", "Leases of the pool held by an IKE SA.");
+    let mut offline = Family::new(
+        "ipsec_pool_offline",
+        "gauge",
+        "Leases of the pool kept for an identity whose IKE SA is gone.",
+    );
+    for p in pools {
+        let name = text(&p["name"]);
+        let l = [("pool", name.as_str())];
+        size.add(&l, p["size"].as_u64().unwrap_or(0));
+        leased.add(&l, p["leased"].as_u64().unwrap_or(0));
+        offline.add(&l, p["offline"].as_u64().unwrap_or(0));
+    }
+    for f in [size, leased, offline] {
+        f.write(out);
+    }
 }
 
 /// The content type of [`prometheus`]'s text.
@@ -368,6 +393,35 @@ mod tests {
         ] {
             assert!(t.lines().any(|l| l == want), "missing `{want}` in\n{t}");
         }
+    }
+
+    /// The address pools' gauges, by pool (docs/remote-access.md).
+    #[test]
+    fn pool_gauges() {
+        let pool = |name: &str, size, leased, offline| crate::obs::ike::PoolReport {
+            name: name.into(),
+            size,
+            leased,
+            offline,
+        };
+        let ike = crate::obs::ike::IkeReport {
+            pools: vec![pool("rw4", 254, 2, 1), pool("rw6", u64::MAX, 0, 0)],
+            ..Default::default()
+        };
+        let t = prometheus(&json!({"uptime_seconds": 1, "ike": ike}));
+        for want in [
+            "# TYPE ipsec_pool_size gauge",
+            r#"ipsec_pool_size{pool="rw4"} 254"#,
+            r#"ipsec_pool_leased{pool="rw4"} 2"#,
+            r#"ipsec_pool_offline{pool="rw4"} 1"#,
+            r#"ipsec_pool_size{pool="rw6"} 18446744073709551615"#,
+            r#"ipsec_pool_leased{pool="rw6"} 0"#,
+        ] {
+            assert!(t.lines().any(|l| l == want), "missing `{want}` in\n{t}");
+        }
+        // No pools: no pool families.
+        let t = prometheus(&json!({"uptime_seconds": 1, "ike": crate::obs::ike::IkeReport::default()}));
+        assert!(!t.contains("ipsec_pool_"));
     }
 
     /// `serve` answers a real HTTP GET /metrics with the text, a 404 elsewhere, and a client
