@@ -50,6 +50,14 @@
 #   nat-r     charon behind the NAT initiates to tunneld (remote_addrs = %any), tunneld sees
 #             the NAT's address and port, its stats list that peer (added at run time)
 #             while the child is up and not after, tunneld deletes
+#   The built-in clients' default proposals (docs/ike.md "Built-in clients"), charon offering
+#   exactly them to tunneld as a road-warrior responder (remote_addrs = %any):
+#   win-r     Windows 10/11: 3des-sha1-modp1024 / aes256-sha1; tunneld: proposals and
+#             esp_proposals ["default", "windows"] / charon
+#   win-noprop  the same offer to tunneld's defaults alone: NO_PROPOSAL_CHOSEN, nothing installed
+#   mac-r     macOS/iOS: aes256-sha256-modp2048 / aes256-sha256; tunneld's defaults / tunneld
+#   android-r Android 11+: aes256-sha256-x25519-modp2048 / aes256gcm16, aes256-sha256 (no
+#             SHA-1); tunneld's defaults / charon
 #
 #   sudo bash scripts/ci/ike-interop.sh                  # every case (builds tunneld, ipsec)
 #   sudo bash scripts/ci/ike-interop.sh i-gcm nat-r      # only those, in the order above
@@ -65,7 +73,7 @@ START=$SECONDS
 NETNS_TAG=ike-interop
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
-ALL_CASES="i-gcm r-gcm256 i-cbc r-modp v6 r-v6 psk-i psk-r noprop-i noprop-r ke-i ke-r nat-i nat-r"
+ALL_CASES="i-gcm r-gcm256 i-cbc r-modp v6 r-v6 psk-i psk-r noprop-i noprop-r ke-i ke-r nat-i nat-r win-r win-noprop mac-r android-r"
 parse_stages "$ALL_CASES" "$@"
 need_netns "network namespaces, charon, tunneld"
 
@@ -585,6 +593,15 @@ want ke-i && run_case ke-i who=t ike_t=aes128gcm16-prfsha256-x25519-ecp256 ike_s
 want ke-r && run_case ke-r who=s ike_s=aes128gcm16-prfsha256-x25519-ecp256 ike_t=aes128gcm16-prfsha256-ecp256 esp=aes128gcm16 ke=yes del=t
 want nat-i && run_case nat-i who=t nat=t ike=$A128 esp=aes128gcm16 del=s
 want nat-r && run_case nat-r who=s nat=s ike=aes128-sha256-ecp256 esp=aes256gcm16 del=t any=yes
+# The built-in clients' proposals (IKE_PROP/ESP_PROP "default": tunneld's defaults).
+want win-r && run_case win-r who=s any=yes ike_s=3des-sha1-modp1024 esp_s=aes256-sha1 \
+  ike_t=default,windows esp_t=default,windows del=s
+want win-noprop && run_case win-noprop who=s any=yes ike_s=3des-sha1-modp1024 esp_s=aes256-sha1 \
+  ike_t=default esp_t=default expect=noprop
+want mac-r && run_case mac-r who=s any=yes ike_s=aes256-sha256-modp2048 esp_s=aes256-sha256 \
+  ike_t=default esp_t=default del=t
+want android-r && run_case android-r who=s any=yes ike_s=aes256-sha256-x25519-modp2048 \
+  esp_s=aes256gcm16,aes256-sha256 ike_t=default esp_t=default del=s
 
 swan_host_quiet || fail "something listens on the host's UDP 500/4500 after the run"
 log "passed: ${PASSED[*]}"
