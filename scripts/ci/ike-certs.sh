@@ -241,11 +241,12 @@ run_case() {
     grep -q "$srid" "$CD/ike-list.txt" 2>/dev/null || grep -q "${sid}" "$CD/ike-list.txt" 2>/dev/null ||
       case_fail "ipsec ike list does not show the peer's identity: $(head -n 5 "$CD/ike-list.txt")"
     if [[ $CASE == rsa1-* ]]; then
-      # AUTH method 1 both ways: charon signed it and verified tunneld's (its log names the
-      # scheme of each), no RFC 7427 notify from charon, no method 14 (SHA-2) anywhere
-      grep -q "authentication of '$tid' with RSA_EMSA_PKCS1_SHA1 successful" "$SW/charon.log" ||
+      # AUTH method 1 both ways: charon signed it and verified tunneld's (its log says "RSA
+      # signature", the method's name, where method 14 names the scheme, RSA_EMSA_PKCS1_SHA2_256),
+      # no RFC 7427 notify from charon, no method 14 (SHA-2) anywhere
+      grep -q "authentication of '$tid' with RSA signature successful" "$SW/charon.log" ||
         case_fail "charon did not verify a method-1 (SHA-1) signature of tunneld: $(grep 'authentication of' "$SW/charon.log" | head -n 2)"
-      grep -q "authentication of '$sid' (myself) with RSA_EMSA_PKCS1_SHA1 successful" "$SW/charon.log" ||
+      grep -q "authentication of '$sid' (myself) with RSA signature successful" "$SW/charon.log" ||
         case_fail "charon did not sign with method 1 (SHA-1): $(grep 'authentication of' "$SW/charon.log" | head -n 2)"
       ! grep -q 'with RSA_EMSA_PKCS1_SHA2' "$SW/charon.log" || case_fail "a method-14 SHA-2 signature was used"
       ! grep -E 'sending packet|generating IKE_SA_INIT' "$SW/charon.log" | grep -q 'N(HASH_ALG)' ||
