@@ -532,6 +532,45 @@ impl Config {
         v
     }
 
+    /// The weak algorithms the connections accept (3DES, SHA-1, PRF SHA-1, MODP-1024: only
+    /// when a proposal names them, e.g. the `windows` keyword): for `ipsec check-config`, one
+    /// warning per algorithm and connection (IKE) or child (ESP), at the connection's line.
+    pub fn weak_algorithms(&self) -> Vec<Warning> {
+        use ipsec_ike::alg::{parse_proposal, ProposalKind};
+        let mut v = Vec::new();
+        let mut name = |line: usize, what: String, props: &[String], kind: ProposalKind| {
+            let mut seen: Vec<&str> = Vec::new();
+            for p in props {
+                for (alg, why) in parse_proposal(p, kind).map(|s| s.weak_algorithms()).unwrap_or_default() {
+                    if !seen.contains(&alg) {
+                        seen.push(alg);
+                        v.push(Warning {
+                            line,
+                            message: format!("{what}: weak algorithm `{alg}` accepted ({why}), in `{p}`"),
+                        });
+                    }
+                }
+            }
+        };
+        for c in &self.connections {
+            name(
+                c.line,
+                format!("connection `{}` IKE", c.name),
+                &c.proposals,
+                ProposalKind::Ike,
+            );
+            for ch in &c.children {
+                name(
+                    c.line,
+                    format!("connection `{}` child `{}` ESP", c.name, ch.name),
+                    &ch.esp_proposals,
+                    ProposalKind::Esp,
+                );
+            }
+        }
+        v
+    }
+
     /// What `tunneld` needs of a config, checked at start-up rather than found per packet:
     /// the outer header of every packet an outbound bundle seals is made by the bundle's
     /// last tunnel-mode SA (transport SAs after it, such as AH on the outer header, keep
