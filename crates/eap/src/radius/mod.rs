@@ -1,0 +1,1 @@
+//! RADIUS (RFC 2865) for EAP pass-through (RFC 3579).

@@ -1,0 +1,1 @@
+//! The EAP authenticator the IKE responder drives.
