@@ -2,5 +2,5 @@
 pub mod message;
 pub mod peer;
 pub mod server;
-// pub use peer::Peer;
-// pub use server::{Credentials, Server};
+pub use peer::{Peer, PeerStep};
+pub use server::{Credentials, Server};
