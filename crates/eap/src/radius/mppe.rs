@@ -26,7 +26,7 @@ fn keystream_block(secret: &[u8], prev: &[u8]) -> [u8; 16] {
 /// c(i) = p(i) xor b(i), b(i) = MD5(S | c(i-1)); the plaintext is Key-Length | Key |
 /// padding (RFC 2548 §2.4.2).
 pub fn decrypt(secret: &[u8], request_auth: &[u8; 16], value: &[u8]) -> Result<Zeroizing<Vec<u8>>, Error> {
-    if value.len() < 2 + 16 || (value.len() - 2) % 16 != 0 {
+    if value.len() < 2 + 16 || !(value.len() - 2).is_multiple_of(16) {
         return Err(Error::Malformed("MPPE key length"));
     }
     let (salt, cipher) = value.split_at(2);
@@ -54,7 +54,7 @@ pub fn decrypt(secret: &[u8], request_auth: &[u8; 16], value: &[u8]) -> Result<Z
 pub fn encrypt(secret: &[u8], request_auth: &[u8; 16], salt: [u8; 2], key: &[u8]) -> Vec<u8> {
     let mut plain = alloc::vec![key.len() as u8];
     plain.extend_from_slice(key);
-    while plain.len() % 16 != 0 {
+    while !plain.len().is_multiple_of(16) {
         plain.push(0);
     }
     let mut out = Vec::from(salt);
