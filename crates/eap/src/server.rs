@@ -86,7 +86,8 @@ enum Inner {
         radius_id: u8,
         rounds: u8,
     },
-    Done,
+    /// Finished; the RADIUS counters kept.
+    Done(Option<radius::Stats>),
 }
 
 /// The EAP authenticator of one IKE SA.
@@ -101,7 +102,7 @@ impl fmt::Debug for Authenticator {
             Inner::Identity { .. } => "identity",
             Inner::Local(_) => "mschapv2",
             Inner::Radius { .. } => "radius",
-            Inner::Done => "done",
+            Inner::Done(_) => "done",
         };
         f.debug_struct("Authenticator")
             .field("state", &state)
@@ -148,7 +149,7 @@ impl Authenticator {
         rng: &mut dyn CryptoRngCore,
     ) -> Result<Step, Error> {
         match &mut self.inner {
-            Inner::Done => Err(Error::Finished),
+            Inner::Done(_) => Err(Error::Finished),
             Inner::Identity { identifier, config } => {
                 let repr = Repr::parse_bytes(eap)?;
                 if repr.code != Code::Response {
@@ -193,7 +194,7 @@ impl Authenticator {
             Inner::Local(server) => {
                 let step = server.handle(eap)?;
                 if matches!(step, Step::Success { .. } | Step::Failure { .. }) {
-                    self.inner = Inner::Done;
+                    self.inner = Inner::Done(None);
                 }
                 Ok(step)
             }
@@ -222,7 +223,7 @@ impl Authenticator {
                         reason: FailureReason::TooManyRounds,
                         eap: eap_packet::build_result(false, repr.identifier),
                     };
-                    self.inner = Inner::Done;
+                    self.inner = Inner::Done(Some(session.stats()));
                     return Ok(step);
                 }
                 *rounds += 1;
@@ -255,6 +256,7 @@ impl Authenticator {
     pub fn radius_stats(&self) -> Option<radius::Stats> {
         match &self.inner {
             Inner::Radius { session, .. } => Some(session.stats()),
+            Inner::Done(stats) => *stats,
             _ => None,
         }
     }
@@ -281,7 +283,7 @@ impl Authenticator {
                     reason: FailureReason::RadiusServerDown,
                     eap: eap_packet::build_result(false, *last_response),
                 };
-                self.inner = Inner::Done;
+                self.inner = Inner::Done(Some(session.stats()));
                 Some(step)
             }
             _ => None,
@@ -333,7 +335,8 @@ impl Authenticator {
                 eap: eap_packet::build_result(false, last),
             },
         };
-        self.inner = Inner::Done;
+        let stats = session.stats();
+        self.inner = Inner::Done(Some(stats));
         Ok(step)
     }
 }

@@ -223,7 +223,8 @@ fn wrong_secret_answers_dropped_then_server_down() {
     };
     assert_eq!(sends, 3);
     assert_eq!(now, Duration::from_millis(1500));
-    assert_eq!(a.radius_stats(), None); // finished
+    let st = a.radius_stats().unwrap(); // kept once finished
+    assert_eq!((st.bad_authenticator, st.retransmissions), (3, 2));
     assert!(
         matches!(
             end,
