@@ -163,7 +163,7 @@ done
 grep -q 'Ready to process requests' "$WORK/log/radius.log" || { say "radiusd not ready in 10 s"; tail -n 20 "$WORK/log/radius.log"; exit 1; }
 
 # ---- the cases -------------------------------------------------------------------------------
-cargo build -q -p ipsec-eap --example radius_driver
+cargo build -q --locked -p ipsec-eap --example radius_driver
 DRIVER=target/debug/examples/radius_driver
 fails=0
 run_case() { # CASE ADDR SECRET PASSWORD
