@@ -61,8 +61,9 @@ if [ -n "$PQ_CHROOT_PID" ]; then
   rm -f "$PQ_CHROOT_LOG"
 fi
 bash scripts/ike-pq.sh --ci --if-possible
-# The EAP crate's RADIUS client against a real FreeRADIUS (docs/eap.md): accept with equal
-# MSKs, reject, a wrong shared secret, a server that is down; no root needed, about 5 s.
+# The EAP crate's RADIUS client against a real FreeRADIUS, and its authenticator against
+# wpa_supplicant's eapol_test (docs/eap.md): accept with equal MSKs, reject, a wrong shared
+# secret, a server that is down; no root needed, about 5 s.
 bash scripts/eap-radius.sh --ci --if-possible
 # The IKE responder under a flood of spoofed IKE_SA_INITs (issue #29, docs/ike-dos.md):
 # 40,000 at 4,000/s while charon connects and an existing tunnel pings; about 30 s.
