@@ -27,6 +27,8 @@ pub enum FailureReason {
     /// The RADIUS server did not answer (after every retransmission), or every answer
     /// failed its authenticator check.
     RadiusServerDown,
+    /// The RADIUS server's (authenticated) Access-Challenge carried no usable EAP Request.
+    RadiusBadEap,
     /// More rounds than allowed.
     TooManyRounds,
     /// The RADIUS server accepted but sent no MS-MPPE keys, so there is no MSK to bind
@@ -306,12 +308,18 @@ impl Authenticator {
         let last = *last_response;
         let step = match answer {
             Answer::Challenge(eap) => {
-                let repr = Repr::parse_bytes(&eap)?;
-                if repr.code != Code::Request {
-                    return Err(Error::Malformed("Access-Challenge without an EAP Request"));
+                // An authenticated answer was consumed: what it carries must be usable, or
+                // the exchange ends (nothing is outstanding any more to wait for).
+                match Repr::parse_bytes(&eap) {
+                    Ok(repr) if repr.code == Code::Request => {
+                        *relayed = Some(repr.identifier);
+                        return Ok(Step::Send(eap));
+                    }
+                    _ => Step::Failure {
+                        reason: FailureReason::RadiusBadEap,
+                        eap: eap_packet::build_result(false, last),
+                    },
                 }
-                *relayed = Some(repr.identifier);
-                return Ok(Step::Send(eap));
             }
             Answer::Accept { eap, msk } => match msk {
                 Some(msk) => Step::Success {
