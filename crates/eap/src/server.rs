@@ -7,8 +7,15 @@
 //! Success with the MSK for the AUTH payload or Failure with a reason, each with the
 //! EAP-Success/Failure packet to send.
 
+use crate::mschapv2::{self, Credentials};
+use crate::packet::{self as eap_packet, Code, Repr, Type};
+use crate::radius::client::{self as radius, Answer};
+use crate::Error;
 use crate::Msk;
 use alloc::vec::Vec;
+use core::fmt;
+use core::time::Duration;
+use rand_core::CryptoRngCore;
 
 /// Why an exchange failed (for the caller's log and counters; the peer only sees
 /// EAP-Failure).
@@ -20,8 +27,6 @@ pub enum FailureReason {
     UnknownIdentity,
     /// The peer Nak'ed the method and offered nothing the server has.
     NoCommonMethod,
-    /// The peer gave up (an EAP Response the method reads as refusal).
-    PeerFailed,
     /// The RADIUS server answered Access-Reject.
     RadiusReject,
     /// The RADIUS server did not answer (after every retransmission), or every answer
@@ -48,14 +53,6 @@ pub enum Step {
     /// Not authenticated: why, and the EAP-Failure to send.
     Failure { reason: FailureReason, eap: Vec<u8> },
 }
-
-use crate::mschapv2::{self, Credentials};
-use crate::packet::{self as eap_packet, Code, Repr, Type};
-use crate::radius::client::{self as radius, Answer};
-use crate::Error;
-use core::fmt;
-use core::time::Duration;
-use rand_core::CryptoRngCore;
 
 /// Where the method runs.
 #[derive(Debug, Clone)]
