@@ -133,6 +133,44 @@ pub(super) fn retire_ike_sa(
     ));
 }
 
+/// [`Control::ike_remove`]'s work: the SAs `keys` and every policy protecting with them go.
+pub(super) fn remove_ike_sas(
+    eng: &mut Engine,
+    st: &mut Registry,
+    keys: &[ChildSaKey],
+    now: Duration,
+    events: &mut Vec<Value>,
+) {
+    let ids: Vec<(String, SaId)> = keys
+        .iter()
+        .filter_map(|&k| st.child(k))
+        .map(|id| (st.label(id).unwrap_or_default().to_string(), id))
+        .collect();
+    // Linear in the policies: one look-up per policy in the set of the SAs going.
+    let gone: std::collections::HashSet<SaId> = ids.iter().map(|(_, id)| *id).collect();
+    let ps = eng.spd().policies().to_vec();
+    let uses_gone = |p: &Policy| matches!(&p.action, Action::Protect(v) if v.iter().any(|x| gone.contains(x)));
+    let keep: Vec<Policy> = ps.iter().filter(|p| !uses_gone(p)).cloned().collect();
+    if keep.len() != ps.len() {
+        for (i, p) in ps.iter().enumerate() {
+            if uses_gone(p) {
+                let v = policy_json(i + 1, p, eng);
+                events.push(event("policy.removed", now, json!({"policy": v, "ike": true})));
+            }
+        }
+        if let Err(e) = eng.set_policies(keep) {
+            warn!("IKE: removing policies: {}", install_error(e));
+        }
+    }
+    for (name, id) in ids {
+        let ev = sa_event("sa.removed", now, &name, id, eng.sad().get(id), json!({"ike": true}));
+        if eng.remove_sa(id).is_ok() {
+            st.forget(id);
+            events.push(ev);
+        }
+    }
+}
+
 /// The IKE children (by inbound SPI) that the key manager's events ask to rekey: a soft
 /// lifetime reached, a sequence number near its end.
 pub(super) fn ike_rekeys(state: &Registry, keys: &[KeyEvent]) -> Vec<u32> {
@@ -179,34 +217,7 @@ impl Control {
         {
             let mut st = self.state();
             let mut eng = t.engine();
-            let ids: Vec<(String, SaId)> = keys
-                .iter()
-                .filter_map(|&k| st.child(k))
-                .map(|id| (st.label(id).unwrap_or_default().to_string(), id))
-                .collect();
-            // Linear in the policies: one look-up per policy in the set of the SAs going.
-            let gone: std::collections::HashSet<SaId> = ids.iter().map(|(_, id)| *id).collect();
-            let ps = eng.spd().policies().to_vec();
-            let uses_gone = |p: &Policy| matches!(&p.action, Action::Protect(v) if v.iter().any(|x| gone.contains(x)));
-            let keep: Vec<Policy> = ps.iter().filter(|p| !uses_gone(p)).cloned().collect();
-            if keep.len() != ps.len() {
-                for (i, p) in ps.iter().enumerate() {
-                    if uses_gone(p) {
-                        let v = policy_json(i + 1, p, &eng);
-                        events.push(event("policy.removed", now, json!({"policy": v, "ike": true})));
-                    }
-                }
-                if let Err(e) = eng.set_policies(keep) {
-                    warn!("IKE: removing policies: {}", install_error(e));
-                }
-            }
-            for (name, id) in ids {
-                let ev = sa_event("sa.removed", now, &name, id, eng.sad().get(id), json!({"ike": true}));
-                if eng.remove_sa(id).is_ok() {
-                    st.forget(id);
-                    events.push(ev);
-                }
-            }
+            remove_ike_sas(&mut eng, &mut st, keys, now, &mut events);
         }
         for ev in &events {
             info!("control: {ev}");

@@ -330,4 +330,6 @@ use views::{core_of, policy_json, sa_event};
 pub mod reload;
 
 #[cfg(test)]
+pub(crate) mod golden;
+#[cfg(test)]
 mod tests;

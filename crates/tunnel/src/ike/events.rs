@@ -14,6 +14,87 @@ pub(super) fn ts_json(ts: &[TrafficSelector]) -> Vec<String> {
     ts.iter().map(|t| format!("{t}")).collect()
 }
 
+pub(super) fn ike_up_json(info: &ipsec_ike::IkeSaInfo, now: Duration) -> Value {
+    event_json(
+        "ike.up",
+        now,
+        json!({"conn": info.conn, "spi_i": format!("{:016x}", info.spi_i), "spi_r": format!("{:016x}", info.spi_r),
+            "local": info.local.to_string(), "remote": info.remote.to_string(), "nat": info.nat}),
+    )
+}
+
+pub(super) fn ike_rekeyed_json(old_spi_i: u64, old_spi_r: u64, info: &ipsec_ike::IkeSaInfo, now: Duration) -> Value {
+    event_json(
+        "ike.rekeyed",
+        now,
+        json!({"conn": info.conn, "old_spi_i": format!("{old_spi_i:016x}"), "old_spi_r": format!("{old_spi_r:016x}"),
+            "spi_i": format!("{:016x}", info.spi_i), "spi_r": format!("{:016x}", info.spi_r)}),
+    )
+}
+
+pub(super) fn ike_down_json(conn: &str, spi_i: u64, spi_r: u64, reason: ipsec_ike::DownReason, now: Duration) -> Value {
+    event_json(
+        "ike.down",
+        now,
+        json!({"conn": conn, "spi_i": format!("{spi_i:016x}"), "spi_r": format!("{spi_r:016x}"), "why": format!("{reason:?}")}),
+    )
+}
+
+/// `child.up`'s (and `child.failed`'s) fields.
+pub(super) fn child_fields(c: &ipsec_ike::ChildSaInfo) -> Value {
+    let mut v = json!({"conn": c.conn, "child": c.child, "spi_in": format!("{:08x}", c.spi_in),
+        "spi_out": format!("{:08x}", c.spi_out), "local_ts": ts_json(&c.local_ts), "remote_ts": ts_json(&c.remote_ts),
+        "encap": c.encap.map(|e| json!({"sport": e.local_port, "dport": e.remote_port}))});
+    if let Some(old) = c.rekeys {
+        v["rekeys"] = format!("{old:08x}").into();
+    }
+    v
+}
+
+pub(super) fn child_down_json(
+    conn: &str,
+    child: &str,
+    spi_in: u32,
+    spi_out: u32,
+    reason: ipsec_ike::DownReason,
+    now: Duration,
+) -> Value {
+    event_json(
+        "child.down",
+        now,
+        json!({"conn": conn, "child": child, "spi_in": format!("{spi_in:08x}"), "spi_out": format!("{spi_out:08x}"), "why": format!("{reason:?}")}),
+    )
+}
+
+pub(super) fn auth_failed_json(
+    conn: &str,
+    local: bool,
+    reason: Option<&ipsec_ike::authenticator::Refusal>,
+    now: Duration,
+) -> Value {
+    let mut f = json!({"conn": conn, "by": if local { "us" } else { "peer" }});
+    if let Some(why) = reason {
+        f["why"] = json!(why.to_string());
+    }
+    event_json("ike.auth_failed", now, f)
+}
+
+pub(super) fn no_proposal_json(conn: &str, child: Option<&str>, now: Duration) -> Value {
+    event_json("ike.no_proposal", now, json!({"conn": conn, "child": child}))
+}
+
+pub(super) fn ts_unacceptable_json(conn: &str, child: &str, now: Duration) -> Value {
+    event_json("ike.ts_unacceptable", now, json!({"conn": conn, "child": child}))
+}
+
+pub(super) fn peer_moved_json(conn: &str, old: SocketAddr, new: SocketAddr, now: Duration) -> Value {
+    event_json(
+        "ike.peer_moved",
+        now,
+        json!({"conn": conn, "old": old.to_string(), "new": new.to_string()}),
+    )
+}
+
 /// A child pair as the IKE thread's status lists it.
 pub(super) struct ChildEntry {
     spi_in: u32,
@@ -46,11 +127,10 @@ pub(super) fn handle_event(
             if let (Some(k), Some(log)) = (keys.as_ref(), keylog) {
                 log.append("ikev2_decryption_table", &[ipsec_ike::keylog::ikev2_line(k)]);
             }
-            let v = json!({"conn": info.conn, "spi_i": format!("{:016x}", info.spi_i), "spi_r": format!("{:016x}", info.spi_r),
-                "local": info.local.to_string(), "remote": info.remote.to_string(), "nat": info.nat});
+            let v = ike_up_json(&info, now);
             st.retain(|(i, _)| !(i.spi_i == info.spi_i && i.spi_r == info.spi_r));
             st.push((info, Vec::new()));
-            event_json("ike.up", now, v)
+            v
         }
         Event::IkeRekeyed {
             old_spi_i,
@@ -65,8 +145,7 @@ pub(super) fn handle_event(
             if let (Some(k), Some(log)) = (keys.as_ref(), keylog) {
                 log.append("ikev2_decryption_table", &[ipsec_ike::keylog::ikev2_line(k)]);
             }
-            let v = json!({"conn": info.conn, "old_spi_i": format!("{old_spi_i:016x}"), "old_spi_r": format!("{old_spi_r:016x}"),
-                "spi_i": format!("{:016x}", info.spi_i), "spi_r": format!("{:016x}", info.spi_r)});
+            let v = ike_rekeyed_json(old_spi_i, old_spi_r, &info, now);
             // The children moved to the new SA.
             let children = st
                 .iter()
@@ -74,7 +153,7 @@ pub(super) fn handle_event(
                 .map(|k| core::mem::take(&mut st[k].1))
                 .unwrap_or_default();
             st.push((info, children));
-            event_json("ike.rekeyed", now, v)
+            v
         }
         Event::IkeDown {
             conn,
@@ -91,30 +170,16 @@ pub(super) fn handle_event(
             if let Some(ip) = gone.filter(|ip| !st.iter().any(|(i, _)| i.remote.ip() == *ip)) {
                 sockets.remove_peer(ip);
             }
-            event_json(
-                "ike.down",
-                now,
-                json!({"conn": conn, "spi_i": format!("{spi_i:016x}"), "spi_r": format!("{spi_r:016x}"), "why": format!("{reason:?}")}),
-            )
+            ike_down_json(&conn, spi_i, spi_r, reason, now)
         }
         Event::ChildUp(c) => {
             if let Some(log) = keylog {
                 log.append("esp_sa", &ipsec_ike::keylog::esp_sa_lines(&c));
             }
-            let v = json!({"conn": c.conn, "child": c.child, "spi_in": format!("{:08x}", c.spi_in),
-                "spi_out": format!("{:08x}", c.spi_out), "local_ts": ts_json(&c.local_ts), "remote_ts": ts_json(&c.remote_ts),
-                "encap": c.encap.map(|e| json!({"sport": e.local_port, "dport": e.remote_port}))});
+            let v = child_fields(&c);
             // Our rekey: the new pair's policies go before the old pair's (outbound traffic
             // moves at once); the peer's: after (it moves when the peer deletes the old).
             let before = c.rekeys.filter(|_| c.initiator);
-            let v = match c.rekeys {
-                Some(old) => {
-                    let mut v = v;
-                    v["rekeys"] = format!("{old:08x}").into();
-                    v
-                }
-                None => v,
-            };
             // Sealed packets go to where the peer's IKE messages come from (behind a NAT, not
             // its configured address), at its NAT-T port (the encapsulation IKE negotiated,
             // not the IKE port its messages may still come from); registered before the SAs
@@ -198,11 +263,7 @@ pub(super) fn handle_event(
             for (_, ch) in st.iter_mut() {
                 ch.retain(|x| x.spi_in != spi_in);
             }
-            event_json(
-                "child.down",
-                now,
-                json!({"conn": conn, "child": child, "spi_in": format!("{spi_in:08x}"), "spi_out": format!("{spi_out:08x}"), "why": format!("{reason:?}")}),
-            )
+            child_down_json(&conn, &child, spi_in, spi_out, reason, now)
         }
         Event::AuthFailed { conn, local, reason } => {
             match (local, reason) {
@@ -210,31 +271,23 @@ pub(super) fn handle_event(
                 (true, None) => warn!("IKE: {conn}: authentication failed: we refused the peer"),
                 (false, _) => warn!("IKE: {conn}: authentication failed: the peer refused us"),
             }
-            let mut f = json!({"conn": conn, "by": if local { "us" } else { "peer" }});
-            if let Some(why) = reason {
-                f["why"] = json!(why.to_string());
-            }
-            event_json("ike.auth_failed", now, f)
+            auth_failed_json(&conn, local, reason.as_ref(), now)
         }
         Event::ProposalMismatch { conn, child } => {
             warn!(
                 "IKE: {conn}: no proposal in common{}",
                 child.as_deref().map_or(String::new(), |c| format!(" for child {c}"))
             );
-            event_json("ike.no_proposal", now, json!({"conn": conn, "child": child}))
+            no_proposal_json(&conn, child.as_deref(), now)
         }
         Event::TsUnacceptable { conn, child } => {
             warn!("IKE: {conn}/{child}: traffic selectors unacceptable");
-            event_json("ike.ts_unacceptable", now, json!({"conn": conn, "child": child}))
+            ts_unacceptable_json(&conn, &child, now)
         }
         Event::PeerEndpointChanged { conn, old, new, .. } => {
             info!("IKE: {conn}: the peer moved from {old} to {new}");
             sockets.peer_moved(old, new);
-            event_json(
-                "ike.peer_moved",
-                now,
-                json!({"conn": conn, "old": old.to_string(), "new": new.to_string()}),
-            )
+            peer_moved_json(&conn, old, new, now)
         }
         other => {
             tracing::debug!("IKE: {other:?}");
@@ -244,4 +297,165 @@ pub(super) fn handle_event(
     drop(st);
     control.publish(&[out]);
     failed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipsec_ike::alg::{ChildSuite, DhGroup, Encr, IkeSuite, Prf};
+    use ipsec_ike::{DownReason, Identity, Role};
+    use std::fmt::Write as _;
+
+    fn info(spi_i: u64) -> ipsec_ike::IkeSaInfo {
+        ipsec_ike::IkeSaInfo {
+            conn: "gw".into(),
+            spi_i,
+            spi_r: 0xfedc_ba98_7654_3210,
+            role: Role::Initiator,
+            local: "192.0.2.1:4500".parse().unwrap(),
+            remote: "198.51.100.2:4500".parse().unwrap(),
+            suite: IkeSuite {
+                encr: Encr::AesGcm16_128,
+                integ: None,
+                prf: Prf::HmacSha256,
+                dh: DhGroup::Ecp256,
+                addke: Default::default(),
+            },
+            local_id: Identity::Fqdn("a.example".into()),
+            remote_id: Identity::Fqdn("b.example".into()),
+            nat: true,
+        }
+    }
+
+    fn child(rekeys: Option<u32>, encap: bool) -> ipsec_ike::ChildSaInfo {
+        let ts = |s: &str| TrafficSelector::from_str_config(s).unwrap();
+        ipsec_ike::ChildSaInfo {
+            conn: "gw".into(),
+            child: "net".into(),
+            protocol: 50,
+            spi_in: 0xc000_0001,
+            spi_out: 0xc000_0002,
+            suite: ChildSuite {
+                encr: Encr::AesGcm16_128,
+                integ: None,
+                esn: false,
+            },
+            mode: ipsec_ike::Mode::Tunnel,
+            local_ts: vec![ts("10.1.0.0/16")],
+            remote_ts: vec![ts("10.2.0.0/24"), ts("10.3.0.1")],
+            lifetimes: Default::default(),
+            encap: encap.then_some(ipsec_ike::UdpEncap {
+                local_port: 4500,
+                remote_port: 31000,
+            }),
+            local: "192.0.2.1:4500".parse().unwrap(),
+            remote: "198.51.100.2:31000".parse().unwrap(),
+            initiator: true,
+            rekeys,
+            encr_out: zeroize::Zeroizing::new(vec![1; 20]),
+            integ_out: zeroize::Zeroizing::new(vec![]),
+            encr_in: zeroize::Zeroizing::new(vec![3; 20]),
+            integ_in: zeroize::Zeroizing::new(vec![]),
+        }
+    }
+
+    /// Every IKE event line and the `ike.list` answer, byte for byte (`ike/golden.txt`).
+    #[test]
+    fn every_ike_event_and_list_is_as_documented() {
+        let now = Duration::from_secs(7);
+        let mut out = String::new();
+        let mut line = |v: Value| {
+            let _ = writeln!(out, "{v}");
+        };
+        line(ike_up_json(&info(0x0123_4567_89ab_cdef), now));
+        line(ike_rekeyed_json(
+            0x0123_4567_89ab_cdef,
+            0xfedc_ba98_7654_3210,
+            &info(0x1111),
+            now,
+        ));
+        line(ike_down_json("gw", 1, 0, DownReason::Rekeyed, now));
+        line(ike_down_json("gw", 1, 2, DownReason::PeerError(24), now));
+        line(event_json("child.up", now, child_fields(&child(None, true))));
+        line(event_json(
+            "child.up",
+            now,
+            child_fields(&child(Some(0xc000_0009), false)),
+        ));
+        let mut failed = child_fields(&child(None, true));
+        failed["error"] = "SA `ike:gw/net/out-c0000002`: no room".into();
+        line(event_json("child.failed", now, failed));
+        line(child_down_json(
+            "gw",
+            "net",
+            0xc000_0001,
+            0xc000_0002,
+            DownReason::Local,
+            now,
+        ));
+        line(auth_failed_json(
+            "gw",
+            true,
+            Some(&ipsec_ike::authenticator::Refusal::Psk),
+            now,
+        ));
+        line(auth_failed_json("gw", false, None, now));
+        line(no_proposal_json("gw", None, now));
+        line(no_proposal_json("", Some("net"), now));
+        line(ts_unacceptable_json("gw", "net", now));
+        line(peer_moved_json(
+            "gw",
+            "198.51.100.2:4500".parse().unwrap(),
+            "198.51.100.2:31001".parse().unwrap(),
+            now,
+        ));
+        let status = ipsec_ike::IkeSaStatus {
+            conn: "gw".into(),
+            state: "established",
+            role: Role::Responder,
+            spi_i: 0x0123_4567_89ab_cdef,
+            spi_r: 0xfedc_ba98_7654_3210,
+            local: "192.0.2.1:4500".parse().unwrap(),
+            remote: "198.51.100.2:4500".parse().unwrap(),
+            remote_id: Some("b.example".into()),
+            proposal: Some("aes128gcm16-prfsha256-ecp256".into()),
+            nat: false,
+            next_request_id: 3,
+            expected_peer_id: 2,
+            age: Duration::from_secs(75),
+            rekey_in: Some(Duration::from_secs(14100)),
+            stats: ipsec_ike::IkeSaStats {
+                requests_sent: 3,
+                requests_answered: 2,
+                child_rekeys: 1,
+                ..Default::default()
+            },
+            children: vec![
+                ipsec_ike::ChildSaStatus {
+                    child: "net".into(),
+                    state: "installed",
+                    spi_in: 0xc000_0001,
+                    spi_out: 0xc000_0002,
+                    proposal: "aes128gcm16-noesn".into(),
+                    rekeys: Some(0xc000_0003),
+                    rekey_in: Some(Duration::from_secs(3300)),
+                    expires_in: None,
+                },
+                ipsec_ike::ChildSaStatus {
+                    child: "net".into(),
+                    state: "rekeyed",
+                    spi_in: 0xc000_0003,
+                    spi_out: 0xc000_0004,
+                    proposal: "aes128gcm16-noesn".into(),
+                    rekeys: None,
+                    rekey_in: None,
+                    expires_in: Some(Duration::from_secs(10)),
+                },
+            ],
+        };
+        let list = json!({"ike_sas": [ike_sa_json(&status, Some("a.example".into())), ike_sa_json(&status, None)]});
+        line(crate::control::protocol::ok(list));
+        line(crate::control::protocol::ok(json!({"ike_sas": []})));
+        crate::control::golden::check_golden("ike/golden.txt", &out);
+    }
 }

@@ -355,7 +355,6 @@ fn finish(endpoint: &mut ipsec_ike::Endpoint, sockets: &IkeSockets<'_>, now: Dur
 
 /// The IKE SAs and their children as `ike.list` and `show` give them (no key).
 pub fn list_json(endpoint: &ipsec_ike::Endpoint, now: Duration) -> Value {
-    let secs = |d: Option<Duration>| d.map(|d| d.as_secs());
     let sas: Vec<Value> = endpoint
         .status(now)
         .iter()
@@ -366,46 +365,52 @@ pub fn list_json(endpoint: &ipsec_ike::Endpoint, now: Duration) -> Value {
                 .iter()
                 .find(|c| c.name == s.conn)
                 .map(|c| c.local_id.to_string());
-            json!({
-                "conn": s.conn,
-                "state": s.state,
-                "role": match s.role { ipsec_ike::Role::Initiator => "initiator", ipsec_ike::Role::Responder => "responder" },
-                "spi_i": format!("{:016x}", s.spi_i),
-                "spi_r": format!("{:016x}", s.spi_r),
-                "local": s.local.to_string(),
-                "remote": s.remote.to_string(),
-                "local_id": local_id,
-                "remote_id": s.remote_id,
-                "nat": s.nat,
-                "proposal": s.proposal,
-                "message_ids": {"next_request": s.next_request_id, "peer_next": s.expected_peer_id},
-                "age_seconds": s.age.as_secs(),
-                "rekey_in_seconds": secs(s.rekey_in),
-                "counters": {
-                    "requests_sent": s.stats.requests_sent,
-                    "requests_answered": s.stats.requests_answered,
-                    "retransmits": s.stats.retransmits,
-                    "child_rekeys": s.stats.child_rekeys,
-                    "invalid_syntax": s.stats.invalid_syntax,
-                    "fragments_sent": s.stats.fragments_sent,
-                    "fragments_received": s.stats.fragments_received,
-                    "fragmented_messages": s.stats.fragmented_messages,
-                    "fragments_dropped": s.stats.fragments_dropped,
-                },
-                "children": s.children.iter().map(|c| json!({
-                    "child": c.child,
-                    "state": c.state,
-                    "spi_in": format!("{:08x}", c.spi_in),
-                    "spi_out": format!("{:08x}", c.spi_out),
-                    "proposal": c.proposal,
-                    "rekeys": c.rekeys.map(|r| format!("{r:08x}")),
-                    "rekey_in_seconds": secs(c.rekey_in),
-                    "expires_in_seconds": secs(c.expires_in),
-                })).collect::<Vec<_>>(),
-            })
+            ike_sa_json(s, local_id)
         })
         .collect();
     json!({ "ike_sas": sas })
+}
+
+/// One IKE SA of `ike.list`.
+pub(crate) fn ike_sa_json(s: &ipsec_ike::IkeSaStatus, local_id: Option<String>) -> Value {
+    let secs = |d: Option<Duration>| d.map(|d| d.as_secs());
+    json!({
+        "conn": s.conn,
+        "state": s.state,
+        "role": match s.role { ipsec_ike::Role::Initiator => "initiator", ipsec_ike::Role::Responder => "responder" },
+        "spi_i": format!("{:016x}", s.spi_i),
+        "spi_r": format!("{:016x}", s.spi_r),
+        "local": s.local.to_string(),
+        "remote": s.remote.to_string(),
+        "local_id": local_id,
+        "remote_id": s.remote_id,
+        "nat": s.nat,
+        "proposal": s.proposal,
+        "message_ids": {"next_request": s.next_request_id, "peer_next": s.expected_peer_id},
+        "age_seconds": s.age.as_secs(),
+        "rekey_in_seconds": secs(s.rekey_in),
+        "counters": {
+            "requests_sent": s.stats.requests_sent,
+            "requests_answered": s.stats.requests_answered,
+            "retransmits": s.stats.retransmits,
+            "child_rekeys": s.stats.child_rekeys,
+            "invalid_syntax": s.stats.invalid_syntax,
+            "fragments_sent": s.stats.fragments_sent,
+            "fragments_received": s.stats.fragments_received,
+            "fragmented_messages": s.stats.fragmented_messages,
+            "fragments_dropped": s.stats.fragments_dropped,
+        },
+        "children": s.children.iter().map(|c| json!({
+            "child": c.child,
+            "state": c.state,
+            "spi_in": format!("{:08x}", c.spi_in),
+            "spi_out": format!("{:08x}", c.spi_out),
+            "proposal": c.proposal,
+            "rekeys": c.rekeys.map(|r| format!("{r:08x}")),
+            "rekey_in_seconds": secs(c.rekey_in),
+            "expires_in_seconds": secs(c.expires_in),
+        })).collect::<Vec<_>>(),
+    })
 }
 
 /// Carries out a command on the endpoint.
