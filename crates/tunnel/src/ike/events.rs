@@ -95,11 +95,37 @@ pub(super) fn peer_moved_json(conn: &str, old: SocketAddr, new: SocketAddr, now:
     )
 }
 
-/// A child pair as the IKE thread's status lists it.
-pub(super) struct ChildEntry {
-    spi_in: u32,
-    /// A rekey made its successor: when it goes, its inbound SA is retired, not removed.
-    replaced: bool,
+/// What the endpoint's own status says about the SAs that remain, read once per pass (the
+/// endpoint does not change while its events are taken): the IKE SAs' peers, and the child
+/// pairs a rekey replaced (their successor names them, [`ipsec_ike::ChildSaStatus::rekeys`]).
+#[derive(Debug, Default)]
+pub(super) struct Live {
+    /// The addresses of the peers of the IKE SAs up (established, or rekeyed and not yet gone).
+    peers: std::collections::HashSet<std::net::IpAddr>,
+    /// The inbound SPIs of the child pairs a live child replaces.
+    replaced: std::collections::HashSet<u32>,
+}
+
+impl Live {
+    pub(super) fn of(endpoint: &ipsec_ike::Endpoint, now: Duration) -> Live {
+        Live::from_status(&endpoint.status(now))
+    }
+
+    fn from_status(status: &[ipsec_ike::IkeSaStatus]) -> Live {
+        let mut l = Live::default();
+        for s in status {
+            if matches!(s.state, "established" | "rekeyed") {
+                l.peers.insert(s.remote.ip());
+            }
+            l.replaced.extend(s.children.iter().filter_map(|c| c.rekeys));
+        }
+        l
+    }
+}
+
+/// Whether handling `ev` needs [`Live`].
+pub(super) fn needs_live(ev: &Event) -> bool {
+    matches!(ev, Event::IkeDown { .. } | Event::ChildDown { .. })
 }
 
 pub(super) fn handle_event(
@@ -107,12 +133,11 @@ pub(super) fn handle_event(
     control: &Control,
     sockets: &IkeSockets<'_>,
     ev: Event,
-    status: &Mutex<Vec<(ipsec_ike::IkeSaInfo, Vec<ChildEntry>)>>,
+    live: Option<&Live>,
     keylog: Option<&KeyLog>,
 ) -> Option<u32> {
     let now = t.now();
     let mut failed = None;
-    let mut st = status.lock().unwrap_or_else(|p| p.into_inner());
     let out = match ev {
         Event::IkeUp { info, keys } => {
             info!(
@@ -127,10 +152,7 @@ pub(super) fn handle_event(
             if let (Some(k), Some(log)) = (keys.as_ref(), keylog) {
                 log.append("ikev2_decryption_table", &[ipsec_ike::keylog::ikev2_line(k)]);
             }
-            let v = ike_up_json(&info, now);
-            st.retain(|(i, _)| !(i.spi_i == info.spi_i && i.spi_r == info.spi_r));
-            st.push((info, Vec::new()));
-            v
+            ike_up_json(&info, now)
         }
         Event::IkeRekeyed {
             old_spi_i,
@@ -145,30 +167,19 @@ pub(super) fn handle_event(
             if let (Some(k), Some(log)) = (keys.as_ref(), keylog) {
                 log.append("ikev2_decryption_table", &[ipsec_ike::keylog::ikev2_line(k)]);
             }
-            let v = ike_rekeyed_json(old_spi_i, old_spi_r, &info, now);
-            // The children moved to the new SA.
-            let children = st
-                .iter()
-                .position(|(i, _)| i.spi_i == old_spi_i && i.spi_r == old_spi_r)
-                .map(|k| core::mem::take(&mut st[k].1))
-                .unwrap_or_default();
-            st.push((info, children));
-            v
+            ike_rekeyed_json(old_spi_i, old_spi_r, &info, now)
         }
         Event::IkeDown {
             conn,
             spi_i,
             spi_r,
+            remote,
             reason,
         } => {
             info!("IKE: {conn} down ({reason:?})");
-            let gone = st
-                .iter()
-                .find(|(i, _)| i.spi_i == spi_i && i.spi_r == spi_r)
-                .map(|(i, _)| i.remote.ip());
-            st.retain(|(i, _)| !(i.spi_i == spi_i && i.spi_r == spi_r));
-            if let Some(ip) = gone.filter(|ip| !st.iter().any(|(i, _)| i.remote.ip() == *ip)) {
-                sockets.remove_peer(ip);
+            // Its peer's endpoint leaves with its last IKE SA.
+            if !live.is_some_and(|l| l.peers.contains(&remote.ip())) {
+                sockets.remove_peer(remote.ip());
             }
             ike_down_json(&conn, spi_i, spi_r, reason, now)
         }
@@ -210,28 +221,12 @@ pub(super) fn handle_event(
                             c.remote
                         );
                     }
-                    if let Some((_, ch)) = st.iter_mut().find(|(i, _)| i.conn == c.conn) {
-                        ch.push(ChildEntry {
-                            spi_in: c.spi_in,
-                            replaced: false,
-                        });
-                    }
-                    if let Some(old) = c.rekeys {
-                        for x in st
-                            .iter_mut()
-                            .flat_map(|(_, ch)| ch.iter_mut())
-                            .filter(|x| x.spi_in == old)
-                        {
-                            x.replaced = true;
-                        }
-                    }
                 }
                 Err(e) => {
                     warn!("IKE: {}/{}: installing the child SA failed: {e}", c.conn, c.child);
                     failed = Some(c.spi_in);
                     let mut v = v;
                     v["error"] = e.into();
-                    drop(st);
                     control.publish(&[event_json("child.failed", now, v)]);
                     return failed;
                 }
@@ -245,10 +240,8 @@ pub(super) fn handle_event(
             spi_out,
             reason,
         } => {
-            let replaced = st
-                .iter()
-                .flat_map(|(_, ch)| ch.iter())
-                .any(|x| x.spi_in == spi_in && x.replaced);
+            // A rekey replaced it: its successor (still up) names it.
+            let replaced = live.is_some_and(|l| l.replaced.contains(&spi_in));
             let (out, inb) = (ChildSaKey::out(spi_in), ChildSaKey::inb(spi_in));
             if replaced {
                 // Make before break's last step: the old outbound SA goes, the old inbound one
@@ -260,9 +253,6 @@ pub(super) fn handle_event(
             }
             sockets.child_down(spi_in);
             info!("IKE: {conn}/{child} down ({reason:?}): its SAs and policies removed");
-            for (_, ch) in st.iter_mut() {
-                ch.retain(|x| x.spi_in != spi_in);
-            }
             child_down_json(&conn, &child, spi_in, spi_out, reason, now)
         }
         Event::AuthFailed { conn, local, reason } => {
@@ -294,7 +284,6 @@ pub(super) fn handle_event(
             return failed;
         }
     };
-    drop(st);
     control.publish(&[out]);
     failed
 }
@@ -457,5 +446,49 @@ mod tests {
         line(crate::control::protocol::ok(list));
         line(crate::control::protocol::ok(json!({"ike_sas": []})));
         crate::control::golden::check_golden("ike/golden.txt", &out);
+    }
+
+    /// What a down SA's handling reads from the endpoint: the peers of the IKE SAs that were
+    /// up (not one still connecting or dead), and the pairs a live child replaced.
+    #[test]
+    fn live_sas_name_their_peers_and_the_pairs_they_replaced() {
+        let sa = |state: &'static str, remote: &str, rekeys: Option<u32>| ipsec_ike::IkeSaStatus {
+            conn: "gw".into(),
+            state,
+            role: Role::Responder,
+            spi_i: 1,
+            spi_r: 2,
+            local: "192.0.2.1:4500".parse().unwrap(),
+            remote: remote.parse().unwrap(),
+            remote_id: None,
+            proposal: None,
+            nat: false,
+            next_request_id: 0,
+            expected_peer_id: 0,
+            age: Duration::ZERO,
+            rekey_in: None,
+            stats: Default::default(),
+            children: vec![ipsec_ike::ChildSaStatus {
+                child: "net".into(),
+                state: "installed",
+                spi_in: 0xc000_0005,
+                spi_out: 0xc000_0006,
+                proposal: String::new(),
+                rekeys,
+                rekey_in: None,
+                expires_in: None,
+            }],
+        };
+        let l = Live::from_status(&[
+            sa("established", "198.51.100.2:4500", Some(0xc000_0001)),
+            sa("rekeyed", "198.51.100.3:4500", None),
+            sa("connecting", "198.51.100.4:500", None),
+            sa("dead", "198.51.100.5:4500", Some(0xc000_0002)),
+        ]);
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        assert!(l.peers.contains(&ip("198.51.100.2")) && l.peers.contains(&ip("198.51.100.3")));
+        assert!(!l.peers.contains(&ip("198.51.100.4")) && !l.peers.contains(&ip("198.51.100.5")));
+        assert!(l.replaced.contains(&0xc000_0001));
+        assert!(!l.replaced.contains(&0xc000_0005));
     }
 }

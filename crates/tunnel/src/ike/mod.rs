@@ -31,7 +31,6 @@ use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
-use std::sync::Mutex;
 use std::time::Duration;
 use tracing::{info, warn};
 
@@ -42,7 +41,7 @@ mod sockets;
 mod traps;
 
 pub use crate::obs::ike::{IkeCounters, IkeReport};
-use events::{handle_event, ChildEntry};
+use events::{handle_event, needs_live, Live};
 pub use keylog::KeyLog;
 pub use selectors::{child_sas, range_prefixes, ChildSas};
 pub use sockets::{IkeSockets, Inputs};
@@ -197,8 +196,6 @@ pub fn run(
     stop: &AtomicBool,
 ) {
     let mut rng = rand_core::OsRng;
-    // The IKE SAs as the events reported them, for `ipsec show`.
-    let status: Mutex<Vec<(ipsec_ike::IkeSaInfo, Vec<ChildEntry>)>> = Mutex::new(Vec::new());
     let now = || t.now();
     let counters = std::sync::Arc::new(IkeCounters::default());
     t.set_ike_counters(counters.clone());
@@ -313,10 +310,16 @@ pub fn run(
         // Events first: a child's SAs are installed before the message that completes its
         // exchange goes out, so the peer's first packets on the new pair (it may switch as
         // soon as it has our answer, 2.8) find its inbound SA here.
+        // What a down SA's handling asks of the SAs that remain is read from the endpoint
+        // itself, once per pass (the shadow list of IKE SAs the events reported is gone).
         let mut failed = Vec::new();
+        let mut live = None;
         while let Some(ev) = endpoint.poll_event() {
             counters.count(&ev);
-            failed.extend(handle_event(t, control, sockets, ev, &status, keylog));
+            if live.is_none() && needs_live(&ev) {
+                live = Some(Live::of(&endpoint, now()));
+            }
+            failed.extend(handle_event(t, control, sockets, ev, live.as_ref(), keylog));
         }
         // A child agreed but not installed is deleted on both sides (RFC 7296 2.9: a child
         // exists only if it protects what it says); the Delete goes with this round's sends.
