@@ -1022,4 +1022,113 @@ impl Endpoint {
     pub fn poll_event(&mut self) -> Option<Event> {
         self.out.events.pop_front()
     }
+
+    /// The handle of connection `name` (its index in [`Config::connections`]): a caller
+    /// resolves a name once, at its edge, and passes the handle inward.
+    pub fn conn_id(&self, name: &str) -> Result<ConnId, CommandError> {
+        self.conn_index(name).map(ConnId)
+    }
+
+    /// The handles of every connection, in the config's order.
+    pub fn conn_ids(&self) -> impl Iterator<Item = ConnId> {
+        (0..self.cfg.connections.len()).map(ConnId)
+    }
+
+    fn conn_at(&self, conn: ConnId) -> Result<usize, CommandError> {
+        (conn.0 < self.cfg.connections.len())
+            .then_some(conn.0)
+            .ok_or(CommandError::UnknownConnection)
+    }
+
+    /// [`Endpoint::initiate`] of a connection by handle.
+    pub fn initiate_conn(
+        &mut self,
+        now: Duration,
+        conn: ConnId,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<SaHandle, CommandError> {
+        let ci = self.conn_at(conn)?;
+        self.initiate_with(now, ci, None, rng)
+    }
+
+    /// [`Endpoint::terminate`] of a connection by handle.
+    pub fn terminate_conn(
+        &mut self,
+        now: Duration,
+        conn: ConnId,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), CommandError> {
+        let ci = self.conn_at(conn)?;
+        let mut found = false;
+        for sa in self.sas.values_mut().filter(|s| s.conn == ci) {
+            found = true;
+            let mut cx = Cx {
+                cfg: &self.cfg,
+                out: &mut self.out,
+                now,
+                others: &[],
+                unix: wall(self.clock, now),
+                peers_of: None,
+            };
+            if sa.state.is_established() {
+                sa.queue_task(&mut cx, Task::IkeDelete, rng);
+            } else {
+                sa.kill(&mut cx, DownReason::Local);
+            }
+        }
+        self.reap();
+        if found {
+            Ok(())
+        } else {
+            Err(CommandError::NotEstablished)
+        }
+    }
+
+    /// [`Endpoint::rekey_ike`] of a connection by handle.
+    pub fn rekey_ike_conn(
+        &mut self,
+        now: Duration,
+        conn: ConnId,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), CommandError> {
+        let ci = self.conn_at(conn)?;
+        let mut found = false;
+        for sa in self
+            .sas
+            .values_mut()
+            .filter(|s| s.conn == ci && s.state.is_established())
+        {
+            found = true;
+            if let Some(t) = IkeRekey::new(sa, rng).map(Task::IkeRekey) {
+                let mut cx = Cx {
+                    cfg: &self.cfg,
+                    out: &mut self.out,
+                    now,
+                    others: &[],
+                    unix: wall(self.clock, now),
+                    peers_of: None,
+                };
+                sa.queue_task(&mut cx, t, rng);
+            }
+        }
+        if found {
+            Ok(())
+        } else {
+            Err(CommandError::NotEstablished)
+        }
+    }
+
+    /// The inbound SPIs of the connection's child pairs named `child` ([`Endpoint::children`]
+    /// by handle), for [`Endpoint::rekey_child`].
+    pub fn child_spis(&self, conn: ConnId, child: &str) -> Vec<u32> {
+        self.sas
+            .values()
+            .filter(|s| s.conn == conn.0)
+            .flat_map(|s| s.children.iter().filter(|c| c.info.child == child).map(|c| c.spi_in()))
+            .collect()
+    }
 }
+
+/// A connection's handle: its index in [`Config::connections`] ([`Endpoint::conn_id`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub usize);

@@ -51,7 +51,7 @@ pub use config::{
     StartAction,
 };
 pub use cookie::DosStats;
-pub use endpoint::{Dropped, Endpoint, PacketSelectors, SaHandle};
+pub use endpoint::{ConnId, Dropped, Endpoint, PacketSelectors, SaHandle};
 pub use event::{ChildSaInfo, DownReason, Event, IkeKeyLog, IkeSaInfo, Role, Transmit, UdpEncap};
 pub use id::Identity;
 pub use ike_sa::NON_ESP_MARKER;

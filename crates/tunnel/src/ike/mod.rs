@@ -347,9 +347,9 @@ pub fn run(
 /// A clean stop deletes our IKE SAs (the peer removes its SAs at once instead of waiting
 /// for its liveness checks).
 fn finish(endpoint: &mut ipsec_ike::Endpoint, sockets: &IkeSockets<'_>, now: Duration, rng: &mut rand_core::OsRng) {
-    let names: Vec<String> = endpoint.config().connections.iter().map(|c| c.name.clone()).collect();
-    for n in names {
-        let _ = endpoint.terminate(now, &n, rng);
+    let conns: Vec<ipsec_ike::ConnId> = endpoint.conn_ids().collect();
+    for c in conns {
+        let _ = endpoint.terminate_conn(now, c, rng);
     }
     while let Some(tx) = endpoint.poll_transmit() {
         let _ = sockets.send(&tx);
@@ -416,7 +416,8 @@ pub(crate) fn ike_sa_json(s: &ipsec_ike::IkeSaStatus, local_id: Option<String>) 
     })
 }
 
-/// Carries out a command on the endpoint.
+/// Carries out a command on the endpoint: the connection's name is resolved once, here (the
+/// IKE thread's edge), to its handle ([`ipsec_ike::ConnId`]), which the endpoint is given.
 fn command(
     endpoint: &mut ipsec_ike::Endpoint,
     now: Duration,
@@ -425,21 +426,27 @@ fn command(
 ) -> Result<Value, String> {
     let label = cmd.label();
     let r = match cmd {
+        IkeRequest::List => return Ok(list_json(endpoint, now)),
         IkeRequest::Initiate { conn, child: None } => endpoint
-            .initiate(now, &conn, rng)
+            .conn_id(&conn)
+            .and_then(|id| endpoint.initiate_conn(now, id, rng))
             .map(|h| json!({"conn": conn, "spi": format!("{:016x}", h.0)})),
         IkeRequest::Initiate { conn, child: Some(ch) } => endpoint
             .initiate_child(now, &conn, &ch, rng)
             .map(|()| json!({"conn": conn, "child": ch})),
-        IkeRequest::Terminate { conn } => endpoint.terminate(now, &conn, rng).map(|()| json!({"conn": conn})),
-        IkeRequest::Rekey { conn, child: None } => endpoint.rekey_ike(now, &conn, rng).map(|()| json!({"conn": conn})),
+        IkeRequest::Terminate { conn } => endpoint
+            .conn_id(&conn)
+            .and_then(|id| endpoint.terminate_conn(now, id, rng))
+            .map(|()| json!({"conn": conn})),
+        IkeRequest::Rekey { conn, child: None } => endpoint
+            .conn_id(&conn)
+            .and_then(|id| endpoint.rekey_ike_conn(now, id, rng))
+            .map(|()| json!({"conn": conn})),
         IkeRequest::Rekey { conn, child: Some(ch) } => {
-            let spis: Vec<u32> = endpoint
-                .children(&conn)
-                .into_iter()
-                .filter(|(n, _)| *n == ch)
-                .map(|(_, s)| s)
-                .collect();
+            // (An unknown connection has no child up: "not established", as before.)
+            let spis = endpoint
+                .conn_id(&conn)
+                .map_or_else(|_| Vec::new(), |id| endpoint.child_spis(id, &ch));
             if spis.is_empty() {
                 Err(ipsec_ike::CommandError::NotEstablished)
             } else {
@@ -448,7 +455,6 @@ fn command(
                     .map(|()| json!({"conn": conn, "child": ch, "pairs": spis.len()}))
             }
         }
-        IkeRequest::List => return Ok(list_json(endpoint, now)),
     };
     r.map_err(|e| format!("`{label}`: {e}"))
 }
