@@ -1,7 +1,7 @@
 //! The control protocol's wire format, byte for byte: a scripted session's every response
 //! and event line (each shape docs/control.md names) against `golden.txt`, so any change of a
 //! field's name, order or wording shows here. `GOLDEN_UPDATE=1 cargo test -p ipsec-tunnel
-//! golden` rewrites the file (then read its diff: it is the wire change).
+//! as_documented` rewrites the file (then read its diff: it is the wire change).
 
 use super::ike_sas::remove_ike_sas;
 use super::requests::sa_config;
