@@ -165,6 +165,24 @@ fn every_response_and_event_is_as_documented() {
         &mut evs,
     );
     s.events(&evs);
+    // An SA in UDP (its `encap` in the SA's view), an IPComp SA (no replay window, no
+    // sequence numbers), an AH SA.
+    s.req(
+        9,
+        &format!(
+            r#"{{"v":1,"op":"sa.add","name":"u","spec":"{} encap espinudp 4500 4501 10.0.0.7"}}"#,
+            spec(0x40)
+        ),
+    );
+    s.req(
+        9,
+        r#"{"v":1,"op":"sa.add","name":"c","spec":"proto comp spi 0x4100 mode tunnel src 10.99.0.1 dst 10.99.0.2 comp deflate"}"#,
+    );
+    s.req(
+        9,
+        r#"{"v":1,"op":"sa.add","name":"h","spec":"proto ah spi 0x42 mode transport src 10.99.0.1 dst 10.99.0.2 auth 'hmac(sha256)' 0x0102030405060708090a0b0c0d0e0f100102030405060708090a0b0c0d0e0f10"}"#,
+    );
+    s.req(9, r#"{"v":1,"op":"sa.get","name":"u","keys":true}"#);
     s.req(9, r#"{"v":1,"op":"show"}"#);
     // The socket's own errors.
     let _ = writeln!(
