@@ -49,7 +49,7 @@ impl Session {
         self.events(&h.events);
     }
 
-    fn events(&mut self, evs: &[Value]) {
+    fn events(&mut self, evs: &[Event]) {
         for ev in evs {
             let _ = writeln!(self.out, "! {ev}");
         }
@@ -127,11 +127,10 @@ fn every_response_and_event_is_as_documented() {
         + "[[policy]]\ndir = \"out\"\nsrc = \"10.0.0.0/8\"\naction = \"protect\"\nbundle = [\"w\"]\n";
     let applied = reload::apply(&mut s.e, &mut s.st, &cfg(&text), Duration::from_secs(8)).unwrap();
     s.events(&applied.events);
-    s.events(&[event(
-        "config.reload_failed",
-        Duration::from_secs(8),
-        json!({"error": "x.toml: line 1: bad"}),
-    )]);
+    s.events(&[Event::ConfigReloadFailed(event::ReloadFailed {
+        time: 8,
+        error: "x.toml: line 1: bad".into(),
+    })]);
     // IKE's pairs: installed, the inbound one retired, the outbound one removed.
     let child = |dir: &str, spi: u32| {
         sa_config(&SaRequest {
@@ -185,15 +184,9 @@ fn every_response_and_event_is_as_documented() {
     s.req(9, r#"{"v":1,"op":"sa.get","name":"u","keys":true}"#);
     s.req(9, r#"{"v":1,"op":"show"}"#);
     // The socket's own errors.
-    let _ = writeln!(
-        s.out,
-        "< {}",
-        error(format!("busy: {MAX_CLIENTS} control clients connected; try again"))
-    );
-    let _ = writeln!(
-        s.out,
-        "< {}",
-        error(format!("too many monitors ({MAX_MONITORS}): try again later"))
-    );
+    let busy = Response::error(format!("busy: {MAX_CLIENTS} control clients connected; try again"));
+    let _ = writeln!(s.out, "< {busy}");
+    let many = Response::error(format!("too many monitors ({MAX_MONITORS}): try again later"));
+    let _ = writeln!(s.out, "< {many}");
     check_golden("control/golden.txt", &s.out);
 }

@@ -4,95 +4,125 @@
 //! for the monitors.
 
 use super::*;
+use crate::control::event::{self as ev, Event as ControlEvent};
 
-/// An event line as the control side's (`{"v":1,"event":KIND,"time":SECONDS,...}`).
-pub(super) fn event_json(kind: &str, now: Duration, fields: Value) -> Value {
-    crate::control::event(kind, now, fields)
-}
-
-pub(super) fn ts_json(ts: &[TrafficSelector]) -> Vec<String> {
+pub(super) fn ts_words(ts: &[TrafficSelector]) -> Vec<String> {
     ts.iter().map(|t| format!("{t}")).collect()
 }
 
-pub(super) fn ike_up_json(info: &ipsec_ike::IkeSaInfo, now: Duration) -> Value {
-    event_json(
-        "ike.up",
-        now,
-        json!({"conn": info.conn, "spi_i": format!("{:016x}", info.spi_i), "spi_r": format!("{:016x}", info.spi_r),
-            "local": info.local.to_string(), "remote": info.remote.to_string(), "nat": info.nat}),
-    )
+pub(super) fn ike_up(info: &ipsec_ike::IkeSaInfo, now: Duration) -> ControlEvent {
+    ControlEvent::IkeUp(ev::IkeUp {
+        time: now.as_secs(),
+        conn: info.conn.clone(),
+        spi_i: format!("{:016x}", info.spi_i),
+        spi_r: format!("{:016x}", info.spi_r),
+        local: info.local.to_string(),
+        remote: info.remote.to_string(),
+        nat: info.nat,
+    })
 }
 
-pub(super) fn ike_rekeyed_json(old_spi_i: u64, old_spi_r: u64, info: &ipsec_ike::IkeSaInfo, now: Duration) -> Value {
-    event_json(
-        "ike.rekeyed",
-        now,
-        json!({"conn": info.conn, "old_spi_i": format!("{old_spi_i:016x}"), "old_spi_r": format!("{old_spi_r:016x}"),
-            "spi_i": format!("{:016x}", info.spi_i), "spi_r": format!("{:016x}", info.spi_r)}),
-    )
+pub(super) fn ike_rekeyed(old_spi_i: u64, old_spi_r: u64, info: &ipsec_ike::IkeSaInfo, now: Duration) -> ControlEvent {
+    ControlEvent::IkeRekeyed(ev::IkeRekeyed {
+        time: now.as_secs(),
+        conn: info.conn.clone(),
+        old_spi_i: format!("{old_spi_i:016x}"),
+        old_spi_r: format!("{old_spi_r:016x}"),
+        spi_i: format!("{:016x}", info.spi_i),
+        spi_r: format!("{:016x}", info.spi_r),
+    })
 }
 
-pub(super) fn ike_down_json(conn: &str, spi_i: u64, spi_r: u64, reason: ipsec_ike::DownReason, now: Duration) -> Value {
-    event_json(
-        "ike.down",
-        now,
-        json!({"conn": conn, "spi_i": format!("{spi_i:016x}"), "spi_r": format!("{spi_r:016x}"), "why": format!("{reason:?}")}),
-    )
+pub(super) fn ike_down(
+    conn: &str,
+    spi_i: u64,
+    spi_r: u64,
+    reason: ipsec_ike::DownReason,
+    now: Duration,
+) -> ControlEvent {
+    ControlEvent::IkeDown(ev::IkeDown {
+        time: now.as_secs(),
+        conn: conn.to_string(),
+        spi_i: format!("{spi_i:016x}"),
+        spi_r: format!("{spi_r:016x}"),
+        why: format!("{reason:?}"),
+    })
 }
 
 /// `child.up`'s (and `child.failed`'s) fields.
-pub(super) fn child_fields(c: &ipsec_ike::ChildSaInfo) -> Value {
-    let mut v = json!({"conn": c.conn, "child": c.child, "spi_in": format!("{:08x}", c.spi_in),
-        "spi_out": format!("{:08x}", c.spi_out), "local_ts": ts_json(&c.local_ts), "remote_ts": ts_json(&c.remote_ts),
-        "encap": c.encap.map(|e| json!({"sport": e.local_port, "dport": e.remote_port}))});
-    if let Some(old) = c.rekeys {
-        v["rekeys"] = format!("{old:08x}").into();
+pub(super) fn child_up(c: &ipsec_ike::ChildSaInfo, now: Duration) -> ev::ChildUp {
+    ev::ChildUp {
+        time: now.as_secs(),
+        conn: c.conn.clone(),
+        child: c.child.clone(),
+        spi_in: format!("{:08x}", c.spi_in),
+        spi_out: format!("{:08x}", c.spi_out),
+        local_ts: ts_words(&c.local_ts),
+        remote_ts: ts_words(&c.remote_ts),
+        encap: c.encap.map(|e| ev::ChildEncap {
+            sport: e.local_port,
+            dport: e.remote_port,
+        }),
+        rekeys: c.rekeys.map(|old| format!("{old:08x}")),
+        error: None,
     }
-    v
 }
 
-pub(super) fn child_down_json(
+pub(super) fn child_down(
     conn: &str,
     child: &str,
     spi_in: u32,
     spi_out: u32,
     reason: ipsec_ike::DownReason,
     now: Duration,
-) -> Value {
-    event_json(
-        "child.down",
-        now,
-        json!({"conn": conn, "child": child, "spi_in": format!("{spi_in:08x}"), "spi_out": format!("{spi_out:08x}"), "why": format!("{reason:?}")}),
-    )
+) -> ControlEvent {
+    ControlEvent::ChildDown(ev::ChildDown {
+        time: now.as_secs(),
+        conn: conn.to_string(),
+        child: child.to_string(),
+        spi_in: format!("{spi_in:08x}"),
+        spi_out: format!("{spi_out:08x}"),
+        why: format!("{reason:?}"),
+    })
 }
 
-pub(super) fn auth_failed_json(
+pub(super) fn auth_failed(
     conn: &str,
     local: bool,
     reason: Option<&ipsec_ike::authenticator::Refusal>,
     now: Duration,
-) -> Value {
-    let mut f = json!({"conn": conn, "by": if local { "us" } else { "peer" }});
-    if let Some(why) = reason {
-        f["why"] = json!(why.to_string());
-    }
-    event_json("ike.auth_failed", now, f)
+) -> ControlEvent {
+    ControlEvent::IkeAuthFailed(ev::AuthFailed {
+        time: now.as_secs(),
+        conn: conn.to_string(),
+        by: if local { "us" } else { "peer" }.to_string(),
+        why: reason.map(|r| r.to_string()),
+    })
 }
 
-pub(super) fn no_proposal_json(conn: &str, child: Option<&str>, now: Duration) -> Value {
-    event_json("ike.no_proposal", now, json!({"conn": conn, "child": child}))
+pub(super) fn no_proposal(conn: &str, child: Option<&str>, now: Duration) -> ControlEvent {
+    ControlEvent::IkeNoProposal(ev::ConnChild {
+        time: now.as_secs(),
+        conn: conn.to_string(),
+        child: child.map(str::to_string),
+    })
 }
 
-pub(super) fn ts_unacceptable_json(conn: &str, child: &str, now: Duration) -> Value {
-    event_json("ike.ts_unacceptable", now, json!({"conn": conn, "child": child}))
+pub(super) fn ts_unacceptable(conn: &str, child: &str, now: Duration) -> ControlEvent {
+    ControlEvent::IkeTsUnacceptable(ev::ConnChild {
+        time: now.as_secs(),
+        conn: conn.to_string(),
+        child: Some(child.to_string()),
+    })
 }
 
-pub(super) fn peer_moved_json(conn: &str, old: SocketAddr, new: SocketAddr, now: Duration) -> Value {
-    event_json(
-        "ike.peer_moved",
-        now,
-        json!({"conn": conn, "old": old.to_string(), "new": new.to_string()}),
-    )
+pub(super) fn peer_moved(conn: &str, old: SocketAddr, new: SocketAddr, now: Duration) -> ControlEvent {
+    ControlEvent::IkePeerMoved(ev::PeerMoved {
+        time: now.as_secs(),
+        conn: conn.to_string(),
+        old: old.to_string(),
+        new: new.to_string(),
+    })
 }
 
 /// What the endpoint's own status says about the SAs that remain, read once per pass (the
@@ -152,7 +182,7 @@ pub(super) fn handle_event(
             if let (Some(k), Some(log)) = (keys.as_ref(), keylog) {
                 log.append("ikev2_decryption_table", &[ipsec_ike::keylog::ikev2_line(k)]);
             }
-            ike_up_json(&info, now)
+            ike_up(&info, now)
         }
         Event::IkeRekeyed {
             old_spi_i,
@@ -167,7 +197,7 @@ pub(super) fn handle_event(
             if let (Some(k), Some(log)) = (keys.as_ref(), keylog) {
                 log.append("ikev2_decryption_table", &[ipsec_ike::keylog::ikev2_line(k)]);
             }
-            ike_rekeyed_json(old_spi_i, old_spi_r, &info, now)
+            ike_rekeyed(old_spi_i, old_spi_r, &info, now)
         }
         Event::IkeDown {
             conn,
@@ -181,13 +211,13 @@ pub(super) fn handle_event(
             if !live.is_some_and(|l| l.peers.contains(&remote.ip())) {
                 sockets.remove_peer(remote.ip());
             }
-            ike_down_json(&conn, spi_i, spi_r, reason, now)
+            ike_down(&conn, spi_i, spi_r, reason, now)
         }
         Event::ChildUp(c) => {
             if let Some(log) = keylog {
                 log.append("esp_sa", &ipsec_ike::keylog::esp_sa_lines(&c));
             }
-            let v = child_fields(&c);
+            let v = child_up(&c, now);
             // Our rekey: the new pair's policies go before the old pair's (outbound traffic
             // moves at once); the peer's: after (it moves when the peer deletes the old).
             let before = c.rekeys.filter(|_| c.initiator);
@@ -226,12 +256,12 @@ pub(super) fn handle_event(
                     warn!("IKE: {}/{}: installing the child SA failed: {e}", c.conn, c.child);
                     failed = Some(c.spi_in);
                     let mut v = v;
-                    v["error"] = e.into();
-                    control.publish(&[event_json("child.failed", now, v)]);
+                    v.error = Some(e);
+                    control.publish(&[ControlEvent::ChildFailed(v)]);
                     return failed;
                 }
             }
-            event_json("child.up", now, v)
+            ControlEvent::ChildUp(v)
         }
         Event::ChildDown {
             conn,
@@ -253,7 +283,7 @@ pub(super) fn handle_event(
             }
             sockets.child_down(spi_in);
             info!("IKE: {conn}/{child} down ({reason:?}): its SAs and policies removed");
-            child_down_json(&conn, &child, spi_in, spi_out, reason, now)
+            child_down(&conn, &child, spi_in, spi_out, reason, now)
         }
         Event::AuthFailed { conn, local, reason } => {
             match (local, reason) {
@@ -261,23 +291,23 @@ pub(super) fn handle_event(
                 (true, None) => warn!("IKE: {conn}: authentication failed: we refused the peer"),
                 (false, _) => warn!("IKE: {conn}: authentication failed: the peer refused us"),
             }
-            auth_failed_json(&conn, local, reason.as_ref(), now)
+            auth_failed(&conn, local, reason.as_ref(), now)
         }
         Event::ProposalMismatch { conn, child } => {
             warn!(
                 "IKE: {conn}: no proposal in common{}",
                 child.as_deref().map_or(String::new(), |c| format!(" for child {c}"))
             );
-            no_proposal_json(&conn, child.as_deref(), now)
+            no_proposal(&conn, child.as_deref(), now)
         }
         Event::TsUnacceptable { conn, child } => {
             warn!("IKE: {conn}/{child}: traffic selectors unacceptable");
-            ts_unacceptable_json(&conn, &child, now)
+            ts_unacceptable(&conn, &child, now)
         }
         Event::PeerEndpointChanged { conn, old, new, .. } => {
             info!("IKE: {conn}: the peer moved from {old} to {new}");
             sockets.peer_moved(old, new);
-            peer_moved_json(&conn, old, new, now)
+            peer_moved(&conn, old, new, now)
         }
         other => {
             tracing::debug!("IKE: {other:?}");
@@ -291,6 +321,7 @@ pub(super) fn handle_event(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::response::Response;
     use ipsec_ike::alg::{ChildSuite, DhGroup, Encr, IkeSuite, Prf};
     use ipsec_ike::{DownReason, Identity, Role};
     use std::fmt::Write as _;
@@ -353,28 +384,24 @@ mod tests {
     fn every_ike_event_and_list_is_as_documented() {
         let now = Duration::from_secs(7);
         let mut out = String::new();
-        let mut line = |v: Value| {
+        let mut line = |v: &dyn std::fmt::Display| {
             let _ = writeln!(out, "{v}");
         };
-        line(ike_up_json(&info(0x0123_4567_89ab_cdef), now));
-        line(ike_rekeyed_json(
+        line(&ike_up(&info(0x0123_4567_89ab_cdef), now));
+        line(&ike_rekeyed(
             0x0123_4567_89ab_cdef,
             0xfedc_ba98_7654_3210,
             &info(0x1111),
             now,
         ));
-        line(ike_down_json("gw", 1, 0, DownReason::Rekeyed, now));
-        line(ike_down_json("gw", 1, 2, DownReason::PeerError(24), now));
-        line(event_json("child.up", now, child_fields(&child(None, true))));
-        line(event_json(
-            "child.up",
-            now,
-            child_fields(&child(Some(0xc000_0009), false)),
-        ));
-        let mut failed = child_fields(&child(None, true));
-        failed["error"] = "SA `ike:gw/net/out-c0000002`: no room".into();
-        line(event_json("child.failed", now, failed));
-        line(child_down_json(
+        line(&ike_down("gw", 1, 0, DownReason::Rekeyed, now));
+        line(&ike_down("gw", 1, 2, DownReason::PeerError(24), now));
+        line(&ControlEvent::ChildUp(child_up(&child(None, true), now)));
+        line(&ControlEvent::ChildUp(child_up(&child(Some(0xc000_0009), false), now)));
+        let mut failed = child_up(&child(None, true), now);
+        failed.error = Some("SA `ike:gw/net/out-c0000002`: no room".into());
+        line(&ControlEvent::ChildFailed(failed));
+        line(&child_down(
             "gw",
             "net",
             0xc000_0001,
@@ -382,17 +409,17 @@ mod tests {
             DownReason::Local,
             now,
         ));
-        line(auth_failed_json(
+        line(&auth_failed(
             "gw",
             true,
             Some(&ipsec_ike::authenticator::Refusal::Psk),
             now,
         ));
-        line(auth_failed_json("gw", false, None, now));
-        line(no_proposal_json("gw", None, now));
-        line(no_proposal_json("", Some("net"), now));
-        line(ts_unacceptable_json("gw", "net", now));
-        line(peer_moved_json(
+        line(&auth_failed("gw", false, None, now));
+        line(&no_proposal("gw", None, now));
+        line(&no_proposal("", Some("net"), now));
+        line(&ts_unacceptable("gw", "net", now));
+        line(&peer_moved(
             "gw",
             "198.51.100.2:4500".parse().unwrap(),
             "198.51.100.2:31001".parse().unwrap(),
@@ -442,9 +469,14 @@ mod tests {
                 },
             ],
         };
-        let list = json!({"ike_sas": [ike_sa_json(&status, Some("a.example".into())), ike_sa_json(&status, None)]});
-        line(crate::control::protocol::ok(list));
-        line(crate::control::protocol::ok(json!({"ike_sas": []})));
+        let list = IkeList {
+            ike_sas: vec![
+                ike_sa_info(&status, Some("a.example".into())),
+                ike_sa_info(&status, None),
+            ],
+        };
+        line(&Response::Ok(Answer::IkeList(list)));
+        line(&Response::Ok(Answer::IkeList(IkeList { ike_sas: vec![] })));
         crate::control::golden::check_golden("ike/golden.txt", &out);
     }
 

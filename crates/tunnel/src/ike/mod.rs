@@ -23,11 +23,11 @@
 //! inbound SA is retired, kept until idle. A child's byte or packet soft limit, or a sequence
 //! number near its end, asks for its rekey ([`IkeHandle::rekey_child`]).
 
+use crate::control::response::{Answer, ChildSaInfo, IkeList, IkeSaCounters, IkeSaInfo, IkeStarted, MessageIds};
 use crate::control::{ChildSaKey, Control, IkeRequest, IkeService};
 use crate::dataplane::Tunnel;
 use ipsec_ike::ts::TrafficSelector;
 use ipsec_ike::Event;
-use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
@@ -76,10 +76,10 @@ pub enum Input {
         /// What to do.
         cmd: IkeRequest,
         /// Where the answer goes.
-        reply: mpsc::Sender<Result<Value, String>>,
+        reply: mpsc::Sender<Result<Answer, String>>,
     },
-    /// The IKE SAs and their children as JSON, for `ipsec show`.
-    List(mpsc::Sender<Value>),
+    /// The IKE SAs and their children, for `ipsec ike list` and `ipsec show`.
+    List(mpsc::Sender<IkeList>),
     /// The data plane asks for a child's rekey (its byte or packet limit, or its sequence
     /// numbers running out): the pair IKE receives on this SPI.
     RekeyChild(u32),
@@ -161,14 +161,14 @@ impl IkeHandle {
 
 impl IkeService for IkeHandle {
     /// Runs an `ipsec ike` request and waits at most 2 s for the IKE thread's answer.
-    fn request(&self, req: IkeRequest) -> Result<Value, String> {
+    fn request(&self, req: IkeRequest) -> Result<Answer, String> {
         let wait = Duration::from_secs(2);
         let busy = || "the IKE thread did not answer".to_string();
         if req == IkeRequest::List {
             let (tx, rx) = mpsc::channel();
             self.tx.send(Input::List(tx)).map_err(|_| busy())?;
             self.wake.iter().for_each(|w| w.wake());
-            return rx.recv_timeout(wait).map_err(|_| busy());
+            return rx.recv_timeout(wait).map(Answer::IkeList).map_err(|_| busy());
         }
         let (tx, rx) = mpsc::channel();
         self.tx
@@ -277,7 +277,7 @@ pub fn run(
                     let _ = reply.send(command(&mut endpoint, now(), cmd, &mut rng));
                 }
                 Ok(Input::List(reply)) => {
-                    let _ = reply.send(list_json(&endpoint, now()));
+                    let _ = reply.send(ike_list(&endpoint, now()));
                 }
                 Ok(Input::RekeyChild(spi_in)) => {
                     if endpoint.rekey_child(now(), spi_in, &mut rng).is_ok() {
@@ -357,8 +357,8 @@ fn finish(endpoint: &mut ipsec_ike::Endpoint, sockets: &IkeSockets<'_>, now: Dur
 }
 
 /// The IKE SAs and their children as `ike.list` and `show` give them (no key).
-pub fn list_json(endpoint: &ipsec_ike::Endpoint, now: Duration) -> Value {
-    let sas: Vec<Value> = endpoint
+pub fn ike_list(endpoint: &ipsec_ike::Endpoint, now: Duration) -> IkeList {
+    let ike_sas = endpoint
         .status(now)
         .iter()
         .map(|s| {
@@ -368,52 +368,63 @@ pub fn list_json(endpoint: &ipsec_ike::Endpoint, now: Duration) -> Value {
                 .iter()
                 .find(|c| c.name == s.conn)
                 .map(|c| c.local_id.to_string());
-            ike_sa_json(s, local_id)
+            ike_sa_info(s, local_id)
         })
         .collect();
-    json!({ "ike_sas": sas })
+    IkeList { ike_sas }
 }
 
 /// One IKE SA of `ike.list`.
-pub(crate) fn ike_sa_json(s: &ipsec_ike::IkeSaStatus, local_id: Option<String>) -> Value {
+pub(crate) fn ike_sa_info(s: &ipsec_ike::IkeSaStatus, local_id: Option<String>) -> IkeSaInfo {
     let secs = |d: Option<Duration>| d.map(|d| d.as_secs());
-    json!({
-        "conn": s.conn,
-        "state": s.state,
-        "role": match s.role { ipsec_ike::Role::Initiator => "initiator", ipsec_ike::Role::Responder => "responder" },
-        "spi_i": format!("{:016x}", s.spi_i),
-        "spi_r": format!("{:016x}", s.spi_r),
-        "local": s.local.to_string(),
-        "remote": s.remote.to_string(),
-        "local_id": local_id,
-        "remote_id": s.remote_id,
-        "nat": s.nat,
-        "proposal": s.proposal,
-        "message_ids": {"next_request": s.next_request_id, "peer_next": s.expected_peer_id},
-        "age_seconds": s.age.as_secs(),
-        "rekey_in_seconds": secs(s.rekey_in),
-        "counters": {
-            "requests_sent": s.stats.requests_sent,
-            "requests_answered": s.stats.requests_answered,
-            "retransmits": s.stats.retransmits,
-            "child_rekeys": s.stats.child_rekeys,
-            "invalid_syntax": s.stats.invalid_syntax,
-            "fragments_sent": s.stats.fragments_sent,
-            "fragments_received": s.stats.fragments_received,
-            "fragmented_messages": s.stats.fragmented_messages,
-            "fragments_dropped": s.stats.fragments_dropped,
+    IkeSaInfo {
+        conn: s.conn.clone(),
+        state: s.state.to_string(),
+        role: match s.role {
+            ipsec_ike::Role::Initiator => "initiator",
+            ipsec_ike::Role::Responder => "responder",
+        }
+        .to_string(),
+        spi_i: format!("{:016x}", s.spi_i),
+        spi_r: format!("{:016x}", s.spi_r),
+        local: s.local.to_string(),
+        remote: s.remote.to_string(),
+        local_id,
+        remote_id: s.remote_id.clone(),
+        nat: s.nat,
+        proposal: s.proposal.clone(),
+        message_ids: MessageIds {
+            next_request: s.next_request_id,
+            peer_next: s.expected_peer_id,
         },
-        "children": s.children.iter().map(|c| json!({
-            "child": c.child,
-            "state": c.state,
-            "spi_in": format!("{:08x}", c.spi_in),
-            "spi_out": format!("{:08x}", c.spi_out),
-            "proposal": c.proposal,
-            "rekeys": c.rekeys.map(|r| format!("{r:08x}")),
-            "rekey_in_seconds": secs(c.rekey_in),
-            "expires_in_seconds": secs(c.expires_in),
-        })).collect::<Vec<_>>(),
-    })
+        age_seconds: s.age.as_secs(),
+        rekey_in_seconds: secs(s.rekey_in),
+        counters: IkeSaCounters {
+            requests_sent: s.stats.requests_sent,
+            requests_answered: s.stats.requests_answered,
+            retransmits: s.stats.retransmits,
+            child_rekeys: s.stats.child_rekeys,
+            invalid_syntax: s.stats.invalid_syntax,
+            fragments_sent: s.stats.fragments_sent,
+            fragments_received: s.stats.fragments_received,
+            fragmented_messages: s.stats.fragmented_messages,
+            fragments_dropped: s.stats.fragments_dropped,
+        },
+        children: s
+            .children
+            .iter()
+            .map(|c| ChildSaInfo {
+                child: c.child.clone(),
+                state: c.state.to_string(),
+                spi_in: format!("{:08x}", c.spi_in),
+                spi_out: format!("{:08x}", c.spi_out),
+                proposal: c.proposal.clone(),
+                rekeys: c.rekeys.map(|r| format!("{r:08x}")),
+                rekey_in_seconds: secs(c.rekey_in),
+                expires_in_seconds: secs(c.expires_in),
+            })
+            .collect(),
+    }
 }
 
 /// Carries out a command on the endpoint: the connection's name is resolved once, here (the
@@ -423,25 +434,33 @@ fn command(
     now: Duration,
     cmd: IkeRequest,
     rng: &mut rand_core::OsRng,
-) -> Result<Value, String> {
+) -> Result<Answer, String> {
+    let started = |conn: String, spi: Option<String>, child: Option<String>, pairs: Option<usize>| {
+        Answer::IkeStarted(IkeStarted {
+            conn,
+            spi,
+            child,
+            pairs,
+        })
+    };
     let label = cmd.label();
     let r = match cmd {
-        IkeRequest::List => return Ok(list_json(endpoint, now)),
+        IkeRequest::List => return Ok(Answer::IkeList(ike_list(endpoint, now))),
         IkeRequest::Initiate { conn, child: None } => endpoint
             .conn_id(&conn)
             .and_then(|id| endpoint.initiate_conn(now, id, rng))
-            .map(|h| json!({"conn": conn, "spi": format!("{:016x}", h.0)})),
+            .map(|h| started(conn, Some(format!("{:016x}", h.0)), None, None)),
         IkeRequest::Initiate { conn, child: Some(ch) } => endpoint
             .initiate_child(now, &conn, &ch, rng)
-            .map(|()| json!({"conn": conn, "child": ch})),
+            .map(|()| started(conn, None, Some(ch), None)),
         IkeRequest::Terminate { conn } => endpoint
             .conn_id(&conn)
             .and_then(|id| endpoint.terminate_conn(now, id, rng))
-            .map(|()| json!({"conn": conn})),
+            .map(|()| started(conn, None, None, None)),
         IkeRequest::Rekey { conn, child: None } => endpoint
             .conn_id(&conn)
             .and_then(|id| endpoint.rekey_ike_conn(now, id, rng))
-            .map(|()| json!({"conn": conn})),
+            .map(|()| started(conn, None, None, None)),
         IkeRequest::Rekey { conn, child: Some(ch) } => {
             // (An unknown connection has no child up: "not established", as before.)
             let spis = endpoint
@@ -452,7 +471,7 @@ fn command(
             } else {
                 spis.iter()
                     .try_for_each(|s| endpoint.rekey_child(now, *s, rng))
-                    .map(|()| json!({"conn": conn, "child": ch, "pairs": spis.len()}))
+                    .map(|()| started(conn, None, Some(ch), Some(spis.len())))
             }
         }
     };
