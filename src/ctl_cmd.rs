@@ -753,4 +753,88 @@ mod tests {
             "{t}"
         );
     }
+
+    /// What `ipsec` prints for every response and event line of tunneld's golden transcripts
+    /// (`crates/tunnel/src/control/golden.txt`, `crates/tunnel/src/ike/golden.txt`), against
+    /// `src/ctl_golden.txt` (`GOLDEN_UPDATE=1 cargo test --lib ctl_cmd` rewrites it).
+    #[test]
+    fn text_of_every_golden_line_is_unchanged() {
+        let golden = [
+            include_str!("../crates/tunnel/src/control/golden.txt"),
+            include_str!("../crates/tunnel/src/ike/golden.txt"),
+        ]
+        .concat();
+        let mut out = String::new();
+        for line in golden.lines() {
+            let line = line
+                .strip_prefix("< ")
+                .or_else(|| line.strip_prefix("! "))
+                .unwrap_or(line);
+            if line.starts_with(r#"{"v":1,"op""#) || line.starts_with('>') {
+                continue;
+            }
+            out.push_str(&render(line));
+            out.push_str("\n--\n");
+        }
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/ctl_golden.txt");
+        if std::env::var_os("GOLDEN_UPDATE").is_some() {
+            std::fs::write(path, &out).unwrap();
+            return;
+        }
+        let want = std::fs::read_to_string(path).unwrap_or_default();
+        for (i, (w, g)) in want.lines().zip(out.lines()).enumerate() {
+            assert_eq!(g, w, "{path}:{}: the text changed", i + 1);
+        }
+        assert_eq!(
+            out.lines().count(),
+            want.lines().count(),
+            "{path}: lines added or missing"
+        );
+    }
+}
+
+/// A golden line as `ipsec` prints it (the test's dispatcher: each response by its shape).
+#[cfg(test)]
+fn render(line: &str) -> String {
+    let v: Value = serde_json::from_str(line).unwrap();
+    if v.get("event").is_some() {
+        return event_text(&v);
+    }
+    if v["ok"] != true {
+        return format!(
+            "ipsec: {}",
+            v["error"].as_str().unwrap_or("tunneld refused the request")
+        );
+    }
+    if v.get("uptime_seconds").is_some() {
+        return format!("{}\n{}", show_text(&v), ipsec_tunnel::obs::metrics::prometheus(&v));
+    }
+    if let Some(sas) = v["sas"].as_array() {
+        return sas
+            .iter()
+            .map(|sa| sa_line(sa, false) + "\n" + &sa_line(sa, true) + "\n")
+            .collect();
+    }
+    if v["sa"].is_object() {
+        return sa_line(&v["sa"], false) + "\n" + &sa_line(&v["sa"], true);
+    }
+    if let Some(ps) = v["policies"].as_array() {
+        return ps.iter().map(|p| policy_line(p) + "\n").collect();
+    }
+    if v["policy"].is_object() {
+        return format!("removed: {}", policy_line(&v["policy"]).trim_start());
+    }
+    if v.get("ike_sas").is_some() {
+        return ike_text(&v);
+    }
+    if let Some(old) = v.get("old_id") {
+        return format!("SA x replaced: id {} (old id {old} kept until idle)", v["id"]);
+    }
+    if v.get("id").is_some() {
+        return format!("SA x added: id {}", v["id"]);
+    }
+    if v.get("index").is_some() {
+        return format!("policy added at index {}", v["index"]);
+    }
+    String::new()
 }
