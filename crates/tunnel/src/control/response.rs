@@ -300,8 +300,9 @@ pub struct MessageIds {
     pub peer_next: u32,
 }
 
-/// An IKE SA's exchange counters.
+/// An IKE SA's exchange counters (those a client does not know read as 0).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct IkeSaCounters {
     /// Requests sent.
     pub requests_sent: u64,
