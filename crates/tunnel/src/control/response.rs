@@ -173,7 +173,8 @@ impl Serialize for SaInfo {
     }
 }
 
-/// Drop counts by reason, in the engine's order.
+/// Counts by name in their order: drops by reason, in the engine's order (read back, a value
+/// that is not a count is left out).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Drops(pub Vec<(String, u64)>);
 
@@ -197,11 +198,19 @@ impl<'de> Deserialize<'de> for Drops {
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Drops, A::Error> {
                 let mut v = Vec::new();
-                while let Some((k, n)) = a.next_entry::<String, u64>()? {
-                    v.push((k, n));
+                while let Some((k, n)) = a.next_entry::<String, Num>()? {
+                    if let Num::N(n) = n {
+                        v.push((k, n));
+                    }
                 }
                 Ok(Drops(v))
             }
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Num {
+            N(u64),
+            Other(serde::de::IgnoredAny),
         }
         d.deserialize_map(V)
     }

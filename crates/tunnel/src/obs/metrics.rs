@@ -70,42 +70,7 @@ impl Family {
 
 /// Counts by name, in their order (drops by reason, the daemon's and IKE's counters); a
 /// value that is not a count is left out when read.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Counts(pub Vec<(String, u64)>);
-
-impl<'de> Deserialize<'de> for Counts {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Num {
-            N(u64),
-            Other(serde::de::IgnoredAny),
-        }
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Counts;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("counts by name")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Counts, A::Error> {
-                let mut v = Vec::new();
-                while let Some((k, n)) = a.next_entry::<String, Num>()? {
-                    if let Num::N(n) = n {
-                        v.push((k, n));
-                    }
-                }
-                Ok(Counts(v))
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
-
-impl From<&Drops> for Counts {
-    fn from(d: &Drops) -> Counts {
-        Counts(d.0.clone())
-    }
-}
+pub type Counts = Drops;
 
 /// One direction of an SA.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -130,7 +95,7 @@ impl From<&Counters> for Direction {
             bytes_before: c.bytes_before,
             bytes_after: c.bytes_after,
             not_compressed: c.not_compressed,
-            drops: (&c.drops).into(),
+            drops: c.drops.clone(),
         }
     }
 }
@@ -232,8 +197,8 @@ impl Metrics {
                     outbound: Some((&x.outbound).into()),
                 })
                 .collect(),
-            inbound_drops: (&s.inbound_drops).into(),
-            outbound_drops: (&s.outbound_drops).into(),
+            inbound_drops: s.inbound_drops.clone(),
+            outbound_drops: s.outbound_drops.clone(),
             ..Default::default()
         }
     }
