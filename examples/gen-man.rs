@@ -7,7 +7,7 @@
 //! # out/man/completions/{ipsec,tunneld}.bash, _ipsec, _tunneld (zsh), *.fish
 //! ```
 //!
-//! scripts/make-deb.sh puts them into the Debian package.
+//! scripts/packaging/make-deb.sh puts them into the Debian package.
 
 use clap::CommandFactory;
 use clap_complete::Shell;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the interop tests need on a fresh Debian machine: tshark and promtool (Debian
 # packages tshark and prometheus, whose service is not started), openvpn and stunnel4 (for
-# the comparisons in scripts/compare-peers.sh) and scapy + cryptography (PyPI).
+# the comparisons in scripts/studies/compare-peers.sh) and scapy + cryptography (PyPI).
 # Idempotent: does nothing for what is already there.
 set -euo pipefail
 SUDO=""
@@ -20,14 +20,14 @@ if ! command -v promtool >/dev/null 2>&1; then
   $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 if ! command -v openvpn >/dev/null 2>&1 || ! command -v stunnel4 >/dev/null 2>&1; then
-  # scripts/compare-peers.sh and scripts/ipsec-vs-ssl.sh compare tunneld with OpenVPN and
+  # scripts/studies/compare-peers.sh and scripts/studies/ipsec-vs-ssl.sh compare tunneld with OpenVPN and
   # stunnel (their services are not started: the scripts run them in namespaces).
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends openvpn stunnel4 openssl >/dev/null
 fi
 if [ "$(id -u)" -eq 0 ] && ! command -v debootstrap >/dev/null 2>&1; then
-  # scripts/pq-chroot.sh builds the strongSwan 6.1 peer of scripts/ike-pq.sh in a sid chroot.
+  # scripts/lib/make-pq-chroot.sh builds the strongSwan 6.1 peer of scripts/ci/ike-pq.sh in a sid chroot.
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq debootstrap >/dev/null

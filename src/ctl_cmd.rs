@@ -138,7 +138,7 @@ pub fn ike_text(sas: &[IkeSaInfo]) -> String {
     for sa in sas {
         let c = &sa.counters;
         out.push_str(&format!(
-            "ike: {} ({}), {}, {} <-> {}{}\n  ids {} <-> {}; SPIs {}_i {}_r; {}\n  \
+            "ike: {} ({}), {}, {} <-> {}{}{}\n  ids {} <-> {}; SPIs {}_i {}_r; {}\n  \
              message IDs: next request {}, peer's next {}; age {}, rekey in {}\n  \
              requests {} sent, {} answered, {} retransmitted; {} child rekeys\n",
             sa.conn,
@@ -147,6 +147,11 @@ pub fn ike_text(sas: &[IkeSaInfo]) -> String {
             sa.local,
             sa.remote,
             if sa.nat { ", NAT-T" } else { "" },
+            if sa.virtual_ips.is_empty() {
+                String::new()
+            } else {
+                format!(", virtual IP {}", sa.virtual_ips.join(" "))
+            },
             o(&sa.local_id),
             o(&sa.remote_id),
             sa.spi_i,
@@ -852,6 +857,11 @@ mod tests {
             t.contains("installed, aes128gcm16-noesn, rekey in 55m00s, expires in -, replaced c0000003"),
             "{t}"
         );
+        // A road warrior's IKE SA shows its virtual IP (docs/remote-access.md).
+        let mut v = v;
+        v.ike_sas[0].virtual_ips = vec!["10.3.0.2".into()];
+        let t = ike_text(&v.ike_sas);
+        assert!(t.contains("<-> 10.0.0.2:4500, NAT-T, virtual IP 10.3.0.2\n"), "{t}");
     }
 
     /// What `ipsec` prints for every response and event line of tunneld's golden transcripts

@@ -1,6 +1,6 @@
 //! `tunneld` without privileges: the example configs of examples/tunnel/ carry packets
 //! between two in-memory hosts through the daemon's core, and the binary's errors.
-//! (scripts/netns-test.sh runs the real thing, as root, in two network namespaces.)
+//! (scripts/ci/netns-test.sh runs the real thing, as root, in two network namespaces.)
 
 use ipsec::config;
 use ipsec_tunnel::{Outcome, PacketBuffer, TunIo, Tunnel, UnderlayTx};

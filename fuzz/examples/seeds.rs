@@ -1,6 +1,6 @@
 //! Writes the seed corpora of every fuzz target into `fuzz/corpus/<target>/` from valid
 //! packets sealed here with the targets' own keys (nothing binary is committed).
-//! Run by `scripts/fuzz-seeds.sh` (and `scripts/fuzz.sh`).
+//! Run by `scripts/fuzz/fuzz-seeds.sh` (and `scripts/fuzz/fuzz.sh`).
 use ipsec_ah::AhSa;
 use ipsec_esp::EspSa;
 use ipsec_fuzz::{ah_params, esp_params, in_buf, open_bundle, rng, udp_packet, udp_packet_between};
@@ -348,7 +348,7 @@ fn ike_pq_seeds(root: &Path) {
 }
 
 /// `pki_cert` and `pki_payloads` seeds from the certificate fixtures of crates/ike
-/// (scripts/gen-test-certs.sh): every certificate's DER and subject DN, the CRL; CERT and
+/// (scripts/lib/gen-test-certs.sh): every certificate's DER and subject DN, the CRL; CERT and
 /// CERTREQ bodies; openssl's signatures as AUTH data for each method (over msg.bin, which the
 /// target does not verify against).
 fn pki_seeds(root: &Path) {

@@ -7,7 +7,7 @@
 //! and IKE_INTERMEDIATE responders. kind bits 0-1: 0 CREATE_CHILD_SA, 1 IKE_FOLLOWUP_KE,
 //! 2 IKE_INTERMEDIATE (refused once the SA is up), 3 INFORMATIONAL; bit 2: the message ID is not
 //! advanced (a retransmission); bit 3: the clock moves 30 s first (a pending follow-up expires).
-//! Seeds (scripts/fuzz-seeds.sh): a real child rekey and IKE rekey, each CREATE_CHILD_SA
+//! Seeds (scripts/fuzz/fuzz-seeds.sh): a real child rekey and IKE rekey, each CREATE_CHILD_SA
 //! followed by its IKE_FOLLOWUP_KE. At most 16 records; then the timers run.
 #![no_main]
 use ipsec_fuzz::ike::Driver;

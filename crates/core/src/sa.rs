@@ -135,7 +135,7 @@ pub struct SaParams {
 /// parallel: a worker preempted between taking its batch's sequence numbers and sending the
 /// batch lets the others' packets pass, and under CPU load a whole batch arrived 94-122
 /// packets behind at 100 Mbit/s and was dropped as replays (issue #39 item 8,
-/// `scripts/netns-test.sh rekey`). 1024 packets (a 32-block bitmap, 256 bytes) covers about
+/// `scripts/ci/netns-test.sh rekey`). 1024 packets (a 32-block bitmap, 256 bytes) covers about
 /// 12 ms of such a stall at 1 Gbit/s of 1,400-byte packets; Linux takes up to 4096 with ESN.
 pub const DEFAULT_REPLAY_WINDOW: u32 = 1024;
 

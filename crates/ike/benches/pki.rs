@@ -3,7 +3,7 @@
 //! `-- --warm-up-time 1 --measurement-time 2` for a quick run).
 //!
 //! The fixtures are those of `tests/pki.rs` (`tests/data/pki/`, made by
-//! `scripts/gen-test-certs.sh`).
+//! `scripts/lib/gen-test-certs.sh`).
 //!
 //! | group | functions | parameter |
 //! |---|---|---|

@@ -382,5 +382,26 @@ fn event_json(e: &Event, keys: bool) -> String {
             info.spi_i,
             info.spi_r
         ),
+        Event::LeaseAssigned { conn, pool, identity, address, .. } => format!(
+            "{{\"event\":\"lease_assigned\",\"conn\":{},\"pool\":{},\"id\":{},\"address\":\"{address}\"}}",
+            json_str(conn),
+            json_str(pool),
+            json_str(&identity.to_string())
+        ),
+        Event::LeaseReleased { pool, identity, address } => format!(
+            "{{\"event\":\"lease_released\",\"pool\":{},\"id\":{},\"address\":\"{address}\"}}",
+            json_str(pool),
+            json_str(&identity.to_string())
+        ),
+        Event::PoolExhausted { conn, identity, .. } => format!(
+            "{{\"event\":\"pool_exhausted\",\"conn\":{},\"id\":{}}}",
+            json_str(conn),
+            json_str(&identity.to_string())
+        ),
+        Event::VirtualIp { conn, addresses, .. } => format!(
+            "{{\"event\":\"virtual_ip\",\"conn\":{},\"addresses\":{}}}",
+            json_str(conn),
+            json_str(&addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(","))
+        ),
     }
 }

@@ -1,5 +1,5 @@
 //! IKE_AUTH with certificates between two in-memory endpoints, with the openssl-made
-//! fixtures of `tests/data/pki/` (scripts/gen-test-certs.sh): signatures of each key type,
+//! fixtures of `tests/data/pki/` (scripts/lib/gen-test-certs.sh): signatures of each key type,
 //! chains through an intermediate sent in CERT, the refusals (expired, unknown CA, revoked,
 //! identity not in the certificate, bad signature, no clock) with the reason in the event,
 //! and the responder's choice of connection by the identity and method the peer proves.

@@ -411,7 +411,7 @@ fn installed_now(net: &Net) -> (usize, usize) {
 }
 
 /// A child's lifetimes: rekey at `rekey` s (0: never), no jitter, hard expiry at `life` s
-/// (the shape of `scripts/ike-lifecycle.sh collide`: 8 s and 12 s).
+/// (the shape of `scripts/ci/ike-lifecycle.sh collide`: 8 s and 12 s).
 fn lifetimes(c: &mut Config, rekey: u64, life: u64) {
     let l = &mut c.connections[0].children[0].lifetimes;
     l.rekey_time = Duration::from_secs(rekey);

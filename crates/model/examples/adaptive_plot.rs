@@ -1,4 +1,4 @@
-//! Draws `scripts/adaptive-demo.sh`'s CSV (link,mode,data,...,goodput_mbps,...) as an SVG:
+//! Draws `scripts/demos/adaptive-demo.sh`'s CSV (link,mode,data,...,goodput_mbps,...) as an SVG:
 //! one panel per data set, goodput (log axis) against the link, one line per IPComp mode.
 //!
 //! `cargo run -p ipsec-model --example adaptive_plot -- adaptive.csv adaptive.svg`

@@ -1,4 +1,4 @@
-//! The flood sender of `scripts/flood-test.sh`: sends garbage and replayed IPsec datagrams
+//! The flood sender of `scripts/studies/flood-test.sh`: sends garbage and replayed IPsec datagrams
 //! at a tunneld, bounded in count and time, as fast as sendmmsg(2) on one raw IPv4 socket
 //! (IP_HDRINCL, [`ipsec_tunnel::dev::raw::RawTx`]) goes, or paced to `--rate` packets a second.
 //! Needs CAP_NET_RAW (run it as root in the attacker's network namespace).

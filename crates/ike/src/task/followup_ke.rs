@@ -338,7 +338,7 @@ mod tests {
     }
 
     /// The key derivation across several key exchanges against strongSwan 6.1's own dumps
-    /// (tests/vectors/strongswan61-pq.txt, scripts/pq_vectors.py): SKEYSEED after an
+    /// (tests/vectors/strongswan61-pq.txt, scripts/vectors/pq_vectors.py): SKEYSEED after an
     /// IKE_INTERMEDIATE exchange (RFC 9370 2.2.2), after an IKE rekey with IKE_FOLLOWUP_KE and
     /// a child's KEYMAT after one (2.2.4), each from SK_d, the secrets and the nonces.
     #[test]
@@ -413,14 +413,7 @@ mod tests {
 
     fn run(sa: &mut IkeSa, cfg: &Config, ps: &[Payload], now: Duration) -> Option<u16> {
         let mut out = Output::default();
-        let mut cx = Cx {
-            cfg,
-            out: &mut out,
-            now,
-            others: &[],
-            unix: None,
-            peers_of: None,
-        };
+        let mut cx = Cx::new(cfg, &mut out, now, None);
         let mut rng = ChaCha20Rng::seed_from_u64(3);
         let r = respond(sa, &mut cx, ps, &mut rng);
         r.payloads.iter().find_map(|p| match p {
@@ -431,14 +424,7 @@ mod tests {
 
     fn pending(sa: &mut IkeSa, cfg: &Config, suite: IkeSuite) -> Vec<u8> {
         let mut out = Output::default();
-        let cx = Cx {
-            cfg,
-            out: &mut out,
-            now: Duration::ZERO,
-            others: &[],
-            unix: None,
-            peers_of: None,
-        };
+        let cx = Cx::new(cfg, &mut out, Duration::ZERO, None);
         let mut rng = ChaCha20Rng::seed_from_u64(4);
         let goal = Goal::Ike {
             suite,

@@ -6,7 +6,7 @@
 use crate::alg::DhGroup;
 use crate::config::Config;
 use crate::dh::KeyExchange;
-use crate::endpoint::Dropped;
+use crate::dropped::Dropped;
 use crate::event::{DownReason, Event, Role, Transmit};
 use crate::header::{ExchangeType, HeaderRepr};
 use crate::ike_sa::{Crypto, Cx, Handshake, IkeSa, Output, PeerWindow, State, NON_ESP_MARKER};
@@ -495,14 +495,7 @@ pub(crate) fn respond_init(
     }
     ike.fragmentation = frag;
     let bytes = build_plain(&ike.header(ExchangeType::IkeSaInit, true, 0), &p).map_err(Dropped::Malformed)?;
-    let mut cx = Cx {
-        cfg,
-        out,
-        now,
-        others: &[],
-        unix: None,
-        peers_of: None,
-    };
+    let mut cx = Cx::new(cfg, out, now, None);
     ike.send(&mut cx, &bytes);
     ike.state = State::HalfOpen {
         hs: Handshake {

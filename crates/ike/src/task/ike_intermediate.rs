@@ -375,14 +375,7 @@ mod tests {
     fn answer(sa: &mut IkeSa, ps: &[Payload]) -> (Reply, Option<u16>) {
         let cfg = config();
         let mut out = Output::default();
-        let mut cx = Cx {
-            cfg: &cfg,
-            out: &mut out,
-            now: Duration::ZERO,
-            others: &[],
-            unix: None,
-            peers_of: None,
-        };
+        let mut cx = Cx::new(&cfg, &mut out, Duration::ZERO, None);
         let mut rng = ChaCha20Rng::seed_from_u64(9);
         let r = respond(sa, &mut cx, ps, &mut rng);
         let n = r.payloads.first().and_then(|p| match p {
@@ -479,14 +472,7 @@ mod tests {
         let mut sa = half_open();
         let cfg = config();
         let mut out = Output::default();
-        let mut cx = Cx {
-            cfg: &cfg,
-            out: &mut out,
-            now: Duration::ZERO,
-            others: &[],
-            unix: None,
-            peers_of: None,
-        };
+        let mut cx = Cx::new(&cfg, &mut out, Duration::ZERO, None);
         let mut rng = ChaCha20Rng::seed_from_u64(9);
         let id = crate::Identity::from_str_config("10.0.0.1").unwrap();
         let ps = alloc::vec![

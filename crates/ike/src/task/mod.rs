@@ -11,6 +11,7 @@
 pub(crate) mod child_create;
 pub(crate) mod child_delete;
 pub(crate) mod child_rekey;
+pub(crate) mod config_payload;
 pub(crate) mod followup_ke;
 pub(crate) mod ike_auth;
 pub(crate) mod ike_delete;
@@ -21,7 +22,7 @@ pub(crate) mod ike_rekey;
 pub(crate) mod informational;
 pub(crate) mod lifetimes;
 
-use crate::endpoint::Dropped;
+use crate::dropped::Dropped;
 use crate::error::Error;
 use crate::event::DownReason;
 use crate::header::ExchangeType;

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # ipsec-ike's example peer (crates/ike/examples/ike-peer.rs) against strongSwan's charon in
-# network namespaces (prefix ike), as root, on scripts/lib-netns.sh and
-# scripts/lib-strongswan.sh (SWAN_SCRIPTS=DIR takes them from elsewhere). Per stage:
+# network namespaces (prefix ike), as root, on scripts/lib/netns.sh and
+# scripts/lib/strongswan.sh (SWAN_SCRIPTS=DIR takes them from elsewhere). Per stage:
 #
 #   i2c-SUITE  ike-peer initiates to charon (responder): both report the IKE_SA and CHILD_SA
 #              up with the same SPIs; tshark decrypts every IKE frame after IKE_SA_INIT with
 #              the ikev2_decryption_table ike-peer wrote (so our SK_* are charon's); our
-#              CHILD_SA keys equal those charon logs (level 4, scripts/charon_keys.py json);
+#              CHILD_SA keys equal those charon logs (level 4, scripts/lib/charon_keys.py json);
 #              ike-peer deletes the IKE_SA and charon has none left
 #   c2i        charon initiates to ike-peer (responder), then charon terminates: the same checks
 #
@@ -14,10 +14,10 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../../../.." && pwd)
 cd "$ROOT"
-LIB=${SWAN_SCRIPTS:-$ROOT/scripts}
+LIB=${SWAN_SCRIPTS:-$ROOT/scripts/lib}
 NETNS_TAG=ike-interop
-. "$LIB/lib-netns.sh"
-. "$LIB/lib-strongswan.sh"
+. "$LIB/netns.sh"
+. "$LIB/strongswan.sh"
 [ "$(id -u)" -eq 0 ] || fail "needs root"
 swan_install
 cargo build -q -p ipsec-ike --example ike-peer

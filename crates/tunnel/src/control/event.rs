@@ -283,6 +283,64 @@ pub struct PeerMoved {
     pub new: String,
 }
 
+/// `ike.lease_assigned`: a pool address leased to a peer's identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseAssigned {
+    /// Seconds since tunneld started.
+    pub time: u64,
+    /// The connection.
+    pub conn: String,
+    /// The pool.
+    pub pool: String,
+    /// The peer's identity.
+    pub id: String,
+    /// The address.
+    pub address: String,
+    /// The IKE SA's initiator SPI.
+    pub spi_i: String,
+}
+
+/// `ike.lease_released`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseReleased {
+    /// Seconds since tunneld started.
+    pub time: u64,
+    /// The pool.
+    pub pool: String,
+    /// The identity that held it.
+    pub id: String,
+    /// The address.
+    pub address: String,
+}
+
+/// `ike.pool_exhausted`: no address for a peer (INTERNAL_ADDRESS_FAILURE).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolExhausted {
+    /// Seconds since tunneld started.
+    pub time: u64,
+    /// The connection.
+    pub conn: String,
+    /// The peer's identity.
+    pub id: String,
+    /// The connection's pools, all full.
+    pub pools: Vec<String>,
+}
+
+/// `ike.virtual_ip`: the addresses (and DNS servers) the gateway assigned us.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VirtualIp {
+    /// Seconds since tunneld started.
+    pub time: u64,
+    /// The connection.
+    pub conn: String,
+    /// The IKE SA's initiator SPI.
+    pub spi_i: String,
+    /// Our virtual addresses.
+    pub addresses: Vec<String>,
+    /// DNS servers.
+    pub dns: Vec<String>,
+}
+
 /// One event. Its kind is the wire's `event`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event")]
@@ -353,6 +411,18 @@ pub enum Event {
     /// The peer's endpoint moved.
     #[serde(rename = "ike.peer_moved")]
     IkePeerMoved(PeerMoved),
+    /// A pool address leased.
+    #[serde(rename = "ike.lease_assigned")]
+    IkeLeaseAssigned(LeaseAssigned),
+    /// A lease released.
+    #[serde(rename = "ike.lease_released")]
+    IkeLeaseReleased(LeaseReleased),
+    /// No pool address left for a peer.
+    #[serde(rename = "ike.pool_exhausted")]
+    IkePoolExhausted(PoolExhausted),
+    /// Our virtual addresses.
+    #[serde(rename = "ike.virtual_ip")]
+    IkeVirtualIp(VirtualIp),
 }
 
 /// The wire's envelope: the version first.
@@ -441,6 +511,10 @@ impl Event {
             Event::IkeNoProposal(_) => "ike.no_proposal",
             Event::IkeTsUnacceptable(_) => "ike.ts_unacceptable",
             Event::IkePeerMoved(_) => "ike.peer_moved",
+            Event::IkeLeaseAssigned(_) => "ike.lease_assigned",
+            Event::IkeLeaseReleased(_) => "ike.lease_released",
+            Event::IkePoolExhausted(_) => "ike.pool_exhausted",
+            Event::IkeVirtualIp(_) => "ike.virtual_ip",
         }
     }
 
@@ -466,6 +540,10 @@ impl Event {
             Event::IkeAuthFailed(e) => e.time,
             Event::IkeNoProposal(e) | Event::IkeTsUnacceptable(e) => e.time,
             Event::IkePeerMoved(e) => e.time,
+            Event::IkeLeaseAssigned(e) => e.time,
+            Event::IkeLeaseReleased(e) => e.time,
+            Event::IkePoolExhausted(e) => e.time,
+            Event::IkeVirtualIp(e) => e.time,
         }
     }
 

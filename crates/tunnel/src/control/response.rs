@@ -377,6 +377,9 @@ pub struct IkeSaInfo {
     pub remote_id: Option<String>,
     /// A NAT was found.
     pub nat: bool,
+    /// The virtual addresses the peer assigned us or we leased it (RFC 7296 3.15).
+    #[serde(default)]
+    pub virtual_ips: Vec<String>,
     /// Its algorithms.
     pub proposal: Option<String>,
     /// Message IDs.

@@ -309,6 +309,61 @@ pub(super) fn handle_event(
             sockets.peer_moved(old, new);
             peer_moved(&conn, old, new, now)
         }
+        Event::LeaseAssigned {
+            conn,
+            pool,
+            identity,
+            address,
+            spi_i,
+        } => {
+            info!("IKE: {conn}: {identity} leased {address} from pool {pool}");
+            ControlEvent::IkeLeaseAssigned(ev::LeaseAssigned {
+                time: now.as_secs(),
+                conn,
+                pool,
+                id: identity.to_string(),
+                address: address.to_string(),
+                spi_i: format!("{spi_i:016x}"),
+            })
+        }
+        Event::LeaseReleased {
+            pool,
+            identity,
+            address,
+        } => {
+            info!("IKE: lease {address} of {identity} (pool {pool}) released");
+            ControlEvent::IkeLeaseReleased(ev::LeaseReleased {
+                time: now.as_secs(),
+                pool,
+                id: identity.to_string(),
+                address: address.to_string(),
+            })
+        }
+        Event::PoolExhausted { conn, identity, pools } => {
+            warn!("IKE: {conn}: no address for {identity}: pools {pools:?} full (INTERNAL_ADDRESS_FAILURE)");
+            ControlEvent::IkePoolExhausted(ev::PoolExhausted {
+                time: now.as_secs(),
+                conn,
+                id: identity.to_string(),
+                pools,
+            })
+        }
+        Event::VirtualIp {
+            conn,
+            spi_i,
+            addresses,
+            dns,
+        } => {
+            info!("IKE: {conn}: virtual addresses {addresses:?}, DNS {dns:?}");
+            let s = |v: &[std::net::IpAddr]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+            ControlEvent::IkeVirtualIp(ev::VirtualIp {
+                time: now.as_secs(),
+                conn,
+                spi_i: format!("{spi_i:016x}"),
+                addresses: s(&addresses),
+                dns: s(&dns),
+            })
+        }
         other => {
             tracing::debug!("IKE: {other:?}");
             return failed;
@@ -425,6 +480,36 @@ mod tests {
             "198.51.100.2:31001".parse().unwrap(),
             now,
         ));
+        // Remote access (RFC 7296 3.15): leases, a full pool, our virtual address. The
+        // events themselves go through handle_event; their lines are the typed Event's.
+        let id = || Identity::Fqdn("c.example".into()).to_string();
+        line(&ControlEvent::IkeLeaseAssigned(ev::LeaseAssigned {
+            time: 7,
+            conn: "rw".into(),
+            pool: "rw4".into(),
+            id: id(),
+            address: "10.3.0.2".into(),
+            spi_i: format!("{:016x}", 0x0123_4567_89ab_cdef_u64),
+        }));
+        line(&ControlEvent::IkeLeaseReleased(ev::LeaseReleased {
+            time: 7,
+            pool: "rw4".into(),
+            id: id(),
+            address: "10.3.0.2".into(),
+        }));
+        line(&ControlEvent::IkePoolExhausted(ev::PoolExhausted {
+            time: 7,
+            conn: "rw".into(),
+            id: id(),
+            pools: vec!["rw4".into(), "rw6".into()],
+        }));
+        line(&ControlEvent::IkeVirtualIp(ev::VirtualIp {
+            time: 7,
+            conn: "rw".into(),
+            spi_i: "0123456789abcdef".into(),
+            addresses: vec!["10.3.0.2".into()],
+            dns: vec![],
+        }));
         let status = ipsec_ike::IkeSaStatus {
             conn: "gw".into(),
             state: "established",
@@ -436,6 +521,7 @@ mod tests {
             remote_id: Some("b.example".into()),
             proposal: Some("aes128gcm16-prfsha256-ecp256".into()),
             nat: false,
+            virtual_ips: vec!["10.3.0.2".parse().unwrap()],
             next_request_id: 3,
             expected_peer_id: 2,
             age: Duration::from_secs(75),
@@ -495,6 +581,7 @@ mod tests {
             remote_id: None,
             proposal: None,
             nat: false,
+            virtual_ips: vec![],
             next_request_id: 0,
             expected_peer_id: 0,
             age: Duration::ZERO,

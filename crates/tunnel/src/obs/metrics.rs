@@ -152,9 +152,32 @@ struct StatsFile {
     daemon: Counts,
     engine: Option<EngineStats>,
     peers: Vec<PeerSample>,
-    ike: Counts,
+    ike: IkeStats,
     #[serde(flatten)]
     top: EngineStats,
+}
+
+/// IKE's part: its counts and gauges, and the address pools.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+struct IkeStats {
+    pools: Vec<PoolSample>,
+    #[serde(flatten)]
+    counts: Counts,
+}
+
+/// An address pool's gauges.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct PoolSample {
+    /// Its name.
+    pub name: String,
+    /// Addresses it leases.
+    pub size: u64,
+    /// Leases held by an IKE SA.
+    pub leased: u64,
+    /// Leases kept for an identity whose IKE SA is gone.
+    pub offline: u64,
 }
 
 /// What the Prometheus text is made of, typed: from a `show` response ([`Metrics::of_show`]),
@@ -176,6 +199,8 @@ pub struct Metrics {
     pub ike: Counts,
     /// The peers.
     pub peers: Vec<PeerSample>,
+    /// The address pools.
+    pub pools: Vec<PoolSample>,
 }
 
 impl Metrics {
@@ -214,8 +239,9 @@ impl Metrics {
             inbound_drops: engine.inbound_drops,
             outbound_drops: engine.outbound_drops,
             daemon: f.daemon,
-            ike: f.ike,
+            ike: f.ike.counts,
             peers: f.peers,
+            pools: f.ike.pools,
         })
     }
 
@@ -361,7 +387,28 @@ pub fn prometheus(m: &Metrics) -> String {
         }
     }
     peers.write(&mut out);
+    pool_metrics(&m.pools, &mut out);
     out
+}
+
+/// The address pools' gauges (`stats.ike.pools`): size, leased, offline, by pool.
+fn pool_metrics(pools: &[PoolSample], out: &mut String) {
+    let mut size = Family::new("ipsec_pool_size", "gauge", "Addresses the pool leases.");
+    let mut leased = Family::new("ipsec_pool_leased", "gauge", "Leases of the pool held by an IKE SA.");
+    let mut offline = Family::new(
+        "ipsec_pool_offline",
+        "gauge",
+        "Leases of the pool kept for an identity whose IKE SA is gone.",
+    );
+    for p in pools {
+        let l = [("pool", p.name.as_str())];
+        size.add(&l, p.size);
+        leased.add(&l, p.leased);
+        offline.add(&l, p.offline);
+    }
+    for f in [size, leased, offline] {
+        f.write(out);
+    }
 }
 
 /// The content type of [`prometheus`]'s text.
@@ -506,6 +553,37 @@ mod tests {
         ] {
             assert!(t.lines().any(|l| l == want), "missing `{want}` in\n{t}");
         }
+    }
+
+    /// The address pools' gauges, by pool (docs/remote-access.md).
+    #[test]
+    fn pool_gauges() {
+        let pool = |name: &str, size, leased, offline| crate::obs::ike::PoolReport {
+            name: name.into(),
+            size,
+            leased,
+            offline,
+        };
+        let ike = crate::obs::ike::IkeReport {
+            pools: vec![pool("rw4", 254, 2, 1), pool("rw6", u64::MAX, 0, 0)],
+            ..Default::default()
+        };
+        let t = prometheus(&of(json!({"uptime_seconds": 1, "ike": ike})));
+        for want in [
+            "# TYPE ipsec_pool_size gauge",
+            r#"ipsec_pool_size{pool="rw4"} 254"#,
+            r#"ipsec_pool_leased{pool="rw4"} 2"#,
+            r#"ipsec_pool_offline{pool="rw4"} 1"#,
+            r#"ipsec_pool_size{pool="rw6"} 18446744073709551615"#,
+            r#"ipsec_pool_leased{pool="rw6"} 0"#,
+        ] {
+            assert!(t.lines().any(|l| l == want), "missing `{want}` in\n{t}");
+        }
+        // No pools: no pool families.
+        let t = prometheus(&of(
+            json!({"uptime_seconds": 1, "ike": crate::obs::ike::IkeReport::default()}),
+        ));
+        assert!(!t.contains("ipsec_pool_"));
     }
 
     /// `serve` answers a real HTTP GET /metrics with the text, a 404 elsewhere, and a client

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# tunneld without privilege on the host (issue #36, docs/rootless.md): the way rootless podman
+# runs a container, tunneld runs as an unprivileged user (nobody by default) inside a user
+# and network namespace of its own made by `pasta` (passt, the network of rootless podman 5),
+# which publishes UDP 500 and 4500 of the "host" to it. No raw socket, no XFRM: IKEv2 and ESP
+# in UDP only. A strongSwan 5.9.8 client (charon + kernel-libipsec) in another namespace
+# connects through the published ports; pings through the tunnel must all be answered, and
+# tunneld must be, seen from the host, a process of that user with no capability.
+#
+#   rl<PID>h ("the host": pasta and, inside pasta's namespaces, tunneld as mapped root)
+#     rl<PID>hv 10.93.0.1/24 ---- rl<PID>cv 10.93.0.2/24   rl<PID>c (charon, the client)
+#   inner: 10.92.1.1 on tunneld's ipsec0 (in pasta's namespace), 10.92.2.1 on the client's lo
+#
+# Usage (as root: it makes the namespaces and drops to the user itself; about 10 s):
+#   sudo bash scripts/ci/rootless.sh
+#   RL_USER=someone sudo -E bash scripts/ci/rootless.sh   # another unprivileged user
+#   bash scripts/ci/rootless.sh --if-possible             # no root / netns / pasta: say why, exit 0
+# The work directory (configs, logs) is kept when the test failed (ROOTLESS_KEEP=1: always).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+NETNS_TAG=rootless
+. scripts/lib/netns.sh
+. scripts/lib/strongswan.sh
+. scripts/lib/tunneld-conf.sh
+parse_stages "" "$@"
+need_netns "network namespaces for the host and the client; the server itself runs unprivileged"
+RL_USER=${RL_USER:-nobody}
+RL_UID=$(id -u "$RL_USER" 2>/dev/null) || cannot "no user $RL_USER"
+RL_GID=$(id -g "$RL_USER")
+[ "$RL_UID" -ne 0 ] || fail "RL_USER must not be root"
+[ "$(sysctl -n user.max_user_namespaces 2>/dev/null || echo 0)" -gt 0 ] || cannot "user namespaces are disabled (user.max_user_namespaces = 0)"
+command -v pasta >/dev/null || apt_install passt
+command -v pasta >/dev/null || cannot "pasta (Debian package passt) could not be installed"
+swan_install
+locate_tunneld --bin ipsec
+IPSEC=$(dirname "$BIN")/ipsec
+
+ID=$$
+H=rl${ID}h
+C=rl${ID}c
+WORK=$(mktemp -d /tmp/rootless.XXXXXX)
+chmod 755 "$WORK"
+trap 'rc=$?; [ "${ROOTLESS_KEEP:-0}" = 0 ] && [ $rc -eq 0 ] && rm -rf "$WORK"; [ $rc -eq 0 ] || log "files kept in $WORK"; cleanup_all $rc 5' EXIT
+trap 'fail "interrupted"' INT TERM
+
+netns_pair "$H" "$C" "${H}v" "${C}v" 10.93.0.1/24 10.93.0.2/24
+# pasta copies the address and the default route of the host's outbound interface
+ip -n "$H" route add default via 10.93.0.2
+# The one host setting a rootless IKE server needs (docs/rootless.md): UDP 500 is below 1024,
+# which only root may bind unless ip_unprivileged_port_start allows it (per network
+# namespace: here only the test's "host"). 4500 needs nothing.
+ip netns exec "$H" sysctl -q -w net.ipv4.ip_unprivileged_port_start=500
+
+# ---- the server: files the user owns (the binary copied where it can read it) -----------
+D=$WORK/server
+PSK="rootless test key $RANDOM$RANDOM"
+td_conf "$D" name=rw local=10.93.0.1 remote=%any local_id=server.rl.test remote_id=client.rl.test \
+  psk="$PSK" local_ts=10.92.1.1/32 remote_ts=10.92.2.1/32 ike=aes128gcm16-prfsha256-x25519 esp=aes128gcm16
+cp "$BIN" "$D/tunneld"
+cp "$IPSEC" "$D/ipsec"
+# what runs inside is the container's entrypoint (dist/container/entrypoint.sh), as a
+# rootless podman would run it: ipsec0 addressed and routed, the clients masqueraded out
+cp dist/container/entrypoint.sh "$D/entrypoint.sh"
+chown -R "$RL_UID:$RL_GID" "$D"
+# pasta: a new user + network namespace, the host's address and route copied into it
+# (--config-net), UDP 500 and 4500 of the host forwarded in; nothing else forwarded.
+# --no-map-gw: the client here is the host's gateway, which pasta would otherwise take for
+# the host itself
+ip netns exec "$H" setpriv --reuid="$RL_UID" --regid="$RL_GID" --clear-groups --inh-caps=-all \
+  env TUNNELD_BIN="$D/tunneld" TUNNELD_CONFIG="$D/tunneld.toml" TUNNELD_READY="$D/ready" \
+  TUNNELD_ARGS="--control $D/ctl.sock --stats $D/stats.json --no-af-packet" \
+  TUNNELD_ADDR=10.92.1.1/32 TUNNELD_ROUTES=10.92.2.1/32 TUNNELD_NAT="${H}v" \
+  pasta --config-net --no-map-gw -f -q -u 500,4500 -t none -T none -U none -- sh "$D/entrypoint.sh" >"$WORK/pasta.log" 2>&1 &
+PASTA=$!
+BG+=("$PASTA")
+wait_for 15 "tunneld (as $RL_USER, under pasta) to write its stats" test -s "$D/stats.json"
+wait_for 5 "the entrypoint to configure ipsec0" test -s "$D/ready"
+TPID=$(pgrep -f -- "^$D/tunneld --config" | head -n 1) || fail "no tunneld process found"
+
+# ---- the client ------------------------------------------------------------------------
+S=$WORK/client
+swan_instance "$S"
+swan_site_conf "$S" local=10.93.0.2 remote=10.93.0.1 local_id=client.rl.test remote_id=server.rl.test \
+  local_ts=10.92.2.1/32 remote_ts=10.92.1.1/32 psk="$PSK" ike=aes128gcm16-prfsha256-x25519 esp=aes128gcm16
+ip -n "$C" addr add 10.92.2.1/32 dev lo
+swan_start "$C" "$S"
+swan_load "$S"
+out=$(swan_initiate "$S" net 2>&1) || fail "the client could not connect: $(echo "$out" | tail -n 5); tunneld: $(tail -n 5 "$D/tunneld.log")"
+
+# ---- checks ------------------------------------------------------------------------------
+WHY=()
+ping_out=$(ip netns exec "$C" ping -n -c 5 -i 0.2 -W 2 -I 10.92.2.1 10.92.1.1 2>&1 || true)
+recv=$(sed -n 's/^[0-9]* packets transmitted, \([0-9]*\) received.*/\1/p' <<<"$ping_out")
+[ "${recv:-0}" -eq 5 ] || WHY+=("${recv:-0} of 5 pings through the tunnel answered")
+# the control socket admits tunneld's own root: the user's, i.e. `ipsec` inside its user
+# namespace (nsenter -U makes us its uid 0); the host's root is refused there (checked)
+list=$(nsenter -t "$TPID" -U "$D/ipsec" ike list --control "$D/ctl.sock" 2>&1 || true)
+out=$("$IPSEC" ike list --control "$D/ctl.sock" 2>&1) && WHY+=("the host's root, unmapped in tunneld's namespace, was let in: $out")
+grep -q client.rl.test <<<"$list" || WHY+=("ipsec ike list does not show the client: $list")
+# seen from the host: the user's process, no capability in the host's user namespace
+uid=$(stat -c %u "/proc/$TPID")
+[ "$uid" = "$RL_UID" ] || WHY+=("tunneld runs as uid $uid, not $RL_USER ($RL_UID)")
+[ "$(readlink "/proc/$TPID/ns/user")" != "$(readlink /proc/self/ns/user)" ] ||
+  WHY+=("tunneld is in the host's user namespace")
+# its capabilities are those of the mapped root of its own user namespace only: against the
+# host's namespaces it holds none (the kernel checks capabilities against the owning userns)
+nsenter -t "$TPID" -U -n ip link show ipsec0 >/dev/null 2>&1 || WHY+=("no ipsec0 in tunneld's namespace")
+nsenter -t "$TPID" -U -n nft list table ip tunneld_nat 2>/dev/null | grep -q masquerade ||
+  WHY+=("the entrypoint's masquerade (TUNNELD_NAT) is not in place")
+# encapsulated only: the client's SAs use UDP 4500 (NAT-T forced, no raw ESP anywhere)
+swan_list_sas "$S" | grep -q 'encap=yes\|encap yes' || WHY+=("the client's SA is not UDP-encapsulated")
+swan_stop "$S"
+kill -TERM "$TPID" 2>/dev/null || true
+for _ in $(seq 50); do kill -0 "$TPID" 2>/dev/null || break; sleep 0.1; done
+! kill -0 "$TPID" 2>/dev/null || WHY+=("tunneld did not stop within 5 s of SIGTERM")
+if [ ${#WHY[@]} -gt 0 ]; then
+  for w in "${WHY[@]}"; do log "FAIL: $w"; done
+  log "tunneld's log: $(tail -n 5 "$D/tunneld.log")"
+  exit 1
+fi
+log "passed: tunneld as $RL_USER (uid $RL_UID) in pasta's user namespace, UDP 500/4500 published; a strongSwan client connected, 5 of 5 pings answered ($SECONDS s)"
