@@ -353,7 +353,9 @@ fn event_json(e: &Event, keys: bool) -> String {
             s.push('}');
             s
         }
-        Event::IkeDown { conn, spi_i, spi_r, reason } => {
+        Event::IkeDown {
+            conn, spi_i, spi_r, reason, ..
+        } => {
             format!("{{\"event\":\"ike_down\",\"conn\":{},\"spi_i\":\"{spi_i:016x}\",\"spi_r\":\"{spi_r:016x}\",\"reason\":\"{reason:?}\"}}", json_str(conn))
         }
         Event::ChildDown { conn, child, spi_in, spi_out, reason } => format!(

@@ -230,6 +230,8 @@ pub enum Event {
         spi_i: u64,
         /// Responder's SPI (0 if never known).
         spi_r: u64,
+        /// The peer's endpoint it last used (its data-plane state can go with it).
+        remote: SocketAddr,
         /// Why.
         reason: DownReason,
     },

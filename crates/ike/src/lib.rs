@@ -48,7 +48,7 @@ pub use config::{
 };
 pub use cookie::DosStats;
 pub use dropped::Dropped;
-pub use endpoint::{Endpoint, PacketSelectors, SaHandle};
+pub use endpoint::{ConnId, Endpoint, PacketSelectors, SaHandle};
 pub use event::{ChildSaInfo, DownReason, Event, IkeKeyLog, IkeSaInfo, Role, Transmit, UdpEncap};
 pub use id::Identity;
 pub use ike_sa::NON_ESP_MARKER;

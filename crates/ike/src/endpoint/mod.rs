@@ -52,6 +52,10 @@ struct Responder {
     half_open: bool,
 }
 
+/// A connection's handle: its index in [`Config::connections`] ([`Endpoint::conn_id`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub usize);
+
 /// A handle to an IKE SA: our SPI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SaHandle(pub u64);

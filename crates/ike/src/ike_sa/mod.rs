@@ -582,6 +582,7 @@ impl IkeSa {
                 conn: name,
                 spi_i: self.spi_i,
                 spi_r: self.spi_r,
+                remote: self.path.remote,
                 reason,
             });
         }
