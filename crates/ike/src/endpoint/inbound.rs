@@ -5,13 +5,14 @@ use super::{wall, Endpoint, Responder};
 use crate::dropped::Dropped;
 use crate::error::Error;
 use crate::header::ExchangeType;
-use crate::ike_sa::{Cx, NON_ESP_MARKER};
+use crate::ike_sa::Cx;
 use crate::limits::MAX_IKE_SAS;
 use crate::message::{Find, Message, Payload};
 use crate::task::ike_init::respond_init;
 use alloc::vec::Vec;
 use core::net::{IpAddr, SocketAddr};
 use core::time::Duration;
+use ipsec_core::nat_t::NON_ESP_MARKER;
 use rand_core::CryptoRngCore;
 
 impl Endpoint {

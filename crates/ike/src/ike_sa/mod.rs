@@ -6,7 +6,7 @@
 //! The states and keys are in `state`, the protection of messages (Encrypted payload,
 //! fragments) in `protect`, the task context and the SA's effects on the endpoint in `context`.
 use crate::config::{Config, Connection};
-use crate::event::{ChildSaInfo, DownReason, Event, Role, Transmit, UdpEncap};
+use crate::event::{ChildSaInfo, DownReason, EncapPorts, Event, Role, Transmit};
 use crate::header::{ExchangeType, HeaderRepr};
 use crate::message::Payload;
 use crate::nat::NatState;
@@ -15,6 +15,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::net::SocketAddr;
 use core::time::Duration;
+use ipsec_core::nat_t::NON_ESP_MARKER;
 use rand_core::CryptoRngCore;
 
 mod context;
@@ -23,9 +24,6 @@ mod state;
 pub(crate) use context::{Census, Cx, EndpointEvent, Output};
 pub(crate) use protect::Opened;
 pub(crate) use state::{Crypto, Handshake, State};
-
-/// The non-ESP marker that precedes IKE on the NAT-T port (RFC 3948 2.2).
-pub const NON_ESP_MARKER: [u8; 4] = [0; 4];
 
 /// The peer's half of the message-ID window (2.3): the ID of its next request, and our
 /// response to its last one, kept for a retransmission of that request (2.1).
@@ -275,14 +273,14 @@ impl IkeSa {
     /// on the NAT-T ports (RFC 3948): the IKE path's once IKE moved there (behind a NAT the
     /// peer's port is the NAT's mapping), else ours and the peer's configured NAT-T port —
     /// never the IKE port, whose socket drops ESP.
-    pub fn child_encap(&self, cfg: &Config) -> Option<UdpEncap> {
+    pub fn child_encap(&self, cfg: &Config) -> Option<EncapPorts> {
         let conn = self.conn(cfg);
         let (local_port, remote_port) = if self.path.natt {
             (self.path.local.port(), self.path.remote.port())
         } else {
             (cfg.natt_port, conn.remote_natt_port)
         };
-        (self.path.nat.peer_behind_nat || self.path.nat.local_behind_nat || conn.encap).then_some(UdpEncap {
+        (self.path.nat.peer_behind_nat || self.path.nat.local_behind_nat || conn.encap).then_some(EncapPorts {
             local_port,
             remote_port,
         })
@@ -486,7 +484,7 @@ mod tests {
             State::InitSent,
             Duration::ZERO,
         );
-        let natt = Some(UdpEncap {
+        let natt = Some(EncapPorts {
             local_port: 4500,
             remote_port: 4500,
         });
@@ -497,7 +495,7 @@ mod tests {
         sa.path.remote = SocketAddr::new(b, 34500);
         assert_eq!(
             sa.child_encap(&cfg),
-            Some(UdpEncap {
+            Some(EncapPorts {
                 local_port: 4500,
                 remote_port: 34500
             })

@@ -9,7 +9,7 @@ use crate::dh::KeyExchange;
 use crate::dropped::Dropped;
 use crate::event::{DownReason, Event, Role, Transmit};
 use crate::header::{ExchangeType, HeaderRepr};
-use crate::ike_sa::{Crypto, Cx, Handshake, IkeSa, Output, PeerWindow, State, NON_ESP_MARKER};
+use crate::ike_sa::{Crypto, Cx, Handshake, IkeSa, Output, PeerWindow, State};
 use crate::message::{build_plain, Find, Message, Payload};
 use crate::nat::{evaluate, nat_hash};
 use crate::nonce::OUR_NONCE_LEN;
@@ -19,6 +19,7 @@ use crate::task::Task;
 use alloc::vec::Vec;
 use core::net::SocketAddr;
 use core::time::Duration;
+use ipsec_core::nat_t::NON_ESP_MARKER;
 use rand_core::CryptoRngCore;
 
 fn random_bytes(rng: &mut impl CryptoRngCore, n: usize) -> Vec<u8> {
