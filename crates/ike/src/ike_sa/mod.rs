@@ -249,7 +249,7 @@ impl IkeSa {
                 reason,
             });
         }
-        self.state = State::Dead;
+        self.die();
         self.tasks.clear();
         self.effects.push(EndpointEvent::Down(reason));
     }

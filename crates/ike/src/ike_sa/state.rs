@@ -1,5 +1,7 @@
 //! An IKE SA's states (RFC 7296 1.2, 2.18) with the data each needs: the handshake kept from
-//! IKE_SA_INIT until IKE_AUTH is done, and the keys ([`Crypto`], 2.14).
+//! IKE_SA_INIT until IKE_AUTH is done, and the keys ([`Crypto`], 2.14). Every transition
+//! between them is a method here; the tasks read the state and call these to move it.
+use super::IkeSa;
 use crate::alg::IkeSuite;
 use crate::error::Error;
 use crate::event::Role;
@@ -129,5 +131,53 @@ impl State {
             State::Established { remote_id, .. } | State::Rekeyed { remote_id, .. } => Some(remote_id),
             _ => None,
         }
+    }
+}
+
+/// The transitions (1.2: IKE_SA_INIT, then IKE_AUTH; 2.18: rekeyed; gone).
+impl IkeSa {
+    /// Responder: IKE_SA_INIT answered, half-open until IKE_AUTH.
+    pub fn half_open(&mut self, hs: Handshake, crypto: Crypto) {
+        self.state = State::HalfOpen { hs, crypto };
+    }
+
+    /// Initiator: IKE_SA_INIT's response taken, the keys derived: IKE_AUTH (after any
+    /// IKE_INTERMEDIATE) goes out.
+    pub fn auth_sent(&mut self, hs: Handshake, crypto: Crypto) {
+        self.state = State::AuthSent { hs, crypto };
+    }
+
+    /// Both sides authenticated (1.2): established with the keys of the handshake, which is
+    /// handed back (the first child's KEYMAT takes its nonces, 2.17). None, and no change,
+    /// unless the SA was in IKE_AUTH.
+    pub fn establish(&mut self, remote_id: Identity) -> Option<Handshake> {
+        match core::mem::replace(&mut self.state, State::Dead) {
+            State::HalfOpen { hs, crypto } | State::AuthSent { hs, crypto } => {
+                self.state = State::Established { crypto, remote_id };
+                Some(hs)
+            }
+            other => {
+                self.state = other;
+                None
+            }
+        }
+    }
+
+    /// The IKE SA a rekey made (1.3.2): established at once with its new keys.
+    pub fn establish_rekeyed(&mut self, crypto: Crypto, remote_id: Identity) {
+        self.state = State::Established { crypto, remote_id };
+    }
+
+    /// Replaced by the IKE SA its rekey made (2.18): it keeps its keys and identity until its
+    /// Delete. No change unless it was established.
+    pub fn retire(&mut self) {
+        if let State::Established { crypto, remote_id } = core::mem::replace(&mut self.state, State::Dead) {
+            self.state = State::Rekeyed { crypto, remote_id };
+        }
+    }
+
+    /// Gone: the endpoint removes it.
+    pub fn die(&mut self) {
+        self.state = State::Dead;
     }
 }

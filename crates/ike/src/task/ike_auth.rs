@@ -8,7 +8,7 @@ use crate::child::{keymat, Agreed, Offer, Refusal};
 use crate::event::{DownReason, Event, IkeKeyLog, IkeSaInfo};
 use crate::header::ExchangeType;
 use crate::id::Identity;
-use crate::ike_sa::{Child, ChildState, Crypto, Cx, EndpointEvent, IkeSa, State};
+use crate::ike_sa::{Child, ChildState, Crypto, Cx, EndpointEvent, Handshake, IkeSa, State};
 use crate::message::{Find, Payload};
 use crate::notify::{kind, Notify};
 use crate::task::{child_delete::ChildDelete, lifetimes, Next, Reply, Task};
@@ -63,8 +63,13 @@ fn select_connection(
         .map(|(_, i)| i)
 }
 
-/// Both sides authenticated: the SA is established with `crypto`.
-fn ike_up(sa: &mut IkeSa, cx: &mut Cx, crypto: Crypto, remote_id: Identity) {
+/// Both sides authenticated: the SA is established with the keys of its handshake, which is
+/// handed back (None: the SA was not in IKE_AUTH).
+fn ike_up(sa: &mut IkeSa, cx: &mut Cx, remote_id: Identity) -> Option<Handshake> {
+    let hs = sa.establish(remote_id)?;
+    let State::Established { crypto, remote_id } = &sa.state else {
+        return None;
+    };
     let conn = sa.conn(cx.cfg);
     let keys = cx.cfg.export_ike_keys.then(|| IkeKeyLog {
         spi_i: sa.spi_i,
@@ -90,8 +95,8 @@ fn ike_up(sa: &mut IkeSa, cx: &mut Cx, crypto: Crypto, remote_id: Identity) {
         },
         keys,
     });
-    sa.state = State::Established { crypto, remote_id };
     lifetimes::ike_established(sa, cx);
+    Some(hs)
 }
 
 /// A child agreed in IKE_AUTH or CREATE_CHILD_SA: reported up and kept.
@@ -192,7 +197,7 @@ impl IkeAuth {
             sa.kill(cx, DownReason::PeerError(err));
             return Next::Done;
         };
-        let State::AuthSent { hs, crypto } = core::mem::replace(&mut sa.state, State::Dead) else {
+        let State::AuthSent { hs, crypto } = &sa.state else {
             return Next::Done;
         };
         // The responder signed its IKE_SA_INIT message and our nonce with SK_pr.
@@ -212,7 +217,6 @@ impl IkeAuth {
         } else {
             Err(AuthRefusal::NoConnection)
         };
-        sa.state = State::AuthSent { hs, crypto };
         if let Err(why) = checked {
             cx.out.event(Event::AuthFailed {
                 conn: name,
@@ -222,11 +226,10 @@ impl IkeAuth {
             sa.kill(cx, DownReason::AuthFailed);
             return Next::Done;
         }
-        let State::AuthSent { hs, crypto } = core::mem::replace(&mut sa.state, State::Dead) else {
+        let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
+        let Some(hs) = ike_up(sa, cx, idr.clone()) else {
             return Next::Done;
         };
-        let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
-        ike_up(sa, cx, crypto, idr.clone());
         let Some(offer) = self.child else { return Next::Done };
         let conn = sa.conn(cx.cfg);
         match offer.accept(conn, ps) {
@@ -248,18 +251,16 @@ impl IkeAuth {
 
 /// The responder handles the IKE_AUTH request.
 pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Reply {
-    let State::HalfOpen { hs, crypto } = core::mem::replace(&mut sa.state, State::Dead) else {
+    let State::HalfOpen { hs, crypto } = &sa.state else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
     let (Some((idi, idi_body)), Some(auth)) = (ps.id_i(), ps.auth()) else {
-        sa.state = State::HalfOpen { hs, crypto };
         let mut r = Reply::notify(kind::INVALID_SYNTAX);
         r.then = Some(DownReason::PeerError(kind::INVALID_SYNTAX));
         return r;
     };
-    if !super::ike_intermediate::all_done(&hs, &crypto) {
+    if !super::ike_intermediate::all_done(hs, crypto) {
         // IKE_AUTH before every additional key exchange ran (RFC 9370 2.2.2).
-        sa.state = State::HalfOpen { hs, crypto };
         sa.stats.invalid_syntax += 1;
         let mut r = Reply::notify(kind::INVALID_SYNTAX);
         r.then = Some(DownReason::PeerError(kind::INVALID_SYNTAX));
@@ -268,7 +269,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     // This IKE_AUTH request's message ID (the window moved past it).
     let int_auth = hs.int.octets(sa.window.expected.wrapping_sub(1));
     // The connection for the identity the initiator claims (and the one it asks us to be).
-    let checked = match select_connection(sa, cx.cfg, &crypto, idi, ps.id_r().map(|(i, _)| i), auth.method) {
+    let checked = match select_connection(sa, cx.cfg, crypto, idi, ps.id_r().map(|(i, _)| i), auth.method) {
         None => Err(AuthRefusal::NoConnection),
         Some(ci) => {
             sa.conn = ci;
@@ -286,7 +287,6 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
         }
     };
     if let Err(why) = checked {
-        sa.state = State::HalfOpen { hs, crypto };
         cx.out.event(Event::AuthFailed {
             // The connection chosen for the identity, if one was.
             conn: sa.conn_name(cx.cfg),
@@ -303,7 +303,6 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     // answers when its uniqueness policy keeps the old SA.
     let cap = crate::limits::MAX_IKE_SAS_PER_IDENTITY;
     if ps.notify(kind::INITIAL_CONTACT).is_none() && cx.peers_of.is_some_and(|n| n(idi) >= cap) {
-        sa.state = State::HalfOpen { hs, crypto };
         cx.out.event(Event::AuthFailed {
             conn: sa.conn_name(cx.cfg),
             local: true,
@@ -329,7 +328,6 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
         Err(_) => {
             // Our key cannot make a signature this peer verifies (no common hash): refuse
             // rather than send an AUTH it must reject.
-            sa.state = State::HalfOpen { hs, crypto };
             let mut r = Reply::notify(kind::AUTHENTICATION_FAILED);
             r.then = Some(DownReason::AuthFailed);
             return r;
@@ -346,7 +344,9 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     // The first child, chosen before the state changes (its selectors use the addresses).
     let wants_child = ps.sa().is_some() && ps.ts_i().is_some() && ps.ts_r().is_some();
     let choice = wants_child.then(|| crate::child::choose(sa, cx.cfg, ps, None, false, cx.others, rng));
-    ike_up(sa, cx, crypto, idi.clone());
+    let Some(hs) = ike_up(sa, cx, idi.clone()) else {
+        return Reply::notify(kind::INVALID_SYNTAX);
+    };
     match choice {
         None => {}
         Some(Ok(choice)) => match choice.answer(ps, rng) {

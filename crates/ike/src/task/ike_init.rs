@@ -333,7 +333,7 @@ fn process(
     }
     sa.fragmentation = fragmentation(conn, Some(ps)).1;
     sa.last_heard = cx.now;
-    sa.state = State::AuthSent { hs, crypto };
+    sa.auth_sent(hs, crypto);
     sa.tasks.next_id = 1;
     // One IKE_INTERMEDIATE per additional key exchange, before IKE_AUTH (RFC 9370 2.2.2).
     super::ike_intermediate::queue(sa, &suite);
@@ -498,8 +498,8 @@ pub(crate) fn respond_init(
     let bytes = build_plain(&ike.header(ExchangeType::IkeSaInit, true, 0), &p).map_err(Dropped::Malformed)?;
     let mut cx = Cx::new(cfg, out, now, None);
     ike.send(&mut cx, &bytes);
-    ike.state = State::HalfOpen {
-        hs: Handshake {
+    ike.half_open(
+        Handshake {
             ni: ni.clone(),
             nr,
             init_req: raw.to_vec(),
@@ -509,7 +509,7 @@ pub(crate) fn respond_init(
             int: Default::default(),
         },
         crypto,
-    };
+    );
     ike.window = PeerWindow {
         expected: 1,
         kept: Some((0, bytes)),

@@ -455,13 +455,9 @@ mod tests {
     #[test]
     fn not_after_ike_auth() {
         let mut sa = half_open();
-        let State::HalfOpen { crypto, .. } = core::mem::replace(&mut sa.state, State::Dead) else {
-            panic!()
-        };
-        sa.state = State::Established {
-            crypto,
-            remote_id: crate::Identity::from_str_config("10.0.0.1").unwrap(),
-        };
+        assert!(sa
+            .establish(crate::Identity::from_str_config("10.0.0.1").unwrap())
+            .is_some());
         let (r, n) = answer(&mut sa, &ke(DhGroup::MlKem768, ek()));
         assert_eq!((n, r.then), (Some(kind::INVALID_SYNTAX), None));
     }

@@ -228,11 +228,9 @@ pub(crate) fn move_to_new(
         },
         keys,
     });
-    new.state = State::Established { crypto, remote_id };
+    new.establish_rekeyed(crypto, remote_id);
     lifetimes::ike_established(&mut new, cx);
-    if let State::Established { crypto, remote_id } = core::mem::replace(&mut sa.state, State::Dead) {
-        sa.state = State::Rekeyed { crypto, remote_id };
-    }
+    sa.retire();
     sa.rekey_at = None;
     sa.effects.push(EndpointEvent::Rekeyed(Box::new(new)));
     Some(())
