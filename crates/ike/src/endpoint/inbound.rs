@@ -93,7 +93,7 @@ impl Endpoint {
             // can look at them: O(log n) here, O(n) only when asked.
             match self.sas.remove(&our) {
                 Some(mut sa) if !sa.state.is_dead() => {
-                    sa.census = census;
+                    sa.set_census(census);
                     let sas = &self.sas;
                     let peers_of = |id: &crate::id::Identity| {
                         sas.values()

@@ -84,7 +84,7 @@ impl Child {
 
 pub(crate) struct IkeSa {
     pub conn: usize,
-    pub role: Role,
+    role: Role,
     pub spi_i: u64,
     pub spi_r: u64,
     pub path: Path,
@@ -95,20 +95,20 @@ pub(crate) struct IkeSa {
     pub window: PeerWindow,
     pub children: Vec<Child>,
     pub last_heard: Duration,
-    pub created: Duration,
+    created: Duration,
     /// When we rekey this IKE SA (None: never).
     pub rekey_at: Option<Duration>,
-    pub effects: Vec<EndpointEvent>,
+    effects: Vec<EndpointEvent>,
     pub stats: crate::status::IkeSaStats,
     /// IKE fragmentation (RFC 7383 2.3): the connection's `fragment_size` when both sides
     /// announced support in IKE_SA_INIT; None: fragments are neither sent nor accepted.
     pub fragmentation: Option<u16>,
     /// The peer's fragmented requests \[0\] and responses \[1\] being reassembled (2.6).
-    pub reassembly: [crate::fragment::Reassembly; 2],
+    reassembly: [crate::fragment::Reassembly; 2],
     /// Responder: a CREATE_CHILD_SA waiting for its IKE_FOLLOWUP_KE (RFC 9370 2.2.4).
     pub followup: Option<crate::task::followup_ke::Pending>,
     /// The endpoint's SAs as of the request being handled ([`Census`]).
-    pub census: Census,
+    census: Census,
 }
 
 impl IkeSa {
@@ -164,6 +164,33 @@ impl IkeSa {
 
     pub fn conn_name(&self, cfg: &Config) -> String {
         self.conn(cfg).name.clone()
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// Asks something of the endpoint ([`EndpointEvent`]), done after this call.
+    pub fn effect(&mut self, e: EndpointEvent) {
+        self.effects.push(e);
+    }
+
+    /// What the SA asked of the endpoint since the last call.
+    pub fn take_effects(&mut self) -> Vec<EndpointEvent> {
+        core::mem::take(&mut self.effects)
+    }
+
+    pub fn has_effects(&self) -> bool {
+        !self.effects.is_empty()
+    }
+
+    /// The endpoint's SAs as of the request about to be handled ([`Census`]).
+    pub fn set_census(&mut self, census: Census) {
+        self.census = census;
+    }
+
+    pub fn census(&self) -> Census {
+        self.census
     }
 
     pub fn is_initiator(&self) -> bool {

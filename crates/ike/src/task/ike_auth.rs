@@ -85,7 +85,7 @@ fn ike_up(sa: &mut IkeSa, cx: &mut Cx, remote_id: Identity) -> Option<Handshake>
             conn: conn.name.clone(),
             spi_i: sa.spi_i,
             spi_r: sa.spi_r,
-            role: sa.role,
+            role: sa.role(),
             local: sa.path.local,
             remote: sa.path.remote,
             suite: crypto.suite,
@@ -337,10 +337,10 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     let mut resp = alloc::vec![Payload::IdR(conn.local_id.clone(), idr)];
     resp.extend(authenticator::cert_payloads(&conn.local_auth, peer_asked));
     resp.push(Payload::Auth(our_auth));
-    if ps.notify(kind::INITIAL_CONTACT).is_some() {
-        sa.effects.push(EndpointEvent::InitialContact);
-    }
     let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
+    if ps.notify(kind::INITIAL_CONTACT).is_some() {
+        sa.effect(EndpointEvent::InitialContact);
+    }
     // The first child, chosen before the state changes (its selectors use the addresses).
     let wants_child = ps.sa().is_some() && ps.ts_i().is_some() && ps.ts_r().is_some();
     let choice = wants_child.then(|| crate::child::choose(sa, cx.cfg, ps, None, false, cx.others, rng));

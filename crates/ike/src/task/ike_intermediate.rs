@@ -150,7 +150,7 @@ fn next_addke(hs: &Handshake, crypto: &Crypto) -> Option<(usize, DhGroup)> {
 /// The keys after additional exchange `n` with shared secret `shared` (RFC 9370 2.2.2).
 fn next_keys(sa: &IkeSa, crypto: &Crypto, hs: &Handshake, shared: &[u8]) -> Result<Crypto, crate::Error> {
     Crypto::derive(
-        sa.role,
+        sa.role(),
         crypto.suite,
         Some(&crypto.keys.sk_d),
         shared,
@@ -241,7 +241,7 @@ pub(crate) fn respond(sa: &mut IkeSa, _cx: &mut Cx, ps: &[Payload], rng: &mut im
         r.then = Some(DownReason::PeerError(notify));
         r
     };
-    let role = sa.role;
+    let role = sa.role();
     let (spi_i, spi_r) = (sa.spi_i, sa.spi_r);
     let State::HalfOpen { hs, crypto } = &mut sa.state else {
         // Only between IKE_SA_INIT and IKE_AUTH (RFC 9242 3).
