@@ -69,6 +69,7 @@ pub mod error;
 pub mod esn;
 pub mod integrity;
 pub mod ip;
+pub mod nat_t;
 pub mod replay;
 pub mod rng;
 pub mod sa;

@@ -28,9 +28,7 @@ pub const NAT_T_PORT: u16 = 4500;
 pub const KEEPALIVE: u8 = 0xFF;
 /// How often a NAT-keepalive is sent (RFC 3948 4: 20 seconds by default).
 pub const KEEPALIVE_INTERVAL_SECS: u64 = 20;
-/// The non-ESP marker (RFC 3948 2.2): four zero bytes where an SPI would be (an SPI is never
-/// 0), in front of an IKE message.
-pub const NON_ESP_MARKER: [u8; 4] = [0; 4];
+pub use ipsec_core::nat_t::NON_ESP_MARKER;
 /// The shortest ESP payload: its SPI and sequence number.
 pub const MIN_ESP: usize = 8;
 
@@ -52,7 +50,7 @@ pub enum Payload {
 pub fn classify(payload: &[u8]) -> Payload {
     match payload {
         [KEEPALIVE] => Payload::Keepalive,
-        [0, 0, 0, 0, ..] => Payload::NonEsp,
+        p if p.starts_with(&NON_ESP_MARKER) => Payload::NonEsp,
         p if p.len() < MIN_ESP => Payload::Runt,
         _ => Payload::Esp,
     }

@@ -86,9 +86,10 @@ impl fmt::Debug for IkeKeyLog {
     }
 }
 
-/// UDP encapsulation of a child SA's ESP (RFC 3948).
+/// The UDP ports of a child SA's ESP in UDP (RFC 3948), as IKE chose them (the data plane's
+/// SA property built from them is `ipsec_engine::UdpEncap`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UdpEncap {
+pub struct EncapPorts {
     /// Our port.
     pub local_port: u16,
     /// The peer's port.
@@ -119,7 +120,7 @@ pub struct ChildSaInfo {
     /// Lifetimes.
     pub lifetimes: ChildLifetimes,
     /// UDP encapsulation ports, if ESP goes in UDP.
-    pub encap: Option<UdpEncap>,
+    pub encap: Option<EncapPorts>,
     /// Our outer address.
     pub local: SocketAddr,
     /// The peer's outer address.

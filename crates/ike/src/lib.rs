@@ -49,9 +49,9 @@ pub use config::{
 pub use cookie::DosStats;
 pub use dropped::Dropped;
 pub use endpoint::{ConnId, Endpoint, PacketSelectors, SaHandle};
-pub use event::{ChildSaInfo, DownReason, Event, IkeKeyLog, IkeSaInfo, Role, Transmit, UdpEncap};
+pub use event::{ChildSaInfo, DownReason, EncapPorts, Event, IkeKeyLog, IkeSaInfo, Role, Transmit};
 pub use id::Identity;
-pub use ike_sa::NON_ESP_MARKER;
+pub use ipsec_core::nat_t::NON_ESP_MARKER;
 pub use pki::{CertError, Certificate, Dn, IdPattern, PkiError, PrivateKey, RingSigner, Signer, TrustStore};
 pub use pool::{PoolConfig, PoolStats, Unique};
 pub use status::{ChildSaStatus, IkeSaStats, IkeSaStatus};

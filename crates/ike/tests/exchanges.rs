@@ -435,14 +435,14 @@ fn nat_detected_moves_to_4500_and_encapsulates() {
     let (ca, cb) = check_pair(&net);
     assert_eq!(
         ca.encap,
-        Some(UdpEncap {
+        Some(EncapPorts {
             local_port: 4500,
             remote_port: 4500
         })
     );
     assert_eq!(
         cb.encap,
-        Some(UdpEncap {
+        Some(EncapPorts {
             local_port: 4500,
             remote_port: 34500
         })
@@ -474,14 +474,14 @@ fn forced_encapsulation_without_nat() {
     let (ca, cb) = check_pair(&net);
     assert_eq!(
         ca.encap,
-        Some(UdpEncap {
+        Some(EncapPorts {
             local_port: 4500,
             remote_port: 4500
         })
     );
     assert_eq!(
         cb.encap,
-        Some(UdpEncap {
+        Some(EncapPorts {
             local_port: 4500,
             remote_port: 4500
         })

@@ -344,7 +344,7 @@ fn forced_encapsulation_on_both_sides_uses_the_natt_ports() {
     b.connections[0].encap = true;
     let mut net = Net::new(a, b);
     net.up();
-    let natt = Some(UdpEncap {
+    let natt = Some(EncapPorts {
         local_port: 4500,
         remote_port: 4500,
     });

@@ -188,7 +188,7 @@ impl Endpoint {
         let busy = self.sas.values().any(|s| {
             s.conn == ci
                 && (s.children.iter().any(|c| c.cfg == chi)
-                    || !s.state.is_established() && !s.state.is_dead() && s.role == Role::Initiator
+                    || !s.state.is_established() && !s.state.is_dead() && s.role() == Role::Initiator
                     || s.tasks
                         .iter()
                         .any(|t| matches!(t, Task::ChildCreate(c) if c.offer.cfg == chi)))

@@ -5,13 +5,14 @@ use super::{wall, Endpoint, Responder};
 use crate::dropped::Dropped;
 use crate::error::Error;
 use crate::header::ExchangeType;
-use crate::ike_sa::{Cx, NON_ESP_MARKER};
+use crate::ike_sa::Cx;
 use crate::limits::MAX_IKE_SAS;
 use crate::message::{Find, Message, Payload};
 use crate::task::ike_init::respond_init;
 use alloc::vec::Vec;
 use core::net::{IpAddr, SocketAddr};
 use core::time::Duration;
+use ipsec_core::nat_t::NON_ESP_MARKER;
 use rand_core::CryptoRngCore;
 
 impl Endpoint {
@@ -92,7 +93,7 @@ impl Endpoint {
             // can look at them: O(log n) here, O(n) only when asked.
             match self.sas.remove(&our) {
                 Some(mut sa) if !sa.state.is_dead() => {
-                    sa.census = census;
+                    sa.set_census(census);
                     let sas = &self.sas;
                     let peers_of = |id: &crate::id::Identity| {
                         sas.values()

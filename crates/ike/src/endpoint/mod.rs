@@ -187,7 +187,7 @@ impl Endpoint {
         for (k, sa) in self.sas.iter_mut() {
             let mut cx = Cx::new(&self.cfg, &mut self.out, now, wall(self.clock, now));
             sa.handle_timeout(&mut cx, rng);
-            if !sa.effects.is_empty() {
+            if sa.has_effects() {
                 with_effects.push(*k);
             }
         }

@@ -50,7 +50,7 @@ impl Endpoint {
     /// What the SA filed under `spi` asks of the endpoint ([`EndpointEvent`]).
     pub(super) fn apply_effects(&mut self, spi: u64, now: Duration, rng: &mut impl CryptoRngCore) {
         let Some(sa) = self.sas.get_mut(&spi) else { return };
-        let effects = core::mem::take(&mut sa.effects);
+        let effects = sa.take_effects();
         let conn = sa.conn;
         let initiator_side = self.cfg.connections[conn].remote_addr.is_some();
         for e in effects {

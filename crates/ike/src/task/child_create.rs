@@ -1,18 +1,16 @@
 //! CREATE_CHILD_SA (RFC 7296 1.3) for a further child SA (1.3.1): the [`ChildCreate`] task
 //! (a trap's acquire or `ipsec ike initiate CONN/CHILD` on an established IKE SA) and the
-//! responder's side. [`respond`] also dispatches the other two uses of the exchange: a
-//! child rekey (N(REKEY_SA), [`super::child_rekey`]) and an IKE SA rekey (an SA payload for
-//! protocol IKE, [`super::ike_rekey`]).
+//! responder's side ([`respond`]). The task manager sends the exchange's other two uses to
+//! their tasks: a child rekey ([`super::child_rekey`]) and an IKE SA rekey ([`super::ike_rekey`]).
 use crate::child::{keymat, Offer, Refusal};
 use crate::header::ExchangeType;
-use crate::ike_sa::{Cx, IkeSa, State};
+use crate::ike_sa::{Cx, IkeSa};
 use crate::limits::MAX_CHILD_SAS;
 use crate::message::{Find, Payload};
 use crate::nonce::OUR_NONCE_LEN;
 use crate::notify::kind;
-use crate::sa::protocol;
 use crate::task::ike_auth::{child_refused, child_up};
-use crate::task::{child_delete::ChildDelete, child_rekey, followup_ke, ike_rekey, Next, Reply, Task};
+use crate::task::{child_delete::ChildDelete, followup_ke, Next, Reply, Task};
 use alloc::vec::Vec;
 use rand_core::CryptoRngCore;
 
@@ -158,39 +156,9 @@ pub(crate) fn with_nonce(mut p: Vec<Payload>, nonce: &[u8]) -> Vec<Payload> {
     p
 }
 
-/// The responder's answer to a CREATE_CHILD_SA request.
-pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Reply {
-    if !matches!(sa.state, State::Established { .. }) {
-        // A rekeyed IKE SA makes nothing new (2.18); one not yet up cannot (1.3).
-        return Reply::notify(if matches!(sa.state, State::Rekeyed { .. }) {
-            kind::TEMPORARY_FAILURE
-        } else {
-            kind::INVALID_SYNTAX
-        });
-    }
-    let Some(ni) = ps.nonce() else {
-        return Reply::notify(kind::INVALID_SYNTAX);
-    };
-    let ike_rekey = ps
-        .sa()
-        .is_some_and(|s| s.proposals.first().is_some_and(|p| p.protocol == protocol::IKE));
-    // Our rekey of this IKE SA is outstanding: a new or rekeyed child made now would be on
-    // an SA about to be replaced (2.25: TEMPORARY_FAILURE, the peer tries again).
-    if !ike_rekey
-        && sa
-            .tasks
-            .active
-            .as_ref()
-            .is_some_and(|a| matches!(a.task, Task::IkeRekey(_)))
-    {
-        return Reply::notify(kind::TEMPORARY_FAILURE);
-    }
-    if ps.notify(kind::REKEY_SA).is_some() {
-        return child_rekey::respond(sa, cx, ps, ni, rng);
-    }
-    if ike_rekey {
-        return ike_rekey::respond(sa, cx, ps, ni, rng);
-    }
+/// The responder's answer to a CREATE_CHILD_SA request for a new child (with nonce `ni`;
+/// the task manager has sent a rekey to its own task).
+pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rng: &mut impl CryptoRngCore) -> Reply {
     if sa.children.len() >= MAX_CHILD_SAS {
         return Reply::notify(kind::NO_ADDITIONAL_SAS);
     }

@@ -510,7 +510,7 @@ mod tests {
         expire(&mut sa, PENDING_TIMEOUT);
         assert!(sa.followup.is_none());
         assert_eq!(sa.stats.additional_ke_refused, 5);
-        assert!(sa.effects.is_empty(), "no IKE SA was made");
+        assert!(!sa.has_effects(), "no IKE SA was made");
         assert!(sa.state.is_established());
     }
 
@@ -525,7 +525,7 @@ mod tests {
         );
         assert!(sa.followup.is_none());
         assert!(matches!(
-            sa.effects.last(),
+            sa.take_effects().last(),
             Some(crate::ike_sa::EndpointEvent::Rekeyed(_))
         ));
         assert_eq!(sa.stats.additional_ke_refused, 0);

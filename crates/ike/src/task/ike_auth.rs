@@ -8,7 +8,7 @@ use crate::child::{keymat, Agreed, Offer, Refusal};
 use crate::event::{DownReason, Event, IkeKeyLog, IkeSaInfo};
 use crate::header::ExchangeType;
 use crate::id::Identity;
-use crate::ike_sa::{Child, ChildState, Crypto, Cx, EndpointEvent, IkeSa, State};
+use crate::ike_sa::{Child, ChildState, Crypto, Cx, EndpointEvent, Handshake, IkeSa, State};
 use crate::message::{Find, Payload};
 use crate::notify::{kind, Notify};
 use crate::task::{child_delete::ChildDelete, lifetimes, Next, Reply, Task};
@@ -63,8 +63,13 @@ fn select_connection(
         .map(|(_, i)| i)
 }
 
-/// Both sides authenticated: the SA is established with `crypto`.
-fn ike_up(sa: &mut IkeSa, cx: &mut Cx, crypto: Crypto, remote_id: Identity) {
+/// Both sides authenticated: the SA is established with the keys of its handshake, which is
+/// handed back (None: the SA was not in IKE_AUTH).
+fn ike_up(sa: &mut IkeSa, cx: &mut Cx, remote_id: Identity) -> Option<Handshake> {
+    let hs = sa.establish(remote_id)?;
+    let State::Established { crypto, remote_id } = &sa.state else {
+        return None;
+    };
     let conn = sa.conn(cx.cfg);
     let keys = cx.cfg.export_ike_keys.then(|| IkeKeyLog {
         spi_i: sa.spi_i,
@@ -80,7 +85,7 @@ fn ike_up(sa: &mut IkeSa, cx: &mut Cx, crypto: Crypto, remote_id: Identity) {
             conn: conn.name.clone(),
             spi_i: sa.spi_i,
             spi_r: sa.spi_r,
-            role: sa.role,
+            role: sa.role(),
             local: sa.path.local,
             remote: sa.path.remote,
             suite: crypto.suite,
@@ -90,8 +95,8 @@ fn ike_up(sa: &mut IkeSa, cx: &mut Cx, crypto: Crypto, remote_id: Identity) {
         },
         keys,
     });
-    sa.state = State::Established { crypto, remote_id };
     lifetimes::ike_established(sa, cx);
+    Some(hs)
 }
 
 /// A child agreed in IKE_AUTH or CREATE_CHILD_SA: reported up and kept.
@@ -193,7 +198,7 @@ impl IkeAuth {
             sa.kill(cx, DownReason::PeerError(err));
             return Next::Done;
         };
-        let State::AuthSent { hs, crypto } = core::mem::replace(&mut sa.state, State::Dead) else {
+        let State::AuthSent { hs, crypto } = &sa.state else {
             return Next::Done;
         };
         // The responder signed its IKE_SA_INIT message and our nonce with SK_pr.
@@ -213,7 +218,6 @@ impl IkeAuth {
         } else {
             Err(AuthRefusal::NoConnection)
         };
-        sa.state = State::AuthSent { hs, crypto };
         if let Err(why) = checked {
             cx.out.event(Event::AuthFailed {
                 conn: name,
@@ -223,11 +227,10 @@ impl IkeAuth {
             sa.kill(cx, DownReason::AuthFailed);
             return Next::Done;
         }
-        let State::AuthSent { hs, crypto } = core::mem::replace(&mut sa.state, State::Dead) else {
+        let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
+        let Some(hs) = ike_up(sa, cx, idr.clone()) else {
             return Next::Done;
         };
-        let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
-        ike_up(sa, cx, crypto, idr.clone());
         if !super::config_payload::process_reply(sa, cx, ps) {
             // Virtual addresses asked for and none given: no use to us (strongSwan deletes it).
             sa.queue_task(cx, Task::IkeDelete, rng);
@@ -254,18 +257,16 @@ impl IkeAuth {
 
 /// The responder handles the IKE_AUTH request.
 pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Reply {
-    let State::HalfOpen { hs, crypto } = core::mem::replace(&mut sa.state, State::Dead) else {
+    let State::HalfOpen { hs, crypto } = &sa.state else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
     let (Some((idi, idi_body)), Some(auth)) = (ps.id_i(), ps.auth()) else {
-        sa.state = State::HalfOpen { hs, crypto };
         let mut r = Reply::notify(kind::INVALID_SYNTAX);
         r.then = Some(DownReason::PeerError(kind::INVALID_SYNTAX));
         return r;
     };
-    if !super::ike_intermediate::all_done(&hs, &crypto) {
+    if !super::ike_intermediate::all_done(hs, crypto) {
         // IKE_AUTH before every additional key exchange ran (RFC 9370 2.2.2).
-        sa.state = State::HalfOpen { hs, crypto };
         sa.stats.invalid_syntax += 1;
         let mut r = Reply::notify(kind::INVALID_SYNTAX);
         r.then = Some(DownReason::PeerError(kind::INVALID_SYNTAX));
@@ -274,7 +275,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     // This IKE_AUTH request's message ID (the window moved past it).
     let int_auth = hs.int.octets(sa.window.expected.wrapping_sub(1));
     // The connection for the identity the initiator claims (and the one it asks us to be).
-    let checked = match select_connection(sa, cx.cfg, &crypto, idi, ps.id_r().map(|(i, _)| i), auth.method) {
+    let checked = match select_connection(sa, cx.cfg, crypto, idi, ps.id_r().map(|(i, _)| i), auth.method) {
         None => Err(AuthRefusal::NoConnection),
         Some(ci) => {
             sa.conn = ci;
@@ -292,7 +293,6 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
         }
     };
     if let Err(why) = checked {
-        sa.state = State::HalfOpen { hs, crypto };
         cx.out.event(Event::AuthFailed {
             // The connection chosen for the identity, if one was.
             conn: sa.conn_name(cx.cfg),
@@ -312,7 +312,6 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     let replacing = match super::config_payload::unique(sa.conn(cx.cfg), ps, peers) {
         Ok(r) => r,
         Err(why) => {
-            sa.state = State::HalfOpen { hs, crypto };
             cx.out.event(Event::AuthFailed {
                 conn: sa.conn_name(cx.cfg),
                 local: true,
@@ -323,9 +322,6 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
             return r;
         }
     };
-    // A CFG_REQUEST answered from the connection's pools (3.15.4): before the child, whose
-    // `dynamic` remote selectors become the lease.
-    let cp = super::config_payload::respond(sa, cx, idi, ps, replacing);
     let conn = sa.conn(cx.cfg);
     let idr = conn.local_id.to_body();
     let signed = Signed {
@@ -342,7 +338,6 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
         Err(_) => {
             // Our key cannot make a signature this peer verifies (no common hash): refuse
             // rather than send an AUTH it must reject.
-            sa.state = State::HalfOpen { hs, crypto };
             let mut r = Reply::notify(kind::AUTHENTICATION_FAILED);
             r.then = Some(DownReason::AuthFailed);
             return r;
@@ -352,10 +347,13 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     let mut resp = alloc::vec![Payload::IdR(conn.local_id.clone(), idr)];
     resp.extend(authenticator::cert_payloads(&conn.local_auth, peer_asked));
     resp.push(Payload::Auth(our_auth));
-    if replacing {
-        sa.effects.push(EndpointEvent::InitialContact);
-    }
     let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
+    // A CFG_REQUEST answered from the connection's pools (3.15.4): before the child, whose
+    // `dynamic` remote selectors become the lease.
+    let cp = super::config_payload::respond(sa, cx, idi, ps, replacing);
+    if replacing {
+        sa.effect(EndpointEvent::InitialContact);
+    }
     // The first child, chosen before the state changes (its selectors use the addresses).
     let wants_child = ps.sa().is_some() && ps.ts_i().is_some() && ps.ts_r().is_some() && cp.is_ok();
     match cp {
@@ -364,7 +362,9 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
         Err(n) => resp.push(Payload::Notify(n)),
     }
     let choice = wants_child.then(|| crate::child::choose(sa, cx.cfg, ps, None, false, cx.others, rng));
-    ike_up(sa, cx, crypto, idi.clone());
+    let Some(hs) = ike_up(sa, cx, idi.clone()) else {
+        return Reply::notify(kind::INVALID_SYNTAX);
+    };
     match choice {
         None => {}
         Some(Ok(choice)) => match choice.answer(ps, rng) {

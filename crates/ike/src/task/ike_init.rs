@@ -9,7 +9,7 @@ use crate::dh::KeyExchange;
 use crate::dropped::Dropped;
 use crate::event::{DownReason, Event, Role, Transmit};
 use crate::header::{ExchangeType, HeaderRepr};
-use crate::ike_sa::{Crypto, Cx, Handshake, IkeSa, Output, PeerWindow, State, NON_ESP_MARKER};
+use crate::ike_sa::{Crypto, Cx, Handshake, IkeSa, Output, PeerWindow, State};
 use crate::message::{build_plain, Find, Message, Payload};
 use crate::nat::{evaluate, nat_hash};
 use crate::nonce::OUR_NONCE_LEN;
@@ -19,6 +19,7 @@ use crate::task::Task;
 use alloc::vec::Vec;
 use core::net::SocketAddr;
 use core::time::Duration;
+use ipsec_core::nat_t::NON_ESP_MARKER;
 use rand_core::CryptoRngCore;
 
 fn random_bytes(rng: &mut impl CryptoRngCore, n: usize) -> Vec<u8> {
@@ -332,7 +333,7 @@ fn process(
     }
     sa.fragmentation = fragmentation(conn, Some(ps)).1;
     sa.last_heard = cx.now;
-    sa.state = State::AuthSent { hs, crypto };
+    sa.auth_sent(hs, crypto);
     sa.tasks.next_id = 1;
     // One IKE_INTERMEDIATE per additional key exchange, before IKE_AUTH (RFC 9370 2.2.2).
     super::ike_intermediate::queue(sa, &suite);
@@ -497,8 +498,8 @@ pub(crate) fn respond_init(
     let bytes = build_plain(&ike.header(ExchangeType::IkeSaInit, true, 0), &p).map_err(Dropped::Malformed)?;
     let mut cx = Cx::new(cfg, out, now, None);
     ike.send(&mut cx, &bytes);
-    ike.state = State::HalfOpen {
-        hs: Handshake {
+    ike.half_open(
+        Handshake {
             ni: ni.clone(),
             nr,
             init_req: raw.to_vec(),
@@ -508,7 +509,7 @@ pub(crate) fn respond_init(
             int: Default::default(),
         },
         crypto,
-    };
+    );
     ike.window = PeerWindow {
         expected: 1,
         kept: Some((0, bytes)),

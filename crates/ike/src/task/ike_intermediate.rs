@@ -150,7 +150,7 @@ fn next_addke(hs: &Handshake, crypto: &Crypto) -> Option<(usize, DhGroup)> {
 /// The keys after additional exchange `n` with shared secret `shared` (RFC 9370 2.2.2).
 fn next_keys(sa: &IkeSa, crypto: &Crypto, hs: &Handshake, shared: &[u8]) -> Result<Crypto, crate::Error> {
     Crypto::derive(
-        sa.role,
+        sa.role(),
         crypto.suite,
         Some(&crypto.keys.sk_d),
         shared,
@@ -241,7 +241,7 @@ pub(crate) fn respond(sa: &mut IkeSa, _cx: &mut Cx, ps: &[Payload], rng: &mut im
         r.then = Some(DownReason::PeerError(notify));
         r
     };
-    let role = sa.role;
+    let role = sa.role();
     let (spi_i, spi_r) = (sa.spi_i, sa.spi_r);
     let State::HalfOpen { hs, crypto } = &mut sa.state else {
         // Only between IKE_SA_INIT and IKE_AUTH (RFC 9242 3).
@@ -455,13 +455,9 @@ mod tests {
     #[test]
     fn not_after_ike_auth() {
         let mut sa = half_open();
-        let State::HalfOpen { crypto, .. } = core::mem::replace(&mut sa.state, State::Dead) else {
-            panic!()
-        };
-        sa.state = State::Established {
-            crypto,
-            remote_id: crate::Identity::from_str_config("10.0.0.1").unwrap(),
-        };
+        assert!(sa
+            .establish(crate::Identity::from_str_config("10.0.0.1").unwrap())
+            .is_some());
         let (r, n) = answer(&mut sa, &ke(DhGroup::MlKem768, ek()));
         assert_eq!((n, r.then), (Some(kind::INVALID_SYNTAX), None));
     }

@@ -228,13 +228,11 @@ pub(crate) fn move_to_new(
         },
         keys,
     });
-    new.state = State::Established { crypto, remote_id };
+    new.establish_rekeyed(crypto, remote_id);
     lifetimes::ike_established(&mut new, cx);
-    if let State::Established { crypto, remote_id } = core::mem::replace(&mut sa.state, State::Dead) {
-        sa.state = State::Rekeyed { crypto, remote_id };
-    }
+    sa.retire();
     sa.rekey_at = None;
-    sa.effects.push(EndpointEvent::Rekeyed(Box::new(new)));
+    sa.effect(EndpointEvent::Rekeyed(Box::new(new)));
     Some(())
 }
 
@@ -269,7 +267,8 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rn
     // other peer out): per identity, this SA and the new one included; in all, with room
     // left for half-open SAs. NO_ADDITIONAL_SAS may refuse an IKE SA rekey (3.10.1).
     let room = crate::limits::MAX_IKE_SAS.saturating_sub(cx.cfg.half_open_max);
-    if sa.census.same_identity + 2 > crate::limits::MAX_IKE_SAS_PER_IDENTITY || sa.census.ike_sas + 1 > room {
+    let census = sa.census();
+    if census.same_identity + 2 > crate::limits::MAX_IKE_SAS_PER_IDENTITY || census.ike_sas + 1 > room {
         return Reply::notify(kind::NO_ADDITIONAL_SAS);
     }
     let (Some(sa_p), Some(ke)) = (ps.sa(), ps.ke()) else {

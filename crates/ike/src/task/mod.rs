@@ -19,16 +19,16 @@ pub(crate) mod ike_dpd;
 pub(crate) mod ike_init;
 pub(crate) mod ike_intermediate;
 pub(crate) mod ike_rekey;
-pub(crate) mod informational;
 pub(crate) mod lifetimes;
 
+use crate::delete::Delete;
 use crate::dropped::Dropped;
 use crate::error::Error;
 use crate::event::DownReason;
 use crate::header::ExchangeType;
 use crate::ike_sa::{Cx, IkeSa, State};
 use crate::limits::MAX_QUEUED_REQUESTS;
-use crate::message::{Message, Payload};
+use crate::message::{Find, Message, Payload};
 use crate::notify::{kind, Notify};
 use crate::retransmit::{Expiry, RetransmitConfig, Retransmitter};
 use alloc::collections::VecDeque;
@@ -124,7 +124,7 @@ impl Task {
             Task::IkeRekey(t) => t.build(sa, cx, id, rng),
             Task::ChildDelete(t) => t.build(sa, id, rng),
             Task::IkeDelete => ike_delete::build(sa, id, rng),
-            Task::IkeDpd => sa.seal(ExchangeType::Informational, false, id, &[], rng),
+            Task::IkeDpd => ike_dpd::build(sa, id, rng),
         }
     }
 
@@ -139,15 +139,7 @@ impl Task {
             Task::ChildRekey(t) => t.process(sa, cx, ps, rng),
             Task::IkeRekey(t) => t.process(sa, cx, ps, rng),
             Task::ChildDelete(t) => t.process(sa, cx),
-            Task::IkeDelete => {
-                let why = if matches!(sa.state, State::Rekeyed { .. }) {
-                    DownReason::Rekeyed
-                } else {
-                    DownReason::Local
-                };
-                sa.kill(cx, why);
-                Next::Done
-            }
+            Task::IkeDelete => ike_delete::process(sa, cx),
             Task::IkeDpd => ike_dpd::process(sa, cx),
         }
     }
@@ -424,12 +416,23 @@ impl IkeSa {
         dropped.map_or(Ok(()), Err)
     }
 
-    /// The responder's side of each exchange.
+    /// The responder's side of each exchange: the task that answers the request, chosen by
+    /// its exchange and payloads (strongSwan's `process_request`).
     fn answer(&mut self, cx: &mut Cx, exchange: ExchangeType, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Reply {
         match exchange {
             ExchangeType::IkeAuth => ike_auth::respond(self, cx, ps, rng),
-            ExchangeType::CreateChildSa => child_create::respond(self, cx, ps, rng),
-            ExchangeType::Informational => informational::respond(self, cx, ps, rng),
+            ExchangeType::CreateChildSa => self.answer_create_child_sa(cx, ps, rng),
+            // INFORMATIONAL (1.4): a Delete of the IKE SA, else Deletes of children, else
+            // a liveness check (or nothing we act on).
+            ExchangeType::Informational => {
+                if ps.iter().any(|p| matches!(p, Payload::Delete(Delete::Ike))) {
+                    ike_delete::respond(self)
+                } else if ps.iter().any(|p| matches!(p, Payload::Delete(Delete::Esp(_)))) {
+                    child_delete::respond(self, cx, ps)
+                } else {
+                    ike_dpd::respond()
+                }
+            }
             ExchangeType::IkeIntermediate => ike_intermediate::respond(self, cx, ps, rng),
             ExchangeType::IkeFollowupKe => {
                 if self.state.is_established() {
@@ -441,5 +444,45 @@ impl IkeSa {
             // Never here: a new IKE_SA_INIT goes to the endpoint, a late one is dropped above.
             ExchangeType::IkeSaInit => Reply::notify(kind::INVALID_SYNTAX),
         }
+    }
+
+    /// CREATE_CHILD_SA (1.3), by its payloads: a child rekey (N(REKEY_SA), [`child_rekey`]),
+    /// an IKE SA rekey (an SA payload for protocol IKE, [`ike_rekey`]) or a new child
+    /// ([`child_create`]).
+    fn answer_create_child_sa(&mut self, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Reply {
+        if !matches!(self.state, State::Established { .. }) {
+            // A rekeyed IKE SA makes nothing new (2.18); one not yet up cannot (1.3).
+            return Reply::notify(if matches!(self.state, State::Rekeyed { .. }) {
+                kind::TEMPORARY_FAILURE
+            } else {
+                kind::INVALID_SYNTAX
+            });
+        }
+        let Some(ni) = ps.nonce() else {
+            return Reply::notify(kind::INVALID_SYNTAX);
+        };
+        let ike_rekey = ps.sa().is_some_and(|s| {
+            s.proposals
+                .first()
+                .is_some_and(|p| p.protocol == crate::sa::protocol::IKE)
+        });
+        // Our rekey of this IKE SA is outstanding: a new or rekeyed child made now would be on
+        // an SA about to be replaced (2.25: TEMPORARY_FAILURE, the peer tries again).
+        if !ike_rekey
+            && self
+                .tasks
+                .active
+                .as_ref()
+                .is_some_and(|a| matches!(a.task, Task::IkeRekey(_)))
+        {
+            return Reply::notify(kind::TEMPORARY_FAILURE);
+        }
+        if ps.notify(kind::REKEY_SA).is_some() {
+            return child_rekey::respond(self, cx, ps, ni, rng);
+        }
+        if ike_rekey {
+            return ike_rekey::respond(self, cx, ps, ni, rng);
+        }
+        child_create::respond(self, cx, ps, ni, rng)
     }
 }

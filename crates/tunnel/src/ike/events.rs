@@ -419,7 +419,7 @@ mod tests {
             local_ts: vec![ts("10.1.0.0/16")],
             remote_ts: vec![ts("10.2.0.0/24"), ts("10.3.0.1")],
             lifetimes: Default::default(),
-            encap: encap.then_some(ipsec_ike::UdpEncap {
+            encap: encap.then_some(ipsec_ike::EncapPorts {
                 local_port: 4500,
                 remote_port: 31000,
             }),
