@@ -103,6 +103,9 @@ counters! {
     /// kernel's `PACKET_STATISTICS`): dropped before tunneld saw them, like a full socket
     /// queue's.
     underlay_ring_drops,
+    /// TCP SYNs and SYN-ACKs whose MSS option was lowered (`[tunnel] mss_clamp`, either
+    /// direction).
+    mss_clamped,
 }
 
 /// Adds `n` to a counter.
