@@ -65,6 +65,12 @@ pub enum Cmd {
         #[command(flatten)]
         opts: crate::ctl_cmd::ControlOpts,
     },
+    /// A CA, server and client certificates for IKEv2 remote access (ECDSA P-256): what
+    /// the clients built into Windows, macOS, iOS and Android check.
+    Pki {
+        #[command(subcommand)]
+        cmd: crate::pki_cmd::PkiCmd,
+    },
     /// tunneld's events as they happen (SA added, replaced, removed, retired, expired; policy changes).
     Monitor {
         #[command(flatten)]
