@@ -31,6 +31,11 @@
 #               identity claimed is refused in crates/ike/tests/certs.rs (charon will not lie)
 #   revoked-r   charon's certificate is on the root's CRL, which tunneld loads: tunneld refuses
 #   revoked-i   tunneld's certificate is on the CRL charon loads: charon refuses
+#   pki-r       certificates made by `ipsec pki` (ECDSA P-256, its own CA): charon, as a
+#               remote-access client would, initiates to tunneld's server certificate (EKU
+#               serverAuth + ikeIntermediate) by its FQDN, with a client certificate (clientAuth,
+#               SAN DNS); both sides accept the other's
+#   pki-ip-r    the same with tunneld's IP address as its identity (the iPAddress SAN)
 #
 #   sudo bash scripts/ike-certs.sh                 # every case (builds tunneld and ipsec)
 #   sudo bash scripts/ike-certs.sh rsa-i ecdsa-r   # only those
@@ -45,7 +50,7 @@ NETNS_TAG=ike-certs
 . scripts/lib-netns.sh
 . scripts/lib-strongswan.sh
 . scripts/lib-ike-lifecycle.sh
-ALL_CASES="rsa-i ecdsa-r ed25519-i expired-r unknown-i mismatch-r revoked-r revoked-i"
+ALL_CASES="rsa-i ecdsa-r ed25519-i expired-r unknown-i mismatch-r revoked-r revoked-i pki-r pki-ip-r"
 ARGS=()
 for a in "$@"; do [ "$a" = --ci ] || ARGS+=("$a"); done
 parse_stages "$ALL_CASES" ${ARGS[@]+"${ARGS[@]}"}
@@ -119,7 +124,14 @@ key t-rev rsa 2048
 issue t-rev root rsa "$O, CN=td.revoked.test" --san td.revoked.test --lifetime 365
 pk --signcrl --cacert "$P/root.pem" --cakey "$P/root.key" --lifetime 30 --cert "$P/s-rev.pem" \
   --cert "$P/t-rev.pem" --outform pem >"$P/root.crl"
-for f in root int t-rsa s-ec s-old; do [ -s "$P/$f.pem" ] || fail "pki made no $f.pem: $(tail -n 3 "$P/pki.log")"; done
+# `ipsec pki` (this project's): a CA of its own, a server certificate for tunneld (its name
+# and address), a client certificate for charon
+"$IPSEC" pki ca --cn "ipsec pki test CA" --org ipsec-test --days 30 --cert "$P/pki-ca.pem" --key "$P/pki-ca.key" >>"$P/pki.log"
+"$IPSEC" pki server --ca-cert "$P/pki-ca.pem" --ca-key "$P/pki-ca.key" --name td.pki.test --name $A_NET \
+  --days 30 --cert "$P/t-pki.pem" --key "$P/t-pki.key" >>"$P/pki.log"
+"$IPSEC" pki client --ca-cert "$P/pki-ca.pem" --ca-key "$P/pki-ca.key" --cn sw-pki --dns sw.pki.test \
+  --days 30 --cert "$P/s-pki.pem" --key "$P/s-pki.key" >>"$P/pki.log"
+for f in root int t-rsa s-ec s-old pki-ca t-pki s-pki; do [ -s "$P/$f.pem" ] || fail "pki made no $f.pem: $(tail -n 3 "$P/pki.log")"; done
 [ -s "$P/root.crl" ] || fail "pki made no CRL: $(tail -n 3 "$P/pki.log")"
 
 # ---- charon --------------------------------------------------------------------------------
@@ -127,7 +139,7 @@ for f in root int t-rsa s-ec s-old; do [ -s "$P/$f.pem" ] || fail "pki made no $
 # root and intermediate CAs trusted, CERT (and its key) as charon's, CRL loaded if given.
 sw_conf() {
   local d=$1 lid=$2 rid=$3 cert=$4 crl=${5:-}
-  cp "$P/root.pem" "$P/int.pem" "$d/swanctl/x509ca/"
+  cp "$P/root.pem" "$P/int.pem" "$P/pki-ca.pem" "$d/swanctl/x509ca/"
   cp "$P/$cert.pem" "$d/swanctl/x509/"
   cp "$P/$cert.key" "$d/swanctl/private/"
   [ -z "$crl" ] || cp "$P/$crl" "$d/swanctl/x509crl/"
@@ -169,7 +181,7 @@ EOF
 td_certs_conf() {
   local d=$1 lid=$2 rid=$3 cert=$4 crl=${5:-} extra=${6:-}
   mkdir -p "$d"
-  cp "$P/$cert.pem" "$P/root.pem" "$P/int.pem" "$d/"
+  cp "$P/$cert.pem" "$P/root.pem" "$P/int.pem" "$P/pki-ca.pem" "$d/"
   cp "$P/$cert.key" "$d/my.key"
   chmod 600 "$d/my.key"
   local certs="$d/$cert.pem" crls=""
@@ -179,7 +191,7 @@ td_certs_conf() {
   td_conn "$d" name=psk-any local=$A_NET remote=%any local_id=psk.cert.test psk="psk-$RANDOM$RANDOM" \
     child=psknet local_ts=10.92.201.0/24 remote_ts=10.92.202.0/24
   td_conn "$d" name=gw local=$A_NET remote=$B_NET local_id="$lid" remote_id="$rid" auth=pubkey \
-    certs="$certs" cacerts="$d/root.pem" crls="$crls" key=my.key \
+    certs="$certs" cacerts="$d/$TD_CA.pem" crls="$crls" key=my.key \
     local_ts=10.92.101.0/24 remote_ts=10.92.102.0/24 child_rekey=0
 }
 sw_counts() {
@@ -202,6 +214,9 @@ run_case() {
   TD=$CD/t
   SW=$CD/s
   mkdir -p "$CD" "$TD"
+  # the CA tunneld trusts: `ipsec pki`'s for the pki cases, else the root
+  TD_CA=root
+  case $CASE in pki-*) TD_CA=pki-ca ;; esac
   local init=$2 expect=$3 tid=$4 tcert=$5 sid=$6 scert=$7 trid=$8 srid=$9 tcrl=${10:-} scrl=${11:-} textra=${12:-} why=${13:-}
   topo_up
   swan_instance "$SW"
@@ -277,6 +292,8 @@ case_args() {
     mismatch-r) A=(s refused-by-t td.cert.test t-rsa sw.cert.test s-rsa sw.expected.test td.cert.test "" "" "" identity) ;;
     revoked-r) A=(s refused-by-t td.cert.test t-rsa sw.revoked.test s-rev sw.revoked.test td.cert.test root.crl "" "" revoked) ;;
     revoked-i) A=(t refused-by-s td.revoked.test t-rev sw.cert.test s-rsa sw.cert.test td.revoked.test "" root.crl "" revoked) ;;
+    pki-r) A=(s up td.pki.test t-pki sw.pki.test s-pki sw.pki.test td.pki.test "" "" "" "") ;;
+    pki-ip-r) A=(s up $A_NET t-pki sw.pki.test s-pki sw.pki.test $A_NET "" "" "" "") ;;
     *) fail "no case $1" ;;
   esac
 }
