@@ -71,6 +71,9 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: crate::pki_cmd::PkiCmd,
     },
+    /// A user's client profiles for a remote-access connection of tunneld's config: an Apple
+    /// .mobileconfig, a strongSwan .sswan and a Windows PowerShell script.
+    Profile(crate::profile_cmd::ProfileArgs),
     /// tunneld's events as they happen (SA added, replaced, removed, retired, expired; policy changes).
     Monitor {
         #[command(flatten)]

@@ -27,4 +27,5 @@ pub mod overhead_cmd;
 pub mod pcapio;
 pub mod pki_cmd;
 pub mod process_cmd;
+pub mod profile_cmd;
 pub mod tool;
