@@ -97,6 +97,9 @@ pub struct Profile {
     pub ca_der: Vec<u8>,
     /// The user's PKCS#12, if given.
     pub p12: Option<Vec<u8>>,
+    /// Apple's `CertificateType` of the server's certificate (`RSA`, `ECDSA256`, ...), if
+    /// its certificate could be read.
+    pub cert_type: Option<&'static str>,
     /// The first IKE proposal, as written and parsed.
     pub ike: (String, ProposalSpec),
     /// The first ESP proposal, as written and parsed.
@@ -260,6 +263,19 @@ pub fn from_args(a: &ProfileArgs) -> Result<Profile> {
         }
     };
     let ca_der = read_cert_der(&ca_path)?;
+    let cert_type = conn
+        .local
+        .certs
+        .first()
+        .map(|p| {
+            if p.is_relative() && !p.exists() {
+                a.config.parent().unwrap_or(Path::new(".")).join(p)
+            } else {
+                p.clone()
+            }
+        })
+        .and_then(|p| read_cert_der(&p).ok())
+        .and_then(|d| apple_cert_type(&d));
     let p12 = match &a.p12 {
         Some(p) => Some(std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?),
         None => None,
@@ -290,6 +306,7 @@ pub fn from_args(a: &ProfileArgs) -> Result<Profile> {
         auth,
         ca_der,
         p12,
+        cert_type,
         ike: first(&conn.proposals, ProposalKind::Ike, "IKE")?,
         esp: first(&child.esp_proposals, ProposalKind::Esp, "ESP")?,
         ike_minutes: conn.rekey_time.map_or(1440, |d| d.as_secs() / 60),
@@ -660,6 +677,10 @@ pub fn mobileconfig(p: &Profile) -> Result<String> {
             ikev2.remove(3);
         }
     }
+    // The type of the certificates the IKE SA is authenticated with (Apple: RSA by default).
+    if let Some(t) = p.cert_type {
+        ikev2.push(("CertificateType", Pl::S(t.into())));
+    }
     let cert_uuid = stable_uuid(p, "p12");
     match p.auth {
         ClientAuth::Eap => {
@@ -722,6 +743,31 @@ pub fn mobileconfig(p: &Profile) -> Result<String> {
     plist(&top, 0, &mut out);
     out.push_str("</plist>\n");
     Ok(out)
+}
+
+/// Apple's `CertificateType` for a certificate's key: RSA, or ECDSA by curve.
+fn apple_cert_type(der: &[u8]) -> Option<&'static str> {
+    use const_oid::db::rfc5912;
+    use der::Decode;
+    let cert = x509_cert::Certificate::from_der(der).ok()?;
+    let alg = &cert.tbs_certificate.subject_public_key_info.algorithm;
+    if alg.oid == rfc5912::RSA_ENCRYPTION {
+        return Some("RSA");
+    }
+    if alg.oid != rfc5912::ID_EC_PUBLIC_KEY {
+        return None;
+    }
+    let curve = alg
+        .parameters
+        .as_ref()?
+        .decode_as::<const_oid::ObjectIdentifier>()
+        .ok()?;
+    match curve {
+        c if c == rfc5912::SECP_256_R_1 => Some("ECDSA256"),
+        c if c == rfc5912::SECP_384_R_1 => Some("ECDSA384"),
+        c if c == rfc5912::SECP_521_R_1 => Some("ECDSA521"),
+        _ => None,
+    }
 }
 
 /// The CA certificate's subject CN, if it has one.

@@ -206,6 +206,8 @@ fn the_three_profiles_carry_the_config() {
     assert_eq!(ike["AuthenticationMethod"], "Certificate");
     assert_eq!(ike["ExtendedAuthEnabled"], 0);
     assert_eq!(ike["ServerCertificateIssuerCommonName"], "Profile Test CA");
+    // `ipsec pki` made the server an ECDSA P-256 key (Apple's default would be RSA).
+    assert_eq!(ike["CertificateType"], "ECDSA256");
     let sa = &ike["IKESecurityAssociationParameters"];
     assert_eq!(sa["EncryptionAlgorithm"], "AES-256-GCM");
     assert_eq!(sa["IntegrityAlgorithm"], "SHA2-384");
