@@ -145,6 +145,6 @@ mod tests {
         let v = serde_json::to_value(s).unwrap();
         assert_eq!(v["not_ip"], 1);
         assert_eq!(v["tun_rx_bytes"], 1500);
-        assert_eq!(v.as_object().unwrap().len(), 29);
+        assert_eq!(v.as_object().unwrap().len(), 30);
     }
 }
