@@ -10,17 +10,19 @@
 //! - Client certificates: EKU clientAuth, a SAN rfc822Name (`--email`) or dNSName (`--dns`),
 //!   CN = the name given.
 //!
-//! Keys are ECDSA P-256 (RFC 5480), made and used by `ring`; certificates are built with the
-//! RustCrypto `x509-cert` types the IKE crate already reads certificates with, DER-encoded and
-//! signed with ECDSA-SHA256 (RFC 5758 3.2). Private keys are PKCS#8 PEM files of mode 0600;
-//! no file is ever overwritten.
+//! Keys are ECDSA P-256 (RFC 5480; the default), made and used by `ring`, or RSA-3072
+//! (`--key-type rsa`), made by RustCrypto `rsa` (ring cannot make RSA keys) and used by `ring`;
+//! certificates are built with the RustCrypto `x509-cert` types the IKE crate already reads
+//! certificates with, DER-encoded and signed with ECDSA-SHA256 (RFC 5758 3.2) or RSA PKCS#1
+//! v1.5 SHA-256 (RFC 4055 5), as the issuer's key is. Private keys are PKCS#8 PEM files of
+//! mode 0600; no file is ever overwritten.
 
 use clap::{Args, Subcommand};
 use const_oid::db::{rfc4519, rfc5280, rfc5912};
 use der::asn1::{BitString, Ia5String, OctetString, SetOfVec, Utf8StringRef};
 use der::{Any, DecodePem, Encode, EncodePem};
 use ring::rand::{SecureRandom, SystemRandom};
-use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+use ring::signature::{EcdsaKeyPair, KeyPair, RsaKeyPair, ECDSA_P256_SHA256_ASN1_SIGNING, RSA_PKCS1_SHA256};
 use spki::{AlgorithmIdentifierOwned, ObjectIdentifier, SubjectPublicKeyInfoOwned};
 use std::io::Write;
 use std::net::IpAddr;
@@ -56,9 +58,24 @@ pub enum PkiCmd {
     Client(ClientArgs),
 }
 
+/// The kind of key made.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum KeyType {
+    /// ECDSA on P-256 (RFC 5480), signatures ECDSA-SHA256.
+    Ecdsa,
+    /// RSA, 3072 bits, signatures PKCS#1 v1.5 SHA-256.
+    Rsa,
+}
+
+/// RSA keys' size in bits.
+pub const RSA_BITS: usize = 3072;
+
 /// Where the new key and certificate go, and for how long the certificate is valid.
 #[derive(Args)]
 pub struct OutArgs {
+    /// The new key's type: ECDSA P-256 or RSA-3072.
+    #[arg(long = "key-type", value_enum, default_value = "ecdsa")]
+    pub key_type: KeyType,
     /// The certificate (PEM); must not exist.
     #[arg(long, value_name = "FILE")]
     pub cert: PathBuf,
@@ -147,39 +164,111 @@ pub fn run(cmd: &PkiCmd) -> ExitCode {
     }
 }
 
-/// An ECDSA P-256 key: its PKCS#8 document and the key pair.
+/// A key pair and its PKCS#8 document.
 struct Key {
-    pkcs8: Vec<u8>,
-    pair: EcdsaKeyPair,
+    pkcs8: zeroize::Zeroizing<Vec<u8>>,
+    pair: Pair,
+}
+
+enum Pair {
+    Ec(EcdsaKeyPair),
+    Rsa(RsaKeyPair),
 }
 
 impl Key {
-    fn generate(rng: &SystemRandom) -> Result<Key> {
-        let doc = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, rng)
-            .map_err(|_| "generating an ECDSA P-256 key failed".to_string())?;
-        Key::from_pkcs8(doc.as_ref().to_vec(), rng)
+    fn generate(t: KeyType, rng: &SystemRandom) -> Result<Key> {
+        match t {
+            KeyType::Ecdsa => {
+                let doc = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, rng)
+                    .map_err(|_| "generating an ECDSA P-256 key failed".to_string())?;
+                Key::from_pkcs8(doc.as_ref().to_vec(), rng)
+            }
+            KeyType::Rsa => {
+                use rsa::pkcs8::EncodePrivateKey;
+                let k = rsa::RsaPrivateKey::new(&mut rand_core::OsRng, RSA_BITS)
+                    .map_err(|e| format!("generating an RSA-{RSA_BITS} key failed: {e}"))?;
+                let doc = k.to_pkcs8_der().map_err(|e| format!("RSA key: {e}"))?;
+                Key::from_pkcs8(doc.as_bytes().to_vec(), rng)
+            }
+        }
     }
 
+    /// An ECDSA P-256 or RSA key from PKCS#8.
     fn from_pkcs8(pkcs8: Vec<u8>, rng: &SystemRandom) -> Result<Key> {
-        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &pkcs8, rng)
-            .map_err(|e| format!("not an ECDSA P-256 PKCS#8 key: {e}"))?;
+        let pkcs8 = zeroize::Zeroizing::new(pkcs8);
+        let pair = match EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &pkcs8, rng) {
+            Ok(p) => Pair::Ec(p),
+            Err(ec) => match RsaKeyPair::from_pkcs8(&pkcs8) {
+                Ok(p) => Pair::Rsa(p),
+                Err(rsa) => return Err(format!("neither an ECDSA P-256 ({ec}) nor an RSA ({rsa}) PKCS#8 key")),
+            },
+        };
         Ok(Key { pkcs8, pair })
     }
 
-    /// The SubjectPublicKeyInfo (RFC 5480 2: id-ecPublicKey with the named curve).
+    fn name(&self) -> String {
+        match &self.pair {
+            Pair::Ec(_) => "ECDSA P-256".into(),
+            Pair::Rsa(k) => format!("RSA-{}", k.public().modulus_len() * 8),
+        }
+    }
+
+    /// The public key's bits: an uncompressed point, or the RSAPublicKey DER.
+    fn public_bytes(&self) -> &[u8] {
+        match &self.pair {
+            Pair::Ec(k) => k.public_key().as_ref(),
+            Pair::Rsa(k) => k.public_key().as_ref(),
+        }
+    }
+
+    /// The SubjectPublicKeyInfo (RFC 5480 2: id-ecPublicKey with the named curve; RFC 3279
+    /// 2.3.1: rsaEncryption with NULL parameters).
     fn spki(&self) -> Result<SubjectPublicKeyInfoOwned> {
-        Ok(SubjectPublicKeyInfoOwned {
-            algorithm: AlgorithmIdentifierOwned {
+        let algorithm = match &self.pair {
+            Pair::Ec(_) => AlgorithmIdentifierOwned {
                 oid: rfc5912::ID_EC_PUBLIC_KEY,
                 parameters: Some(Any::from(&rfc5912::SECP_256_R_1)),
             },
-            subject_public_key: BitString::from_bytes(self.pair.public_key().as_ref()).map_err(der_err)?,
+            Pair::Rsa(_) => AlgorithmIdentifierOwned {
+                oid: rfc5912::RSA_ENCRYPTION,
+                parameters: Some(Any::null()),
+            },
+        };
+        Ok(SubjectPublicKeyInfoOwned {
+            algorithm,
+            subject_public_key: BitString::from_bytes(self.public_bytes()).map_err(der_err)?,
         })
+    }
+
+    /// The signature algorithm it signs certificates with (RFC 5758 3.2, RFC 4055 5).
+    fn signature_algorithm(&self) -> AlgorithmIdentifierOwned {
+        match &self.pair {
+            Pair::Ec(_) => AlgorithmIdentifierOwned {
+                oid: rfc5912::ECDSA_WITH_SHA_256,
+                parameters: None,
+            },
+            Pair::Rsa(_) => AlgorithmIdentifierOwned {
+                oid: rfc5912::SHA_256_WITH_RSA_ENCRYPTION,
+                parameters: Some(Any::null()),
+            },
+        }
+    }
+
+    fn sign(&self, rng: &SystemRandom, msg: &[u8]) -> Result<Vec<u8>> {
+        let failed = |_| "signing the certificate failed".to_string();
+        match &self.pair {
+            Pair::Ec(k) => Ok(k.sign(rng, msg).map_err(failed)?.as_ref().to_vec()),
+            Pair::Rsa(k) => {
+                let mut sig = vec![0u8; k.public().modulus_len()];
+                k.sign(&RSA_PKCS1_SHA256, rng, msg, &mut sig).map_err(failed)?;
+                Ok(sig)
+            }
+        }
     }
 
     /// RFC 5280 4.2.1.2 (1): the SHA-1 of the public key's bits.
     fn key_id(&self) -> Vec<u8> {
-        ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, self.pair.public_key().as_ref())
+        ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, self.public_bytes())
             .as_ref()
             .to_vec()
     }
@@ -240,10 +329,11 @@ fn issue(
         not_before: time(now - Duration::from_secs(300))?,
         not_after: time(now + Duration::from_secs(u64::from(profile.days) * 86_400))?,
     };
-    let usage = if profile.ca {
-        KeyUsages::KeyCertSign | KeyUsages::CRLSign
-    } else {
-        KeyUsages::DigitalSignature.into()
+    let usage = match (profile.ca, &subject_key.pair) {
+        (true, _) => KeyUsages::KeyCertSign | KeyUsages::CRLSign,
+        (false, Pair::Ec(_)) => KeyUsages::DigitalSignature.into(),
+        // What TLS servers' RSA certificates carry; some clients look for it.
+        (false, Pair::Rsa(_)) => KeyUsages::DigitalSignature | KeyUsages::KeyEncipherment,
     };
     let mut exts = vec![
         extension(
@@ -286,10 +376,7 @@ fn issue(
             &SubjectAltName(profile.sans),
         )?);
     }
-    let signature = AlgorithmIdentifierOwned {
-        oid: rfc5912::ECDSA_WITH_SHA_256,
-        parameters: None,
-    };
+    let signature = issuer_key.signature_algorithm();
     let tbs = TbsCertificate {
         version: Version::V3,
         serial_number: SerialNumber::new(&serial).map_err(der_err)?,
@@ -303,14 +390,11 @@ fn issue(
         extensions: Some(exts),
     };
     let tbs_der = tbs.to_der().map_err(der_err)?;
-    let sig = issuer_key
-        .pair
-        .sign(rng, &tbs_der)
-        .map_err(|_| "signing the certificate failed".to_string())?;
+    let sig = issuer_key.sign(rng, &tbs_der)?;
     Ok(Certificate {
         tbs_certificate: tbs,
         signature_algorithm: signature,
-        signature: BitString::from_bytes(sig.as_ref()).map_err(der_err)?,
+        signature: BitString::from_bytes(&sig).map_err(der_err)?,
     })
 }
 
@@ -351,13 +435,13 @@ fn load_issuer(a: &IssuerArgs, rng: &SystemRandom) -> Result<(Name, Key)> {
         pem_rfc7468::decode_vec(text.as_bytes()).map_err(|e| format!("{}: not a PEM key: {e}", a.ca_key.display()))?;
     if label != "PRIVATE KEY" {
         return Err(format!(
-            "{}: a `{label}` PEM block: give the PKCS#8 key `ipsec pki ca` wrote",
+            "{}: a `{label}` PEM block: give the PKCS#8 key (`PRIVATE KEY`) `ipsec pki ca` wrote",
             a.ca_key.display()
         ));
     }
     let key = Key::from_pkcs8(der, rng).map_err(|e| format!("{}: {e}", a.ca_key.display()))?;
     let spki = &cert.tbs_certificate.subject_public_key_info;
-    if spki.subject_public_key.raw_bytes() != key.pair.public_key().as_ref() {
+    if spki.subject_public_key.raw_bytes() != key.public_bytes() {
         return Err(format!(
             "{} is not the key of {}",
             a.ca_key.display(),
@@ -394,7 +478,7 @@ fn check_dns(s: &str) -> Result<()> {
 
 fn make_ca(a: &CaArgs) -> Result<String> {
     let rng = SystemRandom::new();
-    let key = Key::generate(&rng)?;
+    let key = Key::generate(a.out.key_type, &rng)?;
     let profile = Profile {
         subject: name(a.out.org.as_deref(), &a.cn)?,
         ca: true,
@@ -406,7 +490,8 @@ fn make_ca(a: &CaArgs) -> Result<String> {
     let cert = issue(&rng, profile, &key, None)?;
     write_pair(&a.out, &key, &cert)?;
     Ok(format!(
-        "CA `{subject}` (ECDSA P-256, {} days): {} and {} (mode 0600)",
+        "CA `{subject}` ({}, {} days): {} and {} (mode 0600)",
+        key.name(),
         a.out.days,
         a.out.cert.display(),
         a.out.key.display()
@@ -439,7 +524,7 @@ pub fn server_sans(names: &[String]) -> Result<Vec<GeneralName>> {
 fn make_server(a: &ServerArgs) -> Result<String> {
     let rng = SystemRandom::new();
     let (issuer, ca_key) = load_issuer(&a.issuer, &rng)?;
-    let key = Key::generate(&rng)?;
+    let key = Key::generate(a.out.key_type, &rng)?;
     let profile = Profile {
         subject: name(a.out.org.as_deref(), &a.names[0])?,
         ca: false,
@@ -450,8 +535,9 @@ fn make_server(a: &ServerArgs) -> Result<String> {
     let cert = issue(&rng, profile, &key, Some((&issuer, &ca_key)))?;
     write_pair(&a.out, &key, &cert)?;
     Ok(format!(
-        "server certificate for {} (EKU serverAuth, ikeIntermediate; ECDSA P-256, {} days): {} and {} (mode 0600)",
+        "server certificate for {} (EKU serverAuth, ikeIntermediate; {}, {} days): {} and {} (mode 0600)",
         a.names.join(", "),
+        key.name(),
         a.out.days,
         a.out.cert.display(),
         a.out.key.display()
@@ -474,7 +560,7 @@ fn make_client(a: &ClientArgs) -> Result<String> {
         }
         (None, None) => return Err("give --email or --dns: the client's IKE identity".into()),
     };
-    let key = Key::generate(&rng)?;
+    let key = Key::generate(a.out.key_type, &rng)?;
     let profile = Profile {
         subject: name(a.out.org.as_deref(), &a.cn)?,
         ca: false,
@@ -485,7 +571,8 @@ fn make_client(a: &ClientArgs) -> Result<String> {
     let cert = issue(&rng, profile, &key, Some((&issuer, &ca_key)))?;
     write_pair(&a.out, &key, &cert)?;
     Ok(format!(
-        "client certificate for {id} (EKU clientAuth; ECDSA P-256, {} days): {} and {} (mode 0600)",
+        "client certificate for {id} (EKU clientAuth; {}, {} days): {} and {} (mode 0600)",
+        key.name(),
         a.out.days,
         a.out.cert.display(),
         a.out.key.display()

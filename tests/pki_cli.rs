@@ -254,3 +254,59 @@ fn nothing_is_overwritten_and_a_wrong_ca_key_is_refused() {
     assert!(!bad_name.status.success());
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn an_rsa_3072_ca_signs_with_pkcs1_sha256() {
+    if !have_openssl() {
+        eprintln!("openssl not installed: skipped");
+        return;
+    }
+    // One RSA key only (the CA's): making one takes seconds.
+    let d = tempdir("rsa");
+    ok(ipsec(
+        &[
+            "pki",
+            "ca",
+            "--cn",
+            "RSA CA",
+            "--key-type",
+            "rsa",
+            "--cert",
+            "ca.pem",
+            "--key",
+            "ca.key",
+        ],
+        &d,
+    ));
+    ok(ipsec(
+        &[
+            "pki",
+            "server",
+            "--name",
+            "vpn.example.org",
+            "--ca-cert",
+            "ca.pem",
+            "--ca-key",
+            "ca.key",
+            "--cert",
+            "server.pem",
+            "--key",
+            "server.key",
+        ],
+        &d,
+    ));
+    let out = ok(openssl(
+        &["verify", "-CAfile", "ca.pem", "-purpose", "sslserver", "server.pem"],
+        &d,
+    ));
+    assert_eq!(out.trim(), "server.pem: OK");
+    let ca = ok(openssl(&["x509", "-in", "ca.pem", "-noout", "-text"], &d));
+    assert!(ca.contains("Public Key Algorithm: rsaEncryption"), "{ca}");
+    assert!(ca.contains("Public-Key: (3072 bit)"), "{ca}");
+    let s = ok(openssl(&["x509", "-in", "server.pem", "-noout", "-text"], &d));
+    assert!(s.contains("Signature Algorithm: sha256WithRSAEncryption"), "{s}");
+    assert!(s.contains("Public Key Algorithm: id-ecPublicKey"), "{s}");
+    let key = ok(openssl(&["pkey", "-in", "ca.key", "-noout", "-text"], &d));
+    assert!(key.contains("Private-Key: (3072 bit"), "{key}");
+    let _ = std::fs::remove_dir_all(&d);
+}
