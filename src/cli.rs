@@ -65,7 +65,7 @@ pub enum Cmd {
         #[command(flatten)]
         opts: crate::ctl_cmd::ControlOpts,
     },
-    /// A CA, server and client certificates for IKEv2 remote access (ECDSA P-256): what
+    /// A CA, server and client certificates for IKEv2 remote access (ECDSA P-256 or RSA-3072): what
     /// the clients built into Windows, macOS, iOS and Android check.
     Pki {
         #[command(subcommand)]
