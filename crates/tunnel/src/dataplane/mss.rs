@@ -11,8 +11,9 @@
 //! checksum is updated incrementally (RFC 1624 eqn. 3), never recomputed: the packet's
 //! length and every other byte stay as they were.
 //!
-//! The packet threads test one flag per packet ([`MssClamp::is_on`]) when clamping is off
-//! (the default); on, a packet that is not TCP SYN costs a few byte compares.
+//! The packet loops test one flag per batch ([`MssClamp::is_on`]) when clamping is off (the
+//! default); on, a packet that is not a TCP SYN costs about 51 instructions in each direction
+//! (docs/performance.md).
 
 /// The IP protocol number of TCP.
 const TCP: u8 = 6;
