@@ -1,12 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the interop tests need on a fresh Debian machine: tshark and promtool (Debian
 # packages tshark and prometheus, whose service is not started), openvpn and stunnel4 (for
-<<<<<<< HEAD
-# the comparisons in scripts/studies/compare-peers.sh) and scapy + cryptography (PyPI).
-=======
 # the comparisons in scripts/studies/compare-peers.sh), freeradius and eapoltest (scripts/ci/eap-radius.sh) and
 # scapy + cryptography (PyPI).
->>>>>>> h-eap
 # Idempotent: does nothing for what is already there.
 set -euo pipefail
 SUDO=""

@@ -18,6 +18,9 @@ fi
 # The AH known answers in crates/ah/tests/vectors come from scapy: regenerate and compare.
 python3 crates/ah/tests/vectors/gen_scapy.py | diff -u crates/ah/tests/vectors/scapy.txt - >/dev/null ||
   { echo "crates/ah/tests/vectors/scapy.txt differs from what scapy produces now"; exit 1; }
+# So do the TCP SYNs of the MSS clamping tests.
+python3 crates/tunnel/src/dataplane/mss/gen_scapy.py | diff -u crates/tunnel/src/dataplane/mss/scapy.txt - >/dev/null ||
+  { echo "crates/tunnel/src/dataplane/mss/scapy.txt differs from what scapy produces now"; exit 1; }
 step "cargo build --release (ipsec)"
 cargo build --release --locked --bin ipsec
 # docs/architecture.md names files by their paths: every one must exist.

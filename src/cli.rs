@@ -65,6 +65,15 @@ pub enum Cmd {
         #[command(flatten)]
         opts: crate::ctl_cmd::ControlOpts,
     },
+    /// A CA, server and client certificates for IKEv2 remote access (ECDSA P-256 or RSA-3072): what
+    /// the clients built into Windows, macOS, iOS and Android check.
+    Pki {
+        #[command(subcommand)]
+        cmd: crate::pki_cmd::PkiCmd,
+    },
+    /// A user's client profiles for a remote-access connection of tunneld's config: an Apple
+    /// .mobileconfig, a strongSwan .sswan and a Windows PowerShell script.
+    Profile(crate::profile_cmd::ProfileArgs),
     /// tunneld's events as they happen (SA added, replaced, removed, retired, expired; policy changes).
     Monitor {
         #[command(flatten)]

@@ -25,5 +25,7 @@ pub mod ctl_cmd;
 pub mod model_cmd;
 pub mod overhead_cmd;
 pub mod pcapio;
+pub mod pki_cmd;
 pub mod process_cmd;
+pub mod profile_cmd;
 pub mod tool;

@@ -19,6 +19,8 @@ fn main() -> ExitCode {
         Cmd::Policy { cmd, opts } => return ipsec::ctl_cmd::run_policy(&cmd, &opts),
         Cmd::Show { opts, show } => return ipsec::ctl_cmd::run_show(&opts, &show),
         Cmd::Ike { cmd, opts } => return ipsec::ctl_cmd::run_ike(&cmd, &opts),
+        Cmd::Profile(a) => return ipsec::profile_cmd::run(&a),
+        Cmd::Pki { cmd } => return ipsec::pki_cmd::run(&cmd),
         Cmd::Monitor { opts, count } => return ipsec::ctl_cmd::run_monitor(&opts, count),
         Cmd::Model(a) => {
             return match ipsec::model_cmd::run(a) {

@@ -36,6 +36,11 @@
 #               client): both sides sign AUTH method 1, RSA PKCS#1 v1.5 with SHA-1 (RFC 7296
 #               3.8); tunneld verifies charon's and signs its own with RustCrypto rsa
 #   rsa1-i      the same with tunneld initiating (it sends the notify; charon ignores it)
+#   pki-r       certificates made by `ipsec pki` (ECDSA P-256, its own CA): charon, as a
+#               remote-access client would, initiates to tunneld's server certificate (EKU
+#               serverAuth + ikeIntermediate) by its FQDN, with a client certificate (clientAuth,
+#               SAN DNS); both sides accept the other's
+#   pki-ip-r    the same with tunneld's IP address as its identity (the iPAddress SAN)
 #
 #   sudo bash scripts/ci/ike-certs.sh                 # every case (builds tunneld and ipsec)
 #   sudo bash scripts/ci/ike-certs.sh rsa-i ecdsa-r   # only those
@@ -50,8 +55,8 @@ NETNS_TAG=ike-certs
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
 . scripts/lib/ike-lifecycle.sh
-ALL_CASES="rsa-i ecdsa-r ed25519-i expired-r unknown-i mismatch-r revoked-r revoked-i rsa1-r rsa1-i"
-parse_stages "$ALL_CASES" "$@" # --ci: the same cases (they take about 30 s)
+ALL_CASES="rsa-i ecdsa-r ed25519-i expired-r unknown-i mismatch-r revoked-r revoked-i rsa1-r rsa1-i pki-r pki-ip-r"
+parse_stages "$ALL_CASES" "$@" # --ci: the same cases (they take about 40 s)
 [ ${#STAGES[@]} -gt 0 ] || read -r -a STAGES <<<"$ALL_CASES"
 need_netns "network namespaces, charon, tunneld"
 swan_install
@@ -122,7 +127,14 @@ key t-rev rsa 2048
 issue t-rev root rsa "$O, CN=td.revoked.test" --san td.revoked.test --lifetime 365
 pk --signcrl --cacert "$P/root.pem" --cakey "$P/root.key" --lifetime 30 --cert "$P/s-rev.pem" \
   --cert "$P/t-rev.pem" --outform pem >"$P/root.crl"
-for f in root int t-rsa s-ec s-old; do [ -s "$P/$f.pem" ] || fail "pki made no $f.pem: $(tail -n 3 "$P/pki.log")"; done
+# `ipsec pki` (this project's): a CA of its own, a server certificate for tunneld (its name
+# and address), a client certificate for charon
+"$IPSEC" pki ca --cn "ipsec pki test CA" --org ipsec-test --days 30 --cert "$P/pki-ca.pem" --key "$P/pki-ca.key" >>"$P/pki.log"
+"$IPSEC" pki server --ca-cert "$P/pki-ca.pem" --ca-key "$P/pki-ca.key" --name td.pki.test --name $A_NET \
+  --days 30 --cert "$P/t-pki.pem" --key "$P/t-pki.key" >>"$P/pki.log"
+"$IPSEC" pki client --ca-cert "$P/pki-ca.pem" --ca-key "$P/pki-ca.key" --cn sw-pki --dns sw.pki.test \
+  --days 30 --cert "$P/s-pki.pem" --key "$P/s-pki.key" >>"$P/pki.log"
+for f in root int t-rsa s-ec s-old pki-ca t-pki s-pki; do [ -s "$P/$f.pem" ] || fail "pki made no $f.pem: $(tail -n 3 "$P/pki.log")"; done
 [ -s "$P/root.crl" ] || fail "pki made no CRL: $(tail -n 3 "$P/pki.log")"
 
 # ---- charon --------------------------------------------------------------------------------
@@ -130,7 +142,7 @@ for f in root int t-rsa s-ec s-old; do [ -s "$P/$f.pem" ] || fail "pki made no $
 # root and intermediate CAs trusted, CERT (and its key) as charon's, CRL loaded if given.
 sw_conf() {
   local d=$1 lid=$2 rid=$3 cert=$4 crl=${5:-}
-  cp "$P/root.pem" "$P/int.pem" "$d/swanctl/x509ca/"
+  cp "$P/root.pem" "$P/int.pem" "$P/pki-ca.pem" "$d/swanctl/x509ca/"
   cp "$P/$cert.pem" "$d/swanctl/x509/"
   cp "$P/$cert.key" "$d/swanctl/private/"
   [ -z "$crl" ] || cp "$P/$crl" "$d/swanctl/x509crl/"
@@ -172,7 +184,7 @@ EOF
 td_certs_conf() {
   local d=$1 lid=$2 rid=$3 cert=$4 crl=${5:-} extra=${6:-}
   mkdir -p "$d"
-  cp "$P/$cert.pem" "$P/root.pem" "$P/int.pem" "$d/"
+  cp "$P/$cert.pem" "$P/root.pem" "$P/int.pem" "$P/pki-ca.pem" "$d/"
   cp "$P/$cert.key" "$d/my.key"
   chmod 600 "$d/my.key"
   local certs="$d/$cert.pem" crls=""
@@ -182,7 +194,7 @@ td_certs_conf() {
   td_conn "$d" name=psk-any local=$A_NET remote=%any local_id=psk.cert.test psk="psk-$RANDOM$RANDOM" \
     child=psknet local_ts=10.92.201.0/24 remote_ts=10.92.202.0/24
   td_conn "$d" name=gw local=$A_NET remote=$B_NET local_id="$lid" remote_id="$rid" auth=pubkey \
-    certs="$certs" cacerts="$d/root.pem" crls="$crls" key=my.key \
+    certs="$certs" cacerts="$d/$TD_CA.pem" crls="$crls" key=my.key \
     local_ts=10.92.101.0/24 remote_ts=10.92.102.0/24 child_rekey=0
 }
 sw_counts() {
@@ -205,6 +217,9 @@ run_case() {
   TD=$CD/t
   SW=$CD/s
   mkdir -p "$CD" "$TD"
+  # the CA tunneld trusts: `ipsec pki`'s for the pki cases, else the root
+  TD_CA=root
+  case $CASE in pki-*) TD_CA=pki-ca ;; esac
   local init=$2 expect=$3 tid=$4 tcert=$5 sid=$6 scert=$7 trid=$8 srid=$9 tcrl=${10:-} scrl=${11:-} textra=${12:-} why=${13:-}
   topo_up
   SWAN_CHARON_EXTRA=$SW_EXTRA swan_instance "$SW"
@@ -299,6 +314,8 @@ case_args() {
       SW_EXTRA="  signature_authentication = no"
       A=($who up td.cert.test t-rsa sw.cert.test s-rsa sw.cert.test td.cert.test "" "" "" "")
       ;;
+    pki-r) A=(s up td.pki.test t-pki sw.pki.test s-pki sw.pki.test td.pki.test "" "" "" "") ;;
+    pki-ip-r) A=(s up $A_NET t-pki sw.pki.test s-pki sw.pki.test $A_NET "" "" "" "") ;;
     *) fail "no case $1" ;;
   esac
 }

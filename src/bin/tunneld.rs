@@ -138,6 +138,7 @@ fn main() -> ExitCode {
         user: args.user.clone(),
         metrics: args.metrics,
         control_group: args.control_group.clone(),
+        mss_clamp: t.mss_clamp.unwrap_or(ipsec::config::MssClampSetting::Off),
         ..Options::default()
     };
     // The parsed config is not needed any more (the engine, IKE's settings and the options

@@ -50,6 +50,7 @@ struct TunnelToml {
     offload: Option<bool>,
     af_packet: Option<bool>,
     qdisc_bypass: Option<bool>,
+    mss_clamp: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -427,6 +428,10 @@ fn tunnel_config(t: &TunnelToml, lines: &LineIndex, line: usize) -> Result<Tunne
         af_packet: t.af_packet,
         qdisc_bypass: t.qdisc_bypass,
         line: Some(line),
+        mss_clamp: match &t.mss_clamp {
+            None => None,
+            Some(v) => Some(crate::MssClampSetting::from_toml(v.get_ref()).map_err(|m| invalid(lines.of(v), m))?),
+        },
     })
 }
 

@@ -149,6 +149,8 @@ pub struct Config {
 ///                         # several: peers = ["10.99.0.2", "fd00:99::3"]
 /// control = "/run/tunneld.sock"  # the control socket (tunneld --control overrides it)
 /// secrets = "/etc/ipsec-tunneld/secrets.toml"  # IKE pre-shared keys, mode 0600 (--secrets)
+/// mss_clamp = "auto"      # lower TCP SYNs' MSS option to fit the TUN MTU: "auto", a
+///                         # number (88-65495), or "off" (default)
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TunnelConfig {
@@ -186,6 +188,39 @@ pub struct TunnelConfig {
     pub qdisc_bypass: Option<bool>,
     /// The line of the `[tunnel]` header.
     pub line: Option<usize>,
+    /// `mss_clamp`: TCP MSS clamping on the TUN device; `None`: off.
+    pub mss_clamp: Option<MssClampSetting>,
+}
+
+/// `[tunnel] mss_clamp`: the MSS option of TCP SYNs and SYN-ACKs crossing the TUN device,
+/// both ways, lowered to at most this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MssClampSetting {
+    /// `"off"`: no clamping (the default).
+    Off,
+    /// `"auto"`: the TUN MTU less the IP (20 or 40 bytes) and TCP (20) headers.
+    Auto,
+    /// A number: this MSS over IPv4 and IPv6 alike (88, Linux's smallest, to 65495).
+    Mss(u16),
+}
+
+impl MssClampSetting {
+    /// The values `mss_clamp` takes.
+    pub const RANGE: std::ops::RangeInclusive<u16> = 88..=65495;
+
+    /// `mss_clamp`'s value: `"auto"`, `"off"` or a number in [`RANGE`](Self::RANGE).
+    pub fn from_toml(v: &toml::Value) -> Result<MssClampSetting, String> {
+        match v {
+            toml::Value::String(s) if s == "auto" => Ok(MssClampSetting::Auto),
+            toml::Value::String(s) if s == "off" => Ok(MssClampSetting::Off),
+            toml::Value::Integer(n) => u16::try_from(*n)
+                .ok()
+                .filter(|n| Self::RANGE.contains(n))
+                .map(MssClampSetting::Mss)
+                .ok_or_else(|| format!("mss_clamp {n} is not in 88-65495")),
+            other => Err(format!("mss_clamp {other}: use \"auto\", \"off\" or an MSS (88-65495)")),
+        }
+    }
 }
 
 /// A configuration file format.

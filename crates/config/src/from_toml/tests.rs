@@ -282,6 +282,29 @@ fn lifetime_soft_above_hard() {
 }
 
 #[test]
+fn mss_clamp_setting() {
+    use crate::MssClampSetting as M;
+    let get =
+        |v: &str| parse(&format!("{}\n[tunnel]\nmss_clamp = {v}\n", esp(""))).map(|c| c.tunnel.unwrap().mss_clamp);
+    assert_eq!(get("\"auto\"").unwrap(), Some(M::Auto));
+    assert_eq!(get("\"off\"").unwrap(), Some(M::Off));
+    assert_eq!(get("1360").unwrap(), Some(M::Mss(1360)));
+    assert_eq!(
+        parse(&format!("{}\n[tunnel]\n", esp("")))
+            .unwrap()
+            .tunnel
+            .unwrap()
+            .mss_clamp,
+        None
+    );
+    for bad in ["87", "65496", "-1", "\"on\"", "true"] {
+        let e = get(bad).unwrap_err();
+        assert_eq!(e.line, Some(9), "{bad}: {e}");
+        assert!(e.to_string().contains("mss_clamp"), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn tunnel_table() {
     assert_eq!(parse(&esp("")).unwrap().tunnel, None);
     let c = parse(&format!(

@@ -94,6 +94,8 @@ pub struct Options {
     /// Once every device, socket and the control socket are open, run as this user (a name
     /// or a uid) with no capability and no way to regain one ([`sys::drop_privileges`]).
     pub user: Option<String>,
+    /// TCP MSS clamping on the TUN device, both ways ([`crate::dataplane::mss`]).
+    pub mss_clamp: ipsec_config::MssClampSetting,
 }
 
 impl Default for Options {
@@ -116,6 +118,7 @@ impl Default for Options {
             metrics: None,
             control_group: None,
             user: None,
+            mss_clamp: ipsec_config::MssClampSetting::Off,
         }
     }
 }
@@ -264,6 +267,16 @@ pub fn run_with_ike(
     if dynamic {
         tunnel.allow_any_peer();
     }
+    let clamp = match opts.mss_clamp {
+        ipsec_config::MssClampSetting::Off => crate::dataplane::mss::MssClamp::OFF,
+        ipsec_config::MssClampSetting::Auto => crate::dataplane::mss::MssClamp::auto(mtu),
+        ipsec_config::MssClampSetting::Mss(n) => crate::dataplane::mss::MssClamp::fixed(n),
+    };
+    if clamp.is_on() {
+        let (v4, v6) = clamp.limits();
+        info!("TCP MSS clamping on: SYNs' MSS at most {v4} over IPv4, {v6} over IPv6");
+    }
+    tunnel.set_mss_clamp(clamp);
     let ike = match ike {
         Some(setup) => Some(IkeParts::open(setup, opts, &mut tunnel, want6)?),
         None => None,

@@ -16,6 +16,7 @@
 //! engine dropped it, else in [`DaemonCounters`]. Nothing a peer or the TUN device sends can
 //! stop the loops: errors are counted and logged (the first, then at each power of two).
 
+pub mod mss;
 pub mod packet;
 
 use crate::dataplane::packet::{ip_header_len, packet_bufs, wire_len, NO_ROUTE};
@@ -117,6 +118,8 @@ pub struct Tunnel {
     /// Where non-ESP datagrams (IKE, RFC 3948 2.2) received on an ESP-in-UDP socket go.
     non_esp: Option<NonEspSink>,
     trap: Option<TrapSink>,
+    /// TCP MSS clamping of SYNs both ways ([`mss`]); off by default.
+    mss: mss::MssClamp,
 }
 
 /// Where outbound packets that no policy covers go before they are dropped (IKE's trap
@@ -149,6 +152,20 @@ impl Tunnel {
             flips: Mutex::new(Vec::new()),
             non_esp: None,
             trap: None,
+            mss: mss::MssClamp::OFF,
+        }
+    }
+
+    /// Clamps the MSS option of TCP SYNs and SYN-ACKs both ways ([`mss`]).
+    pub fn set_mss_clamp(&mut self, clamp: mss::MssClamp) {
+        self.mss = clamp;
+    }
+
+    /// Clamps one packet's MSS option when it is a SYN above the limit (clamping on).
+    fn clamp_mss(&self, p: &mut [u8]) {
+        if let mss::Clamped::Lowered(from, to) = self.mss.apply(p) {
+            inc(&self.counters.mss_clamped);
+            debug!(from, to, "TCP SYN's MSS option lowered");
         }
     }
 
@@ -255,6 +272,9 @@ impl Tunnel {
             debug!(len, "packet from the TUN device is not IPv4 or IPv6: dropped");
             return Outcome::Daemon(DaemonDrop::NotIp);
         }
+        if self.mss.is_on() {
+            self.clamp_mss(buf.packet_mut());
+        }
         let mut verdict = [Ok(Verdict::Bypass)];
         let mut route = [None];
         let bufs = std::slice::from_mut(&mut buf);
@@ -316,6 +336,9 @@ impl Tunnel {
                 return Outcome::Engine(d);
             }
         }
+        if self.mss.is_on() {
+            self.clamp_mss(buf.packet_mut());
+        }
         let packet = buf.packet();
         match tun.send(packet) {
             Ok(()) => {
@@ -353,6 +376,13 @@ impl Tunnel {
         }
         if k == 0 {
             return;
+        }
+        // Before sealing: after the TUN port cut super-packets into segments (a SYN is never
+        // one) and completed partial checksums.
+        if self.mss.is_on() {
+            for i in 0..k {
+                self.clamp_mss(b.packet_mut(i));
+            }
         }
         let now = self.now();
         let plane = self.plane();
@@ -461,6 +491,14 @@ impl Tunnel {
         }
         plane.inbound_batch_arrivals(worker, &mut bufs[..k], &mut out[..k], &mut arrivals[..k], now);
         self.wake_ticker_on_events(&plane);
+        // After opening, before the TUN port coalesces packets (GRO never takes a SYN).
+        if self.mss.is_on() {
+            for (buf, verdict) in bufs[..k].iter_mut().zip(&out[..k]) {
+                if let Ok(Verdict::Protected(_)) = verdict {
+                    self.clamp_mss(buf.packet_mut());
+                }
+            }
+        }
         // The last source per peer, in order of first appearance.
         let mut learned: [Option<(IpAddr, SocketAddr)>; BATCH] = [None; BATCH];
         let mut opened: [&[u8]; BATCH] = [&[]; BATCH];

@@ -201,6 +201,11 @@ impl Batch {
         &self.data[i][HEADROOM..HEADROOM + self.len[i]]
     }
 
+    /// The `len` bytes in slot `i`'s receive area, to change in place.
+    pub(crate) fn packet_mut(&mut self, i: usize) -> &mut [u8] {
+        &mut self.data[i][HEADROOM..HEADROOM + self.len[i]]
+    }
+
     /// Moves slot `from` to slot `to` (swapping buffers, not copying bytes).
     pub(crate) fn swap(&mut self, to: usize, from: usize) {
         self.data.swap(to, from);

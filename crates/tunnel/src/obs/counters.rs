@@ -103,6 +103,9 @@ counters! {
     /// kernel's `PACKET_STATISTICS`): dropped before tunneld saw them, like a full socket
     /// queue's.
     underlay_ring_drops,
+    /// TCP SYNs and SYN-ACKs whose MSS option was lowered (`[tunnel] mss_clamp`, either
+    /// direction).
+    mss_clamped,
 }
 
 /// Adds `n` to a counter.
@@ -142,6 +145,6 @@ mod tests {
         let v = serde_json::to_value(s).unwrap();
         assert_eq!(v["not_ip"], 1);
         assert_eq!(v["tun_rx_bytes"], 1500);
-        assert_eq!(v.as_object().unwrap().len(), 29);
+        assert_eq!(v.as_object().unwrap().len(), 30);
     }
 }

@@ -793,6 +793,7 @@ fn offloads_segment_on_the_way_out_and_coalesce_on_the_way_in() {
 }
 
 mod adaptive;
+mod mss;
 mod peers;
 
 /// A UDP socket's sending side as the loops see it: takes ESP parts ([`Framing::Udp`]) and
