@@ -91,7 +91,7 @@ impl Output {
             });
         }
     }
-        pub fn transmit(&mut self, t: Transmit) {
+    pub fn transmit(&mut self, t: Transmit) {
         if self.transmits.len() >= MAX_QUEUED_OUTPUT {
             self.transmits.pop_front();
             self.dropped_output += 1;
