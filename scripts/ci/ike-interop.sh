@@ -91,7 +91,7 @@ locate_tunneld --bin ipsec
 IPSEC=$(dirname "$BIN")/ipsec
 [ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC} # IPSEC_BIN only goes with TUNNELD_BIN
 [ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
-"$BIN" --help 2>&1 | grep -q -- '--keylog' || cannot "this tunneld has no IKE (no --keylog option)"
+grep -q -- '--keylog' <<<"$("$BIN" --help 2>&1)" || cannot "this tunneld has no IKE (no --keylog option)"
 IPSEC_IKE=0
 "$IPSEC" ike --help >/dev/null 2>&1 && IPSEC_IKE=1
 WORK=$(mktemp -d /tmp/ike-interop.XXXXXX)

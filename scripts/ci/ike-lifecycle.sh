@@ -99,7 +99,7 @@ locate_tunneld --bin ipsec
 IPSEC=$(dirname "$BIN")/ipsec
 [ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
 [ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
-"$BIN" --help 2>&1 | grep -q -- '--keylog' || cannot "this tunneld has no IKE (no --keylog option)"
+grep -q -- '--keylog' <<<"$("$BIN" --help 2>&1)" || cannot "this tunneld has no IKE (no --keylog option)"
 "$IPSEC" ike --help >/dev/null 2>&1 || cannot "this ipsec has no \`ike\` subcommand"
 WORK=$(mktemp -d /tmp/ike-lifecycle.XXXXXX)
 FAILED=0

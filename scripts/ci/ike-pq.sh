@@ -87,7 +87,7 @@ locate_tunneld --bin ipsec
 IPSEC=$(dirname "$BIN")/ipsec
 [ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
 [ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
-"$BIN" --help 2>&1 | grep -q -- '--keylog' || cannot "this tunneld has no IKE (no --keylog option)"
+grep -q -- '--keylog' <<<"$("$BIN" --help 2>&1)" || cannot "this tunneld has no IKE (no --keylog option)"
 WORK=$(mktemp -d /tmp/ike-pq.XXXXXX)
 FAILED=0
 trap 'rc=$?; [ $rc -ne 0 ] || [ $FAILED -eq 0 ] || rc=1; rm -rf "${PQ_CHROOT:?}$WORK" 2>/dev/null; rmdir -p "$PQ_CHROOT$(dirname "$WORK")" 2>/dev/null || true; [ "${IKE_PQ_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 5' EXIT

@@ -1190,7 +1190,7 @@ grep -q '^sa: esp-ab' <<<"$("$CTL" show --control "$WORK/user/a.sock")" || fail 
 # it, a non-member is refused.
 [ "$(stat -c '%a %G' "$WORK/user/a.sock")" = "660 nogroup" ] ||
   fail "user: the control socket is $(stat -c '%a %G' "$WORK/user/a.sock"), not 660 nogroup"
-setpriv --reuid=1 --regid=nogroup --clear-groups "$CTL" show --control "$WORK/user/a.sock" | grep -q '^sa: esp-ab' ||
+grep -q '^sa: esp-ab' <<<"$(setpriv --reuid=1 --regid=nogroup --clear-groups "$CTL" show --control "$WORK/user/a.sock")" ||
   fail "user: a member of the control group was refused"
 if setpriv --reuid=1 --regid=1 --clear-groups "$CTL" show --control "$WORK/user/a.sock" >/dev/null 2>&1; then
   fail "user: a user outside the control group was served"

@@ -105,10 +105,10 @@ uid=$(stat -c %u "/proc/$TPID")
 # its capabilities are those of the mapped root of its own user namespace only: against the
 # host's namespaces it holds none (the kernel checks capabilities against the owning userns)
 nsenter -t "$TPID" -U -n ip link show ipsec0 >/dev/null 2>&1 || WHY+=("no ipsec0 in tunneld's namespace")
-nsenter -t "$TPID" -U -n nft list table ip tunneld_nat 2>/dev/null | grep -q masquerade ||
+grep -q masquerade <<<"$(nsenter -t "$TPID" -U -n nft list table ip tunneld_nat 2>/dev/null)" ||
   WHY+=("the entrypoint's masquerade (TUNNELD_NAT) is not in place")
 # encapsulated only: the client's SAs use UDP 4500 (NAT-T forced, no raw ESP anywhere)
-swan_list_sas "$S" | grep -q 'encap=yes\|encap yes' || WHY+=("the client's SA is not UDP-encapsulated")
+grep -q 'encap=yes\|encap yes' <<<"$(swan_list_sas "$S")" || WHY+=("the client's SA is not UDP-encapsulated")
 swan_stop "$S"
 kill -TERM "$TPID" 2>/dev/null || true
 for _ in $(seq 50); do kill -0 "$TPID" 2>/dev/null || break; sleep 0.1; done
