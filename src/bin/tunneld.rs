@@ -94,6 +94,9 @@ fn main() -> ExitCode {
         .as_ref()
         .is_some_and(|i| i.config.connections.iter().any(|c| c.remote_addr.is_none()));
     let udp = udp_encap.is_some() && !(dynamic && t.peers.is_empty());
+    let road_warriors = ike
+        .as_ref()
+        .is_some_and(|i| i.config.connections.iter().any(|c| !c.pools.is_empty()));
     if let Err(e) = config::check_underlay(&t.local, &t.peers, udp) {
         eprintln!("tunneld: {e}");
         return ExitCode::from(2);
@@ -138,7 +141,14 @@ fn main() -> ExitCode {
         user: args.user.clone(),
         metrics: args.metrics,
         control_group: args.control_group.clone(),
-        mss_clamp: t.mss_clamp.unwrap_or(ipsec::config::MssClampSetting::Off),
+        // Clients given addresses from a pool are road warriors behind links of every MTU:
+        // clamping is on unless the config says otherwise ("connected, but pages do not
+        // load" is every VPN server's first complaint); elsewhere off unless asked for.
+        mss_clamp: t.mss_clamp.unwrap_or(if road_warriors {
+            ipsec::config::MssClampSetting::Auto
+        } else {
+            ipsec::config::MssClampSetting::Off
+        }),
         ..Options::default()
     };
     // The parsed config is not needed any more (the engine, IKE's settings and the options
