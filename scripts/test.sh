@@ -73,6 +73,10 @@ if [ -n "$PQ_CHROOT_PID" ]; then
 fi
 step "bash scripts/ci/ike-pq.sh"
 bash scripts/ci/ike-pq.sh --ci --if-possible
+# The EAP crate's RADIUS client against a real FreeRADIUS (docs/eap.md): accept with equal
+# MSKs, reject, a wrong shared secret, a server that is down; no root needed, about 5 s.
+step "bash scripts/eap-radius.sh"
+bash scripts/eap-radius.sh --ci --if-possible
 # The IKE responder under a flood of spoofed IKE_SA_INITs (issue #29, docs/ike-dos.md):
 # 40,000 at 4,000/s while charon connects and an existing tunnel pings; about 30 s.
 step "bash scripts/ci/ike-flood.sh"

@@ -1,0 +1,349 @@
+//! What the IKE responder drives (RFC 7296 §2.16): an EAP authenticator that asks the
+//! peer's identity (RFC 3748 §5.1), then runs EAP-MSCHAPv2 itself or passes the
+//! conversation to a RADIUS server (RFC 3579, [`crate::radius::client`]).
+//!
+//! Every call answers with a [`Step`]: bytes for the next IKE_AUTH response's EAP payload,
+//! `Pending` (wait for the RADIUS server: feed its datagrams, poll its timeout), or the end,
+//! Success with the MSK for the AUTH payload or Failure with a reason, each with the
+//! EAP-Success/Failure packet to send.
+
+use crate::Msk;
+use alloc::vec::Vec;
+
+/// Why an exchange failed (for the caller's log and counters; the peer only sees
+/// EAP-Failure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureReason {
+    /// The NT-Response did not match the stored password.
+    WrongPassword,
+    /// No credentials for the identity.
+    UnknownIdentity,
+    /// The peer Nak'ed the method and offered nothing the server has.
+    NoCommonMethod,
+    /// The peer gave up (an EAP Response the method reads as refusal).
+    PeerFailed,
+    /// The RADIUS server answered Access-Reject.
+    RadiusReject,
+    /// The RADIUS server did not answer (after every retransmission), or every answer
+    /// failed its authenticator check.
+    RadiusServerDown,
+    /// More rounds than allowed.
+    TooManyRounds,
+    /// The RADIUS server accepted but sent no MS-MPPE keys, so there is no MSK to bind
+    /// the IKE SA with.
+    NoMsk,
+}
+
+/// What the caller does next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Send this EAP packet to the peer (an EAP payload of the next IKE_AUTH response).
+    Send(Vec<u8>),
+    /// Waiting for the RADIUS server; nothing for the peer yet.
+    Pending,
+    /// Authenticated: the MSK for the AUTH payload, and the EAP-Success to send.
+    Success { msk: Msk, eap: Vec<u8> },
+    /// Not authenticated: why, and the EAP-Failure to send.
+    Failure { reason: FailureReason, eap: Vec<u8> },
+}
+
+use crate::mschapv2::{self, Credentials};
+use crate::packet::{self as eap_packet, Code, Repr, Type};
+use crate::radius::client::{self as radius, Answer};
+use crate::Error;
+use core::fmt;
+use core::time::Duration;
+use rand_core::CryptoRngCore;
+
+/// Where the method runs.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    /// EAP-MSCHAPv2 here, the NT hash from the caller's [`Credentials`].
+    Local,
+    /// Passed through to a RADIUS server (RFC 3579).
+    Radius(radius::Config),
+}
+
+/// The longest identity taken (it becomes a RADIUS User-Name, RFC 2865 §5.1).
+pub const MAX_IDENTITY_LEN: usize = 253;
+
+/// How many EAP Responses a RADIUS pass-through relays at most.
+pub const MAX_RADIUS_ROUNDS: u8 = 16;
+
+enum Inner {
+    /// The Identity Request is out.
+    Identity {
+        identifier: u8,
+        config: Option<radius::Config>,
+    },
+    Local(mschapv2::Server),
+    Radius {
+        session: radius::Session,
+        /// The Identifier of the EAP Request last relayed to the peer (None while waiting).
+        relayed: Option<u8>,
+        /// The Identifier of the peer's last Response (for a built EAP-Failure).
+        last_response: u8,
+        radius_id: u8,
+        rounds: u8,
+    },
+    /// Finished; the RADIUS counters kept.
+    Done(Option<radius::Stats>),
+}
+
+/// The EAP authenticator of one IKE SA.
+pub struct Authenticator {
+    inner: Inner,
+    identity: Option<alloc::vec::Vec<u8>>,
+}
+
+impl fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.inner {
+            Inner::Identity { .. } => "identity",
+            Inner::Local(_) => "mschapv2",
+            Inner::Radius { .. } => "radius",
+            Inner::Done(_) => "done",
+        };
+        f.debug_struct("Authenticator")
+            .field("state", &state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Authenticator {
+    /// Starts an exchange: the authenticator and the EAP-Request/Identity to send (RFC 3748
+    /// §5.1), with a random first Identifier.
+    pub fn start(backend: Backend, rng: &mut dyn CryptoRngCore) -> (Authenticator, Vec<u8>) {
+        let mut id = [0u8; 1];
+        rng.fill_bytes(&mut id);
+        let req = alloc::vec![Code::Request.to_u8(), id[0], 0, 5, Type::Identity.to_u8()];
+        let config = match backend {
+            Backend::Local => None,
+            Backend::Radius(c) => Some(c),
+        };
+        (
+            Authenticator {
+                inner: Inner::Identity {
+                    identifier: id[0],
+                    config,
+                },
+                identity: None,
+            },
+            req,
+        )
+    }
+
+    /// The identity the peer gave (after its Identity Response).
+    pub fn identity(&self) -> Option<&[u8]> {
+        self.identity.as_deref()
+    }
+
+    /// Handles the peer's EAP Response (an IKE_AUTH request's EAP payload). An error means
+    /// the packet was dropped and nothing changed (wrong Identifier, out of order,
+    /// malformed); [`Error::Finished`] once the exchange ended.
+    pub fn handle_response(
+        &mut self,
+        eap: &[u8],
+        creds: &dyn Credentials,
+        now: Duration,
+        rng: &mut dyn CryptoRngCore,
+    ) -> Result<Step, Error> {
+        match &mut self.inner {
+            Inner::Done(_) => Err(Error::Finished),
+            Inner::Identity { identifier, config } => {
+                let repr = Repr::parse_bytes(eap)?;
+                if repr.code != Code::Response {
+                    return Err(Error::Unexpected("not an EAP Response"));
+                }
+                if repr.identifier != *identifier {
+                    return Err(Error::WrongIdentifier {
+                        expected: *identifier,
+                        got: repr.identifier,
+                    });
+                }
+                let Some((Type::Identity, ident)) = repr.data else {
+                    return Err(Error::Unexpected("not an Identity Response"));
+                };
+                if ident.is_empty() || ident.len() > MAX_IDENTITY_LEN {
+                    return Err(Error::Malformed("identity empty or too long"));
+                }
+                self.identity = Some(ident.to_vec());
+                let next_id = identifier.wrapping_add(1);
+                match config.take() {
+                    None => {
+                        let (server, req) = mschapv2::Server::start(ident, next_id, creds, rng)?;
+                        self.inner = Inner::Local(server);
+                        Ok(Step::Send(req))
+                    }
+                    Some(cfg) => {
+                        let mut session = radius::Session::new(cfg, ident)?;
+                        let mut rid = [0u8; 1];
+                        rng.fill_bytes(&mut rid);
+                        session.send_eap(eap_body(eap)?, rid[0], now, rng)?;
+                        self.inner = Inner::Radius {
+                            session,
+                            relayed: None,
+                            last_response: repr.identifier,
+                            radius_id: rid[0],
+                            rounds: 1,
+                        };
+                        Ok(Step::Pending)
+                    }
+                }
+            }
+            Inner::Local(server) => {
+                let step = server.handle(eap)?;
+                if matches!(step, Step::Success { .. } | Step::Failure { .. }) {
+                    self.inner = Inner::Done(None);
+                }
+                Ok(step)
+            }
+            Inner::Radius {
+                session,
+                relayed,
+                last_response,
+                radius_id,
+                rounds,
+            } => {
+                let repr = Repr::parse_bytes(eap)?;
+                if repr.code != Code::Response {
+                    return Err(Error::Unexpected("not an EAP Response"));
+                }
+                let Some(expected) = *relayed else {
+                    return Err(Error::Unexpected("a Response while waiting for the RADIUS server"));
+                };
+                if repr.identifier != expected {
+                    return Err(Error::WrongIdentifier {
+                        expected,
+                        got: repr.identifier,
+                    });
+                }
+                if *rounds >= MAX_RADIUS_ROUNDS {
+                    let step = Step::Failure {
+                        reason: FailureReason::TooManyRounds,
+                        eap: eap_packet::build_result(false, repr.identifier),
+                    };
+                    self.inner = Inner::Done(Some(session.stats()));
+                    return Ok(step);
+                }
+                *rounds += 1;
+                *radius_id = radius_id.wrapping_add(1);
+                session.send_eap(eap_body(eap)?, *radius_id, now, rng)?;
+                *relayed = None;
+                *last_response = repr.identifier;
+                Ok(Step::Pending)
+            }
+        }
+    }
+
+    /// The next RADIUS datagram to send (RADIUS backend).
+    pub fn poll_radius_transmit(&mut self) -> Option<Vec<u8>> {
+        match &mut self.inner {
+            Inner::Radius { session, .. } => session.poll_transmit(),
+            _ => None,
+        }
+    }
+
+    /// When [`Authenticator::handle_timeout`] must be called (RADIUS retransmissions).
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        match &self.inner {
+            Inner::Radius { session, .. } => session.poll_timeout(),
+            _ => None,
+        }
+    }
+
+    /// The RADIUS client's counters (RADIUS backend).
+    pub fn radius_stats(&self) -> Option<radius::Stats> {
+        match &self.inner {
+            Inner::Radius { session, .. } => Some(session.stats()),
+            Inner::Done(stats) => *stats,
+            _ => None,
+        }
+    }
+
+    /// The RADIUS Identifier awaited (for demultiplexing answers on a shared socket).
+    pub fn radius_identifier(&self) -> Option<u8> {
+        match &self.inner {
+            Inner::Radius { session, .. } => session.outstanding_identifier(),
+            _ => None,
+        }
+    }
+
+    /// Retransmits to the RADIUS server, or ends with [`FailureReason::RadiusServerDown`].
+    pub fn handle_timeout(&mut self, now: Duration) -> Option<Step> {
+        let Inner::Radius {
+            session, last_response, ..
+        } = &mut self.inner
+        else {
+            return None;
+        };
+        match session.handle_timeout(now)? {
+            Answer::ServerDown => {
+                let step = Step::Failure {
+                    reason: FailureReason::RadiusServerDown,
+                    eap: eap_packet::build_result(false, *last_response),
+                };
+                self.inner = Inner::Done(Some(session.stats()));
+                Some(step)
+            }
+            _ => None,
+        }
+    }
+
+    /// Handles a datagram from the RADIUS server. An error means it was dropped (and
+    /// counted in [`Authenticator::radius_stats`]).
+    pub fn handle_radius(&mut self, datagram: &[u8]) -> Result<Step, Error> {
+        let Inner::Radius {
+            session,
+            relayed,
+            last_response,
+            ..
+        } = &mut self.inner
+        else {
+            return Err(Error::Unexpected("no RADIUS exchange"));
+        };
+        let answer = session.handle_datagram(datagram)?;
+        let last = *last_response;
+        let step = match answer {
+            Answer::Challenge(eap) => {
+                let repr = Repr::parse_bytes(&eap)?;
+                if repr.code != Code::Request {
+                    return Err(Error::Malformed("Access-Challenge without an EAP Request"));
+                }
+                *relayed = Some(repr.identifier);
+                return Ok(Step::Send(eap));
+            }
+            Answer::Accept { eap, msk } => match msk {
+                Some(msk) => Step::Success {
+                    msk,
+                    eap: eap
+                        .filter(|e| Repr::parse_bytes(e).map(|r| r.code == Code::Success).unwrap_or(false))
+                        .unwrap_or_else(|| eap_packet::build_result(true, last)),
+                },
+                // A key-generating method must give keys to bind the IKE SA (RFC 7296 §2.16).
+                None => Step::Failure {
+                    reason: FailureReason::NoMsk,
+                    eap: eap_packet::build_result(false, last),
+                },
+            },
+            Answer::Reject { .. } => Step::Failure {
+                reason: FailureReason::RadiusReject,
+                eap: eap_packet::build_result(false, last),
+            },
+            Answer::ServerDown => Step::Failure {
+                reason: FailureReason::RadiusServerDown,
+                eap: eap_packet::build_result(false, last),
+            },
+        };
+        let stats = session.stats();
+        self.inner = Inner::Done(Some(stats));
+        Ok(step)
+    }
+}
+
+/// The EAP packet up to its Length (padding dropped before it is relayed).
+fn eap_body(eap: &[u8]) -> Result<&[u8], Error> {
+    let b = eap.get(..4).ok_or(Error::Truncated)?;
+    let len = usize::from(u16::from_be_bytes([b[2], b[3]]));
+    eap.get(..len).ok_or(Error::Truncated)
+}

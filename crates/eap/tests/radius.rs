@@ -1,0 +1,282 @@
+//! The authenticator passing EAP through the RADIUS client (RFC 3579) to an in-process
+//! RADIUS server built on this crate's MSCHAPv2 server (RFC 2865 signing, RFC 2548 keys),
+//! and the failure paths: Access-Reject, a wrong shared secret, a server that is down.
+//! (scripts/eap-radius.sh runs the same against a real FreeRADIUS.)
+
+use core::time::Duration;
+use ipsec_eap::ms_chap::NtHash;
+use ipsec_eap::mschapv2::{self, Credentials, Peer, PeerStep};
+use ipsec_eap::radius::client::Config;
+use ipsec_eap::radius::packet::{attr, code, Builder, Packet, Repr as RadiusRepr};
+use ipsec_eap::radius::{auth, mppe};
+use ipsec_eap::server::{Authenticator, Backend, FailureReason, Step};
+use ipsec_eap::Error;
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+struct Users;
+impl Credentials for Users {
+    fn nt_hash(&self, identity: &[u8]) -> Option<NtHash> {
+        (identity == b"bob").then(|| NtHash::from_password("hunter2").unwrap())
+    }
+}
+struct NoUsers;
+impl Credentials for NoUsers {
+    fn nt_hash(&self, _: &[u8]) -> Option<NtHash> {
+        None
+    }
+}
+
+/// A RADIUS server: checks each request's Message-Authenticator, runs MSCHAPv2 with the
+/// EAP it carries, answers signed with `secret`.
+struct FakeRadius {
+    secret: Vec<u8>,
+    server: Option<mschapv2::Server>,
+    state_seen: Vec<Option<Vec<u8>>>,
+    rng: ChaCha20Rng,
+}
+
+impl FakeRadius {
+    fn new(secret: &[u8]) -> FakeRadius {
+        FakeRadius {
+            secret: secret.to_vec(),
+            server: None,
+            state_seen: vec![],
+            rng: ChaCha20Rng::seed_from_u64(99),
+        }
+    }
+    fn answer(&mut self, request: &[u8]) -> Vec<u8> {
+        auth::verify_request(&self.secret, request).expect("request Message-Authenticator");
+        let p = Packet::new_checked(request).unwrap();
+        let r = RadiusRepr::parse(&p).unwrap();
+        assert_eq!(r.code, code::ACCESS_REQUEST);
+        self.state_seen.push(r.get(attr::STATE).map(|s| s.to_vec()));
+        let eap = r.eap_message().unwrap();
+        let (code, eap_out, keys) = match &mut self.server {
+            None => {
+                let ident = ipsec_eap::packet::Repr::parse_bytes(&eap)
+                    .unwrap()
+                    .data
+                    .unwrap()
+                    .1
+                    .to_vec();
+                assert_eq!(r.get(attr::USER_NAME), Some(&ident[..]));
+                let (s, req) = mschapv2::Server::start(&ident, 1, &Users, &mut self.rng).unwrap();
+                self.server = Some(s);
+                (code::ACCESS_CHALLENGE, req, None)
+            }
+            Some(s) => match s.handle(&eap).unwrap() {
+                Step::Send(b) => (code::ACCESS_CHALLENGE, b, None),
+                Step::Success { msk, eap } => (code::ACCESS_ACCEPT, eap, Some(msk)),
+                Step::Failure { eap, .. } => (code::ACCESS_REJECT, eap, None),
+                Step::Pending => unreachable!(),
+            },
+        };
+        let mut b = Builder::new(code, r.identifier, &[0; 16]);
+        if code == code::ACCESS_CHALLENGE {
+            b.attr(attr::STATE, &[0xab, r.identifier]).unwrap();
+        }
+        if let Some(msk) = keys {
+            let k = msk.as_bytes();
+            let recv = mppe::encrypt(&self.secret, &r.authenticator, [0x80, 1], &k[..16]);
+            let send = mppe::encrypt(&self.secret, &r.authenticator, [0x80, 2], &k[16..32]);
+            b.attr(
+                attr::VENDOR_SPECIFIC,
+                &mppe::vendor_specific(mppe::MS_MPPE_RECV_KEY, &recv),
+            )
+            .unwrap();
+            b.attr(
+                attr::VENDOR_SPECIFIC,
+                &mppe::vendor_specific(mppe::MS_MPPE_SEND_KEY, &send),
+            )
+            .unwrap();
+        }
+        b.fragmented(attr::EAP_MESSAGE, &eap_out).unwrap();
+        b.attr(attr::MESSAGE_AUTHENTICATOR, &auth::placeholder()).unwrap();
+        let mut out = b.finish();
+        auth::sign_response(&self.secret, &r.authenticator, &mut out).unwrap();
+        out
+    }
+}
+
+fn config(secret: &[u8]) -> Config {
+    let mut c = Config::new(secret, b"tunneld-test");
+    c.retransmit_after = Duration::from_millis(500);
+    c.max_tries = 3;
+    c
+}
+
+/// Drives peer <-> authenticator <-> fake RADIUS until the end; returns the final step and
+/// the peer's MSK if it got one.
+fn run(password: &str, nas_secret: &[u8], server: &mut FakeRadius) -> (Step, Option<ipsec_eap::Msk>, Authenticator) {
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
+    let mut peer = Peer::new(b"bob", password).unwrap();
+    let (mut a, id_req) = Authenticator::start(Backend::Radius(config(nas_secret)), &mut rng);
+    let mut to_peer = id_req;
+    let mut now = Duration::ZERO;
+    loop {
+        let resp = match peer.handle(&to_peer, &mut rng).unwrap() {
+            PeerStep::Send(b) => b,
+            other => panic!("{other:?}"),
+        };
+        let mut step = a.handle_response(&resp, &NoUsers, now, &mut rng).unwrap();
+        while step == Step::Pending {
+            if let Some(dgram) = a.poll_radius_transmit() {
+                match a.handle_radius(&server.answer(&dgram)) {
+                    Ok(s) => step = s,
+                    Err(Error::BadAuthenticator) => {}
+                    Err(e) => panic!("{e:?}"),
+                }
+            } else {
+                now = a.poll_timeout().expect("a deadline while pending");
+                if let Some(s) = a.handle_timeout(now) {
+                    step = s;
+                }
+            }
+        }
+        match step {
+            Step::Send(b) => to_peer = b,
+            Step::Success { ref eap, .. } => {
+                let msk = match peer.handle(eap, &mut rng).unwrap() {
+                    PeerStep::Success(m) => Some(m),
+                    other => panic!("{other:?}"),
+                };
+                return (step, msk, a);
+            }
+            Step::Failure { ref eap, .. } => {
+                assert_eq!(peer.handle(eap, &mut rng).unwrap(), PeerStep::Failure);
+                return (step, None, a);
+            }
+            Step::Pending => unreachable!(),
+        }
+    }
+}
+
+#[test]
+fn accepted_user_msk_equal_state_echoed() {
+    let mut server = FakeRadius::new(b"testing123");
+    let (step, peer_msk, a) = run("hunter2", b"testing123", &mut server);
+    let Step::Success { msk, eap } = step else {
+        panic!("{step:?}")
+    };
+    assert_eq!(eap[0], 3);
+    assert_eq!(Some(msk), peer_msk);
+    assert_eq!(a.identity(), Some(&b"bob"[..]));
+    // The first request has no State; each later one echoes the last challenge's.
+    assert_eq!(server.state_seen[0], None);
+    for s in &server.state_seen[1..] {
+        assert_eq!(s.as_ref().map(|v| v[0]), Some(0xab));
+    }
+    assert_eq!(server.state_seen.len(), 3);
+}
+
+#[test]
+fn wrong_password_is_rejected() {
+    let mut server = FakeRadius::new(b"testing123");
+    let (step, _, _) = run("hunter3", b"testing123", &mut server);
+    assert!(
+        matches!(
+            step,
+            Step::Failure {
+                reason: FailureReason::RadiusReject,
+                ..
+            }
+        ),
+        "{step:?}"
+    );
+}
+
+#[test]
+fn wrong_secret_answers_dropped_then_server_down() {
+    // The server's answers are signed with another secret than ours.
+    let mut server = FakeRadius::new(b"testing123");
+    let mut rng = ChaCha20Rng::seed_from_u64(8);
+    let mut peer = Peer::new(b"bob", "hunter2").unwrap();
+    let (mut a, id_req) = Authenticator::start(Backend::Radius(config(b"testing123")), &mut rng);
+    let resp = match peer.handle(&id_req, &mut rng).unwrap() {
+        PeerStep::Send(b) => b,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        a.handle_response(&resp, &NoUsers, Duration::ZERO, &mut rng).unwrap(),
+        Step::Pending
+    );
+    let first = a.poll_radius_transmit().unwrap();
+    let mut answer = server.answer(&first);
+    // Re-sign with a different secret.
+    let req_auth: [u8; 16] = first[4..20].try_into().unwrap();
+    auth::sign_response(b"not-the-secret", &req_auth, &mut answer).unwrap();
+    assert_eq!(a.handle_radius(&answer), Err(Error::BadAuthenticator));
+    assert_eq!(a.radius_stats().unwrap().bad_authenticator, 1);
+    // Retransmissions are the very same datagram; then the server is down.
+    let mut now;
+    let mut sends = 1;
+    let end = loop {
+        now = a.poll_timeout().unwrap();
+        if let Some(step) = a.handle_timeout(now) {
+            break step;
+        }
+        let again = a.poll_radius_transmit().unwrap();
+        assert_eq!(again, first);
+        assert_eq!(a.handle_radius(&answer), Err(Error::BadAuthenticator));
+        sends += 1;
+    };
+    assert_eq!(sends, 3);
+    assert_eq!(now, Duration::from_millis(1500));
+    let st = a.radius_stats().unwrap(); // kept once finished
+    assert_eq!((st.bad_authenticator, st.retransmissions), (3, 2));
+    assert!(
+        matches!(
+            end,
+            Step::Failure {
+                reason: FailureReason::RadiusServerDown,
+                ..
+            }
+        ),
+        "{end:?}"
+    );
+}
+
+#[test]
+fn server_down_and_stray_answers() {
+    let mut rng = ChaCha20Rng::seed_from_u64(9);
+    let (mut a, id_req) = Authenticator::start(Backend::Radius(config(b"s")), &mut rng);
+    let mut resp = id_req.clone();
+    resp[0] = 2;
+    resp.extend_from_slice(b"bob");
+    resp[3] = 8;
+    assert_eq!(
+        a.handle_response(&resp, &NoUsers, Duration::ZERO, &mut rng).unwrap(),
+        Step::Pending
+    );
+    let dgram = a.poll_radius_transmit().unwrap();
+    // An answer with another identifier and garbage are counted, not taken.
+    let mut b = Builder::new(code::ACCESS_ACCEPT, dgram[1].wrapping_add(1), &[0; 16]);
+    b.attr(attr::MESSAGE_AUTHENTICATOR, &auth::placeholder()).unwrap();
+    assert!(matches!(a.handle_radius(&b.finish()), Err(Error::Unexpected(_))));
+    assert!(a.handle_radius(&[2, 1, 0]).is_err());
+    let st = a.radius_stats().unwrap();
+    assert_eq!((st.unexpected, st.malformed, st.requests), (1, 1, 1));
+    // A peer Response while waiting for RADIUS is refused.
+    assert!(a.handle_response(&resp, &NoUsers, Duration::ZERO, &mut rng).is_err());
+    // Nothing answers: retransmitted at 0.5 s and 1 s, down at 1.5 s.
+    assert_eq!(a.handle_timeout(Duration::from_millis(499)), None);
+    assert_eq!(a.poll_radius_transmit(), None);
+    let mut now;
+    let end = loop {
+        now = a.poll_timeout().unwrap();
+        if let Some(s) = a.handle_timeout(now) {
+            break s;
+        }
+        assert_eq!(a.poll_radius_transmit().unwrap(), dgram);
+    };
+    assert_eq!(now, Duration::from_millis(1500));
+    assert!(matches!(
+        end,
+        Step::Failure {
+            reason: FailureReason::RadiusServerDown,
+            ..
+        }
+    ));
+    assert_eq!(a.handle_response(&resp, &NoUsers, now, &mut rng), Err(Error::Finished));
+}

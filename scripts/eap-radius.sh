@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# The RADIUS client of crates/eap (RFC 2865/3579, docs/eap.md) against a real FreeRADIUS
+# (Debian's `freeradius` package): starts its own radiusd in the foreground with a config
+# directory of its own (a temp dir: clients.conf with a secret for 127.0.0.1, a users file
+# with one user, the eap module with default_eap_type = mschapv2, the mschap module) on a
+# port of its own on 127.0.0.1, then runs crates/eap's example radius_driver (this crate's
+# EAP-MSCHAPv2 peer <-> its authenticator with the RADIUS backend <-> radiusd) for:
+#   accept     the right password: success, the peer's MSK equal to the one made from
+#              radiusd's MS-MPPE-Recv/Send-Key; every real answer is also fed with a bit
+#              flipped first, and must be dropped as a bad authenticator (counted)
+#   reject     a wrong password: Access-Reject
+#   badsecret  a wrong shared secret: radiusd drops our requests (their Message-Authenticator
+#              fails its check), so no valid answer: the server-down outcome after every try
+#   down       nothing listening on the port: the server-down outcome after every try
+# No root needed (radiusd runs as the calling user). Every wait is bounded; only the radiusd
+# this script started is stopped (by its PID); the work directory is removed unless the run
+# failed (EAP_RADIUS_KEEP=1: always kept).
+#
+#   bash scripts/eap-radius.sh                 # every case, 1 s retransmissions, 3 tries
+#   bash scripts/eap-radius.sh --ci            # the same with 0.3 s retransmissions (CI, ~5 s)
+#   bash scripts/eap-radius.sh --if-possible   # no freeradius: say why, exit 0
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CI=0
+IF_POSSIBLE=0
+for a in "$@"; do
+  case "$a" in
+    --ci) CI=1 ;;
+    --if-possible) IF_POSSIBLE=1 ;;
+    *) echo "usage: $0 [--ci] [--if-possible]" >&2; exit 2 ;;
+  esac
+done
+say() { echo "eap-radius: $*"; }
+RADIUSD=$(command -v freeradius || command -v radiusd || true)
+if [ -z "$RADIUSD" ]; then
+  if [ $IF_POSSIBLE = 1 ]; then say "skipped: freeradius is not installed (scripts/install-test-deps.sh)"; exit 0; fi
+  say "freeradius is not installed (scripts/install-test-deps.sh)"; exit 1
+fi
+if [ $CI = 1 ]; then RETRANSMIT_MS=300; else RETRANSMIT_MS=1000; fi
+SECRET="eap-radius-$$-$RANDOM"
+PORT=$((20000 + ($$ % 20000)))
+DOWN_PORT=$((PORT + 1))
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/eap-radius.XXXXXX")
+RAD_PID=""
+OK=0
+cleanup() {
+  if [ -n "$RAD_PID" ] && kill -0 "$RAD_PID" 2>/dev/null; then
+    kill "$RAD_PID" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$RAD_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$RAD_PID" 2>/dev/null || true
+  fi
+  if [ $OK = 1 ] && [ "${EAP_RADIUS_KEEP:-0}" = 0 ]; then rm -rf "$WORK"; else say "files kept in $WORK"; fi
+}
+trap cleanup EXIT
+
+# ---- radiusd's own configuration -------------------------------------------------------------
+mkdir -p "$WORK/raddb" "$WORK/run" "$WORK/log"
+cat >"$WORK/raddb/dictionary" <<CONF
+\$INCLUDE /usr/share/freeradius/dictionary
+CONF
+cat >"$WORK/raddb/clients.conf" <<CONF
+client localhost {
+  ipaddr = 127.0.0.1
+  secret = $SECRET
+  require_message_authenticator = yes
+  nas_type = other
+}
+CONF
+cat >"$WORK/raddb/users" <<'CONF'
+bob Cleartext-Password := "correct horse battery"
+CONF
+cat >"$WORK/raddb/radiusd.conf" <<CONF
+prefix = /usr
+exec_prefix = /usr
+sysconfdir = /etc
+localstatedir = /var
+sbindir = /usr/sbin
+logdir = $WORK/log
+raddbdir = $WORK/raddb
+radacctdir = $WORK/log
+name = freeradius
+confdir = $WORK/raddb
+modconfdir = $WORK/raddb
+run_dir = $WORK/run
+db_dir = $WORK/raddb
+libdir = /usr/lib/freeradius
+pidfile = $WORK/run/radiusd.pid
+max_request_time = 10
+cleanup_delay = 2
+max_requests = 1024
+hostname_lookups = no
+log {
+  destination = files
+  file = $WORK/log/radius.log
+  auth = yes
+  auth_badpass = no
+  auth_goodpass = no
+}
+security {
+  allow_core_dumps = no
+  max_attributes = 200
+  reject_delay = 0
+  status_server = no
+}
+thread pool {
+  start_servers = 1
+  max_servers = 2
+  min_spare_servers = 1
+  max_spare_servers = 2
+}
+\$INCLUDE clients.conf
+modules {
+  files {
+    filename = $WORK/raddb/users
+  }
+  mschap {
+    use_mppe = yes
+    require_encryption = no
+    require_strong = yes
+  }
+  eap {
+    default_eap_type = mschapv2
+    timer_expire = 30
+    ignore_unknown_eap_types = no
+    max_sessions = 1024
+    mschapv2 {
+      send_error = no
+    }
+  }
+}
+server default {
+  listen {
+    type = auth
+    ipaddr = 127.0.0.1
+    port = $PORT
+  }
+  authorize {
+    eap {
+      ok = return
+    }
+    files
+  }
+  authenticate {
+    eap
+    Auth-Type MSCHAP {
+      mschap
+    }
+  }
+}
+CONF
+
+# ---- start it and wait until it listens -----------------------------------------------------
+say "$("$RADIUSD" -v | head -1) on 127.0.0.1:$PORT"
+"$RADIUSD" -f -d "$WORK/raddb" -n radiusd -l "$WORK/log/radius.log" >"$WORK/log/stdout.log" 2>&1 &
+RAD_PID=$!
+for _ in $(seq 100); do
+  if ! kill -0 "$RAD_PID" 2>/dev/null; then
+    say "radiusd exited at start:"; tail -n 20 "$WORK/log/stdout.log" "$WORK/log/radius.log" 2>/dev/null; exit 1
+  fi
+  grep -q 'Ready to process requests' "$WORK/log/radius.log" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q 'Ready to process requests' "$WORK/log/radius.log" || { say "radiusd not ready in 10 s"; tail -n 20 "$WORK/log/radius.log"; exit 1; }
+
+# ---- the cases -------------------------------------------------------------------------------
+cargo build -q --locked -p ipsec-eap --example radius_driver
+DRIVER=target/debug/examples/radius_driver
+fails=0
+run_case() { # CASE ADDR SECRET PASSWORD
+  if EAP_RADIUS_ADDR="$2" EAP_RADIUS_SECRET="$3" EAP_USER=bob EAP_PASSWORD="$4" \
+    EAP_RADIUS_RETRANSMIT_MS=$RETRANSMIT_MS EAP_RADIUS_TRIES=3 timeout 30 "$DRIVER" "$1"; then :
+  else fails=$((fails + 1)); fi
+}
+run_case accept "127.0.0.1:$PORT" "$SECRET" "correct horse battery"
+run_case reject "127.0.0.1:$PORT" "$SECRET" "wrong horse"
+run_case badsecret "127.0.0.1:$PORT" "not-$SECRET" "correct horse battery"
+run_case down "127.0.0.1:$DOWN_PORT" "$SECRET" "correct horse battery"
+# radiusd's own view: one accepted and one rejected login, and the wrong secret noticed.
+grep -q 'Login OK: \[bob' "$WORK/log/radius.log" || { say "radiusd logged no 'Login OK' for bob"; fails=$((fails + 1)); }
+grep -q 'Login incorrect' "$WORK/log/radius.log" || { say "radiusd logged no 'Login incorrect'"; fails=$((fails + 1)); }
+grep -qi 'Message-Authenticator' "$WORK/log/radius.log" ||
+  { say "radiusd logged nothing about the wrong secret's Message-Authenticator"; fails=$((fails + 1)); }
+if [ $fails -ne 0 ]; then say "$fails check(s) failed; radiusd log: $WORK/log/radius.log"; exit 1; fi
+OK=1
+say "all cases passed"
