@@ -13,6 +13,7 @@ pub mod authenticator;
 pub mod cookie;
 pub mod dh;
 pub mod dropped;
+pub mod eap;
 pub mod error;
 pub mod fragment;
 pub mod kem;
@@ -41,8 +42,8 @@ pub(crate) mod task;
 mod test_util;
 
 pub use config::{
-    ChildConfig, ChildLifetimes, Config, Connection, DeadAction, LocalAuth, Mode, Psk, RemoteAuth, SendCert,
-    StartAction,
+    ChildConfig, ChildLifetimes, Config, Connection, DeadAction, EapCredentials, LocalAuth, Mode, Psk, RemoteAuth,
+    SendCert, StartAction,
 };
 pub use cookie::DosStats;
 pub use dropped::Dropped;
@@ -50,5 +51,7 @@ pub use endpoint::{Endpoint, PacketSelectors, SaHandle};
 pub use event::{ChildSaInfo, DownReason, Event, IkeKeyLog, IkeSaInfo, Role, Transmit, UdpEncap};
 pub use id::Identity;
 pub use ike_sa::NON_ESP_MARKER;
+/// The EAP crate this one drives (its Credentials trait, NT hashes, failure reasons).
+pub use ipsec_eap;
 pub use pki::{CertError, Certificate, Dn, IdPattern, PkiError, PrivateKey, RingSigner, Signer, TrustStore};
 pub use status::{ChildSaStatus, IkeSaStats, IkeSaStatus};

@@ -311,6 +311,8 @@ pub(crate) struct IkeSa {
     pub followup: Option<crate::task::followup_ke::Pending>,
     /// The endpoint's SAs as of the request being handled ([`Census`]).
     pub census: Census,
+    /// Responder: the EAP conversation of IKE_AUTH (RFC 7296 2.16) while it runs.
+    pub eap: Option<alloc::boxed::Box<crate::task::ike_auth_eap::EapState>>,
 }
 
 impl IkeSa {
@@ -349,6 +351,7 @@ impl IkeSa {
             reassembly: Default::default(),
             followup: None,
             census: Census::default(),
+            eap: None,
         }
     }
 

@@ -13,6 +13,7 @@ pub(crate) mod child_delete;
 pub(crate) mod child_rekey;
 pub(crate) mod followup_ke;
 pub(crate) mod ike_auth;
+pub(crate) mod ike_auth_eap;
 pub(crate) mod ike_delete;
 pub(crate) mod ike_dpd;
 pub(crate) mod ike_init;
