@@ -562,7 +562,8 @@ impl IkeSa {
             });
         }
         let half_open = matches!(self.state, State::HalfOpen { .. });
-        let announce = !(half_open && reason == DownReason::HalfOpenTimeout);
+        // A stalled EAP conversation is announced (it got past IKE_SA_INIT; RFC 7296 2.16).
+        let announce = !(half_open && reason == DownReason::HalfOpenTimeout && self.eap.is_none());
         if announce {
             cx.out.event(Event::IkeDown {
                 conn: name,
