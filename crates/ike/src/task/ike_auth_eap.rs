@@ -504,3 +504,176 @@ fn last_response(
     }
     Next::Done
 }
+
+#[cfg(test)]
+mod tests {
+    //! Out-of-order and malformed EAP inside the encryption (what the integration tests in
+    //! tests/eap.rs cannot forge): the outstanding EAP Request again, counted, the SA kept,
+    //! and the conversation completes after; AUTH before EAP-Success refused.
+    use super::*;
+    use crate::config::{ChildConfig, Config, Connection, Psk, SendCert};
+    use crate::endpoint::Endpoint;
+    use crate::event::Transmit;
+    use crate::pki::{Certificate, PrivateKey, RingSigner, TrustStore};
+    use alloc::sync::Arc;
+    use core::time::Duration;
+    use ipsec_eap::ms_chap::NtHash;
+    use ipsec_eap::mschapv2::Credentials;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    const NOW_UNIX: u64 = 1_811_808_000;
+    const MOON_KEY: &[u8] = include_bytes!("../../tests/data/pki/moon.key");
+    const MOON: &[u8] = include_bytes!("../../tests/data/pki/moon.pem");
+    const ROOT: &[u8] = include_bytes!("../../tests/data/pki/root-ca.pem");
+    const INTER: &[u8] = include_bytes!("../../tests/data/pki/inter-ca.pem");
+
+    struct Alice;
+    impl Credentials for Alice {
+        fn nt_hash(&self, identity: &[u8]) -> Option<NtHash> {
+            (identity == b"alice").then(|| NtHash::from_password("pw").unwrap())
+        }
+    }
+
+    fn endpoints() -> (Endpoint, Endpoint) {
+        let conn = |name: &str, l: &str, r: &str| {
+            let mut c = Connection::new(
+                name,
+                l.parse().unwrap(),
+                Some(r.parse().unwrap()),
+                Identity::from_str_config(l).unwrap(),
+                None,
+                Psk::new(b"-"),
+                "aes128gcm16-prfsha256-x25519",
+            )
+            .unwrap();
+            c.children.push(ChildConfig::new("net", "", "", "aes128gcm16").unwrap());
+            c
+        };
+        let mut a = conn("a", "10.0.0.1", "10.0.0.2");
+        a.local_auth = LocalAuth::Eap {
+            identity: b"alice".to_vec(),
+            password: Psk::new(b"pw"),
+        };
+        let mut t = TrustStore::new();
+        for c in Certificate::parse_pem_or_der(ROOT).unwrap() {
+            t.add_ca(c).unwrap();
+        }
+        a.remote_auth = RemoteAuth::Pubkey { trust: Arc::new(t) };
+        let mut b = conn("b", "10.0.0.2", "10.0.0.1");
+        b.local_id = Identity::from_str_config("moon.strongswan.org").unwrap();
+        let mut certs = Certificate::parse_pem_or_der(MOON).unwrap();
+        certs.extend(Certificate::parse_pem_or_der(INTER).unwrap());
+        b.local_auth = LocalAuth::Pubkey {
+            signer: Arc::new(RingSigner::new(PrivateKey::from_pem(MOON_KEY).unwrap()).unwrap()),
+            certs,
+            send_cert: SendCert::Always,
+        };
+        b.remote_auth = RemoteAuth::Eap {
+            backend: ipsec_eap::server::Backend::Local,
+            creds: Arc::new(Alice),
+        };
+        let (mut a, mut b) = (Endpoint::new(Config::new(alloc::vec![a])), Endpoint::new(Config::new(alloc::vec![b])));
+        a.set_unix_time(Duration::ZERO, NOW_UNIX);
+        b.set_unix_time(Duration::ZERO, NOW_UNIX);
+        (a, b)
+    }
+
+    /// Moves datagrams until none are left; `drop_a(n)` drops A's n-th datagram (0-based).
+    fn pump(a: &mut Endpoint, b: &mut Endpoint, now: Duration, rng: &mut ChaCha20Rng, drop_a: &mut dyn FnMut(usize) -> bool, sent: &mut usize) {
+        for _ in 0..100 {
+            let mut moved = false;
+            while let Some(Transmit { local, remote, payload }) = a.poll_transmit() {
+                moved = true;
+                *sent += 1;
+                if !drop_a(*sent - 1) {
+                    let _ = b.handle_datagram(now, remote, local, &payload, rng);
+                }
+            }
+            while let Some(Transmit { local, remote, payload }) = b.poll_transmit() {
+                moved = true;
+                let _ = a.handle_datagram(now, remote, local, &payload, rng);
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    fn events(e: &mut Endpoint) -> Vec<Event> {
+        core::iter::from_fn(|| e.poll_event()).collect()
+    }
+
+    #[test]
+    fn out_of_order_eap_gets_the_outstanding_request_again_and_the_sa_lives() {
+        let (mut a, mut b) = endpoints();
+        let mut rng = ChaCha20Rng::seed_from_u64(7);
+        let mut now = Duration::from_secs(10);
+        let mut sent = 0;
+        a.initiate(now, "a", &mut rng).unwrap();
+        // A's datagrams: 0 IKE_SA_INIT, 1 first IKE_AUTH, 2 EAP-Identity Response: lost.
+        pump(&mut a, &mut b, now, &mut rng, &mut |n| n == 2, &mut sent);
+        let spi = b.spis()[0];
+        let bad = |st: &EapState| {
+            // The Identity Response with the next Identifier: not the outstanding one.
+            let id = st.last_sent[1].wrapping_add(1);
+            alloc::vec![2u8, id, 0, 10, 1, b'a', b'l', b'i', b'c', b'e']
+        };
+        for forged in 0..3 {
+            b.with_sa(spi, now, |sa, cx| {
+                let outstanding = sa.eap.as_ref().unwrap().last_sent.clone();
+                let ps = match forged {
+                    0 => alloc::vec![eap(bad(sa.eap.as_ref().unwrap()))],
+                    1 => alloc::vec![eap(alloc::vec![2, 0, 0])],
+                    _ => alloc::vec![Payload::Notify(Notify::ike(kind::INITIAL_CONTACT, &[]))],
+                };
+                let r = respond(sa, cx, &ps, &mut ChaCha20Rng::seed_from_u64(1)).unwrap();
+                assert_eq!(r.payloads, alloc::vec![eap(outstanding)], "case {forged}");
+                assert!(r.then.is_none(), "case {forged}: the SA must live");
+                assert!(sa.eap.is_some() && matches!(sa.state, State::HalfOpen { .. }));
+                assert_eq!(sa.stats.eap_out_of_order, forged + 1);
+            })
+            .unwrap();
+        }
+        // A retransmits its lost Identity Response: the conversation goes on to the end.
+        while events(&mut b).iter().all(|e| !matches!(e, Event::IkeUp { .. })) {
+            now = a.poll_timeout().unwrap().max(now);
+            assert!(now < Duration::from_secs(40), "not established after the retransmission");
+            a.handle_timeout(now, &mut rng);
+            pump(&mut a, &mut b, now, &mut rng, &mut |_| false, &mut sent);
+        }
+        assert_eq!(b.status(now)[0].state, "established");
+        assert_eq!(b.totals().eap_out_of_order, 3);
+        assert_eq!(b.totals().eap_failures, 0);
+    }
+
+    #[test]
+    fn auth_before_eap_success_is_refused() {
+        let (mut a, mut b) = endpoints();
+        let mut rng = ChaCha20Rng::seed_from_u64(8);
+        let now = Duration::from_secs(10);
+        let mut sent = 0;
+        a.initiate(now, "a", &mut rng).unwrap();
+        pump(&mut a, &mut b, now, &mut rng, &mut |n| n == 2, &mut sent);
+        let spi = b.spis()[0];
+        b.with_sa(spi, now, |sa, cx| {
+            let auth = crate::auth::AuthPayload {
+                method: crate::auth::method::SHARED_KEY,
+                data: alloc::vec![0; 32],
+            };
+            let r = respond(sa, cx, &[Payload::Auth(auth)], &mut ChaCha20Rng::seed_from_u64(1)).unwrap();
+            assert_eq!(r.then, Some(DownReason::AuthFailed));
+            assert!(r.payloads.iter().any(|p| matches!(p, Payload::Notify(n) if n.kind == kind::AUTHENTICATION_FAILED)));
+            assert!(sa.eap.is_none());
+        })
+        .unwrap();
+        let ev = events(&mut b);
+        assert!(ev.iter().any(|e| matches!(
+            e,
+            Event::AuthFailed {
+                reason: Some(Refusal::EapProtocol),
+                ..
+            }
+        )));
+    }
+}
