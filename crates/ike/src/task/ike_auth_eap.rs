@@ -573,14 +573,24 @@ mod tests {
             backend: ipsec_eap::server::Backend::Local,
             creds: Arc::new(Alice),
         };
-        let (mut a, mut b) = (Endpoint::new(Config::new(alloc::vec![a])), Endpoint::new(Config::new(alloc::vec![b])));
+        let (mut a, mut b) = (
+            Endpoint::new(Config::new(alloc::vec![a])),
+            Endpoint::new(Config::new(alloc::vec![b])),
+        );
         a.set_unix_time(Duration::ZERO, NOW_UNIX);
         b.set_unix_time(Duration::ZERO, NOW_UNIX);
         (a, b)
     }
 
     /// Moves datagrams until none are left; `drop_a(n)` drops A's n-th datagram (0-based).
-    fn pump(a: &mut Endpoint, b: &mut Endpoint, now: Duration, rng: &mut ChaCha20Rng, drop_a: &mut dyn FnMut(usize) -> bool, sent: &mut usize) {
+    fn pump(
+        a: &mut Endpoint,
+        b: &mut Endpoint,
+        now: Duration,
+        rng: &mut ChaCha20Rng,
+        drop_a: &mut dyn FnMut(usize) -> bool,
+        sent: &mut usize,
+    ) {
         for _ in 0..100 {
             let mut moved = false;
             while let Some(Transmit { local, remote, payload }) = a.poll_transmit() {
@@ -638,7 +648,10 @@ mod tests {
         // A retransmits its lost Identity Response: the conversation goes on to the end.
         while events(&mut b).iter().all(|e| !matches!(e, Event::IkeUp { .. })) {
             now = a.poll_timeout().unwrap().max(now);
-            assert!(now < Duration::from_secs(40), "not established after the retransmission");
+            assert!(
+                now < Duration::from_secs(40),
+                "not established after the retransmission"
+            );
             a.handle_timeout(now, &mut rng);
             pump(&mut a, &mut b, now, &mut rng, &mut |_| false, &mut sent);
         }
@@ -663,7 +676,10 @@ mod tests {
             };
             let r = respond(sa, cx, &[Payload::Auth(auth)], &mut ChaCha20Rng::seed_from_u64(1)).unwrap();
             assert_eq!(r.then, Some(DownReason::AuthFailed));
-            assert!(r.payloads.iter().any(|p| matches!(p, Payload::Notify(n) if n.kind == kind::AUTHENTICATION_FAILED)));
+            assert!(r
+                .payloads
+                .iter()
+                .any(|p| matches!(p, Payload::Notify(n) if n.kind == kind::AUTHENTICATION_FAILED)));
             assert!(sa.eap.is_none());
         })
         .unwrap();
