@@ -23,7 +23,8 @@
 #   bash scripts/ci/ike-eap.sh --if-possible   # no root / netns / strongSwan: say why, exit 0
 #
 # charon's eap-mschapv2 plugin (Debian libcharon-extauth-plugins) needs MD4 and DES, which
-# its gcrypt plugin gives (OpenSSL 3 keeps them in its legacy provider): both are added to
+# its gcrypt plugin gives (OpenSSL 3 keeps them in its legacy provider), and eap-identity to
+# answer the EAP-Identity Request: all three are added to
 # SWAN_PLUGINS here.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,7 +42,7 @@ command -v pki >/dev/null || cannot "no strongSwan pki tool (Debian strongswan-p
 [ -e /usr/lib/ipsec/plugins/libstrongswan-eap-mschapv2.so ] || apt_install libcharon-extauth-plugins
 [ -e /usr/lib/ipsec/plugins/libstrongswan-eap-mschapv2.so ] ||
   cannot "no charon eap-mschapv2 plugin (Debian libcharon-extauth-plugins)"
-SWAN_PLUGINS="$SWAN_PLUGINS gcrypt eap-mschapv2"
+SWAN_PLUGINS="$SWAN_PLUGINS gcrypt eap-identity eap-mschapv2"
 SWAN_LOG="ike=2 cfg=2 knl=1 net=1 enc=1 dmn=1 lib=1 job=1"
 locate_tunneld --bin ipsec
 IPSEC=$(dirname "$BIN")/ipsec

@@ -218,6 +218,20 @@ fn next_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypto
     }
 }
 
+/// An INFORMATIONAL request with AUTHENTICATION_FAILED while the conversation runs: the
+/// client ended it (strongSwan's does so on an MSCHAPv2 Failure-Request instead of sending
+/// the Failure-Response; RFC 7296 2.21.2 lets the initiator report an authentication failure
+/// in a separate INFORMATIONAL exchange). Answered empty; the SA goes, with the reason the
+/// method knows (wrong password, unknown user) in the event.
+pub(crate) fn informational(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload]) -> Option<Reply> {
+    let st = sa.eap.as_ref()?;
+    ps.notify(kind::AUTHENTICATION_FAILED)?;
+    let reason = st.auth.pending_failure().unwrap_or(FailureReason::PeerFailed);
+    let mut r = refuse(sa, cx, Refusal::Eap(reason), None);
+    r.payloads.clear();
+    Some(r)
+}
+
 /// The initiator's AUTH made with the MSK: checked, ours made the same way, then the child
 /// of the first request (2.16).
 fn finish(sa: &mut IkeSa, cx: &mut Cx, peer_auth: &crate::auth::AuthPayload, rng: &mut impl CryptoRngCore) -> Reply {
@@ -658,6 +672,47 @@ mod tests {
         assert_eq!(b.status(now)[0].state, "established");
         assert_eq!(b.totals().eap_out_of_order, 3);
         assert_eq!(b.totals().eap_failures, 0);
+    }
+
+    /// strongSwan's client answers the Failure-Request of a wrong password with an
+    /// INFORMATIONAL carrying AUTHENTICATION_FAILED: the SA goes with the real reason.
+    #[test]
+    fn the_clients_authentication_failed_informational_ends_the_conversation() {
+        let (a0, mut b) = endpoints();
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        let now = Duration::from_secs(10);
+        let mut sent = 0;
+        // A with the wrong password; its Failure-Response (datagram 4) is lost.
+        let mut cfg = a0.config().clone();
+        cfg.connections[0].local_auth = LocalAuth::Eap {
+            identity: b"alice".to_vec(),
+            password: Psk::new(b"not pw"),
+        };
+        let mut a = Endpoint::new(cfg);
+        a.set_unix_time(Duration::ZERO, NOW_UNIX);
+        a.initiate(now, "a", &mut rng).unwrap();
+        pump(&mut a, &mut b, now, &mut rng, &mut |n| n == 4, &mut sent);
+        let spi = b.spis()[0];
+        b.with_sa(spi, now, |sa, cx| {
+            assert!(sa.eap.is_some());
+            let ps = [Payload::Notify(Notify::ike(kind::AUTHENTICATION_FAILED, &[]))];
+            let r = crate::task::informational::respond(sa, cx, &ps, &mut ChaCha20Rng::seed_from_u64(1));
+            assert_eq!(r.then, Some(DownReason::AuthFailed));
+            assert!(r.payloads.is_empty() && sa.eap.is_none());
+        })
+        .unwrap();
+        let ev = events(&mut b);
+        assert!(
+            ev.iter().any(|e| matches!(
+                e,
+                Event::AuthFailed {
+                    local: true,
+                    reason: Some(Refusal::Eap(FailureReason::WrongPassword)),
+                    ..
+                }
+            )),
+            "{ev:?}"
+        );
     }
 
     #[test]

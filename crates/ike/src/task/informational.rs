@@ -11,6 +11,10 @@ use rand_core::CryptoRngCore;
 
 /// The answer to a request.
 pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], _rng: &mut impl CryptoRngCore) -> Reply {
+    // The client gave up its EAP conversation (RFC 7296 2.21.2).
+    if let Some(r) = super::ike_auth_eap::informational(sa, cx, ps) {
+        return r;
+    }
     let mut delete_ike = false;
     let mut our_spis = Vec::new();
     for p in ps {
