@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the interop tests need on a fresh Debian machine: tshark and promtool (Debian
 # packages tshark and prometheus, whose service is not started), openvpn and stunnel4 (for
-# the comparisons in scripts/studies/compare-peers.sh), freeradius (scripts/eap-radius.sh) and
+# the comparisons in scripts/studies/compare-peers.sh), freeradius and eapoltest (scripts/eap-radius.sh) and
 # scapy + cryptography (PyPI).
 # Idempotent: does nothing for what is already there.
 set -euo pipefail
@@ -27,12 +27,13 @@ if ! command -v openvpn >/dev/null 2>&1 || ! command -v stunnel4 >/dev/null 2>&1
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends openvpn stunnel4 openssl >/dev/null
 fi
-if ! command -v freeradius >/dev/null 2>&1; then
+if ! command -v freeradius >/dev/null 2>&1 || ! command -v eapol_test >/dev/null 2>&1; then
   # scripts/eap-radius.sh runs its own radiusd (a config of its own, the package's service
-  # is not started) for the RADIUS client of crates/eap.
+  # is not started) for the RADIUS client of crates/eap, and wpa_supplicant's eapol_test
+  # against the crate's authenticator.
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends freeradius >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends freeradius eapoltest >/dev/null
 fi
 if [ "$(id -u)" -eq 0 ] && ! command -v debootstrap >/dev/null 2>&1; then
   # scripts/lib/make-pq-chroot.sh builds the strongSwan 6.1 peer of scripts/ci/ike-pq.sh in a sid chroot.

@@ -73,12 +73,13 @@ if [ -n "$PQ_CHROOT_PID" ]; then
 fi
 step "bash scripts/ci/ike-pq.sh"
 bash scripts/ci/ike-pq.sh --ci --if-possible
-# The EAP crate's RADIUS client against a real FreeRADIUS (docs/eap.md): accept with equal
-# MSKs, reject, a wrong shared secret, a server that is down; no root needed, about 5 s.
 # EAP-MSCHAPv2 road-warrior clients (issue #36, docs/ike-eap.md): charon with
 # auth = eap-mschapv2 against tunneld with a certificate; a wrong password; about 10 s.
 step "bash scripts/ci/ike-eap.sh"
 bash scripts/ci/ike-eap.sh --ci --if-possible
+# The EAP crate's RADIUS client against a real FreeRADIUS, and its authenticator against
+# wpa_supplicant's eapol_test (docs/eap.md): accept with equal MSKs, reject, a wrong shared
+# secret, a server that is down; no root needed, about 5 s.
 step "bash scripts/eap-radius.sh"
 bash scripts/eap-radius.sh --ci --if-possible
 # The IKE responder under a flood of spoofed IKE_SA_INITs (issue #29, docs/ike-dos.md):

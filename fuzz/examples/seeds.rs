@@ -150,6 +150,7 @@ fn main() {
     ike_established_seeds(&root);
     ike_pq_seeds(&root);
     pki_seeds(&root);
+    eap_seeds(&root);
     println!("seed corpora written under {}", root.display());
 }
 
@@ -408,4 +409,82 @@ fn pki_seeds(root: &Path) {
         };
         write(root, "pki_payloads", &format!("auth{k}"), &cat(&[sel], &data));
     }
+}
+
+/// `eap_parse` seeds: each message of a local EAP-MSCHAPv2 conversation alone, and the
+/// peer-side and server-side sequences (1-octet length prefixes, as the target splits them);
+/// `radius_parse` seeds: signed Access-Challenge and Access-Accept answers (with MS-MPPE keys
+/// and a fragmented EAP-Message) and a signed Access-Request.
+fn eap_seeds(root: &Path) {
+    use ipsec_eap::mschapv2::{Credentials, Peer, PeerStep, Server};
+    use ipsec_eap::radius::packet::{attr, code, Builder};
+    use ipsec_eap::radius::{auth, mppe};
+    use ipsec_eap::server::Step;
+    use rand_chacha::rand_core::SeedableRng;
+    struct One;
+    impl Credentials for One {
+        fn nt_hash(&self, _: &[u8]) -> Option<ipsec_eap::ms_chap::NtHash> {
+            Some(ipsec_eap::ms_chap::NtHash::from_bytes([7; 16]))
+        }
+    }
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
+    let mut peer = Peer::with_hash(b"alice", ipsec_eap::ms_chap::NtHash::from_bytes([7; 16]));
+    let (mut server, mut req) = Server::start(b"alice", 1, &One, &mut rng).unwrap();
+    let (mut to_peer, mut to_server) = (Vec::new(), Vec::new());
+    let mut all = Vec::new();
+    loop {
+        to_peer.push(req.clone());
+        let PeerStep::Send(resp) = peer.handle(&req, &mut rng).unwrap() else {
+            break;
+        };
+        to_server.push(resp.clone());
+        all.push(req.clone());
+        all.push(resp.clone());
+        match server.handle(&resp).unwrap() {
+            Step::Send(b) => req = b,
+            Step::Success { eap, .. } | Step::Failure { eap, .. } => {
+                to_peer.push(eap.clone());
+                all.push(eap);
+                break;
+            }
+            Step::Pending => unreachable!(),
+        }
+    }
+    let seq = |v: &[Vec<u8>]| -> Vec<u8> { v.iter().flat_map(|p| [&[p.len() as u8][..], p].concat()).collect() };
+    for (i, p) in all.iter().enumerate() {
+        write(root, "eap_parse", &format!("m{i}"), p);
+    }
+    write(root, "eap_parse", "peer_seq", &seq(&to_peer));
+    write(root, "eap_parse", "server_seq", &seq(&to_server));
+    let req_auth = [2u8; 16];
+    for (name, c) in [("challenge", code::ACCESS_CHALLENGE), ("accept", code::ACCESS_ACCEPT)] {
+        let mut b = Builder::new(c, 1, &[0; 16]);
+        b.attr(attr::STATE, b"state").unwrap();
+        if c == code::ACCESS_ACCEPT {
+            let k = mppe::encrypt(b"secret", &req_auth, [0x80, 1], &[9; 16]);
+            b.attr(
+                attr::VENDOR_SPECIFIC,
+                &mppe::vendor_specific(mppe::MS_MPPE_RECV_KEY, &k),
+            )
+            .unwrap();
+            b.attr(
+                attr::VENDOR_SPECIFIC,
+                &mppe::vendor_specific(mppe::MS_MPPE_SEND_KEY, &k),
+            )
+            .unwrap();
+        }
+        b.fragmented(attr::EAP_MESSAGE, &[all[0].clone(), vec![0; 300]].concat())
+            .unwrap();
+        b.attr(attr::MESSAGE_AUTHENTICATOR, &auth::placeholder()).unwrap();
+        let mut out = b.finish();
+        auth::sign_response(b"secret", &req_auth, &mut out).unwrap();
+        write(root, "radius_parse", name, &out);
+    }
+    let mut b = Builder::new(code::ACCESS_REQUEST, 1, &req_auth);
+    b.attr(attr::USER_NAME, b"alice").unwrap();
+    b.fragmented(attr::EAP_MESSAGE, &all[1]).unwrap();
+    b.attr(attr::MESSAGE_AUTHENTICATOR, &auth::placeholder()).unwrap();
+    let mut out = b.finish();
+    auth::sign_request(b"secret", &mut out).unwrap();
+    write(root, "radius_parse", "request", &out);
 }

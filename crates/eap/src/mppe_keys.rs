@@ -43,7 +43,8 @@ pub fn asymmetric_start_key(master: &[u8; 16], is_send: bool, is_server: bool) -
     first16(sha)
 }
 
-/// GetNewKeyFromSHA (RFC 3079 §3.3... used by §3.5 for the first session key).
+/// GetNewKeyFromSHA (RFC 3079 §3.3): the first session key from a start key (§3.5
+/// vectors).
 pub fn new_key_from_sha(start_key: &[u8; 16], session_key: &[u8; 16]) -> Zeroizing<[u8; 16]> {
     let mut sha = Sha1::new();
     sha.update(start_key);

@@ -168,7 +168,7 @@ pub fn format_authenticator_response(auth: &[u8; 20]) -> [u8; 42] {
     s
 }
 
-/// Reads "S=<40 hex digits>" (either case) back into 20 octets.
+/// Reads `S=<40 hex digits>` (either case) back into 20 octets.
 pub fn parse_authenticator_response(s: &[u8]) -> Result<[u8; 20], Error> {
     let hex = s
         .strip_prefix(b"S=")

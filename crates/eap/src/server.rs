@@ -7,8 +7,15 @@
 //! Success with the MSK for the AUTH payload or Failure with a reason, each with the
 //! EAP-Success/Failure packet to send.
 
+use crate::mschapv2::{self, Credentials};
+use crate::packet::{self as eap_packet, Code, Repr, Type};
+use crate::radius::client::{self as radius, Answer};
+use crate::Error;
 use crate::Msk;
 use alloc::vec::Vec;
+use core::fmt;
+use core::time::Duration;
+use rand_core::CryptoRngCore;
 
 /// Why an exchange failed (for the caller's log and counters; the peer only sees
 /// EAP-Failure).
@@ -20,13 +27,13 @@ pub enum FailureReason {
     UnknownIdentity,
     /// The peer Nak'ed the method and offered nothing the server has.
     NoCommonMethod,
-    /// The peer gave up (an EAP Response the method reads as refusal).
-    PeerFailed,
     /// The RADIUS server answered Access-Reject.
     RadiusReject,
     /// The RADIUS server did not answer (after every retransmission), or every answer
     /// failed its authenticator check.
     RadiusServerDown,
+    /// The RADIUS server's (authenticated) Access-Challenge carried no usable EAP Request.
+    RadiusBadEap,
     /// More rounds than allowed.
     TooManyRounds,
     /// The RADIUS server accepted but sent no MS-MPPE keys, so there is no MSK to bind
@@ -46,14 +53,6 @@ pub enum Step {
     /// Not authenticated: why, and the EAP-Failure to send.
     Failure { reason: FailureReason, eap: Vec<u8> },
 }
-
-use crate::mschapv2::{self, Credentials};
-use crate::packet::{self as eap_packet, Code, Repr, Type};
-use crate::radius::client::{self as radius, Answer};
-use crate::Error;
-use core::fmt;
-use core::time::Duration;
-use rand_core::CryptoRngCore;
 
 /// Where the method runs.
 #[derive(Debug, Clone)]
@@ -315,12 +314,18 @@ impl Authenticator {
         let last = *last_response;
         let step = match answer {
             Answer::Challenge(eap) => {
-                let repr = Repr::parse_bytes(&eap)?;
-                if repr.code != Code::Request {
-                    return Err(Error::Malformed("Access-Challenge without an EAP Request"));
+                // An authenticated answer was consumed: what it carries must be usable, or
+                // the exchange ends (nothing is outstanding any more to wait for).
+                match Repr::parse_bytes(&eap) {
+                    Ok(repr) if repr.code == Code::Request => {
+                        *relayed = Some(repr.identifier);
+                        return Ok(Step::Send(eap));
+                    }
+                    _ => Step::Failure {
+                        reason: FailureReason::RadiusBadEap,
+                        eap: eap_packet::build_result(false, last),
+                    },
                 }
-                *relayed = Some(repr.identifier);
-                return Ok(Step::Send(eap));
             }
             Answer::Accept { eap, msk } => match msk {
                 Some(msk) => Step::Success {

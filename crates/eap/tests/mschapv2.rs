@@ -162,3 +162,48 @@ fn nak_and_round_bound() {
     };
     assert_eq!(err, Error::TooManyRounds);
 }
+
+/// The top-level authenticator (what the IKE responder drives) with the local backend:
+/// Identity, then MSCHAPv2, to Success with the peer's MSK; a wrong Identifier or a
+/// non-Identity answer to the Identity Request is refused and changes nothing.
+#[test]
+fn authenticator_local_backend() {
+    use ipsec_eap::server::{Authenticator, Backend};
+    use std::time::Duration;
+    let mut rng = ChaCha20Rng::seed_from_u64(6);
+    let (mut a, id_req) = Authenticator::start(Backend::Local, &mut rng);
+    let r = Repr::parse_bytes(&id_req).unwrap();
+    assert_eq!((r.code, r.data), (Code::Request, Some((Type::Identity, &[][..]))));
+    let mut peer = Peer::new(b"CORP\\alice", "correct horse").unwrap();
+    let resp = peer_send(peer.handle(&id_req, &mut rng).unwrap());
+    let mut wrong = resp.clone();
+    wrong[1] = wrong[1].wrapping_add(1);
+    assert!(matches!(
+        a.handle_response(&wrong, &Users, Duration::ZERO, &mut rng),
+        Err(Error::WrongIdentifier { .. })
+    ));
+    let nak = packet::build(Code::Response, resp[1], Type::Nak, &[26]).unwrap();
+    assert!(matches!(
+        a.handle_response(&nak, &Users, Duration::ZERO, &mut rng),
+        Err(Error::Unexpected(_))
+    ));
+    let mut to_peer = send(a.handle_response(&resp, &Users, Duration::ZERO, &mut rng).unwrap());
+    assert_eq!(a.identity(), Some(&b"CORP\\alice"[..]));
+    let msk = loop {
+        let resp = peer_send(peer.handle(&to_peer, &mut rng).unwrap());
+        match a.handle_response(&resp, &Users, Duration::ZERO, &mut rng).unwrap() {
+            Step::Send(b) => to_peer = b,
+            Step::Success { msk, eap } => {
+                assert_eq!(peer.handle(&eap, &mut rng).unwrap(), PeerStep::Success(msk.clone()));
+                break msk;
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(msk.as_bytes().len(), 64);
+    assert_eq!(a.poll_timeout(), None);
+    assert_eq!(
+        a.handle_response(&resp, &Users, Duration::ZERO, &mut rng),
+        Err(Error::Finished)
+    );
+}

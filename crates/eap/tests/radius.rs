@@ -280,3 +280,33 @@ fn server_down_and_stray_answers() {
     ));
     assert_eq!(a.handle_response(&resp, &NoUsers, now, &mut rng), Err(Error::Finished));
 }
+
+#[test]
+fn challenge_without_an_eap_request_ends_the_exchange() {
+    let mut rng = ChaCha20Rng::seed_from_u64(10);
+    let (mut a, id_req) = Authenticator::start(Backend::Radius(config(b"s")), &mut rng);
+    let mut resp = id_req.clone();
+    resp[0] = 2;
+    resp.extend_from_slice(b"bob");
+    resp[3] = 8;
+    a.handle_response(&resp, &NoUsers, Duration::ZERO, &mut rng).unwrap();
+    let dgram = a.poll_radius_transmit().unwrap();
+    // A correctly signed Access-Challenge whose EAP-Message is an EAP Success.
+    let mut b = Builder::new(code::ACCESS_CHALLENGE, dgram[1], &[0; 16]);
+    b.attr(attr::EAP_MESSAGE, &[3, 9, 0, 4]).unwrap();
+    b.attr(attr::MESSAGE_AUTHENTICATOR, &auth::placeholder()).unwrap();
+    let mut out = b.finish();
+    auth::sign_response(b"s", dgram[4..20].try_into().unwrap(), &mut out).unwrap();
+    let step = a.handle_radius(&out).unwrap();
+    assert!(
+        matches!(
+            step,
+            Step::Failure {
+                reason: FailureReason::RadiusBadEap,
+                ..
+            }
+        ),
+        "{step:?}"
+    );
+    assert_eq!(a.poll_timeout(), None);
+}

@@ -43,11 +43,11 @@ pub enum Message<'a> {
         flags: u8,
         name: &'a [u8],
     },
-    /// Request: "S=<auth> M=<msg>".
+    /// Request: `S=<auth> M=<msg>`.
     SuccessRequest { ms_id: u8, message: &'a [u8] },
     /// Response: the OpCode alone.
     SuccessResponse,
-    /// Request: "E=eeeeeeeeee R=r C=cccc V=vvvvvvvvvv M=<msg>".
+    /// Request: `E=eeeeeeeeee R=r C=cccc V=vvvvvvvvvv M=<msg>`.
     FailureRequest { ms_id: u8, message: &'a [u8] },
     /// Response: the OpCode alone.
     FailureResponse,

@@ -142,8 +142,7 @@ impl Server {
             });
         }
         if self.rounds >= MAX_ROUNDS {
-            self.state = State::Done;
-            return Err(Error::TooManyRounds);
+            return Ok(self.finish_failure(FailureReason::TooManyRounds));
         }
         self.rounds += 1;
         let (t, data) = repr.data.ok_or(Error::Malformed("Response without a Type"))?;

@@ -34,7 +34,8 @@ pub struct Config {
 }
 
 impl Config {
-    /// Defaults as strongSwan's eap-radius has them: 3 sends, 2 s apart (tunable).
+    /// Defaults: 3 sends, 2 s apart (strongSwan's eap-radius tries 4 times from 2 s with a
+    /// backoff of 1.4; here the interval is fixed and both are fields).
     pub fn new(secret: &[u8], nas_identifier: &[u8]) -> Config {
         Config {
             secret: Zeroizing::new(secret.to_vec()),
