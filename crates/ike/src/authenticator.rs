@@ -108,6 +108,9 @@ pub enum Refusal {
     /// The EAP conversation broke its rules: more IKE_AUTH rounds than
     /// [`crate::limits::MAX_EAP_ROUNDS`], or AUTH before EAP-Success.
     EapProtocol,
+    /// The client ended the EAP conversation (AUTHENTICATION_FAILED in an INFORMATIONAL)
+    /// before the method had failed it.
+    EapAbandoned,
 }
 
 impl fmt::Display for Refusal {
@@ -125,6 +128,7 @@ impl fmt::Display for Refusal {
             Refusal::Eap(r) => write!(f, "EAP failed: {}", crate::eap::reason_text(*r)),
             Refusal::EapAuth => f.write_str("AUTH with the EAP MSK did not verify"),
             Refusal::EapProtocol => f.write_str("EAP conversation out of its rules (rounds, order)"),
+            Refusal::EapAbandoned => f.write_str("the client ended the EAP conversation"),
         }
     }
 }

@@ -9,7 +9,7 @@
 //! Code), over the same signed octets as the first IKE_AUTH request and response: the
 //! sender's IKE_SA_INIT message, the other side's nonce, prf(SK_px, IDx') with the ID
 //! payloads of the first IKE_AUTH exchange (and IntAuth with the first IKE_AUTH's message ID,
-//! RFC 9242 3.3.2). The exchange itself is in [`crate::task`] (`ike_auth_eap`).
+//! RFC 9242 3.3.2). The exchange itself is in `task/ike_auth_eap.rs`.
 use crate::auth::{method, verify as equal, AuthPayload};
 use crate::authenticator::Signed;
 use crate::config::Psk;
@@ -38,9 +38,9 @@ pub fn reason_text(r: FailureReason) -> &'static str {
         FailureReason::WrongPassword => "wrong password",
         FailureReason::UnknownIdentity => "unknown user",
         FailureReason::NoCommonMethod => "no EAP method in common",
-        FailureReason::PeerFailed => "the client gave up",
         FailureReason::RadiusReject => "the RADIUS server refused",
         FailureReason::RadiusServerDown => "the RADIUS server did not answer",
+        FailureReason::RadiusBadEap => "the RADIUS server sent no usable EAP Request",
         FailureReason::TooManyRounds => "too many EAP rounds",
         FailureReason::NoMsk => "no MSK from the EAP method",
     }

@@ -226,8 +226,8 @@ fn next_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypto
 pub(crate) fn informational(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload]) -> Option<Reply> {
     let st = sa.eap.as_ref()?;
     ps.notify(kind::AUTHENTICATION_FAILED)?;
-    let reason = st.auth.pending_failure().unwrap_or(FailureReason::PeerFailed);
-    let mut r = refuse(sa, cx, Refusal::Eap(reason), None);
+    let why = st.auth.pending_failure().map_or(Refusal::EapAbandoned, Refusal::Eap);
+    let mut r = refuse(sa, cx, why, None);
     r.payloads.clear();
     Some(r)
 }
