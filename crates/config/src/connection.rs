@@ -1156,7 +1156,10 @@ start_action = "trap"
     fn connection_errors_name_the_line_and_what() {
         for (bad, want) in [
             (GOOD.replace("\"psk\"", "\"pubkey\""), "needs local.certs"),
-            (GOOD.replace("\"psk\"", "\"eap\""), "\"psk\" or \"pubkey\""),
+            (
+                GOOD.replace("\"psk\"", "\"eap\""),
+                "\"psk\", \"pubkey\" or \"eap-mschapv2\"",
+            ),
             (
                 GOOD.replace("auth = \"psk\" }", "auth = \"psk\", cacerts = [\"/x\"] }"),
                 "cacerts and crls belong in remote",
