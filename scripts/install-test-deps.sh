@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the interop tests need on a fresh Debian machine: tshark and promtool (Debian
 # packages tshark and prometheus, whose service is not started), openvpn and stunnel4 (for
-# the comparisons in scripts/studies/compare-peers.sh), freeradius and eapoltest (scripts/eap-radius.sh) and
+# the comparisons in scripts/studies/compare-peers.sh), freeradius and eapoltest (scripts/ci/eap-radius.sh) and
 # scapy + cryptography (PyPI).
 # Idempotent: does nothing for what is already there.
 set -euo pipefail
@@ -28,7 +28,7 @@ if ! command -v openvpn >/dev/null 2>&1 || ! command -v stunnel4 >/dev/null 2>&1
   $SUDO apt-get install -y -qq --no-install-recommends openvpn stunnel4 openssl >/dev/null
 fi
 if ! command -v freeradius >/dev/null 2>&1 || ! command -v eapol_test >/dev/null 2>&1; then
-  # scripts/eap-radius.sh runs its own radiusd (a config of its own, the package's service
+  # scripts/ci/eap-radius.sh runs its own radiusd (a config of its own, the package's service
   # is not started) for the RADIUS client of crates/eap, and wpa_supplicant's eapol_test
   # against the crate's authenticator.
   export DEBIAN_FRONTEND=noninteractive

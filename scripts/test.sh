@@ -77,11 +77,15 @@ bash scripts/ci/ike-pq.sh --ci --if-possible
 # auth = eap-mschapv2 against tunneld with a certificate; a wrong password; about 10 s.
 step "bash scripts/ci/ike-eap.sh"
 bash scripts/ci/ike-eap.sh --ci --if-possible
+# Remote access (issue #36, docs/remote-access.md): tunneld with an address pool, two strongSwan
+# clients with vips behind one masquerading NAT: leases, DNS, pings, a full pool; about 10 s.
+step "bash scripts/ci/ike-roadwarrior.sh"
+bash scripts/ci/ike-roadwarrior.sh --ci --if-possible
 # The EAP crate's RADIUS client against a real FreeRADIUS, and its authenticator against
 # wpa_supplicant's eapol_test (docs/eap.md): accept with equal MSKs, reject, a wrong shared
 # secret, a server that is down; no root needed, about 5 s.
-step "bash scripts/eap-radius.sh"
-bash scripts/eap-radius.sh --ci --if-possible
+step "bash scripts/ci/eap-radius.sh"
+bash scripts/ci/eap-radius.sh --ci --if-possible
 # The IKE responder under a flood of spoofed IKE_SA_INITs (issue #29, docs/ike-dos.md):
 # 40,000 at 4,000/s while charon connects and an existing tunnel pings; about 30 s.
 step "bash scripts/ci/ike-flood.sh"

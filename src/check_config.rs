@@ -84,6 +84,10 @@ pub fn run(args: &CheckConfigArgs) -> ExitCode {
         Ok(e) => e,
         Err(e) => return fail(e),
     };
+    let weak = loaded.config.weak_algorithms();
+    for w in &weak {
+        eprintln!("ipsec: {file}:{}: warning: {}", w.line, w.message);
+    }
     let not_pq = loaded.config.not_post_quantum();
     for w in &not_pq {
         eprintln!("ipsec: {file}:{}: note: {}", w.line, w.message);
@@ -96,6 +100,7 @@ pub fn run(args: &CheckConfigArgs) -> ExitCode {
             "file": file,
             "format": format.name(),
             "warnings": loaded.warnings.iter().map(|w| json!({"line": w.line, "message": w.message})).collect::<Vec<_>>(),
+            "weak_algorithms": weak.iter().map(|w| json!({"line": w.line, "message": w.message})).collect::<Vec<_>>(),
             "not_post_quantum": not_pq.iter().map(|w| json!({"line": w.line, "message": w.message})).collect::<Vec<_>>(),
             "sas": eff.sas,
             "policies": eff.policies,

@@ -1,7 +1,14 @@
 //! `ipsec sa|policy|show|monitor`: clients of tunneld's control socket (line-delimited JSON,
 //! protocol v1: see docs/control.md and `ipsec_tunnel::control`).
 
+use ipsec_tunnel::control::event::{Event, PolicyInfo};
+use ipsec_tunnel::control::response::{
+    Alg, Counters, Drops, Empty, IdAnswer, IkeList, IkeSaInfo, IkeStarted, Left, OnePolicy, OneSa, PolicyIndex,
+    PolicyList, Replaced, Reply, SaInfo, SaList, Show, ShowSa, Usage,
+};
 use ipsec_tunnel::control::{IkeRequest, Request, SaRequest};
+use ipsec_tunnel::obs::metrics::{prometheus, Metrics};
+use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -119,53 +126,57 @@ pub enum IkeCmd {
 /// The IKE SAs of a `show` or `ike.list` response, as text: one block per IKE SA, its
 /// algorithms in strongSwan's proposal words, then its child pairs (`child NAME: in SPI, out
 /// SPI` and a line of their state and timers).
-pub fn ike_text(v: &Value) -> String {
+pub fn ike_text(sas: &[IkeSaInfo]) -> String {
     let mut out = String::new();
-    let dur = |x: &Value| match x.as_u64() {
+    let dur = |x: Option<u64>| match x {
         None => "-".to_string(),
         Some(t) if t >= 3600 => format!("{}h{:02}m", t / 3600, t % 3600 / 60),
         Some(t) if t >= 60 => format!("{}m{:02}s", t / 60, t % 60),
         Some(t) => format!("{t}s"),
     };
-    for sa in v["ike_sas"].as_array().map(Vec::as_slice).unwrap_or_default() {
-        let c = &sa["counters"];
+    let o = |x: &Option<String>| x.clone().unwrap_or_else(|| "-".into());
+    for sa in sas {
+        let c = &sa.counters;
         out.push_str(&format!(
-            "ike: {} ({}), {}, {} <-> {}{}\n  ids {} <-> {}; SPIs {}_i {}_r; {}\n  \
+            "ike: {} ({}), {}, {} <-> {}{}{}\n  ids {} <-> {}; SPIs {}_i {}_r; {}\n  \
              message IDs: next request {}, peer's next {}; age {}, rekey in {}\n  \
              requests {} sent, {} answered, {} retransmitted; {} child rekeys\n",
-            s(&sa["conn"]),
-            s(&sa["role"]),
-            s(&sa["state"]),
-            s(&sa["local"]),
-            s(&sa["remote"]),
-            if sa["nat"] == true { ", NAT-T" } else { "" },
-            s(&sa["local_id"]),
-            s(&sa["remote_id"]),
-            s(&sa["spi_i"]),
-            s(&sa["spi_r"]),
-            s(&sa["proposal"]),
-            sa["message_ids"]["next_request"],
-            sa["message_ids"]["peer_next"],
-            dur(&sa["age_seconds"]),
-            dur(&sa["rekey_in_seconds"]),
-            c["requests_sent"],
-            c["requests_answered"],
-            c["retransmits"],
-            c["child_rekeys"],
+            sa.conn,
+            sa.role,
+            sa.state,
+            sa.local,
+            sa.remote,
+            if sa.nat { ", NAT-T" } else { "" },
+            if sa.virtual_ips.is_empty() {
+                String::new()
+            } else {
+                format!(", virtual IP {}", sa.virtual_ips.join(" "))
+            },
+            o(&sa.local_id),
+            o(&sa.remote_id),
+            sa.spi_i,
+            sa.spi_r,
+            o(&sa.proposal),
+            sa.message_ids.next_request,
+            sa.message_ids.peer_next,
+            dur(Some(sa.age_seconds)),
+            dur(sa.rekey_in_seconds),
+            c.requests_sent,
+            c.requests_answered,
+            c.retransmits,
+            c.child_rekeys,
         ));
-        for ch in sa["children"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        for ch in &sa.children {
             out.push_str(&format!(
                 "  child {}: in {}, out {}\n    {}, {}, rekey in {}, expires in {}{}\n",
-                s(&ch["child"]),
-                s(&ch["spi_in"]),
-                s(&ch["spi_out"]),
-                s(&ch["state"]),
-                s(&ch["proposal"]),
-                dur(&ch["rekey_in_seconds"]),
-                dur(&ch["expires_in_seconds"]),
-                ch["rekeys"]
-                    .as_str()
-                    .map_or(String::new(), |r| format!(", replaced {r}")),
+                ch.child,
+                ch.spi_in,
+                ch.spi_out,
+                ch.state,
+                ch.proposal,
+                dur(ch.rekey_in_seconds),
+                dur(ch.expires_in_seconds),
+                ch.rekeys.as_ref().map_or(String::new(), |r| format!(", replaced {r}")),
             ));
         }
     }
@@ -173,33 +184,36 @@ pub fn ike_text(v: &Value) -> String {
 }
 
 /// `CONN` or `CONN/CHILD` from an answer.
-fn name_of(v: &Value) -> String {
-    match v["child"].as_str() {
-        Some(ch) => format!("{}/{ch}", s(&v["conn"])),
-        None => s(&v["conn"]),
+fn name_of(v: &IkeStarted) -> String {
+    match &v.child {
+        Some(ch) => format!("{}/{ch}", v.conn),
+        None => v.conn.clone(),
     }
 }
 
 /// `ipsec ike ...`.
 pub fn run_ike(cmd: &IkeCmd, opts: &ControlOpts) -> ExitCode {
     match cmd {
-        IkeCmd::Initiate { name } => respond(opts, &Request::Ike(IkeRequest::initiate(name)).to_line(), |v| {
-            if v["spi"].is_string() {
-                format!("{}: initiating (IKE SPI {})", s(&v["conn"]), s(&v["spi"]))
-            } else {
-                format!("{}: initiating", name_of(v))
-            }
-        }),
+        IkeCmd::Initiate { name } => respond(
+            opts,
+            &Request::Ike(IkeRequest::initiate(name)).to_line(),
+            |v: &IkeStarted| match &v.spi {
+                Some(spi) => format!("{}: initiating (IKE SPI {spi})", v.conn),
+                None => format!("{}: initiating", name_of(v)),
+            },
+        ),
         IkeCmd::Terminate { name } => respond(
             opts,
             &Request::Ike(IkeRequest::Terminate { conn: name.clone() }).to_line(),
-            |v| format!("{}: deleting", s(&v["conn"])),
+            |v: &IkeStarted| format!("{}: deleting", v.conn),
         ),
-        IkeCmd::Rekey { name } => respond(opts, &Request::Ike(IkeRequest::rekey(name)).to_line(), |v| {
-            format!("{}: rekeying", name_of(v))
-        }),
-        IkeCmd::List => respond(opts, &Request::Ike(IkeRequest::List).to_line(), |v| {
-            let t = ike_text(v);
+        IkeCmd::Rekey { name } => respond(
+            opts,
+            &Request::Ike(IkeRequest::rekey(name)).to_line(),
+            |v: &IkeStarted| format!("{}: rekeying", name_of(v)),
+        ),
+        IkeCmd::List => respond(opts, &Request::Ike(IkeRequest::List).to_line(), |v: &IkeList| {
+            let t = ike_text(&v.ike_sas);
             if t.is_empty() {
                 "no IKE SA".into()
             } else {
@@ -319,8 +333,8 @@ fn connect(path: &Path) -> Result<UnixStream, String> {
     Ok(s)
 }
 
-/// Sends one request and returns the response.
-pub fn call(path: &Path, request: &str) -> Result<Value, String> {
+/// Sends one request and returns the response line.
+pub fn call(path: &Path, request: &str) -> Result<String, String> {
     let mut s = connect(path)?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
     s.write_all(request.as_bytes())
@@ -330,7 +344,7 @@ pub fn call(path: &Path, request: &str) -> Result<Value, String> {
     BufReader::new(s)
         .read_line(&mut line)
         .map_err(|e| format!("reading the response: {}", ipsec_config::io_reason(&e)))?;
-    serde_json::from_str(&line).map_err(|_| "tunneld's response is not JSON".to_string())
+    Ok(line.trim_end().to_string())
 }
 
 fn fail(e: impl std::fmt::Display) -> ExitCode {
@@ -338,63 +352,71 @@ fn fail(e: impl std::fmt::Display) -> ExitCode {
     ExitCode::FAILURE
 }
 
-fn respond(opts: &ControlOpts, request: &str, text: impl Fn(&Value) -> String) -> ExitCode {
-    let v = match call(&opts.control, request) {
-        Ok(v) => v,
+/// Sends `request` and prints its answer, read as `T` (the type the request calls for), as
+/// `text` words it; with `--json` the daemon's line as it came.
+fn respond<T: DeserializeOwned>(opts: &ControlOpts, request: &str, text: impl Fn(&T) -> String) -> ExitCode {
+    let line = match call(&opts.control, request) {
+        Ok(l) => l,
         Err(e) => return fail(e),
     };
-    if v["ok"] != true {
-        if opts.json {
-            println!("{v}");
-        }
-        return fail(v["error"].as_str().unwrap_or("tunneld refused the request"));
+    let answer = Reply::parse::<T>(&line);
+    if opts.json && (answer.is_ok() || serde_json::from_str::<serde::de::IgnoredAny>(&line).is_ok()) {
+        println!("{line}");
     }
-    if opts.json {
-        println!("{v}");
+    match answer {
+        Err(e) => fail(e),
+        Ok(_) if opts.json => ExitCode::SUCCESS,
+        Ok(v) => {
+            let t = text(&v);
+            if !t.is_empty() {
+                println!("{}", t.trim_end());
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn sa_line(sa: &SaInfo, keys: bool) -> String {
+    let spec = if keys {
+        sa.spec_with_keys.as_deref().unwrap_or("-")
     } else {
-        let t = text(&v);
-        if !t.is_empty() {
-            println!("{}", t.trim_end());
-        }
-    }
-    ExitCode::SUCCESS
-}
-
-fn s(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    }
-}
-
-fn sa_line(sa: &Value, keys: bool) -> String {
-    let spec = if keys { &sa["spec_with_keys"] } else { &sa["spec"] };
-    format!("{} (id {}, {}): {}", s(&sa["name"]), sa["id"], s(&sa["state"]), s(spec))
+        &sa.spec
+    };
+    format!("{} (id {}, {}): {}", sa.name, sa.id, sa.state, spec)
 }
 
 /// `ipsec sa ...`.
 pub fn run_sa(cmd: &SaCmd, opts: &ControlOpts) -> ExitCode {
     match cmd {
-        SaCmd::Add(a) | SaCmd::Update(a) => {
-            let req = match install_request(matches!(cmd, SaCmd::Update(_)), a) {
+        SaCmd::Add(a) => {
+            let req = match install_request(false, a) {
                 Ok(r) => r,
                 Err(e) => return fail(e),
             };
-            respond(opts, &req, |v| match v.get("old_id") {
-                Some(old) => format!("SA {} replaced: id {} (old id {old} kept until idle)", a.name, v["id"]),
-                None => format!("SA {} added: id {}", a.name, v["id"]),
+            respond(opts, &req, |v: &IdAnswer| format!("SA {} added: id {}", a.name, v.id))
+        }
+        SaCmd::Update(a) => {
+            let req = match install_request(true, a) {
+                Ok(r) => r,
+                Err(e) => return fail(e),
+            };
+            respond(opts, &req, |v: &Replaced| {
+                format!(
+                    "SA {} replaced: id {} (old id {} kept until idle)",
+                    a.name, v.id, v.old_id
+                )
             })
         }
-        SaCmd::Del { name } => respond(opts, &Request::SaDel { name: name.clone() }.to_line(), |v| {
-            format!("SA {name} removed (id {})", v["id"])
-        }),
-        SaCmd::List { keys } => respond(opts, &Request::SaList { keys: *keys }.to_line(), |v| {
-            let sas = v["sas"].as_array().cloned().unwrap_or_default();
-            if sas.is_empty() {
+        SaCmd::Del { name } => respond(
+            opts,
+            &Request::SaDel { name: name.clone() }.to_line(),
+            |v: &IdAnswer| format!("SA {name} removed (id {})", v.id),
+        ),
+        SaCmd::List { keys } => respond(opts, &Request::SaList { keys: *keys }.to_line(), |v: &SaList| {
+            if v.sas.is_empty() {
                 return "no SAs".into();
             }
-            sas.iter().map(|sa| sa_line(sa, *keys) + "\n").collect()
+            v.sas.iter().map(|sa| sa_line(sa, *keys) + "\n").collect()
         }),
         SaCmd::Get { name, keys } => respond(
             opts,
@@ -403,26 +425,18 @@ pub fn run_sa(cmd: &SaCmd, opts: &ControlOpts) -> ExitCode {
                 keys: *keys,
             }
             .to_line(),
-            |v| sa_line(&v["sa"], *keys),
+            |v: &OneSa| sa_line(&v.sa, *keys),
         ),
     }
 }
 
-fn policy_line(p: &Value) -> String {
+fn policy_line(p: &PolicyInfo) -> String {
     let mut l = format!(
-        "{:>3}  {:<3} {} -> {} proto {} sport {} dport {}  {}",
-        p["index"],
-        s(&p["dir"]),
-        s(&p["src"]),
-        s(&p["dst"]),
-        s(&p["proto"]),
-        s(&p["src_port"]),
-        s(&p["dst_port"]),
-        s(&p["action"])
+        "{}  {:<3} {} -> {} proto {} sport {} dport {}  {}",
+        p.index, p.dir, p.src, p.dst, p.proto, p.src_port, p.dst_port, p.action
     );
-    if let Some(b) = p["bundle"].as_array().filter(|b| !b.is_empty()) {
-        let names: Vec<String> = b.iter().map(s).collect();
-        l.push_str(&format!(" [{}]", names.join(", ")));
+    if !p.bundle.is_empty() {
+        l.push_str(&format!(" [{}]", p.bundle.join(", ")));
     }
     l
 }
@@ -457,44 +471,39 @@ pub fn run_policy(cmd: &PolicyCmd, opts: &ControlOpts) -> ExitCode {
             if !bundle.is_empty() {
                 p.insert("bundle".into(), json!(bundle));
             }
-            respond(opts, &Request::PolicyAdd { policy: p }.to_line(), |v| {
-                format!("policy added at index {}", v["index"])
+            respond(opts, &Request::PolicyAdd { policy: p }.to_line(), |v: &PolicyIndex| {
+                format!("policy added at index {}", v.index)
             })
         }
-        PolicyCmd::Del { index } => respond(opts, &Request::PolicyDel { index: *index }.to_line(), |v| {
-            format!("removed: {}", policy_line(&v["policy"]).trim_start())
-        }),
-        PolicyCmd::List => respond(opts, &Request::PolicyList.to_line(), |v| {
-            let ps = v["policies"].as_array().cloned().unwrap_or_default();
-            if ps.is_empty() {
+        PolicyCmd::Del { index } => respond(
+            opts,
+            &Request::PolicyDel { index: *index }.to_line(),
+            |v: &OnePolicy| format!("removed: {}", policy_line(&v.policy).trim_start()),
+        ),
+        PolicyCmd::List => respond(opts, &Request::PolicyList.to_line(), |v: &PolicyList| {
+            if v.policies.is_empty() {
                 return "no policies".into();
             }
-            ps.iter().map(|p| policy_line(p) + "\n").collect()
+            v.policies.iter().map(|p| policy_line(p) + "\n").collect()
         }),
     }
 }
 
-fn alg(a: &Value, what: &str) -> Option<String> {
-    if a.is_null() {
-        return None;
-    }
-    let mut t = format!("{what} {} {}-bit key", s(&a["alg"]), a["key_bits"]);
-    if let Some(i) = a["icv_bits"].as_u64() {
+fn alg(a: &Option<Alg>, what: &str) -> Option<String> {
+    let a = a.as_ref()?;
+    let mut t = format!("{what} {} {}-bit key", a.alg, a.key_bits);
+    if let Some(i) = a.icv_bits {
         t.push_str(&format!(", {i}-bit ICV"));
     }
     Some(t)
 }
 
-fn drops(d: &Value) -> String {
-    let nonzero: Vec<String> = d
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter(|(_, n)| n.as_u64().unwrap_or(0) > 0)
-                .map(|(k, n)| format!("{k} {n}"))
-                .collect()
-        })
-        .unwrap_or_default();
+fn drops(d: &Drops) -> String {
+    let nonzero: Vec<String> =
+        d.0.iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
     if nonzero.is_empty() {
         "none".into()
     } else {
@@ -502,10 +511,10 @@ fn drops(d: &Value) -> String {
     }
 }
 
-fn limits(l: &Value) -> String {
-    let parts: Vec<String> = [("seconds", "s"), ("bytes", "B"), ("packets", "packets")]
+fn limits(l: &Left) -> String {
+    let parts: Vec<String> = [(l.seconds, "s"), (l.bytes, "B"), (l.packets, "packets")]
         .iter()
-        .filter_map(|(k, unit)| l[*k].as_u64().map(|n| format!("{n} {unit}")))
+        .filter_map(|(n, unit)| n.map(|n| format!("{n} {unit}")))
         .collect();
     if parts.is_empty() {
         "unlimited".into()
@@ -515,67 +524,63 @@ fn limits(l: &Value) -> String {
 }
 
 /// `ipsec show`'s text: per SA, like `wg show`.
-pub fn show_text(v: &Value) -> String {
-    let mut out = format!("uptime: {} s\n", v["uptime_seconds"]);
-    let ike = ike_text(v);
+pub fn show_text(v: &Show) -> String {
+    let mut out = format!("uptime: {} s\n", v.uptime_seconds);
+    let ike = ike_text(v.ike_sas.as_deref().unwrap_or_default());
     if !ike.is_empty() {
         out.push('\n');
         out.push_str(&ike);
     }
-    for sa in v["sas"].as_array().cloned().unwrap_or_default() {
-        let ends = match (sa["src"].as_str(), sa["dst"].as_str()) {
+    for sa in &v.sas {
+        let i = &sa.sa;
+        let ends = match (&i.src, &i.dst) {
             (Some(a), Some(b)) => format!(", {a} -> {b}"),
             _ => String::new(),
         };
         out.push_str(&format!(
-            "\nsa: {}{}\n  id {}, {} spi {}, {} mode{ends}\n",
-            s(&sa["name"]),
-            if sa["retiring"] == true { " (retiring)" } else { "" },
-            sa["id"],
-            s(&sa["proto"]),
-            sa["spi"].as_u64().map_or("-".into(), |n| format!("{n:#x}")),
-            s(&sa["mode"]),
+            "\nsa: {}{}\n  id {}, {} spi {:#x}, {} mode{ends}\n",
+            i.name,
+            if sa.retiring { " (retiring)" } else { "" },
+            i.id,
+            i.proto,
+            i.spi,
+            i.mode,
         ));
-        let algs: Vec<String> = [
-            alg(&sa["enc"], "enc"),
-            alg(&sa["auth"], "auth"),
-            alg(&sa["aead"], "aead"),
-        ]
-        .into_iter()
-        .flatten()
-        .chain(sa["comp"].as_str().map(|c| format!("comp {c}")))
-        .collect();
+        let algs: Vec<String> = [alg(&i.enc, "enc"), alg(&i.auth, "auth"), alg(&i.aead, "aead")]
+            .into_iter()
+            .flatten()
+            .chain(i.comp.as_ref().map(|c| format!("comp {c}")))
+            .collect();
         if !algs.is_empty() {
             out.push_str(&format!("  algorithms: {}\n", algs.join("; ")));
         }
-        out.push_str(&format!("  state: {}, age {} s\n", s(&sa["state"]), sa["age_seconds"]));
-        for dir in ["inbound", "outbound"] {
-            let c = &sa[dir];
+        out.push_str(&format!("  state: {}, age {} s\n", i.state, sa.age_seconds));
+        for (dir, c) in [("inbound", &sa.inbound), ("outbound", &sa.outbound)] {
             out.push_str(&format!(
                 "  {dir}: {} packets, {} bytes; drops: {}\n",
-                c["packets"],
-                c["bytes_before"],
-                drops(&c["drops"])
+                c.packets,
+                c.bytes_before,
+                drops(&c.drops)
             ));
         }
         out.push_str(&format!(
             "  lifetime left: soft {}; hard {}\n",
-            limits(&sa["lifetime_left"]["soft"]),
-            limits(&sa["lifetime_left"]["hard"])
+            limits(&sa.lifetime_left.soft),
+            limits(&sa.lifetime_left.hard)
         ));
-        if !sa["replay_top"].is_null() {
+        if let Some(q) = &sa.seq {
             out.push_str(&format!(
                 "  replay window: {} packets, highest received {}; next sequence number sent {}\n",
-                sa["replay_window"],
-                sa["replay_top"],
-                s(&sa["next_seq"])
+                i.replay_window,
+                q.replay_top,
+                q.next_seq.map_or("-".to_string(), |n| n.to_string())
             ));
         }
     }
     out.push_str(&format!(
         "\nnot charged to an SA: inbound drops: {}; outbound drops: {}\n",
-        drops(&v["inbound_drops"]),
-        drops(&v["outbound_drops"])
+        drops(&v.inbound_drops),
+        drops(&v.outbound_drops)
     ));
     out
 }
@@ -615,7 +620,7 @@ pub fn run_show(opts: &ControlOpts, a: &ShowArgs) -> ExitCode {
                     ..opts.clone()
                 },
                 &Request::Show.to_line(),
-                ipsec_tunnel::obs::metrics::prometheus,
+                |v: &Show| prometheus(&Metrics::of_show(v)),
             ),
             ShowFormat::Json => respond(
                 &ControlOpts {
@@ -628,44 +633,131 @@ pub fn run_show(opts: &ControlOpts, a: &ShowArgs) -> ExitCode {
             ShowFormat::Text => respond(opts, &Request::Show.to_line(), show_text),
         };
     };
-    let v: Value = match std::fs::read(path)
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("not tunneld's stats JSON: {e}")))
-    {
-        Ok(v) => v,
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
         Err(e) => return fail(format!("{}: {e}", path.display())),
     };
     let out = match format {
-        ShowFormat::Prometheus => ipsec_tunnel::obs::metrics::prometheus(&v),
-        ShowFormat::Json => format!("{v}\n"),
-        ShowFormat::Text => {
-            // The stats file keeps the engine's snapshot under `engine`.
-            let mut flat = v["engine"].clone();
-            flat["uptime_seconds"] = v["uptime_seconds"].clone();
-            show_text(&flat)
-        }
+        ShowFormat::Prometheus => match Metrics::of_stats_json(&bytes) {
+            Ok(m) => prometheus(&m),
+            Err(e) => return fail(format!("{}: {e}", path.display())),
+        },
+        ShowFormat::Json => match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(v) => format!("{v}\n"),
+            Err(e) => return fail(format!("{}: not tunneld's stats JSON: {e}", path.display())),
+        },
+        ShowFormat::Text => match serde_json::from_slice::<StatsFile>(&bytes) {
+            Ok(f) => show_text(&f.show()),
+            Err(e) => return fail(format!("{}: not tunneld's stats JSON: {e}", path.display())),
+        },
     };
     print!("{out}");
     ExitCode::SUCCESS
 }
 
+/// The stats file (`tunneld --stats FILE`) as `ipsec show --stats` reads it: the engine's
+/// snapshot under `engine`, its SAs without their parameters.
+#[derive(serde::Deserialize)]
+struct StatsFile {
+    #[serde(default)]
+    uptime_seconds: u64,
+    engine: StatsEngine,
+}
+
+#[derive(serde::Deserialize)]
+struct StatsEngine {
+    sas: Vec<StatsSa>,
+    inbound_drops: Drops,
+    outbound_drops: Drops,
+}
+
+#[derive(serde::Deserialize)]
+struct StatsSa {
+    id: u32,
+    name: String,
+    proto: String,
+    spi: u32,
+    mode: String,
+    state: String,
+    #[serde(default)]
+    expired_by: Option<String>,
+    usage: Usage,
+    age_seconds: u64,
+    inbound: Counters,
+    outbound: Counters,
+}
+
+impl StatsFile {
+    /// As a `show` answer: the parameters the file does not have are left out.
+    fn show(self) -> Show {
+        Show {
+            uptime_seconds: self.uptime_seconds,
+            sas: self
+                .engine
+                .sas
+                .into_iter()
+                .map(|x| ShowSa {
+                    sa: SaInfo {
+                        name: x.name,
+                        lifetime: Default::default(),
+                        proto: x.proto,
+                        spi: x.spi,
+                        mode: x.mode,
+                        src: None,
+                        dst: None,
+                        enc: None,
+                        auth: None,
+                        aead: None,
+                        comp: None,
+                        adaptive: None,
+                        link_bps: None,
+                        alternative: None,
+                        replay_window: 0,
+                        esn: false,
+                        encap: None,
+                        id: x.id,
+                        state: x.state,
+                        spec: String::new(),
+                        spec_with_keys: None,
+                    },
+                    retiring: false,
+                    expired_by: x.expired_by,
+                    usage: x.usage,
+                    age_seconds: x.age_seconds,
+                    inbound: x.inbound,
+                    outbound: x.outbound,
+                    lifetime_left: Default::default(),
+                    seq: None,
+                })
+                .collect(),
+            inbound_drops: self.engine.inbound_drops,
+            outbound_drops: self.engine.outbound_drops,
+            ike_sas: None,
+        }
+    }
+}
+
 /// One event as `ipsec monitor` prints it.
-pub fn event_text(ev: &Value) -> String {
-    let mut t = format!("[{}] {}", ev["time"], s(&ev["event"]));
-    if let Some(name) = ev["sa"].as_str() {
-        t.push_str(&format!(" {name} (id {}", ev["id"]));
-        if let (Some(p), Some(spi)) = (ev["proto"].as_str(), ev["spi"].as_str()) {
+pub fn event_text(ev: &Event) -> String {
+    let mut t = format!("[{}] {}", ev.time(), ev.kind());
+    if let Some(sa) = ev.sa() {
+        t.push_str(&format!(" {} (id {}", sa.sa, sa.id));
+        if let (Some(p), Some(spi)) = (&sa.proto, &sa.spi) {
             t.push_str(&format!(", {p} spi {spi}"));
         }
         t.push(')');
-    }
-    for k in ["old_id", "limit", "why"] {
-        if !ev[k].is_null() {
-            t.push_str(&format!(" {k} {}", s(&ev[k])));
+        if let Some(old) = sa.old_id {
+            t.push_str(&format!(" old_id {old}"));
+        }
+        if let Some(l) = &sa.limit {
+            t.push_str(&format!(" limit {l}"));
         }
     }
-    if ev["policy"].is_object() {
-        t.push_str(&format!(": {}", policy_line(&ev["policy"]).trim_start()));
+    if let Some(why) = ev.why() {
+        t.push_str(&format!(" why {why}"));
+    }
+    if let Some(p) = ev.policy() {
+        t.push_str(&format!(": {}", policy_line(p).trim_start()));
     }
     t
 }
@@ -699,20 +791,32 @@ pub fn run_monitor(opts: &ControlOpts, count: Option<u64>) -> ExitCode {
             Ok(_) => {}
             Err(e) => return fail(format!("reading events: {e}")),
         }
-        let Ok(v) = serde_json::from_str::<Value>(&line) else {
-            return fail("tunneld sent something that is not JSON");
-        };
+        let l = line.trim_end();
         if first {
             first = false;
-            if v["ok"] != true {
-                return fail(v["error"].as_str().unwrap_or("tunneld refused to monitor"));
+            if let Err(e) = Reply::parse::<Empty>(l) {
+                return fail(if e == "tunneld refused the request" {
+                    "tunneld refused to monitor".into()
+                } else {
+                    e
+                });
             }
             continue;
         }
         if opts.json {
-            println!("{v}");
+            if serde_json::from_str::<serde::de::IgnoredAny>(l).is_err() {
+                return fail("tunneld sent something that is not JSON");
+            }
+            println!("{l}");
         } else {
-            println!("{}", event_text(&v));
+            match Event::parse(l) {
+                Ok(ev) => println!("{}", event_text(&ev)),
+                Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(l).is_ok() => {
+                    // An event this client does not know (a newer tunneld): its line.
+                    println!("{l}")
+                }
+                Err(_) => return fail("tunneld sent something that is not JSON"),
+            }
         }
         let _ = std::io::stdout().flush();
         seen += 1;
@@ -740,7 +844,8 @@ mod tests {
             "children": [{"child": "net", "state": "installed", "spi_in": "c0000001", "spi_out": "c0000002",
                 "proposal": "aes128gcm16-noesn", "rekeys": "c0000003", "rekey_in_seconds": 3300, "expires_in_seconds": null}]
         }]});
-        let t = ike_text(&v);
+        let v: IkeList = serde_json::from_value(v).unwrap();
+        let t = ike_text(&v.ike_sas);
         assert!(
             t.contains("ike: gw (initiator), established, 10.0.0.1:4500 <-> 10.0.0.2:4500, NAT-T\n"),
             "{t}"
@@ -752,5 +857,103 @@ mod tests {
             t.contains("installed, aes128gcm16-noesn, rekey in 55m00s, expires in -, replaced c0000003"),
             "{t}"
         );
+        // A road warrior's IKE SA shows its virtual IP (docs/remote-access.md).
+        let mut v = v;
+        v.ike_sas[0].virtual_ips = vec!["10.3.0.2".into()];
+        let t = ike_text(&v.ike_sas);
+        assert!(t.contains("<-> 10.0.0.2:4500, NAT-T, virtual IP 10.3.0.2\n"), "{t}");
+    }
+
+    /// What `ipsec` prints for every response and event line of tunneld's golden transcripts
+    /// (`crates/tunnel/src/control/golden.txt`, `crates/tunnel/src/ike/golden.txt`), against
+    /// `src/ctl_golden.txt` (`GOLDEN_UPDATE=1 cargo test --lib ctl_cmd` rewrites it).
+    #[test]
+    fn text_of_every_golden_line_is_unchanged() {
+        let golden = [
+            include_str!("../crates/tunnel/src/control/golden.txt"),
+            include_str!("../crates/tunnel/src/ike/golden.txt"),
+        ]
+        .concat();
+        let mut out = String::new();
+        for line in golden.lines() {
+            let line = line
+                .strip_prefix("< ")
+                .or_else(|| line.strip_prefix("! "))
+                .unwrap_or(line);
+            if line.starts_with(r#"{"v":1,"op""#) || line.starts_with('>') {
+                continue;
+            }
+            out.push_str(&render(line));
+            out.push_str("\n--\n");
+        }
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/ctl_golden.txt");
+        if std::env::var_os("GOLDEN_UPDATE").is_some() {
+            std::fs::write(path, &out).unwrap();
+            return;
+        }
+        let want = std::fs::read_to_string(path).unwrap_or_default();
+        for (i, (w, g)) in want.lines().zip(out.lines()).enumerate() {
+            assert_eq!(g, w, "{path}:{}: the text changed", i + 1);
+        }
+        assert_eq!(
+            out.lines().count(),
+            want.lines().count(),
+            "{path}: lines added or missing"
+        );
+    }
+
+    /// A golden line as `ipsec` prints it (the test's dispatcher: each response by its shape,
+    /// read as the type the request calls for).
+    fn render(line: &str) -> String {
+        fn p<T: DeserializeOwned>(line: &str) -> T {
+            Reply::parse(line).unwrap_or_else(|e| panic!("{line}: {e}"))
+        }
+        if line.contains(r#""event":"#) {
+            return event_text(&Event::parse(line).unwrap());
+        }
+        if let Err(e) = Reply::parse::<Empty>(line) {
+            return format!("ipsec: {e}");
+        }
+        if line.contains(r#""uptime_seconds""#) {
+            let v: Show = p(line);
+            return format!("{}\n{}", show_text(&v), prometheus(&Metrics::of_show(&v)));
+        }
+        if line.contains(r#""sas""#) {
+            let v: SaList = p(line);
+            return v
+                .sas
+                .iter()
+                .map(|sa| sa_line(sa, false) + "\n" + &sa_line(sa, true) + "\n")
+                .collect();
+        }
+        if line.contains(r#""sa""#) {
+            let v: OneSa = p(line);
+            return sa_line(&v.sa, false) + "\n" + &sa_line(&v.sa, true);
+        }
+        if line.contains(r#""policies""#) {
+            let v: PolicyList = p(line);
+            return v.policies.iter().map(|x| policy_line(x) + "\n").collect();
+        }
+        if line.contains(r#""policy""#) {
+            let v: OnePolicy = p(line);
+            return format!("removed: {}", policy_line(&v.policy).trim_start());
+        }
+        if line.contains(r#""ike_sas""#) {
+            let v: IkeList = p(line);
+            return ike_text(&v.ike_sas);
+        }
+        if line.contains(r#""old_id""#) {
+            let v: Replaced = p(line);
+            return format!("SA x replaced: id {} (old id {} kept until idle)", v.id, v.old_id);
+        }
+        if line.contains(r#""id""#) {
+            let v: IdAnswer = p(line);
+            return format!("SA x added: id {}", v.id);
+        }
+        if line.contains(r#""index""#) {
+            let v: PolicyIndex = p(line);
+            return format!("policy added at index {}", v.index);
+        }
+        String::new()
     }
 }

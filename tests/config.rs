@@ -603,3 +603,46 @@ fn check_config_prints_the_tunnel_table() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["tunnel"]["peers"], serde_json::json!(["10.99.0.2", "fd00:98::3"]));
 }
+
+/// `ipsec check-config` names each weak algorithm a connection accepts (the `windows`
+/// proposal keyword: 3DES, SHA-1, MODP-1024) on a warning line, and in `--json`; the
+/// defaults have none.
+#[test]
+fn check_config_names_weak_algorithms() {
+    let rw = |props: &str| {
+        format!(
+            "[[connection]]\nname = \"rw\"\nlocal_addrs = [\"192.0.2.1\"]\nremote_addrs = [\"%any\"]\n\
+             proposals = {props}\nlocal = {{ id = \"gw.example\", auth = \"psk\" }}\n\
+             remote = {{ id = \"client.example\" }}\n\n[[connection.children]]\nname = \"net\"\n\
+             local_ts = [\"10.1.0.0/16\"]\nesp_proposals = {props}\n"
+        )
+    };
+    let p = tmp("rw-windows.toml", &rw("[\"default\", \"windows\"]"));
+    let (code, _, err) = ipsec(&["check-config", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    for alg in ["3des", "sha1", "prfsha1", "modp1024"] {
+        assert!(
+            err.contains(&format!(
+                "rw-windows.toml:1: warning: connection `rw` IKE: weak algorithm `{alg}` accepted"
+            )),
+            "{alg}: {err}"
+        );
+    }
+    for alg in ["3des", "sha1"] {
+        assert!(
+            err.contains(&format!(
+                "connection `rw` child `net` ESP: weak algorithm `{alg}` accepted"
+            )),
+            "{alg}: {err}"
+        );
+    }
+    assert_eq!(err.matches("weak algorithm").count(), 6, "{err}");
+    let (code, out, _) = ipsec(&["check-config", "--json", p.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["weak_algorithms"].as_array().unwrap().len(), 6);
+    let p = tmp("rw-default.toml", &rw("[\"default\"]"));
+    let (code, _, err) = ipsec(&["check-config", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("weak algorithm"), "{err}");
+}

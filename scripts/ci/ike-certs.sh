@@ -31,6 +31,11 @@
 #               identity claimed is refused in crates/ike/tests/certs.rs (charon will not lie)
 #   revoked-r   charon's certificate is on the root's CRL, which tunneld loads: tunneld refuses
 #   revoked-i   tunneld's certificate is on the CRL charon loads: charon refuses
+#   rsa1-r      charon / RSA-2048 both / FQDN / root, charon with `signature_authentication = no`
+#               (no SIGNATURE_HASH_ALGORITHMS, RFC 7427, either way, as the built-in Windows
+#               client): both sides sign AUTH method 1, RSA PKCS#1 v1.5 with SHA-1 (RFC 7296
+#               3.8); tunneld verifies charon's and signs its own with RustCrypto rsa
+#   rsa1-i      the same with tunneld initiating (it sends the notify; charon ignores it)
 #
 #   sudo bash scripts/ci/ike-certs.sh                 # every case (builds tunneld and ipsec)
 #   sudo bash scripts/ci/ike-certs.sh rsa-i ecdsa-r   # only those
@@ -45,7 +50,7 @@ NETNS_TAG=ike-certs
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
 . scripts/lib/ike-lifecycle.sh
-ALL_CASES="rsa-i ecdsa-r ed25519-i expired-r unknown-i mismatch-r revoked-r revoked-i"
+ALL_CASES="rsa-i ecdsa-r ed25519-i expired-r unknown-i mismatch-r revoked-r revoked-i rsa1-r rsa1-i"
 parse_stages "$ALL_CASES" "$@" # --ci: the same cases (they take about 30 s)
 [ ${#STAGES[@]} -gt 0 ] || read -r -a STAGES <<<"$ALL_CASES"
 need_netns "network namespaces, charon, tunneld"
@@ -202,7 +207,7 @@ run_case() {
   mkdir -p "$CD" "$TD"
   local init=$2 expect=$3 tid=$4 tcert=$5 sid=$6 scert=$7 trid=$8 srid=$9 tcrl=${10:-} scrl=${11:-} textra=${12:-} why=${13:-}
   topo_up
-  swan_instance "$SW"
+  SWAN_CHARON_EXTRA=$SW_EXTRA swan_instance "$SW"
   sw_conf "$SW" "$sid" "$srid" "$scert" "$scrl"
   swan_start kcb "$SW"
   swan_load "$SW"
@@ -235,6 +240,18 @@ run_case() {
     td_ctl "$TD" ike list >"$CD/ike-list.txt" 2>&1 || true
     grep -q "$srid" "$CD/ike-list.txt" 2>/dev/null || grep -q "${sid}" "$CD/ike-list.txt" 2>/dev/null ||
       case_fail "ipsec ike list does not show the peer's identity: $(head -n 5 "$CD/ike-list.txt")"
+    if [[ $CASE == rsa1-* ]]; then
+      # AUTH method 1 both ways: charon signed it and verified tunneld's (its log says "RSA
+      # signature", the method's name, where method 14 names the scheme, RSA_EMSA_PKCS1_SHA2_256),
+      # no RFC 7427 notify from charon, no method 14 (SHA-2) anywhere
+      grep -q "authentication of '$tid' with RSA signature successful" "$SW/charon.log" ||
+        case_fail "charon did not verify a method-1 (SHA-1) signature of tunneld: $(grep 'authentication of' "$SW/charon.log" | head -n 2)"
+      grep -q "authentication of '$sid' (myself) with RSA signature successful" "$SW/charon.log" ||
+        case_fail "charon did not sign with method 1 (SHA-1): $(grep 'authentication of' "$SW/charon.log" | head -n 2)"
+      ! grep -q 'with RSA_EMSA_PKCS1_SHA2' "$SW/charon.log" || case_fail "a method-14 SHA-2 signature was used"
+      ! grep -E 'sending packet|generating IKE_SA_INIT' "$SW/charon.log" | grep -q 'N(HASH_ALG)' ||
+        case_fail "charon sent SIGNATURE_HASH_ALGORITHMS"
+    fi
   else
     # refused: the refusing side says why; nothing is left anywhere
     sleep 1
@@ -264,6 +281,7 @@ S_DN="$O, CN=sw-ec"
 # case_args NAME: the run_case arguments after NAME:
 #   INITIATOR EXPECT T_ID T_CERT S_ID S_CERT T_REMOTE_ID S_REMOTE_ID T_CRL S_CRL T_EXTRA WHY
 case_args() {
+  SW_EXTRA=""
   case $1 in
     rsa-i) A=(t up td.cert.test t-rsa sw.cert.test s-rsa sw.cert.test td.cert.test "" "" "" "") ;;
     ecdsa-r) A=(s up "$T_DN" t-ec "$S_DN" s-ec "$O, CN=*" "$T_DN" "" "" int "") ;;
@@ -275,6 +293,12 @@ case_args() {
     mismatch-r) A=(s refused-by-t td.cert.test t-rsa sw.cert.test s-rsa sw.expected.test td.cert.test "" "" "" identity) ;;
     revoked-r) A=(s refused-by-t td.cert.test t-rsa sw.revoked.test s-rev sw.revoked.test td.cert.test root.crl "" "" revoked) ;;
     revoked-i) A=(t refused-by-s td.revoked.test t-rev sw.cert.test s-rsa sw.cert.test td.revoked.test "" root.crl "" revoked) ;;
+    rsa1-r | rsa1-i)
+      local who=s
+      [ "$1" = rsa1-r ] || who=t
+      SW_EXTRA="  signature_authentication = no"
+      A=($who up td.cert.test t-rsa sw.cert.test s-rsa sw.cert.test td.cert.test "" "" "" "")
+      ;;
     *) fail "no case $1" ;;
   esac
 }

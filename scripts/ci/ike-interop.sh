@@ -50,9 +50,18 @@
 #   nat-r     charon behind the NAT initiates to tunneld (remote_addrs = %any), tunneld sees
 #             the NAT's address and port, its stats list that peer (added at run time)
 #             while the child is up and not after, tunneld deletes
+#   The built-in clients' default proposals (docs/ike.md "Built-in clients"), charon offering
+#   exactly them to tunneld as a road-warrior responder (remote_addrs = %any):
+#   win-r     Windows 10/11: 3des-sha1-modp1024 / aes256-sha1; tunneld: proposals and
+#             esp_proposals ["default", "windows"] / charon
+#   win-noprop  the same offer to tunneld's defaults alone: NO_PROPOSAL_CHOSEN, nothing installed
+#   mac-r     macOS/iOS: aes256-sha256-modp2048 / aes256-sha256; tunneld's defaults / tunneld
+#   android-r Android 11+: aes256-sha256-x25519-modp2048 / aes256gcm16, aes256-sha256 (no
+#             SHA-1); tunneld's defaults / charon
 #
-#   sudo bash scripts/ci/ike-interop.sh                  # every case (builds tunneld, ipsec)
+#   sudo bash scripts/ci/ike-interop.sh                  # every case but the clients' (builds tunneld, ipsec)
 #   sudo bash scripts/ci/ike-interop.sh i-gcm nat-r      # only those, in the order above
+#   sudo bash scripts/ci/ike-interop.sh clients          # the built-in clients' cases (not in CI)
 #   TUNNELD_BIN=target/release/tunneld IPSEC_BIN=target/release/ipsec sudo -E bash scripts/ci/ike-interop.sh
 #   bash scripts/ci/ike-interop.sh --if-possible         # no root / netns / tunneld IKE: say why, exit 0
 #
@@ -66,7 +75,15 @@ NETNS_TAG=ike-interop
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
 ALL_CASES="i-gcm r-gcm256 i-cbc r-modp v6 r-v6 psk-i psk-r noprop-i noprop-r ke-i ke-r nat-i nat-r"
-parse_stages "$ALL_CASES" "$@"
+# The built-in clients' cases (about 20 s each) run only when named or with `clients`: CI
+# (scripts/test.sh) runs the cases above.
+CLIENT_CASES="win-r win-noprop mac-r android-r"
+parse_stages "$ALL_CASES $CLIENT_CASES clients" "$@"
+if [[ " ${STAGES[*]} " == *" clients "* ]]; then
+  read -r -a STAGES <<<"${STAGES[*]/clients/$CLIENT_CASES}"
+elif [ ${#STAGES[@]} -eq 0 ]; then
+  read -r -a STAGES <<<"$ALL_CASES"
+fi
 need_netns "network namespaces, charon, tunneld"
 
 swan_install
@@ -386,7 +403,8 @@ log_clean() {
 # run_case NAME KEY=VALUE...: who=t|s (initiator: tunneld or strongSwan), fam=4|6, ike_t, ike_s,
 # esp_t, esp_s (proposal lists; ike=/esp= set both), psk_s (charon's PSK, default tunneld's),
 # nat=none|t|s (who is behind the NAT), expect=up|auth|noprop, del=t|s (who deletes),
-# inner6=yes|no, ke=yes (INVALID_KE_PAYLOAD expected first), start=none|start.
+# inner6=yes|no, ke=yes (INVALID_KE_PAYLOAD expected first), start=none|start, sel_ike and
+# sel_esp (the proposals charon must log as selected, e.g. IKE:AES_CBC_256/HMAC_SHA2_256_128/...).
 run_case() {
   CASE=$1
   shift
@@ -445,6 +463,11 @@ run_case() {
   case ${o[expect]} in
     up)
       wait_counts 10 "1 1"
+      # the proposals charon says were chosen (sel_ike=, sel_esp=: charon's words)
+      for kv in "${o[sel_ike]:-}" "${o[sel_esp]:-}"; do
+        [ -z "$kv" ] || grep -q "selected proposal: $kv\$" "$SD/charon.log" ||
+          fail "$CASE: charon did not select $kv: $(grep 'selected proposal' "$SD/charon.log")"
+      done
       td_ctl ike list >"$CD/ike-list.out" 2>&1 || fail "$CASE: ipsec ike list failed: $(cat "$CD/ike-list.out")"
       td_ctl show >"$CD/show.out" 2>&1 || fail "$CASE: ipsec show failed: $(cat "$CD/show.out")"
       # The child's SPIs as `ipsec ike list` prints them are the ones charon lists (reversed).
@@ -585,6 +608,18 @@ want ke-i && run_case ke-i who=t ike_t=aes128gcm16-prfsha256-x25519-ecp256 ike_s
 want ke-r && run_case ke-r who=s ike_s=aes128gcm16-prfsha256-x25519-ecp256 ike_t=aes128gcm16-prfsha256-ecp256 esp=aes128gcm16 ke=yes del=t
 want nat-i && run_case nat-i who=t nat=t ike=$A128 esp=aes128gcm16 del=s
 want nat-r && run_case nat-r who=s nat=s ike=aes128-sha256-ecp256 esp=aes256gcm16 del=t any=yes
+# The built-in clients' proposals (IKE_PROP/ESP_PROP "default": tunneld's defaults).
+want win-r && run_case win-r who=s any=yes ike_s=3des-sha1-modp1024 esp_s=aes256-sha1 \
+  ike_t=default,windows esp_t=default,windows del=s \
+  sel_ike=IKE:3DES_CBC/HMAC_SHA1_96/PRF_HMAC_SHA1/MODP_1024 sel_esp=ESP:AES_CBC_256/HMAC_SHA1_96/NO_EXT_SEQ
+want win-noprop && run_case win-noprop who=s any=yes ike_s=3des-sha1-modp1024 esp_s=aes256-sha1 \
+  ike_t=default esp_t=default expect=noprop
+want mac-r && run_case mac-r who=s any=yes ike_s=aes256-sha256-modp2048 esp_s=aes256-sha256 \
+  ike_t=default esp_t=default del=t \
+  sel_ike=IKE:AES_CBC_256/HMAC_SHA2_256_128/PRF_HMAC_SHA2_256/MODP_2048 sel_esp=ESP:AES_CBC_256/HMAC_SHA2_256_128/NO_EXT_SEQ
+want android-r && run_case android-r who=s any=yes ike_s=aes256-sha256-x25519-modp2048 \
+  esp_s=aes256gcm16,aes256-sha256 ike_t=default esp_t=default del=s \
+  sel_ike=IKE:AES_CBC_256/HMAC_SHA2_256_128/PRF_HMAC_SHA2_256/CURVE_25519 sel_esp=ESP:AES_GCM_16_256/NO_EXT_SEQ
 
 swan_host_quiet || fail "something listens on the host's UDP 500/4500 after the run"
 log "passed: ${PASSED[*]}"

@@ -392,6 +392,8 @@ def ws_esp_names(proposal):
             enc = "AES-CBC [RFC3602]"
         if re.fullmatch(r"AES_CTR_\d+", p):
             enc = "AES-CTR [RFC3686]"
+        if p == "3DES_CBC":
+            enc = "TripleDES-CBC [RFC2451]"
         m = re.fullmatch(r"AES_GCM_(8|12|16)_\d+", p)
         if m:
             enc, integ = f"AES-GCM with {m[1]} octet ICV [RFC4106]", "NULL"
@@ -650,7 +652,8 @@ def pcap_udp_payloads(path):
 
 # ESP-in-UDP datagrams of a capture opened in Python: the one ESP decoder of the harness
 # (charon_keys.py esp-check and ike_interop_keys.py esp).
-ESP_MACS = {"sha256": (hashlib.sha256, 16), "sha384": (hashlib.sha384, 24), "sha512": (hashlib.sha512, 32)}
+ESP_MACS = {"sha256": (hashlib.sha256, 16), "sha384": (hashlib.sha384, 24), "sha512": (hashlib.sha512, 32),
+            "sha1": (hashlib.sha1, 12)}
 
 
 def open_esp_in_udp(pcap, keys, frames, who):

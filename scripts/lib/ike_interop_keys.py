@@ -10,7 +10,7 @@
   ike_interop_keys.py esp PCAP --esp TABLE [--frames N]
       Opens every ESP-in-UDP datagram (port 4500, not a non-ESP marker or keepalive) of PCAP
       in Python (cryptography) with the keys of an esp_sa table: AES-GCM-16, ChaCha20-Poly1305
-      (RFC 7634; what tshark 4.0 cannot), AES-CBC with HMAC-SHA2-256/384/512; no ESN. Every
+      (RFC 7634; what tshark 4.0 cannot), AES-CBC with HMAC-SHA2-256/384/512 or HMAC-SHA1-96; no ESN. Every
       ICV must verify, the padding be RFC 4303's, the next header 4 or 41 and the inner packet
       of that IP version; at least N datagrams.
 
@@ -110,7 +110,7 @@ def agree(a):
 def esp(a):
     sas = esp_table(a.esp)
     macs = {"HMAC-SHA-256-128 [RFC4868]": "sha256", "HMAC-SHA-384-192 [RFC4868]": "sha384",
-            "HMAC-SHA-512-256 [RFC4868]": "sha512"}
+            "HMAC-SHA-512-256 [RFC4868]": "sha512", "HMAC-SHA-1-96 [RFC2404]": "sha1"}
 
     def keys(spi):
         sa = sas.get(spi)

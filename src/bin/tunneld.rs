@@ -172,8 +172,10 @@ fn ike_setup(c: &config::Config, args: &Args, t: &config::TunnelConfig) -> Resul
     for conn in &c.connections {
         conns.push(conn.to_ike(&secrets)?);
     }
+    let mut config = ipsec_ike::Config::new(conns);
+    config.pools = ipsec_config::pools::to_ike(&c.pools)?;
     Ok(Some(daemon::IkeSetup {
-        config: c.ike.apply(ipsec_ike::Config::new(conns)),
+        config: c.ike.apply(config),
         keylog: args.keylog.clone(),
     }))
 }

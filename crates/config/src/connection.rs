@@ -8,6 +8,7 @@
 //! local_addrs = ["192.0.2.1"]           # this host's IKE address (one; IPv4 or IPv6)
 //! remote_addrs = ["198.51.100.2"]       # the peer's (one; "%any" to accept any as responder)
 //! proposals = ["aes128gcm16-prfsha256-x25519", "aes256-sha256-ecp384"]   # default: DEFAULT_IKE_PROPOSALS
+//! # proposals = ["default", "windows"]  # keywords: the defaults, and the Windows client's weak set
 //! encap = true                          # ESP in UDP on port 4500, NAT or not: tunneld always does (`false` is accepted and ignored)
 //! dpd_delay = 30                        # seconds between liveness checks; 0 = off (default 0)
 //! dpd_timeout = "60s"                   # give a liveness check up after this (default: when its retransmissions run out)
@@ -33,7 +34,7 @@
 //! name = "net"
 //! local_ts = ["10.1.0.0/16"]            # default: the local address (swanctl's "dynamic")
 //! remote_ts = ["10.2.0.0/16"]
-//! esp_proposals = ["aes128gcm16-esn", "aes128gcm16"]   # default: DEFAULT_ESP_PROPOSALS
+//! esp_proposals = ["aes128gcm16-esn", "aes128gcm16"]   # default: DEFAULT_ESP_PROPOSALS ("default", "windows" too)
 //! start_action = "start"                # start | trap | none (default none: wait for the peer)
 //! rekey_time = "1h"                     # rekey the child (default 1h; 0 = never)
 //! life_time = "66m"                     # delete it if not rekeyed by then (default rekey_time + 10 %)
@@ -238,6 +239,12 @@ pub struct ConnectionConfig {
     pub send_cert: ipsec_ike::SendCert,
     /// Send CERTREQ for remote.cacerts (swanctl `send_certreq`, default yes).
     pub send_certreq: bool,
+    /// The pools a peer's virtual address comes from ([`crate::pools`]; swanctl `pools`).
+    pub pools: Vec<String>,
+    /// Virtual addresses we ask for as a client (swanctl `vips`; `0.0.0.0`, `::`: any).
+    pub vips: Vec<IpAddr>,
+    /// Another IKE SA of the same identity (swanctl `unique`: no, never, keep, replace).
+    pub unique: ipsec_ike::Unique,
 }
 
 /// `[[connection]]` as written.
@@ -269,6 +276,11 @@ pub(crate) struct ConnectionToml {
     children: Vec<ChildToml>,
     send_cert: Option<String>,
     send_certreq: Option<bool>,
+    #[serde(default)]
+    pools: Vec<String>,
+    #[serde(default)]
+    vips: Vec<String>,
+    unique: Option<String>,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -357,18 +369,36 @@ fn one_addr(v: &[String], what: &str, any_ok: bool) -> Result<Option<IpAddr>, St
     }
 }
 
+/// Checks a proposal list and expands its keywords: `default` (the defaults) and `windows`
+/// (what the built-in Windows client offers, with its weak algorithms: [`WINDOWS_IKE_PROPOSALS`],
+/// [`WINDOWS_ESP_PROPOSALS`]), each where it stands in the list; an empty list is `default`.
 fn proposals(v: Vec<String>, what: &str, kind: ipsec_ike::alg::ProposalKind) -> Result<Vec<String>, String> {
-    let defaults = match kind {
-        ipsec_ike::alg::ProposalKind::Ike => DEFAULT_IKE_PROPOSALS,
-        _ => DEFAULT_ESP_PROPOSALS,
+    let (defaults, windows) = match kind {
+        ipsec_ike::alg::ProposalKind::Ike => (&DEFAULT_IKE_PROPOSALS[..], &WINDOWS_IKE_PROPOSALS[..]),
+        _ => (&DEFAULT_ESP_PROPOSALS[..], &WINDOWS_ESP_PROPOSALS[..]),
     };
-    if v.is_empty() || v == ["default"] {
+    if v.is_empty() {
         return Ok(defaults.iter().map(|p| p.to_string()).collect());
     }
-    for p in &v {
-        ipsec_ike::alg::parse_proposal(p, kind).map_err(|e| format!("{what}: `{p}`: {e}"))?;
+    let mut out = Vec::new();
+    for p in v {
+        match p.as_str() {
+            "default" => out.extend(defaults.iter().map(|p| p.to_string())),
+            "windows" => out.extend(windows.iter().map(|p| p.to_string())),
+            _ => {
+                ipsec_ike::alg::parse_proposal(&p, kind).map_err(|e| format!("{what}: `{p}`: {e}"))?;
+                out.push(p);
+            }
+        }
     }
-    Ok(v)
+    if out.len() > ipsec_ike::limits::MAX_PROPOSALS {
+        return Err(format!(
+            "{what}: {} proposals, at most {}",
+            out.len(),
+            ipsec_ike::limits::MAX_PROPOSALS
+        ));
+    }
+    Ok(out)
 }
 
 fn selectors(v: Vec<String>) -> Result<Vec<String>, String> {
@@ -482,7 +512,27 @@ impl ConnectionToml {
                 "start_action start or trap needs a remote address to initiate to".into()
             ));
         }
+        let unique = match self.unique.as_deref() {
+            None | Some("no") => ipsec_ike::Unique::No,
+            Some("never") => ipsec_ike::Unique::Never,
+            Some("keep") => ipsec_ike::Unique::Keep,
+            Some("replace") => ipsec_ike::Unique::Replace,
+            Some(o) => return Err(at(format!("unique = \"{o}\": no, never, keep or replace"))),
+        };
+        let mut vips = Vec::new();
+        for v in &self.vips {
+            vips.push(
+                v.parse::<IpAddr>()
+                    .map_err(|_| at(format!("vips: `{v}` is not an IP address (0.0.0.0 or :: for any)")))?,
+            );
+        }
+        if vips.len() > 2 {
+            return Err(at("vips: one IPv4 and one IPv6 address at most".into()));
+        }
         Ok(ConnectionConfig {
+            pools: self.pools,
+            vips,
+            unique,
             proposals: proposals(self.proposals, "proposals", ipsec_ike::alg::ProposalKind::Ike).map_err(at)?,
             name,
             line,
@@ -515,6 +565,21 @@ pub const DEFAULT_IKE_PROPOSALS: [&str; 2] = [
 
 /// The ESP proposals used when a child names none (or says `default`).
 pub const DEFAULT_ESP_PROPOSALS: [&str; 2] = ["aes128gcm16-aes256gcm16-chacha20poly1305", "aes128-aes256-sha256"];
+
+/// The `windows` keyword of `proposals`: what the built-in IKEv2 client of Windows 10/11
+/// offers by default (3DES or AES-CBC-256, SHA-1 or SHA2-256, MODP-1024; MODP-2048 with
+/// `NegotiateDH2048_AES256`), the stronger combinations first: we choose by our order
+/// (docs/ike.md "Built-in clients"). Weak (3DES, SHA-1, MODP-1024): `ipsec check-config`
+/// names each.
+pub const WINDOWS_IKE_PROPOSALS: [&str; 3] = [
+    "aes256-aes192-aes128-sha256-modp2048-modp1024",
+    "aes256-aes192-aes128-sha1-modp2048-modp1024",
+    "3des-sha256-sha1-modp2048-modp1024",
+];
+
+/// The `windows` keyword of `esp_proposals`: the Windows client's ESP (AES-CBC or 3DES with
+/// HMAC-SHA1-96 only).
+pub const WINDOWS_ESP_PROPOSALS: [&str; 2] = ["aes256-aes192-aes128-sha256-sha1", "3des-sha1"];
 
 impl ConnectionConfig {
     /// This host's identity as written (the local address when none is configured).
@@ -627,6 +692,9 @@ impl ConnectionConfig {
         c.rand_time = Some(self.rand_time);
         c.fragmentation = self.fragmentation;
         c.fragment_size = self.fragment_size;
+        c.pools = self.pools.clone();
+        c.vips = self.vips.clone();
+        c.unique = self.unique;
         for ch in &self.children {
             let mut cc = ipsec_ike::ChildConfig::new(
                 &ch.name,
@@ -1015,6 +1083,82 @@ start_action = "trap"
             m[1].contains("child `net`: ESP proposal `aes128gcm16-ecp256-esn`"),
             "{m:?}"
         );
+    }
+
+    /// `proposals = ["default", "windows"]`: the Windows client's own proposals (as charon
+    /// logs them from Windows 10/11: 3DES or AES-CBC-256, SHA-1 or SHA2-256, MODP-1024) get
+    /// its strongest one; one from a client with `NegotiateDH2048_AES256` gets a default;
+    /// `ipsec check-config` names each weak algorithm once. Without the keyword, nothing
+    /// weak is accepted.
+    #[test]
+    fn the_windows_keyword() {
+        use ipsec_ike::alg::{parse_proposal, DhGroup, Encr, Integ, ProposalKind::*};
+        use ipsec_ike::sa::{choose_esp, choose_ike, Proposal};
+        let conf = GOOD
+            .replace("[\"aes128gcm16-prfsha256-x25519\"]", "[\"default\", \"windows\"]")
+            .replace("[\"aes128gcm16-esn\"]", "[\"windows\"]");
+        let c = crate::from_toml::parse(&conf).unwrap();
+        let conn = &c.connections[0];
+        assert_eq!(conn.proposals.len(), 2 + super::WINDOWS_IKE_PROPOSALS.len());
+        assert_eq!(conn.children[0].esp_proposals, super::WINDOWS_ESP_PROPOSALS);
+        let ours: Vec<_> = conn.proposals.iter().map(|p| parse_proposal(p, Ike).unwrap()).collect();
+        let offer = |props: &[&str], kind| -> Vec<Proposal> {
+            props
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let spec = parse_proposal(p, kind).unwrap();
+                    let proto = if kind == Ike { 1 } else { 3 };
+                    let spi: &[u8] = if kind == Ike { &[] } else { &[1, 2, 3, 4] };
+                    Proposal::from_spec(i as u8 + 1, proto, spi, &spec, kind == Ike)
+                })
+                .collect()
+        };
+        let windows = offer(
+            &[
+                "3des-sha1-modp1024",
+                "aes256-sha1-modp1024",
+                "3des-sha256-modp1024",
+                "aes256-sha256-modp1024",
+            ],
+            Ike,
+        );
+        let (num, s) = choose_ike(&windows, &ours).unwrap();
+        assert_eq!(
+            (num, s.encr, s.integ, s.dh),
+            (4, Encr::AesCbc256, Some(Integ::HmacSha256_128), DhGroup::Modp1024)
+        );
+        let dh2048 = offer(&["3des-sha1-modp1024", "aes256-sha256-modp2048"], Ike);
+        assert_eq!(choose_ike(&dh2048, &ours).unwrap().0, 2);
+        let ours_esp: Vec<_> = super::WINDOWS_ESP_PROPOSALS
+            .iter()
+            .map(|p| parse_proposal(p, Esp).unwrap())
+            .collect();
+        let (num, _, s) = choose_esp(&offer(&["3des-sha1", "aes256-sha1"], Esp), &ours_esp).unwrap();
+        assert_eq!((num, s.encr, s.integ), (2, Encr::AesCbc256, Some(Integ::HmacSha1_96)));
+        // Not accepted by the defaults.
+        let defaults: Vec<_> = super::DEFAULT_IKE_PROPOSALS
+            .iter()
+            .map(|p| parse_proposal(p, Ike).unwrap())
+            .collect();
+        assert_eq!(choose_ike(&windows, &defaults), None);
+        // check-config: each weak algorithm once per connection / child.
+        let w = c.weak_algorithms();
+        let m: Vec<&str> = w.iter().map(|w| w.message.as_str()).collect();
+        assert_eq!(m.len(), 6, "{m:?}");
+        for (i, a) in ["modp1024", "sha1", "prfsha1", "3des"].iter().enumerate() {
+            assert!(
+                m[i].starts_with("connection `site-b` IKE: weak algorithm `")
+                    && m.iter().take(4).any(|x| x.contains(&format!("`{a}`"))),
+                "{m:?}"
+            );
+        }
+        assert!(m[4].contains("child `net` ESP: weak algorithm `sha1`"), "{m:?}");
+        assert!(m[5].contains("child `net` ESP: weak algorithm `3des`"), "{m:?}");
+        assert!(crate::from_toml::parse(GOOD).unwrap().weak_algorithms().is_empty());
+        // An unknown keyword is an unknown algorithm.
+        let bad = GOOD.replace("[\"aes128gcm16-esn\"]", "[\"macos\"]");
+        assert!(crate::from_toml::parse(&bad).is_err());
     }
 
     #[test]

@@ -28,6 +28,8 @@ struct File {
     #[serde(default)]
     connection: Vec<Spanned<crate::connection::ConnectionToml>>,
     ike: Option<Spanned<crate::ike_settings::IkeToml>>,
+    #[serde(default)]
+    pool: Vec<Spanned<crate::pools::PoolToml>>,
 }
 
 /// `[tunnel]`: tunneld's settings.
@@ -324,6 +326,7 @@ pub fn parse_known(text: &str, known: &[&str]) -> Result<Config, ConfigError> {
         }
         config.connections.push(c);
     }
+    crate::pools::read(file.pool, &mut config, &|s| lines.of(s))?;
     Ok(config)
 }
 

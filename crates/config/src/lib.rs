@@ -59,6 +59,7 @@ pub mod connection;
 pub mod credentials;
 pub mod from_toml;
 pub mod ike_settings;
+pub mod pools;
 mod sa_encap;
 pub mod setkey;
 pub mod show;
@@ -126,6 +127,8 @@ pub struct Config {
     pub connections: Vec<connection::ConnectionConfig>,
     /// The TOML `[ike]` table: the IKE daemon's global settings ([`ike_settings`]).
     pub ike: ike_settings::IkeSettings,
+    /// The TOML `[[pool]]`s: address pools for remote-access clients ([`pools`]).
+    pub pools: Vec<pools::PoolConfig>,
     /// The file holds no SA and no policy on purpose: TOML `sa = []` and `policy = []`
     /// written out, or setkey `flush;` and `spdflush;` with nothing added after them. A
     /// tunneld reload takes an empty config only then (an empty or cut-short file is refused,
@@ -524,6 +527,45 @@ impl Config {
                         });
                     }
                 }
+            }
+        }
+        v
+    }
+
+    /// The weak algorithms the connections accept (3DES, SHA-1, PRF SHA-1, MODP-1024: only
+    /// when a proposal names them, e.g. the `windows` keyword): for `ipsec check-config`, one
+    /// warning per algorithm and connection (IKE) or child (ESP), at the connection's line.
+    pub fn weak_algorithms(&self) -> Vec<Warning> {
+        use ipsec_ike::alg::{parse_proposal, ProposalKind};
+        let mut v = Vec::new();
+        let mut name = |line: usize, what: String, props: &[String], kind: ProposalKind| {
+            let mut seen: Vec<&str> = Vec::new();
+            for p in props {
+                for (alg, why) in parse_proposal(p, kind).map(|s| s.weak_algorithms()).unwrap_or_default() {
+                    if !seen.contains(&alg) {
+                        seen.push(alg);
+                        v.push(Warning {
+                            line,
+                            message: format!("{what}: weak algorithm `{alg}` accepted ({why}), in `{p}`"),
+                        });
+                    }
+                }
+            }
+        };
+        for c in &self.connections {
+            name(
+                c.line,
+                format!("connection `{}` IKE", c.name),
+                &c.proposals,
+                ProposalKind::Ike,
+            );
+            for ch in &c.children {
+                name(
+                    c.line,
+                    format!("connection `{}` child `{}` ESP", c.name, ch.name),
+                    &ch.esp_proposals,
+                    ProposalKind::Esp,
+                );
             }
         }
         v

@@ -1,4 +1,4 @@
-//! Drives one EAP-MSCHAPv2 authentication through a real RADIUS server (scripts/eap-radius.sh
+//! Drives one EAP-MSCHAPv2 authentication through a real RADIUS server (scripts/ci/eap-radius.sh
 //! runs it against FreeRADIUS): this crate's peer <-> this crate's authenticator with the
 //! RADIUS backend <-> the server over a std UdpSocket (the only I/O, here, not in the crate).
 //!

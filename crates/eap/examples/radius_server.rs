@@ -1,5 +1,5 @@
 //! A minimal RADIUS server made of this crate's pieces, so that an EAP peer nobody here
-//! wrote can test the authenticator side: wpa_supplicant's `eapol_test` (scripts/eap-radius.sh)
+//! wrote can test the authenticator side: wpa_supplicant's `eapol_test` (scripts/ci/eap-radius.sh)
 //! authenticates against it with EAP-MSCHAPv2 and compares the MS-MPPE keys of the
 //! Access-Accept with the MSK its own peer derived.
 //!

@@ -1,7 +1,7 @@
 //! The authenticator passing EAP through the RADIUS client (RFC 3579) to an in-process
 //! RADIUS server built on this crate's MSCHAPv2 server (RFC 2865 signing, RFC 2548 keys),
 //! and the failure paths: Access-Reject, a wrong shared secret, a server that is down.
-//! (scripts/eap-radius.sh runs the same against a real FreeRADIUS.)
+//! (scripts/ci/eap-radius.sh runs the same against a real FreeRADIUS.)
 
 use core::time::Duration;
 use ipsec_eap::ms_chap::NtHash;

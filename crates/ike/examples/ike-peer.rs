@@ -353,7 +353,9 @@ fn event_json(e: &Event, keys: bool) -> String {
             s.push('}');
             s
         }
-        Event::IkeDown { conn, spi_i, spi_r, reason } => {
+        Event::IkeDown {
+            conn, spi_i, spi_r, reason, ..
+        } => {
             format!("{{\"event\":\"ike_down\",\"conn\":{},\"spi_i\":\"{spi_i:016x}\",\"spi_r\":\"{spi_r:016x}\",\"reason\":\"{reason:?}\"}}", json_str(conn))
         }
         Event::ChildDown { conn, child, spi_in, spi_out, reason } => format!(
@@ -379,6 +381,27 @@ fn event_json(e: &Event, keys: bool) -> String {
             old_spi_i,
             info.spi_i,
             info.spi_r
+        ),
+        Event::LeaseAssigned { conn, pool, identity, address, .. } => format!(
+            "{{\"event\":\"lease_assigned\",\"conn\":{},\"pool\":{},\"id\":{},\"address\":\"{address}\"}}",
+            json_str(conn),
+            json_str(pool),
+            json_str(&identity.to_string())
+        ),
+        Event::LeaseReleased { pool, identity, address } => format!(
+            "{{\"event\":\"lease_released\",\"pool\":{},\"id\":{},\"address\":\"{address}\"}}",
+            json_str(pool),
+            json_str(&identity.to_string())
+        ),
+        Event::PoolExhausted { conn, identity, .. } => format!(
+            "{{\"event\":\"pool_exhausted\",\"conn\":{},\"id\":{}}}",
+            json_str(conn),
+            json_str(&identity.to_string())
+        ),
+        Event::VirtualIp { conn, addresses, .. } => format!(
+            "{{\"event\":\"virtual_ip\",\"conn\":{},\"addresses\":{}}}",
+            json_str(conn),
+            json_str(&addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(","))
         ),
     }
 }

@@ -35,6 +35,11 @@ pub enum Encr {
     AesCbc128,
     /// ENCR_AES_CBC (12) with a 256-bit key.
     AesCbc256,
+    /// ENCR_AES_CBC (12) with a 192-bit key.
+    AesCbc192,
+    /// ENCR_3DES (3), Triple DES in CBC mode (RFC 2451): weak (64-bit blocks, RFC 8247 5),
+    /// only when a configuration names it (the built-in Windows client's default).
+    TripleDes,
     /// ENCR_AES_GCM_16 (20), 128-bit key, 16-byte ICV (RFC 5282, RFC 4106).
     AesGcm16_128,
     /// ENCR_AES_GCM_16 (20), 256-bit key.
@@ -47,7 +52,8 @@ impl Encr {
     /// IANA transform ID.
     pub fn id(self) -> u16 {
         match self {
-            Encr::AesCbc128 | Encr::AesCbc256 => 12,
+            Encr::AesCbc128 | Encr::AesCbc256 | Encr::AesCbc192 => 12,
+            Encr::TripleDes => 3,
             Encr::AesGcm16_128 | Encr::AesGcm16_256 => 20,
             Encr::ChaCha20Poly1305 => 28,
         }
@@ -57,7 +63,8 @@ impl Encr {
         match self {
             Encr::AesCbc128 | Encr::AesGcm16_128 => Some(128),
             Encr::AesCbc256 | Encr::AesGcm16_256 => Some(256),
-            Encr::ChaCha20Poly1305 => None,
+            Encr::AesCbc192 => Some(192),
+            Encr::ChaCha20Poly1305 | Encr::TripleDes => None,
         }
     }
     /// From a transform ID and Key Length attribute.
@@ -65,6 +72,8 @@ impl Encr {
         Some(match (id, key_len) {
             (12, Some(128)) => Encr::AesCbc128,
             (12, Some(256)) => Encr::AesCbc256,
+            (12, Some(192)) => Encr::AesCbc192,
+            (3, None) => Encr::TripleDes,
             (20, Some(128)) => Encr::AesGcm16_128,
             (20, Some(256)) => Encr::AesGcm16_256,
             (28, None) => Encr::ChaCha20Poly1305,
@@ -73,7 +82,10 @@ impl Encr {
     }
     /// Whether it is an AEAD (no separate integrity transform, 3.3).
     pub fn is_aead(self) -> bool {
-        !matches!(self, Encr::AesCbc128 | Encr::AesCbc256)
+        !matches!(
+            self,
+            Encr::AesCbc128 | Encr::AesCbc256 | Encr::AesCbc192 | Encr::TripleDes
+        )
     }
     /// Key material taken from prf+ / KEYMAT, salt included (RFC 5282 7.1: 4 salt bytes for
     /// GCM; RFC 7634 2: 4 salt bytes for ChaCha20-Poly1305).
@@ -81,6 +93,7 @@ impl Encr {
         match self {
             Encr::AesCbc128 => 16,
             Encr::AesCbc256 => 32,
+            Encr::AesCbc192 | Encr::TripleDes => 24,
             Encr::AesGcm16_128 => 20,
             Encr::AesGcm16_256 => 36,
             Encr::ChaCha20Poly1305 => 36,
@@ -91,16 +104,25 @@ impl Encr {
         match self {
             Encr::AesCbc128 => "aes128",
             Encr::AesCbc256 => "aes256",
+            Encr::AesCbc192 => "aes192",
+            Encr::TripleDes => "3des",
             Encr::AesGcm16_128 => "aes128gcm16",
             Encr::AesGcm16_256 => "aes256gcm16",
             Encr::ChaCha20Poly1305 => "chacha20poly1305",
         }
+    }
+    /// Why it is weak, for the algorithms accepted only when a configuration names them
+    /// (RFC 8247 5: 3DES has 64-bit blocks, SHOULD NOT for IKE), `None` for the others.
+    pub fn weakness(self) -> Option<&'static str> {
+        (self == Encr::TripleDes).then_some("64-bit blocks (RFC 8247 5)")
     }
 }
 
 /// Pseudorandom functions (RFC 7296 2.13; RFC 4868).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Prf {
+    /// PRF_HMAC_SHA1 (2, RFC 2104 with SHA-1): weak, only when a configuration names it.
+    HmacSha1,
     /// PRF_HMAC_SHA2_256 (5).
     HmacSha256,
     /// PRF_HMAC_SHA2_384 (6).
@@ -113,6 +135,7 @@ impl Prf {
     /// IANA transform ID.
     pub fn id(self) -> u16 {
         match self {
+            Prf::HmacSha1 => 2,
             Prf::HmacSha256 => 5,
             Prf::HmacSha384 => 6,
             Prf::HmacSha512 => 7,
@@ -121,6 +144,7 @@ impl Prf {
     /// From the transform ID.
     pub fn from_id(id: u16) -> Option<Self> {
         Some(match id {
+            2 => Prf::HmacSha1,
             5 => Prf::HmacSha256,
             6 => Prf::HmacSha384,
             7 => Prf::HmacSha512,
@@ -130,6 +154,7 @@ impl Prf {
     /// Output length, which is also the preferred key length (RFC 4868 2.1).
     pub fn output_len(self) -> usize {
         match self {
+            Prf::HmacSha1 => 20,
             Prf::HmacSha256 => 32,
             Prf::HmacSha384 => 48,
             Prf::HmacSha512 => 64,
@@ -141,13 +166,20 @@ impl Prf {
             Prf::HmacSha256 => "prfsha256",
             Prf::HmacSha384 => "prfsha384",
             Prf::HmacSha512 => "prfsha512",
+            Prf::HmacSha1 => "prfsha1",
         }
+    }
+    /// Why it is weak (RFC 8247 3.2: PRF_HMAC_SHA1 is MUST-), `None` for the others.
+    pub fn weakness(self) -> Option<&'static str> {
+        (self == Prf::HmacSha1).then_some("SHA-1 (RFC 8247 3.2)")
     }
 }
 
 /// Integrity algorithms (RFC 4868).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Integ {
+    /// AUTH_HMAC_SHA1_96 (2, RFC 2404): weak, only when a configuration names it.
+    HmacSha1_96,
     /// AUTH_HMAC_SHA2_256_128 (12).
     HmacSha256_128,
     /// AUTH_HMAC_SHA2_384_192 (13).
@@ -160,6 +192,7 @@ impl Integ {
     /// IANA transform ID.
     pub fn id(self) -> u16 {
         match self {
+            Integ::HmacSha1_96 => 2,
             Integ::HmacSha256_128 => 12,
             Integ::HmacSha384_192 => 13,
             Integ::HmacSha512_256 => 14,
@@ -168,23 +201,29 @@ impl Integ {
     /// From the transform ID.
     pub fn from_id(id: u16) -> Option<Self> {
         Some(match id {
+            2 => Integ::HmacSha1_96,
             12 => Integ::HmacSha256_128,
             13 => Integ::HmacSha384_192,
             14 => Integ::HmacSha512_256,
             _ => return None,
         })
     }
-    /// Key length (RFC 4868 2.1.1: the hash's output length).
+    /// Key length (RFC 4868 2.1.1: the hash's output length; RFC 2404 3: 160 bits for SHA-1).
     pub fn key_len(self) -> usize {
         match self {
+            Integ::HmacSha1_96 => 20,
             Integ::HmacSha256_128 => 32,
             Integ::HmacSha384_192 => 48,
             Integ::HmacSha512_256 => 64,
         }
     }
-    /// Truncated ICV length.
+    /// Truncated ICV length (half the hash for SHA-2, RFC 4868 2.1; 96 bits for SHA-1,
+    /// RFC 2404 2).
     pub fn icv_len(self) -> usize {
-        self.key_len() / 2
+        match self {
+            Integ::HmacSha1_96 => 12,
+            _ => self.key_len() / 2,
+        }
     }
     /// strongSwan's name.
     pub fn name(self) -> &'static str {
@@ -192,7 +231,12 @@ impl Integ {
             Integ::HmacSha256_128 => "sha256",
             Integ::HmacSha384_192 => "sha384",
             Integ::HmacSha512_256 => "sha512",
+            Integ::HmacSha1_96 => "sha1",
         }
+    }
+    /// Why it is weak (RFC 8247 3.3: AUTH_HMAC_SHA1_96 is MUST-), `None` for the others.
+    pub fn weakness(self) -> Option<&'static str> {
+        (self == Integ::HmacSha1_96).then_some("SHA-1 (RFC 8247 3.3)")
     }
     /// The PRF strongSwan pairs with it when a proposal names no PRF.
     pub fn matching_prf(self) -> Prf {
@@ -200,6 +244,7 @@ impl Integ {
             Integ::HmacSha256_128 => Prf::HmacSha256,
             Integ::HmacSha384_192 => Prf::HmacSha384,
             Integ::HmacSha512_256 => Prf::HmacSha512,
+            Integ::HmacSha1_96 => Prf::HmacSha1,
         }
     }
 }
@@ -207,6 +252,9 @@ impl Integ {
 /// Key exchange methods (Diffie-Hellman groups).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DhGroup {
+    /// 1024-bit MODP group 2 (RFC 2409 6.2): weak (RFC 8247 2.4: SHOULD NOT), only when a
+    /// configuration names it (the built-in Windows client's default).
+    Modp1024,
     /// 2048-bit MODP group 14 (RFC 3526 3).
     Modp2048,
     /// 256-bit random ECP group 19 (RFC 5903).
@@ -227,6 +275,7 @@ impl DhGroup {
     /// IANA transform ID (group number).
     pub fn id(self) -> u16 {
         match self {
+            DhGroup::Modp1024 => 2,
             DhGroup::Modp2048 => 14,
             DhGroup::Ecp256 => 19,
             DhGroup::Ecp384 => 20,
@@ -239,6 +288,7 @@ impl DhGroup {
     /// From the group number.
     pub fn from_id(id: u16) -> Option<Self> {
         Some(match id {
+            2 => DhGroup::Modp1024,
             14 => DhGroup::Modp2048,
             19 => DhGroup::Ecp256,
             20 => DhGroup::Ecp384,
@@ -253,6 +303,7 @@ impl DhGroup {
     /// encapsulation key; the responder's ciphertext: [`crate::kem::MlKem::ct_len`]).
     pub fn public_len(self) -> usize {
         match self {
+            DhGroup::Modp1024 => 128,
             DhGroup::Modp2048 => 256,
             DhGroup::Ecp256 => 64,
             DhGroup::Ecp384 => 96,
@@ -276,6 +327,7 @@ impl DhGroup {
     /// strongSwan's name.
     pub fn name(self) -> &'static str {
         match self {
+            DhGroup::Modp1024 => "modp1024",
             DhGroup::Modp2048 => "modp2048",
             DhGroup::Ecp256 => "ecp256",
             DhGroup::Ecp384 => "ecp384",
@@ -284,6 +336,10 @@ impl DhGroup {
             DhGroup::MlKem768 => "mlkem768",
             DhGroup::MlKem1024 => "mlkem1024",
         }
+    }
+    /// Why it is weak (RFC 8247 2.4: group 2 SHOULD NOT), `None` for the others.
+    pub fn weakness(self) -> Option<&'static str> {
+        (self == DhGroup::Modp1024).then_some("1024-bit MODP group (RFC 8247 2.4)")
     }
 }
 
@@ -320,6 +376,16 @@ impl ProposalSpec {
     /// Whether it asks for any additional key exchange (RFC 9370).
     pub fn has_addke(&self) -> bool {
         self.addke.iter().any(|a| a.iter().any(|x| x.is_some()))
+    }
+    /// The weak algorithms it allows (3DES, SHA-1, PRF SHA-1, MODP-1024), each by name with
+    /// why: accepted only because a configuration names them, for `ipsec check-config`.
+    pub fn weak_algorithms(&self) -> Vec<(&'static str, &'static str)> {
+        let mut v = Vec::new();
+        v.extend(self.encr.iter().filter_map(|a| a.weakness().map(|w| (a.name(), w))));
+        v.extend(self.integ.iter().filter_map(|a| a.weakness().map(|w| (a.name(), w))));
+        v.extend(self.prf.iter().filter_map(|a| a.weakness().map(|w| (a.name(), w))));
+        v.extend(self.dh.iter().filter_map(|a| a.weakness().map(|w| (a.name(), w))));
+        v
     }
     /// Whether every choice it allows includes a post-quantum key exchange: ML-KEM as the
     /// KE of IKE_SA_INIT, or an additional exchange that cannot be NONE and offers only ML-KEM.
@@ -374,9 +440,11 @@ fn push_unique<T: PartialEq>(v: &mut Vec<T>, x: T) {
 }
 
 /// Parses one proposal in strongSwan's syntax, algorithms separated by `-`:
-/// `aes128 aes256 aes128gcm16 aes256gcm16 aes128gcm128 aes256gcm128 chacha20poly1305`,
+/// `aes128 aes192 aes256 aes128gcm16 aes256gcm16 aes128gcm128 aes256gcm128 chacha20poly1305`,
 /// `sha256 sha384 sha512` (also `sha2_256` ...), `prfsha256 prfsha384 prfsha512`,
-/// `modp2048 ecp256 ecp384 x25519 curve25519`, `esn noesn`.
+/// `modp2048 ecp256 ecp384 x25519 curve25519`, `esn noesn`; and the weak ones the built-in
+/// Windows client needs, accepted here and named by `ipsec check-config`
+/// ([`ProposalSpec::weak_algorithms`]): `3des sha1 prfsha1 modp1024`.
 /// As strongSwan does: an IKE proposal without a PRF takes the PRFs matching its integrity
 /// algorithms (an AEAD IKE proposal must name one); an ESP proposal without `esn`/`noesn`
 /// is `noesn`. Mixing AEAD and non-AEAD ciphers in one proposal is refused (write two).
@@ -392,15 +460,20 @@ pub fn parse_proposal(s: &str, kind: ProposalKind) -> Result<ProposalSpec, Error
         match t.as_str() {
             "aes128" | "aes" | "aes128cbc" => push_unique(&mut p.encr, Encr::AesCbc128),
             "aes256" | "aes256cbc" => push_unique(&mut p.encr, Encr::AesCbc256),
+            "aes192" | "aes192cbc" => push_unique(&mut p.encr, Encr::AesCbc192),
+            "3des" => push_unique(&mut p.encr, Encr::TripleDes),
             "aes128gcm16" | "aes128gcm128" | "aes128gcm" => push_unique(&mut p.encr, Encr::AesGcm16_128),
             "aes256gcm16" | "aes256gcm128" | "aes256gcm" => push_unique(&mut p.encr, Encr::AesGcm16_256),
             "chacha20poly1305" => push_unique(&mut p.encr, Encr::ChaCha20Poly1305),
+            "sha1" | "sha" => push_unique(&mut p.integ, Integ::HmacSha1_96),
             "sha256" | "sha2_256" => push_unique(&mut p.integ, Integ::HmacSha256_128),
             "sha384" | "sha2_384" => push_unique(&mut p.integ, Integ::HmacSha384_192),
             "sha512" | "sha2_512" => push_unique(&mut p.integ, Integ::HmacSha512_256),
+            "prfsha1" => push_unique(&mut p.prf, Prf::HmacSha1),
             "prfsha256" => push_unique(&mut p.prf, Prf::HmacSha256),
             "prfsha384" => push_unique(&mut p.prf, Prf::HmacSha384),
             "prfsha512" => push_unique(&mut p.prf, Prf::HmacSha512),
+            "modp1024" => push_unique(&mut p.dh, DhGroup::Modp1024),
             "modp2048" => push_unique(&mut p.dh, DhGroup::Modp2048),
             "ecp256" => push_unique(&mut p.dh, DhGroup::Ecp256),
             "ecp384" => push_unique(&mut p.dh, DhGroup::Ecp384),
@@ -481,6 +554,7 @@ pub fn parse_proposal(s: &str, kind: ProposalKind) -> Result<ProposalSpec, Error
 /// A key exchange method by strongSwan's name.
 fn group_by_name(s: &str) -> Option<DhGroup> {
     [
+        DhGroup::Modp1024,
         DhGroup::Modp2048,
         DhGroup::Ecp256,
         DhGroup::Ecp384,
@@ -553,7 +627,11 @@ mod tests {
             Err(Error::BadProposalString("no integrity algorithm"))
         );
         assert_eq!(
-            parse_proposal("3des-sha1-modp1024", ProposalKind::Ike).map(|_| ()),
+            parse_proposal("des-sha1-modp1024", ProposalKind::Ike).map(|_| ()),
+            Err(Error::UnknownAlgorithm)
+        );
+        assert_eq!(
+            parse_proposal("3des-md5-modp1024", ProposalKind::Ike).map(|_| ()),
             Err(Error::UnknownAlgorithm)
         );
         assert_eq!(
@@ -567,18 +645,67 @@ mod tests {
         );
     }
 
+    /// The Windows client's default IKE proposal in strongSwan's words, with the IANA
+    /// numbers of RFC 7296 3.3.2 written out, and each weak algorithm named.
+    #[test]
+    fn windows_default_proposal() {
+        let p = parse_proposal("3des-sha1-modp1024", ProposalKind::Ike).unwrap();
+        assert_eq!(p.encr, [Encr::TripleDes]);
+        assert_eq!(p.integ, [Integ::HmacSha1_96]);
+        assert_eq!(p.prf, [Prf::HmacSha1], "PRF taken from the integrity algorithm");
+        assert_eq!(p.dh, [DhGroup::Modp1024]);
+        assert_eq!(
+            (
+                Encr::TripleDes.id(),
+                Integ::HmacSha1_96.id(),
+                Prf::HmacSha1.id(),
+                DhGroup::Modp1024.id()
+            ),
+            (3, 2, 2, 2)
+        );
+        assert_eq!(
+            (Encr::TripleDes.key_len_attr(), Encr::AesCbc192.key_len_attr()),
+            (None, Some(192))
+        );
+        assert_eq!((Integ::HmacSha1_96.key_len(), Integ::HmacSha1_96.icv_len()), (20, 12));
+        let names: Vec<&str> = p.weak_algorithms().iter().map(|w| w.0).collect();
+        assert_eq!(names, ["3des", "sha1", "prfsha1", "modp1024"]);
+        let p = parse_proposal("aes192-aes256-sha256-prfsha1-modp2048", ProposalKind::Ike).unwrap();
+        assert_eq!(p.encr, [Encr::AesCbc192, Encr::AesCbc256]);
+        assert_eq!(p.weak_algorithms().iter().map(|w| w.0).collect::<Vec<_>>(), ["prfsha1"]);
+        let esp = parse_proposal("aes256-3des-sha1", ProposalKind::Esp).unwrap();
+        assert_eq!(esp.weak_algorithms().len(), 2);
+        for d in [
+            "aes128gcm16-aes256gcm16-prfsha256-prfsha384-prfsha512-x25519-ecp256-ecp384-modp2048",
+            "aes128-aes256-sha256-sha384-sha512-x25519-ecp256-ecp384-modp2048",
+        ] {
+            assert!(parse_proposal(d, ProposalKind::Ike)
+                .unwrap()
+                .weak_algorithms()
+                .is_empty());
+        }
+    }
+
     #[test]
     fn transform_ids_round_trip() {
         for e in [
             Encr::AesCbc128,
             Encr::AesCbc256,
+            Encr::AesCbc192,
+            Encr::TripleDes,
             Encr::AesGcm16_128,
             Encr::AesGcm16_256,
             Encr::ChaCha20Poly1305,
         ] {
             assert_eq!(Encr::from_id(e.id(), e.key_len_attr()), Some(e));
         }
-        for g in [DhGroup::Modp2048, DhGroup::Ecp256, DhGroup::Ecp384, DhGroup::Curve25519] {
+        for g in [
+            DhGroup::Modp1024,
+            DhGroup::Modp2048,
+            DhGroup::Ecp256,
+            DhGroup::Ecp384,
+            DhGroup::Curve25519,
+        ] {
             assert_eq!(DhGroup::from_id(g.id()), Some(g));
         }
         // IANA values, written out.

@@ -111,6 +111,9 @@ pub enum Refusal {
     /// The client ended the EAP conversation (AUTHENTICATION_FAILED in an INFORMATIONAL)
     /// before the method had failed it.
     EapAbandoned,
+    /// Authenticated, but this identity has an IKE SA already and the connection's
+    /// `unique = keep` keeps that one.
+    UniqueKeep,
 }
 
 impl fmt::Display for Refusal {
@@ -118,6 +121,7 @@ impl fmt::Display for Refusal {
         match self {
             Refusal::Method(m) => write!(f, "authentication method {m} is not the one configured"),
             Refusal::Psk => f.write_str("pre-shared key mismatch"),
+            Refusal::UniqueKeep => f.write_str("identity has an IKE SA already (unique = keep)"),
             Refusal::NoCertificate => f.write_str("signature without a certificate"),
             Refusal::Certificate(e) => write!(f, "certificate refused: {e}"),
             Refusal::IdentityMismatch => f.write_str("identity not in the certificate"),

@@ -266,7 +266,10 @@ pub(crate) fn choose(
             continue;
         }
         // The initiator's TSi is the peer's side; TSr is ours.
-        let remote_cfg = if c.remote_ts.is_empty() && sa.path.nat.peer_behind_nat {
+        let remote_cfg = if c.remote_ts.is_empty() && !sa.vips.is_empty() {
+            // A peer with leases: its virtual addresses (RFC 7296 3.15.4).
+            sa.vips.iter().map(|a| TrafficSelector::host(*a)).collect()
+        } else if c.remote_ts.is_empty() && sa.path.nat.peer_behind_nat {
             nated_peer_host(sa, cfg, tsi, others)
         } else {
             dynamic(sa, &c.remote_ts, false)

@@ -328,6 +328,12 @@ pub struct Connection {
     /// `charon.fragment_size`, default 1280 for IPv4 and IPv6). Raised to
     /// [`crate::limits::MIN_FRAGMENT_SIZE`].
     pub fragment_size: u16,
+    /// Pools the peer's virtual addresses come from, in order (swanctl `pools`; responder).
+    pub pools: Vec<String>,
+    /// Virtual addresses we ask for (swanctl `vips`: `0.0.0.0` or `::` for any; initiator).
+    pub vips: Vec<IpAddr>,
+    /// Another IKE SA of the same peer identity (swanctl `unique`).
+    pub unique: crate::pool::Unique,
 }
 
 impl Connection {
@@ -381,6 +387,9 @@ impl Connection {
             initial_contact: true,
             fragmentation: true,
             fragment_size: 1280,
+            pools: Vec::new(),
+            vips: Vec::new(),
+            unique: Default::default(),
         })
     }
 }
@@ -418,6 +427,8 @@ pub struct Config {
     /// Every new IKE_SA_INIT must bring a cookie, whatever the load (strongSwan's
     /// `dos_protection` with `cookie_threshold = 0`).
     pub force_cookies: bool,
+    /// Address pools (swanctl `pools`), named by connections' `pools`.
+    pub pools: Vec<crate::pool::PoolConfig>,
 }
 
 impl Config {
@@ -436,6 +447,7 @@ impl Config {
             half_open_per_source: 5,
             half_open_max: 1024,
             force_cookies: false,
+            pools: Vec::new(),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Key exchange (RFC 7296 sections 1.2, 2.14, 3.4): Curve25519 (RFC 8031), ECP-256 and
-//! ECP-384 (RFC 5903) and the 2048-bit MODP group 14 (RFC 3526), all on RustCrypto crates
+//! ECP-384 (RFC 5903), the 2048-bit MODP group 14 (RFC 3526) and, when a configuration
+//! names it, the weak 1024-bit MODP group 2 (RFC 2409 6.2), all on RustCrypto crates
 //! (x25519-dalek, p256, p384, crypto-bigint): no curve or bignum arithmetic here; and
 //! ML-KEM-512/768/1024 ([`crate::kem`], draft-ietf-ipsecme-ikev2-mlkem), a KEM: the
 //! initiator's [`KeyExchange`] holds the decapsulation key and sends the encapsulation key,
@@ -9,7 +10,7 @@ use crate::error::Error;
 use crate::prf::KeyBytes;
 use alloc::vec::Vec;
 use crypto_bigint::modular::runtime_mod::{DynResidue, DynResidueParams};
-use crypto_bigint::{Encoding, U2048, U512};
+use crypto_bigint::{Encoding, Uint, U1024, U2048, U512};
 use p256::elliptic_curve::sec1::ToEncodedPoint;
 use rand_core::CryptoRngCore;
 use zeroize::{Zeroize, Zeroizing};
@@ -26,8 +27,53 @@ pub const MODP2048_PRIME_HEX: &str = concat!(
     "3995497CEA956AE515D2261898FA051015728E5A8AACAA68FFFFFFFFFFFFFFFF",
 );
 
+/// RFC 2409 section 6.2: the 1024-bit MODP prime of group 2, generator 2,
+/// 2^1024 - 2^960 - 1 + 2^64 * { [2^894 pi] + 129093 }.
+pub const MODP1024_PRIME_HEX: &str = concat!(
+    "FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74",
+    "020BBEA63B139B22514A08798E3404DDEF9519B3CD3A431B302B0A6DF25F1437",
+    "4FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B0BFF5CB6F406B7ED",
+    "EE386BFB5A899FA5AE9F24117C4B1FE649286651ECE65381FFFFFFFFFFFFFFFF",
+);
+
 fn modp_prime() -> U2048 {
     U2048::from_be_hex(MODP2048_PRIME_HEX)
+}
+
+/// `base`^`exp` mod `p`, the base being the generator 2 (a public value) or the peer's
+/// public value y, which must be 1 < y < p-1 (RFC 6989 2.1).
+fn modp_pow<const L: usize>(p: &Uint<L>, base: Option<Uint<L>>, exp: &U512) -> Result<Uint<L>, Error> {
+    let y = match base {
+        None => Uint::<L>::from_u8(2),
+        Some(y) => {
+            if y <= Uint::<L>::ONE || y >= p.wrapping_sub(&Uint::<L>::ONE) {
+                return Err(Error::BadKeyExchange);
+            }
+            y
+        }
+    };
+    let params = DynResidueParams::new(p);
+    Ok(DynResidue::new(&y, params).pow(exp).retrieve())
+}
+
+/// g^e or y^e in the MODP group `group`, big-endian, as long as the prime (RFC 7296 3.4).
+fn modp_exp(group: DhGroup, peer: Option<&[u8]>, e: &[u8; 64]) -> Result<Zeroizing<Vec<u8>>, Error> {
+    let exp = U512::from_be_slice(&e[..]);
+    Ok(Zeroizing::new(if group == DhGroup::Modp1024 {
+        let mut r = modp_pow(
+            &U1024::from_be_hex(MODP1024_PRIME_HEX),
+            peer.map(U1024::from_be_slice),
+            &exp,
+        )?;
+        let out = r.to_be_bytes().to_vec();
+        r.zeroize();
+        out
+    } else {
+        let mut r = modp_pow(&modp_prime(), peer.map(U2048::from_be_slice), &exp)?;
+        let out = r.to_be_bytes().to_vec();
+        r.zeroize();
+        out
+    }))
 }
 
 /// Our half of a key exchange: the private value (zeroized on drop) and the public value
@@ -70,7 +116,7 @@ impl KeyExchange {
             }
             DhGroup::Ecp256 => Ok(Self::from_secret(group, Secret::P256(p256::SecretKey::random(rng)))),
             DhGroup::Ecp384 => Ok(Self::from_secret(group, Secret::P384(p384::SecretKey::random(rng)))),
-            DhGroup::Modp2048 => Self::from_private(group, &seed[..]),
+            DhGroup::Modp2048 | DhGroup::Modp1024 => Self::from_private(group, &seed[..]),
             DhGroup::MlKem512 | DhGroup::MlKem768 | DhGroup::MlKem1024 => Self::from_private(group, &seed[..]),
         };
         // Every group accepts these private values (random scalars are drawn by the curve
@@ -89,7 +135,7 @@ impl KeyExchange {
             }
             DhGroup::Ecp256 => Secret::P256(p256::SecretKey::from_slice(private).map_err(|_| Error::BadKeyExchange)?),
             DhGroup::Ecp384 => Secret::P384(p384::SecretKey::from_slice(private).map_err(|_| Error::BadKeyExchange)?),
-            DhGroup::Modp2048 => {
+            DhGroup::Modp2048 | DhGroup::Modp1024 => {
                 if private.len() > 64 {
                     return Err(Error::BadKeyExchange);
                 }
@@ -111,13 +157,8 @@ impl KeyExchange {
             Secret::X25519(s) => x25519_dalek::PublicKey::from(s).as_bytes().to_vec(),
             Secret::P256(s) => s.public_key().to_encoded_point(false).as_bytes()[1..].to_vec(),
             Secret::P384(s) => s.public_key().to_encoded_point(false).as_bytes()[1..].to_vec(),
-            Secret::Modp(e) => {
-                let p = modp_prime();
-                let params = DynResidueParams::new(&p);
-                let g = DynResidue::new(&U2048::from_u8(2), params);
-                let exp = U512::from_be_slice(&e[..]);
-                g.pow(&exp).retrieve().to_be_bytes().to_vec()
-            }
+            // The generator is never refused.
+            Secret::Modp(e) => modp_exp(group, None, e).map_or_else(|_| Vec::new(), |v| v.to_vec()),
             Secret::MlKem(d) => d.ek().to_vec(),
         };
         KeyExchange { group, secret, public }
@@ -172,20 +213,7 @@ impl KeyExchange {
                 let ss = p384::ecdh::diffie_hellman(s.to_nonzero_scalar(), pk.as_affine());
                 Ok(Zeroizing::new(ss.raw_secret_bytes().to_vec()))
             }
-            Secret::Modp(e) => {
-                let p = modp_prime();
-                let y = U2048::from_be_slice(peer);
-                let p_minus_1 = p.wrapping_sub(&U2048::ONE);
-                if y <= U2048::ONE || y >= p_minus_1 {
-                    return Err(Error::BadKeyExchange);
-                }
-                let params = DynResidueParams::new(&p);
-                let exp = U512::from_be_slice(&e[..]);
-                let mut r = DynResidue::new(&y, params).pow(&exp).retrieve();
-                let out = Zeroizing::new(r.to_be_bytes().to_vec());
-                r.zeroize();
-                Ok(out)
-            }
+            Secret::Modp(e) => modp_exp(self.group, Some(peer), e),
             Secret::MlKem(d) => d.decapsulate(peer),
         }
     }
@@ -315,6 +343,44 @@ mod tests {
                 .retrieve(),
             U2048::ONE
         );
+    }
+
+    // The group 2 prime as typed is the one RFC 2409 6.2's formula gives (checked with
+    // Python from RFC 3526's group 14 prime, whose formula shares [2^k pi]), and a prime.
+    #[test]
+    fn modp1024_prime_is_rfc2409s() {
+        let p = U1024::from_be_hex(MODP1024_PRIME_HEX);
+        let params = DynResidueParams::new(&p);
+        let p1 = p.wrapping_sub(&U1024::ONE);
+        assert_eq!(
+            DynResidue::new(&U1024::from_u8(3), params).pow(&p1).retrieve(),
+            U1024::ONE
+        );
+        // Its digits of pi are group 14's: [2^894 pi] is the top of [2^1918 pi] (RFC 3526 3).
+        assert_eq!(&MODP1024_PRIME_HEX[..224], &MODP2048_PRIME_HEX[..224]);
+    }
+
+    // A vector from Python's pow(), not from this crate: the same private values as the
+    // group 14 vector below, p the RFC 2409 prime:
+    // `pow(2, a, p)`, `pow(2, b, p)`, `pow(pow(2, b, p), a, p)`.
+    #[test]
+    fn modp1024_python_vector_and_validation() {
+        let a = KeyExchange::from_private(DhGroup::Modp1024, &h("c97c8d11d3850a2b809462ff0f9876a019c35d085d520e60b673adc781925c40478e6d7dc8c6b492ba57c70be9ac1a28889359d9b3406ffc3cd627a3be2ea8e8")).unwrap();
+        let b = KeyExchange::from_private(DhGroup::Modp1024, &h("91fdf59e1a754b81c92ab758bbdeea3688ed773efa655b0600c1cfa625f033eece5723c99f20eb269799025f4321c08224c050a42583aecb8b39e1ead27a6acd")).unwrap();
+        assert_eq!(hex::encode(a.public()), "dcf4104f4ad41c31e39eead0d7407add7bfc5d2728abd1fc08f4db68d3349a56e9c27139a74084aea742fb1baacaa576fffe7e156ad6e142aa6844c2158e21565aeeb4877f13f080a183c986d42705d13c929eb6c0a5a555fa6623915892ffaee785ca17c3641c78bd7b92740c8b0e314d924e0695093e55e80f3285ddb1d300");
+        assert_eq!(hex::encode(b.public()), "cb9c884bf02d65cffb6a89fcf99dc65c08dbd4ae98bd6852f711d0be4fb92281619526fed714bb5294136c0ed07c3e8b0bd13b685d79de9d59418e2765cbfe7c3a392b728f0e0f5e73c267af0de0be80fbf1414ed5b51d291665babbb5d2395467593648e1e7c367d0b99c3bc5118c6bbe86258bda0e37179086f0d6f4a62889");
+        let s = "8b9a6fc77a16eff68d7f9ef0465f5dc16beb76b55aa2e00ecb875747c5a5f3d772910c2f203dbadce565c7f8c48d20b32a351b75390bf8b39f973ddfd0fbed6804ba6cdcafdf14a3f34960a42369d763cfa693af64a33ababce922719340ff1b339704713a3fea6ea44ab28814571a1a3daf599e34e0cbb2a44af5746d9f0649";
+        assert_eq!(hex::encode(&*a.shared_secret(b.public()).unwrap()), s);
+        assert_eq!(hex::encode(&*b.shared_secret(a.public()).unwrap()), s);
+        let mut one = [0u8; 128];
+        one[127] = 1;
+        assert_eq!(a.shared_secret(&one).err(), Some(Error::BadKeyExchange));
+        assert_eq!(
+            a.shared_secret(&h(MODP1024_PRIME_HEX)).err(),
+            Some(Error::BadKeyExchange)
+        );
+        // A group 14 value is not a group 2 one.
+        assert_eq!(a.shared_secret(&[7u8; 256]).err(), Some(Error::BadKeyExchange));
     }
 
     // A vector from Python's pow() (tests/vectors/modp.py), not from this crate.

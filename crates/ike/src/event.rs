@@ -9,7 +9,7 @@ use crate::ts::TrafficSelector;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
-use core::net::SocketAddr;
+use core::net::{IpAddr, SocketAddr};
 use core::time::Duration;
 
 /// A datagram to send. On the NAT-T port the payload already starts with the 4-byte
@@ -230,6 +230,8 @@ pub enum Event {
         spi_i: u64,
         /// Responder's SPI (0 if never known).
         spi_r: u64,
+        /// The peer's endpoint it last used (its data-plane state can go with it).
+        remote: SocketAddr,
         /// Why.
         reason: DownReason,
     },
@@ -282,6 +284,50 @@ pub enum Event {
         old: SocketAddr,
         /// New endpoint.
         new: SocketAddr,
+    },
+    /// A peer was leased a virtual address from a pool (CFG_REPLY, RFC 7296 3.15.4).
+    LeaseAssigned {
+        /// Connection.
+        conn: String,
+        /// Pool.
+        pool: String,
+        /// The peer's authenticated identity.
+        identity: Identity,
+        /// The address.
+        address: IpAddr,
+        /// Initiator's SPI of the IKE SA holding it.
+        spi_i: u64,
+    },
+    /// A lease's IKE SA is gone (deleted, expired, found dead, replaced): the address is
+    /// free, kept for the same identity while the pool has others ([`crate::pool`]).
+    LeaseReleased {
+        /// Pool.
+        pool: String,
+        /// Whose it was.
+        identity: Identity,
+        /// The address.
+        address: IpAddr,
+    },
+    /// A peer asked for a virtual address and no pool of its connection had one: answered
+    /// INTERNAL_ADDRESS_FAILURE, no child SA (3.10.1).
+    PoolExhausted {
+        /// Connection.
+        conn: String,
+        /// The peer's identity.
+        identity: Identity,
+        /// The connection's pools of the family asked for.
+        pools: Vec<String>,
+    },
+    /// The responder gave us virtual addresses (our CFG_REQUEST, connection `vips`).
+    VirtualIp {
+        /// Connection.
+        conn: String,
+        /// Initiator's SPI.
+        spi_i: u64,
+        /// Our addresses.
+        addresses: Vec<IpAddr>,
+        /// The DNS servers it named.
+        dns: Vec<IpAddr>,
     },
     /// A liveness check (DPD) was answered.
     Alive {

@@ -22,6 +22,8 @@ pub fn ike_encr_name(e: Encr) -> &'static str {
     match e {
         Encr::AesCbc128 => "AES-CBC-128 [RFC3602]",
         Encr::AesCbc256 => "AES-CBC-256 [RFC3602]",
+        Encr::AesCbc192 => "AES-CBC-192 [RFC3602]",
+        Encr::TripleDes => "3DES [RFC2451]",
         Encr::AesGcm16_128 => "AES-GCM-128 with 16 octet ICV [RFC5282]",
         Encr::AesGcm16_256 => "AES-GCM-256 with 16 octet ICV [RFC5282]",
         Encr::ChaCha20Poly1305 => "NULL [RFC2410]",
@@ -32,6 +34,7 @@ pub fn ike_encr_name(e: Encr) -> &'static str {
 pub fn ike_integ_name(i: Option<Integ>) -> &'static str {
     match i {
         None => "NONE [RFC4306]",
+        Some(Integ::HmacSha1_96) => "HMAC_SHA1_96 [RFC2404]",
         Some(Integ::HmacSha256_128) => "HMAC_SHA2_256_128 [RFC4868]",
         Some(Integ::HmacSha384_192) => "HMAC_SHA2_384_192 [RFC4868]",
         Some(Integ::HmacSha512_256) => "HMAC_SHA2_512_256 [RFC4868]",
@@ -41,7 +44,8 @@ pub fn ike_integ_name(i: Option<Integ>) -> &'static str {
 /// Wireshark's ESP encryption algorithm name.
 pub fn esp_encr_name(e: Encr) -> &'static str {
     match e {
-        Encr::AesCbc128 | Encr::AesCbc256 => "AES-CBC [RFC3602]",
+        Encr::AesCbc128 | Encr::AesCbc256 | Encr::AesCbc192 => "AES-CBC [RFC3602]",
+        Encr::TripleDes => "TripleDES-CBC [RFC2451]",
         Encr::AesGcm16_128 | Encr::AesGcm16_256 => "AES-GCM with 16 octet ICV [RFC4106]",
         Encr::ChaCha20Poly1305 => "ChaCha20 with Poly1305 [RFC7634]",
     }
@@ -51,6 +55,7 @@ pub fn esp_encr_name(e: Encr) -> &'static str {
 pub fn esp_integ_name(i: Option<Integ>) -> &'static str {
     match i {
         None => "NULL",
+        Some(Integ::HmacSha1_96) => "HMAC-SHA-1-96 [RFC2404]",
         Some(Integ::HmacSha256_128) => "HMAC-SHA-256-128 [RFC4868]",
         Some(Integ::HmacSha384_192) => "HMAC-SHA-384-192 [RFC4868]",
         Some(Integ::HmacSha512_256) => "HMAC-SHA-512-256 [RFC4868]",

@@ -1,8 +1,9 @@
 //! The pseudorandom functions and prf+ (RFC 7296 section 2.13): HMAC-SHA2-256/384/512
-//! (RFC 4868).
+//! (RFC 4868), and HMAC-SHA1 (RFC 2104) when a configuration names the weak `prfsha1`.
 use crate::alg::Prf;
 use alloc::vec::Vec;
 use hmac::{Hmac, Mac};
+use sha1::Sha1;
 use sha2::{Sha256, Sha384, Sha512};
 use zeroize::Zeroizing;
 
@@ -27,6 +28,7 @@ fn unreachable_hmac() -> ! {
 /// `prf(key, data[0] | data[1] | ...)`.
 pub fn prf(alg: Prf, key: &[u8], data: &[&[u8]]) -> KeyBytes {
     match alg {
+        Prf::HmacSha1 => hmac::<Hmac<Sha1>>(key, data),
         Prf::HmacSha256 => hmac::<Hmac<Sha256>>(key, data),
         Prf::HmacSha384 => hmac::<Hmac<Sha384>>(key, data),
         Prf::HmacSha512 => hmac::<Hmac<Sha512>>(key, data),
@@ -90,6 +92,33 @@ mod tests {
             "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
         );
         assert_eq!(hex::encode(&*prf(Prf::HmacSha512, &k6, &[d6])), "80b24263c7c1a3ebb71493c1dd7be8b49b46d1f41b4aeec1121b013783f8f3526b56d037e05f2598bd0fd2215d6a1e5295e64f73f63f0aec8b915a985d786598");
+    }
+
+    // RFC 2202 section 3, HMAC-SHA-1 test cases 1, 2, 3 and 6 (the PRF_HMAC_SHA1 of RFC 7296,
+    // and the untruncated HMAC of AUTH_HMAC_SHA1_96, RFC 2404).
+    #[test]
+    fn rfc2202_hmac_sha1_vectors() {
+        assert_eq!(
+            hex::encode(&*prf(Prf::HmacSha1, &[0x0b; 20], &[b"Hi There"])),
+            "b617318655057264e28bc0b6fb378c8ef146be00"
+        );
+        assert_eq!(
+            hex::encode(&*prf(Prf::HmacSha1, b"Jefe", &[b"what do ya want ", b"for nothing?"])),
+            "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79"
+        );
+        assert_eq!(
+            hex::encode(&*prf(Prf::HmacSha1, &[0xaa; 20], &[&[0xdd; 50]])),
+            "125d7342b9ac11cd91a39af48aa17b4f63f175d3"
+        );
+        assert_eq!(
+            hex::encode(&*prf(
+                Prf::HmacSha1,
+                &[0xaa; 80],
+                &[b"Test Using Larger Than Block-Size Key - Hash Key First"]
+            )),
+            "aa4ae5e15272d00e95705637ce8a3b55ed402112"
+        );
+        assert_eq!(prf_plus(Prf::HmacSha1, b"k", &[b"s"], 45).len(), 45);
     }
 
     #[test]

@@ -1,17 +1,22 @@
 //! The Encrypted and Authenticated payload SK (RFC 7296 section 3.14) with AES-CBC plus
-//! HMAC-SHA2 (RFC 3602, RFC 4868) or AES-GCM with a 16-byte ICV (RFC 5282). One
-//! [`SkCipher`] per direction, keys expanded once; integrity checked before decryption.
+//! HMAC-SHA2 (RFC 3602, RFC 4868) or AES-GCM with a 16-byte ICV (RFC 5282); and, when a
+//! configuration names them, 3DES-CBC (RFC 2451, 8-byte blocks and IV) and HMAC-SHA1-96
+//! (RFC 2404). One [`SkCipher`] per direction, keys expanded once; integrity checked before
+//! decryption.
 use crate::alg::{Encr, Integ};
 use crate::error::Error;
 use crate::header::{HeaderRepr, HEADER_LEN};
 use crate::limits::MAX_MESSAGE_LEN;
 use crate::payload::{emit_generic_header, kind, GENERIC_HEADER_LEN};
-use aes::cipher::{BlockDecryptMut, BlockEncryptMut, InnerIvInit, KeyInit};
+use aes::cipher::{
+    Block, BlockCipher, BlockDecrypt, BlockDecryptMut, BlockEncrypt, BlockEncryptMut, InnerIvInit, KeyInit,
+};
 use aes_gcm::aead::AeadInPlace;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use hmac::{Hmac, Mac};
 use rand_core::CryptoRngCore;
+use sha1::Sha1;
 use sha2::{Sha256, Sha384, Sha512};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
@@ -21,10 +26,13 @@ enum Engine {
     Gcm256(Box<aes_gcm::Aes256Gcm>, [u8; 4]),
     Cbc128(Box<aes::Aes128>),
     Cbc256(Box<aes::Aes256>),
+    Cbc192(Box<aes::Aes192>),
+    Des3(Box<des::TdesEde3>),
 }
 
 enum MacKey {
     None,
+    S1(Hmac<Sha1>),
     S256(Hmac<Sha256>),
     S384(Hmac<Sha384>),
     S512(Hmac<Sha512>),
@@ -71,6 +79,13 @@ impl SkCipher {
             Encr::AesCbc256 => Engine::Cbc256(Box::new(
                 aes::Aes256::new_from_slice(sk_e).map_err(|_| Error::BadLength)?,
             )),
+            Encr::AesCbc192 => Engine::Cbc192(Box::new(
+                aes::Aes192::new_from_slice(sk_e).map_err(|_| Error::BadLength)?,
+            )),
+            // RFC 2451 2.3: the three DES keys in order, parity bits ignored.
+            Encr::TripleDes => Engine::Des3(Box::new(
+                des::TdesEde3::new_from_slice(sk_e).map_err(|_| Error::BadLength)?,
+            )),
             Encr::ChaCha20Poly1305 => return Err(Error::BadProposal),
         };
         let (mac, icv_len) = match (encr.is_aead(), integ) {
@@ -80,6 +95,9 @@ impl SkCipher {
                     return Err(Error::BadLength);
                 }
                 let m = match i {
+                    Integ::HmacSha1_96 => {
+                        MacKey::S1(<Hmac<Sha1> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?)
+                    }
                     Integ::HmacSha256_128 => {
                         MacKey::S256(<Hmac<Sha256> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?)
                     }
@@ -104,7 +122,7 @@ impl SkCipher {
 
     fn iv_len(&self) -> usize {
         match self.engine {
-            Engine::Gcm128(..) | Engine::Gcm256(..) => 8,
+            Engine::Gcm128(..) | Engine::Gcm256(..) | Engine::Des3(_) => 8,
             _ => 16,
         }
     }
@@ -112,6 +130,7 @@ impl SkCipher {
     fn block_len(&self) -> usize {
         match self.engine {
             Engine::Gcm128(..) | Engine::Gcm256(..) => 1,
+            Engine::Des3(_) => 8,
             _ => 16,
         }
     }
@@ -124,6 +143,7 @@ impl SkCipher {
     fn mac(&self, data: &[u8]) -> Zeroizing<Vec<u8>> {
         let full = match &self.mac {
             MacKey::None => Vec::new(),
+            MacKey::S1(m) => m.clone().chain_update(data).finalize().into_bytes().to_vec(),
             MacKey::S256(m) => m.clone().chain_update(data).finalize().into_bytes().to_vec(),
             MacKey::S384(m) => m.clone().chain_update(data).finalize().into_bytes().to_vec(),
             MacKey::S512(m) => m.clone().chain_update(data).finalize().into_bytes().to_vec(),
@@ -218,20 +238,15 @@ impl SkCipher {
                 .map_err(|_| Error::MessageTooLong)?;
                 tag_out.copy_from_slice(&tag);
             }
-            Engine::Cbc128(_) | Engine::Cbc256(_) => {
-                let mut iv = [0u8; 16];
-                rng.fill_bytes(&mut iv);
-                msg[iv_at..ct_at].copy_from_slice(&iv);
-                let pt = &mut msg[ct_at..icv_at];
+            Engine::Cbc128(_) | Engine::Cbc256(_) | Engine::Cbc192(_) | Engine::Des3(_) => {
+                rng.fill_bytes(&mut msg[iv_at..ct_at]);
+                let (head, pt) = msg[..icv_at].split_at_mut(ct_at);
+                let iv = &head[iv_at..];
                 match &self.engine {
-                    Engine::Cbc128(c) => cbc_encrypt(
-                        cbc::Encryptor::<aes::Aes128>::inner_iv_init((**c).clone(), &iv.into()),
-                        pt,
-                    ),
-                    Engine::Cbc256(c) => cbc_encrypt(
-                        cbc::Encryptor::<aes::Aes256>::inner_iv_init((**c).clone(), &iv.into()),
-                        pt,
-                    ),
+                    Engine::Cbc128(c) => cbc_encrypt::<aes::Aes128>(c, iv, pt)?,
+                    Engine::Cbc256(c) => cbc_encrypt::<aes::Aes256>(c, iv, pt)?,
+                    Engine::Cbc192(c) => cbc_encrypt::<aes::Aes192>(c, iv, pt)?,
+                    Engine::Des3(c) => cbc_encrypt::<des::TdesEde3>(c, iv, pt)?,
                     _ => {}
                 }
                 let icv = self.mac(&msg[..icv_at]);
@@ -279,21 +294,17 @@ impl SkCipher {
                 };
                 r.map_err(|_| Error::BadIntegrity)?;
             }
-            Engine::Cbc128(_) | Engine::Cbc256(_) => {
+            Engine::Cbc128(_) | Engine::Cbc256(_) | Engine::Cbc192(_) | Engine::Des3(_) => {
                 let icv = self.mac(&msg[..icv_at]);
                 if !bool::from(icv.ct_eq(&msg[icv_at..])) {
                     return Err(Error::BadIntegrity);
                 }
-                let iv: [u8; 16] = msg[iv_at..ct_at].try_into().map_err(|_| Error::Truncated)?;
+                let iv = &msg[iv_at..ct_at];
                 match &self.engine {
-                    Engine::Cbc128(c) => cbc_decrypt(
-                        cbc::Decryptor::<aes::Aes128>::inner_iv_init((**c).clone(), &iv.into()),
-                        &mut pt,
-                    ),
-                    Engine::Cbc256(c) => cbc_decrypt(
-                        cbc::Decryptor::<aes::Aes256>::inner_iv_init((**c).clone(), &iv.into()),
-                        &mut pt,
-                    ),
+                    Engine::Cbc128(c) => cbc_decrypt::<aes::Aes128>(c, iv, &mut pt)?,
+                    Engine::Cbc256(c) => cbc_decrypt::<aes::Aes256>(c, iv, &mut pt)?,
+                    Engine::Cbc192(c) => cbc_decrypt::<aes::Aes192>(c, iv, &mut pt)?,
+                    Engine::Des3(c) => cbc_decrypt::<des::TdesEde3>(c, iv, &mut pt)?,
                     _ => {}
                 }
             }
@@ -315,16 +326,31 @@ fn nonce(salt: &[u8; 4], iv: &[u8; 8]) -> [u8; 12] {
     n
 }
 
-fn cbc_encrypt<C: BlockEncryptMut<BlockSize = aes::cipher::consts::U16>>(mut c: C, data: &mut [u8]) {
-    for b in data.chunks_exact_mut(16) {
-        c.encrypt_block_mut(aes::Block::from_mut_slice(b));
+/// CBC encryption of whole blocks in place with block cipher `C` (AES: 16-byte blocks, 3DES:
+/// 8) and an IV of one block.
+fn cbc_encrypt<C: BlockCipher + BlockEncryptMut + BlockEncrypt + Clone>(
+    c: &C,
+    iv: &[u8],
+    data: &mut [u8],
+) -> Result<(), Error> {
+    let mut e = cbc::Encryptor::<C>::inner_iv_slice_init(c.clone(), iv).map_err(|_| Error::BadLength)?;
+    for b in data.chunks_exact_mut(C::block_size()) {
+        e.encrypt_block_mut(Block::<C>::from_mut_slice(b));
     }
+    Ok(())
 }
 
-fn cbc_decrypt<C: BlockDecryptMut<BlockSize = aes::cipher::consts::U16>>(mut c: C, data: &mut [u8]) {
-    for b in data.chunks_exact_mut(16) {
-        c.decrypt_block_mut(aes::Block::from_mut_slice(b));
+/// CBC decryption of whole blocks in place (see [`cbc_encrypt`]).
+fn cbc_decrypt<C: BlockCipher + BlockDecryptMut + BlockDecrypt + Clone>(
+    c: &C,
+    iv: &[u8],
+    data: &mut [u8],
+) -> Result<(), Error> {
+    let mut d = cbc::Decryptor::<C>::inner_iv_slice_init(c.clone(), iv).map_err(|_| Error::BadLength)?;
+    for b in data.chunks_exact_mut(C::block_size()) {
+        d.decrypt_block_mut(Block::<C>::from_mut_slice(b));
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -342,6 +368,9 @@ mod tests {
             (Encr::AesCbc128, Some(Integ::HmacSha256_128)),
             (Encr::AesCbc256, Some(Integ::HmacSha384_192)),
             (Encr::AesCbc256, Some(Integ::HmacSha512_256)),
+            (Encr::AesCbc192, Some(Integ::HmacSha256_128)),
+            (Encr::TripleDes, Some(Integ::HmacSha1_96)),
+            (Encr::AesCbc256, Some(Integ::HmacSha1_96)),
         ] {
             let ke = alloc::vec![7u8; e.keymat_len()];
             let ka = alloc::vec![9u8; i.map_or(0, |i| i.key_len())];
@@ -358,6 +387,78 @@ mod tests {
                 assert!(s.open(&m[..m.len() - 1], HEADER_LEN).is_err());
             }
         }
+    }
+
+    /// Gives `self.0` as its random bytes: the IV a test expects.
+    struct FixedIv(Vec<u8>);
+    impl rand_core::RngCore for FixedIv {
+        fn next_u32(&mut self) -> u32 {
+            0
+        }
+        fn next_u64(&mut self) -> u64 {
+            0
+        }
+        fn fill_bytes(&mut self, d: &mut [u8]) {
+            d.copy_from_slice(&self.0[..d.len()]);
+        }
+        fn try_fill_bytes(&mut self, d: &mut [u8]) -> Result<(), rand_core::Error> {
+            self.fill_bytes(d);
+            Ok(())
+        }
+    }
+    impl rand_core::CryptoRng for FixedIv {}
+
+    // NIST SP 800-67 Rev. 1 Appendix B: the TDEA example (three keys, "The qufck brown fox
+    // jump" in ECB mode), block by block: the key order of RFC 2451 2.3 (K1 | K2 | K3).
+    #[test]
+    fn tdes_nist_sp800_67_example() {
+        let k = hex::decode("0123456789ABCDEF23456789ABCDEF01456789ABCDEF0123").unwrap();
+        let c = des::TdesEde3::new_from_slice(&k).unwrap();
+        let mut b = *b"The qufck brown fox jump";
+        for blk in b.chunks_exact_mut(8) {
+            c.encrypt_block(Block::<des::TdesEde3>::from_mut_slice(blk));
+        }
+        assert_eq!(hex::encode(b), "a826fd8ce53b855fcce21c8112256fe668d5c05dd9b6b900");
+    }
+
+    // NIST SP 800-38A F.2.3 CBC-AES192.Encrypt, first block.
+    #[test]
+    fn aes192_cbc_nist_sp800_38a() {
+        let k = hex::decode("8e73b0f7da0e6452c810f32b809079e562f8ead2522c6b7b").unwrap();
+        let iv = hex::decode("000102030405060708090a0b0c0d0e0f").unwrap();
+        let mut b = hex::decode("6bc1bee22e409f96e93d7e117393172a").unwrap();
+        cbc_encrypt(&aes::Aes192::new_from_slice(&k).unwrap(), &iv, &mut b).unwrap();
+        assert_eq!(hex::encode(&b), "4f021db243bc633d7178183a9fa071e8");
+        cbc_decrypt(&aes::Aes192::new_from_slice(&k).unwrap(), &iv, &mut b).unwrap();
+        assert_eq!(hex::encode(&b), "6bc1bee22e409f96e93d7e117393172a");
+    }
+
+    // An SK payload with ENCR_3DES and AUTH_HMAC_SHA1_96, the Windows client's default: the
+    // 8-byte IV after the generic header, the ciphertext of `inner | pad length 0` as
+    // `openssl enc -des-ede3-cbc -K <key> -iv <iv> -nopad` makes it, and the ICV the first
+    // 12 bytes of HMAC-SHA1 (RFC 2404) over everything before it (3.14).
+    #[test]
+    fn sk_3des_sha1_openssl_vector() {
+        let ke = hex::decode("0123456789ABCDEF23456789ABCDEF01456789ABCDEF0123").unwrap();
+        let ka = [0x0bu8; 20];
+        let iv = hex::decode("f69f2445df4f9b17").unwrap();
+        let inner = b"The quick brown fox jum";
+        let mut s = SkCipher::new(Encr::TripleDes, Some(Integ::HmacSha1_96), &ke, &ka).unwrap();
+        let m = s.seal(&hdr(), 41, inner, &mut FixedIv(iv.clone())).unwrap();
+        let at = HEADER_LEN + GENERIC_HEADER_LEN;
+        assert_eq!(m.len(), at + 8 + 24 + 12);
+        assert_eq!(&m[at..at + 8], &iv[..]);
+        assert_eq!(
+            hex::encode(&m[at + 8..at + 32]),
+            "63693c3d378a862f8051ae7c2934a296248f6468560b51eb"
+        );
+        let full = crate::prf::prf(crate::alg::Prf::HmacSha1, &ka, &[&m[..at + 32]]);
+        assert_eq!(&m[at + 32..], &full[..12]);
+        assert_eq!(&s.open(&m, HEADER_LEN).unwrap()[..], &inner[..]);
+        // A 3DES payload is a whole number of 8-byte blocks.
+        let mut short = m[..at + 8 + 20].to_vec();
+        short.extend_from_slice(&m[at + 32..]);
+        assert!(s.open(&short, HEADER_LEN).is_err());
     }
 
     // RFC 4106-style GCM: NIST GCM test case 3 (AES-128, 96-bit IV split as salt | IV as

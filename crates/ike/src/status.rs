@@ -93,6 +93,8 @@ pub struct IkeSaStatus {
     pub stats: IkeSaStats,
     /// Its child SA pairs.
     pub children: Vec<ChildSaStatus>,
+    /// Virtual addresses: the peer's leases (responder), ours (initiator).
+    pub virtual_ips: Vec<core::net::IpAddr>,
 }
 
 /// One child SA pair.

@@ -68,6 +68,9 @@ fn every_supported_suite() {
         ("aes128-sha512-modp2048", "chacha20poly1305-esn"),
         ("aes256gcm16-prfsha384-ecp256", "aes256gcm16-esn"),
         ("aes128-sha384-x25519", "aes128-sha256-noesn"),
+        // The built-in Windows client's defaults (weak, accepted when named).
+        ("3des-sha1-modp1024", "aes256-sha1"),
+        ("aes192-sha1-prfsha256-modp1024", "3des-sha1"),
     ] {
         let (a, b) = pair(ike, ike, esp, esp);
         let mut net = Net::new(a, b);

@@ -231,6 +231,46 @@ fn ike_sa_rekeyed_from_either_side_keeps_the_children() {
     }
 }
 
+/// The commands by connection handle (a name resolved once, `Endpoint::conn_id`) do what
+/// their by-name forms do: initiate, rekey the IKE SA, rekey a child's pairs, terminate; an
+/// unknown name or handle is refused.
+#[test]
+fn commands_by_connection_handle() {
+    let (a, b) = pair(IKE, IKE, ESP, ESP);
+    let mut net = Net::new(a, b);
+    assert_eq!(net.a.conn_id("nope"), Err(CommandError::UnknownConnection));
+    assert_eq!(
+        net.a.terminate_conn(net.now, ConnId(7), &mut net.rng),
+        Err(CommandError::UnknownConnection)
+    );
+    let id = net.a.conn_id("a2b").unwrap();
+    assert_eq!(net.a.conn_ids().collect::<Vec<_>>(), [id]);
+    assert_eq!(
+        net.a.rekey_ike_conn(net.now, id, &mut net.rng),
+        Err(CommandError::NotEstablished)
+    );
+    net.a.initiate_conn(net.now, id, &mut net.rng).unwrap();
+    net.pump();
+    let before = assert_mirrored(&net);
+    let child = child_up(&net.events_a)[0].child.clone();
+    assert_eq!(net.a.child_spis(id, &child), [before[0].0]);
+    assert!(net.a.child_spis(id, "other").is_empty());
+    net.a.rekey_ike_conn(net.now, id, &mut net.rng).unwrap();
+    net.pump();
+    assert_eq!(downs(&net.events_a), [DownReason::Rekeyed]);
+    assert_eq!(assert_mirrored(&net), before);
+    for spi in net.a.child_spis(id, &child) {
+        net.a.rekey_child(net.now, spi, &mut net.rng).unwrap();
+    }
+    net.pump();
+    let after = assert_mirrored(&net);
+    assert_eq!(after.len(), 1);
+    assert_ne!(after, before);
+    net.a.terminate_conn(net.now, id, &mut net.rng).unwrap();
+    net.pump();
+    assert_eq!((net.a.ike_sa_count(), net.b.ike_sa_count()), (0, 0));
+}
+
 #[test]
 fn a_rekey_of_a_pair_being_deleted_is_refused_and_changes_nothing() {
     let (a, b) = pair(IKE, IKE, ESP, ESP);

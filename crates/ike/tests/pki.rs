@@ -396,7 +396,15 @@ fn sign_then_verify_every_scheme() {
                 // Peers without a common hash get the classic method too.
                 assert_eq!(auth_sign(&s, Some(&[hash_alg::SHA1]), &octets).unwrap().0, want_m);
             }
-            _ => assert!(matches!(auth_sign(&s, None, &octets), Err(PkiError::Unsupported(_)))),
+            // RSA without RFC 7427: method 1, PKCS#1 v1.5 with SHA-1 (RFC 7296 3.8).
+            KeyKind::Rsa { .. } => {
+                let (m, data) = auth_sign(&s, None, &octets).unwrap();
+                assert_eq!((m, data.len()), (1, 256));
+                assert_eq!(auth_verify(&crt, m, &data, &octets), Ok(()));
+                assert_eq!(auth_verify(&crt, m, &data, b"x"), Err(CertError::BadSignature));
+                assert_eq!(auth_sign(&s, Some(&[hash_alg::SHA1]), &octets).unwrap().0, 1);
+            }
+            KeyKind::Ed25519 => assert!(matches!(auth_sign(&s, None, &octets), Err(PkiError::Unsupported(_)))),
         }
     }
     // RSA: PKCS#1 v1.5 by default, the first SHA-2 the peer lists in our order.
@@ -501,6 +509,27 @@ fn openssl_signatures_verify() {
     }
     // The classic RSA method: PKCS#1 v1.5 with SHA-1.
     assert_eq!(auth_verify(&moon, 1, &read("moon-pkcs1-sha1.bin"), &msg), Ok(()));
+    // ... which PKCS#1 v1.5 makes deterministic: ours (RustCrypto rsa, ring cannot) is
+    // openssl's (`openssl dgst -sha1 -sign moon.key msg.bin`) byte for byte, from either key
+    // file.
+    for k in ["moon.key", "moon-pkcs8.key"] {
+        let s = signer(k);
+        assert_eq!(
+            s.sign(SigScheme::RsaPkcs1Sha1, &msg).unwrap(),
+            read("moon-pkcs1-sha1.bin"),
+            "{k}"
+        );
+        assert_eq!(auth_sign(&s, None, &msg).unwrap(), (1, read("moon-pkcs1-sha1.bin")));
+        // Never inside method 14 (RFC 8247 3.4).
+        assert!(matches!(
+            auth_sign_with_scheme(&s, SigScheme::RsaPkcs1Sha1, &msg),
+            Err(PkiError::Unsupported(_))
+        ));
+    }
+    assert_eq!(
+        signer("sun.key").sign(SigScheme::RsaPkcs1Sha1, &msg),
+        Err(PkiError::SchemeMismatch)
+    );
     assert_eq!(
         auth_verify(&moon, 1, &read("moon-pkcs1-sha256.bin"), &msg),
         Err(CertError::BadSignature)

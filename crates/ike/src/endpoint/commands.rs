@@ -1,6 +1,6 @@
 //! The caller's commands: initiate a connection or one child (also on a trap's acquire),
 //! rekey, delete, check liveness. Each queues a task on an IKE SA ([`crate::task`]).
-use super::{wall, Endpoint, PacketSelectors, SaHandle};
+use super::{wall, ConnId, Endpoint, PacketSelectors, SaHandle};
 use crate::child::{new_spi, Offer};
 use crate::config::StartAction;
 use crate::error::CommandError;
@@ -56,7 +56,8 @@ impl Endpoint {
         let child = &c.children[chi];
         let remote_ip = c.remote_addr.unwrap_or(c.local_addr);
         let mut ts_i = if child.local_ts.is_empty() {
-            alloc::vec![TrafficSelector::host(c.local_addr)]
+            crate::task::config_payload::initiator_ts(c)
+                .unwrap_or_else(|| alloc::vec![TrafficSelector::host(c.local_addr)])
         } else {
             child.local_ts.clone()
         };
@@ -245,19 +246,30 @@ impl Endpoint {
 
     /// Rekeys the connection's IKE SAs now (`ipsec ike rekey CONN`).
     pub fn rekey_ike(&mut self, now: Duration, conn: &str, rng: &mut impl CryptoRngCore) -> Result<(), CommandError> {
-        self.on_established(now, conn, rng, |sa, rng| IkeRekey::new(sa, rng).map(Task::IkeRekey))
+        let id = self.conn_id(conn)?;
+        self.rekey_ike_conn(now, id, rng)
     }
 
-    /// Queues `task(sa)` on each of the connection's established IKE SAs; none:
+    /// [`Endpoint::rekey_ike`] of a connection by handle.
+    pub fn rekey_ike_conn(
+        &mut self,
+        now: Duration,
+        conn: ConnId,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), CommandError> {
+        let ci = self.conn_at(conn)?;
+        self.on_established(now, ci, rng, |sa, rng| IkeRekey::new(sa, rng).map(Task::IkeRekey))
+    }
+
+    /// Queues `task(sa)` on each of connection `ci`'s established IKE SAs; none:
     /// [`CommandError::NotEstablished`].
     fn on_established<R: CryptoRngCore>(
         &mut self,
         now: Duration,
-        conn: &str,
+        ci: usize,
         rng: &mut R,
         mut task: impl FnMut(&IkeSa, &mut R) -> Option<Task>,
     ) -> Result<(), CommandError> {
-        let ci = self.conn_index(conn)?;
         let mut found = false;
         for sa in self
             .sas
@@ -277,6 +289,44 @@ impl Endpoint {
         }
     }
 
+    /// The handle of connection `name` (its index in [`crate::Config::connections`]): a caller
+    /// resolves a name once, at its edge, and passes the handle inward.
+    pub fn conn_id(&self, name: &str) -> Result<ConnId, CommandError> {
+        self.conn_index(name).map(ConnId)
+    }
+
+    /// The handles of every connection, in the config's order.
+    pub fn conn_ids(&self) -> impl Iterator<Item = ConnId> {
+        (0..self.cfg.connections.len()).map(ConnId)
+    }
+
+    fn conn_at(&self, conn: ConnId) -> Result<usize, CommandError> {
+        (conn.0 < self.cfg.connections.len())
+            .then_some(conn.0)
+            .ok_or(CommandError::UnknownConnection)
+    }
+
+    /// [`Endpoint::initiate`] of a connection by handle.
+    pub fn initiate_conn(
+        &mut self,
+        now: Duration,
+        conn: ConnId,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<SaHandle, CommandError> {
+        let ci = self.conn_at(conn)?;
+        self.initiate_with(now, ci, None, rng)
+    }
+
+    /// The inbound SPIs of the connection's child pairs named `child` ([`Endpoint::children`]
+    /// by handle), for [`Endpoint::rekey_child`].
+    pub fn child_spis(&self, conn: ConnId, child: &str) -> Vec<u32> {
+        self.sas
+            .values()
+            .filter(|s| s.conn == conn.0)
+            .flat_map(|s| s.children.iter().filter(|c| c.info.child == child).map(|c| c.spi_in()))
+            .collect()
+    }
+
     /// The children of the connection's established IKE SAs: (child name, our inbound SPI).
     pub fn children(&self, conn: &str) -> Vec<(alloc::string::String, u32)> {
         let Ok(ci) = self.conn_index(conn) else {
@@ -292,7 +342,18 @@ impl Endpoint {
     /// Deletes the connection's IKE SAs (INFORMATIONAL with a Delete; half-open ones are
     /// dropped at once).
     pub fn terminate(&mut self, now: Duration, conn: &str, rng: &mut impl CryptoRngCore) -> Result<(), CommandError> {
-        let ci = self.conn_index(conn)?;
+        let id = self.conn_id(conn)?;
+        self.terminate_conn(now, id, rng)
+    }
+
+    /// [`Endpoint::terminate`] of a connection by handle.
+    pub fn terminate_conn(
+        &mut self,
+        now: Duration,
+        conn: ConnId,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), CommandError> {
+        let ci = self.conn_at(conn)?;
         let mut found = false;
         for sa in self.sas.values_mut().filter(|s| s.conn == ci) {
             found = true;
@@ -353,6 +414,7 @@ impl Endpoint {
         conn: &str,
         rng: &mut impl CryptoRngCore,
     ) -> Result<(), CommandError> {
-        self.on_established(now, conn, rng, |_, _| Some(Task::IkeDpd))
+        let ci = self.conn_index(conn)?;
+        self.on_established(now, ci, rng, |_, _| Some(Task::IkeDpd))
     }
 }

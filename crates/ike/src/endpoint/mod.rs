@@ -52,6 +52,10 @@ struct Responder {
     half_open: bool,
 }
 
+/// A connection's handle: its index in [`Config::connections`] ([`Endpoint::conn_id`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub usize);
+
 /// A handle to an IKE SA: our SPI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SaHandle(pub u64);
@@ -106,6 +110,10 @@ impl fmt::Debug for Endpoint {
 impl Endpoint {
     /// An endpoint with no SAs.
     pub fn new(cfg: Config) -> Self {
+        let out = Output {
+            leases: crate::pool::Leases::new(&cfg.pools),
+            ..Default::default()
+        };
         Endpoint {
             cfg,
             sas: BTreeMap::new(),
@@ -116,7 +124,7 @@ impl Endpoint {
             cookies: Default::default(),
             dos: Default::default(),
             reap_all: false,
-            out: Output::default(),
+            out,
             gone: Default::default(),
             clock: None,
         }
@@ -206,6 +214,11 @@ impl Endpoint {
     /// Every IKE SA (half-open ones included) with its children, as of `now`.
     pub fn status(&self, now: Duration) -> Vec<crate::status::IkeSaStatus> {
         self.sas.values().map(|s| s.status(&self.cfg, now)).collect()
+    }
+
+    /// Every address pool's size and leases ([`crate::pool`]).
+    pub fn pool_stats(&self) -> Vec<crate::pool::PoolStats> {
+        self.out.leases.stats()
     }
 
     /// The next datagram to send.

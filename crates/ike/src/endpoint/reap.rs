@@ -41,6 +41,7 @@ impl Endpoint {
         if self.sas.get(&spi).is_some_and(|s| s.state.is_dead()) {
             if let Some(s) = self.sas.remove(&spi) {
                 self.gone.add(&s.stats);
+                self.out.release_leases(spi);
             }
         }
         self.settle(spi);
@@ -58,8 +59,11 @@ impl Endpoint {
                     self.initial_contact(spi, now);
                     self.reap_all = true;
                 }
-                EndpointEvent::Rekeyed(new) => {
+                EndpointEvent::Rekeyed(mut new) => {
                     let key = new.our_spi();
+                    // Its leases move with it (2.18).
+                    new.vips = self.sas.get(&spi).map(|s| s.vips.clone()).unwrap_or_default();
+                    self.out.leases.rekeyed(spi, key);
                     self.sas.insert(key, *new);
                     // The requests that moved with the children (2.18) go out on it now.
                     if let Some(n) = self.sas.get_mut(&key) {
@@ -111,6 +115,7 @@ impl Endpoint {
         for k in dead {
             if let Some(s) = self.sas.remove(&k) {
                 self.gone.add(&s.stats);
+                self.out.release_leases(k);
             }
         }
         let responders: Vec<u64> = self.responders.keys().copied().collect();

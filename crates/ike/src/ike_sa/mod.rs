@@ -265,6 +265,9 @@ pub(crate) struct Output {
     pub transmits: VecDeque<Transmit>,
     pub events: VecDeque<Event>,
     pub dropped_output: u64,
+    /// The pools' leases: endpoint state kept here so every task context reaches it
+    /// ([`crate::task::config_payload`]).
+    pub leases: crate::pool::Leases,
 }
 
 impl Output {
@@ -274,6 +277,16 @@ impl Output {
             self.dropped_output += 1;
         }
         self.events.push_back(e);
+    }
+    /// The IKE SA filed under `spi` is gone: its leases go offline, reported.
+    pub fn release_leases(&mut self, spi: u64) {
+        for r in self.leases.release(spi) {
+            self.event(Event::LeaseReleased {
+                pool: r.pool,
+                identity: r.identity,
+                address: r.address,
+            });
+        }
     }
     pub fn transmit(&mut self, t: Transmit) {
         if self.transmits.len() >= MAX_QUEUED_OUTPUT {
@@ -313,6 +326,9 @@ pub(crate) struct IkeSa {
     pub census: Census,
     /// Responder: the EAP conversation of IKE_AUTH (RFC 7296 2.16) while it runs.
     pub eap: Option<alloc::boxed::Box<crate::task::ike_auth_eap::EapState>>,
+    /// Virtual addresses (RFC 7296 3.15): a responder's leases to the peer, an
+    /// initiator's own from the CFG_REPLY ([`crate::task::config_payload`]).
+    pub vips: Vec<core::net::IpAddr>,
 }
 
 impl IkeSa {
@@ -352,6 +368,7 @@ impl IkeSa {
             followup: None,
             census: Census::default(),
             eap: None,
+            vips: Vec::new(),
         }
     }
 
@@ -569,6 +586,7 @@ impl IkeSa {
                 conn: name,
                 spi_i: self.spi_i,
                 spi_r: self.spi_r,
+                remote: self.path.remote,
                 reason,
             });
         }
@@ -750,6 +768,7 @@ impl IkeSa {
             age: now.saturating_sub(self.created),
             rekey_in: left(self.rekey_at),
             stats: self.stats,
+            virtual_ips: self.vips.clone(),
             children: self
                 .children
                 .iter()

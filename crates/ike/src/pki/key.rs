@@ -1,6 +1,7 @@
 //! Private keys (PEM: PKCS#8, PKCS#1, SEC1) and signing through the caller's [`Signer`].
 use super::cert::{Certificate, KeyKind, EC_PUBLIC_KEY, ED25519, RSA_ENCRYPTION, SECP256R1, SECP384R1};
 use super::{pem_blocks, PkiError};
+use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 use const_oid::ObjectIdentifier;
@@ -32,10 +33,14 @@ pub enum SigScheme {
     EcdsaP384Sha384,
     /// Ed25519 (PureEdDSA, RFC 8032).
     Ed25519,
+    /// RSASSA-PKCS1-v1_5 with SHA-1: AUTH method 1 only (RFC 7296 3.8), for peers that
+    /// announce no RFC 7427 hash (the built-in Windows client). Never in method 14 (RFC 8247
+    /// 3.4: SHA-1 signatures MUST NOT), so not in [`SigScheme::ALL`].
+    RsaPkcs1Sha1,
 }
 
 impl SigScheme {
-    /// Every scheme.
+    /// Every scheme of RFC 7427 method 14 (all but [`SigScheme::RsaPkcs1Sha1`]).
     pub const ALL: [SigScheme; 9] = [
         SigScheme::RsaPkcs1Sha256,
         SigScheme::RsaPkcs1Sha384,
@@ -56,6 +61,7 @@ impl SigScheme {
             SigScheme::RsaPkcs1Sha384 | SigScheme::RsaPssSha384 | SigScheme::EcdsaP384Sha384 => SHA2_384,
             SigScheme::RsaPkcs1Sha512 | SigScheme::RsaPssSha512 => SHA2_512,
             SigScheme::Ed25519 => IDENTITY,
+            SigScheme::RsaPkcs1Sha1 => SHA1,
         }
     }
 
@@ -216,7 +222,9 @@ impl fmt::Debug for PrivateKey {
 }
 
 enum RingKey {
-    Rsa(RsaKeyPair),
+    /// ring's key, and the same key for RustCrypto `rsa` to sign method 1 (SHA-1) with,
+    /// which ring does not do.
+    Rsa(RsaKeyPair, Box<rsa::pkcs1v15::SigningKey<sha1::Sha1>>),
     Ecdsa(EcdsaKeyPair),
     Ed25519(Ed25519KeyPair),
 }
@@ -241,7 +249,11 @@ impl RingSigner {
         let rng = SystemRandom::new();
         let k = match key.kind {
             KeyKind::Rsa { .. } => {
-                RingKey::Rsa(RsaKeyPair::from_der(&key.der).map_err(|_| PkiError::BadKey("RSA key refused by ring"))?)
+                use rsa::pkcs1::DecodeRsaPrivateKey;
+                let kp = RsaKeyPair::from_der(&key.der).map_err(|_| PkiError::BadKey("RSA key refused by ring"))?;
+                let legacy = rsa::RsaPrivateKey::from_pkcs1_der(&key.der)
+                    .map_err(|_| PkiError::BadKey("RSA key refused by the rsa crate"))?;
+                RingKey::Rsa(kp, Box::new(rsa::pkcs1v15::SigningKey::new(legacy)))
             }
             KeyKind::EcdsaP256 => RingKey::Ecdsa(
                 EcdsaKeyPair::from_pkcs8(&rsig::ECDSA_P256_SHA256_ASN1_SIGNING, &key.der, &rng)
@@ -263,6 +275,32 @@ impl RingSigner {
     }
 }
 
+/// ring's system randomness for the `rsa` crate (rand_core's traits).
+struct RingRng<'a>(&'a SystemRandom);
+
+impl rand_core::RngCore for RingRng<'_> {
+    fn next_u32(&mut self) -> u32 {
+        let mut b = [0; 4];
+        self.fill_bytes(&mut b);
+        u32::from_le_bytes(b)
+    }
+    fn next_u64(&mut self) -> u64 {
+        let mut b = [0; 8];
+        self.fill_bytes(&mut b);
+        u64::from_le_bytes(b)
+    }
+    fn fill_bytes(&mut self, d: &mut [u8]) {
+        // SystemRandom fails only without an operating system source, where ring could not
+        // have signed either; the signature is then made with less blinding, not refused.
+        let _ = ring::rand::SecureRandom::fill(self.0, d);
+    }
+    fn try_fill_bytes(&mut self, d: &mut [u8]) -> Result<(), rand_core::Error> {
+        ring::rand::SecureRandom::fill(self.0, d).map_err(|_| rand_core::Error::from(core::num::NonZeroU32::MIN))
+    }
+}
+
+impl rand_core::CryptoRng for RingRng<'_> {}
+
 impl fmt::Debug for RingSigner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "RingSigner({:?})", self.kind)
@@ -279,7 +317,15 @@ impl Signer for RingSigner {
             return Err(PkiError::SchemeMismatch);
         }
         match &self.key {
-            RingKey::Rsa(kp) => {
+            RingKey::Rsa(_, legacy) if scheme == SigScheme::RsaPkcs1Sha1 => {
+                use rsa::signature::{RandomizedSigner, SignatureEncoding};
+                // Blinded with randomness from ring's SystemRandom, as ring's own signing is.
+                let sig = legacy
+                    .try_sign_with_rng(&mut RingRng(&self.rng), msg)
+                    .map_err(|_| PkiError::SigningFailed)?;
+                Ok(sig.to_vec())
+            }
+            RingKey::Rsa(kp, _) => {
                 let pad: &'static dyn rsig::RsaEncoding = match scheme {
                     SigScheme::RsaPkcs1Sha256 => &rsig::RSA_PKCS1_SHA256,
                     SigScheme::RsaPkcs1Sha384 => &rsig::RSA_PKCS1_SHA384,

@@ -1,6 +1,7 @@
 //! Signature authentication in the AUTH payload: RFC 7427 digital signatures (method 14) and
-//! the classic methods, RSA (1, RFC 7296 3.8: PKCS#1 v1.5 with SHA-1) and ECDSA (9, 10, 11,
-//! RFC 4754: r||s, each padded to the field size).
+//! the classic methods, RSA (1, RFC 7296 3.8: PKCS#1 v1.5 with SHA-1; signed with RustCrypto
+//! `rsa`, as ring cannot, for peers without RFC 7427) and ECDSA (9, 10, 11, RFC 4754: r||s,
+//! each padded to the field size).
 use super::cert::{Certificate, KeyKind};
 use super::hash_alg;
 use super::key::{SigScheme, Signer};
@@ -51,8 +52,7 @@ pub fn hash_algs_data(algs: &[u16]) -> Vec<u8> {
 }
 
 // RFC 7427 Appendix A: the DER AlgorithmIdentifiers of method 14, byte for byte.
-/// A.1.1 sha1WithRSAEncryption (refused: SHA-1).
-#[cfg_attr(not(test), allow(dead_code))] // documents a refusal; the tests use it
+/// A.1.1 sha1WithRSAEncryption (refused in method 14: SHA-1).
 const SHA1_WITH_RSA: &[u8] = &[
     0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x05, 0x05, 0x00,
 ];
@@ -116,6 +116,8 @@ impl SigScheme {
             SigScheme::EcdsaP256Sha256 => ECDSA_WITH_SHA256,
             SigScheme::EcdsaP384Sha384 => ECDSA_WITH_SHA384,
             SigScheme::Ed25519 => ED25519_ALG,
+            // Only for completeness: never sent nor accepted (method 1 has no identifier).
+            SigScheme::RsaPkcs1Sha1 => SHA1_WITH_RSA,
         }
     }
 
@@ -139,6 +141,7 @@ impl SigScheme {
             SigScheme::EcdsaP256Sha256 => &rsig::ECDSA_P256_SHA256_ASN1,
             SigScheme::EcdsaP384Sha384 => &rsig::ECDSA_P384_SHA384_ASN1,
             SigScheme::Ed25519 => &rsig::ED25519,
+            SigScheme::RsaPkcs1Sha1 => &rsig::RSA_PKCS1_2048_8192_SHA1_FOR_LEGACY_USE_ONLY,
         }
     }
 }
@@ -191,9 +194,10 @@ pub fn choose_scheme(kind: KeyKind, peer_hash_algs: &[u16], rsa_pss: bool) -> Op
 /// With `peer_hash_algs` (the peer sent SIGNATURE_HASH_ALGORITHMS) and a scheme from
 /// [`choose_scheme`] (PKCS#1 v1.5 for RSA): RFC 7427 method 14, the data being the
 /// AlgorithmIdentifier's length (1 octet), the AlgorithmIdentifier and the signature.
-/// Otherwise a classic method: 9 (P-256) or 10 (P-384) with r||s (RFC 4754); RSA would need
-/// method 1 with SHA-1, which ring cannot sign, and Ed25519 has no classic method: both are
-/// `Err(Unsupported)`.
+/// Otherwise a classic method: 9 (P-256) or 10 (P-384) with r||s (RFC 4754), or for RSA
+/// method 1, PKCS#1 v1.5 with SHA-1 (RFC 7296 3.8), as strongSwan does for a peer that did
+/// not send SIGNATURE_HASH_ALGORITHMS (the built-in Windows client); Ed25519 has no classic
+/// method: `Err(Unsupported)`.
 pub fn auth_sign(
     signer: &dyn Signer,
     peer_hash_algs: Option<&[u16]>,
@@ -209,6 +213,9 @@ pub fn auth_sign(
 
 /// The method-14 AUTH payload (method, data) for `octets` with `scheme`.
 pub fn auth_sign_with_scheme(signer: &dyn Signer, scheme: SigScheme, octets: &[u8]) -> Result<(u8, Vec<u8>), PkiError> {
+    if scheme == SigScheme::RsaPkcs1Sha1 {
+        return Err(PkiError::Unsupported("SHA-1 in an RFC 7427 signature (RFC 8247 3.4)"));
+    }
     if !scheme.fits(signer.kind()) {
         return Err(PkiError::SchemeMismatch);
     }
@@ -221,12 +228,13 @@ pub fn auth_sign_with_scheme(signer: &dyn Signer, scheme: SigScheme, octets: &[u
     Ok((auth_method::DIGITAL_SIGNATURE, data))
 }
 
-/// The classic-method AUTH payload: ECDSA 9/10 (RFC 4754) only.
+/// The classic-method AUTH payload: ECDSA 9/10 (RFC 4754), RSA 1 (RFC 7296 3.8: "RSA
+/// Digital Signature", RSASSA-PKCS1-v1_5 with SHA-1 over the signed octets).
 pub fn auth_sign_classic(signer: &dyn Signer, octets: &[u8]) -> Result<(u8, Vec<u8>), PkiError> {
     let (method, scheme, n) = match signer.kind() {
         KeyKind::EcdsaP256 => (auth_method::ECDSA_SHA256_P256, SigScheme::EcdsaP256Sha256, 32),
         KeyKind::EcdsaP384 => (auth_method::ECDSA_SHA384_P384, SigScheme::EcdsaP384Sha384, 48),
-        KeyKind::Rsa { .. } => return Err(PkiError::Unsupported("RSA with SHA-1 (method 1) cannot be signed")),
+        KeyKind::Rsa { .. } => return Ok((auth_method::RSA_SIG, signer.sign(SigScheme::RsaPkcs1Sha1, octets)?)),
         KeyKind::Ed25519 => return Err(PkiError::Unsupported("Ed25519 needs RFC 7427 signatures")),
     };
     let der = signer.sign(scheme, octets)?;

@@ -183,6 +183,7 @@ impl IkeAuth {
         if conn.initial_contact {
             p.push(Payload::Notify(Notify::ike(kind::INITIAL_CONTACT, &[])));
         }
+        p.extend(super::config_payload::request(conn));
         if let Some(offer) = &self.child {
             p.extend(offer.payloads(conn));
         }
@@ -244,6 +245,11 @@ impl IkeAuth {
         };
         let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
         ike_up(sa, cx, crypto, idr.clone());
+        if !super::config_payload::process_reply(sa, cx, ps) {
+            // Virtual addresses asked for and none given: no use to us (strongSwan deletes it).
+            sa.queue_task(cx, Task::IkeDelete, rng);
+            return Next::Done;
+        }
         let Some(offer) = self.child else { return Next::Done };
         let conn = sa.conn(cx.cfg);
         match offer.accept(conn, ps) {
@@ -318,22 +324,29 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
         r.then = Some(DownReason::AuthFailed);
         return r;
     }
-    // The cap of IKE SAs per identity counts new ones too, unless INITIAL_CONTACT says the
-    // peer's others are gone (2.4): else one identity's handshakes could fill MAX_IKE_SAS
-    // and lock every other peer out (issue #39). AUTHENTICATION_FAILED, as strongSwan
-    // answers when its uniqueness policy keeps the old SA.
-    let cap = crate::limits::MAX_IKE_SAS_PER_IDENTITY;
-    if ps.notify(kind::INITIAL_CONTACT).is_none() && cx.peers_of.is_some_and(|n| n(idi) >= cap) {
-        sa.state = State::HalfOpen { hs, crypto };
-        cx.out.event(Event::AuthFailed {
-            conn: sa.conn_name(cx.cfg),
-            local: true,
-            reason: Some(AuthRefusal::TooManySas),
-        });
-        let mut r = Reply::notify(kind::AUTHENTICATION_FAILED);
-        r.then = Some(DownReason::AuthFailed);
-        return r;
-    }
+    // The uniqueness policy (swanctl `unique`), then the cap of IKE SAs per identity, which
+    // counts new ones too unless the old ones are being replaced (INITIAL_CONTACT, 2.4, or
+    // `unique = replace`): else one identity's handshakes could fill MAX_IKE_SAS and lock
+    // every other peer out (issue #39). AUTHENTICATION_FAILED, as strongSwan answers when
+    // its uniqueness policy keeps the old SA.
+    let peers = cx.peers_of.map_or(0, |n| n(idi));
+    let replacing = match super::config_payload::unique(sa.conn(cx.cfg), ps, peers) {
+        Ok(r) => r,
+        Err(why) => {
+            sa.state = State::HalfOpen { hs, crypto };
+            cx.out.event(Event::AuthFailed {
+                conn: sa.conn_name(cx.cfg),
+                local: true,
+                reason: Some(why),
+            });
+            let mut r = Reply::notify(kind::AUTHENTICATION_FAILED);
+            r.then = Some(DownReason::AuthFailed);
+            return r;
+        }
+    };
+    // A CFG_REQUEST answered from the connection's pools (3.15.4): before the child, whose
+    // `dynamic` remote selectors become the lease.
+    let cp = super::config_payload::respond(sa, cx, idi, ps, replacing);
     let conn = sa.conn(cx.cfg);
     let idr = conn.local_id.to_body();
     let signed = Signed {
@@ -360,12 +373,17 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     let mut resp = alloc::vec![Payload::IdR(conn.local_id.clone(), idr)];
     resp.extend(authenticator::cert_payloads(&conn.local_auth, peer_asked));
     resp.push(Payload::Auth(our_auth));
-    if ps.notify(kind::INITIAL_CONTACT).is_some() {
+    if replacing {
         sa.effects.push(EndpointEvent::InitialContact);
     }
     let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
     // The first child, chosen before the state changes (its selectors use the addresses).
-    let wants_child = ps.sa().is_some() && ps.ts_i().is_some() && ps.ts_r().is_some();
+    let wants_child = ps.sa().is_some() && ps.ts_i().is_some() && ps.ts_r().is_some() && cp.is_ok();
+    match cp {
+        Ok(reply) => resp.extend(reply),
+        // No address: no child SA (3.10.1).
+        Err(n) => resp.push(Payload::Notify(n)),
+    }
     let choice = wants_child.then(|| crate::child::choose(sa, cx.cfg, ps, None, false, cx.others, rng));
     ike_up(sa, cx, crypto, idi.clone());
     match choice {

@@ -267,11 +267,19 @@ fn finish(sa: &mut IkeSa, cx: &mut Cx, peer_auth: &crate::auth::AuthPayload, rng
             .unwrap_or(Identity::KeyId(Vec::new())),
     };
     let first = &st.first;
-    let cap = crate::limits::MAX_IKE_SAS_PER_IDENTITY;
-    if first.notify(kind::INITIAL_CONTACT).is_none() && cx.peers_of.is_some_and(|n| n(&remote_id) >= cap) {
-        sa.state = State::HalfOpen { hs, crypto };
-        return refuse(sa, cx, Refusal::TooManySas, None);
-    }
+    // The uniqueness policy and the cap per identity, by the EAP identity (as for any
+    // IKE_AUTH, task/ike_auth.rs).
+    let peers = cx.peers_of.map_or(0, |n| n(&remote_id));
+    let replacing = match super::config_payload::unique(sa.conn(cx.cfg), first, peers) {
+        Ok(r) => r,
+        Err(why) => {
+            sa.state = State::HalfOpen { hs, crypto };
+            return refuse(sa, cx, why, None);
+        }
+    };
+    // The first request's CFG_REQUEST answered from the pools, the lease filed under the
+    // EAP identity (3.15.4), before the child whose `dynamic` selectors become the lease.
+    let cp = super::config_payload::respond(sa, cx, &remote_id, first, replacing);
     let conn = sa.conn(cx.cfg);
     let idr = conn.local_id.to_body();
     let signed_r = Signed {
@@ -284,11 +292,16 @@ fn finish(sa: &mut IkeSa, cx: &mut Cx, peer_auth: &crate::auth::AuthPayload, rng
     };
     // 2.16: AUTH, SAr2, TSi, TSr (IDr and CERT went in the first response).
     let mut resp = alloc::vec![Payload::Auth(auth_with_msk(msk, &signed_r))];
-    if first.notify(kind::INITIAL_CONTACT).is_some() {
+    if replacing {
         sa.effects.push(EndpointEvent::InitialContact);
     }
     let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
-    let wants_child = first.sa().is_some() && first.ts_i().is_some() && first.ts_r().is_some();
+    let wants_child = first.sa().is_some() && first.ts_i().is_some() && first.ts_r().is_some() && cp.is_ok();
+    match cp {
+        Ok(reply) => resp.extend(reply),
+        // No address: no child SA (3.10.1).
+        Err(n) => resp.push(Payload::Notify(n)),
+    }
     let choice = wants_child.then(|| crate::child::choose(sa, cx.cfg, first, None, false, cx.others, rng));
     ike_up(sa, cx, crypto, remote_id);
     match choice {
@@ -502,6 +515,11 @@ fn last_response(
     };
     let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
     ike_up(sa, cx, crypto, round.idr);
+    if !super::config_payload::process_reply(sa, cx, ps) {
+        // Virtual addresses asked for and none given (as task/ike_auth.rs).
+        sa.queue_task(cx, Task::IkeDelete, rng);
+        return Next::Done;
+    }
     let Some(offer) = child else { return Next::Done };
     let conn = sa.conn(cx.cfg);
     match offer.accept(conn, ps) {

@@ -11,6 +11,7 @@
 pub(crate) mod child_create;
 pub(crate) mod child_delete;
 pub(crate) mod child_rekey;
+pub(crate) mod config_payload;
 pub(crate) mod followup_ke;
 pub(crate) mod ike_auth;
 pub(crate) mod ike_auth_eap;

@@ -1,9 +1,10 @@
 //! Where events go besides the log: the monitors (non-blocking sockets, pruned when their
 //! client hangs up) and the `--on-event` hook (`sh -c CMD`, bounded in time and number).
 
+use super::event::Event;
+use super::response::Response;
 use super::socket::write_line;
-use super::{error, Control, HOOK_TIMEOUT, MAX_HOOKS, MAX_MONITORS, WRITE_TIMEOUT};
-use serde_json::Value;
+use super::{Control, HOOK_TIMEOUT, MAX_HOOKS, MAX_MONITORS, WRITE_TIMEOUT};
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::process::{Command, Stdio};
@@ -68,17 +69,18 @@ pub fn run_bounded(cmd: &str, input: &[u8], limit: Duration) -> Option<std::proc
 impl Control {
     /// Sends events to every monitor and to the hook. Monitor sockets do not block: one
     /// whose buffer is full (it does not read) or that is gone is dropped, so no monitor
-    /// delays the request that raised the events.
-    pub fn publish(&self, events: &[Value]) {
+    /// delays the request that raised the events. Here (the monitor and hook edge) an
+    /// event becomes its JSON line.
+    pub fn publish(&self, events: &[Event]) {
         if events.is_empty() {
             return;
         }
         let mut ms = self.monitors();
         for ev in events {
-            let mut line = ev.to_string();
+            let mut line = ev.to_line();
+            self.run_hook(&line);
             line.push('\n');
             ms.retain_mut(|s| s.write_all(line.as_bytes()).is_ok());
-            self.run_hook(ev);
         }
     }
 
@@ -101,11 +103,11 @@ impl Control {
     /// Makes `s` a monitor if a slot is free (after pruning): the response line `ok` is
     /// written first, under the monitors' lock, so no event comes before it. Otherwise
     /// answers `too many monitors`. Whether it was added.
-    pub(super) fn add_monitor(&self, mut s: UnixStream, ok: &Value, stop: &AtomicBool) -> io::Result<bool> {
+    pub(super) fn add_monitor(&self, mut s: UnixStream, ok: &Response, stop: &AtomicBool) -> io::Result<bool> {
         let mut ms = self.monitors();
         prune(&mut ms);
         if ms.len() >= MAX_MONITORS {
-            let e = error(format!("too many monitors ({MAX_MONITORS}): try again later"));
+            let e = Response::error(format!("too many monitors ({MAX_MONITORS}): try again later"));
             write_line(&mut s, &e, Instant::now() + WRITE_TIMEOUT, stop)?;
             return Ok(false);
         }
@@ -115,8 +117,9 @@ impl Control {
         Ok(true)
     }
 
-    /// Runs the hook on a thread of its own, killed after [`HOOK_TIMEOUT`].
-    fn run_hook(&self, ev: &Value) {
+    /// Runs the hook on a thread of its own with the event's line, killed after
+    /// [`HOOK_TIMEOUT`].
+    fn run_hook(&self, ev: &str) {
         let Some(cmd) = self.hook.clone() else { return };
         let running = Arc::clone(&self.hooks_running);
         if running.fetch_add(1, Ordering::AcqRel) >= MAX_HOOKS {

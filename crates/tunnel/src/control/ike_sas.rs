@@ -3,13 +3,13 @@
 //! pair's inbound SA retired rather than removed (make before break, RFC 7296 2.8), and the
 //! key manager's events that ask IKE for a rekey.
 
+use super::event::{Cause, Event};
 use super::requests::{add_sa, install_error};
-use super::views::{policy_json, sa_event};
-use super::{event, ChildSaKey, Control, KeyEvent, Owner, Registry};
+use super::views::{policy_event, policy_info, sa_event};
+use super::{ChildSaKey, Control, KeyEvent, Owner, Registry};
 use crate::dataplane::Tunnel;
 use ipsec_engine::{Action, Engine, Policy, SaId};
 use ipsec_engine::{SaConfig, Selector};
-use serde_json::{json, Value};
 use std::time::Duration;
 use tracing::info;
 
@@ -37,7 +37,7 @@ pub(super) fn install_child(
     st: &mut Registry,
     c: ChildSas,
     now: Duration,
-    events: &mut Vec<Value>,
+    events: &mut Vec<Event>,
 ) -> Result<(), String> {
     let mut added = Vec::new();
     let r = add_child(eng, st, c, now, events, &mut added);
@@ -57,14 +57,29 @@ pub(super) fn add_child(
     st: &mut Registry,
     c: ChildSas,
     now: Duration,
-    events: &mut Vec<Value>,
+    events: &mut Vec<Event>,
     added: &mut Vec<SaId>,
 ) -> Result<(), String> {
-    let tag = || json!({"ike": true});
     let spi_in = c.inb.params.spi;
-    let out = add_sa(eng, st, c.out, now, events, tag(), Owner::Ike(ChildSaKey::out(spi_in)))?;
+    let out = add_sa(
+        eng,
+        st,
+        c.out,
+        now,
+        events,
+        Cause::IKE,
+        Owner::Ike(ChildSaKey::out(spi_in)),
+    )?;
     added.push(out);
-    let inb = add_sa(eng, st, c.inb, now, events, tag(), Owner::Ike(ChildSaKey::inb(spi_in)))?;
+    let inb = add_sa(
+        eng,
+        st,
+        c.inb,
+        now,
+        events,
+        Cause::IKE,
+        Owner::Ike(ChildSaKey::inb(spi_in)),
+    )?;
     added.push(inb);
     let mut ps = eng.spd().policies().to_vec();
     // After the config's policies; a rekey's initiator puts the new pair's before the old
@@ -92,8 +107,8 @@ pub(super) fn add_child(
     ps.splice(at..at, new);
     eng.set_policies(ps).map_err(install_error)?;
     for k in at + 1..=at + 2 * c.selectors.len() {
-        let v = policy_json(k, &eng.spd().policies()[k - 1], eng);
-        events.push(event("policy.added", now, json!({"policy": v, "ike": true})));
+        let v = policy_info(k, &eng.spd().policies()[k - 1], eng);
+        events.push(Event::PolicyAdded(policy_event(now, v, Cause::IKE)));
     }
     Ok(())
 }
@@ -105,7 +120,7 @@ pub(super) fn retire_ike_sa(
     st: &mut Registry,
     key: ChildSaKey,
     now: Duration,
-    events: &mut Vec<Value>,
+    events: &mut Vec<Event>,
 ) {
     let Some(id) = st.child(key) else { return };
     let name = st.label(id).unwrap_or_default().to_string();
@@ -123,14 +138,51 @@ pub(super) fn retire_ike_sa(
     }
     st.forget(id);
     st.retire(eng, id, name, now);
-    events.push(sa_event(
-        "sa.retiring",
+    events.push(Event::SaRetiring(sa_event(
         now,
         name,
         id,
         eng.sad().get(id),
-        json!({"ike": true}),
-    ));
+        Cause::IKE,
+    )));
+}
+
+/// [`Control::ike_remove`]'s work: the SAs `keys` and every policy protecting with them go.
+pub(super) fn remove_ike_sas(
+    eng: &mut Engine,
+    st: &mut Registry,
+    keys: &[ChildSaKey],
+    now: Duration,
+    events: &mut Vec<Event>,
+) {
+    let ids: Vec<(String, SaId)> = keys
+        .iter()
+        .filter_map(|&k| st.child(k))
+        .map(|id| (st.label(id).unwrap_or_default().to_string(), id))
+        .collect();
+    // Linear in the policies: one look-up per policy in the set of the SAs going.
+    let gone: std::collections::HashSet<SaId> = ids.iter().map(|(_, id)| *id).collect();
+    let ps = eng.spd().policies().to_vec();
+    let uses_gone = |p: &Policy| matches!(&p.action, Action::Protect(v) if v.iter().any(|x| gone.contains(x)));
+    let keep: Vec<Policy> = ps.iter().filter(|p| !uses_gone(p)).cloned().collect();
+    if keep.len() != ps.len() {
+        for (i, p) in ps.iter().enumerate() {
+            if uses_gone(p) {
+                let v = policy_info(i + 1, p, eng);
+                events.push(Event::PolicyRemoved(policy_event(now, v, Cause::IKE)));
+            }
+        }
+        if let Err(e) = eng.set_policies(keep) {
+            warn!("IKE: removing policies: {}", install_error(e));
+        }
+    }
+    for (name, id) in ids {
+        let ev = sa_event(now, &name, id, eng.sad().get(id), Cause::IKE);
+        if eng.remove_sa(id).is_ok() {
+            st.forget(id);
+            events.push(Event::SaRemoved(ev));
+        }
+    }
 }
 
 /// The IKE children (by inbound SPI) that the key manager's events ask to rekey: a soft
@@ -179,34 +231,7 @@ impl Control {
         {
             let mut st = self.state();
             let mut eng = t.engine();
-            let ids: Vec<(String, SaId)> = keys
-                .iter()
-                .filter_map(|&k| st.child(k))
-                .map(|id| (st.label(id).unwrap_or_default().to_string(), id))
-                .collect();
-            // Linear in the policies: one look-up per policy in the set of the SAs going.
-            let gone: std::collections::HashSet<SaId> = ids.iter().map(|(_, id)| *id).collect();
-            let ps = eng.spd().policies().to_vec();
-            let uses_gone = |p: &Policy| matches!(&p.action, Action::Protect(v) if v.iter().any(|x| gone.contains(x)));
-            let keep: Vec<Policy> = ps.iter().filter(|p| !uses_gone(p)).cloned().collect();
-            if keep.len() != ps.len() {
-                for (i, p) in ps.iter().enumerate() {
-                    if uses_gone(p) {
-                        let v = policy_json(i + 1, p, &eng);
-                        events.push(event("policy.removed", now, json!({"policy": v, "ike": true})));
-                    }
-                }
-                if let Err(e) = eng.set_policies(keep) {
-                    warn!("IKE: removing policies: {}", install_error(e));
-                }
-            }
-            for (name, id) in ids {
-                let ev = sa_event("sa.removed", now, &name, id, eng.sad().get(id), json!({"ike": true}));
-                if eng.remove_sa(id).is_ok() {
-                    st.forget(id);
-                    events.push(ev);
-                }
-            }
+            remove_ike_sas(&mut eng, &mut st, keys, now, &mut events);
         }
         for ev in &events {
             info!("control: {ev}");

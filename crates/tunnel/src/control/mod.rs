@@ -18,8 +18,7 @@
 //! new data plane they load lock-free.
 
 use crate::dataplane::Tunnel;
-use ipsec_engine::{Action, Engine, Event, Limit, SaId, State as SaState};
-use serde_json::{json, Value};
+use ipsec_engine::{Action, Engine, Limit, SaId, State as SaState};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -61,10 +60,10 @@ pub const MAX_HOOKS: usize = 8;
 /// The result of one request.
 #[derive(Debug)]
 pub struct Handled {
-    /// The response line's JSON.
-    pub response: Value,
+    /// The response.
+    pub response: Response,
     /// Events to send to the monitors (and the hook), in order.
-    pub events: Vec<Value>,
+    pub events: Vec<Event>,
     /// The request was `monitor`: the connection now receives events.
     pub monitor: bool,
 }
@@ -89,23 +88,28 @@ pub enum KeyEvent {
 pub fn after_tick(
     engine: &mut Engine,
     state: &mut Registry,
-    events: &[Event],
+    events: &[ipsec_engine::Event],
     now: Duration,
     keys: &mut Vec<KeyEvent>,
-) -> Vec<Value> {
+) -> Vec<Event> {
     let mut out = Vec::new();
     for ev in events {
-        let (kind, sa, limit) = match *ev {
-            Event::SoftExpired { sa, limit } => ("sa.soft_expired", sa, limit),
-            Event::HardExpired { sa, limit } => ("sa.hard_expired", sa, limit),
+        let (sa, limit) = match *ev {
+            ipsec_engine::Event::SoftExpired { sa, limit } | ipsec_engine::Event::HardExpired { sa, limit } => {
+                (sa, limit)
+            }
         };
-        keys.push(match ev {
-            Event::SoftExpired { .. } => KeyEvent::Soft(sa),
-            Event::HardExpired { .. } => KeyEvent::Hard(sa),
-        });
+        let soft = matches!(ev, ipsec_engine::Event::SoftExpired { .. });
+        keys.push(if soft { KeyEvent::Soft(sa) } else { KeyEvent::Hard(sa) });
         let e = engine.sad().get(sa);
         let name = e.map_or_else(|| "?".to_string(), |e| e.config.name.clone());
-        out.push(sa_event(kind, now, &name, sa, e, json!({ "limit": limit })));
+        let mut f = sa_event(now, &name, sa, e, Cause::REQUEST);
+        f.limit = Some(limit_word(limit).to_string());
+        out.push(if soft {
+            Event::SaSoftExpired(f)
+        } else {
+            Event::SaHardExpired(f)
+        });
     }
     // Replaced SAs: removed once idle for RETIRE_IDLE, or when expired.
     let mut keep = Vec::new();
@@ -119,10 +123,11 @@ pub fn after_tick(
         }
         if expired || now.saturating_sub(r.since) >= RETIRE_IDLE {
             let why = if expired { "expired" } else { "idle" };
-            let ev = sa_event("sa.retired", now, &r.name, r.id, Some(e), json!({ "why": why }));
+            let mut ev = sa_event(now, &r.name, r.id, Some(e), Cause::REQUEST);
+            ev.why = Some(why.to_string());
             if engine.remove_sa(r.id).is_ok() {
                 state.seq_warned.retain(|&i| i != r.id);
-                out.push(ev);
+                out.push(Event::SaRetired(ev));
             }
         } else {
             keep.push(r);
@@ -145,14 +150,9 @@ pub fn after_tick(
     for (name, id) in running_out {
         state.seq_warned.push(id);
         keys.push(KeyEvent::SeqRunningOut(id));
-        out.push(sa_event(
-            "sa.seq_near_exhaustion",
-            now,
-            &name,
-            id,
-            engine.sad().get(id),
-            json!({ "limit": Limit::Sequence }),
-        ));
+        let mut ev = sa_event(now, &name, id, engine.sad().get(id), Cause::REQUEST);
+        ev.limit = Some(limit_word(Limit::Sequence).to_string());
+        out.push(Event::SaSeqNearExhaustion(ev));
     }
     out
 }
@@ -162,7 +162,7 @@ pub fn after_tick(
 /// (`crate::ike::IkeHandle`) implements it; the control side knows only this.
 pub trait IkeService: Send + Sync {
     /// Answers an `ike.*` request (waiting a bounded time for the IKE thread).
-    fn request(&self, req: IkeRequest) -> Result<Value, String>;
+    fn request(&self, req: IkeRequest) -> Result<Answer, String>;
     /// Asks for the rekey of the child pair received on `spi_in`; never blocks.
     fn rekey_child(&self, spi_in: u32);
 }
@@ -207,7 +207,7 @@ impl Control {
             Ok(r) => r,
             Err(e) => {
                 return Handled {
-                    response: error(e),
+                    response: Response::Error(e),
                     events: Vec::new(),
                     monitor: false,
                 }
@@ -215,8 +215,8 @@ impl Control {
         };
         if let Request::Ike(r) = req {
             let response = match self.ike.get() {
-                None => error("this tunneld runs no IKE (no [[connection]] in its config)"),
-                Some(h) => h.request(r).map_or_else(error, ok),
+                None => Response::error("this tunneld runs no IKE (no [[connection]] in its config)"),
+                Some(h) => h.request(r).map_or_else(Response::Error, Response::Ok),
             };
             return Handled {
                 response,
@@ -234,11 +234,9 @@ impl Control {
         }
         self.publish(&h.events);
         // `show` lists the IKE SAs too (asked of the IKE thread with no lock held).
-        if let (Request::Show, Some(ike)) = (&req, self.ike.get()) {
-            if h.response["ok"] == true {
-                if let Ok(list) = ike.request(IkeRequest::List) {
-                    h.response["ike_sas"] = list["ike_sas"].clone();
-                }
+        if let (Response::Ok(Answer::Show(show)), Some(ike)) = (&mut h.response, self.ike.get()) {
+            if let Ok(Answer::IkeList(list)) = ike.request(IkeRequest::List) {
+                show.ike_sas = Some(list.ike_sas);
             }
         }
         h
@@ -246,7 +244,7 @@ impl Control {
 
     /// After a tick: names the engine's events, retires idle SAs, and publishes; drops
     /// monitors that hung up.
-    pub fn tick(&self, t: &Tunnel, events: &[Event]) {
+    pub fn tick(&self, t: &Tunnel, events: &[ipsec_engine::Event]) {
         self.prune_monitors();
         let (out, rekeys) = {
             let mut st = self.state();
@@ -299,35 +297,43 @@ impl Control {
             }
             Err(e) => {
                 warn!("reload of {file} failed, nothing changed: {e}");
-                self.publish(&[event("config.reload_failed", now, json!({ "error": e }))]);
+                self.publish(&[Event::ConfigReloadFailed(event::ReloadFailed {
+                    time: now.as_secs(),
+                    error: e.clone(),
+                })]);
                 Err(e)
             }
         }
     }
 }
 
+pub mod event;
 mod hooks;
 mod ike_sas;
 pub mod protocol;
 mod registry;
 mod requests;
+pub mod response;
 mod socket;
 mod views;
+use event::{Cause, Event};
 pub use hooks::run_bounded;
 use ike_sas::ike_rekeys;
 pub use ike_sas::ChildSas;
 #[cfg(test)]
 use ike_sas::{install_child, retire_ike_sa};
-use protocol::{error, ok};
-pub use protocol::{event, IkeRequest, Request, SaRequest, VERSION};
+pub use protocol::{IkeRequest, Request, SaRequest, VERSION};
 pub use registry::{ChildSaKey, Dir, Owner, Registry};
 use requests::{add_sa, install_error, policy_of, update_sa};
 pub use requests::{apply, handle};
+use response::{Answer, Response};
 pub use socket::{ControlSocket, RequestReader};
 pub use views::spec_words;
-use views::{core_of, policy_json, sa_event};
+use views::{core_of, limit_word, policy_event, policy_info, sa_event};
 
 pub mod reload;
 
+#[cfg(test)]
+pub(crate) mod golden;
 #[cfg(test)]
 mod tests;

@@ -333,34 +333,6 @@ impl Request {
     }
 }
 
-/// A successful response: `{"v":1,"ok":true, ...fields}`.
-pub fn ok(v: Value) -> Value {
-    let mut m = Map::new();
-    m.insert("v".into(), VERSION.into());
-    m.insert("ok".into(), true.into());
-    if let Value::Object(fields) = v {
-        m.extend(fields);
-    }
-    Value::Object(m)
-}
-
-/// An error response: `{"v":1,"ok":false,"error":MSG}`.
-pub fn error(msg: impl Into<String>) -> Value {
-    json!({"v": VERSION, "ok": false, "error": msg.into()})
-}
-
-/// An event line: `{"v":1,"event":KIND,"time":SECONDS, ...fields}`.
-pub fn event(kind: &str, now: core::time::Duration, fields: Value) -> Value {
-    let mut m = Map::new();
-    m.insert("v".into(), VERSION.into());
-    m.insert("event".into(), kind.into());
-    m.insert("time".into(), now.as_secs().into());
-    if let Value::Object(f) = fields {
-        m.extend(f);
-    }
-    Value::Object(m)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -82,14 +82,15 @@ impl Changes {
         parts.join("; ")
     }
 
-    fn to_json(&self) -> Value {
-        json!({
-            "sas_added": self.added,
-            "sas_changed": self.changed,
-            "sas_removed": self.removed,
-            "policies_added": self.policies_added,
-            "policies_removed": self.policies_removed,
-            "policies_reordered": self.policies_reordered,
+    fn event(&self, now: Duration) -> Event {
+        Event::ConfigReloaded(event::Reloaded {
+            time: now.as_secs(),
+            sas_added: self.added.clone(),
+            sas_changed: self.changed.clone(),
+            sas_removed: self.removed.clone(),
+            policies_added: self.policies_added.clone(),
+            policies_removed: self.policies_removed.clone(),
+            policies_reordered: self.policies_reordered,
         })
     }
 }
@@ -191,7 +192,7 @@ pub struct Applied {
     /// The difference applied.
     pub changes: Changes,
     /// The events it raised, in order, ending with `config.reloaded`.
-    pub events: Vec<Value>,
+    pub events: Vec<Event>,
 }
 
 /// Applies `new` (a whole config, already read and checked as at start-up) to the running
@@ -240,14 +241,13 @@ pub fn apply(engine: &mut Engine, state: &mut Registry, new: &Config, now: Durat
         }
     }
     let mut events = Vec::new();
-    let tag = || json!({"reload": true});
     for name in &changes.added {
         let c = sa(name).ok_or("SA vanished")?.clone();
-        add_sa(engine, state, c, now, &mut events, tag(), Owner::Config)?;
+        add_sa(engine, state, c, now, &mut events, Cause::RELOAD, Owner::Config)?;
     }
     for name in &changes.changed {
         let c = sa(name).ok_or("SA vanished")?.clone();
-        update_sa(engine, state, c, now, &mut events, tag(), Owner::Config)?;
+        update_sa(engine, state, c, now, &mut events, Cause::RELOAD, Owner::Config)?;
     }
     if changes.policies_changed() {
         let old = engine.spd().policies().to_vec();
@@ -257,8 +257,8 @@ pub fn apply(engine: &mut Engine, state: &mut Registry, new: &Config, now: Durat
             .map(|p| policy_of(p, state))
             .collect::<Result<Vec<_>, String>>()?;
         for &i in &changes.policies_removed {
-            let v = policy_json(i, &old[i - 1], engine);
-            events.push(event("policy.removed", now, json!({"policy": v, "reload": true})));
+            let v = policy_info(i, &old[i - 1], engine);
+            events.push(Event::PolicyRemoved(policy_event(now, v, Cause::RELOAD)));
         }
         // IKE's policies stay, after the file's.
         let ike: Vec<_> = old.iter().filter(|p| ike_policy(p, state)).cloned().collect();
@@ -266,25 +266,22 @@ pub fn apply(engine: &mut Engine, state: &mut Registry, new: &Config, now: Durat
             .set_policies(ps.into_iter().chain(ike).collect())
             .map_err(install_error)?;
         for &i in &changes.policies_added {
-            let v = policy_json(i, &engine.spd().policies()[i - 1], engine);
-            events.push(event("policy.added", now, json!({"policy": v, "reload": true})));
+            let v = policy_info(i, &engine.spd().policies()[i - 1], engine);
+            events.push(Event::PolicyAdded(policy_event(now, v, Cause::RELOAD)));
         }
     }
     for name in &changes.removed {
         if let Some(id) = state.remove(name) {
             state.retire(engine, id, name, now);
             let e = engine.sad().get(id);
-            events.push(sa_event(
-                "sa.removed",
-                now,
-                name,
-                id,
-                e,
-                json!({"reload": true, "retiring": true}),
-            ));
+            let cause = Cause {
+                retiring: true,
+                ..Cause::RELOAD
+            };
+            events.push(Event::SaRemoved(sa_event(now, name, id, e, cause)));
         }
     }
-    events.push(event("config.reloaded", now, changes.to_json()));
+    events.push(changes.event(now));
     Ok(Applied { changes, events })
 }
 

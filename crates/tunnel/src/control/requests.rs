@@ -2,8 +2,12 @@
 //! response and the events it caused. Pure (no socket, no lock): `control/tests.rs` drives
 //! it directly.
 
-use super::views::{policy_json, sa_event, sa_json, show_json};
-use super::{error, event, ok, Handled, Owner, Registry, Request, SaRequest};
+use super::event::{Cause, Event};
+use super::response::{
+    Answer, Drops, Empty, IdAnswer, OnePolicy, OneSa, PolicyIndex, PolicyList, Replaced, Response, SaList, Show,
+};
+use super::views::{policy_event, policy_info, sa_event, sa_info, show_sa};
+use super::{Handled, Owner, Registry, Request, SaRequest};
 use ipsec_config::{from_toml, ActionConfig, Config, PolicyConfig};
 use ipsec_engine::{Action, Engine, InstallError, Policy, SaConfig, SaId};
 use serde_json::{json, Map, Value};
@@ -63,15 +67,15 @@ pub(super) fn install_error(e: InstallError) -> String {
     e.to_string()
 }
 
-/// `sa.add`: installs `c` under its name (which must be free); raises `sa.added` (with the
-/// fields of `extra`).
+/// `sa.add`: installs `c` under its name (which must be free); raises `sa.added` (its
+/// `cause`).
 pub(super) fn add_sa(
     engine: &mut Engine,
     state: &mut Registry,
     c: SaConfig,
     now: Duration,
-    events: &mut Vec<Value>,
-    extra: Value,
+    events: &mut Vec<Event>,
+    cause: Cause,
     owner: Owner,
 ) -> Result<SaId, String> {
     if state.taken(&c.name, owner) {
@@ -90,21 +94,21 @@ pub(super) fn add_sa(
         .add_sa(c, now)
         .map_err(|e| format!("SA `{name}`: {}", install_error(e)))?;
     state.insert(name.clone(), id, owner);
-    events.push(sa_event("sa.added", now, &name, id, engine.sad().get(id), extra));
+    events.push(Event::SaAdded(sa_event(now, &name, id, engine.sad().get(id), cause)));
     Ok(id)
 }
 
 /// `sa.update`: make before break. The new SA is installed and the policies that named the
 /// old one now name it (one published data plane); the old one stays for packets still in
-/// flight on it until it is idle for [`RETIRE_IDLE`](super::RETIRE_IDLE) or expires. Raises `sa.replaced` (with
-/// the fields of `extra`); returns the new id and the old.
+/// flight on it until it is idle for [`RETIRE_IDLE`](super::RETIRE_IDLE) or expires. Raises `sa.replaced` (its
+/// `cause`); returns the new id and the old.
 pub(super) fn update_sa(
     engine: &mut Engine,
     state: &mut Registry,
     c: SaConfig,
     now: Duration,
-    events: &mut Vec<Value>,
-    extra: Value,
+    events: &mut Vec<Event>,
+    cause: Cause,
     owner: Owner,
 ) -> Result<(SaId, SaId), String> {
     let name = c.name.clone();
@@ -115,11 +119,9 @@ pub(super) fn update_sa(
     state.remove(&name);
     state.insert(name.clone(), new, owner);
     state.retire(engine, old, &name, now);
-    let mut f = json!({"old_id": old.0});
-    if let (Value::Object(m), Value::Object(x)) = (&mut f, extra) {
-        m.extend(x);
-    }
-    events.push(sa_event("sa.replaced", now, &name, new, engine.sad().get(new), f));
+    let mut ev = sa_event(now, &name, new, engine.sad().get(new), cause);
+    ev.old_id = Some(old.0);
+    events.push(Event::SaReplaced(ev));
     Ok((new, old))
 }
 
@@ -129,7 +131,7 @@ pub fn handle(line: &[u8], engine: &mut Engine, state: &mut Registry, now: Durat
     match Request::parse(line) {
         Ok(req) => apply(&req, engine, state, now),
         Err(e) => Handled {
-            response: error(e),
+            response: Response::Error(e),
             events: Vec::new(),
             monitor: false,
         },
@@ -142,8 +144,8 @@ pub fn apply(req: &Request, engine: &mut Engine, state: &mut Registry, now: Dura
     let mut events = Vec::new();
     let mut monitor = false;
     let response = match request(req, engine, state, now, &mut events, &mut monitor) {
-        Ok(v) => ok(v),
-        Err(e) => error(e),
+        Ok(a) => Response::Ok(a),
+        Err(e) => Response::Error(e),
     };
     Handled {
         response,
@@ -157,72 +159,77 @@ pub(super) fn request(
     engine: &mut Engine,
     state: &mut Registry,
     now: Duration,
-    events: &mut Vec<Value>,
+    events: &mut Vec<Event>,
     monitor: &mut bool,
-) -> Result<Value, String> {
+) -> Result<Answer, String> {
     match req {
         Request::SaAdd(r) => {
             let c = sa_config(r)?;
-            let id = add_sa(engine, state, c, now, events, json!({}), Owner::Socket)?;
-            Ok(json!({"id": id.0}))
+            let id = add_sa(engine, state, c, now, events, Cause::REQUEST, Owner::Socket)?;
+            Ok(Answer::Id(IdAnswer { id: id.0 }))
         }
         Request::SaUpdate(r) => {
             let c = sa_config(r)?;
-            let (new, old) = update_sa(engine, state, c, now, events, json!({}), Owner::Socket)?;
-            Ok(json!({"id": new.0, "old_id": old.0}))
+            let (new, old) = update_sa(engine, state, c, now, events, Cause::REQUEST, Owner::Socket)?;
+            Ok(Answer::Replaced(Replaced {
+                id: new.0,
+                old_id: old.0,
+            }))
         }
         Request::SaDel { name } => {
             let id = state.id(name).ok_or_else(|| format!("no SA named `{name}`"))?;
-            let ev = sa_event("sa.removed", now, name, id, engine.sad().get(id), json!({}));
+            let ev = sa_event(now, name, id, engine.sad().get(id), Cause::REQUEST);
             engine.remove_sa(id).map_err(install_error)?;
             state.forget(id);
-            events.push(ev);
-            Ok(json!({"id": id.0}))
+            events.push(Event::SaRemoved(ev));
+            Ok(Answer::Id(IdAnswer { id: id.0 }))
         }
         Request::SaList { keys } => {
             let mut live: Vec<(&str, SaId)> = state.live().collect();
             live.sort_unstable();
-            let sas: Vec<Value> = live
+            let sas = live
                 .into_iter()
-                .filter_map(|(_, id)| engine.sad().get(id).map(|e| sa_json(id, e, *keys)))
+                .filter_map(|(_, id)| engine.sad().get(id).map(|e| sa_info(id, e, *keys)))
                 .collect();
-            Ok(json!({ "sas": sas }))
+            Ok(Answer::Sas(SaList { sas }))
         }
         Request::SaGet { name, keys } => {
             let id = state.id(name).ok_or_else(|| format!("no SA named `{name}`"))?;
             let e = engine.sad().get(id).ok_or_else(|| format!("no SA named `{name}`"))?;
-            Ok(json!({ "sa": sa_json(id, e, *keys) }))
+            Ok(Answer::Sa(Box::new(OneSa {
+                sa: sa_info(id, e, *keys),
+            })))
         }
         Request::PolicyAdd { policy } => {
             let p = policy_from_request(policy, state)?;
             engine.add_policy(p.clone()).map_err(install_error)?;
             let index = engine.spd().policies().len();
-            let v = policy_json(index, &p, engine);
-            events.push(event("policy.added", now, json!({ "policy": v })));
-            Ok(json!({ "index": index }))
+            let v = policy_info(index, &p, engine);
+            events.push(Event::PolicyAdded(policy_event(now, v, Cause::REQUEST)));
+            Ok(Answer::Index(PolicyIndex { index }))
         }
         &Request::PolicyDel { index } => {
             let i = usize::try_from(index - 1).map_err(|_| "index too large".to_string())?;
             let p = engine
                 .remove_policy(i)
                 .map_err(|_| format!("no policy at index {index}"))?;
-            let v = policy_json(index as usize, &p, engine);
-            events.push(event("policy.removed", now, json!({ "policy": v })));
-            Ok(json!({ "policy": v }))
+            let v = policy_info(index as usize, &p, engine);
+            events.push(Event::PolicyRemoved(policy_event(now, v.clone(), Cause::REQUEST)));
+            Ok(Answer::Policy(OnePolicy { policy: v }))
         }
         Request::PolicyList => {
-            let ps: Vec<Value> = engine
+            let policies = engine
                 .spd()
                 .policies()
                 .iter()
                 .enumerate()
-                .map(|(i, p)| policy_json(i + 1, p, engine))
+                .map(|(i, p)| policy_info(i + 1, p, engine))
                 .collect();
-            Ok(json!({ "policies": ps }))
+            Ok(Answer::Policies(PolicyList { policies }))
         }
         Request::Show => {
             let retiring = state.retiring();
-            let mut sas: Vec<Value> = state
+            let mut sas: Vec<_> = state
                 .live()
                 .map(|(_, id)| id)
                 .chain(retiring.iter().copied())
@@ -230,21 +237,22 @@ pub(super) fn request(
                     engine
                         .sad()
                         .get(id)
-                        .map(|e| show_json(id, e, now, retiring.contains(&id)))
+                        .map(|e| show_sa(id, e, now, retiring.contains(&id)))
                 })
                 .collect();
-            sas.sort_by_key(|v| v["id"].as_u64());
+            sas.sort_by_key(|v| v.sa.id);
             let snap = engine.snapshot(now);
-            Ok(json!({
-                "uptime_seconds": now.as_secs(),
-                "sas": sas,
-                "inbound_drops": snap.inbound_drops,
-                "outbound_drops": snap.outbound_drops,
-            }))
+            Ok(Answer::Show(Box::new(Show {
+                uptime_seconds: now.as_secs(),
+                sas,
+                inbound_drops: Drops::from(&snap.inbound_drops),
+                outbound_drops: Drops::from(&snap.outbound_drops),
+                ike_sas: None,
+            })))
         }
         Request::Monitor => {
             *monitor = true;
-            Ok(json!({}))
+            Ok(Answer::Empty(Empty {}))
         }
         Request::Ike(_) => Err("this tunneld runs no IKE (no [[connection]] in its config)".into()),
     }

@@ -106,7 +106,7 @@ fn busy(conn: UnixStream) {
     let _ = conn.set_nonblocking(true);
     let line = format!(
         "{}\n",
-        error(format!("busy: {MAX_CLIENTS} control clients connected; try again"))
+        Response::error(format!("busy: {MAX_CLIENTS} control clients connected; try again"))
     );
     let _ = (&conn).write_all(line.as_bytes());
     warn!("control socket: {MAX_CLIENTS} clients connected; one more refused");
@@ -186,9 +186,10 @@ impl RequestReader {
     }
 }
 
-/// Writes `v` and a newline to `s` by `deadline`, giving up early if `stop` is set.
-pub(super) fn write_line(s: &mut UnixStream, v: &Value, deadline: Instant, stop: &AtomicBool) -> io::Result<()> {
-    let mut line = Zeroizing::new(v.to_string());
+/// Writes `r`'s line and a newline to `s` by `deadline`, giving up early if `stop` is set:
+/// the socket's edge, where a response becomes JSON.
+pub(super) fn write_line(s: &mut UnixStream, r: &Response, deadline: Instant, stop: &AtomicBool) -> io::Result<()> {
+    let mut line = r.to_line();
     line.push('\n');
     let mut b = line.as_bytes();
     while !b.is_empty() {
@@ -241,7 +242,7 @@ fn serve_client(t: &Tunnel, c: &Control, mut s: UnixStream, group: Option<u32>, 
     if !ok {
         let _ = write_line(
             &mut s,
-            &error("only root and the control group may use the control socket"),
+            &Response::error("only root and the control group may use the control socket"),
             start + WRITE_TIMEOUT,
             stop,
         );
@@ -258,7 +259,12 @@ fn serve_client(t: &Tunnel, c: &Control, mut s: UnixStream, group: Option<u32>, 
             Ok(Some(l)) => l,
             Ok(None) => return Ok(()),
             Err(e) if matches!(e.kind(), io::ErrorKind::InvalidData | io::ErrorKind::TimedOut) => {
-                let _ = write_line(&mut s, &error(e.to_string()), Instant::now() + WRITE_TIMEOUT, stop);
+                let _ = write_line(
+                    &mut s,
+                    &Response::error(e.to_string()),
+                    Instant::now() + WRITE_TIMEOUT,
+                    stop,
+                );
                 return Err(e);
             }
             Err(e) => return Err(e),

@@ -4,6 +4,7 @@
 use super::requests::sa_config;
 use super::*;
 use ipsec_engine::{DropReason, Verdict, Worker};
+use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
 use zeroize::Zeroizing;
@@ -23,15 +24,16 @@ fn req(e: &mut Engine, st: &mut Registry, now: u64, v: Value) -> Handled {
     handle(v.to_string().as_bytes(), e, st, secs(now))
 }
 
-fn ok_of(h: &Handled) -> &Value {
-    assert_eq!(h.response["ok"], true, "{}", h.response);
-    &h.response
+fn ok_of(h: &Handled) -> Value {
+    let v = h.response.to_json();
+    assert_eq!(v["ok"], true, "{}", h.response);
+    v
 }
 
 fn err_of(h: &Handled) -> String {
-    assert_eq!(h.response["ok"], false, "{}", h.response);
+    assert_eq!(h.response.to_json()["ok"], false, "{}", h.response);
     assert!(h.events.is_empty());
-    h.response["error"].as_str().unwrap().to_string()
+    h.response.to_json()["error"].as_str().unwrap().to_string()
 }
 
 fn add(e: &mut Engine, st: &mut Registry, name: &str, spi: u32, key: &str) -> Handled {
@@ -71,7 +73,7 @@ fn bad_requests_get_errors_and_change_nothing() {
         let h = handle(line, &mut e, &mut st, secs(0));
         let msg = err_of(&h);
         assert!(msg.contains(want), "{msg:?} should contain {want:?}");
-        assert_eq!(h.response["v"], 1);
+        assert_eq!(h.response.to_json()["v"], 1);
     }
     assert!(e.sad().is_empty() && e.spd().policies().is_empty());
 }
@@ -132,8 +134,8 @@ fn sa_add_list_get_del_and_keys_only_when_asked() {
     let mut st = Registry::default();
     let h = add(&mut e, &mut st, "ab", 0x1000, KEY_OLD);
     assert_eq!(ok_of(&h)["id"], 0);
-    assert_eq!(h.events[0]["event"], "sa.added");
-    assert_eq!(h.events[0]["spi"], "0x1000");
+    assert_eq!(h.events[0].to_json()["event"], "sa.added");
+    assert_eq!(h.events[0].to_json()["spi"], "0x1000");
     assert!(err_of(&add(&mut e, &mut st, "ab", 0x1001, KEY_OLD)).contains("already named `ab`"));
     assert!(err_of(&add(&mut e, &mut st, "other", 0x1000, KEY_OLD)).contains("same protocol, SPI and destination"));
     let list = req(&mut e, &mut st, 0, json!({"v":1,"op":"sa.list"}));
@@ -154,7 +156,7 @@ fn sa_add_list_get_del_and_keys_only_when_asked() {
         e.sad().get(SaId(0)).unwrap().config.params
     );
     let del = req(&mut e, &mut st, 0, json!({"v":1,"op":"sa.del","name":"ab"}));
-    assert_eq!(del.events[0]["event"], "sa.removed");
+    assert_eq!(del.events[0].to_json()["event"], "sa.removed");
     assert_eq!(
         ok_of(&req(&mut e, &mut st, 0, json!({"v":1,"op":"sa.list"})))["sas"],
         json!([])
@@ -170,7 +172,7 @@ fn policies_are_added_listed_and_deleted_by_index() {
     ok_of(&add(&mut e, &mut st, "ab", 0x1000, KEY_OLD));
     let h = req(&mut e, &mut st, 0, policy("out", "ab"));
     assert_eq!(ok_of(&h)["index"], 1);
-    assert_eq!(h.events[0]["event"], "policy.added");
+    assert_eq!(h.events[0].to_json()["event"], "policy.added");
     let h = req(
         &mut e,
         &mut st,
@@ -201,7 +203,7 @@ fn policies_are_added_listed_and_deleted_by_index() {
     assert_eq!(ps[1]["dst_port"], "22");
     let h = req(&mut e, &mut st, 0, json!({"v":1,"op":"policy.del","index":1}));
     assert_eq!(ok_of(&h)["policy"]["action"], "protect");
-    assert_eq!(h.events[0]["event"], "policy.removed");
+    assert_eq!(h.events[0].to_json()["event"], "policy.removed");
     assert_eq!(e.spd().policies().len(), 1);
     assert_eq!(e.spd().policies()[0].action, Action::Bypass);
 }
@@ -251,8 +253,8 @@ fn update_is_make_before_break_and_retires_the_old_sa_when_idle() {
     let upd = |spi, key| json!({"v":1,"op":"sa.update","name":"ab","spec":spec(spi, key)});
     let h = req(&mut b, &mut sb, 1, upd(0x2000, KEY_NEW));
     assert_eq!(ok_of(&h)["old_id"], 0);
-    assert_eq!(h.events[0]["event"], "sa.replaced");
-    assert_eq!(h.events[0]["spi"], "0x2000");
+    assert_eq!(h.events[0].to_json()["event"], "sa.replaced");
+    assert_eq!(h.events[0].to_json()["spi"], "0x2000");
     // Old-SA packets still arrive during the switch: accepted.
     assert_eq!(open(&b, &mut w, &in_flight, 1), Ok(Verdict::Protected(1)));
     let before_switch = seal(&mut a, 2);
@@ -275,8 +277,8 @@ fn update_is_make_before_break_and_retires_the_old_sa_when_idle() {
     assert!(after_tick(&mut b, &mut sb, &[], secs(2) + RETIRE_IDLE / 2, &mut Vec::new()).is_empty());
     let ev = after_tick(&mut b, &mut sb, &[], secs(2) + RETIRE_IDLE, &mut Vec::new());
     assert_eq!(ev.len(), 1, "{ev:?}");
-    assert_eq!(ev[0]["event"], "sa.retired");
-    assert_eq!(ev[0]["why"], "idle");
+    assert_eq!(ev[0].to_json()["event"], "sa.retired");
+    assert_eq!(ev[0].to_json()["why"], "idle");
     assert!(sb.retiring().is_empty());
     // Now an old-SA packet finds no SA.
     assert_eq!(
@@ -297,11 +299,11 @@ fn expiry_events_are_named() {
     );
     ok_of(&h);
     e.poll(secs(6));
-    let evs: Vec<Event> = std::iter::from_fn(|| e.next_event()).collect();
+    let evs: Vec<ipsec_engine::Event> = std::iter::from_fn(|| e.next_event()).collect();
     let out = after_tick(&mut e, &mut st, &evs, secs(6), &mut Vec::new());
-    assert_eq!(out[0]["event"], "sa.soft_expired");
-    assert_eq!(out[0]["sa"], "x");
-    assert_eq!(out[0]["limit"], "seconds");
+    assert_eq!(out[0].to_json()["event"], "sa.soft_expired");
+    assert_eq!(out[0].to_json()["sa"], "x");
+    assert_eq!(out[0].to_json()["limit"], "seconds");
     let show = req(&mut e, &mut st, 6, json!({"v":1,"op":"show"}));
     assert_eq!(ok_of(&show)["sas"][0]["lifetime_left"]["hard"]["seconds"], 3);
 }
@@ -701,9 +703,9 @@ fn rekeys_over_the_socket_leave_no_sa_behind() {
             e.poll(later);
             let ev = after_tick(e, st, &[], later, &mut Vec::new());
             assert_eq!(ev.len(), 1, "{ev:?}");
-            assert_eq!(ev[0]["event"], "sa.retired");
+            assert_eq!(ev[0].to_json()["event"], "sa.retired");
             let old = if g == 1 { 0x1000 } else { 0x2000 + g - 1 };
-            assert_eq!(ev[0]["spi"], format!("{old:#x}"));
+            assert_eq!(ev[0].to_json()["spi"], format!("{old:#x}"));
         }
         if g == 100 || g == N {
             let show = req(&mut b, &mut sb, now, json!({"v":1,"op":"show"}))
@@ -791,7 +793,7 @@ fn an_ike_child_is_installed_whole_or_not_at_all() {
     install_child(&mut e, &mut st, ike_child(0x100, 0x200), secs(1), &mut events).unwrap();
     assert_eq!(e.sad().len(), 3);
     assert_eq!(e.spd().policies().len(), 2);
-    let kinds: Vec<&str> = events.iter().map(|v| v["event"].as_str().unwrap()).collect();
+    let kinds: Vec<&str> = events.iter().map(|v| v.kind()).collect();
     assert_eq!(
         kinds,
         ["sa.added", "sa.added", "policy.added", "policy.added"],
@@ -834,14 +836,14 @@ fn an_ike_childs_soft_limit_asks_for_its_rekey() {
     let lines = after_tick(
         &mut e,
         &mut st,
-        &[Event::SoftExpired {
+        &[ipsec_engine::Event::SoftExpired {
             sa: out,
             limit: Limit::Seconds,
         }],
         secs(2),
         &mut keys,
     );
-    assert_eq!(lines[0]["event"], "sa.soft_expired");
+    assert_eq!(lines[0].to_json()["event"], "sa.soft_expired");
     assert_eq!(keys, [KeyEvent::Soft(out)]);
 }
 
@@ -857,7 +859,7 @@ fn a_replaced_ike_inbound_sa_is_retired_then_removed_when_idle() {
     let old_in = st.id("ike:c/c/in-00000200").unwrap();
     let mut events = Vec::new();
     retire_ike_sa(&mut e, &mut st, ChildSaKey::inb(0x200), secs(3), &mut events);
-    assert_eq!(events[0]["event"], "sa.retiring");
+    assert_eq!(events[0].to_json()["event"], "sa.retiring");
     assert!(e.sad().get(old_in).is_some(), "kept for packets in flight");
     assert!(st.id("ike:c/c/in-00000200").is_none());
     assert_eq!(st.owner(old_in), None);
@@ -865,7 +867,7 @@ fn a_replaced_ike_inbound_sa_is_retired_then_removed_when_idle() {
     assert!(after_tick(&mut e, &mut st, &[], secs(3) + RETIRE_IDLE / 2, &mut Vec::new()).is_empty());
     let ev = after_tick(&mut e, &mut st, &[], secs(3) + RETIRE_IDLE, &mut Vec::new());
     assert_eq!(ev.len(), 1, "{ev:?}");
-    assert_eq!(ev[0]["event"], "sa.retired");
+    assert_eq!(ev[0].to_json()["event"], "sa.retired");
     assert!(e.sad().get(old_in).is_none() || e.sad().get(old_in).unwrap().state() == SaState::Removed);
 }
 

@@ -1,12 +1,13 @@
-//! The control side's JSON views of the engine's state: an SA (`sa.list`, `sa.get`), an SA
+//! The control side's views of the engine's state, as the protocol's types: an SA (`sa.list`, `sa.get`), an SA
 //! with its counters (`show`), a policy, an SA event. Keys appear only as their size unless
 //! the request asked for them (`--keys`).
 
-use super::event;
+use super::event::{Cause, PolicyEvent, PolicyInfo, SaEvent};
+use super::response::{Alg, Encap, Left, Lifetime, LifetimeLeft, Limits, SaInfo, SeqState, ShowSa, Usage};
 use ipsec_config::show::SaView;
 use ipsec_core::sa::Keyed;
-use ipsec_engine::{Action, Engine, Limits, Policy, SaConfig, SaEntry, SaId, SharedSa};
-use serde_json::{json, Value};
+use ipsec_engine::Limits as Limits_;
+use ipsec_engine::{Action, Engine, Limit, Policy, SaConfig, SaEntry, SaId, SharedSa, State as SaState};
 use std::time::Duration;
 use zeroize::Zeroizing;
 
@@ -70,18 +71,74 @@ pub fn spec_words(c: &SaConfig, keys: bool) -> Zeroizing<String> {
     s
 }
 
-pub(super) fn sa_json(id: SaId, e: &SaEntry, keys: bool) -> Value {
-    let mut v = serde_json::to_value(SaView::of(&e.config, None)).unwrap_or(Value::Null);
-    if let Value::Object(m) = &mut v {
-        m.remove("line");
-        m.insert("id".into(), id.0.into());
-        m.insert("state".into(), json!(e.state()));
-        m.insert("spec".into(), spec_words(&e.config, false).as_str().into());
-        if keys {
-            m.insert("spec_with_keys".into(), spec_words(&e.config, true).as_str().into());
-        }
+fn limits(l: &ipsec_engine::Limits) -> Limits {
+    Limits {
+        bytes: l.bytes,
+        packets: l.packets,
+        seconds: l.seconds,
     }
-    v
+}
+
+fn alg(a: Option<ipsec_config::show::AlgView>) -> Option<Alg> {
+    a.map(|a| Alg {
+        alg: a.alg.to_string(),
+        key_bits: a.key_bits,
+        icv_bits: a.icv_bits,
+    })
+}
+
+/// An engine state's word (`mature`, `dying`, `expired`, `removed`).
+pub(super) fn state_word(s: SaState) -> &'static str {
+    match s {
+        SaState::Mature => "mature",
+        SaState::Dying => "dying",
+        SaState::Expired => "expired",
+        SaState::Removed => "removed",
+    }
+}
+
+/// A limit's word (`bytes`, `packets`, `seconds`, `sequence`).
+pub(super) fn limit_word(l: Limit) -> &'static str {
+    match l {
+        Limit::Bytes => "bytes",
+        Limit::Packets => "packets",
+        Limit::Seconds => "seconds",
+        Limit::Sequence => "sequence",
+    }
+}
+
+pub(super) fn sa_info(id: SaId, e: &SaEntry, keys: bool) -> SaInfo {
+    let v = SaView::of(&e.config, None);
+    SaInfo {
+        name: v.name,
+        lifetime: Lifetime {
+            soft: limits(&v.lifetime.soft),
+            hard: limits(&v.lifetime.hard),
+        },
+        proto: v.proto.to_string(),
+        spi: v.spi,
+        mode: v.mode.to_string(),
+        src: v.src,
+        dst: v.dst,
+        enc: alg(v.enc),
+        auth: alg(v.auth),
+        aead: alg(v.aead),
+        comp: v.comp.map(str::to_string),
+        adaptive: v.adaptive.map(str::to_string),
+        link_bps: v.link_bps,
+        alternative: v.alternative,
+        replay_window: v.replay_window,
+        esn: v.esn,
+        encap: v.encap.map(|e| Encap {
+            sport: e.sport,
+            dport: e.dport,
+            oa: e.oa,
+        }),
+        id: id.0,
+        state: state_word(e.state()).to_string(),
+        spec: spec_words(&e.config, false).to_string(),
+        spec_with_keys: keys.then(|| spec_words(&e.config, true).to_string()),
+    }
 }
 
 pub(super) fn core_of(e: &SaEntry) -> Option<&ipsec_core::sa_core::SaCore> {
@@ -92,43 +149,42 @@ pub(super) fn core_of(e: &SaEntry) -> Option<&ipsec_core::sa_core::SaCore> {
     }
 }
 
-pub(super) fn left(limits: &Limits, e: &SaEntry, now: Duration) -> Value {
+pub(super) fn left(limits: &Limits_, e: &SaEntry, now: Duration) -> Left {
     let u = e.usage();
     let age = u.age(now).as_secs();
-    json!({
-        "seconds": limits.seconds.map(|l| l.saturating_sub(age)),
-        "bytes": limits.bytes.map(|l| l.saturating_sub(u.bytes)),
-        "packets": limits.packets.map(|l| l.saturating_sub(u.packets)),
-    })
+    Left {
+        seconds: limits.seconds.map(|l| l.saturating_sub(age)),
+        bytes: limits.bytes.map(|l| l.saturating_sub(u.bytes)),
+        packets: limits.packets.map(|l| l.saturating_sub(u.packets)),
+    }
 }
 
 /// `show`'s view of one SA: as `sa.list`, plus counters, lifetime left, replay window top
 /// and next sequence number.
-pub(super) fn show_json(id: SaId, e: &SaEntry, now: Duration, retiring: bool) -> Value {
-    let mut v = sa_json(id, e, false);
-    if let Value::Object(m) = &mut v {
-        m.insert("retiring".into(), retiring.into());
-        m.insert("expired_by".into(), json!(e.expired_by()));
-        m.insert(
-            "usage".into(),
-            json!({"bytes": e.usage().bytes, "packets": e.usage().packets}),
-        );
-        m.insert("age_seconds".into(), e.usage().age(now).as_secs().into());
-        m.insert("inbound".into(), json!(e.inbound()));
-        m.insert("outbound".into(), json!(e.outbound()));
-        m.insert(
-            "lifetime_left".into(),
-            json!({"soft": left(&e.config.lifetime.soft, e, now), "hard": left(&e.config.lifetime.hard, e, now)}),
-        );
-        if let Some(c) = core_of(e) {
-            m.insert("replay_top".into(), c.replay().top().into());
-            m.insert("next_seq".into(), c.seq().peek().ok().into());
-        }
+pub(super) fn show_sa(id: SaId, e: &SaEntry, now: Duration, retiring: bool) -> ShowSa {
+    ShowSa {
+        sa: sa_info(id, e, false),
+        retiring,
+        expired_by: e.expired_by().map(|l| limit_word(l).to_string()),
+        usage: Usage {
+            bytes: e.usage().bytes,
+            packets: e.usage().packets,
+        },
+        age_seconds: e.usage().age(now).as_secs(),
+        inbound: (&e.inbound()).into(),
+        outbound: (&e.outbound()).into(),
+        lifetime_left: LifetimeLeft {
+            soft: left(&e.config.lifetime.soft, e, now),
+            hard: left(&e.config.lifetime.hard, e, now),
+        },
+        seq: core_of(e).map(|c| SeqState {
+            replay_top: c.replay().top(),
+            next_seq: c.seq().peek().ok(),
+        }),
     }
-    v
 }
 
-pub(super) fn policy_json(index: usize, p: &Policy, engine: &Engine) -> Value {
+pub(super) fn policy_info(index: usize, p: &Policy, engine: &Engine) -> PolicyInfo {
     let s = &p.selector;
     let any = |x: Option<String>| x.unwrap_or_else(|| "any".into());
     let (action, bundle): (&str, Vec<String>) = match &p.action {
@@ -146,27 +202,41 @@ pub(super) fn policy_json(index: usize, p: &Policy, engine: &Engine) -> Value {
                 .collect(),
         ),
     };
-    json!({
-        "index": index,
-        "dir": p.dir.to_string(),
-        "src": any(s.src.map(|p| p.to_string())),
-        "dst": any(s.dst.map(|p| p.to_string())),
-        "proto": any(s.proto.map(|p| ipsec_config::proto_name(p).map_or_else(|| p.to_string(), String::from))),
-        "src_port": s.src_ports.to_string(),
-        "dst_port": s.dst_ports.to_string(),
-        "action": action,
-        "bundle": bundle,
-    })
+    PolicyInfo {
+        index,
+        dir: p.dir.to_string(),
+        src: any(s.src.map(|p| p.to_string())),
+        dst: any(s.dst.map(|p| p.to_string())),
+        proto: any(s
+            .proto
+            .map(|p| ipsec_config::proto_name(p).map_or_else(|| p.to_string(), String::from))),
+        src_port: s.src_ports.to_string(),
+        dst_port: s.dst_ports.to_string(),
+        action: action.to_string(),
+        bundle,
+    }
 }
 
-pub(super) fn sa_event(kind: &str, now: Duration, name: &str, id: SaId, e: Option<&SaEntry>, extra: Value) -> Value {
-    let mut f = json!({"sa": name, "id": id.0});
-    if let (Some(e), Value::Object(m)) = (e, &mut f) {
-        m.insert("proto".into(), e.config.params.proto.name().into());
-        m.insert("spi".into(), format!("{:#x}", e.config.params.spi).into());
+/// An SA event's fields at time `now` (protocol and SPI while the engine has the SA).
+pub(super) fn sa_event(now: Duration, name: &str, id: SaId, e: Option<&SaEntry>, cause: Cause) -> SaEvent {
+    SaEvent {
+        time: now.as_secs(),
+        sa: name.to_string(),
+        id: id.0,
+        proto: e.map(|e| e.config.params.proto.name().to_string()),
+        spi: e.map(|e| format!("{:#x}", e.config.params.spi)),
+        old_id: None,
+        limit: None,
+        why: None,
+        cause,
     }
-    if let (Value::Object(m), Value::Object(x)) = (&mut f, extra) {
-        m.extend(x);
+}
+
+/// A policy event's fields.
+pub(super) fn policy_event(now: Duration, policy: PolicyInfo, cause: Cause) -> PolicyEvent {
+    PolicyEvent {
+        time: now.as_secs(),
+        policy,
+        cause,
     }
-    event(kind, now, f)
 }

@@ -435,7 +435,7 @@ fn serve(
                     let report = || {
                         let mut r = t.report();
                         add_endpoints(&mut r, &udp);
-                        serde_json::to_value(&r).unwrap_or_default()
+                        crate::obs::metrics::Metrics::of_report(&r)
                     };
                     crate::obs::metrics::serve(&l, &report, stop)
                 })

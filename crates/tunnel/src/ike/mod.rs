@@ -23,15 +23,14 @@
 //! inbound SA is retired, kept until idle. A child's byte or packet soft limit, or a sequence
 //! number near its end, asks for its rekey ([`IkeHandle::rekey_child`]).
 
+use crate::control::response::{Answer, ChildSaInfo, IkeList, IkeSaCounters, IkeSaInfo, IkeStarted, MessageIds};
 use crate::control::{ChildSaKey, Control, IkeRequest, IkeService};
 use crate::dataplane::Tunnel;
 use ipsec_ike::ts::TrafficSelector;
 use ipsec_ike::Event;
-use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
-use std::sync::Mutex;
 use std::time::Duration;
 use tracing::{info, warn};
 
@@ -42,7 +41,7 @@ mod sockets;
 mod traps;
 
 pub use crate::obs::ike::{IkeCounters, IkeReport};
-use events::{handle_event, ChildEntry};
+use events::{handle_event, needs_live, Live};
 pub use keylog::KeyLog;
 pub use selectors::{child_sas, range_prefixes, ChildSas};
 pub use sockets::{IkeSockets, Inputs};
@@ -77,10 +76,10 @@ pub enum Input {
         /// What to do.
         cmd: IkeRequest,
         /// Where the answer goes.
-        reply: mpsc::Sender<Result<Value, String>>,
+        reply: mpsc::Sender<Result<Answer, String>>,
     },
-    /// The IKE SAs and their children as JSON, for `ipsec show`.
-    List(mpsc::Sender<Value>),
+    /// The IKE SAs and their children, for `ipsec ike list` and `ipsec show`.
+    List(mpsc::Sender<IkeList>),
     /// The data plane asks for a child's rekey (its byte or packet limit, or its sequence
     /// numbers running out): the pair IKE receives on this SPI.
     RekeyChild(u32),
@@ -162,14 +161,14 @@ impl IkeHandle {
 
 impl IkeService for IkeHandle {
     /// Runs an `ipsec ike` request and waits at most 2 s for the IKE thread's answer.
-    fn request(&self, req: IkeRequest) -> Result<Value, String> {
+    fn request(&self, req: IkeRequest) -> Result<Answer, String> {
         let wait = Duration::from_secs(2);
         let busy = || "the IKE thread did not answer".to_string();
         if req == IkeRequest::List {
             let (tx, rx) = mpsc::channel();
             self.tx.send(Input::List(tx)).map_err(|_| busy())?;
             self.wake.iter().for_each(|w| w.wake());
-            return rx.recv_timeout(wait).map_err(|_| busy());
+            return rx.recv_timeout(wait).map(Answer::IkeList).map_err(|_| busy());
         }
         let (tx, rx) = mpsc::channel();
         self.tx
@@ -197,8 +196,6 @@ pub fn run(
     stop: &AtomicBool,
 ) {
     let mut rng = rand_core::OsRng;
-    // The IKE SAs as the events reported them, for `ipsec show`.
-    let status: Mutex<Vec<(ipsec_ike::IkeSaInfo, Vec<ChildEntry>)>> = Mutex::new(Vec::new());
     let now = || t.now();
     let counters = std::sync::Arc::new(IkeCounters::default());
     t.set_ike_counters(counters.clone());
@@ -280,7 +277,7 @@ pub fn run(
                     let _ = reply.send(command(&mut endpoint, now(), cmd, &mut rng));
                 }
                 Ok(Input::List(reply)) => {
-                    let _ = reply.send(list_json(&endpoint, now()));
+                    let _ = reply.send(ike_list(&endpoint, now()));
                 }
                 Ok(Input::RekeyChild(spi_in)) => {
                     if endpoint.rekey_child(now(), spi_in, &mut rng).is_ok() {
@@ -313,10 +310,16 @@ pub fn run(
         // Events first: a child's SAs are installed before the message that completes its
         // exchange goes out, so the peer's first packets on the new pair (it may switch as
         // soon as it has our answer, 2.8) find its inbound SA here.
+        // What a down SA's handling asks of the SAs that remain is read from the endpoint
+        // itself, once per pass (the shadow list of IKE SAs the events reported is gone).
         let mut failed = Vec::new();
+        let mut live = None;
         while let Some(ev) = endpoint.poll_event() {
             counters.count(&ev);
-            failed.extend(handle_event(t, control, sockets, ev, &status, keylog));
+            if live.is_none() && needs_live(&ev) {
+                live = Some(Live::of(&endpoint, now()));
+            }
+            failed.extend(handle_event(t, control, sockets, ev, live.as_ref(), keylog));
         }
         // A child agreed but not installed is deleted on both sides (RFC 7296 2.9: a child
         // exists only if it protects what it says); the Delete goes with this round's sends.
@@ -344,9 +347,9 @@ pub fn run(
 /// A clean stop deletes our IKE SAs (the peer removes its SAs at once instead of waiting
 /// for its liveness checks).
 fn finish(endpoint: &mut ipsec_ike::Endpoint, sockets: &IkeSockets<'_>, now: Duration, rng: &mut rand_core::OsRng) {
-    let names: Vec<String> = endpoint.config().connections.iter().map(|c| c.name.clone()).collect();
-    for n in names {
-        let _ = endpoint.terminate(now, &n, rng);
+    let conns: Vec<ipsec_ike::ConnId> = endpoint.conn_ids().collect();
+    for c in conns {
+        let _ = endpoint.terminate_conn(now, c, rng);
     }
     while let Some(tx) = endpoint.poll_transmit() {
         let _ = sockets.send(&tx);
@@ -354,9 +357,8 @@ fn finish(endpoint: &mut ipsec_ike::Endpoint, sockets: &IkeSockets<'_>, now: Dur
 }
 
 /// The IKE SAs and their children as `ike.list` and `show` give them (no key).
-pub fn list_json(endpoint: &ipsec_ike::Endpoint, now: Duration) -> Value {
-    let secs = |d: Option<Duration>| d.map(|d| d.as_secs());
-    let sas: Vec<Value> = endpoint
+pub fn ike_list(endpoint: &ipsec_ike::Endpoint, now: Duration) -> IkeList {
+    let ike_sas = endpoint
         .status(now)
         .iter()
         .map(|s| {
@@ -366,81 +368,113 @@ pub fn list_json(endpoint: &ipsec_ike::Endpoint, now: Duration) -> Value {
                 .iter()
                 .find(|c| c.name == s.conn)
                 .map(|c| c.local_id.to_string());
-            json!({
-                "conn": s.conn,
-                "state": s.state,
-                "role": match s.role { ipsec_ike::Role::Initiator => "initiator", ipsec_ike::Role::Responder => "responder" },
-                "spi_i": format!("{:016x}", s.spi_i),
-                "spi_r": format!("{:016x}", s.spi_r),
-                "local": s.local.to_string(),
-                "remote": s.remote.to_string(),
-                "local_id": local_id,
-                "remote_id": s.remote_id,
-                "nat": s.nat,
-                "proposal": s.proposal,
-                "message_ids": {"next_request": s.next_request_id, "peer_next": s.expected_peer_id},
-                "age_seconds": s.age.as_secs(),
-                "rekey_in_seconds": secs(s.rekey_in),
-                "counters": {
-                    "requests_sent": s.stats.requests_sent,
-                    "requests_answered": s.stats.requests_answered,
-                    "retransmits": s.stats.retransmits,
-                    "child_rekeys": s.stats.child_rekeys,
-                    "invalid_syntax": s.stats.invalid_syntax,
-                    "fragments_sent": s.stats.fragments_sent,
-                    "fragments_received": s.stats.fragments_received,
-                    "fragmented_messages": s.stats.fragmented_messages,
-                    "fragments_dropped": s.stats.fragments_dropped,
-                },
-                "children": s.children.iter().map(|c| json!({
-                    "child": c.child,
-                    "state": c.state,
-                    "spi_in": format!("{:08x}", c.spi_in),
-                    "spi_out": format!("{:08x}", c.spi_out),
-                    "proposal": c.proposal,
-                    "rekeys": c.rekeys.map(|r| format!("{r:08x}")),
-                    "rekey_in_seconds": secs(c.rekey_in),
-                    "expires_in_seconds": secs(c.expires_in),
-                })).collect::<Vec<_>>(),
-            })
+            ike_sa_info(s, local_id)
         })
         .collect();
-    json!({ "ike_sas": sas })
+    IkeList { ike_sas }
 }
 
-/// Carries out a command on the endpoint.
+/// One IKE SA of `ike.list`.
+pub(crate) fn ike_sa_info(s: &ipsec_ike::IkeSaStatus, local_id: Option<String>) -> IkeSaInfo {
+    let secs = |d: Option<Duration>| d.map(|d| d.as_secs());
+    IkeSaInfo {
+        conn: s.conn.clone(),
+        state: s.state.to_string(),
+        role: match s.role {
+            ipsec_ike::Role::Initiator => "initiator",
+            ipsec_ike::Role::Responder => "responder",
+        }
+        .to_string(),
+        spi_i: format!("{:016x}", s.spi_i),
+        spi_r: format!("{:016x}", s.spi_r),
+        local: s.local.to_string(),
+        remote: s.remote.to_string(),
+        local_id,
+        remote_id: s.remote_id.clone(),
+        nat: s.nat,
+        virtual_ips: s.virtual_ips.iter().map(|a| a.to_string()).collect(),
+        proposal: s.proposal.clone(),
+        message_ids: MessageIds {
+            next_request: s.next_request_id,
+            peer_next: s.expected_peer_id,
+        },
+        age_seconds: s.age.as_secs(),
+        rekey_in_seconds: secs(s.rekey_in),
+        counters: IkeSaCounters {
+            requests_sent: s.stats.requests_sent,
+            requests_answered: s.stats.requests_answered,
+            retransmits: s.stats.retransmits,
+            child_rekeys: s.stats.child_rekeys,
+            invalid_syntax: s.stats.invalid_syntax,
+            fragments_sent: s.stats.fragments_sent,
+            fragments_received: s.stats.fragments_received,
+            fragmented_messages: s.stats.fragmented_messages,
+            fragments_dropped: s.stats.fragments_dropped,
+        },
+        children: s
+            .children
+            .iter()
+            .map(|c| ChildSaInfo {
+                child: c.child.clone(),
+                state: c.state.to_string(),
+                spi_in: format!("{:08x}", c.spi_in),
+                spi_out: format!("{:08x}", c.spi_out),
+                proposal: c.proposal.clone(),
+                rekeys: c.rekeys.map(|r| format!("{r:08x}")),
+                rekey_in_seconds: secs(c.rekey_in),
+                expires_in_seconds: secs(c.expires_in),
+            })
+            .collect(),
+    }
+}
+
+/// Carries out a command on the endpoint: the connection's name is resolved once, here (the
+/// IKE thread's edge), to its handle ([`ipsec_ike::ConnId`]), which the endpoint is given.
 fn command(
     endpoint: &mut ipsec_ike::Endpoint,
     now: Duration,
     cmd: IkeRequest,
     rng: &mut rand_core::OsRng,
-) -> Result<Value, String> {
+) -> Result<Answer, String> {
+    let started = |conn: String, spi: Option<String>, child: Option<String>, pairs: Option<usize>| {
+        Answer::IkeStarted(IkeStarted {
+            conn,
+            spi,
+            child,
+            pairs,
+        })
+    };
     let label = cmd.label();
     let r = match cmd {
+        IkeRequest::List => return Ok(Answer::IkeList(ike_list(endpoint, now))),
         IkeRequest::Initiate { conn, child: None } => endpoint
-            .initiate(now, &conn, rng)
-            .map(|h| json!({"conn": conn, "spi": format!("{:016x}", h.0)})),
+            .conn_id(&conn)
+            .and_then(|id| endpoint.initiate_conn(now, id, rng))
+            .map(|h| started(conn, Some(format!("{:016x}", h.0)), None, None)),
         IkeRequest::Initiate { conn, child: Some(ch) } => endpoint
             .initiate_child(now, &conn, &ch, rng)
-            .map(|()| json!({"conn": conn, "child": ch})),
-        IkeRequest::Terminate { conn } => endpoint.terminate(now, &conn, rng).map(|()| json!({"conn": conn})),
-        IkeRequest::Rekey { conn, child: None } => endpoint.rekey_ike(now, &conn, rng).map(|()| json!({"conn": conn})),
+            .map(|()| started(conn, None, Some(ch), None)),
+        IkeRequest::Terminate { conn } => endpoint
+            .conn_id(&conn)
+            .and_then(|id| endpoint.terminate_conn(now, id, rng))
+            .map(|()| started(conn, None, None, None)),
+        IkeRequest::Rekey { conn, child: None } => endpoint
+            .conn_id(&conn)
+            .and_then(|id| endpoint.rekey_ike_conn(now, id, rng))
+            .map(|()| started(conn, None, None, None)),
         IkeRequest::Rekey { conn, child: Some(ch) } => {
-            let spis: Vec<u32> = endpoint
-                .children(&conn)
-                .into_iter()
-                .filter(|(n, _)| *n == ch)
-                .map(|(_, s)| s)
-                .collect();
+            // (An unknown connection has no child up: "not established", as before.)
+            let spis = endpoint
+                .conn_id(&conn)
+                .map_or_else(|_| Vec::new(), |id| endpoint.child_spis(id, &ch));
             if spis.is_empty() {
                 Err(ipsec_ike::CommandError::NotEstablished)
             } else {
                 spis.iter()
                     .try_for_each(|s| endpoint.rekey_child(now, *s, rng))
-                    .map(|()| json!({"conn": conn, "child": ch, "pairs": spis.len()}))
+                    .map(|()| started(conn, None, Some(ch), Some(spis.len())))
             }
         }
-        IkeRequest::List => return Ok(list_json(endpoint, now)),
     };
     r.map_err(|e| format!("`{label}`: {e}"))
 }

@@ -16,9 +16,15 @@ fn keyed(params: &mut SaParams, encr: Encr, integ: Option<Integ>, ek: &[u8], ik:
     match encr {
         Encr::AesGcm16_128 | Encr::AesGcm16_256 => params.aead = Some(Keyed::new(AeadAlg::AesGcm, ek, 16)),
         Encr::ChaCha20Poly1305 => params.aead = Some(Keyed::new(AeadAlg::ChaCha20Poly1305, ek, 16)),
-        Encr::AesCbc128 | Encr::AesCbc256 => {
-            params.enc = Some(Keyed::new(EncAlg::AesCbc, ek, 0));
-            let (alg, icv) = match integ.ok_or("AES-CBC without an integrity algorithm")? {
+        Encr::AesCbc128 | Encr::AesCbc256 | Encr::AesCbc192 | Encr::TripleDes => {
+            let enc = if encr == Encr::TripleDes {
+                EncAlg::Des3Cbc
+            } else {
+                EncAlg::AesCbc
+            };
+            params.enc = Some(Keyed::new(enc, ek, 0));
+            let (alg, icv) = match integ.ok_or("a CBC cipher without an integrity algorithm")? {
+                Integ::HmacSha1_96 => (IntegAlg::HmacSha1, 12),
                 Integ::HmacSha256_128 => (IntegAlg::HmacSha256, 16),
                 Integ::HmacSha384_192 => (IntegAlg::HmacSha384, 24),
                 Integ::HmacSha512_256 => (IntegAlg::HmacSha512, 32),
@@ -416,6 +422,23 @@ mod child_tests {
             assert_eq!(
                 p.integ.as_ref().map(|k| (k.alg, k.icv_len, k.key.len())),
                 Some((alg, icv, ik))
+            );
+            let mut e = ipsec_engine::Engine::new();
+            e.add_sa(c.out, Duration::ZERO).unwrap();
+        }
+        // The Windows client's ESP (`aes256-sha1`, `3des-sha1`): HMAC-SHA1-96 (RFC 2404), and
+        // 3DES-CBC with its 24-byte key (RFC 2451); AES-192 too.
+        for (encr, enc, ek) in [
+            (Encr::AesCbc256, EncAlg::AesCbc, 32),
+            (Encr::TripleDes, EncAlg::Des3Cbc, 24),
+            (Encr::AesCbc192, EncAlg::AesCbc, 24),
+        ] {
+            let c = child_sas(&info(encr, Some(Integ::HmacSha1_96), ek, 20)).unwrap();
+            let p = &c.out.params;
+            assert_eq!(p.enc.as_ref().map(|k| (k.alg, k.key.len())), Some((enc, ek)));
+            assert_eq!(
+                p.integ.as_ref().map(|k| (k.alg, k.icv_len, k.key.len())),
+                Some((IntegAlg::HmacSha1, 12, 20))
             );
             let mut e = ipsec_engine::Engine::new();
             e.add_sa(c.out, Duration::ZERO).unwrap();

@@ -27,6 +27,21 @@ pub struct IkeCounters {
     cookies_sent: AtomicU64,
     half_open_refused: AtomicU64,
     too_large: AtomicU64,
+    /// The address pools' figures ([`IkeCounters::update_pools`]).
+    pools: std::sync::Mutex<Vec<PoolReport>>,
+}
+
+/// One address pool's figures (remote access, docs/remote-access.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PoolReport {
+    /// Its name.
+    pub name: String,
+    /// Addresses it leases (saturated at 2^64 - 1 for a large IPv6 pool).
+    pub size: u64,
+    /// Leases held by an IKE SA.
+    pub leased: u64,
+    /// Leases kept for an identity whose IKE SA is gone.
+    pub offline: u64,
 }
 
 /// [`IkeCounters`] as the stats file and `/metrics` show them: `ike_sas` and `child_sas`
@@ -72,6 +87,9 @@ pub struct IkeReport {
     pub half_open_refused: u64,
     /// IKE_SA_INIT requests refused for their size (`ipsec_ike::limits::MAX_INIT_LEN`).
     pub too_large: u64,
+    /// The address pools.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<PoolReport>,
 }
 
 impl IkeCounters {
@@ -98,6 +116,24 @@ impl IkeCounters {
             cookies_sent: g(&self.cookies_sent),
             half_open_refused: g(&self.half_open_refused),
             too_large: g(&self.too_large),
+            pools: self.pools.lock().map(|p| p.clone()).unwrap_or_default(),
+        }
+    }
+
+    /// The address pools' sizes and leases, from the endpoint.
+    pub(crate) fn update_pools(&self, endpoint: &ipsec_ike::Endpoint) {
+        let v: Vec<PoolReport> = endpoint
+            .pool_stats()
+            .into_iter()
+            .map(|p| PoolReport {
+                name: p.name,
+                size: u64::try_from(p.size).unwrap_or(u64::MAX),
+                leased: p.online as u64,
+                offline: p.offline as u64,
+            })
+            .collect();
+        if let Ok(mut g) = self.pools.lock() {
+            *g = v;
         }
     }
 
@@ -118,6 +154,7 @@ impl IkeCounters {
         s(&self.fragmented_messages, t.fragmented_messages);
         s(&self.fragments_dropped, t.fragments_dropped);
         self.update_dos(endpoint);
+        self.update_pools(endpoint);
     }
 
     /// The flood defences' figures (cheap: no pass over the SAs).

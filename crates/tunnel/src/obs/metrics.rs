@@ -10,7 +10,8 @@
 //! `peer`). Labels carry names, SPIs and addresses only: no key material is ever in the input
 //! (neither the stats file nor `show` carries keys), so none can reach the output.
 
-use serde_json::Value;
+use crate::control::response::{Counters, Drops, Show};
+use serde::Deserialize;
 use std::fmt::Write as _;
 
 /// A label value escaped as the exposition format requires (backslash, double quote, newline).
@@ -67,11 +68,189 @@ impl Family {
     }
 }
 
-fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
+/// Counts by name, in their order (drops by reason, the daemon's and IKE's counters); a
+/// value that is not a count is left out when read.
+pub type Counts = Drops;
+
+/// One direction of an SA.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct Direction {
+    /// Packets.
+    pub packets: u64,
+    /// Bytes before sealing or opening.
+    pub bytes_before: u64,
+    /// Bytes after.
+    pub bytes_after: u64,
+    /// IPComp: not compressed.
+    pub not_compressed: u64,
+    /// Drops by reason.
+    pub drops: Counts,
+}
+
+impl From<&Counters> for Direction {
+    fn from(c: &Counters) -> Direction {
+        Direction {
+            packets: c.packets,
+            bytes_before: c.bytes_before,
+            bytes_after: c.bytes_after,
+            not_compressed: c.not_compressed,
+            drops: c.drops.clone(),
+        }
+    }
+}
+
+/// One SA's figures.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct SaSample {
+    /// Its name.
+    pub name: String,
+    /// `esp`, `ah`, `comp`.
+    pub proto: String,
+    /// SPI (IPComp: CPI).
+    pub spi: Option<u32>,
+    /// `tunnel` or `transport`.
+    pub mode: String,
+    /// `mature`, `dying`, ...
+    pub state: String,
+    /// Seconds since installed.
+    pub age_seconds: Option<u64>,
+    /// Inbound.
+    pub inbound: Option<Direction>,
+    /// Outbound.
+    pub outbound: Option<Direction>,
+}
+
+/// An ESP-in-UDP peer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct PeerSample {
+    /// Its address.
+    pub peer: Option<String>,
+    /// Its endpoint.
+    pub endpoint: Option<String>,
+    /// Learned from its packets (true) or configured.
+    pub learned: Option<bool>,
+}
+
+/// The engine's part.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+struct EngineStats {
+    sas: Vec<SaSample>,
+    inbound_drops: Counts,
+    outbound_drops: Counts,
+}
+
+/// The stats file as read: tunneld's (`tunneld --stats FILE`, its engine under `engine`) or
+/// `ipsec process`'s (the engine's snapshot itself).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+struct StatsFile {
+    uptime_seconds: Option<u64>,
+    daemon: Counts,
+    engine: Option<EngineStats>,
+    peers: Vec<PeerSample>,
+    ike: IkeStats,
+    #[serde(flatten)]
+    top: EngineStats,
+}
+
+/// IKE's part: its counts and gauges, and the address pools.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+struct IkeStats {
+    pools: Vec<PoolSample>,
+    #[serde(flatten)]
+    counts: Counts,
+}
+
+/// An address pool's gauges.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct PoolSample {
+    /// Its name.
+    pub name: String,
+    /// Addresses it leases.
+    pub size: u64,
+    /// Leases held by an IKE SA.
+    pub leased: u64,
+    /// Leases kept for an identity whose IKE SA is gone.
+    pub offline: u64,
+}
+
+/// What the Prometheus text is made of, typed: from a `show` response ([`Metrics::of_show`]),
+/// or from the stats file's JSON ([`Metrics::of_stats_json`], which the daemon's `--metrics`
+/// reads too, from the same report).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metrics {
+    /// Seconds since tunneld started.
+    pub uptime_seconds: Option<u64>,
+    /// The SAs.
+    pub sas: Vec<SaSample>,
+    /// Inbound drops not charged to an SA.
+    pub inbound_drops: Counts,
+    /// Outbound drops likewise.
+    pub outbound_drops: Counts,
+    /// The daemon's counters.
+    pub daemon: Counts,
+    /// IKE's figures.
+    pub ike: Counts,
+    /// The peers.
+    pub peers: Vec<PeerSample>,
+    /// The address pools.
+    pub pools: Vec<PoolSample>,
+}
+
+impl Metrics {
+    /// A `show` response's figures (the SAs and the drops not charged to an SA).
+    pub fn of_show(s: &Show) -> Metrics {
+        Metrics {
+            uptime_seconds: Some(s.uptime_seconds),
+            sas: s
+                .sas
+                .iter()
+                .map(|x| SaSample {
+                    name: x.sa.name.clone(),
+                    proto: x.sa.proto.clone(),
+                    spi: Some(x.sa.spi),
+                    mode: x.sa.mode.clone(),
+                    state: x.sa.state.clone(),
+                    age_seconds: Some(x.age_seconds),
+                    inbound: Some((&x.inbound).into()),
+                    outbound: Some((&x.outbound).into()),
+                })
+                .collect(),
+            inbound_drops: s.inbound_drops.clone(),
+            outbound_drops: s.outbound_drops.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// The stats file's figures (`tunneld --stats FILE`: the daemon's counters, the engine's
+    /// snapshot under `engine`, the peers, IKE's).
+    pub fn of_stats_json(json: &[u8]) -> Result<Metrics, String> {
+        let f: StatsFile = serde_json::from_slice(json).map_err(|e| format!("not tunneld's stats JSON: {e}"))?;
+        let engine = f.engine.unwrap_or(f.top);
+        Ok(Metrics {
+            uptime_seconds: f.uptime_seconds,
+            sas: engine.sas,
+            inbound_drops: engine.inbound_drops,
+            outbound_drops: engine.outbound_drops,
+            daemon: f.daemon,
+            ike: f.ike.counts,
+            peers: f.peers,
+            pools: f.ike.pools,
+        })
+    }
+
+    /// The daemon's report, as its stats file has it.
+    pub fn of_report(r: &crate::dataplane::Report) -> Metrics {
+        serde_json::to_vec(r)
+            .ok()
+            .and_then(|j| Metrics::of_stats_json(&j).ok())
+            .unwrap_or_default()
     }
 }
 
@@ -84,17 +263,12 @@ fn daemon_name(field: &str) -> Option<String> {
         .then(|| format!("ipsec_tunneld_{field}_total"))
 }
 
-/// Renders `stats` (a stats file or a `show` response) as Prometheus text.
-pub fn prometheus(stats: &Value) -> String {
-    let engine = if stats["engine"].is_object() {
-        &stats["engine"]
-    } else {
-        stats
-    };
+/// Renders `m` as Prometheus text.
+pub fn prometheus(m: &Metrics) -> String {
     let mut fams = Vec::new();
 
     let mut up = Family::new("ipsec_uptime_seconds", "gauge", "Seconds since tunneld started.");
-    if let Some(u) = stats["uptime_seconds"].as_u64() {
+    if let Some(u) = m.uptime_seconds {
         up.add(&[], u);
     }
     fams.push(up);
@@ -121,22 +295,17 @@ pub fn prometheus(stats: &Value) -> String {
         "counter",
         "IPComp: packets sent or received uncompressed.",
     );
-    for sa in engine["sas"].as_array().map(Vec::as_slice).unwrap_or_default() {
-        let name = text(&sa["name"]);
-        let spi = sa["spi"].as_u64().map_or_else(String::new, |s| format!("{s:#x}"));
-        let proto = text(&sa["proto"]);
-        let state = text(&sa["state"]);
-        let mode = text(&sa["mode"]);
+    for sa in &m.sas {
+        let name = sa.name.clone();
+        let spi = sa.spi.map_or_else(String::new, |s| format!("{s:#x}"));
+        let proto = sa.proto.clone();
         let id = [("sa", name.as_str()), ("spi", spi.as_str()), ("proto", proto.as_str())];
-        sa_info.add(&[id[0], id[1], id[2], ("mode", &mode), ("state", &state)], 1);
-        if let Some(a) = sa["age_seconds"].as_u64() {
+        sa_info.add(&[id[0], id[1], id[2], ("mode", &sa.mode), ("state", &sa.state)], 1);
+        if let Some(a) = sa.age_seconds {
             age.add(&id, a);
         }
-        for (key, dir) in [("inbound", "in"), ("outbound", "out")] {
-            let c = &sa[key];
-            if !c.is_object() {
-                continue;
-            }
+        for (c, dir) in [(&sa.inbound, "in"), (&sa.outbound, "out")] {
+            let Some(c) = c else { continue };
             let with = |extra: (&'static str, &str)| -> Vec<(&str, String)> {
                 vec![
                     ("sa", name.clone()),
@@ -147,27 +316,25 @@ pub fn prometheus(stats: &Value) -> String {
                 ]
             };
             let base = [id[0], id[1], id[2], ("direction", dir)];
-            packets.add(&base, c["packets"].as_u64().unwrap_or(0));
+            packets.add(&base, c.packets);
             // Sealing turns inner bytes into outer ones; opening the reverse.
             let (inner, outer) = if dir == "out" {
-                (&c["bytes_before"], &c["bytes_after"])
+                (c.bytes_before, c.bytes_after)
             } else {
-                (&c["bytes_after"], &c["bytes_before"])
+                (c.bytes_after, c.bytes_before)
             };
             for (layer, v) in [("inner", inner), ("outer", outer)] {
                 let l = with(("layer", layer));
                 let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                bytes.add(&l, v.as_u64().unwrap_or(0));
+                bytes.add(&l, v);
             }
             if proto == "comp" {
-                uncompressed.add(&base, c["not_compressed"].as_u64().unwrap_or(0));
+                uncompressed.add(&base, c.not_compressed);
             }
-            if let Some(d) = c["drops"].as_object() {
-                for (reason, n) in d {
-                    let l = with(("reason", reason));
-                    let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                    drops.add(&l, n.as_u64().unwrap_or(0));
-                }
+            for (reason, n) in &c.drops.0 {
+                let l = with(("reason", reason));
+                let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                drops.add(&l, *n);
             }
         }
     }
@@ -178,11 +345,9 @@ pub fn prometheus(stats: &Value) -> String {
         "counter",
         "Packets the engine dropped that no SA was charged for (no SA, policy, malformed ...), by reason.",
     );
-    for (key, dir) in [("inbound_drops", "in"), ("outbound_drops", "out")] {
-        if let Some(d) = engine[key].as_object() {
-            for (reason, n) in d {
-                unattributed.add(&[("direction", dir), ("reason", reason)], n.as_u64().unwrap_or(0));
-            }
+    for (d, dir) in [(&m.inbound_drops, "in"), (&m.outbound_drops, "out")] {
+        for (reason, n) in &d.0 {
+            unattributed.add(&[("direction", dir), ("reason", reason)], *n);
         }
     }
     fams.push(unattributed);
@@ -191,47 +356,59 @@ pub fn prometheus(stats: &Value) -> String {
     for f in &fams {
         f.write(&mut out);
     }
-    if let Some(d) = stats["daemon"].as_object() {
-        for (field, v) in d {
-            let (Some(name), Some(n)) = (daemon_name(field), v.as_u64()) else {
-                continue;
-            };
-            let _ = writeln!(out, "# HELP {name} tunneld counter {field}.");
-            let _ = writeln!(out, "# TYPE {name} counter");
-            let _ = writeln!(out, "{name} {n}");
-        }
+    for (field, n) in &m.daemon.0 {
+        let Some(name) = daemon_name(field) else { continue };
+        let _ = writeln!(out, "# HELP {name} tunneld counter {field}.");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        let _ = writeln!(out, "{name} {n}");
     }
-    if let Some(ike) = stats["ike"].as_object() {
-        for (field, v) in ike {
-            let Some(n) = v.as_u64() else { continue };
-            if !field.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
-                continue;
-            }
-            let (name, kind) = if field == "ike_sas" || field == "child_sas" || field == "half_open" {
-                (format!("ipsec_ike_{field}"), "gauge")
-            } else {
-                (format!("ipsec_ike_{field}_total"), "counter")
-            };
-            let _ = writeln!(out, "# HELP {name} IKEv2: {}.", field.replace('_', " "));
-            let _ = writeln!(out, "# TYPE {name} {kind}");
-            let _ = writeln!(out, "{name} {n}");
+    for (field, n) in &m.ike.0 {
+        if !field.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+            continue;
         }
+        let (name, kind) = if field == "ike_sas" || field == "child_sas" || field == "half_open" {
+            (format!("ipsec_ike_{field}"), "gauge")
+        } else {
+            (format!("ipsec_ike_{field}_total"), "counter")
+        };
+        let _ = writeln!(out, "# HELP {name} IKEv2: {}.", field.replace('_', " "));
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name} {n}");
     }
     let mut peers = Family::new(
         "ipsec_peer_endpoint_learned",
         "gauge",
         "ESP in UDP: 1 when the peer's endpoint was learned from its authenticated packets, 0 when configured.",
     );
-    for p in stats["peers"].as_array().map(Vec::as_slice).unwrap_or_default() {
-        if let Some(learned) = p["learned"].as_bool() {
-            peers.add(
-                &[("peer", &text(&p["peer"])), ("endpoint", &text(&p["endpoint"]))],
-                learned as u64,
-            );
+    for p in &m.peers {
+        if let Some(learned) = p.learned {
+            let t = |x: &Option<String>| x.clone().unwrap_or_default();
+            peers.add(&[("peer", &t(&p.peer)), ("endpoint", &t(&p.endpoint))], learned as u64);
         }
     }
     peers.write(&mut out);
+    pool_metrics(&m.pools, &mut out);
     out
+}
+
+/// The address pools' gauges (`stats.ike.pools`): size, leased, offline, by pool.
+fn pool_metrics(pools: &[PoolSample], out: &mut String) {
+    let mut size = Family::new("ipsec_pool_size", "gauge", "Addresses the pool leases.");
+    let mut leased = Family::new("ipsec_pool_leased", "gauge", "Leases of the pool held by an IKE SA.");
+    let mut offline = Family::new(
+        "ipsec_pool_offline",
+        "gauge",
+        "Leases of the pool kept for an identity whose IKE SA is gone.",
+    );
+    for p in pools {
+        let l = [("pool", p.name.as_str())];
+        size.add(&l, p.size);
+        leased.add(&l, p.leased);
+        offline.add(&l, p.offline);
+    }
+    for f in [size, leased, offline] {
+        f.write(out);
+    }
 }
 
 /// The content type of [`prometheus`]'s text.
@@ -243,7 +420,7 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// connection at a time (a scraper every few seconds is the whole load); anything but
 /// `GET /metrics` is a 404 or 405. Bind it to a loopback address: the counters are not
 /// secret, but they are nobody else's business.
-pub fn serve(listener: &std::net::TcpListener, report: &dyn Fn() -> Value, stop: &std::sync::atomic::AtomicBool) {
+pub fn serve(listener: &std::net::TcpListener, report: &dyn Fn() -> Metrics, stop: &std::sync::atomic::AtomicBool) {
     use std::io::{Read, Write};
     use std::sync::atomic::Ordering;
     use std::time::Duration;
@@ -289,9 +466,17 @@ pub fn serve(listener: &std::net::TcpListener, report: &dyn Fn() -> Value, stop:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
-    fn stats() -> Value {
+    fn of(v: Value) -> Metrics {
+        Metrics::of_stats_json(v.to_string().as_bytes()).unwrap()
+    }
+
+    fn stats() -> Metrics {
+        of(stats_json())
+    }
+
+    fn stats_json() -> Value {
         json!({
             "uptime_seconds": 4,
             "daemon": {"tun_rx_packets": 10, "udp_gro_reads": 3},
@@ -355,7 +540,7 @@ mod tests {
             half_open_refused: 3,
             ..Default::default()
         };
-        let t = prometheus(&json!({"uptime_seconds": 1, "ike": ike}));
+        let t = prometheus(&of(json!({"uptime_seconds": 1, "ike": ike})));
         for want in [
             "# TYPE ipsec_ike_ike_sas gauge",
             "ipsec_ike_ike_sas 21",
@@ -368,6 +553,37 @@ mod tests {
         ] {
             assert!(t.lines().any(|l| l == want), "missing `{want}` in\n{t}");
         }
+    }
+
+    /// The address pools' gauges, by pool (docs/remote-access.md).
+    #[test]
+    fn pool_gauges() {
+        let pool = |name: &str, size, leased, offline| crate::obs::ike::PoolReport {
+            name: name.into(),
+            size,
+            leased,
+            offline,
+        };
+        let ike = crate::obs::ike::IkeReport {
+            pools: vec![pool("rw4", 254, 2, 1), pool("rw6", u64::MAX, 0, 0)],
+            ..Default::default()
+        };
+        let t = prometheus(&of(json!({"uptime_seconds": 1, "ike": ike})));
+        for want in [
+            "# TYPE ipsec_pool_size gauge",
+            r#"ipsec_pool_size{pool="rw4"} 254"#,
+            r#"ipsec_pool_leased{pool="rw4"} 2"#,
+            r#"ipsec_pool_offline{pool="rw4"} 1"#,
+            r#"ipsec_pool_size{pool="rw6"} 18446744073709551615"#,
+            r#"ipsec_pool_leased{pool="rw6"} 0"#,
+        ] {
+            assert!(t.lines().any(|l| l == want), "missing `{want}` in\n{t}");
+        }
+        // No pools: no pool families.
+        let t = prometheus(&of(
+            json!({"uptime_seconds": 1, "ike": crate::obs::ike::IkeReport::default()}),
+        ));
+        assert!(!t.contains("ipsec_pool_"));
     }
 
     /// `serve` answers a real HTTP GET /metrics with the text, a 404 elsewhere, and a client
@@ -401,17 +617,31 @@ mod tests {
     }
 
     #[test]
-    fn the_show_response_shape_works_too_and_odd_input_is_skipped() {
-        let s = stats();
-        let show = json!({"uptime_seconds": 1, "sas": s["engine"]["sas"], "inbound_drops": {"no_sa": 5}});
-        let t = prometheus(&show);
-        assert!(
-            t.contains(r#"ipsec_drops_total{direction="in",reason="no_sa"} 5"#),
-            "{t}"
-        );
-        assert!(t.contains("ipsec_sa_packets_total{"), "{t}");
-        // A daemon field that is not a metric name is left out, not written raw.
-        let odd = json!({"daemon": {"bad name\n": 1, "ok": "x"}, "sas": "nope"});
-        assert_eq!(prometheus(&odd), "");
+    fn the_show_response_works_too_and_odd_input_is_skipped() {
+        // The last `show` of the control golden transcript: an SA in UDP, IPComp, AH.
+        let line = include_str!("../control/golden.txt")
+            .lines()
+            .filter_map(|l| l.strip_prefix("< "))
+            .rfind(|l| l.contains(r#""uptime_seconds""#))
+            .unwrap();
+        let show: Show = crate::control::response::Reply::parse(line).unwrap();
+        let t = prometheus(&Metrics::of_show(&show));
+        for want in [
+            "ipsec_uptime_seconds 9",
+            r#"ipsec_sa_info{sa="c",spi="0x4100",proto="comp",mode="tunnel",state="mature"} 1"#,
+            r#"ipsec_sa_not_compressed_total{sa="c",spi="0x4100",proto="comp",direction="in"} 0"#,
+            r#"ipsec_sa_drops_total{sa="u",spi="0x40",proto="esp",direction="out",reason="encap_mismatch"} 0"#,
+            r#"ipsec_drops_total{direction="out",reason="no_room"} 0"#,
+        ] {
+            assert!(t.lines().any(|l| l == want), "missing `{want}` in\n{t}");
+        }
+        // A daemon field that is not a metric name, or not a count, is left out, not written
+        // raw; a file that is not a stats file is refused.
+        let odd = json!({"daemon": {"bad name\n": 1, "ok": "x"}});
+        assert_eq!(prometheus(&of(odd)), "");
+        assert!(Metrics::of_stats_json(br#"{"engine": {"sas": "nope"}}"#).is_err());
+        // `ipsec process`'s file: the engine's snapshot at the top.
+        let top = stats_json()["engine"].clone();
+        assert_eq!(of(top).sas, stats().sas);
     }
 }

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::dataplane::{run_inbound, run_outbound, TunIo, UnderlayRx, UnderlayTx};
+use serde_json::json;
 use std::collections::VecDeque;
 
 const KEY1: &str = "0x0102030405060708090a0b0c0d0e0f1011121314";
@@ -143,7 +144,7 @@ fn apply_adds_rekeys_retires_and_leaves_the_rest_alone() {
     assert_eq!(a.changes.changed, ["rekey"]);
     assert_eq!(a.changes.removed, ["gone"]);
     assert!(a.changes.policies_reordered);
-    let kinds: Vec<&str> = a.events.iter().map(|v| v["event"].as_str().unwrap()).collect();
+    let kinds: Vec<&str> = a.events.iter().map(|v| v.kind()).collect();
     assert_eq!(
         kinds,
         [
@@ -158,8 +159,8 @@ fn apply_adds_rekeys_retires_and_leaves_the_rest_alone() {
     assert!(a
         .events
         .iter()
-        .all(|v| v["reload"] == true || v["event"] == "config.reloaded"));
-    assert_eq!(a.events[5]["sas_changed"], json!(["rekey"]));
+        .all(|v| v.to_json()["reload"] == true || v.kind() == "config.reloaded"));
+    assert_eq!(a.events[5].to_json()["sas_changed"], json!(["rekey"]));
     // The unchanged SA keeps its id (so its counters, sequence numbers, replay window).
     assert_eq!(st.id("keep"), Some(keep));
     assert_ne!(st.id("rekey"), Some(old_rekey));
@@ -174,7 +175,7 @@ fn apply_adds_rekeys_retires_and_leaves_the_rest_alone() {
     assert_eq!(ps[0].action, Action::Protect(vec![st.id("rekey").unwrap()]));
     // Idle long enough: both retired.
     let ev = after_tick(&mut e, &mut st, &[], secs(5) + RETIRE_IDLE, &mut Vec::new());
-    assert_eq!(ev.iter().filter(|v| v["event"] == "sa.retired").count(), 2);
+    assert_eq!(ev.iter().filter(|v| v.kind() == "sa.retired").count(), 2);
     assert!(st.retiring().is_empty());
     // Reloading the same file again changes nothing.
     let a = apply(&mut e, &mut st, &cfg(&new), secs(20)).unwrap();
@@ -294,7 +295,7 @@ fn a_policy_on_an_sa_deleted_over_the_socket_is_replaced() {
     let text = [sa("x", 0x10, KEY1), pol("out", 2, "x")].concat();
     let (mut e, mut st) = running_of(&text);
     let h = handle(br#"{"v":1,"op":"sa.del","name":"x"}"#, &mut e, &mut st, secs(1));
-    assert_eq!(h.response["ok"], true);
+    assert_eq!(h.response.to_json()["ok"], true);
     let run = running(&e, &st);
     assert_eq!(run.policies[0].action, ActionConfig::Protect(vec!["#0".into()]));
     // Reloading the file puts x back and points the policy at it.

@@ -22,11 +22,11 @@
 # this script started is stopped (by its PID); the work directory is removed unless the run
 # failed (EAP_RADIUS_KEEP=1: always kept).
 #
-#   bash scripts/eap-radius.sh                 # every case, 1 s retransmissions, 3 tries
-#   bash scripts/eap-radius.sh --ci            # the same with 0.3 s retransmissions (CI, ~5 s)
-#   bash scripts/eap-radius.sh --if-possible   # no freeradius: say why, exit 0
+#   bash scripts/ci/eap-radius.sh                 # every case, 1 s retransmissions, 3 tries
+#   bash scripts/ci/eap-radius.sh --ci            # the same with 0.3 s retransmissions (CI, ~5 s)
+#   bash scripts/ci/eap-radius.sh --if-possible   # no freeradius: say why, exit 0
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 CI=0
 IF_POSSIBLE=0
 for a in "$@"; do

@@ -1,0 +1,242 @@
+//! Many simultaneous IKEv2 clients on `ipsec-ike` (issue #36 item 6), like strongSwan's
+//! load-tester plugin (which Debian does not ship): `--count` clients, each from an address of
+//! its own (`--first`, then the next addresses: put them on the interface first), started at
+//! `--rate` per second against one responder, each IKE_SA_INIT + IKE_AUTH with one child whose
+//! local selector is the client's own inner address (`--inner-first` and on, a /32 each) and
+//! whose remote selector is `--remote-ts`. All are held up for `--hold` seconds (answering DPD
+//! and rekeys), then deleted. Prints one JSON line: how many came up, setups per second over
+//! the ramp, the spread of the per-client setup time, and how many were still up at the end of
+//! the hold. Exit status 0 when every client came up and stayed up.
+//!
+//! ```text
+//! ike-clients --first 10.98.16.1 --count 1000 --remote 10.98.0.1 --psk SECRET \
+//!   [--remote-id ID] [--id-suffix .load.test] [--inner-first 10.201.0.1] \
+//!   [--remote-ts 10.200.0.0/24] [--ike PROPOSAL] [--esp PROPOSAL] [--rate 200] [--hold 10] \
+//!   [--timeout 60]
+//! ```
+//! Binds UDP 500 and 4500 on each client address (2 sockets per client: raise `ulimit -n`),
+//! one `Endpoint` with one connection per client. The sockets are read without blocking in
+//! turn, so the generator itself is cheap per client but not free: its CPU time is printed too.
+use ipsec_ike::*;
+use rand_core::OsRng;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+fn usage(msg: &str) -> ! {
+    eprintln!("ike-clients: {msg}\nsee the doc comment of crates/ike/examples/ike-clients.rs for the options");
+    std::process::exit(2)
+}
+
+fn arg(args: &[String], k: &str) -> Option<String> {
+    args.iter().position(|a| a == &format!("--{k}")).map(|i| {
+        args.get(i + 1)
+            .cloned()
+            .unwrap_or_else(|| usage(&format!("--{k} needs a value")))
+    })
+}
+
+fn v4(s: &str, what: &str) -> Ipv4Addr {
+    s.parse()
+        .unwrap_or_else(|_| usage(&format!("--{what}: an IPv4 address")))
+}
+
+/// The `i`-th address after `first`.
+fn nth(first: Ipv4Addr, i: usize) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(first).wrapping_add(i as u32))
+}
+
+/// Median, 90th percentile and maximum in ms.
+fn spread(v: &mut [f64]) -> String {
+    if v.is_empty() {
+        return "null".into();
+    }
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    format!(
+        "{{\"median\":{:.3},\"p90\":{:.3},\"max\":{:.3}}}",
+        at(0.5),
+        at(0.9),
+        v[v.len() - 1]
+    )
+}
+
+/// CPU seconds this process used (user + system), from /proc/self/stat.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // the fields after the command name in parentheses: utime and stime are the 12th and 13th
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let req = |k: &str| arg(&args, k).unwrap_or_else(|| usage(&format!("--{k} is required")));
+    let first = v4(&req("first"), "first");
+    let remote: IpAddr = req("remote")
+        .parse()
+        .unwrap_or_else(|_| usage("--remote: an IP address"));
+    let count: usize = req("count").parse().unwrap_or_else(|_| usage("--count: a number"));
+    if count == 0 || count > 60_000 {
+        usage("--count: 1 to 60000");
+    }
+    let rate: f64 = arg(&args, "rate").map_or(200.0, |v| v.parse().unwrap_or_else(|_| usage("--rate")));
+    let hold = Duration::from_secs_f64(arg(&args, "hold").map_or(10.0, |v| v.parse().unwrap_or(10.0)));
+    let timeout = Duration::from_secs(arg(&args, "timeout").map_or(60, |v| v.parse().unwrap_or(60)));
+    let inner_first = v4(&arg(&args, "inner-first").unwrap_or("10.201.0.1".into()), "inner-first");
+    let suffix = arg(&args, "id-suffix").unwrap_or(".load.test".into());
+    let id = |s: &str| Identity::from_str_config(s).unwrap_or_else(|e| usage(&e.to_string()));
+    let remote_id = arg(&args, "remote-id").map(|s| id(&s));
+    let psk = req("psk");
+    let ike = arg(&args, "ike").unwrap_or("aes128gcm16-prfsha256-x25519".into());
+    let esp = arg(&args, "esp").unwrap_or("aes128gcm16".into());
+    let remote_ts = arg(&args, "remote-ts").unwrap_or_default();
+
+    let mut conns = Vec::with_capacity(count);
+    for i in 0..count {
+        let local = nth(first, i);
+        let mut conn = Connection::new(
+            &format!("c{i}"),
+            IpAddr::V4(local),
+            Some(remote),
+            id(&format!("c{i}{suffix}")),
+            remote_id.clone(),
+            Psk::new(psk.as_bytes()),
+            &ike,
+        )
+        .unwrap_or_else(|e| usage(&format!("--ike: {e}")));
+        conn.encap = true;
+        conn.children.push(
+            ChildConfig::new("net", &format!("{}/32", nth(inner_first, i)), &remote_ts, &esp)
+                .unwrap_or_else(|e| usage(&format!("child: {e}"))),
+        );
+        conns.push(conn);
+    }
+    let cfg = Config::new(conns);
+    // two sockets per client address; datagrams go out of the one their source names
+    let mut sockets: Vec<UdpSocket> = Vec::with_capacity(2 * count);
+    let mut by_addr: HashMap<SocketAddr, usize> = HashMap::with_capacity(2 * count);
+    for i in 0..count {
+        for port in [cfg.ike_port, cfg.natt_port] {
+            let a = SocketAddr::new(IpAddr::V4(nth(first, i)), port);
+            let s = UdpSocket::bind(a)
+                .unwrap_or_else(|e| usage(&format!("bind {a}: {e} (addresses on the interface? ulimit -n?)")));
+            s.set_nonblocking(true).expect("non-blocking socket");
+            by_addr.insert(a, sockets.len());
+            sockets.push(s);
+        }
+    }
+    let mut ep = Endpoint::new(cfg);
+    let start = Instant::now();
+    let now = || start.elapsed();
+    let mut rng = OsRng;
+    let mut buf = vec![0u8; 65536];
+    let mut began: Vec<Option<Duration>> = vec![None; count];
+    let mut up_at: Vec<Option<Duration>> = vec![None; count];
+    let mut up_now = vec![false; count];
+    let mut downs = 0usize;
+    let index = |name: &str| name.strip_prefix('c').and_then(|n| n.parse::<usize>().ok());
+    let interval = Duration::from_secs_f64(1.0 / rate.max(0.001));
+    let mut started = 0usize;
+    let cpu0 = cpu_seconds();
+    let mut hold_from: Option<Duration> = None;
+    loop {
+        let t = now();
+        // start the next clients on schedule
+        while started < count && t >= interval * started as u32 {
+            let name = format!("c{started}");
+            began[started] = Some(t);
+            if let Err(e) = ep.initiate(t, &name, &mut rng) {
+                eprintln!("ike-clients: {name}: {e}");
+            }
+            started += 1;
+        }
+        let mut got = false;
+        for s in &sockets {
+            while let Ok((n, from)) = s.recv_from(&mut buf) {
+                got = true;
+                let local = s.local_addr().expect("bound socket");
+                let _ = ep.handle_datagram(now(), local, from, &buf[..n], &mut rng);
+            }
+        }
+        if ep.poll_timeout().is_some_and(|d| d <= now()) {
+            ep.handle_timeout(now(), &mut rng);
+        }
+        while let Some(e) = ep.poll_event() {
+            match e {
+                Event::ChildUp(c) => {
+                    if let Some(i) = index(&c.conn) {
+                        if up_at[i].is_none() {
+                            up_at[i] = Some(now());
+                        }
+                        up_now[i] = true;
+                    }
+                }
+                Event::IkeDown { conn, .. } => {
+                    if let Some(i) = index(&conn) {
+                        if up_now[i] {
+                            downs += 1;
+                        }
+                        up_now[i] = false;
+                    }
+                }
+                _ => {}
+            }
+        }
+        while let Some(tx) = ep.poll_transmit() {
+            if let Some(&k) = by_addr.get(&tx.local) {
+                let _ = sockets[k].send_to(&tx.payload, tx.remote);
+            }
+        }
+        let t = now();
+        let all_up = started == count && up_at.iter().all(Option::is_some);
+        if hold_from.is_none() && (all_up || (started == count && t > interval * count as u32 + timeout)) {
+            hold_from = Some(t);
+        }
+        if hold_from.is_some_and(|h| t >= h + hold) {
+            break;
+        }
+        if !got {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    let held = up_now.iter().filter(|u| **u).count();
+    // delete every IKE SA, give the deletes a moment to go out and be answered
+    for i in 0..count {
+        let _ = ep.terminate(now(), &format!("c{i}"), &mut rng);
+    }
+    let bye = now();
+    while now() - bye < Duration::from_secs(2) && ep.ike_sa_count() > 0 {
+        for s in &sockets {
+            while let Ok((n, from)) = s.recv_from(&mut buf) {
+                let local = s.local_addr().expect("bound socket");
+                let _ = ep.handle_datagram(now(), local, from, &buf[..n], &mut rng);
+            }
+        }
+        if ep.poll_timeout().is_some_and(|d| d <= now()) {
+            ep.handle_timeout(now(), &mut rng);
+        }
+        while ep.poll_event().is_some() {}
+        while let Some(tx) = ep.poll_transmit() {
+            if let Some(&k) = by_addr.get(&tx.local) {
+                let _ = sockets[k].send_to(&tx.payload, tx.remote);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut setup_ms: Vec<f64> = (0..count)
+        .filter_map(|i| Some((up_at[i]? - began[i]?).as_secs_f64() * 1e3))
+        .collect();
+    let ok = setup_ms.len();
+    let ramp = up_at.iter().flatten().max().copied().unwrap_or_default();
+    println!(
+        "{{\"clients\":{count},\"up\":{ok},\"held\":{held},\"lost_during_hold\":{downs},\"ramp_seconds\":{:.3},\"setups_per_second\":{:.1},\"setup_ms\":{},\"generator_cpu_seconds\":{:.2}}}",
+        ramp.as_secs_f64(),
+        ok as f64 / ramp.as_secs_f64().max(1e-9),
+        spread(&mut setup_ms),
+        cpu_seconds() - cpu0
+    );
+    std::process::exit(if ok == count && held == count { 0 } else { 1 });
+}

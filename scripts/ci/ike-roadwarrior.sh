@@ -1,0 +1,283 @@
+#!/usr/bin/env bash
+# Remote access (issue #36 item 1, docs/remote-access.md): tunneld as the gateway with an
+# address pool and a DNS server, two strongSwan 5.9.8 road-warrior clients (charon +
+# kernel-libipsec, `vips = 0.0.0.0`, PSK) behind ONE masquerading NAT (nftables), as root in
+# network namespaces named by this script's PID:
+#
+#   c1 (charon, alice)  192.168.71.2 --+
+#                                      +-- n (nftables masquerade) 10.93.1.254 ---- 10.93.1.1 s (tunneld)
+#   c2 (charon, bob)    192.168.72.2 --+                                                 |
+#                                                                     h (a host) 10.93.100.2 -- 10.93.100.1
+#   pool "rw": 10.93.3.0/24 (ipsec0 of s routes it), DNS 10.93.100.53, split_include 10.93.100.0/24
+#
+# Stages:
+#   pool   both clients connect; each gets its own address from the pool (charon's list-sas and
+#          tunneld's `ike list`, which shows the virtual IP) and the pool's DNS server (written
+#          by charon's resolve plugin to a file of the test's own); each pings the host behind
+#          the gateway and the other client through the gateway; the per-pool gauges
+#          (`ipsec show --stats FILE --format prometheus`) say 2 leased
+#   again  alice disconnects (her lease is released) and connects again: the same address
+#   full   tunneld restarted with a pool of one address: alice gets it, bob is refused with
+#          INTERNAL_ADDRESS_FAILURE (charon's log; tunneld's ike.pool_exhausted event), and
+#          tunneld keeps serving (alice still pings)
+#
+#   sudo bash scripts/ci/ike-roadwarrior.sh              # every stage (builds tunneld and ipsec)
+#   sudo bash scripts/ci/ike-roadwarrior.sh --ci         # the same, the CI's short form (< 40 s)
+#   bash scripts/ci/ike-roadwarrior.sh --if-possible     # no root / netns / strongSwan: say why, exit 0
+#   IKE_RW_KEEP=1 ...                                 # keep the work directory (configs, logs)
+#   TUNNELD_BIN=target/debug/tunneld IPSEC_BIN=target/debug/ipsec sudo -E bash scripts/ci/ike-roadwarrior.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+NETNS_TAG=ike-roadwarrior
+. scripts/lib/netns.sh
+. scripts/lib/strongswan.sh
+ALL="pool again full"
+parse_stages "$ALL" "$@" # --ci: every stage (they take about 10 s)
+need_netns "network namespaces, charon, tunneld"
+swan_install
+locate_tunneld --bin ipsec
+IPSEC=$(dirname "$BIN")/ipsec
+[ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
+[ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
+WORK=$(mktemp -d /tmp/ike-roadwarrior.XXXXXX)
+trap 'rc=$?; swan_stop_all >/dev/null 2>&1 || true; [ "${IKE_RW_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 8' EXIT
+trap 'fail "interrupted"' INT TERM
+SWAN_LOG="ike=2 cfg=2 knl=1 net=1 enc=1 dmn=1 lib=1 job=1"
+SWAN_PLUGINS="$SWAN_PLUGINS resolve"
+
+T=rw$(($$ % 10000000))
+S=${T}s N=${T}n H=${T}h C1=${T}c1 C2=${T}c2
+GW=10.93.1.1
+NAT_WAN=10.93.1.254
+HOST=10.93.100.2
+DNS=10.93.100.53
+POOL_NET=10.93.3.0/24
+IKE=aes128gcm16-prfsha256-x25519
+ESP=aes128gcm16
+PSK="rw-$RANDOM$RANDOM"
+
+# ---- the namespaces ------------------------------------------------------------------------
+netns_add "$S" "$N" "$H" "$C1" "$C2"
+for ns in "$S" "$N" "$H" "$C1" "$C2"; do ip -n "$ns" link set lo up; done
+ip link add "${T}sw" netns "$S" type veth peer name "${T}nw" netns "$N"
+ip link add "${T}sh" netns "$S" type veth peer name "${T}hs" netns "$H"
+ip link add "${T}n1" netns "$N" type veth peer name "${T}c1" netns "$C1"
+ip link add "${T}n2" netns "$N" type veth peer name "${T}c2" netns "$C2"
+ip -n "$S" addr add $GW/24 dev "${T}sw"
+ip -n "$N" addr add $NAT_WAN/24 dev "${T}nw"
+ip -n "$S" addr add 10.93.100.1/24 dev "${T}sh"
+ip -n "$H" addr add $HOST/24 dev "${T}hs"
+ip -n "$H" addr add $DNS/32 dev lo
+ip -n "$N" addr add 192.168.71.1/24 dev "${T}n1"
+ip -n "$N" addr add 192.168.72.1/24 dev "${T}n2"
+ip -n "$C1" addr add 192.168.71.2/24 dev "${T}c1"
+ip -n "$C2" addr add 192.168.72.2/24 dev "${T}c2"
+for l in "$S ${T}sw" "$S ${T}sh" "$N ${T}nw" "$N ${T}n1" "$N ${T}n2" "$H ${T}hs" "$C1 ${T}c1" "$C2 ${T}c2"; do
+  read -r ns dev <<<"$l"
+  ip -n "$ns" link set "$dev" up
+done
+ip -n "$C1" route add default via 192.168.71.1
+ip -n "$C2" route add default via 192.168.72.1
+ip -n "$H" route add $POOL_NET via 10.93.100.1
+ip netns exec "$N" sysctl -qw net.ipv4.ip_forward=1
+ip netns exec "$S" sysctl -qw net.ipv4.ip_forward=1
+for k in all default; do ip netns exec "$S" sysctl -qw "net.ipv4.conf.$k.rp_filter=0"; done
+ip netns exec "$N" nft -f - <<EOF
+table ip rwnat {
+  chain post {
+    type nat hook postrouting priority 100;
+    oifname "${T}nw" masquerade
+  }
+}
+EOF
+ip netns exec "$C1" ping -c 1 -W 3 -q $GW >/dev/null || fail "topology: c1 cannot reach the gateway"
+ip netns exec "$C2" ping -c 1 -W 3 -q $GW >/dev/null || fail "topology: c2 cannot reach the gateway"
+
+# ---- tunneld, the gateway -------------------------------------------------------------------
+# td_conf DIR ADDRS: tunneld.toml with the pool `rw` (ADDRS) and the %any connection `rw`.
+td_conf() {
+  local d=$1
+  mkdir -p "$d"
+  cat >"$d/tunneld.toml" <<EOF
+# written by scripts/ci/ike-roadwarrior.sh
+[tunnel]
+tun = "ipsec0"
+local = "$GW"
+secrets = "$d/secrets.toml"
+
+[[pool]]
+name = "rw"
+addrs = "$2"
+dns = ["$DNS"]
+split_include = ["10.93.100.0/24"]
+dns_domains = ["rw.test"]
+
+[[connection]]
+name = "rw"
+local_addrs = ["$GW"]
+remote_addrs = ["%any"]
+proposals = ["$IKE"]
+encap = true
+local = { id = "gw.rw.test", auth = "psk" }
+remote = { auth = "psk" }
+pools = ["rw"]
+
+[[connection.children]]
+name = "net"
+local_ts = ["10.93.100.0/24", "$POOL_NET"]
+esp_proposals = ["$ESP"]
+EOF
+  (umask 077 && printf '[[ike]]\nid = ["gw.rw.test"]\nsecret = "%s"\n' "$PSK" >"$d/secrets.toml")
+}
+TD_PID=
+td_start() {
+  local d=$1
+  "$IPSEC" check-config "$d/tunneld.toml" >"$d/check-config.txt" 2>&1 || fail "ipsec check-config: $(tail -n 3 "$d/check-config.txt")"
+  ip netns exec "$S" "$BIN" --config "$d/tunneld.toml" --control "$d/ctl.sock" --stats "$d/stats.json" 2>"$d/tunneld.log" &
+  TD_PID=$!
+  BG+=("$TD_PID")
+  local deadline=$((SECONDS + 10))
+  until [ -S "$d/ctl.sock" ] && ip -n "$S" link show ipsec0 >/dev/null 2>&1; do
+    kill -0 "$TD_PID" 2>/dev/null || fail "tunneld exited at start: $(tail -n 5 "$d/tunneld.log")"
+    [ $SECONDS -lt $deadline ] || fail "tunneld: no control socket / ipsec0 within 10 s"
+    sleep 0.1
+  done
+  "$IPSEC" monitor --control "$d/ctl.sock" --json >"$d/monitor.log" 2>&1 &
+  BG+=("$!")
+  # the pool is routed into the TUN device (docs/remote-access.md)
+  ip -n "$S" route add $POOL_NET dev ipsec0
+}
+td_ctl() { local d=$1; shift; "$IPSEC" "$@" --control "$d/ctl.sock"; }
+
+# ---- the clients ------------------------------------------------------------------------------
+# client NAME NS ID: a charon instance asking for a virtual IPv4 address; DNS to NAME/resolv.conf.
+client() {
+  local d=$WORK/$1 id=$3
+  swan_instance "$d"
+  sed -i 's/install_virtual_ip = no/install_virtual_ip = yes/' "$d/strongswan.conf"
+  : >"$d/resolv.conf"
+  # charon's resolve plugin writes the DNS servers it is given here (no resolvconf binary)
+  sed -i "s|^  plugins {|  plugins {\n    resolve {\n      file = $d/resolv.conf\n    }|" "$d/strongswan.conf"
+  cat >"$d/swanctl/swanctl.conf" <<EOF
+connections {
+  home {
+    version = 2
+    local_addrs = %any
+    remote_addrs = $GW
+    proposals = $IKE
+    encap = yes
+    mobike = no
+    rekey_time = 0
+    vips = 0.0.0.0
+    local {
+      auth = psk
+      id = $id
+    }
+    remote {
+      auth = psk
+      id = gw.rw.test
+    }
+    children {
+      net {
+        remote_ts = 10.93.100.0/24, $POOL_NET
+        esp_proposals = $ESP
+        rekey_time = 0
+      }
+    }
+  }
+}
+secrets {
+  ike-gw {
+    id-local = $id
+    id-remote = gw.rw.test
+    secret = "$PSK"
+  }
+}
+EOF
+  swan_start "$2" "$d"
+  swan_load "$d"
+}
+# vip NAME: the client's virtual IP as charon lists it (empty: none)
+vip() {
+  swan_list_sas "$WORK/$1" | grep -o 'local-vips=\[[0-9.]*\]' | head -n 1 | tr -d '[]' | cut -d= -f2
+}
+# pings NS DST: how many of 3 pings were answered
+pings() {
+  { ip netns exec "$1" ping -n -c 3 -i 0.2 -W 2 "$2" 2>&1 || true; } |
+    sed -n 's/^[0-9]* packets transmitted, \([0-9]*\) received.*/\1/p'
+}
+leased_metric() {
+  "$IPSEC" show --stats "$1/stats.json" --format prometheus 2>/dev/null |
+    sed -n 's/^ipsec_pool_leased{pool="rw"} \([0-9]*\)$/\1/p'
+}
+
+TD=$WORK/td
+td_conf "$TD" $POOL_NET
+td_start "$TD"
+client c1 "$C1" alice@rw.test
+client c2 "$C2" bob@rw.test
+
+WANT_POOL=0 WANT_AGAIN=0
+want pool && WANT_POOL=1
+want again && WANT_AGAIN=1
+if [ $WANT_POOL = 1 ] || [ $WANT_AGAIN = 1 ]; then
+  swan_initiate "$WORK/c1" net
+  swan_initiate "$WORK/c2" net
+  V1=$(vip c1)
+  V2=$(vip c2)
+  [ -n "$V1" ] && [ -n "$V2" ] || fail "a client has no virtual IP: c1 '$V1', c2 '$V2'"
+  [ "$V1" != "$V2" ] || fail "both clients got $V1"
+  for v in "$V1" "$V2"; do
+    python3 -c 'import ipaddress,sys; sys.exit(ipaddress.ip_address(sys.argv[1]) not in ipaddress.ip_network(sys.argv[2]))' "$v" $POOL_NET ||
+      fail "virtual IP $v is not in the pool $POOL_NET"
+  done
+  log "alice got $V1, bob got $V2 (both behind the NAT at $NAT_WAN)"
+fi
+if [ $WANT_POOL = 1 ]; then
+  for c in c1 c2; do
+    grep -q "nameserver $DNS" "$WORK/$c/resolv.conf" ||
+      fail "$c: charon's resolve plugin wrote no 'nameserver $DNS': $(cat "$WORK/$c/resolv.conf")"
+  done
+  td_ctl "$TD" ike list >"$WORK/ike-list.txt" 2>&1 || fail "ipsec ike list: $(tail -n 3 "$WORK/ike-list.txt")"
+  for v in "$V1" "$V2"; do
+    grep -q "virtual IP $v" "$WORK/ike-list.txt" || fail "ipsec ike list does not show virtual IP $v: $(head -n 8 "$WORK/ike-list.txt")"
+  done
+  grep -c 'ike.lease_assigned' "$TD/monitor.log" | grep -qx 2 || fail "tunneld's monitor has not 2 ike.lease_assigned events"
+  [ "$(pings "$C1" $HOST)" = 3 ] || fail "c1 -> host behind the gateway: pings lost"
+  [ "$(pings "$C2" $HOST)" = 3 ] || fail "c2 -> host behind the gateway: pings lost"
+  [ "$(pings "$C1" "$V2")" = 3 ] || fail "c1 -> c2 ($V2) through the gateway: pings lost"
+  [ "$(pings "$C2" "$V1")" = 3 ] || fail "c2 -> c1 ($V1) through the gateway: pings lost"
+  wait_for 5 "the stats file to count 2 leases" sh -c "[ \"\$(\"$IPSEC\" show --stats '$TD/stats.json' --format prometheus | sed -n 's/^ipsec_pool_leased{pool=\"rw\"} //p')\" = 2 ]"
+  log "pool: distinct addresses, DNS $DNS, pings to the host and client to client, 2 leased"
+fi
+if [ $WANT_AGAIN = 1 ]; then
+  swan_terminate "$WORK/c1" --ike home
+  wait_for 5 "tunneld to release alice's lease" grep -q 'ike.lease_released' "$TD/monitor.log"
+  swan_initiate "$WORK/c1" net
+  V1B=$(vip c1)
+  [ "$V1B" = "$V1" ] || fail "alice reconnected and got $V1B, not her $V1"
+  [ "$(pings "$C1" $HOST)" = 3 ] || fail "c1 after reconnecting -> host: pings lost"
+  log "again: alice got $V1 back"
+fi
+if want full; then
+  swan_terminate "$WORK/c1" --ike home 2>/dev/null || true
+  swan_terminate "$WORK/c2" --ike home 2>/dev/null || true
+  stop_pid "$TD_PID" tunneld
+  ip -n "$S" route del $POOL_NET dev ipsec0 2>/dev/null || true
+  TD=$WORK/td1
+  td_conf "$TD" 10.93.3.7/32
+  td_start "$TD"
+  swan_initiate "$WORK/c1" net
+  [ "$(vip c1)" = 10.93.3.7 ] || fail "alice did not get the pool's one address: '$(vip c1)'"
+  rc=0
+  out=$(swan_ctl "$WORK/c2" --initiate --child net --timeout 8 2>&1) || rc=$?
+  [ $rc -ne 0 ] || fail "bob connected to a full pool: $(echo "$out" | tail -n 3)"
+  grep -q 'INTERNAL_ADDRESS_FAILURE' "$WORK/c2/charon.log" || fail "charon (bob) got no INTERNAL_ADDRESS_FAILURE: $(grep -i -E 'virtual|failure' "$WORK/c2/charon.log" | tail -n 3)"
+  grep -q 'ike.pool_exhausted' "$TD/monitor.log" || fail "tunneld reported no ike.pool_exhausted"
+  kill -0 "$TD_PID" || fail "tunneld exited"
+  [ "$(pings "$C1" $HOST)" = 3 ] || fail "alice's tunnel does not carry pings after bob's refusal"
+  log "full: bob refused with INTERNAL_ADDRESS_FAILURE, alice still served"
+fi
+swan_stop_all
+stop_pid "$TD_PID" tunneld
+log "all stages passed (${RAN[*]})"

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Many remote-access clients at once against tunneld, and against strongSwan's charon in the
+# same run (issue #36 item 6; docs/performance.md "Many clients"), in network namespaces, as
+# root. The load generator is crates/ike/examples/ike-clients.rs (the project's own IKE crate,
+# like strongSwan's load-tester plugin): COUNT clients, each from an address of its own, at
+# RATE per second, each an IKE SA with one child (its own inner /32 <-> the server's subnet),
+# held HOLD seconds. For each server (tunneld, then charon with kernel-libipsec) it reports:
+# IKE SAs set up per second over the ramp, the setup time's spread, the server's memory per
+# client (peak RSS during the hold minus RSS before, over COUNT), and, for one more client
+# with a data plane (a tunneld initiator), the time to its first packet and its TCP goodput
+# (iperf3, IPERF_SECONDS) alone and while the COUNT others are up.
+#
+#   ics<PID> (server)  icsv 10.98.0.1/16 ---- icv 10.98.0.2/16 (+ COUNT addresses from 10.98.16.1)  icc<PID>
+#   server inner 10.200.0.1/24 (ipsec0); clients' inner 10.201.0.0/16; the data client 10.201.255.1
+#
+# Usage (as root; bounded: each phase has a timeout):
+#   sudo bash scripts/studies/ike-clients.sh                       # COUNT=1000 RATE=500 HOLD=20
+#   COUNT=200 SERVERS=tunneld sudo -E bash scripts/studies/ike-clients.sh
+#   flock /tmp/ipsec-bench.lock sudo bash scripts/studies/ike-clients.sh   # on a shared machine
+# Authentication is a PSK for now; EAP-MSCHAPv2 and virtual IPs (CP) join when the IKE crate
+# has them on the initiator side (issue #36 items 1-2).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+NETNS_TAG=ike-clients
+. scripts/lib/netns.sh
+. scripts/lib/strongswan.sh
+. scripts/lib/tunneld-conf.sh
+parse_stages "" "$@"
+need_netns "network namespaces"
+COUNT=${COUNT:-1000}
+RATE=${RATE:-500}
+HOLD=${HOLD:-20}
+IPERF_SECONDS=${IPERF_SECONDS:-5}
+SERVERS=${SERVERS:-"tunneld charon"}
+IKE_PROP=aes128gcm16-prfsha256-x25519
+ESP_PROP=aes128gcm16
+swan_install
+command -v iperf3 >/dev/null || apt_install iperf3
+locate_tunneld --bin ipsec
+IPSEC=$(dirname "$BIN")/ipsec
+cargo build --release --locked --quiet -p ipsec-ike --example ike-clients
+GEN=$(release_dir)/examples/ike-clients
+[ -x "$GEN" ] || fail "no load generator at $GEN"
+ulimit -n $((4 * COUNT + 1024))
+
+ID=$$
+S=ics$ID
+C=icc$ID
+WORK=$(mktemp -d /tmp/ike-clients.XXXXXX)
+trap 'rc=$?; [ "${IKE_CLIENTS_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; WORK=; }; cleanup_all $rc 10' EXIT
+trap 'fail "interrupted"' INT TERM
+netns_pair "$S" "$C" icsv$ID icv$ID 10.98.0.1/16 10.98.0.2/16
+python3 - "$COUNT" >"$WORK/addrs" <<'EOF'
+import ipaddress, sys
+base = int(ipaddress.IPv4Address("10.98.16.1"))
+for i in range(int(sys.argv[1])):
+    print(f"address add {ipaddress.IPv4Address(base + i)}/16 dev icv__ID__")
+EOF
+sed -i "s/__ID__/$ID/" "$WORK/addrs"
+ip -n "$C" -batch "$WORK/addrs"
+ip -n "$S" addr add 10.200.0.1/32 dev lo
+PSK="ike clients $RANDOM$RANDOM"
+
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+
+# data_client NAME: a tunneld initiator in the clients' namespace (10.98.0.2, inner
+# 10.201.255.1): seconds from start to its first answered ping, then iperf3 goodput (Mbit/s)
+data_client() {
+  local d=$WORK/data-$1 t0 first="" mbps
+  td_conf "$d" name=dc local=10.98.0.2 remote=10.98.0.1 local_id=data.load.test remote_id=gw.load.test \
+    psk="$PSK" local_ts=10.201.255.1/32 remote_ts=10.200.0.0/24 start=start
+  ip -n "$C" addr add 10.201.255.1/32 dev lo 2>/dev/null || true
+  t0=$(date +%s.%N)
+  ip netns exec "$C" "$BIN" --config "$d/tunneld.toml" --control "$d/ctl.sock" --stats "$d/stats.json" 2>"$d/tunneld.log" &
+  local pid=$!
+  BG+=("$pid")
+  wait_for 10 "the data client's ipsec0" ip -n "$C" link show ipsec0
+  ip -n "$C" link set ipsec0 up
+  ip -n "$C" route replace 10.200.0.0/24 dev ipsec0 src 10.201.255.1
+  for _ in $(seq 300); do
+    if ip netns exec "$C" ping -n -c 1 -W 0.1 -I 10.201.255.1 10.200.0.1 >/dev/null 2>&1; then
+      first=$(python3 -c "print(f'{$(date +%s.%N) - $t0:.3f}')")
+      break
+    fi
+  done
+  ip netns exec "$C" iperf3 -c 10.200.0.1 -B 10.201.255.1 -t "$IPERF_SECONDS" -J >"$d/iperf3.json" 2>&1 || true
+  mbps=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 1e6))' "$d/iperf3.json" 2>/dev/null || echo "?")
+  stop_pids "$pid"
+  ip -n "$C" link del ipsec0 2>/dev/null || true
+  echo "${first:-?} $mbps"
+}
+
+# the server: start_server NAME -> SPID
+start_server() {
+  if [ "$1" = tunneld ]; then
+    local d=$WORK/server
+    td_conf "$d" name=rw local=10.98.0.1 remote=%any local_id=gw.load.test remote_id= psk="$PSK" \
+      local_ts=10.200.0.0/24 remote_ts=10.201.0.0/16 dpd=
+    ip netns exec "$S" "$BIN" --config "$d/tunneld.toml" --control "$d/ctl.sock" --stats "$d/stats.json" \
+      --log warn 2>"$d/tunneld.log" &
+    SPID=$!
+    BG+=("$SPID")
+    wait_for 10 "tunneld's ipsec0" ip -n "$S" link show ipsec0
+    ip -n "$S" link set ipsec0 up
+    ip -n "$S" route replace 10.201.0.0/16 dev ipsec0 src 10.200.0.1
+  else
+    local d=$WORK/charon
+    SWAN_LOG="ike=0 chd=0 knl=0 cfg=0 net=0 enc=0 dmn=1 lib=1 job=0" swan_instance "$d"
+    swan_site_conf "$d" name=rw local=10.98.0.1 remote=%any local_id=gw.load.test remote_id=%any psk="$PSK" \
+      local_ts=10.200.0.0/24 remote_ts=10.201.0.0/16 ike=$IKE_PROP esp=$ESP_PROP
+    swan_start "$S" "$d"
+    swan_load "$d"
+    SPID=$(cat "$d/pid")
+  fi
+  ip netns exec "$S" iperf3 -s -D -B 10.200.0.1 --pidfile "$WORK/iperf3-$1.pid"
+}
+
+stop_server() {
+  [ ! -s "$WORK/iperf3-$1.pid" ] || kill "$(cat "$WORK/iperf3-$1.pid")" 2>/dev/null || true
+  if [ "$1" = tunneld ]; then stop_pids "$SPID"; ip -n "$S" link del ipsec0 2>/dev/null || true; else swan_stop "$WORK/charon"; fi
+}
+
+ROWS=()
+FAILED=0
+for server in $SERVERS; do
+  log "---- $server: $COUNT clients at $RATE/s, held $HOLD s"
+  start_server "$server"
+  sleep 1
+  read -r first_alone mbps_alone <<<"$(data_client "$server-alone")"
+  rss0=$(rss_kb "$SPID")
+  ip netns exec "$C" "$GEN" --first 10.98.16.1 --count "$COUNT" --remote 10.98.0.1 --psk "$PSK" --remote-id gw.load.test \
+    --inner-first 10.201.0.1 --remote-ts 10.200.0.0/24 --rate "$RATE" --hold "$HOLD" --timeout 60 \
+    --ike "$IKE_PROP" --esp "$ESP_PROP" >"$WORK/gen-$server.json" 2>"$WORK/gen-$server.log" &
+  GPID=$!
+  BG+=("$GPID")
+  # the peak RSS while the clients come and stay; the data client once all are up
+  peak=$rss0
+  loaded="? ?"
+  ramp_deadline=$((SECONDS + COUNT / RATE + 60))
+  while kill -0 "$GPID" 2>/dev/null; do
+    r=$(rss_kb "$SPID")
+    [ "$r" -le "$peak" ] || peak=$r
+    if [ "$loaded" = "? ?" ] && [ $SECONDS -lt $ramp_deadline ]; then
+      if [ "$server" = tunneld ]; then
+        n=$("$IPSEC" show --json --control "$WORK/server/ctl.sock" 2>/dev/null |
+          python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("ike_sas", [])))' 2>/dev/null || echo 0)
+      else
+        n=$(swan_established "$WORK/charon" | cut -d' ' -f1)
+      fi
+      if [ "${n:-0}" -ge "$COUNT" ]; then
+        log "$server: $n IKE SAs up; the data client now"
+        loaded=$(data_client "$server-loaded")
+      fi
+    fi
+    sleep 0.5
+  done
+  gen_rc=0
+  wait "$GPID" || gen_rc=$?
+  read -r first_loaded mbps_loaded <<<"$loaded"
+  json=$(cat "$WORK/gen-$server.json")
+  log "$server: generator: $json (exit $gen_rc)"
+  [ $gen_rc -eq 0 ] || { FAILED=1; log "$server: the generator failed: $(tail -n 3 "$WORK/gen-$server.log")"; }
+  per_client=$(python3 -c "print(f'{($peak - $rss0) / $COUNT:.1f}')")
+  row=$(python3 - "$json" <<EOF
+import json, sys
+j = json.loads(sys.argv[1]) if sys.argv[1].strip() else {}
+s = j.get("setup_ms") or {}
+print(f"%-8s %5s/%-5s %8s %8s %8s %9s %8s %8s %8s %8s %8s" % ("$server", j.get("up", "?"), $COUNT,
+      j.get("setups_per_second", "?"), s.get("median", "?"), s.get("p90", "?"), "$per_client",
+      "$first_alone", "$first_loaded", "$mbps_alone", "$mbps_loaded", j.get("held", "?")))
+EOF
+)
+  ROWS+=("$row")
+  stop_server "$server"
+done
+echo
+log "$COUNT clients at $RATE/s (PSK, x25519, AES-GCM), each its own address; memory: server RSS peak - before, per client"
+printf '%-8s %11s %8s %8s %8s %9s %8s %8s %8s %8s %8s\n' server up setups/s med_ms p90_ms KiB/client 1st_pkt 1st_load Mb/s_1 Mb/s_ld held
+for r in "${ROWS[@]}"; do echo "$r"; done
+[ $FAILED -eq 0 ] || fail "not every client came up and stayed up (see above)"
