@@ -15,6 +15,7 @@ use ipsec_ike::ipsec_eap::mschapv2::Credentials;
 use ipsec_ike::ipsec_eap::server::{Backend, FailureReason};
 use ipsec_ike::pki::{Certificate, PrivateKey, RingSigner, TrustStore};
 use ipsec_ike::*;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -206,4 +207,47 @@ fn eap_retransmitted_ike_auth_request_is_answered_from_the_kept_response() {
     let st = &net.b.status(net.now)[0];
     assert_eq!(st.stats.requests_answered, 5, "IKE_AUTH rounds B ran");
     assert_eq!(st.stats.eap_out_of_order, 0);
+}
+
+/// The road warrior's whole IKE_AUTH: EAP and a virtual address (the first request's
+/// CFG_REQUEST answered after EAP, RFC 7296 3.15): the lease is the EAP identity's, the
+/// child's selectors are narrowed to it, the client takes the address.
+#[test]
+fn eap_with_a_virtual_ip_leases_to_the_eap_identity() {
+    let mut net = eap_pair("alice", "Sup3r secret");
+    let (a, b) = (net.a.config().clone(), net.b.config().clone());
+    let (mut a, mut b) = (a, b);
+    a.connections[0].children[0] = ChildConfig::new("net", "dynamic", "10.2.0.0/16", ESP).unwrap();
+    a.connections[0].vips = vec![ip("0.0.0.0")];
+    b.connections[0].children[0] = ChildConfig::new("net", "10.2.0.0/16", "dynamic", ESP).unwrap();
+    b.connections[0].pools = vec!["p4".into()];
+    b.pools = vec![PoolConfig::new("p4", "10.3.0.0/24").unwrap()];
+    net = Net::new(a, b);
+    let now = net.now;
+    net.a.set_unix_time(now, NOW_UNIX);
+    net.b.set_unix_time(now, NOW_UNIX);
+    net.up();
+    assert_eq!(
+        (ike_up(&net.events_a).len(), ike_up(&net.events_b).len()),
+        (1, 1),
+        "{:?}",
+        net.events_b
+    );
+    let leases: Vec<(Identity, IpAddr)> = net
+        .events_b
+        .iter()
+        .filter_map(|e| match e {
+            Event::LeaseAssigned { identity, address, .. } => Some((identity.clone(), *address)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(leases, vec![(Identity::Fqdn("alice".into()), ip("10.3.0.1"))]);
+    assert_eq!(net.a.status(net.now)[0].virtual_ips, [ip("10.3.0.1")]);
+    let cb = child_up(&net.events_b);
+    assert_eq!(cb.len(), 1);
+    assert!(
+        format!("{:?}", cb[0].remote_ts).contains("10.3.0.1"),
+        "{:?}",
+        cb[0].remote_ts
+    );
 }
