@@ -17,6 +17,9 @@
 #           and gives up (an INFORMATIONAL with AUTHENTICATION_FAILED), tunneld logs the
 #           refusal with its reason ("wrong password"); afterwards neither side has an IKE
 #           SA, a child, an ESP SA or a policy, and no password is in tunneld's log
+#   vip     as ok, with `vips = 0.0.0.0` (issue #36's road warrior): tunneld leases an address
+#           of its pool to the EAP identity (the first IKE_AUTH request's CFG_REQUEST answered
+#           after EAP), charon installs it, pings both ways between it and tunneld's side
 #
 #   sudo bash scripts/ci/ike-eap.sh            # both cases (builds tunneld and ipsec)
 #   sudo bash scripts/ci/ike-eap.sh ok         # only that one
@@ -33,7 +36,7 @@ NETNS_TAG=ike-eap
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
 . scripts/lib/ike-lifecycle.sh
-ALL_CASES="ok wrong"
+ALL_CASES="ok wrong vip"
 parse_stages "$ALL_CASES" "$@" # --ci: the same cases (they are short)
 [ ${#STAGES[@]} -gt 0 ] || read -r -a STAGES <<<"$ALL_CASES"
 need_netns "network namespaces, charon, tunneld"
@@ -77,9 +80,15 @@ pk --pub --in "$P/server.key" --type priv | pk --issue --cacert "$P/ca.pem" --ca
   --lifetime 365 --outform pem >"$P/server.pem"
 [ -s "$P/server.pem" ] || fail "pki made no server certificate: $(tail -n 3 "$P/pki.log")"
 
-# sw_conf D PASSWORD: charon as the client: EAP-MSCHAPv2 as alice, the server by certificate.
+# sw_conf D PASSWORD [VIP]: charon as the client: EAP-MSCHAPv2 as alice, the server by
+# certificate; with VIP a virtual address asked for (vips = 0.0.0.0) and installed.
 sw_conf() {
-  local d=$1 pw=$2
+  local d=$1 pw=$2 vip=${3:-} lts="local_ts = 10.93.102.0/24" vips=""
+  if [ -n "$vip" ]; then
+    lts=""
+    vips="vips = 0.0.0.0"
+    sed -i 's/install_virtual_ip = no/install_virtual_ip = yes/' "$d/strongswan.conf"
+  fi
   cp "$P/ca.pem" "$d/swanctl/x509ca/"
   cat >"$d/swanctl/swanctl.conf" <<EOF
 connections {
@@ -91,6 +100,7 @@ connections {
     encap = yes
     mobike = no
     rekey_time = 0
+    $vips
     local {
       auth = eap-mschapv2
       eap_id = alice
@@ -101,7 +111,7 @@ connections {
     }
     children {
       net {
-        local_ts = 10.93.102.0/24
+        $lts
         remote_ts = 10.93.101.0/24
         esp_proposals = $ESP_PROP
         rekey_time = 0
@@ -130,7 +140,7 @@ case_fail() {
   exit 1
 }
 
-# run_case NAME CLIENT_PASSWORD EXPECT(up|refused)
+# run_case NAME CLIENT_PASSWORD EXPECT(up|refused|vip)
 run_case() {
   CASE=$1
   CD=$WORK/$CASE
@@ -140,7 +150,7 @@ run_case() {
   local pw=$2 expect=$3
   topo_up
   swan_instance "$SW"
-  sw_conf "$SW" "$pw"
+  sw_conf "$SW" "$pw" "$([ "$expect" != vip ] || echo vip)"
   swan_start keb "$SW"
   swan_load "$SW"
   cp "$P/server.pem" "$P/ca.pem" "$TD/"
@@ -151,23 +161,37 @@ run_case() {
   # two users in the secrets file
   td_conn "$TD" name=rw local=$A_NET remote=%any local_id=vpn.eap.test auth=pubkey \
     certs="$TD/server.pem" key=server.key remote_auth=eap-mschapv2 remote_eap_id=%any \
-    eap="alice:$PASSWORD bob:bobs-password" local_ts=10.93.101.0/24 remote_ts=10.93.102.0/24 child_rekey=0
+    eap="alice:$PASSWORD bob:bobs-password" local_ts=10.93.101.0/24 child_rekey=0 \
+    remote_ts="$([ "$expect" = vip ] || echo 10.93.102.0/24)"
+  local peer_net=$B_IN
+  if [ "$expect" = vip ]; then
+    # the pool; the client's selector is its lease (remote_ts empty: dynamic)
+    sed -i 's/^remote = { auth = "eap-mschapv2".*/&\npools = ["rw"]/' "$TD/tunneld.toml"
+    printf '\n[[pool]]\nname = "rw"\naddrs = "10.93.3.0/24"\n' >>"$TD/tunneld.toml"
+    peer_net=10.93.3.1
+  fi
   "$IPSEC" check-config "$TD/tunneld.toml" >"$TD/check-config.txt" 2>&1 ||
     case_fail "ipsec check-config: $(tail -n 3 "$TD/check-config.txt")"
-  td_start kea "$TD" $B_IN
+  td_start kea "$TD" $peer_net
   local out rc=0 deadline tc
   out=$(SWAN_CTL_TIMEOUT=20 swan_ctl "$SW" --initiate --child net --timeout 12 2>&1) || rc=$?
   echo "$out" >"$CD/initiate.out"
   deadline=$((SECONDS + 12))
-  if [ "$expect" = up ]; then
+  if [ "$expect" != refused ]; then
     [ $rc -eq 0 ] || case_fail "initiation failed: $(tail -n 4 "$CD/initiate.out"); tunneld: $(tail -n 3 "$TD/tunneld.log")"
     until read -r -a tc <<<"$(td_counts "$TD")" && [ "${tc[0]}" = 1 ] && [ "${tc[1]}" = 1 ] && [ "$(sw_counts)" = "1 1" ]; do
       [ $SECONDS -lt $deadline ] || case_fail "not up within 12 s: tunneld (IKE child ESP policies) ${tc[*]}, charon $(sw_counts)"
       sleep 0.2
     done
-    ip netns exec kea ping -n -c 3 -i 0.2 -W 2 -I $A_IN $B_IN >"$CD/ping-ts.out" 2>&1 ||
+    local cin=$B_IN
+    if [ "$expect" = vip ]; then
+      cin=$(swan_list_sas "$SW" | grep -o 'local-vips=\[[0-9.]*\]' | head -n 1 | tr -d '[]' | cut -d= -f2)
+      [[ "$cin" == 10.93.3.* ]] || case_fail "charon has no virtual IP from the pool: \`$cin\`"
+      td_ctl "$TD" ike list 2>&1 | grep -q "$cin" || case_fail "ipsec ike list does not show the virtual IP $cin"
+    fi
+    ip netns exec kea ping -n -c 3 -i 0.2 -W 2 -I $A_IN $cin >"$CD/ping-ts.out" 2>&1 ||
       case_fail "pings tunneld -> charon failed: $(tail -n 2 "$CD/ping-ts.out")"
-    ip netns exec keb ping -n -c 3 -i 0.2 -W 2 -I $B_IN $A_IN >"$CD/ping-st.out" 2>&1 ||
+    ip netns exec keb ping -n -c 3 -i 0.2 -W 2 -I $cin $A_IN >"$CD/ping-st.out" 2>&1 ||
       case_fail "pings charon -> tunneld failed: $(tail -n 2 "$CD/ping-st.out")"
     td_ctl "$TD" ike list >"$CD/ike-list.txt" 2>&1 || true
     grep -q alice "$CD/ike-list.txt" ||
@@ -202,6 +226,7 @@ RESULTS=()
 for c in "${STAGES[@]}"; do
   case $c in
     ok) args=("$PASSWORD" up) ;;
+    vip) args=("$PASSWORD" vip) ;;
     wrong) args=("not-$PASSWORD" refused) ;;
   esac
   t0=$SECONDS
