@@ -76,6 +76,10 @@ if [ -n "$PQ_CHROOT_PID" ]; then
 fi
 step "bash scripts/ci/ike-pq.sh"
 bash scripts/ci/ike-pq.sh --ci --if-possible
+# EAP-MSCHAPv2 road-warrior clients (issue #36, docs/ike-eap.md): charon with
+# auth = eap-mschapv2 against tunneld with a certificate; a wrong password; about 10 s.
+step "bash scripts/ci/ike-eap.sh"
+bash scripts/ci/ike-eap.sh --ci --if-possible
 # Remote access (issue #36, docs/remote-access.md): tunneld with an address pool, two strongSwan
 # clients with vips behind one masquerading NAT: leases, DNS, pings, a full pool; about 10 s.
 step "bash scripts/ci/ike-roadwarrior.sh"

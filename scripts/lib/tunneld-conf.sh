@@ -35,7 +35,9 @@ td_head() {
 #   the connection: name (gw), local (local_addrs), remote (remote_addrs; %any), local_id,
 #     remote_id (no id when empty), auth (psk, or pubkey: both sides), psk (an [[ike]] secret
 #     for the two ids), certs (local certificates), cacerts, crls (for the remote; lists are
-#     space-separated file names), key (a private key file: [[private]]), dpd (dpd_delay;
+#     space-separated file names), key (a private key file: [[private]]), remote_auth (the
+#     remote side's auth when it differs: eap-mschapv2), remote_eap_id (its eap_id), eap
+#     ("user:password ...": [[eap]] secrets), dpd (dpd_delay;
 #     default 0), ike_rekey, fragmentation, fragment_size, ike (IKE proposals; default
 #     $IKE_PROP, none: tunneld's defaults), encap (true; "no": not forced)
 #   the child: child (net), local_ts, remote_ts, esp (ESP proposals; default $ESP_PROP, none:
@@ -52,6 +54,8 @@ td_conn() {
   for kv in "$@"; do c[${kv%%=*}]=${kv#*=}; done
   lauth="auth = \"${c[auth]}\""
   rauth=$lauth
+  [ -z "${c[remote_auth]:-}" ] || rauth="auth = \"${c[remote_auth]}\""
+  [ -z "${c[remote_eap_id]:-}" ] || rauth+=", eap_id = \"${c[remote_eap_id]}\""
   [ -z "${c[local_id]:-}" ] || lauth="id = \"${c[local_id]}\", $lauth"
   [ -z "${c[remote_id]:-}" ] || rauth="id = \"${c[remote_id]}\", $rauth"
   [ -z "${c[certs]:-}" ] || lauth+=", certs = $(toml_list "${c[certs]}")"
@@ -93,6 +97,7 @@ td_conn() {
       printf '[[ike]]\nid = [%s]\nsecret = "%s"\n' "$kv" "${c[psk]}"
     fi
     [ -z "${c[key]:-}" ] || printf '[[private]]\nfile = "%s"\n' "${c[key]}"
+    for kv in ${c[eap]:-}; do printf '[[eap]]\nid = "%s"\nsecret = "%s"\n' "${kv%%:*}" "${kv#*:}"; done
   } >>"$d/secrets.toml"
 }
 

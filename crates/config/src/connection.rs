@@ -23,6 +23,10 @@
 //! # or certificates (auth = "pubkey"; docs/ike-certs.md):
 //! # local = { id = "C=CH, O=Example, CN=a", auth = "pubkey", certs = ["a.pem", "intermediate.pem"] }
 //! # remote = { id = "C=CH, O=Example, CN=*", auth = "pubkey", cacerts = ["ca.pem"], crls = ["ca.crl"] }
+//! # or EAP for road-warrior clients (RFC 7296 2.16; docs/ike-eap.md): the server signs, the
+//! # client runs EAP-MSCHAPv2 with a user of the secrets file's [[eap]]:
+//! # server: local = { auth = "pubkey", certs = [...] }, remote = { auth = "eap-mschapv2", eap_id = "%any" }
+//! # client: local = { auth = "eap-mschapv2", eap_id = "alice" }, remote = { auth = "pubkey", cacerts = [...] }
 //! # send_cert = "always"              # always | ifasked | never (default always)
 //! # send_certreq = true                # CERTREQ for remote.cacerts (default true)
 //!
@@ -58,6 +62,10 @@
 //! [[ike]]                               # swanctl: secrets { ike-site-b { ... } }
 //! id = ["site-a.example", "site-b.example"]   # the identities the key is for (either side)
 //! secret = "0x<hex>"                    # or the key's bytes as a string
+//!
+//! [[eap]]                               # swanctl: secrets { eap-alice { id = alice, secret = ... } }
+//! id = "alice"                          # the EAP identity (EAP-MSCHAPv2 user)
+//! secret = "password"                   # never logged; kept as its NT hash by the server
 //!
 //! [[private]]                           # swanctl: secrets { private-a { file = ... } }
 //! file = "private/a.key"                # PEM (PKCS#8, PKCS#1, SEC1), mode 0600; relative to this file
@@ -112,6 +120,12 @@ pub struct AuthConfig {
     pub id: Option<String>,
     /// `auth = "psk"` (default) or `"pubkey"`.
     pub pubkey: bool,
+    /// `auth = "eap-mschapv2"` (the EAP method; `eap-radius` is refused until tunneld moves
+    /// RADIUS datagrams for the IKE crate).
+    pub eap: bool,
+    /// EAP identity (swanctl's `eap_id`): the client's user name (local); `%any` or unset on
+    /// the server means the EAP-Identity exchange asks it (always done).
+    pub eap_id: Option<String>,
     /// Local: our certificate, then intermediate CA certificates to send (files, PEM or DER).
     pub certs: Vec<std::path::PathBuf>,
     /// Remote: the CA certificates the peer's certificate must chain to.
@@ -122,11 +136,27 @@ pub struct AuthConfig {
 
 impl AuthConfig {
     fn from_toml(a: AuthToml, side: &str) -> Result<Self, String> {
-        let pubkey = match a.auth.as_deref() {
-            None | Some("psk") => false,
-            Some("pubkey") => true,
-            Some(other) => return Err(format!("{side}.auth = \"{other}\": \"psk\" or \"pubkey\"")),
+        let (pubkey, eap) = match a.auth.as_deref() {
+            None | Some("psk") => (false, false),
+            Some("pubkey") => (true, false),
+            Some("eap-mschapv2") => (false, true),
+            Some("eap-radius") => {
+                return Err(format!(
+                    "{side}.auth = \"eap-radius\": not supported yet (EAP-MSCHAPv2 with the secrets file's [[eap]] users is)"
+                ))
+            }
+            Some(other) => {
+                return Err(format!(
+                    "{side}.auth = \"{other}\": \"psk\", \"pubkey\" or \"eap-mschapv2\""
+                ))
+            }
         };
+        if a.eap_id.is_some() && !eap {
+            return Err(format!("{side}.eap_id needs {side}.auth = \"eap-mschapv2\""));
+        }
+        if side == "local" && eap && a.eap_id.as_deref().is_none_or(|i| i.is_empty() || i.starts_with('%')) {
+            return Err("local.auth = \"eap-mschapv2\" needs local.eap_id (the user name)".into());
+        }
         if let Some(id) = &a.id {
             let wildcard = side == "remote" && is_wildcard(id);
             if !wildcard {
@@ -153,6 +183,8 @@ impl AuthConfig {
         Ok(AuthConfig {
             id: a.id,
             pubkey,
+            eap,
+            eap_id: a.eap_id,
             certs: a.certs,
             cacerts: a.cacerts,
             crls: a.crls,
@@ -256,6 +288,7 @@ pub(crate) struct ConnectionToml {
 struct AuthToml {
     id: Option<String>,
     auth: Option<String>,
+    eap_id: Option<String>,
     #[serde(default)]
     certs: Vec<std::path::PathBuf>,
     #[serde(default)]
@@ -598,7 +631,16 @@ impl ConnectionConfig {
         )
         .map_err(|e| at(format!("proposals: {e}")))?;
         c.remote_id_match = remote_match;
-        c.local_auth = if self.local.pubkey {
+        c.local_auth = if self.local.eap {
+            let user = self.local.eap_id.clone().unwrap_or_default();
+            let secret = secrets
+                .eap_for(&user)
+                .ok_or_else(|| at(format!("no [[eap]] secret in the secrets file for `{user}`")))?;
+            ipsec_ike::LocalAuth::Eap {
+                identity: user.into_bytes(),
+                password: ipsec_ike::Psk::new(secret.secret.as_bytes()),
+            }
+        } else if self.local.pubkey {
             let certs = crate::credentials::load_certs(&self.local.certs).map_err(at)?;
             let ours = certs
                 .first()
@@ -623,7 +665,12 @@ impl ConnectionConfig {
         } else {
             ipsec_ike::LocalAuth::Psk(psk()?)
         };
-        c.remote_auth = if self.remote.pubkey {
+        c.remote_auth = if self.remote.eap {
+            ipsec_ike::RemoteAuth::Eap {
+                backend: ipsec_ike::ipsec_eap::server::Backend::Local,
+                creds: std::sync::Arc::new(EapUsers::from_secrets(secrets)),
+            }
+        } else if self.remote.pubkey {
             let trust = crate::credentials::load_trust(&self.remote.cacerts, &self.remote.crls).map_err(at)?;
             ipsec_ike::RemoteAuth::Pubkey {
                 trust: std::sync::Arc::new(trust),
@@ -688,11 +735,63 @@ impl std::fmt::Debug for Psk {
     }
 }
 
-/// The secrets file: pre-shared keys for IKE, and the private keys of `auth = "pubkey"`.
+/// An EAP user (one `[[eap]]` of the secrets file).
+pub struct EapSecret {
+    /// The EAP identity.
+    pub id: String,
+    /// The password. Zeroed when dropped; never shown by `Debug`.
+    pub secret: zeroize::Zeroizing<String>,
+}
+
+impl std::fmt::Debug for EapSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EapSecret")
+            .field("id", &self.id)
+            .field("secret", &format_args!("(not shown)"))
+            .finish()
+    }
+}
+
+/// The EAP-MSCHAPv2 server's users ([`ipsec_ike::ipsec_eap::mschapv2::Credentials`]): each
+/// `[[eap]]` kept as its NT hash (RFC 2759 8.3), zeroized on drop; Debug shows the count.
+pub struct EapUsers(Vec<(Vec<u8>, ipsec_ike::ipsec_eap::ms_chap::NtHash)>);
+
+impl EapUsers {
+    /// From the secrets file's `[[eap]]` (a password the hash cannot take, longer than 256
+    /// characters, is left out: that user cannot log in).
+    pub fn from_secrets(s: &Secrets) -> EapUsers {
+        EapUsers(
+            s.eap
+                .iter()
+                .filter_map(|e| {
+                    let h = ipsec_ike::ipsec_eap::ms_chap::NtHash::from_password(&e.secret).ok()?;
+                    Some((e.id.as_bytes().to_vec(), h))
+                })
+                .collect(),
+        )
+    }
+}
+
+impl std::fmt::Debug for EapUsers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "EapUsers({} users)", self.0.len())
+    }
+}
+
+impl ipsec_ike::ipsec_eap::mschapv2::Credentials for EapUsers {
+    fn nt_hash(&self, identity: &[u8]) -> Option<ipsec_ike::ipsec_eap::ms_chap::NtHash> {
+        self.0.iter().find(|(id, _)| id == identity).map(|(_, h)| h.clone())
+    }
+}
+
+/// The secrets file: pre-shared keys for IKE, EAP users, and the private keys of
+/// `auth = "pubkey"`.
 #[derive(Debug, Default)]
 pub struct Secrets {
     /// The keys, in file order.
     pub psks: Vec<Psk>,
+    /// The EAP users (`[[eap]]`), in file order.
+    pub eap: Vec<EapSecret>,
     /// The private keys ([`Secrets::load`] reads them from the `[[private]] file`s).
     pub keys: Vec<crate::credentials::LoadedKey>,
     /// `[[private]] file` paths not read yet (as written).
@@ -721,6 +820,11 @@ impl Secrets {
             .map(|(_, p)| p)
     }
 
+    /// The `[[eap]]` entry of EAP identity `id`.
+    pub fn eap_for(&self, id: &str) -> Option<&EapSecret> {
+        self.eap.iter().find(|e| e.id == id)
+    }
+
     /// Parses the secrets file's text. Errors name the line, never a secret.
     pub fn parse(text: &str) -> Result<Secrets, String> {
         #[derive(serde::Deserialize)]
@@ -729,7 +833,15 @@ impl Secrets {
             #[serde(default)]
             ike: Vec<toml::Spanned<Entry>>,
             #[serde(default)]
+            eap: Vec<toml::Spanned<EapEntry>>,
+            #[serde(default)]
             private: Vec<KeyFile>,
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct EapEntry {
+            id: String,
+            secret: crate::values::Secret,
         }
         #[derive(serde::Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -781,8 +893,24 @@ impl Secrets {
             };
             psks.push(Psk { ids, secret });
         }
+        let mut eap = Vec::new();
+        for e in file.eap {
+            let at = line(e.span().start);
+            let e = e.into_inner();
+            if e.id.is_empty() || e.secret.as_str().is_empty() {
+                return Err(format!("line {at}: [[eap]] needs an id and a secret"));
+            }
+            if eap.iter().any(|x: &EapSecret| x.id == e.id) {
+                return Err(format!("line {at}: a second [[eap]] for `{}`", e.id));
+            }
+            eap.push(EapSecret {
+                id: e.id,
+                secret: zeroize::Zeroizing::new(e.secret.as_str().to_string()),
+            });
+        }
         Ok(Secrets {
             psks,
+            eap,
             keys: Vec::new(),
             key_files: file.private.into_iter().map(|k| k.file).collect(),
         })
@@ -811,6 +939,12 @@ impl Secrets {
 /// `auth = "pubkey"` what is presented (our certificate's subject, key type, expiry and the
 /// intermediates sent) or trusted (the CAs, the CRLs). Files that cannot be read are named.
 pub fn describe(a: &AuthConfig, local: bool) -> String {
+    if a.eap {
+        return match (local, a.eap_id.as_deref()) {
+            (true, Some(id)) => format!("EAP-MSCHAPv2 as `{id}` (password from the secrets file's [[eap]])"),
+            _ => "EAP-MSCHAPv2 (EAP-Identity asked; users from the secrets file's [[eap]])".into(),
+        };
+    }
     if !a.pubkey {
         return "pre-shared key (from the secrets file)".into();
     }
@@ -1056,6 +1190,57 @@ start_action = "trap"
         assert_eq!(conn.children[0].start_action, StartAction::None);
     }
 
+    /// EAP (#36): `auth = "eap-mschapv2"` on either side with the secrets file's `[[eap]]`
+    /// users; the password never in Debug or an error; the client needs eap_id and its
+    /// secret; `eap-radius` is refused with a clear message (not wired yet).
+    #[test]
+    fn eap_mschapv2_connections_and_eap_secrets() {
+        let secrets = super::Secrets::parse(
+            "[[ike]]\nsecret = \"k\"\n[[eap]]\nid = \"alice\"\nsecret = \"hush-hush\"\n\
+             [[eap]]\nid = \"bob\"\nsecret = \"other\"\n",
+        )
+        .unwrap();
+        assert_eq!(secrets.eap.len(), 2);
+        assert!(!format!("{secrets:?}").contains("hush-hush"));
+        let dup = super::Secrets::parse("[[eap]]\nid = \"a\"\nsecret = \"x1\"\n[[eap]]\nid = \"a\"\nsecret = \"x2\"\n")
+            .unwrap_err();
+        assert!(dup.contains("line 4") && !dup.contains("x2"), "{dup}");
+        // The server: EAP for the peer, the users as NT hashes.
+        let server = GOOD.replace(
+            "remote = { id = \"site-b.example\" }",
+            "remote = { auth = \"eap-mschapv2\", eap_id = \"%any\" }",
+        );
+        let c = crate::from_toml::parse(&server).unwrap();
+        let ike = c.connections[0].to_ike(&secrets).unwrap();
+        let ipsec_ike::RemoteAuth::Eap { creds, .. } = &ike.remote_auth else {
+            panic!("{:?}", ike.remote_auth)
+        };
+        assert!(creds.nt_hash(b"alice").is_some() && creds.nt_hash(b"carol").is_none());
+        assert!(super::describe(&c.connections[0].remote, false).contains("EAP-MSCHAPv2"));
+        // The client: eap_id and its [[eap]] secret.
+        let client = GOOD.replace(
+            "local = { id = \"site-a.example\", auth = \"psk\" }",
+            "local = { auth = \"eap-mschapv2\", eap_id = \"alice\" }",
+        );
+        let c = crate::from_toml::parse(&client).unwrap();
+        let ike = c.connections[0].to_ike(&secrets).unwrap();
+        assert!(matches!(&ike.local_auth, ipsec_ike::LocalAuth::Eap { identity, .. } if identity == b"alice"));
+        assert!(!format!("{:?}", ike.local_auth).contains("hush"));
+        let none = super::Secrets::parse("[[ike]]\nsecret = \"k\"\n").unwrap();
+        let e = c.connections[0].to_ike(&none).unwrap_err();
+        assert!(e.contains("no [[eap]] secret") && e.contains("alice"), "{e}");
+        // Refusals.
+        for (line, want) in [
+            ("local = { auth = \"eap-mschapv2\" }", "needs local.eap_id"),
+            ("local = { auth = \"psk\", eap_id = \"x\" }", "eap_id needs"),
+            ("local = { auth = \"eap-radius\", eap_id = \"x\" }", "not supported yet"),
+        ] {
+            let t = GOOD.replace("local = { id = \"site-a.example\", auth = \"psk\" }", line);
+            let e = crate::from_toml::parse(&t).unwrap_err().to_string();
+            assert!(e.contains(want), "{line}: {e}");
+        }
+    }
+
     /// The TOML and the secrets file become the IKE crate's connection: the key found by
     /// identity, the start action and DPD carried over; a missing key is an error naming
     /// the identities, never a key.
@@ -1115,7 +1300,10 @@ start_action = "trap"
     fn connection_errors_name_the_line_and_what() {
         for (bad, want) in [
             (GOOD.replace("\"psk\"", "\"pubkey\""), "needs local.certs"),
-            (GOOD.replace("\"psk\"", "\"eap\""), "\"psk\" or \"pubkey\""),
+            (
+                GOOD.replace("\"psk\"", "\"eap\""),
+                "\"psk\", \"pubkey\" or \"eap-mschapv2\"",
+            ),
             (
                 GOOD.replace("auth = \"psk\" }", "auth = \"psk\", cacerts = [\"/x\"] }"),
                 "cacerts and crls belong in remote",

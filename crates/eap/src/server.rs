@@ -132,6 +132,15 @@ impl Authenticator {
         )
     }
 
+    /// Why the local method is failing once its Failure-Request is out
+    /// ([`mschapv2::Server::pending_failure`]), for a peer that gives up there.
+    pub fn pending_failure(&self) -> Option<FailureReason> {
+        match &self.inner {
+            Inner::Local(server) => server.pending_failure(),
+            _ => None,
+        }
+    }
+
     /// The identity the peer gave (after its Identity Response).
     pub fn identity(&self) -> Option<&[u8]> {
         self.identity.as_deref()

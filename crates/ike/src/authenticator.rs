@@ -45,7 +45,7 @@ impl Signed<'_> {
         v
     }
 
-    fn psk(&self, psk: &crate::config::Psk) -> crate::prf::KeyBytes {
+    pub(crate) fn psk(&self, psk: &crate::config::Psk) -> crate::prf::KeyBytes {
         if self.int_auth.is_empty() {
             return psk_auth(
                 self.prf,
@@ -74,6 +74,8 @@ pub(crate) fn build(auth: &LocalAuth, s: &Signed, peer_hashes: Option<&[u16]>) -
             let (method, data) = pki::auth_sign(signer.as_ref(), peer_hashes, &s.octets())?;
             AuthPayload { method, data }
         }
+        // Made with the MSK once EAP succeeded ([`crate::eap`]), never here.
+        LocalAuth::Eap { .. } => return Err(pki::PkiError::Unsupported("EAP has no AUTH before the MSK")),
     })
 }
 
@@ -99,6 +101,16 @@ pub enum Refusal {
     /// Authenticated, but this identity has [`crate::limits::MAX_IKE_SAS_PER_IDENTITY`] IKE
     /// SAs already and did not send INITIAL_CONTACT.
     TooManySas,
+    /// The EAP method failed (RFC 7296 2.16): wrong password, unknown user, ...
+    Eap(ipsec_eap::server::FailureReason),
+    /// EAP succeeded but the AUTH made with the MSK did not verify (2.16).
+    EapAuth,
+    /// The EAP conversation broke its rules: more IKE_AUTH rounds than
+    /// [`crate::limits::MAX_EAP_ROUNDS`], or AUTH before EAP-Success.
+    EapProtocol,
+    /// The client ended the EAP conversation (AUTHENTICATION_FAILED in an INFORMATIONAL)
+    /// before the method had failed it.
+    EapAbandoned,
     /// Authenticated, but this identity has an IKE SA already and the connection's
     /// `unique = keep` keeps that one.
     UniqueKeep,
@@ -117,6 +129,10 @@ impl fmt::Display for Refusal {
             Refusal::NoClock => f.write_str("no wall-clock time to check the certificate's validity"),
             Refusal::NoConnection => f.write_str("no connection for this identity and method"),
             Refusal::TooManySas => f.write_str("this identity has as many IKE SAs as it may"),
+            Refusal::Eap(r) => write!(f, "EAP failed: {}", crate::eap::reason_text(*r)),
+            Refusal::EapAuth => f.write_str("AUTH with the EAP MSK did not verify"),
+            Refusal::EapProtocol => f.write_str("EAP conversation out of its rules (rounds, order)"),
+            Refusal::EapAbandoned => f.write_str("the client ended the EAP conversation"),
         }
     }
 }
@@ -143,6 +159,7 @@ pub(crate) fn verify(
                 Err(Refusal::Psk)
             }
         }
+        RemoteAuth::Eap { .. } => Err(Refusal::Method(payload.method)),
         RemoteAuth::Pubkey { trust } => {
             let mut x509 = certs
                 .iter()

@@ -35,9 +35,18 @@ impl fmt::Debug for Psk {
     }
 }
 
-/// How we prove our identity (swanctl's `local.auth`); EAP will be a third way.
+/// How we prove our identity (swanctl's `local.auth`).
 #[derive(Clone)]
 pub enum LocalAuth {
+    /// EAP-MSCHAPv2 as the client (RFC 7296 2.16; swanctl's `auth = eap-mschapv2`): no
+    /// AUTH in the first IKE_AUTH request, EAP Responses, then AUTH with the MSK. The
+    /// responder proves itself with a signature ([`RemoteAuth::Pubkey`]).
+    Eap {
+        /// The EAP identity (swanctl's `eap_id`), sent in the EAP-Identity Response.
+        identity: Vec<u8>,
+        /// The password (the secrets file's `[[eap]]`); zeroized, never printed.
+        password: Psk,
+    },
     /// A pre-shared key (RFC 7296 2.15).
     Psk(Psk),
     /// A signature made with our private key (RFC 7427, or the classic methods of 3.8
@@ -57,6 +66,7 @@ impl fmt::Debug for LocalAuth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LocalAuth::Psk(_) => f.write_str("psk"),
+            LocalAuth::Eap { .. } => f.write_str("eap-mschapv2"),
             LocalAuth::Pubkey { certs, .. } => match certs.first() {
                 Some(c) => write!(f, "pubkey ({})", c.subject()),
                 None => f.write_str("pubkey"),
@@ -89,13 +99,32 @@ pub enum RemoteAuth {
         /// Trusted CAs and their CRLs.
         trust: Arc<TrustStore>,
     },
+    /// EAP (RFC 7296 2.16; swanctl's `auth = eap-mschapv2` / `eap-radius`): the peer sends no
+    /// AUTH in its first IKE_AUTH request; we ask its EAP identity (`eap_id = %any`), run the
+    /// method ([`ipsec_eap::server::Authenticator`]) and then check its AUTH made with the
+    /// MSK ([`crate::eap`]). Our own side signs ([`LocalAuth::Pubkey`]).
+    Eap {
+        /// Where the method runs: here with `creds`, or on a RADIUS server.
+        backend: ipsec_eap::server::Backend,
+        /// The users' NT password hashes (the secrets file's `[[eap]]`).
+        creds: Arc<dyn EapCredentials>,
+    },
 }
+
+/// The users an EAP-MSCHAPv2 responder knows ([`ipsec_eap::mschapv2::Credentials`]),
+/// shareable between threads.
+pub trait EapCredentials: ipsec_eap::mschapv2::Credentials + Send + Sync {}
+impl<T: ipsec_eap::mschapv2::Credentials + Send + Sync> EapCredentials for T {}
 
 impl fmt::Debug for RemoteAuth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RemoteAuth::Psk(_) => f.write_str("psk"),
             RemoteAuth::Pubkey { trust } => write!(f, "pubkey ({} CAs)", trust.cas().len()),
+            RemoteAuth::Eap { backend, .. } => match backend {
+                ipsec_eap::server::Backend::Local => f.write_str("eap-mschapv2"),
+                ipsec_eap::server::Backend::Radius(_) => f.write_str("eap-radius"),
+            },
         }
     }
 }
@@ -107,7 +136,15 @@ impl RemoteAuth {
         match self {
             RemoteAuth::Psk(_) => method == m::SHARED_KEY,
             RemoteAuth::Pubkey { .. } => matches!(method, m::RSA_SIG | m::DIGITAL_SIGNATURE | 9..=11),
+            // The first request has no AUTH; the last one's (MSK, method 2) is checked by
+            // crate::eap, never as a pre-shared key.
+            RemoteAuth::Eap { .. } => false,
         }
+    }
+
+    /// Whether the peer authenticates with EAP (its first IKE_AUTH request has no AUTH).
+    pub fn is_eap(&self) -> bool {
+        matches!(self, RemoteAuth::Eap { .. })
     }
 }
 

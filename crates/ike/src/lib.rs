@@ -14,6 +14,7 @@ pub mod cookie;
 pub mod cp;
 pub mod dh;
 pub mod dropped;
+pub mod eap;
 pub mod error;
 pub mod fragment;
 pub mod kem;
@@ -43,8 +44,8 @@ pub(crate) mod task;
 mod test_util;
 
 pub use config::{
-    ChildConfig, ChildLifetimes, Config, Connection, DeadAction, LocalAuth, Mode, Psk, RemoteAuth, SendCert,
-    StartAction,
+    ChildConfig, ChildLifetimes, Config, Connection, DeadAction, EapCredentials, LocalAuth, Mode, Psk, RemoteAuth,
+    SendCert, StartAction,
 };
 pub use cookie::DosStats;
 pub use dropped::Dropped;
@@ -52,6 +53,8 @@ pub use endpoint::{ConnId, Endpoint, PacketSelectors, SaHandle};
 pub use event::{ChildSaInfo, DownReason, EncapPorts, Event, IkeKeyLog, IkeSaInfo, Role, Transmit};
 pub use id::Identity;
 pub use ipsec_core::nat_t::NON_ESP_MARKER;
+/// The EAP crate this one drives (its Credentials trait, NT hashes, failure reasons).
+pub use ipsec_eap;
 pub use pki::{CertError, Certificate, Dn, IdPattern, PkiError, PrivateKey, RingSigner, Signer, TrustStore};
 pub use pool::{PoolConfig, PoolStats, Unique};
 pub use status::{ChildSaStatus, IkeSaStats, IkeSaStatus};

@@ -70,3 +70,8 @@ pub const MAX_IKE_SAS_PER_IDENTITY: usize = 8;
 /// replace cannot grow an IKE SA without bound. Twice [`MAX_CHILD_SAS`]: every child can be
 /// in the middle of its rekey.
 pub const MAX_CHILD_SAS_WITH_REPLACED: usize = 2 * MAX_CHILD_SAS;
+/// IKE_AUTH requests one EAP conversation takes at most, the first (without AUTH) and the
+/// last (AUTH with the MSK) included (RFC 7296 2.16). EAP-MSCHAPv2 needs 5 (first, Identity,
+/// Challenge Response, Success Response, AUTH); a few more allow for re-sent EAP Requests
+/// after out-of-order Responses. More: AUTHENTICATION_FAILED.
+pub const MAX_EAP_ROUNDS: u8 = 10;

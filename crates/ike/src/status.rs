@@ -33,6 +33,11 @@ pub struct IkeSaStats {
     /// Additional key exchanges (RFC 9370) refused or given up: an IKE_FOLLOWUP_KE with an
     /// unknown link or a bad KE, a follow-up that never came, one the peer refused.
     pub additional_ke_refused: u64,
+    /// EAP conversations (RFC 7296 2.16) that ended in failure: wrong password, unknown
+    /// user, too many rounds, a bad AUTH with the MSK.
+    pub eap_failures: u64,
+    /// EAP messages out of order or malformed (the outstanding EAP Request sent again).
+    pub eap_out_of_order: u64,
 }
 
 impl IkeSaStats {
@@ -48,6 +53,8 @@ impl IkeSaStats {
         self.fragmented_messages += o.fragmented_messages;
         self.fragments_dropped += o.fragments_dropped;
         self.additional_ke_refused += o.additional_ke_refused;
+        self.eap_failures += o.eap_failures;
+        self.eap_out_of_order += o.eap_out_of_order;
     }
 }
 

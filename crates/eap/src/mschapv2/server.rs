@@ -114,6 +114,16 @@ impl Server {
         &self.identity
     }
 
+    /// Why the exchange is failing once the Failure-Request is out (a peer may end the
+    /// exchange there instead of sending its Failure-Response: strongSwan's client sends
+    /// IKE's AUTHENTICATION_FAILED; the caller still logs the real reason).
+    pub fn pending_failure(&self) -> Option<FailureReason> {
+        match self.state {
+            State::FailureSent(r) => Some(r),
+            _ => None,
+        }
+    }
+
     /// Handles an EAP Response. A Response with the wrong Identifier, of the wrong kind for
     /// the state, or malformed is an error and changes nothing (the caller drops it; RFC
     /// 3748 §4.1); a wrong NT-Response leads to the Failure-Request.

@@ -139,7 +139,14 @@ impl Endpoint {
         }
         let mut cx = Cx::new(&self.cfg, &mut self.out, now, wall(self.clock, now));
         sa.queue_task(&mut cx, Task::IkeInit(IkeInit::new(dh)), rng);
-        sa.queue_task(&mut cx, Task::IkeAuth(IkeAuth { child: offer }), rng);
+        sa.queue_task(
+            &mut cx,
+            Task::IkeAuth(IkeAuth {
+                child: offer,
+                eap: None,
+            }),
+            rng,
+        );
         self.sas.insert(spi, sa);
         Ok(SaHandle(spi))
     }

@@ -231,3 +231,25 @@ impl Endpoint {
         self.out.events.pop_front()
     }
 }
+
+#[cfg(test)]
+impl Endpoint {
+    /// Runs `f` on the IKE SA with our SPI `spi` and a context at `now` (unit tests that
+    /// must reach inside an exchange, e.g. forge a payload inside the encryption).
+    pub(crate) fn with_sa<R>(
+        &mut self,
+        spi: u64,
+        now: Duration,
+        f: impl FnOnce(&mut IkeSa, &mut Cx) -> R,
+    ) -> Option<R> {
+        let unix = wall(self.clock, now);
+        let sa = self.sas.get_mut(&spi)?;
+        let mut cx = Cx::new(&self.cfg, &mut self.out, now, unix);
+        Some(f(sa, &mut cx))
+    }
+
+    /// Our SPIs of the IKE SAs (unit tests).
+    pub(crate) fn spis(&self) -> Vec<u64> {
+        self.sas.keys().copied().collect()
+    }
+}

@@ -109,6 +109,8 @@ pub(crate) struct IkeSa {
     pub followup: Option<crate::task::followup_ke::Pending>,
     /// The endpoint's SAs as of the request being handled ([`Census`]).
     census: Census,
+    /// Responder: the EAP conversation of IKE_AUTH (RFC 7296 2.16) while it runs.
+    pub eap: Option<alloc::boxed::Box<crate::task::ike_auth_eap::EapState>>,
     /// Virtual addresses (RFC 7296 3.15): a responder's leases to the peer, an
     /// initiator's own from the CFG_REPLY ([`crate::task::config_payload`]).
     pub vips: Vec<core::net::IpAddr>,
@@ -150,6 +152,7 @@ impl IkeSa {
             reassembly: Default::default(),
             followup: None,
             census: Census::default(),
+            eap: None,
             vips: Vec::new(),
         }
     }
@@ -271,7 +274,8 @@ impl IkeSa {
             });
         }
         let half_open = matches!(self.state, State::HalfOpen { .. });
-        let announce = !(half_open && reason == DownReason::HalfOpenTimeout);
+        // A stalled EAP conversation is announced (it got past IKE_SA_INIT; RFC 7296 2.16).
+        let announce = !(half_open && reason == DownReason::HalfOpenTimeout && self.eap.is_none());
         if announce {
             cx.out.event(Event::IkeDown {
                 conn: name,

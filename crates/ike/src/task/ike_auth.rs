@@ -18,20 +18,22 @@ use rand_core::CryptoRngCore;
 /// Our IKE_AUTH: the first child we ask for, if the connection has one.
 pub(crate) struct IkeAuth {
     pub child: Option<Offer>,
+    /// EAP as the client (2.16): where the conversation is, after the first response.
+    pub eap: Option<alloc::boxed::Box<super::ike_auth_eap::PeerRound>>,
 }
 
 /// Chooses the connection for an initiator that claims `idi` (and asks for `idr`, if
-/// it sent IDr) and authenticates with AUTH `method`, among those that could have answered
+/// it sent IDr) and authenticates with AUTH `method` (None: no AUTH, EAP, 2.16), among those that could have answered
 /// its IKE_SA_INIT (same addresses, the agreed IKE proposal acceptable): strongSwan's
 /// IKE_AUTH peer-config lookup. An exact remote identity beats a wildcard, a wildcard beats
 /// none; the connection chosen at IKE_SA_INIT wins ties, then the configuration's order.
-fn select_connection(
+pub(crate) fn select_connection(
     sa: &IkeSa,
     cfg: &crate::config::Config,
     crypto: &Crypto,
     idi: &Identity,
     idr: Option<&Identity>,
-    method: u8,
+    method: Option<u8>,
 ) -> Option<usize> {
     let agreed = [crate::sa::Proposal::from_ike_suite(1, &[], &crypto.suite)];
     let (local, remote) = (sa.path.local.ip(), sa.path.remote.ip());
@@ -39,7 +41,9 @@ fn select_connection(
         let c = &cfg.connections[i];
         let addrs =
             (c.local_addr == local || c.local_addr.is_unspecified()) && c.remote_addr.is_none_or(|r| r == remote);
-        if !addrs || crate::sa::choose_ike(&agreed, &c.ike_proposals).is_none() || !c.remote_auth.accepts_method(method)
+        if !addrs
+            || crate::sa::choose_ike(&agreed, &c.ike_proposals).is_none()
+            || !method.map_or(c.remote_auth.is_eap(), |m| c.remote_auth.accepts_method(m))
         {
             return None;
         }
@@ -65,7 +69,7 @@ fn select_connection(
 
 /// Both sides authenticated: the SA is established with the keys of its handshake, which is
 /// handed back (None: the SA was not in IKE_AUTH).
-fn ike_up(sa: &mut IkeSa, cx: &mut Cx, remote_id: Identity) -> Option<Handshake> {
+pub(crate) fn ike_up(sa: &mut IkeSa, cx: &mut Cx, remote_id: Identity) -> Option<Handshake> {
     let hs = sa.establish(remote_id)?;
     let State::Established { crypto, remote_id } = &sa.state else {
         return None;
@@ -143,6 +147,9 @@ impl IkeAuth {
         id: u32,
         rng: &mut impl CryptoRngCore,
     ) -> Result<Vec<u8>, crate::Error> {
+        if let Some(round) = &self.eap {
+            return super::ike_auth_eap::build_round(round, sa, id, rng);
+        }
         let conn = sa.conn(cx.cfg);
         let State::AuthSent { hs, crypto } = &sa.state else {
             return Err(crate::Error::BadEncryptedPayload);
@@ -161,8 +168,15 @@ impl IkeAuth {
             id_body: &idi,
             int_auth: &int_auth,
         };
-        let auth = authenticator::build(&conn.local_auth, &signed, hs.peer_hashes.as_deref())
-            .map_err(|_| crate::Error::BadSyntax("our private key cannot sign for this peer"))?;
+        // EAP: no AUTH in the first request (2.16).
+        let eap = matches!(conn.local_auth, crate::config::LocalAuth::Eap { .. });
+        let auth = match eap {
+            true => None,
+            false => Some(
+                authenticator::build(&conn.local_auth, &signed, hs.peer_hashes.as_deref())
+                    .map_err(|_| crate::Error::BadSyntax("our private key cannot sign for this peer"))?,
+            ),
+        };
         // 1.2: IDi, [CERT,] [CERTREQ,] [IDr,] AUTH.
         let mut p = alloc::vec![Payload::IdI(conn.local_id.clone(), idi)];
         p.extend(authenticator::cert_payloads(&conn.local_auth, hs.peer_certreq));
@@ -170,7 +184,7 @@ impl IkeAuth {
         if let Some(r) = &conn.remote_id {
             p.push(Payload::IdR(r.clone(), r.to_body()));
         }
-        p.push(Payload::Auth(auth));
+        p.extend(auth.map(Payload::Auth));
         if conn.initial_contact {
             p.push(Payload::Notify(Notify::ike(kind::INITIAL_CONTACT, &[])));
         }
@@ -183,6 +197,9 @@ impl IkeAuth {
 
     /// The response.
     pub fn process(self, sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Next {
+        if matches!(sa.conn(cx.cfg).local_auth, crate::config::LocalAuth::Eap { .. }) {
+            return super::ike_auth_eap::process_response(self, sa, cx, ps, rng);
+        }
         let name = sa.conn_name(cx.cfg);
         if ps.notify(kind::AUTHENTICATION_FAILED).is_some() {
             cx.out.event(Event::AuthFailed {
@@ -257,6 +274,10 @@ impl IkeAuth {
 
 /// The responder handles the IKE_AUTH request.
 pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Reply {
+    // EAP (2.16): a first request without AUTH, or a later round of the conversation.
+    if let Some(r) = super::ike_auth_eap::respond(sa, cx, ps, rng) {
+        return r;
+    }
     let State::HalfOpen { hs, crypto } = &sa.state else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
@@ -275,7 +296,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     // This IKE_AUTH request's message ID (the window moved past it).
     let int_auth = hs.int.octets(sa.window.expected.wrapping_sub(1));
     // The connection for the identity the initiator claims (and the one it asks us to be).
-    let checked = match select_connection(sa, cx.cfg, crypto, idi, ps.id_r().map(|(i, _)| i), auth.method) {
+    let checked = match select_connection(sa, cx.cfg, crypto, idi, ps.id_r().map(|(i, _)| i), Some(auth.method)) {
         None => Err(AuthRefusal::NoConnection),
         Some(ci) => {
             sa.conn = ci;

@@ -14,6 +14,7 @@ pub(crate) mod child_rekey;
 pub(crate) mod config_payload;
 pub(crate) mod followup_ke;
 pub(crate) mod ike_auth;
+pub(crate) mod ike_auth_eap;
 pub(crate) mod ike_delete;
 pub(crate) mod ike_dpd;
 pub(crate) mod ike_init;
@@ -418,14 +419,23 @@ impl IkeSa {
 
     /// The responder's side of each exchange: the task that answers the request, chosen by
     /// its exchange and payloads (strongSwan's `process_request`).
-    fn answer(&mut self, cx: &mut Cx, exchange: ExchangeType, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Reply {
+    pub(crate) fn answer(
+        &mut self,
+        cx: &mut Cx,
+        exchange: ExchangeType,
+        ps: &[Payload],
+        rng: &mut impl CryptoRngCore,
+    ) -> Reply {
         match exchange {
             ExchangeType::IkeAuth => ike_auth::respond(self, cx, ps, rng),
             ExchangeType::CreateChildSa => self.answer_create_child_sa(cx, ps, rng),
             // INFORMATIONAL (1.4): a Delete of the IKE SA, else Deletes of children, else
             // a liveness check (or nothing we act on).
             ExchangeType::Informational => {
-                if ps.iter().any(|p| matches!(p, Payload::Delete(Delete::Ike))) {
+                if let Some(r) = ike_auth_eap::informational(self, cx, ps) {
+                    // The client gave up its EAP conversation (2.21.2).
+                    r
+                } else if ps.iter().any(|p| matches!(p, Payload::Delete(Delete::Ike))) {
                     ike_delete::respond(self)
                 } else if ps.iter().any(|p| matches!(p, Payload::Delete(Delete::Esp(_)))) {
                     child_delete::respond(self, cx, ps)

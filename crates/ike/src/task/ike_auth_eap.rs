@@ -1,0 +1,781 @@
+//! IKE_AUTH with EAP (RFC 7296 2.16, 1.2), both roles. The exchange takes several IKE_AUTH
+//! rounds:
+//!
+//! ```text
+//! Initiator                          Responder
+//! HDR, SK {IDi, [CERTREQ,] [IDr,]
+//!          SAi2, TSi, TSr}  -->      (no AUTH: the initiator wants EAP)
+//!                           <--      HDR, SK {IDr, [CERT,] AUTH, EAP(Request/Identity)}
+//! HDR, SK {EAP}             -->
+//!                           <--      HDR, SK {EAP (Request)}        ... as the method needs
+//!                           <--      HDR, SK {EAP (Success)}
+//! HDR, SK {AUTH}            -->      (AUTH made with the MSK, crate::eap)
+//!                           <--      HDR, SK {AUTH, SAr2, TSi, TSr}
+//! ```
+//!
+//! The responder always proves itself with its certificate in the first response. The child
+//! SA proposal and selectors of the first request are kept ([`EapState::first`]) and answered
+//! in the last response. The rounds are bounded ([`crate::limits::MAX_EAP_ROUNDS`]); a
+//! conversation that stalls ends with the half-open deadline (`half_open_timeout`: the SA
+//! stays half-open until the last AUTH); an EAP Response out of order or malformed is
+//! dropped and the outstanding EAP Request sent again (RFC 3748 4.1: the authenticator
+//! discards it; IKE needs an answer to every request, 2.1), counted in
+//! [`crate::IkeSaStats::eap_out_of_order`]. A retransmitted IKE_AUTH request is answered from
+//! the kept response as any other (2.1). EAP failure: EAP-Failure with AUTHENTICATION_FAILED,
+//! an [`Event::AuthFailed`] with [`Refusal::Eap`], nothing installed.
+use crate::authenticator::{self, Refusal, Signed};
+use crate::child::keymat;
+use crate::config::{LocalAuth, RemoteAuth};
+use crate::eap::{auth_with_msk, identity_of, verify_with_msk};
+use crate::event::{DownReason, Event};
+use crate::header::ExchangeType;
+use crate::id::Identity;
+use crate::ike_sa::{Cx, EndpointEvent, IkeSa, State};
+use crate::limits::MAX_EAP_ROUNDS;
+use crate::message::{Find, Payload};
+use crate::notify::{kind, Notify};
+use crate::task::ike_auth::{child_refused, child_up, ike_up, select_connection, IkeAuth};
+use crate::task::{child_delete::ChildDelete, Next, Reply, Task};
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use ipsec_eap::mschapv2::{Peer, PeerStep};
+use ipsec_eap::server::{Authenticator, FailureReason, Step};
+use ipsec_eap::Msk;
+use rand_core::CryptoRngCore;
+
+/// The responder's EAP conversation, kept on the half-open IKE SA between rounds.
+pub(crate) struct EapState {
+    auth: Authenticator,
+    /// The body of the first request's IDi: the last AUTH covers it (2.16).
+    idi_body: Vec<u8>,
+    /// The first request's payloads: its child SA, selectors and notifies are answered
+    /// after EAP (a CP request would be too).
+    first: Vec<Payload>,
+    /// IntAuth with the first IKE_AUTH request's message ID (RFC 9242 3.3.2).
+    int_auth: Vec<u8>,
+    /// The EAP message last sent (sent again after an out-of-order Response).
+    last_sent: Vec<u8>,
+    /// After EAP-Success: the MSK, waiting for the initiator's AUTH.
+    msk: Option<Msk>,
+    /// IKE_AUTH requests of the conversation so far.
+    rounds: u8,
+}
+
+/// The EAP payload's body (RFC 7296 3.16: the EAP message itself).
+fn eap_payload(ps: &[Payload]) -> Option<&[u8]> {
+    ps.iter().find_map(|p| match p {
+        Payload::Other(k, _, b) if *k == crate::payload::kind::EAP => Some(b.as_slice()),
+        _ => None,
+    })
+}
+
+fn eap(msg: Vec<u8>) -> Payload {
+    Payload::Other(crate::payload::kind::EAP, false, msg)
+}
+
+/// Refuses the peer: the event, the counter, AUTHENTICATION_FAILED (after `eap_msg`, the
+/// EAP-Failure, if there is one); the SA goes after the response.
+fn refuse(sa: &mut IkeSa, cx: &mut Cx, why: Refusal, eap_msg: Option<Vec<u8>>) -> Reply {
+    sa.eap = None;
+    sa.stats.eap_failures += 1;
+    cx.out.event(Event::AuthFailed {
+        conn: sa.conn_name(cx.cfg),
+        local: true,
+        reason: Some(why),
+    });
+    let mut payloads: Vec<Payload> = eap_msg.map(eap).into_iter().collect();
+    payloads.push(Payload::Notify(Notify::ike(kind::AUTHENTICATION_FAILED, &[])));
+    Reply {
+        payloads,
+        then: Some(DownReason::AuthFailed),
+    }
+}
+
+/// The responder's hook in IKE_AUTH: `None` when the request is not part of an EAP exchange
+/// (it has AUTH and no conversation runs).
+pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Option<Reply> {
+    if !matches!(sa.state, State::HalfOpen { .. }) {
+        return None;
+    }
+    if sa.eap.is_some() {
+        return Some(next_round(sa, cx, ps, rng));
+    }
+    if ps.auth().is_some() || ps.id_i().is_none() {
+        return None;
+    }
+    Some(first_round(sa, cx, ps, rng))
+}
+
+/// The first request, without AUTH: a connection whose peer authenticates with EAP, our
+/// IDr, CERT and AUTH (signature), and the EAP-Request/Identity.
+fn first_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Reply {
+    let State::HalfOpen { hs, crypto } = &sa.state else {
+        return Reply::notify(kind::INVALID_SYNTAX);
+    };
+    let Some((idi, idi_body)) = ps.id_i() else {
+        return Reply::notify(kind::INVALID_SYNTAX);
+    };
+    if !super::ike_intermediate::all_done(hs, crypto) {
+        sa.stats.invalid_syntax += 1;
+        let mut r = Reply::notify(kind::INVALID_SYNTAX);
+        r.then = Some(DownReason::PeerError(kind::INVALID_SYNTAX));
+        return r;
+    }
+    let Some(ci) = select_connection(sa, cx.cfg, crypto, idi, ps.id_r().map(|(i, _)| i), None) else {
+        return refuse(sa, cx, Refusal::NoConnection, None);
+    };
+    let conn = &cx.cfg.connections[ci];
+    let RemoteAuth::Eap { backend, .. } = &conn.remote_auth else {
+        return refuse(sa, cx, Refusal::NoConnection, None);
+    };
+    // This IKE_AUTH request's message ID (the window moved past it).
+    let int_auth = hs.int.octets(sa.window.expected.wrapping_sub(1));
+    let idr = conn.local_id.to_body();
+    let signed = Signed {
+        prf: crypto.suite.prf,
+        message: &hs.init_resp,
+        nonce: &hs.ni,
+        sk_p: &crypto.keys.sk_pr,
+        id_body: &idr,
+        int_auth: &int_auth,
+    };
+    let peer_asked = hs.peer_certreq || ps.iter().any(|p| matches!(p, Payload::CertReq(_)));
+    let our_auth = authenticator::build(&conn.local_auth, &signed, hs.peer_hashes.as_deref());
+    let idi_body = idi_body.clone();
+    sa.conn = ci;
+    let Ok(our_auth) = our_auth else {
+        // Our key cannot sign for this peer (or we have no key): the server must prove
+        // itself before the client gives its password.
+        return refuse(sa, cx, Refusal::NoConnection, None);
+    };
+    let (auth, request) = Authenticator::start(backend.clone(), rng);
+    // 1.2, 2.16: IDr, [CERT,] AUTH, EAP.
+    let mut resp = alloc::vec![Payload::IdR(conn.local_id.clone(), idr)];
+    resp.extend(authenticator::cert_payloads(&conn.local_auth, peer_asked));
+    resp.push(Payload::Auth(our_auth));
+    resp.push(eap(request.clone()));
+    sa.eap = Some(Box::new(EapState {
+        auth,
+        idi_body,
+        first: ps.to_vec(),
+        int_auth,
+        last_sent: request,
+        msk: None,
+        rounds: 1,
+    }));
+    Reply::with(resp)
+}
+
+/// A later request: an EAP Response, or, after EAP-Success, the AUTH made with the MSK.
+fn next_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Reply {
+    let creds = match &sa.conn(cx.cfg).remote_auth {
+        RemoteAuth::Eap { creds, .. } => creds.clone(),
+        _ => return refuse(sa, cx, Refusal::NoConnection, None),
+    };
+    let Some(st) = sa.eap.as_mut() else {
+        return Reply::notify(kind::INVALID_SYNTAX);
+    };
+    st.rounds = st.rounds.saturating_add(1);
+    if st.rounds > MAX_EAP_ROUNDS {
+        return refuse(sa, cx, Refusal::Eap(FailureReason::TooManyRounds), None);
+    }
+    if st.msk.is_some() {
+        if let Some(auth) = ps.auth().cloned() {
+            return finish(sa, cx, &auth, rng);
+        }
+        // Not the AUTH yet: EAP-Success again.
+        sa.stats.eap_out_of_order += 1;
+        return Reply::with(alloc::vec![eap(st.last_sent.clone())]);
+    }
+    if ps.auth().is_some() {
+        // AUTH before EAP-Success: there is no key to check it with.
+        return refuse(sa, cx, Refusal::EapProtocol, None);
+    }
+    let step = match eap_payload(ps) {
+        Some(msg) => st.auth.handle_response(msg, creds.as_ref(), cx.now, rng),
+        None => Err(ipsec_eap::Error::Unexpected("no EAP payload")),
+    };
+    match step {
+        Ok(Step::Send(req)) => {
+            st.last_sent = req.clone();
+            Reply::with(alloc::vec![eap(req)])
+        }
+        Ok(Step::Success { msk, eap: success }) => {
+            st.msk = Some(msk);
+            st.last_sent = success.clone();
+            Reply::with(alloc::vec![eap(success)])
+        }
+        Ok(Step::Failure { reason, eap: failure }) => refuse(sa, cx, Refusal::Eap(reason), Some(failure)),
+        // A RADIUS backend waits for its server: tunneld does not move RADIUS datagrams
+        // for the IKE crate yet (docs/ike-eap.md), so this cannot be answered.
+        Ok(Step::Pending) => refuse(sa, cx, Refusal::Eap(FailureReason::RadiusServerDown), None),
+        Err(_) => {
+            // Out of order, a wrong Identifier, malformed: dropped (RFC 3748 4.1), the
+            // outstanding Request again.
+            sa.stats.eap_out_of_order += 1;
+            Reply::with(alloc::vec![eap(st.last_sent.clone())])
+        }
+    }
+}
+
+/// An INFORMATIONAL request with AUTHENTICATION_FAILED while the conversation runs: the
+/// client ended it (strongSwan's does so on an MSCHAPv2 Failure-Request instead of sending
+/// the Failure-Response; RFC 7296 2.21.2 lets the initiator report an authentication failure
+/// in a separate INFORMATIONAL exchange). Answered empty; the SA goes, with the reason the
+/// method knows (wrong password, unknown user) in the event.
+pub(crate) fn informational(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload]) -> Option<Reply> {
+    let st = sa.eap.as_ref()?;
+    ps.notify(kind::AUTHENTICATION_FAILED)?;
+    let why = st.auth.pending_failure().map_or(Refusal::EapAbandoned, Refusal::Eap);
+    let mut r = refuse(sa, cx, why, None);
+    r.payloads.clear();
+    Some(r)
+}
+
+/// The initiator's AUTH made with the MSK: checked, ours made the same way, then the child
+/// of the first request (2.16).
+fn finish(sa: &mut IkeSa, cx: &mut Cx, peer_auth: &crate::auth::AuthPayload, rng: &mut impl CryptoRngCore) -> Reply {
+    let Some(st) = sa.eap.take() else {
+        return Reply::notify(kind::INVALID_SYNTAX);
+    };
+    let Some(msk) = st.msk.as_ref() else {
+        return refuse(sa, cx, Refusal::EapProtocol, None);
+    };
+    // The peer's AUTH checked and ours made while the handshake is borrowed (the state
+    // changes only in ike_up, ike_sa/state.rs).
+    let made = {
+        let State::HalfOpen { hs, crypto } = &sa.state else {
+            return Reply::notify(kind::INVALID_SYNTAX);
+        };
+        let signed_i = Signed {
+            prf: crypto.suite.prf,
+            message: &hs.init_req,
+            nonce: &hs.nr,
+            sk_p: &crypto.keys.sk_pi,
+            id_body: &st.idi_body,
+            int_auth: &st.int_auth,
+        };
+        verify_with_msk(msk, &signed_i, peer_auth).then(|| {
+            let idr = sa.conn(cx.cfg).local_id.to_body();
+            let signed_r = Signed {
+                prf: crypto.suite.prf,
+                message: &hs.init_resp,
+                nonce: &hs.ni,
+                sk_p: &crypto.keys.sk_pr,
+                id_body: &idr,
+                int_auth: &st.int_auth,
+            };
+            (
+                auth_with_msk(msk, &signed_r),
+                crypto.suite.prf,
+                crypto.keys.sk_d.clone(),
+            )
+        })
+    };
+    let Some((our_auth, prf, sk_d)) = made else {
+        return refuse(sa, cx, Refusal::EapAuth, None);
+    };
+    // The EAP identity is the client's identity from here on (leases, caps, `ike list`).
+    let remote_id = match st.auth.identity() {
+        Some(i) => identity_of(i),
+        None => st
+            .first
+            .id_i()
+            .map(|(i, _)| i.clone())
+            .unwrap_or(Identity::KeyId(Vec::new())),
+    };
+    let first = &st.first;
+    // The uniqueness policy and the cap per identity, by the EAP identity (as for any
+    // IKE_AUTH, task/ike_auth.rs).
+    let peers = cx.peers_of.map_or(0, |n| n(&remote_id));
+    let replacing = match super::config_payload::unique(sa.conn(cx.cfg), first, peers) {
+        Ok(r) => r,
+        Err(why) => return refuse(sa, cx, why, None),
+    };
+    // The first request's CFG_REQUEST answered from the pools, the lease filed under the
+    // EAP identity (3.15.4), before the child whose `dynamic` selectors become the lease.
+    let cp = super::config_payload::respond(sa, cx, &remote_id, first, replacing);
+    // 2.16: AUTH, SAr2, TSi, TSr (IDr and CERT went in the first response).
+    let mut resp = alloc::vec![Payload::Auth(our_auth)];
+    if replacing {
+        sa.effect(EndpointEvent::InitialContact);
+    }
+    let wants_child = first.sa().is_some() && first.ts_i().is_some() && first.ts_r().is_some() && cp.is_ok();
+    match cp {
+        Ok(reply) => resp.extend(reply),
+        // No address: no child SA (3.10.1).
+        Err(n) => resp.push(Payload::Notify(n)),
+    }
+    let choice = wants_child.then(|| crate::child::choose(sa, cx.cfg, first, None, false, cx.others, rng));
+    let Some(hs) = ike_up(sa, cx, remote_id) else {
+        return Reply::notify(kind::INVALID_SYNTAX);
+    };
+    match choice {
+        None => {}
+        Some(Ok(choice)) => match choice.answer(first, rng) {
+            Ok((payloads, _)) => {
+                resp.extend(payloads);
+                let keys = keymat(prf, &sk_d, None, &hs.ni, &hs.nr, &choice.agreed.suite);
+                child_up(sa, cx, &choice.agreed, &keys, None);
+            }
+            Err(r) => {
+                resp.push(Payload::Notify(r.notify()));
+                child_refused(sa, cx, Some(choice.agreed.cfg), r);
+            }
+        },
+        Some(Err((r, cfg))) => {
+            let r = match r {
+                crate::child::Refusal::InvalidKe(_) => crate::child::Refusal::NoProposal,
+                r => r,
+            };
+            resp.push(Payload::Notify(r.notify()));
+            child_refused(sa, cx, cfg, r);
+        }
+    }
+    Reply::with(resp)
+}
+
+/// The initiator's EAP conversation (carried by the IKE_AUTH task between its rounds).
+pub(crate) struct PeerRound {
+    peer: Peer,
+    /// The first IKE_AUTH request's message ID (IntAuth, RFC 9242 3.3.2).
+    first_id: u32,
+    /// The responder's identity and IDr body from the first response.
+    idr: Identity,
+    idr_body: Vec<u8>,
+    /// What the next request carries: an EAP Response, or our AUTH made with the MSK.
+    send: Vec<Payload>,
+    /// After EAP-Success: the MSK (our AUTH is out; the responder's is checked with it).
+    msk: Option<Msk>,
+    rounds: u8,
+}
+
+/// The next request of the conversation.
+pub(crate) fn build_round(
+    round: &PeerRound,
+    sa: &mut IkeSa,
+    id: u32,
+    rng: &mut impl CryptoRngCore,
+) -> Result<Vec<u8>, crate::Error> {
+    sa.seal(ExchangeType::IkeAuth, false, id, &round.send, rng)
+}
+
+/// The initiator refused the responder (or the conversation): the event, the SA gone.
+fn give_up(sa: &mut IkeSa, cx: &mut Cx, local: bool, why: Option<Refusal>) -> Next {
+    cx.out.event(Event::AuthFailed {
+        conn: sa.conn_name(cx.cfg),
+        local,
+        reason: why,
+    });
+    if local {
+        sa.stats.eap_failures += 1;
+    }
+    sa.kill(cx, DownReason::AuthFailed);
+    Next::Done
+}
+
+/// A response to one of our IKE_AUTH requests of an EAP connection.
+pub(crate) fn process_response(
+    task: IkeAuth,
+    sa: &mut IkeSa,
+    cx: &mut Cx,
+    ps: &[Payload],
+    rng: &mut impl CryptoRngCore,
+) -> Next {
+    if ps.notify(kind::AUTHENTICATION_FAILED).is_some() {
+        return give_up(sa, cx, false, None);
+    }
+    let IkeAuth { child, eap: round } = task;
+    let mut round = match round {
+        Some(r) => *r,
+        None => match first_response(sa, cx, ps) {
+            Ok(r) => r,
+            Err(next) => return next,
+        },
+    };
+    if round.msk.is_some() {
+        return last_response(round, child, sa, cx, ps, rng);
+    }
+    let Some(msg) = eap_payload(ps) else {
+        let err = ps.error_notify().map_or(kind::INVALID_SYNTAX, |n| n.kind);
+        sa.kill(cx, DownReason::PeerError(err));
+        return Next::Done;
+    };
+    round.rounds = round.rounds.saturating_add(1);
+    if round.rounds > MAX_EAP_ROUNDS {
+        return give_up(sa, cx, true, Some(Refusal::EapProtocol));
+    }
+    match round.peer.handle(msg, rng) {
+        Ok(PeerStep::Send(resp)) => round.send = alloc::vec![eap(resp)],
+        Ok(PeerStep::Success(msk)) => {
+            let State::AuthSent { hs, crypto } = &sa.state else {
+                return Next::Done;
+            };
+            let conn = sa.conn(cx.cfg);
+            let idi = conn.local_id.to_body();
+            let int_auth = hs.int.octets(round.first_id);
+            let signed = Signed {
+                prf: crypto.suite.prf,
+                message: &hs.init_req,
+                nonce: &hs.nr,
+                sk_p: &crypto.keys.sk_pi,
+                id_body: &idi,
+                int_auth: &int_auth,
+            };
+            round.send = alloc::vec![Payload::Auth(auth_with_msk(&msk, &signed))];
+            round.msk = Some(msk);
+        }
+        Ok(PeerStep::Failure) => return give_up(sa, cx, false, None),
+        Err(_) => return give_up(sa, cx, true, Some(Refusal::EapProtocol)),
+    }
+    Next::Again(Box::new(Task::IkeAuth(IkeAuth {
+        child,
+        eap: Some(Box::new(round)),
+    })))
+}
+
+/// The first response: IDr, CERT, the responder's AUTH (its signature, checked as for any
+/// connection), and the first EAP Request.
+fn first_response(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload]) -> Result<PeerRound, Next> {
+    let (Some((idr, idr_body)), Some(auth), Some(_)) = (ps.id_r(), ps.auth(), eap_payload(ps)) else {
+        let err = ps.error_notify().map_or(kind::INVALID_SYNTAX, |n| n.kind);
+        sa.kill(cx, DownReason::PeerError(err));
+        return Err(Next::Done);
+    };
+    let State::AuthSent { hs, crypto } = &sa.state else {
+        return Err(Next::Done);
+    };
+    let conn = sa.conn(cx.cfg);
+    let first_id = sa.tasks.next_id.wrapping_sub(1);
+    let int_auth = hs.int.octets(first_id);
+    let signed = Signed {
+        prf: crypto.suite.prf,
+        message: &hs.init_resp,
+        nonce: &hs.ni,
+        sk_p: &crypto.keys.sk_pr,
+        id_body: idr_body,
+        int_auth: &int_auth,
+    };
+    let checked = if conn.accepts_remote_id(idr) {
+        authenticator::verify(&conn.remote_auth, &signed, idr, auth, &ps.certs(), cx.unix).map(|_| ())
+    } else {
+        Err(Refusal::NoConnection)
+    };
+    if let Err(why) = checked {
+        return Err(give_up(sa, cx, true, Some(why)));
+    }
+    let LocalAuth::Eap { identity, password } = &conn.local_auth else {
+        return Err(Next::Done);
+    };
+    let peer = core::str::from_utf8(password.expose())
+        .ok()
+        .and_then(|pw| Peer::new(identity, pw).ok());
+    let Some(peer) = peer else {
+        return Err(give_up(sa, cx, true, Some(Refusal::EapProtocol)));
+    };
+    Ok(PeerRound {
+        peer,
+        first_id,
+        idr: idr.clone(),
+        idr_body: idr_body.clone(),
+        send: Vec::new(),
+        msk: None,
+        rounds: 1,
+    })
+}
+
+/// The last response: the responder's AUTH made with the MSK, and our first child.
+fn last_response(
+    round: PeerRound,
+    child: Option<crate::child::Offer>,
+    sa: &mut IkeSa,
+    cx: &mut Cx,
+    ps: &[Payload],
+    rng: &mut impl CryptoRngCore,
+) -> Next {
+    let Some(auth) = ps.auth() else {
+        let err = ps.error_notify().map_or(kind::INVALID_SYNTAX, |n| n.kind);
+        sa.kill(cx, DownReason::PeerError(err));
+        return Next::Done;
+    };
+    let ok = {
+        let State::AuthSent { hs, crypto } = &sa.state else {
+            return Next::Done;
+        };
+        let int_auth = hs.int.octets(round.first_id);
+        let signed = Signed {
+            prf: crypto.suite.prf,
+            message: &hs.init_resp,
+            nonce: &hs.ni,
+            sk_p: &crypto.keys.sk_pr,
+            id_body: &round.idr_body,
+            int_auth: &int_auth,
+        };
+        round.msk.as_ref().is_some_and(|m| verify_with_msk(m, &signed, auth))
+    };
+    if !ok {
+        return give_up(sa, cx, true, Some(Refusal::EapAuth));
+    }
+    let (prf, sk_d) = match &sa.state {
+        State::AuthSent { crypto, .. } => (crypto.suite.prf, crypto.keys.sk_d.clone()),
+        _ => return Next::Done,
+    };
+    let Some(hs) = ike_up(sa, cx, round.idr) else {
+        return Next::Done;
+    };
+    if !super::config_payload::process_reply(sa, cx, ps) {
+        // Virtual addresses asked for and none given (as task/ike_auth.rs).
+        sa.queue_task(cx, Task::IkeDelete, rng);
+        return Next::Done;
+    }
+    let Some(offer) = child else { return Next::Done };
+    let conn = sa.conn(cx.cfg);
+    match offer.accept(conn, ps) {
+        Ok((a, _)) => {
+            let keys = keymat(prf, &sk_d, None, &hs.ni, &hs.nr, &a.suite);
+            child_up(sa, cx, &a, &keys, None);
+        }
+        Err(r) => {
+            child_refused(sa, cx, Some(offer.cfg), r);
+            if ps.sa().is_some() && ps.error_notify().is_none() {
+                sa.queue_task(cx, Task::ChildDelete(ChildDelete { spi_in: offer.spi_in }), rng);
+            }
+        }
+    }
+    Next::Done
+}
+
+#[cfg(test)]
+mod tests {
+    //! Out-of-order and malformed EAP inside the encryption (what the integration tests in
+    //! tests/eap.rs cannot forge): the outstanding EAP Request again, counted, the SA kept,
+    //! and the conversation completes after; AUTH before EAP-Success refused.
+    use super::*;
+    use crate::config::{ChildConfig, Config, Connection, Psk, SendCert};
+    use crate::endpoint::Endpoint;
+    use crate::event::Transmit;
+    use crate::pki::{Certificate, PrivateKey, RingSigner, TrustStore};
+    use alloc::sync::Arc;
+    use core::time::Duration;
+    use ipsec_eap::ms_chap::NtHash;
+    use ipsec_eap::mschapv2::Credentials;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    const NOW_UNIX: u64 = 1_811_808_000;
+    const MOON_KEY: &[u8] = include_bytes!("../../tests/data/pki/moon.key");
+    const MOON: &[u8] = include_bytes!("../../tests/data/pki/moon.pem");
+    const ROOT: &[u8] = include_bytes!("../../tests/data/pki/root-ca.pem");
+    const INTER: &[u8] = include_bytes!("../../tests/data/pki/inter-ca.pem");
+
+    struct Alice;
+    impl Credentials for Alice {
+        fn nt_hash(&self, identity: &[u8]) -> Option<NtHash> {
+            (identity == b"alice").then(|| NtHash::from_password("pw").unwrap())
+        }
+    }
+
+    fn endpoints() -> (Endpoint, Endpoint) {
+        let conn = |name: &str, l: &str, r: &str| {
+            let mut c = Connection::new(
+                name,
+                l.parse().unwrap(),
+                Some(r.parse().unwrap()),
+                Identity::from_str_config(l).unwrap(),
+                None,
+                Psk::new(b"-"),
+                "aes128gcm16-prfsha256-x25519",
+            )
+            .unwrap();
+            c.children.push(ChildConfig::new("net", "", "", "aes128gcm16").unwrap());
+            c
+        };
+        let mut a = conn("a", "10.0.0.1", "10.0.0.2");
+        a.local_auth = LocalAuth::Eap {
+            identity: b"alice".to_vec(),
+            password: Psk::new(b"pw"),
+        };
+        let mut t = TrustStore::new();
+        for c in Certificate::parse_pem_or_der(ROOT).unwrap() {
+            t.add_ca(c).unwrap();
+        }
+        a.remote_auth = RemoteAuth::Pubkey { trust: Arc::new(t) };
+        let mut b = conn("b", "10.0.0.2", "10.0.0.1");
+        b.local_id = Identity::from_str_config("moon.strongswan.org").unwrap();
+        let mut certs = Certificate::parse_pem_or_der(MOON).unwrap();
+        certs.extend(Certificate::parse_pem_or_der(INTER).unwrap());
+        b.local_auth = LocalAuth::Pubkey {
+            signer: Arc::new(RingSigner::new(PrivateKey::from_pem(MOON_KEY).unwrap()).unwrap()),
+            certs,
+            send_cert: SendCert::Always,
+        };
+        b.remote_auth = RemoteAuth::Eap {
+            backend: ipsec_eap::server::Backend::Local,
+            creds: Arc::new(Alice),
+        };
+        let (mut a, mut b) = (
+            Endpoint::new(Config::new(alloc::vec![a])),
+            Endpoint::new(Config::new(alloc::vec![b])),
+        );
+        a.set_unix_time(Duration::ZERO, NOW_UNIX);
+        b.set_unix_time(Duration::ZERO, NOW_UNIX);
+        (a, b)
+    }
+
+    /// Moves datagrams until none are left; `drop_a(n)` drops A's n-th datagram (0-based).
+    fn pump(
+        a: &mut Endpoint,
+        b: &mut Endpoint,
+        now: Duration,
+        rng: &mut ChaCha20Rng,
+        drop_a: &mut dyn FnMut(usize) -> bool,
+        sent: &mut usize,
+    ) {
+        for _ in 0..100 {
+            let mut moved = false;
+            while let Some(Transmit { local, remote, payload }) = a.poll_transmit() {
+                moved = true;
+                *sent += 1;
+                if !drop_a(*sent - 1) {
+                    let _ = b.handle_datagram(now, remote, local, &payload, rng);
+                }
+            }
+            while let Some(Transmit { local, remote, payload }) = b.poll_transmit() {
+                moved = true;
+                let _ = a.handle_datagram(now, remote, local, &payload, rng);
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    fn events(e: &mut Endpoint) -> Vec<Event> {
+        core::iter::from_fn(|| e.poll_event()).collect()
+    }
+
+    #[test]
+    fn out_of_order_eap_gets_the_outstanding_request_again_and_the_sa_lives() {
+        let (mut a, mut b) = endpoints();
+        let mut rng = ChaCha20Rng::seed_from_u64(7);
+        let mut now = Duration::from_secs(10);
+        let mut sent = 0;
+        a.initiate(now, "a", &mut rng).unwrap();
+        // A's datagrams: 0 IKE_SA_INIT, 1 first IKE_AUTH, 2 EAP-Identity Response: lost.
+        pump(&mut a, &mut b, now, &mut rng, &mut |n| n == 2, &mut sent);
+        let spi = b.spis()[0];
+        let bad = |st: &EapState| {
+            // The Identity Response with the next Identifier: not the outstanding one.
+            let id = st.last_sent[1].wrapping_add(1);
+            alloc::vec![2u8, id, 0, 10, 1, b'a', b'l', b'i', b'c', b'e']
+        };
+        for forged in 0..3 {
+            b.with_sa(spi, now, |sa, cx| {
+                let outstanding = sa.eap.as_ref().unwrap().last_sent.clone();
+                let ps = match forged {
+                    0 => alloc::vec![eap(bad(sa.eap.as_ref().unwrap()))],
+                    1 => alloc::vec![eap(alloc::vec![2, 0, 0])],
+                    _ => alloc::vec![Payload::Notify(Notify::ike(kind::INITIAL_CONTACT, &[]))],
+                };
+                let r = respond(sa, cx, &ps, &mut ChaCha20Rng::seed_from_u64(1)).unwrap();
+                assert_eq!(r.payloads, alloc::vec![eap(outstanding)], "case {forged}");
+                assert!(r.then.is_none(), "case {forged}: the SA must live");
+                assert!(sa.eap.is_some() && matches!(sa.state, State::HalfOpen { .. }));
+                assert_eq!(sa.stats.eap_out_of_order, forged + 1);
+            })
+            .unwrap();
+        }
+        // A retransmits its lost Identity Response: the conversation goes on to the end.
+        while events(&mut b).iter().all(|e| !matches!(e, Event::IkeUp { .. })) {
+            now = a.poll_timeout().unwrap().max(now);
+            assert!(
+                now < Duration::from_secs(40),
+                "not established after the retransmission"
+            );
+            a.handle_timeout(now, &mut rng);
+            pump(&mut a, &mut b, now, &mut rng, &mut |_| false, &mut sent);
+        }
+        assert_eq!(b.status(now)[0].state, "established");
+        assert_eq!(b.totals().eap_out_of_order, 3);
+        assert_eq!(b.totals().eap_failures, 0);
+    }
+
+    /// strongSwan's client answers the Failure-Request of a wrong password with an
+    /// INFORMATIONAL carrying AUTHENTICATION_FAILED: the SA goes with the real reason.
+    #[test]
+    fn the_clients_authentication_failed_informational_ends_the_conversation() {
+        let (a0, mut b) = endpoints();
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        let now = Duration::from_secs(10);
+        let mut sent = 0;
+        // A with the wrong password; its Failure-Response (datagram 4) is lost.
+        let mut cfg = a0.config().clone();
+        cfg.connections[0].local_auth = LocalAuth::Eap {
+            identity: b"alice".to_vec(),
+            password: Psk::new(b"not pw"),
+        };
+        let mut a = Endpoint::new(cfg);
+        a.set_unix_time(Duration::ZERO, NOW_UNIX);
+        a.initiate(now, "a", &mut rng).unwrap();
+        pump(&mut a, &mut b, now, &mut rng, &mut |n| n == 4, &mut sent);
+        let spi = b.spis()[0];
+        b.with_sa(spi, now, |sa, cx| {
+            assert!(sa.eap.is_some());
+            let ps = [Payload::Notify(Notify::ike(kind::AUTHENTICATION_FAILED, &[]))];
+            let r = sa.answer(
+                cx,
+                crate::header::ExchangeType::Informational,
+                &ps,
+                &mut ChaCha20Rng::seed_from_u64(1),
+            );
+            assert_eq!(r.then, Some(DownReason::AuthFailed));
+            assert!(r.payloads.is_empty() && sa.eap.is_none());
+        })
+        .unwrap();
+        let ev = events(&mut b);
+        assert!(
+            ev.iter().any(|e| matches!(
+                e,
+                Event::AuthFailed {
+                    local: true,
+                    reason: Some(Refusal::Eap(FailureReason::WrongPassword)),
+                    ..
+                }
+            )),
+            "{ev:?}"
+        );
+    }
+
+    #[test]
+    fn auth_before_eap_success_is_refused() {
+        let (mut a, mut b) = endpoints();
+        let mut rng = ChaCha20Rng::seed_from_u64(8);
+        let now = Duration::from_secs(10);
+        let mut sent = 0;
+        a.initiate(now, "a", &mut rng).unwrap();
+        pump(&mut a, &mut b, now, &mut rng, &mut |n| n == 2, &mut sent);
+        let spi = b.spis()[0];
+        b.with_sa(spi, now, |sa, cx| {
+            let auth = crate::auth::AuthPayload {
+                method: crate::auth::method::SHARED_KEY,
+                data: alloc::vec![0; 32],
+            };
+            let r = respond(sa, cx, &[Payload::Auth(auth)], &mut ChaCha20Rng::seed_from_u64(1)).unwrap();
+            assert_eq!(r.then, Some(DownReason::AuthFailed));
+            assert!(r
+                .payloads
+                .iter()
+                .any(|p| matches!(p, Payload::Notify(n) if n.kind == kind::AUTHENTICATION_FAILED)));
+            assert!(sa.eap.is_none());
+        })
+        .unwrap();
+        let ev = events(&mut b);
+        assert!(ev.iter().any(|e| matches!(
+            e,
+            Event::AuthFailed {
+                reason: Some(Refusal::EapProtocol),
+                ..
+            }
+        )));
+    }
+}
