@@ -40,7 +40,9 @@ H=rl${ID}h
 C=rl${ID}c
 WORK=$(mktemp -d /tmp/rootless.XXXXXX)
 chmod 755 "$WORK"
-trap 'rc=$?; [ "${ROOTLESS_KEEP:-0}" = 0 ] && [ $rc -eq 0 ] && rm -rf "$WORK"; [ $rc -eq 0 ] || log "files kept in $WORK"; cleanup_all $rc 5' EXIT
+# tunneld runs in pasta's namespaces, not as pasta's child's child we track: stopped by its
+# path (this run's own copy) before the rest, so no failure path leaves it behind
+trap 'rc=$?; pkill -KILL -f "^$WORK/server/tunneld " 2>/dev/null || true; [ "${ROOTLESS_KEEP:-0}" = 0 ] && [ $rc -eq 0 ] && rm -rf "$WORK"; [ $rc -eq 0 ] || log "files kept in $WORK"; cleanup_all $rc 5' EXIT
 trap 'fail "interrupted"' INT TERM
 
 netns_pair "$H" "$C" "${H}v" "${C}v" 10.93.0.1/24 10.93.0.2/24
