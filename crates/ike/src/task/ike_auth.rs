@@ -375,7 +375,24 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     if replacing {
         sa.effect(EndpointEvent::InitialContact);
     }
-    // The first child, chosen before the state changes (its selectors use the addresses).
+    establish_with_child(sa, cx, ps, cp, resp, idi.clone(), (prf, &sk_d), rng)
+}
+
+/// The responder's last IKE_AUTH step, with or without EAP (2.16): the CFG reply (or its
+/// refusal) added to `resp`, the first child chosen from the request `ps` that carried it
+/// (before the state changes: its selectors use the addresses), the IKE SA established for
+/// `remote_id`, then the child installed or refused.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn establish_with_child(
+    sa: &mut IkeSa,
+    cx: &mut Cx,
+    ps: &[Payload],
+    cp: Result<Option<Payload>, Notify>,
+    mut resp: Vec<Payload>,
+    remote_id: Identity,
+    (prf, sk_d): (crate::alg::Prf, &[u8]),
+    rng: &mut impl CryptoRngCore,
+) -> Reply {
     let wants_child = ps.sa().is_some() && ps.ts_i().is_some() && ps.ts_r().is_some() && cp.is_ok();
     match cp {
         Ok(reply) => resp.extend(reply),
@@ -383,7 +400,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
         Err(n) => resp.push(Payload::Notify(n)),
     }
     let choice = wants_child.then(|| crate::child::choose(sa, cx.cfg, ps, None, false, cx.others, rng));
-    let Some(hs) = ike_up(sa, cx, idi.clone()) else {
+    let Some(hs) = ike_up(sa, cx, remote_id) else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
     match choice {
@@ -391,7 +408,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
         Some(Ok(choice)) => match choice.answer(ps, rng) {
             Ok((payloads, _)) => {
                 resp.extend(payloads);
-                let keys = keymat(prf, &sk_d, None, &hs.ni, &hs.nr, &choice.agreed.suite);
+                let keys = keymat(prf, sk_d, None, &hs.ni, &hs.nr, &choice.agreed.suite);
                 child_up(sa, cx, &choice.agreed, &keys, None);
             }
             Err(r) => {

@@ -296,43 +296,11 @@ fn finish(sa: &mut IkeSa, cx: &mut Cx, peer_auth: &crate::auth::AuthPayload, rng
     // EAP identity (3.15.4), before the child whose `dynamic` selectors become the lease.
     let cp = super::config_payload::respond(sa, cx, &remote_id, first, replacing);
     // 2.16: AUTH, SAr2, TSi, TSr (IDr and CERT went in the first response).
-    let mut resp = alloc::vec![Payload::Auth(our_auth)];
+    let resp = alloc::vec![Payload::Auth(our_auth)];
     if replacing {
         sa.effect(EndpointEvent::InitialContact);
     }
-    let wants_child = first.sa().is_some() && first.ts_i().is_some() && first.ts_r().is_some() && cp.is_ok();
-    match cp {
-        Ok(reply) => resp.extend(reply),
-        // No address: no child SA (3.10.1).
-        Err(n) => resp.push(Payload::Notify(n)),
-    }
-    let choice = wants_child.then(|| crate::child::choose(sa, cx.cfg, first, None, false, cx.others, rng));
-    let Some(hs) = ike_up(sa, cx, remote_id) else {
-        return Reply::notify(kind::INVALID_SYNTAX);
-    };
-    match choice {
-        None => {}
-        Some(Ok(choice)) => match choice.answer(first, rng) {
-            Ok((payloads, _)) => {
-                resp.extend(payloads);
-                let keys = keymat(prf, &sk_d, None, &hs.ni, &hs.nr, &choice.agreed.suite);
-                child_up(sa, cx, &choice.agreed, &keys, None);
-            }
-            Err(r) => {
-                resp.push(Payload::Notify(r.notify()));
-                child_refused(sa, cx, Some(choice.agreed.cfg), r);
-            }
-        },
-        Some(Err((r, cfg))) => {
-            let r = match r {
-                crate::child::Refusal::InvalidKe(_) => crate::child::Refusal::NoProposal,
-                r => r,
-            };
-            resp.push(Payload::Notify(r.notify()));
-            child_refused(sa, cx, cfg, r);
-        }
-    }
-    Reply::with(resp)
+    super::ike_auth::establish_with_child(sa, cx, first, cp, resp, remote_id, (prf, &sk_d), rng)
 }
 
 /// The initiator's EAP conversation (carried by the IKE_AUTH task between its rounds).
