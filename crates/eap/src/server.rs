@@ -41,6 +41,22 @@ pub enum FailureReason {
     NoMsk,
 }
 
+impl core::fmt::Display for FailureReason {
+    /// A phrase for log lines and events (no secret in it).
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            FailureReason::WrongPassword => "wrong password",
+            FailureReason::UnknownIdentity => "unknown user",
+            FailureReason::NoCommonMethod => "no EAP method in common",
+            FailureReason::RadiusReject => "the RADIUS server refused",
+            FailureReason::RadiusServerDown => "the RADIUS server did not answer",
+            FailureReason::RadiusBadEap => "the RADIUS server sent no usable EAP Request",
+            FailureReason::TooManyRounds => "too many EAP rounds",
+            FailureReason::NoMsk => "no MSK from the EAP method",
+        })
+    }
+}
+
 /// What the caller does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {

@@ -129,7 +129,7 @@ impl fmt::Display for Refusal {
             Refusal::NoClock => f.write_str("no wall-clock time to check the certificate's validity"),
             Refusal::NoConnection => f.write_str("no connection for this identity and method"),
             Refusal::TooManySas => f.write_str("this identity has as many IKE SAs as it may"),
-            Refusal::Eap(r) => write!(f, "EAP failed: {}", crate::eap::reason_text(*r)),
+            Refusal::Eap(r) => write!(f, "EAP failed: {r}"),
             Refusal::EapAuth => f.write_str("AUTH with the EAP MSK did not verify"),
             Refusal::EapProtocol => f.write_str("EAP conversation out of its rules (rounds, order)"),
             Refusal::EapAbandoned => f.write_str("the client ended the EAP conversation"),

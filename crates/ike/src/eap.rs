@@ -13,7 +13,6 @@
 use crate::auth::{method, verify as equal, AuthPayload};
 use crate::authenticator::Signed;
 use crate::config::Psk;
-use ipsec_eap::server::FailureReason;
 use ipsec_eap::Msk;
 
 /// Our AUTH payload made with the MSK (2.16).
@@ -31,20 +30,6 @@ pub(crate) fn verify_with_msk(msk: &Msk, s: &Signed, peer: &AuthPayload) -> bool
 
 /// The EAP method's name for `ipsec ike list` and the log.
 pub const METHOD_MSCHAPV2: &str = "eap-mschapv2";
-
-/// A phrase for why EAP failed (log lines and events; no secret in it).
-pub fn reason_text(r: FailureReason) -> &'static str {
-    match r {
-        FailureReason::WrongPassword => "wrong password",
-        FailureReason::UnknownIdentity => "unknown user",
-        FailureReason::NoCommonMethod => "no EAP method in common",
-        FailureReason::RadiusReject => "the RADIUS server refused",
-        FailureReason::RadiusServerDown => "the RADIUS server did not answer",
-        FailureReason::RadiusBadEap => "the RADIUS server sent no usable EAP Request",
-        FailureReason::TooManyRounds => "too many EAP rounds",
-        FailureReason::NoMsk => "no MSK from the EAP method",
-    }
-}
 
 /// The identity the EAP-Identity Response gave, as an IKE identity (for the lease, the
 /// per-identity caps and `ipsec ike list`): `user@realm` an RFC 822 name, other UTF-8 text

@@ -17,7 +17,9 @@
 //! stop the loops: errors are counted and logged (the first, then at each power of two).
 
 pub mod mss;
+mod needs;
 pub mod packet;
+pub use needs::{inbound_protocols, tun_mtu_for};
 
 use crate::dataplane::packet::{ip_header_len, packet_bufs, wire_len, NO_ROUTE};
 pub use crate::dataplane::packet::{
@@ -27,10 +29,7 @@ use crate::dev::sys::is_wait;
 pub use crate::dev::tun::{TunIo, TunPort};
 pub use crate::dev::underlay::{ByFamily, UnderlayRx, UnderlayTx};
 use crate::obs::counters::{add, count_error, inc, DaemonCounters, DaemonSnapshot};
-use ipsec_engine::overhead::{Calculator, Inner};
-use ipsec_engine::{
-    Action, DataPlane, Direction, Dropped, Engine, Event, PlaneHandle, Route, SaConfig, SaId, Snapshot, Verdict,
-};
+use ipsec_engine::{DataPlane, Dropped, Engine, Event, PlaneHandle, Route, SaId, Snapshot, Verdict};
 use serde::Serialize;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -681,52 +680,6 @@ pub fn run_inbound(t: &Tunnel, rx: &dyn UnderlayRx, tun: &dyn TunIo, stop: &Atom
         }
         add(&t.counters.underlay_ring_drops, rx.take_drops());
     }
-}
-
-fn protect_bundles(engine: &Engine, dir: Direction) -> impl Iterator<Item = Vec<SaConfig>> + '_ {
-    engine
-        .spd()
-        .policies()
-        .iter()
-        .filter(move |p| p.dir == dir)
-        .filter_map(|p| match &p.action {
-            Action::Protect(ids) => Some(
-                ids.iter()
-                    .filter_map(|&id| engine.sad().get(id).map(|e| e.config.clone()))
-                    .collect(),
-            ),
-            _ => None,
-        })
-}
-
-/// The IP protocols (50 ESP, 51 AH, 108 IPComp) of the SAs the inbound policies require:
-/// the raw sockets to open. Sorted, without repeats.
-pub fn inbound_protocols(engine: &Engine) -> Vec<u8> {
-    let mut v: Vec<u8> = protect_bundles(engine, Direction::In)
-        .flatten()
-        .map(|c| c.params.proto.number())
-        .collect();
-    v.sort_unstable();
-    v.dedup();
-    v
-}
-
-/// The largest inner packet, IPv4 or IPv6, that every outbound bundle can seal into an
-/// `underlay_mtu`-byte packet (IPComp counted as not compressing): the TUN MTU to use.
-/// `None` when there is no outbound bundle.
-pub fn tun_mtu_for(engine: &Engine, underlay_mtu: usize) -> Option<usize> {
-    let mut best: Option<usize> = None;
-    for bundle in protect_bundles(engine, Direction::Out) {
-        let Ok(calc) = Calculator::from_configs(&bundle) else {
-            continue;
-        };
-        for inner in [Inner::ipv4(), Inner::ipv6()] {
-            if let Ok(m) = calc.max_inner_mtu(inner, underlay_mtu) {
-                best = Some(best.map_or(m, |b| b.min(m)));
-            }
-        }
-    }
-    best
 }
 
 #[cfg(test)]
