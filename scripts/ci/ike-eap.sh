@@ -128,11 +128,7 @@ secrets {
 EOF
 }
 
-sw_counts() {
-  local l
-  l=$(swan_list_sas "$SW" 2>/dev/null) || { echo "? ?"; return; }
-  echo "$(grep -c 'state=ESTABLISHED' <<<"$l" || true) $(grep -o 'state=INSTALLED' <<<"$l" | wc -l)"
-}
+sw_counts() { swan_established "$SW"; } # "IKE_SAS CHILDREN" of charon
 
 case_fail() {
   echo "$NETNS_TAG: FAIL: $CASE: $*" >&2
