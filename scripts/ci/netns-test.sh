@@ -375,7 +375,7 @@ fi
 frag_replay() { # PCAP
   ip netns exec "$NSA" python3 - "$1" "$A4" "$B4" <<'PY' || fail "$V: could not send the fragments"
 import socket, struct, sys
-sys.path.insert(0, "scripts")
+sys.path.insert(0, "scripts/lib")
 from netns_helper import pcap_ipv4
 pcap, src, dst = sys.argv[1:]
 p = next(p for p in pcap_ipv4(pcap) if p[9] == 50 and socket.inet_ntoa(p[12:16]) == src)
@@ -859,7 +859,7 @@ fi
 frag6_replay() {
   ip netns exec "$NSA" python3 - "$1" <<'PY' || fail "v6: could not send the IPv6 fragments"
 import socket, struct, sys
-sys.path.insert(0, "scripts")
+sys.path.insert(0, "scripts/lib")
 from netns_helper import pcap_ipv6
 src, dst = socket.inet_pton(socket.AF_INET6, "fd00:99::1"), socket.inet_pton(socket.AF_INET6, "fd00:99::2")
 p = next(p for p in pcap_ipv6(sys.argv[1]) if p[6] == 50 and p[8:24] == src)
