@@ -112,8 +112,8 @@ step "scripts/demos/adaptive-demo.sh"
 LINKS="10M 100M" bash scripts/demos/adaptive-demo.sh --ci --if-possible
 step "IPSEC_BIN=PWD/target/release/ipsec python3 -m pytest"
 IPSEC_BIN="$PWD/target/release/ipsec" python3 -m pytest tests/interop -q -p no:cacheprovider
-# Short fuzz pass over every cargo-fuzz target (20 s each, two at a time; scripts/fuzz/fuzz.sh;
+# Short fuzz pass over every cargo-fuzz target (15 s each, two at a time; scripts/fuzz/fuzz.sh;
 # the long form is scripts/fuzz/fuzz-long.sh).
 step "bash scripts/fuzz/fuzz.sh"
-bash scripts/fuzz/fuzz.sh 20
+bash scripts/fuzz/fuzz.sh 15
 step "all passed"
