@@ -218,23 +218,7 @@ impl IkeAuth {
         let State::AuthSent { hs, crypto } = &sa.state else {
             return Next::Done;
         };
-        // The responder signed its IKE_SA_INIT message and our nonce with SK_pr.
-        let conn = sa.conn(cx.cfg);
-        // The IKE_AUTH request's message ID (the response to it is being processed).
-        let int_auth = hs.int.octets(sa.tasks.next_id.wrapping_sub(1));
-        let signed = Signed {
-            prf: crypto.suite.prf,
-            message: &hs.init_resp,
-            nonce: &hs.ni,
-            sk_p: &crypto.keys.sk_pr,
-            id_body: idr_body,
-            int_auth: &int_auth,
-        };
-        let checked = if conn.accepts_remote_id(idr) {
-            authenticator::verify(&conn.remote_auth, &signed, idr, auth, &ps.certs(), cx.unix).map(|_| ())
-        } else {
-            Err(AuthRefusal::NoConnection)
-        };
+        let checked = check_responder_auth(sa, cx, hs, crypto, (idr, idr_body), auth, ps);
         if let Err(why) = checked {
             cx.out.event(Event::AuthFailed {
                 conn: name,
@@ -270,6 +254,35 @@ impl IkeAuth {
         }
         Next::Done
     }
+}
+
+/// The initiator checks the responder's AUTH: its IDr acceptable to the connection, and
+/// its IKE_SA_INIT message and our nonce signed with SK_pr (1.2, 2.15), the proof as
+/// the connection's remote auth asks. The IKE_AUTH request's message ID (the response to
+/// it is being processed) gives the IntAuth.
+pub(crate) fn check_responder_auth(
+    sa: &IkeSa,
+    cx: &Cx,
+    hs: &Handshake,
+    crypto: &Crypto,
+    (idr, idr_body): (&Identity, &[u8]),
+    auth: &crate::auth::AuthPayload,
+    ps: &[Payload],
+) -> Result<(), AuthRefusal> {
+    let conn = sa.conn(cx.cfg);
+    let int_auth = hs.int.octets(sa.tasks.next_id.wrapping_sub(1));
+    let signed = Signed {
+        prf: crypto.suite.prf,
+        message: &hs.init_resp,
+        nonce: &hs.ni,
+        sk_p: &crypto.keys.sk_pr,
+        id_body: idr_body,
+        int_auth: &int_auth,
+    };
+    if !conn.accepts_remote_id(idr) {
+        return Err(AuthRefusal::NoConnection);
+    }
+    authenticator::verify(&conn.remote_auth, &signed, idr, auth, &ps.certs(), cx.unix).map(|_| ())
 }
 
 /// The responder handles the IKE_AUTH request.

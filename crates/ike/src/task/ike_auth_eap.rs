@@ -415,20 +415,7 @@ fn first_response(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload]) -> Result<PeerRou
     };
     let conn = sa.conn(cx.cfg);
     let first_id = sa.tasks.next_id.wrapping_sub(1);
-    let int_auth = hs.int.octets(first_id);
-    let signed = Signed {
-        prf: crypto.suite.prf,
-        message: &hs.init_resp,
-        nonce: &hs.ni,
-        sk_p: &crypto.keys.sk_pr,
-        id_body: idr_body,
-        int_auth: &int_auth,
-    };
-    let checked = if conn.accepts_remote_id(idr) {
-        authenticator::verify(&conn.remote_auth, &signed, idr, auth, &ps.certs(), cx.unix).map(|_| ())
-    } else {
-        Err(Refusal::NoConnection)
-    };
+    let checked = super::ike_auth::check_responder_auth(sa, cx, hs, crypto, (idr, idr_body), auth, ps);
     if let Err(why) = checked {
         return Err(give_up(sa, cx, true, Some(why)));
     }
