@@ -298,7 +298,8 @@ fn finish(sa: &mut IkeSa, cx: &mut Cx, peer_auth: &crate::auth::AuthPayload, rng
     // 2.16: AUTH, SAr2, TSi, TSr (IDr and CERT went in the first response).
     let resp = alloc::vec![Payload::Auth(our_auth)];
     if replacing {
-        sa.effect(EndpointEvent::InitialContact);
+        let delete = super::config_payload::replace_tells_the_old(sa.conn(cx.cfg));
+        sa.effect(EndpointEvent::InitialContact { delete });
     }
     super::ike_auth::establish_with_child(sa, cx, first, cp, resp, remote_id, (prf, &sk_d), rng)
 }
