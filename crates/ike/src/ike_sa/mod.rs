@@ -114,6 +114,8 @@ pub(crate) struct IkeSa {
     /// Virtual addresses (RFC 7296 3.15): a responder's leases to the peer, an
     /// initiator's own from the CFG_REPLY ([`crate::task::config_payload`]).
     pub vips: Vec<core::net::IpAddr>,
+    /// The peer sent Windows' vendor ID in IKE_SA_INIT ([`crate::vendor`]).
+    pub peer_windows: bool,
 }
 
 impl IkeSa {
@@ -154,6 +156,7 @@ impl IkeSa {
             census: Census::default(),
             eap: None,
             vips: Vec::new(),
+            peer_windows: false,
         }
     }
 

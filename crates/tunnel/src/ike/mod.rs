@@ -280,7 +280,12 @@ pub fn run(
                     let _ = reply.send(ike_list(&endpoint, now()));
                 }
                 Ok(Input::RekeyChild(spi_in)) => {
-                    if endpoint.rekey_child(now(), spi_in, &mut rng).is_ok() {
+                    if endpoint.rekeys_left_to_peer(spi_in) {
+                        // `rekey_by`: the client rekeys; the hard limit still applies.
+                        tracing::debug!(
+                            "IKE: child {spi_in:08x} reached a data-plane limit: its rekey is the client's"
+                        );
+                    } else if endpoint.rekey_child(now(), spi_in, &mut rng).is_ok() {
                         info!("IKE: child {spi_in:08x} reached a data-plane limit: rekeying it");
                     }
                 }
