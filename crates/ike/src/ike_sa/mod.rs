@@ -116,6 +116,8 @@ pub(crate) struct IkeSa {
     pub vips: Vec<core::net::IpAddr>,
     /// The peer sent Windows' vendor ID in IKE_SA_INIT ([`crate::vendor`]).
     pub peer_windows: bool,
+    /// Responder: the EAP method that authenticated the peer (`eap-mschapv2`), once done.
+    pub eap_method: Option<&'static str>,
 }
 
 impl IkeSa {
@@ -157,6 +159,7 @@ impl IkeSa {
             eap: None,
             vips: Vec::new(),
             peer_windows: false,
+            eap_method: None,
         }
     }
 
@@ -467,6 +470,7 @@ impl IkeSa {
             rekey_in: left(self.rekey_at),
             stats: self.stats,
             virtual_ips: self.vips.clone(),
+            eap_method: self.eap_method,
             children: self
                 .children
                 .iter()

@@ -398,6 +398,7 @@ pub(crate) fn ike_sa_info(s: &ipsec_ike::IkeSaStatus, local_id: Option<String>) 
         remote_id: s.remote_id.clone(),
         nat: s.nat,
         virtual_ips: s.virtual_ips.iter().map(|a| a.to_string()).collect(),
+        eap_method: s.eap_method.map(str::to_string),
         proposal: s.proposal.clone(),
         message_ids: MessageIds {
             next_request: s.next_request_id,
@@ -428,6 +429,10 @@ pub(crate) fn ike_sa_info(s: &ipsec_ike::IkeSaStatus, local_id: Option<String>) 
                 rekeys: c.rekeys.map(|r| format!("{r:08x}")),
                 rekey_in_seconds: secs(c.rekey_in),
                 expires_in_seconds: secs(c.expires_in),
+                // The data plane's counts, filled in by the control side
+                // (`control::views::ike_child_bytes`).
+                bytes_in: None,
+                bytes_out: None,
             })
             .collect(),
     }
