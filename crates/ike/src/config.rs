@@ -334,6 +334,10 @@ pub struct Connection {
     pub vips: Vec<IpAddr>,
     /// Another IKE SA of the same peer identity (swanctl `unique`).
     pub unique: crate::pool::Unique,
+    /// MOBIKE (RFC 4555; swanctl `mobike`, default yes): announce MOBIKE_SUPPORTED in
+    /// IKE_AUTH and, when both sides did, follow the peer's UPDATE_SA_ADDRESSES
+    /// ([`crate::task::ike_mobike`]).
+    pub mobike: bool,
 }
 
 impl Connection {
@@ -390,6 +394,7 @@ impl Connection {
             pools: Vec::new(),
             vips: Vec::new(),
             unique: Default::default(),
+            mobike: true,
         })
     }
 }

@@ -196,6 +196,7 @@ pub(crate) fn move_to_new(
     new.path.natt = sa.path.natt;
     new.path.nat = sa.path.nat;
     new.fragmentation = sa.fragmentation;
+    new.mobike = sa.mobike.clone();
     new.children = core::mem::take(&mut sa.children);
     // Our queued requests about the children (and a liveness check) go with them; the old
     // SA keeps only its own Delete (2.18). A queued rekey of the old SA is dropped.
