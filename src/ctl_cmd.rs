@@ -151,7 +151,7 @@ pub fn ike_text(sas: &[IkeSaInfo]) -> String {
                 String::new()
             } else {
                 format!(", virtual IP {}", sa.virtual_ips.join(" "))
-            },
+            } + if sa.mobike { ", MOBIKE" } else { "" },
             o(&sa.local_id),
             o(&sa.remote_id),
             sa.spi_i,

@@ -102,6 +102,10 @@ pub struct IkeSaStatus {
     pub children: Vec<ChildSaStatus>,
     /// Virtual addresses: the peer's leases (responder), ours (initiator).
     pub virtual_ips: Vec<core::net::IpAddr>,
+    /// MOBIKE is in use (RFC 4555 3.2: both sides announced it).
+    pub mobike: bool,
+    /// The peer's additional addresses (ADDITIONAL_IP4/6_ADDRESS, RFC 4555 3.4).
+    pub peer_addresses: Vec<core::net::IpAddr>,
 }
 
 /// One child SA pair.

@@ -477,6 +477,8 @@ impl IkeSa {
             rekey_in: left(self.rekey_at),
             stats: self.stats,
             virtual_ips: self.vips.clone(),
+            mobike: self.mobike.agreed,
+            peer_addresses: self.mobike.peer_addresses.clone(),
             children: self
                 .children
                 .iter()
