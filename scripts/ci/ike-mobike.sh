@@ -9,7 +9,8 @@
 #   pool "rw": 10.94.3.0/24 (ipsec0 of s routes it)
 #
 # Stages:
-#   move    mobike on both sides: after the move the IKE SA is the same (its SPIs in tunneld's
+#   move    mobike on both sides (tunneld's `ike list` says MOBIKE and keeps charon's other
+#           address from its ADDITIONAL_IP4_ADDRESS): after the move the IKE SA is the same (its SPIs in tunneld's
 #           `ike list --json` and charon's list-sas), its peer is the other address, the ping
 #           lost at most a handful, tunneld's event stream has ike.peer_moved with "mobike":true
 #   nomobike  tunneld's connection says `mobike = false` (the negative case): charon cannot
@@ -212,6 +213,10 @@ if want move; then
   td_start "$TD"
   client_start
   SWAN_BEFORE=$(swan_spis)
+  # MOBIKE in use, and charon's other address kept from its ADDITIONAL_IP4_ADDRESS (3.4)
+  list=$("$IPSEC" ike list --control "$TD/ctl.sock" --json 2>&1) || fail "ipsec ike list: $list"
+  python3 -c 'import json,sys; s=json.loads(sys.argv[1])["ike_sas"][0]; sys.exit(not (s.get("mobike") and sys.argv[2] in s.get("peer_addresses", [])))' "$list" $A2 ||
+    fail "tunneld's ike list does not say MOBIKE with the client's other address $A2: $list"
   move "$TD"
   log "pings: $RECEIVED of $SENT answered; tunneld before: $BEFORE; after: $AFTER"
   read -r spi_i spi_r _ <<<"$BEFORE"
