@@ -494,6 +494,20 @@ mod tests {
         );
     }
 
+    /// Without MOBIKE the implicit move of RFC 7296 2.23 stays: an authenticated request from
+    /// a new address moves the peer (a NAT's new mapping), reported without `mobike`.
+    #[test]
+    fn without_mobike_an_authenticated_request_moves_the_peer() {
+        let mut net = Net::up(false, false);
+        net.a.check_liveness(NOW, "a2b", &mut net.rng).unwrap();
+        net.pump(sock("10.9.9.9:500"));
+        assert_eq!(net.b_remote(), sock("10.9.9.9:500"));
+        assert!(net
+            .b_events
+            .iter()
+            .any(|e| matches!(e, Event::PeerEndpointChanged { mobike: false, .. })));
+    }
+
     /// UPDATE_SA_ADDRESSES on an IKE SA without MOBIKE: nothing moves by it; refused, counted.
     #[test]
     fn update_without_mobike_is_refused_and_counted() {
