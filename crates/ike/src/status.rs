@@ -106,6 +106,9 @@ pub struct IkeSaStatus {
     pub mobike: bool,
     /// The peer's additional addresses (ADDITIONAL_IP4/6_ADDRESS, RFC 4555 3.4).
     pub peer_addresses: Vec<core::net::IpAddr>,
+    /// Responder: the EAP method that authenticated the peer (`eap-mschapv2`,
+    /// `eap-radius`); `remote_id` is then its EAP identity.
+    pub eap_method: Option<&'static str>,
 }
 
 /// One child SA pair.

@@ -116,6 +116,10 @@ pub(crate) struct IkeSa {
     pub vips: Vec<core::net::IpAddr>,
     /// MOBIKE (RFC 4555): whether it is in use, the peer's addresses, the request's path.
     pub mobike: crate::task::ike_mobike::Mobike,
+    /// The peer sent Windows' vendor ID in IKE_SA_INIT ([`crate::vendor`]).
+    pub peer_windows: bool,
+    /// Responder: the EAP method that authenticated the peer (`eap-mschapv2`), once done.
+    pub eap_method: Option<&'static str>,
 }
 
 impl IkeSa {
@@ -157,6 +161,8 @@ impl IkeSa {
             eap: None,
             vips: Vec::new(),
             mobike: Default::default(),
+            peer_windows: false,
+            eap_method: None,
         }
     }
 
@@ -479,6 +485,7 @@ impl IkeSa {
             virtual_ips: self.vips.clone(),
             mobike: self.mobike.agreed,
             peer_addresses: self.mobike.peer_addresses.clone(),
+            eap_method: self.eap_method,
             children: self
                 .children
                 .iter()
