@@ -103,6 +103,10 @@ bash scripts/ci/ike-eap.sh --ci --if-possible
 # clients with vips behind one masquerading NAT: leases, DNS, pings, a full pool; about 10 s.
 step "bash scripts/ci/ike-roadwarrior.sh"
 bash scripts/ci/ike-roadwarrior.sh --ci --if-possible
+# MOBIKE (RFC 4555, docs/ike-mobike.md): a strongSwan client with two addresses moves while it
+# pings and keeps its IKE SA; with mobike = false it does not; about 15 s.
+step "bash scripts/ci/ike-mobike.sh"
+bash scripts/ci/ike-mobike.sh --ci --if-possible
 # The EAP crate's RADIUS client against a real FreeRADIUS, and its authenticator against
 # wpa_supplicant's eapol_test (docs/eap.md): accept with equal MSKs, reject, a wrong shared
 # secret, a server that is down; no root needed, about 5 s.

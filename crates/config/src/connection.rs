@@ -18,6 +18,7 @@
 //! rand_time = "24m"                     # start that rekey up to this much earlier, at random (default rekey_time / 10)
 //! fragmentation = "yes"                 # IKE fragmentation, RFC 7383: yes (default) | accept | force | no (see below)
 //! fragment_size = 1280                  # largest IP datagram of an IKE fragment (default 1280, 256 at least; 0 = default)
+//! mobike = true                         # MOBIKE, RFC 4555: clients keep their SA when their address changes (default true; docs/ike-mobike.md)
 //! local = { id = "site-a.example", auth = "psk" }    # id default: local address
 //! remote = { id = "site-b.example", auth = "psk" }   # id default: remote address
 //! # or certificates (auth = "pubkey"; docs/ike-certs.md):
@@ -233,6 +234,8 @@ pub struct ConnectionConfig {
     pub fragmentation: bool,
     /// The largest IP datagram of an IKE fragment (default 1280).
     pub fragment_size: u16,
+    /// MOBIKE (RFC 4555; swanctl's `mobike`, default yes).
+    pub mobike: bool,
     /// The child SAs.
     pub children: Vec<ChildConfig>,
     /// When we send our certificates (swanctl `send_cert`: always, ifasked, never).
@@ -270,6 +273,7 @@ pub(crate) struct ConnectionToml {
     close_action: Option<String>,
     fragmentation: Option<String>,
     fragment_size: Option<u16>,
+    mobike: Option<bool>,
     #[serde(default)]
     local: AuthToml,
     #[serde(default)]
@@ -554,6 +558,7 @@ impl ConnectionToml {
             rand_time: ike_rand,
             fragmentation,
             fragment_size,
+            mobike: self.mobike.unwrap_or(true),
             dpd_timeout,
             dpd_action,
             close_action,
@@ -702,6 +707,7 @@ impl ConnectionConfig {
         c.rand_time = Some(self.rand_time);
         c.fragmentation = self.fragmentation;
         c.fragment_size = self.fragment_size;
+        c.mobike = self.mobike;
         c.pools = self.pools.clone();
         c.vips = self.vips.clone();
         c.unique = self.unique;
@@ -1285,6 +1291,10 @@ start_action = "trap"
             let ike = c.connections[0].to_ike(&secrets).unwrap();
             assert_eq!((ike.fragmentation, ike.fragment_size), (frag, size), "{line}");
         }
+        // MOBIKE (RFC 4555): on unless `mobike = false` (swanctl's default yes).
+        assert!(ike.mobike);
+        let c = crate::from_toml::parse(&GOOD.replace("dpd_delay = 30", "mobike = false")).unwrap();
+        assert!(!c.connections[0].to_ike(&secrets).unwrap().mobike);
         for (line, what) in [
             ("fragmentation = \"maybe\"", "fragmentation = \"maybe\""),
             ("fragment_size = 100", "fragment_size = 100"),

@@ -334,6 +334,10 @@ pub struct Connection {
     pub vips: Vec<IpAddr>,
     /// Another IKE SA of the same peer identity (swanctl `unique`).
     pub unique: crate::pool::Unique,
+    /// MOBIKE (RFC 4555; swanctl `mobike`, default yes): announce MOBIKE_SUPPORTED in
+    /// IKE_AUTH and, when both sides did, follow the peer's UPDATE_SA_ADDRESSES
+    /// ([`crate::task::ike_mobike`]).
+    pub mobike: bool,
     /// Which side starts rekeys of the IKE SA and its children (issue #36: clients that
     /// refuse a server's rekey).
     pub rekey_by: RekeyBy,
@@ -424,6 +428,7 @@ impl Connection {
             pools: Vec::new(),
             vips: Vec::new(),
             unique: Default::default(),
+            mobike: true,
             rekey_by: RekeyBy::Auto,
             vendor_ids: Vec::new(),
         })

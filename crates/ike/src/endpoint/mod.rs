@@ -108,6 +108,12 @@ impl fmt::Debug for Endpoint {
 }
 
 impl Endpoint {
+    /// Its IKE SAs, for the crate's tests.
+    #[cfg(test)]
+    pub(crate) fn sas_mut(&mut self) -> impl Iterator<Item = &mut IkeSa> {
+        self.sas.values_mut()
+    }
+
     /// An endpoint with no SAs.
     pub fn new(cfg: Config) -> Self {
         let out = Output {

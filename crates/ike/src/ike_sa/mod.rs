@@ -114,6 +114,8 @@ pub(crate) struct IkeSa {
     /// Virtual addresses (RFC 7296 3.15): a responder's leases to the peer, an
     /// initiator's own from the CFG_REPLY ([`crate::task::config_payload`]).
     pub vips: Vec<core::net::IpAddr>,
+    /// MOBIKE (RFC 4555): whether it is in use, the peer's addresses, the request's path.
+    pub mobike: crate::task::ike_mobike::Mobike,
     /// The peer sent Windows' vendor ID in IKE_SA_INIT ([`crate::vendor`]).
     pub peer_windows: bool,
     /// Responder: the EAP method that authenticated the peer (`eap-mschapv2`), once done.
@@ -158,6 +160,7 @@ impl IkeSa {
             census: Census::default(),
             eap: None,
             vips: Vec::new(),
+            mobike: Default::default(),
             peer_windows: false,
             eap_method: None,
         }
@@ -226,6 +229,11 @@ impl IkeSa {
     /// Queues a message to the peer, with the non-ESP marker on the NAT-T ports: one
     /// datagram, or one per fragment of a fragmented message (a train, [`crate::fragment`]).
     pub fn send(&self, cx: &mut Cx, bytes: &[u8]) {
+        self.send_to(cx, bytes, self.path.remote)
+    }
+
+    /// Sends on the IKE path's local address to `remote`.
+    fn send_to(&self, cx: &mut Cx, bytes: &[u8], remote: SocketAddr) {
         for d in crate::fragment::datagrams(bytes) {
             let mut payload = Vec::with_capacity(d.len() + 4);
             if self.path.natt {
@@ -234,7 +242,7 @@ impl IkeSa {
             payload.extend_from_slice(d);
             cx.out.transmit(Transmit {
                 local: self.path.local,
-                remote: self.path.remote,
+                remote,
                 payload,
             });
         }
@@ -252,7 +260,10 @@ impl IkeSa {
     ) {
         match self.seal(exchange, true, id, payloads, rng) {
             Ok(bytes) => {
-                self.send(cx, &bytes);
+                // To where the request came from (RFC 7296 2.11; with MOBIKE that need not
+                // be the peer's address, RFC 4555 3.5).
+                let to = self.mobike.request.take().map_or(self.path.remote, |(_, r)| r);
+                self.send_to(cx, &bytes, to);
                 self.window.kept = Some((id, bytes));
             }
             Err(_) => self.window.kept = None,
@@ -335,7 +346,8 @@ impl IkeSa {
         if local.port() == cx.cfg.natt_port {
             self.path.natt = true;
         }
-        if remote != self.path.remote {
+        // With MOBIKE only UPDATE_SA_ADDRESSES moves the peer (RFC 4555 3.5).
+        if remote != self.path.remote && !crate::task::ike_mobike::holds_path(self) {
             let old = self.path.remote;
             self.path.remote = remote;
             if self.state.is_established() {
@@ -344,6 +356,7 @@ impl IkeSa {
                     spi_i: self.spi_i,
                     old,
                     new: remote,
+                    mobike: false,
                 });
                 for c in &mut self.children {
                     c.info.remote = remote;
@@ -470,6 +483,8 @@ impl IkeSa {
             rekey_in: left(self.rekey_at),
             stats: self.stats,
             virtual_ips: self.vips.clone(),
+            mobike: self.mobike.agreed,
+            peer_addresses: self.mobike.peer_addresses.clone(),
             eap_method: self.eap_method,
             children: self
                 .children

@@ -198,6 +198,7 @@ pub(crate) fn move_to_new(
     new.peer_windows = sa.peer_windows;
     new.eap_method = sa.eap_method;
     new.fragmentation = sa.fragmentation;
+    new.mobike = sa.mobike.clone();
     new.children = core::mem::take(&mut sa.children);
     // Our queued requests about the children (and a liveness check) go with them; the old
     // SA keeps only its own Delete (2.18). A queued rekey of the old SA is dropped.

@@ -398,6 +398,8 @@ pub(crate) fn ike_sa_info(s: &ipsec_ike::IkeSaStatus, local_id: Option<String>) 
         remote_id: s.remote_id.clone(),
         nat: s.nat,
         virtual_ips: s.virtual_ips.iter().map(|a| a.to_string()).collect(),
+        mobike: s.mobike,
+        peer_addresses: s.peer_addresses.iter().map(|a| a.to_string()).collect(),
         eap_method: s.eap_method.map(str::to_string),
         proposal: s.proposal.clone(),
         message_ids: MessageIds {
