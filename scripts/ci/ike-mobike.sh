@@ -240,7 +240,7 @@ if want nomobike; then
   move "$TD"
   log "pings: $RECEIVED of $SENT answered; tunneld before: $BEFORE; after: $AFTER"
   read -r spi_i spi_r _ <<<"$BEFORE"
-  ! echo "$AFTER" | grep -q "^$spi_i $spi_r $A2:4500" || fail "without MOBIKE the IKE SA $spi_i/$spi_r moved to $A2 all the same: $AFTER"
+  ! grep -q "^$spi_i $spi_r $A2:4500" <<<"$AFTER" || fail "without MOBIKE the IKE SA $spi_i/$spi_r moved to $A2 all the same: $AFTER"
   ! grep -q '"mobike":true' "$TD/monitor.log" || fail "tunneld reported a MOBIKE move with mobike = false"
   kill -0 "$TD_PID" || fail "tunneld exited"
   log "nomobike: the IKE SA $spi_i/$spi_r did not follow the client (after: ${AFTER:-none})"
