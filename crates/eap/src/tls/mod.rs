@@ -19,6 +19,8 @@ pub mod server;
 
 pub use config::{ConfigError, PeerConfig, ServerConfig, Versions};
 pub use peer::{Peer, PeerStep};
+/// rustls itself (its `pki_types` for keys and certificates, `ProtocolVersion`).
+pub use rustls;
 /// The private key type [`ServerConfig::new`] and [`PeerConfig::new`] take.
 pub use rustls::pki_types::PrivateKeyDer;
 pub use server::{Server, MAX_ROUNDS};

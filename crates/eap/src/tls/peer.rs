@@ -158,7 +158,14 @@ impl Peer {
             self.msk = keys::msk(conn);
         }
         let out = drain(conn);
+        let alert_received = matches!(fed, Err(rustls::Error::AlertReceived(_)));
+        if out.is_empty() && self.failed && !alert_received {
+            // Refused here with no alert to send: give up (the caller ends the exchange).
+            return Ok(PeerStep::Failure);
+        }
         if out.is_empty() {
+            // Also the answer to the server's alert: the server ends with EAP-Failure
+            // (RFC 5216 §2.1.3).
             return Ok(self.answer(id, Some(build_empty(Code::Response, id, false))));
         }
         self.out = Some(Fragmenter::new(out, self.config.fragment_size));

@@ -169,13 +169,11 @@ impl Server {
                     eap: eap::build_result(true, self.identifier),
                 });
             }
-            // An alert (or anything) instead of the ACK: the peer refused our last flight.
-            State::Finishing(_) => return Ok(self.fail(FailureReason::TlsHandshake)),
             State::Failing(reason) => {
                 let reason = *reason;
                 return Ok(self.fail(reason));
             }
-            State::Handshake | State::Done => {}
+            State::Handshake | State::Finishing(_) | State::Done => {}
         }
         if r.is_ack() {
             return Err(Error::Unexpected("an ACK with no fragment of ours outstanding"));
@@ -187,6 +185,12 @@ impl Server {
                 Step::Send(build_empty(Code::Request, s.identifier, false))
             }));
         };
+        if matches!(self.state, State::Finishing(_)) {
+            // TLS data instead of the ACK of our last flight: the peer's alert, it refused
+            // that flight (RFC 5216 §2.1.3). rustls reads it for its log; the exchange fails.
+            let _ = feed(&mut self.conn, &msg);
+            return Ok(self.fail(FailureReason::TlsHandshake));
+        }
         if let Some(t) = unix {
             self.clock.set(t);
         }
