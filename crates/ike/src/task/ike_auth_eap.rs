@@ -26,7 +26,7 @@
 use crate::authenticator::{self, Refusal, Signed};
 use crate::child::keymat;
 use crate::config::{LocalAuth, RemoteAuth};
-use crate::eap::{auth_with_msk, identity_of, verify_with_msk};
+use crate::eap::{auth_with_msk, peer_identity, verify_with_msk};
 use crate::event::{DownReason, Event};
 use crate::header::ExchangeType;
 use crate::id::Identity;
@@ -191,6 +191,8 @@ fn next_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypto
         // AUTH before EAP-Success: there is no key to check it with.
         return refuse(sa, cx, Refusal::EapProtocol, None);
     }
+    // EAP-TLS checks the client's certificate at the wall-clock time.
+    st.auth.set_unix_time(cx.unix);
     let step = match eap_payload(ps) {
         Some(msg) => st.auth.handle_response(msg, creds.as_ref(), cx.now, rng),
         None => Err(ipsec_eap::Error::Unexpected("no EAP payload")),
@@ -275,9 +277,10 @@ fn finish(sa: &mut IkeSa, cx: &mut Cx, peer_auth: &crate::auth::AuthPayload, rng
     let Some((our_auth, prf, sk_d)) = made else {
         return refuse(sa, cx, Refusal::EapAuth, None);
     };
-    // The EAP identity is the client's identity from here on (leases, caps, `ike list`).
-    let remote_id = match st.auth.identity() {
-        Some(i) => identity_of(i),
+    // The EAP identity (EAP-TLS: the certificate's) is the client's identity from here on
+    // (leases, caps, `ike list`).
+    let remote_id = match peer_identity(&st.auth) {
+        Some(i) => i,
         None => st
             .first
             .id_i()
