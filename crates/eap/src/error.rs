@@ -33,7 +33,7 @@ pub enum Error {
     /// A buffer too small for what is emitted, or a value too large to encode.
     BufferTooSmall,
     /// An EAP-TLS message longer than the reassembly limit (RFC 5216 §3.1, TLS Message
-    /// Length; [`crate::tls::fragment::MAX_TLS_MESSAGE_LEN`]).
+    /// Length; `tls::fragment::MAX_TLS_MESSAGE_LEN`).
     TooLong,
     /// EAP-TLS fragments that do not add up to the TLS Message Length announced (RFC 5216
     /// §3.1).
