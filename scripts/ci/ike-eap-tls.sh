@@ -13,7 +13,8 @@
 #   tls12   charon with `libtls.version_max = 1.2` and `vips = 0.0.0.0`: the EAP-TLS
 #           handshake (RFC 5216) in fragments of 1 KiB; both sides list the IKE SA and the
 #           child, charon gets an address of tunneld's pool (leased to the identity of its
-#           certificate, alice@eap.test, shown by `ipsec ike list`), 3 pings pass each way;
+#           certificate, alice@eap.test, shown by `ipsec ike list` with the method eap-tls),
+#           3 pings pass each way;
 #           charon's log says EAP-TLS succeeded with TLS 1.2 (the AUTH payloads of both sides
 #           are made with the MSK, so an MSK other than RFC 5216 2.3's fails here)
 #   tls13   the same with `version_max = 1.3` (RFC 9190: the 1.3 MSK and the protected
@@ -192,6 +193,8 @@ run_case() {
     grep -q "$cin" "$CD/ike-list.txt" || case_fail "ipsec ike list does not show the virtual IP $cin"
     grep -q "alice@eap.test" "$CD/ike-list.txt" ||
       case_fail "ipsec ike list does not show the certificate's identity: $(head -n 5 "$CD/ike-list.txt")"
+    grep -q "eap-tls" "$CD/ike-list.txt" ||
+      case_fail "ipsec ike list does not show the EAP method eap-tls: $(head -n 5 "$CD/ike-list.txt")"
     ip netns exec kta ping -n -c 3 -i 0.2 -W 2 -I $A_IN "$cin" >"$CD/ping-ts.out" 2>&1 ||
       case_fail "pings tunneld -> charon failed: $(tail -n 2 "$CD/ping-ts.out")"
     ip netns exec ktb ping -n -c 3 -i 0.2 -W 2 -I "$cin" $A_IN >"$CD/ping-st.out" 2>&1 ||

@@ -235,18 +235,10 @@ pub(crate) fn informational(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload]) -> Opti
 }
 
 /// The EAP method a responder's connection runs, in swanctl's words, for `ipsec ike list`:
-/// `eap-mschapv2` here, `eap-radius` passed to a RADIUS server.
+/// `eap-mschapv2` here, `eap-tls` here, `eap-radius` passed to a RADIUS server.
 pub(crate) fn method_word(conn: &crate::config::Connection) -> &'static str {
     match &conn.remote_auth {
-        RemoteAuth::Eap {
-            backend: ipsec_eap::server::Backend::Local,
-            ..
-        } => "eap-mschapv2",
-        RemoteAuth::Eap {
-            backend: ipsec_eap::server::Backend::Radius(_),
-            ..
-        } => "eap-radius",
-        #[allow(unreachable_patterns)]
+        RemoteAuth::Eap { backend, .. } => backend.method_name(),
         _ => "eap",
     }
 }
