@@ -99,6 +99,11 @@ bash scripts/ci/ike-pq.sh --ci --if-possible
 # auth = eap-mschapv2 against tunneld with a certificate; a wrong password; about 10 s.
 step "bash scripts/ci/ike-eap.sh"
 bash scripts/ci/ike-eap.sh --ci --if-possible
+# EAP-TLS road-warrior clients (issue #36, docs/ike-eap.md): charon with auth = eap-tls and
+# its certificate against tunneld (rustls in EAP), TLS 1.2, a pool and pings; a client
+# certificate of another CA refused with nothing installed; about 6 s.
+step "bash scripts/ci/ike-eap-tls.sh"
+bash scripts/ci/ike-eap-tls.sh --ci --if-possible
 # Remote access (issue #36, docs/remote-access.md): tunneld with an address pool, two strongSwan
 # clients with vips behind one masquerading NAT: leases, DNS, pings, a full pool; about 10 s.
 step "bash scripts/ci/ike-roadwarrior.sh"

@@ -121,9 +121,12 @@ pub struct AuthConfig {
     pub id: Option<String>,
     /// `auth = "psk"` (default) or `"pubkey"`.
     pub pubkey: bool,
-    /// `auth = "eap-mschapv2"` (the EAP method; `eap-radius` is refused until tunneld moves
-    /// RADIUS datagrams for the IKE crate).
+    /// `auth = "eap-mschapv2"` or `"eap-tls"` (the EAP method; `eap-radius` is refused until
+    /// tunneld moves RADIUS datagrams for the IKE crate).
     pub eap: bool,
+    /// `auth = "eap-tls"` (RFC 5216, RFC 9190; remote side only): the client's certificate
+    /// must chain to `cacerts`, checked in the TLS handshake inside EAP.
+    pub eap_tls: bool,
     /// EAP identity (swanctl's `eap_id`): the client's user name (local); `%any` or unset on
     /// the server means the EAP-Identity exchange asks it (always done).
     pub eap_id: Option<String>,
@@ -137,10 +140,21 @@ pub struct AuthConfig {
 
 impl AuthConfig {
     fn from_toml(a: AuthToml, side: &str) -> Result<Self, String> {
+        let eap_tls = a.auth.as_deref() == Some("eap-tls");
         let (pubkey, eap) = match a.auth.as_deref() {
             None | Some("psk") => (false, false),
             Some("pubkey") => (true, false),
             Some("eap-mschapv2") => (false, true),
+            Some("eap-tls") if side == "local" => {
+                return Err(
+                    "local.auth = \"eap-tls\": tunneld as an EAP-TLS client is not supported (as a server: remote.auth)"
+                        .into(),
+                )
+            }
+            Some("eap-tls") if a.cacerts.is_empty() => {
+                return Err("remote.auth = \"eap-tls\" needs remote.cacerts (the CAs of the clients' certificates)".into())
+            }
+            Some("eap-tls") => (false, true),
             Some("eap-radius") => {
                 return Err(format!(
                     "{side}.auth = \"eap-radius\": not supported yet (EAP-MSCHAPv2 with the secrets file's [[eap]] users is)"
@@ -148,12 +162,14 @@ impl AuthConfig {
             }
             Some(other) => {
                 return Err(format!(
-                    "{side}.auth = \"{other}\": \"psk\", \"pubkey\" or \"eap-mschapv2\""
+                    "{side}.auth = \"{other}\": \"psk\", \"pubkey\", \"eap-mschapv2\" or \"eap-tls\""
                 ))
             }
         };
         if a.eap_id.is_some() && !eap {
-            return Err(format!("{side}.eap_id needs {side}.auth = \"eap-mschapv2\""));
+            return Err(format!(
+                "{side}.eap_id needs {side}.auth = \"eap-mschapv2\" or \"eap-tls\""
+            ));
         }
         if side == "local" && eap && a.eap_id.as_deref().is_none_or(|i| i.is_empty() || i.starts_with('%')) {
             return Err("local.auth = \"eap-mschapv2\" needs local.eap_id (the user name)".into());
@@ -185,6 +201,7 @@ impl AuthConfig {
             id: a.id,
             pubkey,
             eap,
+            eap_tls,
             eap_id: a.eap_id,
             certs: a.certs,
             cacerts: a.cacerts,
@@ -602,6 +619,33 @@ impl ConnectionConfig {
         self.local.id.clone().unwrap_or_else(|| self.local_addr.to_string())
     }
 
+    /// The EAP-TLS server's configuration (`remote.auth = "eap-tls"`): our certificate chain
+    /// and key (those IKE signs with), the CAs of `remote.cacerts` the clients' certificates
+    /// must chain to and the CRLs of `remote.crls`; TLS 1.2 and 1.3.
+    fn eap_tls_config(
+        &self,
+        (certs, key): &(Vec<ipsec_ike::pki::Certificate>, &crate::credentials::LoadedKey),
+    ) -> Result<ipsec_ike::ipsec_eap::tls::ServerConfig, String> {
+        let chain: Vec<Vec<u8>> = certs.iter().map(|c| c.der().to_vec()).collect();
+        let cas: Vec<Vec<u8>> = crate::credentials::load_certs(&self.remote.cacerts)?
+            .iter()
+            .map(|c| c.der().to_vec())
+            .collect();
+        let mut crls = Vec::new();
+        for p in &self.remote.crls {
+            let bytes = crate::credentials::read_public(p)?;
+            crls.extend(ipsec_ike::pki::crl_ders(&bytes).map_err(|e| format!("{}: {e}", p.display()))?);
+        }
+        ipsec_ike::ipsec_eap::tls::ServerConfig::new(
+            &chain,
+            key.key.to_key_der(),
+            &cas,
+            &crls,
+            ipsec_ike::ipsec_eap::tls::Versions::Both,
+        )
+        .map_err(|e| e.to_string())
+    }
+
     /// The IKE implementation's configuration of this connection, with its pre-shared key
     /// from `secrets` (the entry naming both identities, or one of them; the remote address
     /// stands for an unset remote identity). The first child is negotiated in IKE_AUTH, the
@@ -646,16 +690,8 @@ impl ConnectionConfig {
         )
         .map_err(|e| at(format!("proposals: {e}")))?;
         c.remote_id_match = remote_match;
-        c.local_auth = if self.local.eap {
-            let user = self.local.eap_id.clone().unwrap_or_default();
-            let secret = secrets
-                .eap_for(&user)
-                .ok_or_else(|| at(format!("no [[eap]] secret in the secrets file for `{user}`")))?;
-            ipsec_ike::LocalAuth::Eap {
-                identity: user.into_bytes(),
-                password: ipsec_ike::Psk::new(secret.secret.as_bytes()),
-            }
-        } else if self.local.pubkey {
+        // Our certificate (then intermediates) and its private key from the secrets file.
+        let our_certs_and_key = || {
             let certs = crate::credentials::load_certs(&self.local.certs).map_err(at)?;
             let ours = certs
                 .first()
@@ -670,6 +706,19 @@ impl ConnectionConfig {
                         ours.subject()
                     ))
                 })?;
+            Ok::<_, String>((certs, key))
+        };
+        c.local_auth = if self.local.eap {
+            let user = self.local.eap_id.clone().unwrap_or_default();
+            let secret = secrets
+                .eap_for(&user)
+                .ok_or_else(|| at(format!("no [[eap]] secret in the secrets file for `{user}`")))?;
+            ipsec_ike::LocalAuth::Eap {
+                identity: user.into_bytes(),
+                password: ipsec_ike::Psk::new(secret.secret.as_bytes()),
+            }
+        } else if self.local.pubkey {
+            let (certs, key) = our_certs_and_key()?;
             let signer = ipsec_ike::pki::RingSigner::new(key.key.clone())
                 .map_err(|e| at(format!("{}: {e}", key.path.display())))?;
             ipsec_ike::LocalAuth::Pubkey {
@@ -681,8 +730,19 @@ impl ConnectionConfig {
             ipsec_ike::LocalAuth::Psk(psk()?)
         };
         c.remote_auth = if self.remote.eap {
+            let backend = if self.remote.eap_tls {
+                // The TLS server proves itself with the certificate IKE signs with.
+                if !self.local.pubkey {
+                    return Err(at(
+                        "remote.auth = \"eap-tls\" needs local.auth = \"pubkey\" (the server's certificate)".into(),
+                    ));
+                }
+                ipsec_ike::ipsec_eap::server::Backend::Tls(self.eap_tls_config(&our_certs_and_key()?).map_err(at)?)
+            } else {
+                ipsec_ike::ipsec_eap::server::Backend::Local
+            };
             ipsec_ike::RemoteAuth::Eap {
-                backend: ipsec_ike::ipsec_eap::server::Backend::Local,
+                backend,
                 creds: std::sync::Arc::new(EapUsers::from_secrets(secrets)),
             }
         } else if self.remote.pubkey {
@@ -956,6 +1016,12 @@ impl Secrets {
 /// `auth = "pubkey"` what is presented (our certificate's subject, key type, expiry and the
 /// intermediates sent) or trusted (the CAs, the CRLs). Files that cannot be read are named.
 pub fn describe(a: &AuthConfig, local: bool) -> String {
+    if a.eap_tls {
+        return format!(
+            "EAP-TLS (TLS 1.2/1.3; client certificates from the {} CA file(s) of remote.cacerts)",
+            a.cacerts.len()
+        );
+    }
     if a.eap {
         return match (local, a.eap_id.as_deref()) {
             (true, Some(id)) => format!("EAP-MSCHAPv2 as `{id}` (password from the secrets file's [[eap]])"),
@@ -1251,11 +1317,40 @@ start_action = "trap"
             ("local = { auth = \"eap-mschapv2\" }", "needs local.eap_id"),
             ("local = { auth = \"psk\", eap_id = \"x\" }", "eap_id needs"),
             ("local = { auth = \"eap-radius\", eap_id = \"x\" }", "not supported yet"),
+            ("local = { auth = \"eap-tls\" }", "EAP-TLS client is not supported"),
         ] {
             let t = GOOD.replace("local = { id = \"site-a.example\", auth = \"psk\" }", line);
             let e = crate::from_toml::parse(&t).unwrap_err().to_string();
             assert!(e.contains(want), "{line}: {e}");
         }
+    }
+
+    /// `remote.auth = "eap-tls"` (#36): the clients' CAs required, the server's certificate
+    /// too (the TLS server is the IKE responder's certificate).
+    #[test]
+    fn eap_tls_connections() {
+        let server = GOOD.replace(
+            "remote = { id = \"site-b.example\" }",
+            "remote = { auth = \"eap-tls\", eap_id = \"%any\", cacerts = [\"/nonexistent/ca.pem\"] }",
+        );
+        let c = crate::from_toml::parse(&server).unwrap();
+        let r = &c.connections[0].remote;
+        assert!(r.eap && r.eap_tls && !r.pubkey);
+        assert!(
+            super::describe(r, false).contains("EAP-TLS"),
+            "{}",
+            super::describe(r, false)
+        );
+        // Our side signs with a pre-shared key here: there is no certificate for TLS.
+        let secrets = super::Secrets::parse("[[ike]]\nsecret = \"k\"\n").unwrap();
+        let e = c.connections[0].to_ike(&secrets).unwrap_err();
+        assert!(e.contains("needs local.auth = \"pubkey\""), "{e}");
+        let no_ca = GOOD.replace(
+            "remote = { id = \"site-b.example\" }",
+            "remote = { auth = \"eap-tls\" }",
+        );
+        let e = crate::from_toml::parse(&no_ca).unwrap_err().to_string();
+        assert!(e.contains("needs remote.cacerts"), "{e}");
     }
 
     /// The TOML and the secrets file become the IKE crate's connection: the key found by
@@ -1323,7 +1418,7 @@ start_action = "trap"
             (GOOD.replace("\"psk\"", "\"pubkey\""), "needs local.certs"),
             (
                 GOOD.replace("\"psk\"", "\"eap\""),
-                "\"psk\", \"pubkey\" or \"eap-mschapv2\"",
+                "\"psk\", \"pubkey\", \"eap-mschapv2\" or \"eap-tls\"",
             ),
             (
                 GOOD.replace("auth = \"psk\" }", "auth = \"psk\", cacerts = [\"/x\"] }"),

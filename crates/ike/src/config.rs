@@ -99,7 +99,8 @@ pub enum RemoteAuth {
         /// Trusted CAs and their CRLs.
         trust: Arc<TrustStore>,
     },
-    /// EAP (RFC 7296 2.16; swanctl's `auth = eap-mschapv2` / `eap-radius`): the peer sends no
+    /// EAP (RFC 7296 2.16; swanctl's `auth = eap-mschapv2` / `eap-tls` / `eap-radius`): the
+    /// peer sends no
     /// AUTH in its first IKE_AUTH request; we ask its EAP identity (`eap_id = %any`), run the
     /// method ([`ipsec_eap::server::Authenticator`]) and then check its AUTH made with the
     /// MSK ([`crate::eap`]). Our own side signs ([`LocalAuth::Pubkey`]).
@@ -121,10 +122,7 @@ impl fmt::Debug for RemoteAuth {
         match self {
             RemoteAuth::Psk(_) => f.write_str("psk"),
             RemoteAuth::Pubkey { trust } => write!(f, "pubkey ({} CAs)", trust.cas().len()),
-            RemoteAuth::Eap { backend, .. } => match backend {
-                ipsec_eap::server::Backend::Local => f.write_str("eap-mschapv2"),
-                ipsec_eap::server::Backend::Radius(_) => f.write_str("eap-radius"),
-            },
+            RemoteAuth::Eap { backend, .. } => f.write_str(backend.method_name()),
         }
     }
 }

@@ -26,7 +26,7 @@
 use crate::authenticator::{self, Refusal, Signed};
 use crate::child::keymat;
 use crate::config::{LocalAuth, RemoteAuth};
-use crate::eap::{auth_with_msk, identity_of, verify_with_msk};
+use crate::eap::{auth_with_msk, peer_identity, verify_with_msk};
 use crate::event::{DownReason, Event};
 use crate::header::ExchangeType;
 use crate::id::Identity;
@@ -191,6 +191,8 @@ fn next_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypto
         // AUTH before EAP-Success: there is no key to check it with.
         return refuse(sa, cx, Refusal::EapProtocol, None);
     }
+    // EAP-TLS checks the client's certificate at the wall-clock time.
+    st.auth.set_unix_time(cx.unix);
     let step = match eap_payload(ps) {
         Some(msg) => st.auth.handle_response(msg, creds.as_ref(), cx.now, rng),
         None => Err(ipsec_eap::Error::Unexpected("no EAP payload")),
@@ -233,18 +235,10 @@ pub(crate) fn informational(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload]) -> Opti
 }
 
 /// The EAP method a responder's connection runs, in swanctl's words, for `ipsec ike list`:
-/// `eap-mschapv2` here, `eap-radius` passed to a RADIUS server.
+/// `eap-mschapv2` here, `eap-tls` here, `eap-radius` passed to a RADIUS server.
 pub(crate) fn method_word(conn: &crate::config::Connection) -> &'static str {
     match &conn.remote_auth {
-        RemoteAuth::Eap {
-            backend: ipsec_eap::server::Backend::Local,
-            ..
-        } => "eap-mschapv2",
-        RemoteAuth::Eap {
-            backend: ipsec_eap::server::Backend::Radius(_),
-            ..
-        } => "eap-radius",
-        #[allow(unreachable_patterns)]
+        RemoteAuth::Eap { backend, .. } => backend.method_name(),
         _ => "eap",
     }
 }
@@ -292,9 +286,10 @@ fn finish(sa: &mut IkeSa, cx: &mut Cx, peer_auth: &crate::auth::AuthPayload, rng
     let Some((our_auth, prf, sk_d)) = made else {
         return refuse(sa, cx, Refusal::EapAuth, None);
     };
-    // The EAP identity is the client's identity from here on (leases, caps, `ike list`).
-    let remote_id = match st.auth.identity() {
-        Some(i) => identity_of(i),
+    // The EAP identity (EAP-TLS: the certificate's) is the client's identity from here on
+    // (leases, caps, `ike list`).
+    let remote_id = match peer_identity(&st.auth) {
+        Some(i) => i,
         None => st
             .first
             .id_i()
