@@ -38,6 +38,8 @@ pub struct IkeSaStats {
     pub eap_failures: u64,
     /// EAP messages out of order or malformed (the outstanding EAP Request sent again).
     pub eap_out_of_order: u64,
+    /// Retransmissions of a request whose response waits for the RADIUS server (absorbed).
+    pub deferred_retransmits: u64,
 }
 
 impl IkeSaStats {
@@ -55,6 +57,7 @@ impl IkeSaStats {
         self.additional_ke_refused += o.additional_ke_refused;
         self.eap_failures += o.eap_failures;
         self.eap_out_of_order += o.eap_out_of_order;
+        self.deferred_retransmits += o.deferred_retransmits;
     }
 }
 
