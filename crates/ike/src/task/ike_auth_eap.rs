@@ -22,7 +22,9 @@
 //! discards it; IKE needs an answer to every request, 2.1), counted in
 //! [`crate::IkeSaStats::eap_out_of_order`]. A retransmitted IKE_AUTH request is answered from
 //! the kept response as any other (2.1). EAP failure: EAP-Failure with AUTHENTICATION_FAILED,
-//! an [`Event::AuthFailed`] with [`Refusal::Eap`], nothing installed.
+//! an [`Event::AuthFailed`] with [`Refusal::Eap`], nothing installed. With a RADIUS backend
+//! the response to a request whose EAP Response the server has waits for its answer
+//! ([`crate::task::eap_radius`]).
 use crate::authenticator::{self, Refusal, Signed};
 use crate::child::keymat;
 use crate::config::{LocalAuth, RemoteAuth};
