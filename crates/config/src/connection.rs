@@ -991,7 +991,7 @@ impl Secrets {
 /// intermediates sent) or trusted (the CAs, the CRLs). Files that cannot be read are named.
 pub fn describe(a: &AuthConfig, local: bool) -> String {
     if a.radius {
-        return "EAP passed to the [radius] server (EAP-Identity asked here)".into();
+        return "EAP, passed to the RADIUS server of [radius] (EAP-Identity asked here)".into();
     }
     if a.eap {
         return match (local, a.eap_id.as_deref()) {
