@@ -1409,7 +1409,7 @@ start_action = "trap"
             (GOOD.replace("\"psk\"", "\"pubkey\""), "needs local.certs"),
             (
                 GOOD.replace("\"psk\"", "\"eap\""),
-                "\"psk\", \"pubkey\" or \"eap-mschapv2\"",
+                "\"psk\", \"pubkey\", \"eap-mschapv2\" or \"eap-radius\"",
             ),
             (
                 GOOD.replace("auth = \"psk\" }", "auth = \"psk\", cacerts = [\"/x\"] }"),
