@@ -129,6 +129,22 @@ EOF
 
 sw_counts() { swan_established "$SW"; } # "IKE_SAS CHILDREN" of charon
 
+# radius_stat DIR FIELD: tunneld's stats file's ike.radius_FIELD (empty if not there yet).
+radius_stat() {
+  python3 -c 'import json,sys
+try: print(json.load(open(sys.argv[1]))["ike"]["radius_" + sys.argv[2]])
+except Exception: print("")' "$1/stats.json" "$2"
+}
+
+# wait_stat DIR FIELD MIN: until tunneld's stats file counts at least MIN (5 s), or fail.
+wait_stat() {
+  local d=$1 f=$2 min=$3 v deadline=$((SECONDS + 5))
+  until v=$(radius_stat "$d" "$f") && [ -n "$v" ] && [ "$v" -ge "$min" ]; do
+    [ $SECONDS -lt $deadline ] || case_fail "stats: radius_$f is \`$v\`, expected at least $min"
+    sleep 0.2
+  done
+}
+
 case_fail() {
   echo "$NETNS_TAG: FAIL: $CASE: $*" >&2
   echo "FAIL $*" >"$CD/result"
@@ -194,6 +210,8 @@ run_case() {
       case_fail "radiusd logged no 'Login OK' for $user: $(tail -n 3 "$WORK/radius/log/radius.log")"
     grep -q "EAP method EAP_MSCHAPV2 succeeded" "$SW/charon.log" ||
       case_fail "charon's log does not say EAP-MSCHAPv2 succeeded: $(grep -i eap "$SW/charon.log" | tail -n 3)"
+    wait_stat "$TD" accepted 1
+    wait_stat "$TD" sent 3
   else
     [ $rc -ne 0 ] || case_fail "charon's initiation succeeded"
     sleep 1
@@ -215,6 +233,10 @@ run_case() {
     if [ "$expect" = refused ]; then
       grep -q "Login incorrect.*\[$user" "$WORK/radius/log/radius.log" ||
         case_fail "radiusd logged no 'Login incorrect' for $user: $(tail -n 3 "$WORK/radius/log/radius.log")"
+      wait_stat "$TD" rejected 1
+    else
+      wait_stat "$TD" server_down 1
+      wait_stat "$TD" retransmitted 1
     fi
   fi
   ! grep -q -e "$pw" -e "$RADIUS_SECRET" "$TD/tunneld.log" "$TD/monitor.log" ||

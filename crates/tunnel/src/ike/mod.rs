@@ -349,6 +349,9 @@ pub fn run(
         } else {
             counters.update_dos(&endpoint);
         }
+        if let Some(r) = &sockets.radius {
+            counters.update_radius(&endpoint, r.wrong_source.load(Ordering::Relaxed));
+        }
     }
     finish(&mut endpoint, sockets, now(), &mut rng);
 }
