@@ -22,10 +22,15 @@
 #   down    radiusd not running: tunneld retransmits its Access-Request (1 s apart, 2 tries)
 #           then refuses with the server-down reason (log line and ike.auth_failed event
 #           "the RADIUS server did not answer"); nothing left on either side, no lease
+#   slow    (not in --ci: about 10 s) radiusd paused (SIGSTOP) for 5.5 s while alice connects
+#           (tunneld: 3 s between its tries, 3 tries): charon retransmits its IKE_AUTH request
+#           at 4 s, which tunneld absorbs (the response waits for the server, RFC 7296 2.1);
+#           tunneld retransmits its Access-Request; once radiusd runs again the conversation
+#           completes: up, pings (radiusd itself ignores the duplicate Access-Request)
 #
 #   sudo bash scripts/ci/ike-eap-radius.sh          # every case (builds tunneld and ipsec)
 #   sudo bash scripts/ci/ike-eap-radius.sh wrong    # only that one
-#   sudo bash scripts/ci/ike-eap-radius.sh --ci     # every case (short: about 15 s)
+#   sudo bash scripts/ci/ike-eap-radius.sh --ci     # ok, wrong, down (about 15 s)
 #   bash scripts/ci/ike-eap-radius.sh --if-possible # no root / netns / strongSwan / FreeRADIUS: say why, exit 0
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,9 +39,11 @@ NETNS_TAG=ike-eap-radius
 . scripts/lib/strongswan.sh
 . scripts/lib/ike-lifecycle.sh
 . scripts/lib/freeradius.sh
-ALL_CASES="ok wrong down"
-parse_stages "$ALL_CASES" "$@" # --ci: the same cases (they are short)
-[ ${#STAGES[@]} -gt 0 ] || read -r -a STAGES <<<"$ALL_CASES"
+ALL_CASES="ok wrong down slow"
+parse_stages "$ALL_CASES" "$@"
+if [ ${#STAGES[@]} -eq 0 ]; then
+  if [ "$CI" = 1 ]; then read -r -a STAGES <<<"ok wrong down"; else read -r -a STAGES <<<"$ALL_CASES"; fi
+fi
 need_netns "network namespaces, charon, tunneld, radiusd"
 fr_find || apt_install freeradius
 fr_find || cannot "no FreeRADIUS (Debian freeradius)"
@@ -151,7 +158,7 @@ case_fail() {
   exit 1
 }
 
-# run_case NAME USER PASSWORD EXPECT(up|refused|down)
+# run_case NAME USER PASSWORD EXPECT(up|refused|down|slow)
 run_case() {
   CASE=$1
   CD=$WORK/$CASE
@@ -179,17 +186,24 @@ run_case() {
     local_ts=10.94.101.0/24 child_rekey=0 remote_ts=
   sed -i 's/^remote = { auth = "eap-radius".*/&\npools = ["rw"]/' "$TD/tunneld.toml"
   printf '\n[[pool]]\nname = "rw"\naddrs = "10.94.3.0/24"\n' >>"$TD/tunneld.toml"
-  printf '\n[radius]\naddress = "127.0.0.1:%s"\nnas_identifier = "tunneld-test"\nretransmit_timeout = 1\nretransmit_tries = 2\n' \
-    "$RADIUS_PORT" >>"$TD/tunneld.toml"
+  local rt=1 tries=2
+  [ "$expect" != slow ] || { rt=3; tries=3; }
+  printf '\n[radius]\naddress = "127.0.0.1:%s"\nnas_identifier = "tunneld-test"\nretransmit_timeout = %s\nretransmit_tries = %s\n' \
+    "$RADIUS_PORT" "$rt" "$tries" >>"$TD/tunneld.toml"
   printf '\n[radius]\nsecret = "%s"\n' "$RADIUS_SECRET" >>"$TD/secrets.toml"
   "$IPSEC" check-config "$TD/tunneld.toml" >"$TD/check-config.txt" 2>&1 ||
     case_fail "ipsec check-config: $(tail -n 3 "$TD/check-config.txt")"
   td_start kra "$TD" 10.94.3.1
+  if [ "$expect" = slow ]; then
+    kill -STOP "$FR_PID"
+    (sleep 5.5 && kill -CONT "$FR_PID") &
+    BG+=("$!")
+  fi
   local out rc=0 deadline tc
   out=$(SWAN_CTL_TIMEOUT=20 swan_ctl "$SW" --initiate --child net --timeout 12 2>&1) || rc=$?
   echo "$out" >"$CD/initiate.out"
   deadline=$((SECONDS + 12))
-  if [ "$expect" = up ]; then
+  if [ "$expect" = up ] || [ "$expect" = slow ]; then
     [ $rc -eq 0 ] || case_fail "initiation failed: $(tail -n 4 "$CD/initiate.out"); tunneld: $(tail -n 3 "$TD/tunneld.log")"
     until read -r -a tc <<<"$(td_counts "$TD")" && [ "${tc[0]}" = 1 ] && [ "${tc[1]}" = 1 ] && [ "$(sw_counts)" = "1 1" ]; do
       [ $SECONDS -lt $deadline ] || case_fail "not up within 12 s: tunneld (IKE child ESP policies) ${tc[*]}, charon $(sw_counts)"
@@ -212,6 +226,11 @@ run_case() {
       case_fail "charon's log does not say EAP-MSCHAPv2 succeeded: $(grep -i eap "$SW/charon.log" | tail -n 3)"
     wait_stat "$TD" accepted 1
     wait_stat "$TD" sent 3
+    if [ "$expect" = slow ]; then
+      grep -q "retransmit 1 of request with message ID 2" "$SW/charon.log" ||
+        case_fail "charon did not retransmit its IKE_AUTH request while radiusd was paused: $(grep -i retransmit "$SW/charon.log" | head -n 2)"
+      wait_stat "$TD" retransmitted 1
+    fi
   else
     [ $rc -ne 0 ] || case_fail "charon's initiation succeeded"
     sleep 1
@@ -253,6 +272,7 @@ for c in "${STAGES[@]}"; do
     ok) args=(alice "$ALICE_PW" up) ;;
     wrong) args=(bob "not-$BOB_PW" refused) ;;
     down) args=(alice "$ALICE_PW" down) ;;
+    slow) args=(alice "$ALICE_PW" slow) ;;
   esac
   t0=$SECONDS
   if (trap 'fr_stop; for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done' EXIT; run_case "$c" "${args[@]}"); then

@@ -154,6 +154,7 @@ fr_start() {
 fr_stop() {
   [ -n "$FR_PID" ] || return 0
   if kill -0 "$FR_PID" 2>/dev/null; then
+    kill -CONT "$FR_PID" 2>/dev/null || true # if a test paused it
     kill "$FR_PID" 2>/dev/null || true
     local _
     for _ in $(seq 50); do kill -0 "$FR_PID" 2>/dev/null || break; sleep 0.1; done
