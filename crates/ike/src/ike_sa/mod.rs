@@ -117,6 +117,10 @@ pub(crate) struct IkeSa {
     /// Virtual addresses (RFC 7296 3.15): a responder's leases to the peer, an
     /// initiator's own from the CFG_REPLY ([`crate::task::config_payload`]).
     pub vips: Vec<core::net::IpAddr>,
+    /// The peer sent Windows' vendor ID in IKE_SA_INIT ([`crate::vendor`]).
+    pub peer_windows: bool,
+    /// Responder: the EAP method that authenticated the peer (`eap-mschapv2`), once done.
+    pub eap_method: Option<&'static str>,
 }
 
 impl IkeSa {
@@ -157,6 +161,8 @@ impl IkeSa {
             census: Census::default(),
             eap: None,
             vips: Vec::new(),
+            peer_windows: false,
+            eap_method: None,
         }
     }
 
@@ -474,6 +480,7 @@ impl IkeSa {
             rekey_in: left(self.rekey_at),
             stats: self.stats,
             virtual_ips: self.vips.clone(),
+            eap_method: self.eap_method,
             children: self
                 .children
                 .iter()

@@ -160,6 +160,7 @@ impl IkeInit {
         if conn.ike_proposals.iter().any(|s| s.has_addke()) {
             p.push(Payload::Notify(Notify::ike(kind::INTERMEDIATE_EXCHANGE_SUPPORTED, &[])));
         }
+        p.extend(conn.vendor_ids.iter().map(|v| Payload::Vendor(v.clone())));
         if let Some(c) = &self.cookie {
             p.insert(0, Payload::Notify(Notify::ike(kind::COOKIE, c)));
         }
@@ -471,6 +472,7 @@ pub(crate) fn respond_init(
     if local.port() == cfg.natt_port {
         ike.path.natt = true;
     }
+    ike.peer_windows = crate::vendor::from_windows(ps);
     let conn = &cfg.connections[ci];
     let mut p = alloc::vec![
         Payload::Sa(SaPayload {

@@ -195,6 +195,8 @@ pub(crate) fn move_to_new(
     );
     new.path.natt = sa.path.natt;
     new.path.nat = sa.path.nat;
+    new.peer_windows = sa.peer_windows;
+    new.eap_method = sa.eap_method;
     new.fragmentation = sa.fragmentation;
     new.children = core::mem::take(&mut sa.children);
     // Our queued requests about the children (and a liveness check) go with them; the old
