@@ -71,6 +71,7 @@ B_NET=10.94.1.2
 A_IN=10.94.101.1
 B_IN=10.94.102.1
 TD_FAIL=case_fail
+CASE_RESULT_FAIL=1 # case_fail (scripts/lib/ike-lifecycle.sh) writes "FAIL WHY" in the case's result
 ALICE_PW="Alice-$RANDOM$RANDOM"
 BOB_PW="Bob-$RANDOM$RANDOM"
 RADIUS_SECRET="radius-$$-$RANDOM"
@@ -134,8 +135,6 @@ secrets {
 EOF
 }
 
-sw_counts() { swan_established "$SW"; } # "IKE_SAS CHILDREN" of charon
-
 # radius_stat DIR FIELD: tunneld's stats file's ike.radius_FIELD (empty if not there yet).
 radius_stat() {
   python3 -c 'import json,sys
@@ -150,12 +149,6 @@ wait_stat() {
     [ $SECONDS -lt $deadline ] || case_fail "stats: radius_$f is \`$v\`, expected at least $min"
     sleep 0.2
   done
-}
-
-case_fail() {
-  echo "$NETNS_TAG: FAIL: $CASE: $*" >&2
-  echo "FAIL $*" >"$CD/result"
-  exit 1
 }
 
 # run_case NAME USER PASSWORD EXPECT(up|refused|down|slow)
