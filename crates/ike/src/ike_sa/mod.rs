@@ -32,7 +32,7 @@ pub(crate) struct PeerWindow {
     pub expected: u32,
     pub kept: Option<(u32, Vec<u8>)>,
     /// The peer's request whose response waits for a RADIUS server (an EAP round of
-    /// IKE_AUTH, [`crate::task::ike_auth_eap`]): its retransmissions are absorbed (2.1).
+    /// IKE_AUTH, [`crate::task::eap_radius`]): its retransmissions are absorbed (2.1).
     pub deferred: Option<u32>,
 }
 
