@@ -140,6 +140,9 @@ pub struct Authenticator {
     unix: Option<u64>,
     /// EAP-TLS: the client's certificate (DER), verified.
     peer_cert: Option<Vec<u8>>,
+    /// The RADIUS Identifier the next Access-Request takes, if the caller chose it
+    /// ([`Authenticator::use_radius_identifier`]).
+    next_radius_id: Option<u8>,
 }
 
 impl fmt::Debug for Authenticator {
@@ -176,6 +179,7 @@ impl Authenticator {
                 method,
                 unix: None,
                 peer_cert: None,
+                next_radius_id: None,
             },
             req,
         )
@@ -261,6 +265,7 @@ impl Authenticator {
                         let mut session = radius::Session::new(cfg, ident)?;
                         let mut rid = [0u8; 1];
                         rng.fill_bytes(&mut rid);
+                        let rid = [self.next_radius_id.take().unwrap_or(rid[0])];
                         session.send_eap(eap_body(eap)?, rid[0], now, rng)?;
                         self.inner = Inner::Radius {
                             session,
@@ -320,13 +325,22 @@ impl Authenticator {
                     return Ok(step);
                 }
                 *rounds += 1;
-                *radius_id = radius_id.wrapping_add(1);
+                *radius_id = self.next_radius_id.take().unwrap_or(radius_id.wrapping_add(1));
                 session.send_eap(eap_body(eap)?, *radius_id, now, rng)?;
                 *relayed = None;
                 *last_response = repr.identifier;
                 Ok(Step::Pending)
             }
         }
+    }
+
+    /// Has the next Access-Request (made by the next [`Authenticator::handle_response`])
+    /// take RADIUS Identifier `id`: a caller that shares one socket among many
+    /// authenticators keeps the Identifiers outstanding on it distinct (RFC 2865 3: the
+    /// server takes a request with the Identifier of one it is working on from the same
+    /// client for a duplicate). Without it: random, then consecutive.
+    pub fn use_radius_identifier(&mut self, id: u8) {
+        self.next_radius_id = Some(id);
     }
 
     /// The next RADIUS datagram to send (RADIUS backend).

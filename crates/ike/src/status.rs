@@ -43,6 +43,8 @@ pub struct IkeSaStats {
     pub mobike_updates: u64,
     /// MOBIKE requests not acted on ([`crate::Event::MobikeRefused`]).
     pub mobike_refused: u64,
+    /// Retransmissions of a request whose response waits for the RADIUS server (absorbed).
+    pub deferred_retransmits: u64,
 }
 
 impl IkeSaStats {
@@ -62,6 +64,7 @@ impl IkeSaStats {
         self.eap_out_of_order += o.eap_out_of_order;
         self.mobike_updates += o.mobike_updates;
         self.mobike_refused += o.mobike_refused;
+        self.deferred_retransmits += o.deferred_retransmits;
     }
 }
 

@@ -18,7 +18,11 @@ use rand_core::CryptoRngCore;
 
 mod commands;
 mod inbound;
+mod radius;
 mod reap;
+
+pub(crate) use radius::RadiusTable;
+pub use radius::{RadiusDropped, RadiusStats, RadiusTransmit};
 
 /// The packet that triggered an acquire (for the first selectors, RFC 7296 2.9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -31,6 +31,9 @@ pub(crate) use state::{Crypto, Handshake, State};
 pub(crate) struct PeerWindow {
     pub expected: u32,
     pub kept: Option<(u32, Vec<u8>)>,
+    /// The peer's request whose response waits for a RADIUS server (an EAP round of
+    /// IKE_AUTH, [`crate::task::eap_radius`]): its retransmissions are absorbed (2.1).
+    pub deferred: Option<u32>,
 }
 
 /// Where the peer is and how IKE reaches it (2.23).
@@ -377,6 +380,10 @@ impl IkeSa {
             r.expire(cx.now);
         }
         crate::task::followup_ke::expire(self, cx.now);
+        crate::task::eap_radius::handle_timeout(self, cx, rng);
+        if self.state.is_dead() {
+            return;
+        }
         // A liveness check unanswered for dpd_timeout: the peer is gone (2.4).
         let dpd_timeout = self.conn(cx.cfg).dpd_timeout;
         if let (Some(t), Some(a)) = (dpd_timeout, self.tasks.active.as_ref()) {
@@ -423,6 +430,9 @@ impl IkeSa {
         }
         if let Some(p) = &self.followup {
             consider(p.deadline());
+        }
+        if let Some(d) = crate::task::eap_radius::deadline(self) {
+            consider(d);
         }
         t
     }

@@ -515,6 +515,7 @@ pub(crate) fn respond_init(
     ike.window = PeerWindow {
         expected: 1,
         kept: Some((0, bytes)),
+        ..Default::default()
     };
     Ok(ike)
 }

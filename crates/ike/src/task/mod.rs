@@ -12,6 +12,7 @@ pub(crate) mod child_create;
 pub(crate) mod child_delete;
 pub(crate) mod child_rekey;
 pub(crate) mod config_payload;
+pub(crate) mod eap_radius;
 pub(crate) mod followup_ke;
 pub(crate) mod ike_auth;
 pub(crate) mod ike_auth_eap;
@@ -366,6 +367,11 @@ impl IkeSa {
             {
                 return Err(Dropped::Fragment(crate::fragment::FragmentError::NotFirst));
             }
+            if self.window.deferred == Some(h.message_id) {
+                // Its response waits for the RADIUS server: absorbed, not processed again.
+                self.stats.deferred_retransmits += 1;
+                return Ok(());
+            }
             return match &self.window.kept {
                 Some((id, bytes)) if *id == h.message_id => {
                     let b = bytes.clone();
@@ -375,7 +381,7 @@ impl IkeSa {
                 _ => Err(Dropped::OutOfWindow),
             };
         }
-        if h.message_id != self.window.expected {
+        if h.message_id != self.window.expected || self.window.deferred.is_some() {
             return Err(Dropped::OutOfWindow);
         }
         if h.exchange == ExchangeType::IkeSaInit {
@@ -417,6 +423,11 @@ impl IkeSa {
             // Our response joins our IntAuth chain; it is sealed with the keys of this
             // exchange, and the exchange's new keys take over after it (RFC 9370 2.2.2).
             let _ = ike_intermediate::collect_sent(self, true, h.message_id, &reply.payloads);
+        }
+        if self.window.deferred == Some(h.message_id) {
+            // Answered later, when the RADIUS server has (ike_auth_eap::radius_answered).
+            self.window.kept = None;
+            return dropped.map_or(Ok(()), Err);
         }
         self.respond(cx, h.exchange, h.message_id, &reply.payloads, rng);
         if intermediate {
