@@ -9,10 +9,11 @@
 # makes a CA and the server's ECDSA certificate, which both servers use); VIPS=1 (the
 # default) each asks for a virtual address (CFG_REQUEST) from the server's pool 10.202.0.0/20,
 # its child's local selector being the lease. AUTH=psk VIPS=0: the first study's clients (a
-# PSK; each its own inner /32 from 10.201.0.1). For each server (tunneld, then charon with kernel-libipsec) it reports:
-# IKE SAs set up per second over the ramp, the setup time's spread, the server's memory per
-# client (peak RSS during the hold minus RSS before, over COUNT), and, for one more client
-# with a data plane (a tunneld initiator), the time to its first packet and its TCP goodput
+# PSK; each its own inner /32 from 10.201.0.1). For each server (tunneld, then charon with
+# kernel-libipsec) it reports: IKE SAs set up per second over the ramp, the setup time's
+# spread, the server's memory per client (RSS minus RSS before, over COUNT: its peak during
+# the run, and once all are up and the data client is done), and, for one more client with a
+# data plane (a tunneld initiator), the time to its first packet and its TCP goodput
 # (iperf3, IPERF_SECONDS) alone and while the COUNT others are up.
 #
 #   ics<PID> (server)  icsv 10.98.0.1/16 ---- icv 10.98.0.2/16 (+ COUNT addresses from 10.98.16.1)  icc<PID>
@@ -147,12 +148,12 @@ connections {
     encap = yes
     mobike = no
     rekey_time = 0
+    send_cert = always
     $pools
     local {
       auth = pubkey
       certs = server.pem
       id = gw.load.test
-      send_cert = always
     }
     remote {
       auth = eap-mschapv2
@@ -279,6 +280,7 @@ for server in $SERVERS; do
   # the peak RSS while the clients come and stay; the data client once all are up
   peak=$rss0
   loaded="? ?"
+  rss_up=""
   ramp_deadline=$((SECONDS + COUNT / RATE + 60))
   while kill -0 "$GPID" 2>/dev/null; do
     r=$(rss_kb "$SPID")
@@ -293,6 +295,7 @@ for server in $SERVERS; do
       if [ "${n:-0}" -ge "$COUNT" ]; then
         log "$server: $n IKE SAs up; the data client now"
         loaded=$(data_client "$server-loaded")
+        rss_up=$(rss_kb "$SPID")
       fi
     fi
     sleep 0.5
@@ -304,12 +307,15 @@ for server in $SERVERS; do
   log "$server: generator: $json (exit $gen_rc)"
   [ $gen_rc -eq 0 ] || { FAILED=1; log "$server: the generator failed: $(tail -n 3 "$WORK/gen-$server.log")"; }
   per_client=$(python3 -c "print(f'{($peak - $rss0) / $COUNT:.1f}')")
+  # RSS once all are up and the data client is done (the ramp's transient peak left behind)
+  per_client_up=$([ -z "$rss_up" ] && echo "?" || python3 -c "print(f'{($rss_up - $rss0) / $COUNT:.1f}')")
+  log "$server: RSS before $rss0 KiB, peak $peak KiB, once up $rss_up KiB"
   row=$(python3 - "$json" <<EOF
 import json, sys
 j = json.loads(sys.argv[1]) if sys.argv[1].strip() else {}
 s = j.get("setup_ms") or {}
-print(f"%-8s %5s/%-5s %8s %8s %8s %9s %8s %8s %8s %8s %8s %5s" % ("$server", j.get("up", "?"), $COUNT,
-      j.get("setups_per_second", "?"), s.get("median", "?"), s.get("p90", "?"), "$per_client",
+print(f"%-8s %5s/%-5s %8s %8s %8s %9s %9s %8s %8s %8s %8s %8s %5s" % ("$server", j.get("up", "?"), $COUNT,
+      j.get("setups_per_second", "?"), s.get("median", "?"), s.get("p90", "?"), "$per_client", "$per_client_up",
       "$first_alone", "$first_loaded", "$mbps_alone", "$mbps_loaded", j.get("held", "?"), j.get("vips", "?")))
 EOF
 )
@@ -317,7 +323,7 @@ EOF
   stop_server "$server"
 done
 echo
-log "$COUNT clients at $RATE/s (auth $AUTH, vips $VIPS; x25519, AES-GCM), each its own address; memory: server RSS peak - before, per client"
-printf '%-8s %11s %8s %8s %8s %9s %8s %8s %8s %8s %8s %5s\n' server up setups/s med_ms p90_ms KiB/client 1st_pkt 1st_load Mb/s_1 Mb/s_ld held vips
+log "$COUNT clients at $RATE/s (auth $AUTH, vips $VIPS; x25519, AES-GCM), each its own address; memory per client: server RSS (peak, and once all are up) - before, over COUNT"
+printf '%-8s %11s %8s %8s %8s %9s %9s %8s %8s %8s %8s %8s %5s\n' server up setups/s med_ms p90_ms KiB/cl_pk KiB/cl_up 1st_pkt 1st_load Mb/s_1 Mb/s_ld held vips
 for r in "${ROWS[@]}"; do echo "$r"; done
 [ $FAILED -eq 0 ] || fail "not every client came up and stayed up (see above)"
