@@ -2,18 +2,27 @@
 //! load-tester plugin (which Debian does not ship): `--count` clients, each from an address of
 //! its own (`--first`, then the next addresses: put them on the interface first), started at
 //! `--rate` per second against one responder, each IKE_SA_INIT + IKE_AUTH with one child whose
-//! local selector is the client's own inner address (`--inner-first` and on, a /32 each) and
-//! whose remote selector is `--remote-ts`. All are held up for `--hold` seconds (answering DPD
-//! and rekeys), then deleted. Prints one JSON line: how many came up, setups per second over
-//! the ramp, the spread of the per-client setup time, and how many were still up at the end of
-//! the hold. Exit status 0 when every client came up and stayed up.
+//! remote selector is `--remote-ts`. All are held up for `--hold` seconds (answering DPD and
+//! rekeys), then deleted. Prints one JSON line: how many came up, setups per second over the
+//! ramp, the spread of the per-client setup time, how many got a virtual address, and how many
+//! were still up at the end of the hold. Exit status 0 when every client came up and stayed up
+//! (and, with `--vips`, got an address).
 //!
 //! ```text
-//! ike-clients --first 10.98.16.1 --count 1000 --remote 10.98.0.1 --psk SECRET \
-//!   [--remote-id ID] [--id-suffix .load.test] [--inner-first 10.201.0.1] \
+//! ike-clients --first 10.98.16.1 --count 1000 --remote 10.98.0.1 \
+//!   [--auth psk|eap] [--psk SECRET] [--eap-id 'user{i}'] [--password SECRET] [--cacert FILE] \
+//!   [--vips] [--remote-id ID] [--id-suffix .load.test] [--inner-first 10.201.0.1] \
 //!   [--remote-ts 10.200.0.0/24] [--ike PROPOSAL] [--esp PROPOSAL] [--rate 200] [--hold 10] \
 //!   [--timeout 60]
 //! ```
+//! `--auth psk` (the default): a pre-shared key (`--psk`) both ways. `--auth eap`: each client
+//! is an EAP-MSCHAPv2 client (RFC 7296 2.16) with the EAP identity `--eap-id` (`{i}` is
+//! replaced by the client's number, 0 and up: a user per client; without it one shared user)
+//! and `--password`, and checks the server's certificate signature against the CA of
+//! `--cacert` (PEM or DER; `--remote-id` is the identity the certificate must carry).
+//! `--vips`: each client asks for a virtual IPv4 address (a CFG_REQUEST, swanctl's
+//! `vips = 0.0.0.0`) and its child's local selector is that address; without it the local
+//! selector is the client's own inner address (`--inner-first` and on, a /32 each).
 //! Binds UDP 500 and 4500 on each client address (2 sockets per client: raise `ulimit -n`),
 //! one `Endpoint` with one connection per client. The sockets are read without blocking in
 //! turn, so the generator itself is cheap per client but not free: its CPU time is printed too.
@@ -23,18 +32,17 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
+mod common;
+
 fn usage(msg: &str) -> ! {
-    eprintln!("ike-clients: {msg}\nsee the doc comment of crates/ike/examples/ike-clients.rs for the options");
-    std::process::exit(2)
+    common::usage("ike-clients", msg)
 }
 
 fn arg(args: &[String], k: &str) -> Option<String> {
-    args.iter().position(|a| a == &format!("--{k}")).map(|i| {
-        args.get(i + 1)
-            .cloned()
-            .unwrap_or_else(|| usage(&format!("--{k} needs a value")))
-    })
+    common::arg("ike-clients", args, k)
 }
+
+use common::spread;
 
 fn v4(s: &str, what: &str) -> Ipv4Addr {
     s.parse()
@@ -44,21 +52,6 @@ fn v4(s: &str, what: &str) -> Ipv4Addr {
 /// The `i`-th address after `first`.
 fn nth(first: Ipv4Addr, i: usize) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(first).wrapping_add(i as u32))
-}
-
-/// Median, 90th percentile and maximum in ms.
-fn spread(v: &mut [f64]) -> String {
-    if v.is_empty() {
-        return "null".into();
-    }
-    v.sort_by(f64::total_cmp);
-    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
-    format!(
-        "{{\"median\":{:.3},\"p90\":{:.3},\"max\":{:.3}}}",
-        at(0.5),
-        at(0.9),
-        v[v.len() - 1]
-    )
 }
 
 /// CPU seconds this process used (user + system), from /proc/self/stat.
@@ -89,7 +82,32 @@ fn main() {
     let suffix = arg(&args, "id-suffix").unwrap_or(".load.test".into());
     let id = |s: &str| Identity::from_str_config(s).unwrap_or_else(|e| usage(&e.to_string()));
     let remote_id = arg(&args, "remote-id").map(|s| id(&s));
-    let psk = req("psk");
+    let eap = match arg(&args, "auth").as_deref() {
+        None | Some("psk") => false,
+        Some("eap") => true,
+        Some(_) => usage("--auth: psk or eap"),
+    };
+    // PSK: the key both ways. EAP: the key is a placeholder replaced below (the client signs
+    // nothing and checks the server's signature), the server's CA for the check.
+    let psk = if eap { String::new() } else { req("psk") };
+    let (eap_id, password, trust) = if eap {
+        let pem = std::fs::read(req("cacert")).unwrap_or_else(|e| usage(&format!("--cacert: {e}")));
+        let mut t = TrustStore::new();
+        for c in Certificate::parse_pem_or_der(&pem).unwrap_or_else(|e| usage(&format!("--cacert: {e}"))) {
+            t.add_ca(c).unwrap_or_else(|e| usage(&format!("--cacert: {e}")));
+        }
+        if remote_id.is_none() {
+            usage("--auth eap needs --remote-id (the identity in the server's certificate)");
+        }
+        (
+            arg(&args, "eap-id").unwrap_or("user{i}".into()),
+            req("password"),
+            Some(std::sync::Arc::new(t)),
+        )
+    } else {
+        (String::new(), String::new(), None)
+    };
+    let vips = common::flag(&args, "vips");
     let ike = arg(&args, "ike").unwrap_or("aes128gcm16-prfsha256-x25519".into());
     let esp = arg(&args, "esp").unwrap_or("aes128gcm16".into());
     let remote_ts = arg(&args, "remote-ts").unwrap_or_default();
@@ -108,9 +126,22 @@ fn main() {
         )
         .unwrap_or_else(|e| usage(&format!("--ike: {e}")));
         conn.encap = true;
+        if let Some(trust) = &trust {
+            conn.local_auth = LocalAuth::Eap {
+                identity: eap_id.replace("{i}", &i.to_string()).into_bytes(),
+                password: Psk::new(password.as_bytes()),
+            };
+            conn.remote_auth = RemoteAuth::Pubkey { trust: trust.clone() };
+        }
+        // with a virtual address the local selector is dynamic (empty): the address leased
+        let local_ts = if vips {
+            conn.vips = vec![IpAddr::V4(Ipv4Addr::UNSPECIFIED)];
+            String::new()
+        } else {
+            format!("{}/32", nth(inner_first, i))
+        };
         conn.children.push(
-            ChildConfig::new("net", &format!("{}/32", nth(inner_first, i)), &remote_ts, &esp)
-                .unwrap_or_else(|e| usage(&format!("child: {e}"))),
+            ChildConfig::new("net", &local_ts, &remote_ts, &esp).unwrap_or_else(|e| usage(&format!("child: {e}"))),
         );
         conns.push(conn);
     }
@@ -131,11 +162,17 @@ fn main() {
     let mut ep = Endpoint::new(cfg);
     let start = Instant::now();
     let now = || start.elapsed();
+    // the certificates' validity is checked against the wall clock, given to the sans-IO core
+    let unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    ep.set_unix_time(now(), unix);
     let mut rng = OsRng;
     let mut buf = vec![0u8; 65536];
     let mut began: Vec<Option<Duration>> = vec![None; count];
     let mut up_at: Vec<Option<Duration>> = vec![None; count];
     let mut up_now = vec![false; count];
+    let mut vip: Vec<Option<IpAddr>> = vec![None; count];
     let mut downs = 0usize;
     let index = |name: &str| name.strip_prefix('c').and_then(|n| n.parse::<usize>().ok());
     let interval = Duration::from_secs_f64(1.0 / rate.max(0.001));
@@ -174,6 +211,11 @@ fn main() {
                         up_now[i] = true;
                     }
                 }
+                Event::VirtualIp { conn, addresses, .. } => {
+                    if let Some(i) = index(&conn) {
+                        vip[i] = addresses.first().copied();
+                    }
+                }
                 Event::IkeDown { conn, .. } => {
                     if let Some(i) = index(&conn) {
                         if up_now[i] {
@@ -203,6 +245,8 @@ fn main() {
         }
     }
     let held = up_now.iter().filter(|u| **u).count();
+    let got_vip = vip.iter().flatten().count();
+    let distinct_vips = vip.iter().flatten().collect::<std::collections::HashSet<_>>().len();
     // delete every IKE SA, give the deletes a moment to go out and be answered
     for i in 0..count {
         let _ = ep.terminate(now(), &format!("c{i}"), &mut rng);
@@ -232,11 +276,13 @@ fn main() {
     let ok = setup_ms.len();
     let ramp = up_at.iter().flatten().max().copied().unwrap_or_default();
     println!(
-        "{{\"clients\":{count},\"up\":{ok},\"held\":{held},\"lost_during_hold\":{downs},\"ramp_seconds\":{:.3},\"setups_per_second\":{:.1},\"setup_ms\":{},\"generator_cpu_seconds\":{:.2}}}",
+        "{{\"clients\":{count},\"up\":{ok},\"held\":{held},\"auth\":\"{}\",\"vips\":{got_vip},\"distinct_vips\":{distinct_vips},\"lost_during_hold\":{downs},\"ramp_seconds\":{:.3},\"setups_per_second\":{:.1},\"setup_ms\":{},\"generator_cpu_seconds\":{:.2}}}",
+        if eap { "eap-mschapv2" } else { "psk" },
         ramp.as_secs_f64(),
         ok as f64 / ramp.as_secs_f64().max(1e-9),
         spread(&mut setup_ms),
         cpu_seconds() - cpu0
     );
-    std::process::exit(if ok == count && held == count { 0 } else { 1 });
+    let vips_ok = !vips || (got_vip == count && distinct_vips == count);
+    std::process::exit(if ok == count && held == count && vips_ok { 0 } else { 1 });
 }

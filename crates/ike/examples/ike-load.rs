@@ -15,33 +15,17 @@ use rand_core::OsRng;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
+mod common;
+
 fn usage(msg: &str) -> ! {
-    eprintln!("ike-load: {msg}\nsee the doc comment of crates/ike/examples/ike-load.rs for the options");
-    std::process::exit(2)
+    common::usage("ike-load", msg)
 }
 
 fn arg(args: &[String], k: &str) -> Option<String> {
-    args.iter().position(|a| a == &format!("--{k}")).map(|i| {
-        args.get(i + 1)
-            .cloned()
-            .unwrap_or_else(|| usage(&format!("--{k} needs a value")))
-    })
+    common::arg("ike-load", args, k)
 }
 
-/// Median, 90th percentile and maximum in ms.
-fn spread(v: &mut [f64]) -> String {
-    if v.is_empty() {
-        return "null".into();
-    }
-    v.sort_by(f64::total_cmp);
-    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
-    format!(
-        "{{\"median\":{:.3},\"p90\":{:.3},\"max\":{:.3}}}",
-        at(0.5),
-        at(0.9),
-        v[v.len() - 1]
-    )
-}
+use common::spread;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

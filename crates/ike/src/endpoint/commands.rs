@@ -13,6 +13,7 @@ use crate::task::{
     child_create::ChildCreate, child_delete::ChildDelete, child_rekey::ChildRekey, ike_rekey::IkeRekey, Task,
 };
 use crate::ts::TrafficSelector;
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::net::SocketAddr;
 use core::time::Duration;
@@ -147,7 +148,7 @@ impl Endpoint {
             }),
             rng,
         );
-        self.sas.insert(spi, sa);
+        self.sas.insert(spi, Box::new(sa));
         Ok(SaHandle(spi))
     }
 

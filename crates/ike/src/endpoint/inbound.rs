@@ -9,6 +9,7 @@ use crate::ike_sa::Cx;
 use crate::limits::MAX_IKE_SAS;
 use crate::message::{Find, Message, Payload};
 use crate::task::ike_init::respond_init;
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::net::{IpAddr, SocketAddr};
 use core::time::Duration;
@@ -180,7 +181,7 @@ impl Endpoint {
         let spi_r = self.new_ike_spi(rng);
         let sa = respond_init(&self.cfg, &mut self.out, now, raw, msg, local, remote, spi_r, rng)?;
         self.half_open.insert(key, spi_r);
-        self.sas.insert(spi_r, sa);
+        self.sas.insert(spi_r, Box::new(sa));
         self.responders.insert(spi_r, Responder { key, half_open: true });
         *self.half_open_by_ip.entry(remote.ip()).or_insert(0) += 1;
         self.half_open_total += 1;

@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::error::CommandError;
 use crate::event::{Event, Transmit};
 use crate::ike_sa::{Cx, IkeSa, Output};
+use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use core::fmt;
@@ -67,7 +68,11 @@ pub struct SaHandle(pub u64);
 /// The IKE endpoint.
 pub struct Endpoint {
     cfg: Config,
-    sas: BTreeMap<u64, IkeSa>,
+    /// The IKE SAs by our SPI, each boxed: a B-tree node holds 11 values, about two thirds
+    /// of them used, and an `IkeSa` is a large struct, so inline values cost a third more
+    /// than the SAs themselves (docs/performance.md, "Many remote-access clients"); and an SA
+    /// taken out while it handles a message moves as a pointer.
+    sas: BTreeMap<u64, Box<IkeSa>>,
     /// Responder SAs by (initiator SPI, peer), for IKE_SA_INIT retransmissions: kept while
     /// the SA lives, since a retransmission can arrive after IKE_AUTH (on another port).
     half_open: BTreeMap<(u64, SocketAddr), u64>,

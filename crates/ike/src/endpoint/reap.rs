@@ -65,7 +65,7 @@ impl Endpoint {
                     // Its leases move with it (2.18).
                     new.vips = self.sas.get(&spi).map(|s| s.vips.clone()).unwrap_or_default();
                     self.out.leases.rekeyed(spi, key);
-                    self.sas.insert(key, *new);
+                    self.sas.insert(key, new);
                     // The requests that moved with the children (2.18) go out on it now.
                     if let Some(n) = self.sas.get_mut(&key) {
                         let mut cx = Cx::new(&self.cfg, &mut self.out, now, wall(self.clock, now));

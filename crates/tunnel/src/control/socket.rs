@@ -186,11 +186,18 @@ impl RequestReader {
     }
 }
 
+/// An answer this long (`ipsec show` of a few hundred road warriors: about 10 KB of JSON and
+/// as much again of views per client while it is built) leaves that much freed memory that
+/// glibc keeps; [`serve_client`] gives it back after writing it (docs/performance.md, "Many
+/// remote-access clients": 1,000 clients polled with `ipsec show --json`).
+const BIG_ANSWER: usize = 64 * 1024;
+
 /// Writes `r`'s line and a newline to `s` by `deadline`, giving up early if `stop` is set:
-/// the socket's edge, where a response becomes JSON.
-pub(super) fn write_line(s: &mut UnixStream, r: &Response, deadline: Instant, stop: &AtomicBool) -> io::Result<()> {
+/// the socket's edge, where a response becomes JSON. The line's length.
+pub(super) fn write_line(s: &mut UnixStream, r: &Response, deadline: Instant, stop: &AtomicBool) -> io::Result<usize> {
     let mut line = r.to_line();
     line.push('\n');
+    let len = line.len();
     let mut b = line.as_bytes();
     while !b.is_empty() {
         let now = Instant::now();
@@ -212,7 +219,7 @@ pub(super) fn write_line(s: &mut UnixStream, r: &Response, deadline: Instant, st
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(len)
 }
 
 /// Whether the peer of `s` may use the control socket: root, or (with `group`) a member of
@@ -279,7 +286,13 @@ fn serve_client(t: &Tunnel, c: &Control, mut s: UnixStream, group: Option<u32>, 
                 false => Err(io::Error::other("too many monitors")),
             };
         }
-        write_line(&mut s, &h.response, Instant::now() + WRITE_TIMEOUT, stop)?;
+        let len = write_line(&mut s, &h.response, Instant::now() + WRITE_TIMEOUT, stop)?;
+        drop(h);
+        if len >= BIG_ANSWER {
+            // the answer, its views and its JSON are freed now: without this the daemon's
+            // resident memory keeps the high-water mark of the largest answer ever built
+            crate::dev::sys::release_freed_memory();
+        }
         since = Instant::now();
     }
 }
