@@ -120,7 +120,7 @@ impl Endpoint {
     /// Its IKE SAs, for the crate's tests.
     #[cfg(test)]
     pub(crate) fn sas_mut(&mut self) -> impl Iterator<Item = &mut IkeSa> {
-        self.sas.values_mut()
+        self.sas.values_mut().map(|sa| &mut **sa)
     }
 
     /// An endpoint with no SAs.
