@@ -3,84 +3,32 @@
 //! our requests in the [`TaskManager`], the peer's in the [`PeerWindow`]) and its child SAs.
 //! The exchanges themselves are tasks ([`crate::task`]), one module each.
 //!
-//! The states and keys are in `state`, the protection of messages (Encrypted payload,
-//! fragments) in `protect`, the task context and the SA's effects on the endpoint in `context`.
+//! The states, their keys and the transitions are in `state`, the children in `children`,
+//! the path and NAT in `path`, the message-ID window and the dispatch of messages in
+//! `window`, the protection of messages (Encrypted payload, fragments) in `protect`, the
+//! task context and the SA's effects on the endpoint in `context`.
 use crate::config::{Config, Connection};
-use crate::event::{ChildSaInfo, DownReason, EncapPorts, Event, Role, Transmit};
+use crate::event::{DownReason, Event, Role};
 use crate::header::{ExchangeType, HeaderRepr};
-use crate::message::Payload;
 use crate::nat::NatState;
-use crate::task::TaskManager;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::net::SocketAddr;
 use core::time::Duration;
-use ipsec_core::nat_t::NON_ESP_MARKER;
 use rand_core::CryptoRngCore;
 
+mod children;
 mod context;
+mod path;
 mod protect;
 mod state;
+mod window;
+pub(crate) use children::{Child, ChildState, ChildTimers};
 pub(crate) use context::{Census, Cx, EndpointEvent, Output};
+pub(crate) use path::Path;
 pub(crate) use protect::Opened;
 pub(crate) use state::{Crypto, Handshake, State};
-
-/// The peer's half of the message-ID window (2.3): the ID of its next request, and our
-/// response to its last one, kept for a retransmission of that request (2.1).
-#[derive(Default)]
-pub(crate) struct PeerWindow {
-    pub expected: u32,
-    pub kept: Option<(u32, Vec<u8>)>,
-}
-
-/// Where the peer is and how IKE reaches it (2.23).
-pub(crate) struct Path {
-    pub local: SocketAddr,
-    pub remote: SocketAddr,
-    /// IKE runs on the NAT-T ports (with the non-ESP marker).
-    pub natt: bool,
-    pub nat: NatState,
-}
-
-/// Lifetimes of a child SA pair, as deadlines on the endpoint's clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ChildTimers {
-    /// Start a rekey (ours) at this time.
-    pub rekey_at: Option<Duration>,
-    /// Delete it at this time if it was not rekeyed (hard lifetime).
-    pub expire_at: Option<Duration>,
-}
-
-/// Where a child SA pair is in its life (2.8).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ChildState {
-    /// Installed and carrying traffic.
-    Installed,
-    /// A rekey of ours is outstanding; `peer`: the peer rekeyed it too meanwhile (2.8.1).
-    Rekeying {
-        peer: Option<crate::task::child_rekey::PeerRekey>,
-    },
-    /// Replaced by a new pair; kept for packets still in flight until its Delete (ours
-    /// when `we_delete`, else the peer's; ours anyway at `until`).
-    Rekeyed { until: Duration, we_delete: bool },
-    /// Our Delete of it is outstanding.
-    Deleting,
-}
-
-/// A child SA pair of this IKE SA.
-pub(crate) struct Child {
-    pub info: ChildSaInfo,
-    pub state: ChildState,
-    pub timers: ChildTimers,
-    /// Index of its [`crate::config::ChildConfig`] in the connection.
-    pub cfg: usize,
-}
-
-impl Child {
-    pub fn spi_in(&self) -> u32 {
-        self.info.spi_in
-    }
-}
+pub(crate) use window::{PeerWindow, TaskManager};
 
 pub(crate) struct IkeSa {
     pub conn: usize,
@@ -217,42 +165,6 @@ impl IkeSa {
         }
     }
 
-    /// Queues a message to the peer, with the non-ESP marker on the NAT-T ports: one
-    /// datagram, or one per fragment of a fragmented message (a train, [`crate::fragment`]).
-    pub fn send(&self, cx: &mut Cx, bytes: &[u8]) {
-        for d in crate::fragment::datagrams(bytes) {
-            let mut payload = Vec::with_capacity(d.len() + 4);
-            if self.path.natt {
-                payload.extend_from_slice(&NON_ESP_MARKER);
-            }
-            payload.extend_from_slice(d);
-            cx.out.transmit(Transmit {
-                local: self.path.local,
-                remote: self.path.remote,
-                payload,
-            });
-        }
-    }
-
-    /// Sends a response to the peer's request `id` and keeps it for a retransmission of
-    /// that request (2.1).
-    pub fn respond(
-        &mut self,
-        cx: &mut Cx,
-        exchange: ExchangeType,
-        id: u32,
-        payloads: &[Payload],
-        rng: &mut impl CryptoRngCore,
-    ) {
-        match self.seal(exchange, true, id, payloads, rng) {
-            Ok(bytes) => {
-                self.send(cx, &bytes);
-                self.window.kept = Some((id, bytes));
-            }
-            Err(_) => self.window.kept = None,
-        }
-    }
-
     /// Marks the SA dead, reporting its children and itself down.
     pub fn kill(&mut self, cx: &mut Cx, reason: DownReason) {
         if self.state.is_dead() {
@@ -288,65 +200,6 @@ impl IkeSa {
         self.die();
         self.tasks.clear();
         self.effects.push(EndpointEvent::Down(reason));
-    }
-
-    /// Reports a child down and forgets it.
-    pub fn child_down(&mut self, cx: &mut Cx, spi_in: u32, reason: DownReason) {
-        let name = self.conn_name(cx.cfg);
-        if let Some(i) = self.children.iter().position(|c| c.spi_in() == spi_in) {
-            let c = self.children.remove(i);
-            cx.out.event(Event::ChildDown {
-                conn: name,
-                child: c.info.child.clone(),
-                spi_in: c.info.spi_in,
-                spi_out: c.info.spi_out,
-                reason,
-            });
-        }
-    }
-
-    /// The UDP encapsulation of child SAs: when a NAT is detected or encapsulation forced,
-    /// on the NAT-T ports (RFC 3948): the IKE path's once IKE moved there (behind a NAT the
-    /// peer's port is the NAT's mapping), else ours and the peer's configured NAT-T port —
-    /// never the IKE port, whose socket drops ESP.
-    pub fn child_encap(&self, cfg: &Config) -> Option<EncapPorts> {
-        let conn = self.conn(cfg);
-        let (local_port, remote_port) = if self.path.natt {
-            (self.path.local.port(), self.path.remote.port())
-        } else {
-            (cfg.natt_port, conn.remote_natt_port)
-        };
-        (self.path.nat.peer_behind_nat || self.path.nat.local_behind_nat || conn.encap).then_some(EncapPorts {
-            local_port,
-            remote_port,
-        })
-    }
-
-    /// Records an authenticated message's addresses (2.23: only those move the peer).
-    pub fn authenticated_from(&mut self, cx: &mut Cx, local: SocketAddr, remote: SocketAddr) {
-        self.last_heard = cx.now;
-        self.path.local = local;
-        if local.port() == cx.cfg.natt_port {
-            self.path.natt = true;
-        }
-        if remote != self.path.remote {
-            let old = self.path.remote;
-            self.path.remote = remote;
-            if self.state.is_established() {
-                cx.out.event(Event::PeerEndpointChanged {
-                    conn: self.conn_name(cx.cfg),
-                    spi_i: self.spi_i,
-                    old,
-                    new: remote,
-                });
-                for c in &mut self.children {
-                    c.info.remote = remote;
-                    if let Some(e) = c.info.encap.as_mut() {
-                        e.remote_port = remote.port();
-                    }
-                }
-            }
-        }
     }
 
     /// Timers: retransmission, half-open expiry, liveness checks, rekeying and expiry.
@@ -407,33 +260,6 @@ impl IkeSa {
         }
         t
     }
-
-    /// A child SA pair's [`ChildSaInfo`] from its negotiated parameters and keys.
-    pub fn child_info(&self, cfg: &Config, a: &crate::child::Agreed, keys: &crate::keys::ChildKeys) -> ChildSaInfo {
-        let c = &self.conn(cfg).children[a.cfg];
-        let (encr_out, integ_out, encr_in, integ_in) = ChildSaInfo::new_keys(a.initiator, keys);
-        ChildSaInfo {
-            conn: self.conn_name(cfg),
-            child: c.name.clone(),
-            protocol: 50,
-            spi_in: a.spi_in,
-            spi_out: a.spi_out,
-            suite: a.suite,
-            mode: a.mode,
-            local_ts: a.local_ts.clone(),
-            remote_ts: a.remote_ts.clone(),
-            lifetimes: c.lifetimes,
-            encap: self.child_encap(cfg),
-            local: self.path.local,
-            remote: self.path.remote,
-            initiator: a.initiator,
-            rekeys: None,
-            encr_out,
-            integ_out,
-            encr_in,
-            integ_in,
-        }
-    }
 }
 
 impl IkeSa {
@@ -484,61 +310,5 @@ impl IkeSa {
                 })
                 .collect(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::{Connection, Psk};
-
-    /// Forced encapsulation with a peer still on port 500 (it never moved to the NAT-T
-    /// ports): the child's ESP in UDP goes between the NAT-T ports, never to IKE's port,
-    /// whose socket drops ESP (#31 defect 7).
-    #[test]
-    fn child_encapsulation_is_on_the_natt_ports() {
-        let a = "10.0.0.1".parse().unwrap();
-        let b = "10.0.0.2".parse().unwrap();
-        let mut c = Connection::new(
-            "c",
-            a,
-            Some(b),
-            crate::Identity::from_str_config("10.0.0.1").unwrap(),
-            None,
-            Psk::new(b"k"),
-            "aes128gcm16-prfsha256-x25519",
-        )
-        .unwrap();
-        c.encap = true;
-        let cfg = Config::new(alloc::vec![c]);
-        let mut sa = IkeSa::new(
-            0,
-            crate::event::Role::Responder,
-            1,
-            2,
-            SocketAddr::new(a, 500),
-            SocketAddr::new(b, 500),
-            State::InitSent,
-            Duration::ZERO,
-        );
-        let natt = Some(EncapPorts {
-            local_port: 4500,
-            remote_port: 4500,
-        });
-        assert_eq!(sa.child_encap(&cfg), natt);
-        // Once IKE moved (behind a NAT: to the NAT's port), the path's ports.
-        sa.path.natt = true;
-        sa.path.local = SocketAddr::new(a, 4500);
-        sa.path.remote = SocketAddr::new(b, 34500);
-        assert_eq!(
-            sa.child_encap(&cfg),
-            Some(EncapPorts {
-                local_port: 4500,
-                remote_port: 34500
-            })
-        );
-        let mut cfg = cfg;
-        cfg.connections[0].encap = false;
-        assert_eq!(sa.child_encap(&cfg), None, "no NAT, not forced: plain ESP");
     }
 }
