@@ -193,12 +193,10 @@ impl Endpoint {
             .position(|c| c.name == child)
             .ok_or(CommandError::UnknownChild)?;
         let busy = self.sas.values().any(|s| {
-            s.conn == ci
-                && (s.children.iter().any(|c| c.cfg == chi)
-                    || !s.state.is_established() && !s.state.is_dead() && s.role() == Role::Initiator
-                    || s.tasks
-                        .iter()
-                        .any(|t| matches!(t, Task::ChildCreate(c) if c.offer.cfg == chi)))
+            s.conn_index() == ci
+                && (s.children().iter().any(|c| c.cfg == chi)
+                    || !s.is_established() && !s.is_dead() && s.role() == Role::Initiator
+                    || s.has_task(|t| matches!(t, Task::ChildCreate(c) if c.offer.cfg == chi)))
         });
         if busy {
             return Ok(());
@@ -206,7 +204,7 @@ impl Endpoint {
         let established = self
             .sas
             .iter()
-            .find(|(_, s)| s.conn == ci && s.state.is_established())
+            .find(|(_, s)| s.conn_index() == ci && s.is_established())
             .map(|(k, _)| *k);
         let Some(spi) = established else {
             let packet = packet.map(|p| (chi, p));
@@ -236,7 +234,7 @@ impl Endpoint {
         let sa = self
             .sas
             .values_mut()
-            .find(|s| s.children.iter().any(|c| c.spi_in() == spi_in))
+            .find(|s| s.children().iter().any(|c| c.spi_in() == spi_in))
             .ok_or(CommandError::NotEstablished)?;
         let task = ChildRekey::new(sa, cfg, spi_in, rng).ok_or(CommandError::NotEstablished)?;
         let mut cx = Cx::new(&self.cfg, &mut self.out, now, wall(self.clock, now));
@@ -274,7 +272,7 @@ impl Endpoint {
         for sa in self
             .sas
             .values_mut()
-            .filter(|s| s.conn == ci && s.state.is_established())
+            .filter(|s| s.conn_index() == ci && s.is_established())
         {
             found = true;
             if let Some(t) = task(sa, rng) {
@@ -322,8 +320,13 @@ impl Endpoint {
     pub fn child_spis(&self, conn: ConnId, child: &str) -> Vec<u32> {
         self.sas
             .values()
-            .filter(|s| s.conn == conn.0)
-            .flat_map(|s| s.children.iter().filter(|c| c.info.child == child).map(|c| c.spi_in()))
+            .filter(|s| s.conn_index() == conn.0)
+            .flat_map(|s| {
+                s.children()
+                    .iter()
+                    .filter(|c| c.info.child == child)
+                    .map(|c| c.spi_in())
+            })
             .collect()
     }
 
@@ -334,8 +337,8 @@ impl Endpoint {
         };
         self.sas
             .values()
-            .filter(|s| s.conn == ci)
-            .flat_map(|s| s.children.iter().map(|c| (c.info.child.clone(), c.spi_in())))
+            .filter(|s| s.conn_index() == ci)
+            .flat_map(|s| s.children().iter().map(|c| (c.info.child.clone(), c.spi_in())))
             .collect()
     }
 
@@ -355,10 +358,10 @@ impl Endpoint {
     ) -> Result<(), CommandError> {
         let ci = self.conn_at(conn)?;
         let mut found = false;
-        for sa in self.sas.values_mut().filter(|s| s.conn == ci) {
+        for sa in self.sas.values_mut().filter(|s| s.conn_index() == ci) {
             found = true;
             let mut cx = Cx::new(&self.cfg, &mut self.out, now, wall(self.clock, now));
-            if sa.state.is_established() {
+            if sa.is_established() {
                 sa.queue_task(&mut cx, Task::IkeDelete, rng);
             } else {
                 sa.kill(&mut cx, DownReason::Local);
@@ -381,7 +384,7 @@ impl Endpoint {
     ) -> Result<(), CommandError> {
         let s = self.sas.get_mut(&sa.0).ok_or(CommandError::NotEstablished)?;
         let mut cx = Cx::new(&self.cfg, &mut self.out, now, wall(self.clock, now));
-        if s.state.is_established() {
+        if s.is_established() {
             s.queue_task(&mut cx, Task::IkeDelete, rng);
         } else {
             s.kill(&mut cx, DownReason::Local);
@@ -400,7 +403,7 @@ impl Endpoint {
         let s = self
             .sas
             .values_mut()
-            .find(|s| s.children.iter().any(|c| c.spi_in() == spi_in))
+            .find(|s| s.children().iter().any(|c| c.spi_in() == spi_in))
             .ok_or(CommandError::NotEstablished)?;
         let mut cx = Cx::new(&self.cfg, &mut self.out, now, wall(self.clock, now));
         s.queue_task(&mut cx, Task::ChildDelete(ChildDelete { spi_in }), rng);

@@ -206,7 +206,7 @@ impl Endpoint {
     pub fn totals(&self) -> crate::status::IkeSaStats {
         let mut t = self.gone;
         for s in self.sas.values() {
-            t.add(&s.stats);
+            t.add(s.stats());
         }
         t
     }

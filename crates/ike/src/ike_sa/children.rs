@@ -1,5 +1,5 @@
 //! An IKE SA's child SA pairs (RFC 7296 1.3, 2.8): each with its state in its life and its
-//! timers.
+//! timers, kept in the IKE SA's list, which only these methods change.
 use super::{Cx, IkeSa};
 use crate::config::Config;
 use crate::event::{ChildSaInfo, DownReason, Event};
@@ -45,7 +45,42 @@ impl Child {
     }
 }
 
+/// The child SAs (RFC 7296 1.3, 2.8).
 impl IkeSa {
+    pub fn children(&self) -> &[Child] {
+        &self.children
+    }
+
+    /// The child whose inbound SPI is `spi_in`.
+    pub fn child(&self, spi_in: u32) -> Option<&Child> {
+        self.children.iter().find(|c| c.spi_in() == spi_in)
+    }
+
+    pub fn child_mut(&mut self, spi_in: u32) -> Option<&mut Child> {
+        self.children.iter_mut().find(|c| c.spi_in() == spi_in)
+    }
+
+    /// The child whose outbound SPI is `spi_out`: the one a peer's Delete or REKEY_SA names
+    /// (the SPI it receives on).
+    pub fn child_by_spi_out(&self, spi_out: u32) -> Option<&Child> {
+        self.children.iter().find(|c| c.info.spi_out == spi_out)
+    }
+
+    /// Each child, to update its state or timers.
+    pub fn children_mut(&mut self) -> impl Iterator<Item = &mut Child> {
+        self.children.iter_mut()
+    }
+
+    /// Keeps a child just installed.
+    pub fn add_child(&mut self, info: ChildSaInfo, cfg: usize, timers: ChildTimers) {
+        self.children.push(Child {
+            info,
+            state: ChildState::Installed,
+            timers,
+            cfg,
+        });
+    }
+
     /// Reports a child down and forgets it.
     pub fn child_down(&mut self, cx: &mut Cx, spi_in: u32, reason: DownReason) {
         let name = self.conn_name(cx.cfg);

@@ -3,17 +3,22 @@
 //! our requests in the [`TaskManager`], the peer's in the [`PeerWindow`]) and its child SAs.
 //! The exchanges themselves are tasks ([`crate::task`]), one module each.
 //!
-//! The states, their keys and the transitions are in `state`, the children in `children`,
-//! the path and NAT in `path`, the message-ID window and the dispatch of messages in
-//! `window`, the protection of messages (Encrypted payload, fragments) in `protect`, the
-//! task context and the SA's effects on the endpoint in `context`.
+//! Its fields are private (as quinn's `Connection`): the tasks and the endpoint go through
+//! methods, grouped by concern. The states, their keys and every transition are in `state`,
+//! the children in `children`, the path and NAT in `path`, the message-ID window and the
+//! dispatch of messages in `window`, the protection of messages (Encrypted payload,
+//! fragments) in `protect`, the task context and the SA's effects on the endpoint in `context`.
 use crate::config::{Config, Connection};
 use crate::event::{DownReason, Event, Role};
 use crate::header::{ExchangeType, HeaderRepr};
 use crate::nat::NatState;
+use crate::status::IkeSaStats;
+use crate::task::followup_ke::Pending;
+use crate::task::ike_auth_eap::EapState;
+use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::net::SocketAddr;
+use core::net::{IpAddr, SocketAddr};
 use core::time::Duration;
 use rand_core::CryptoRngCore;
 
@@ -28,40 +33,40 @@ pub(crate) use context::{Census, Cx, EndpointEvent, Output};
 pub(crate) use path::Path;
 pub(crate) use protect::Opened;
 pub(crate) use state::{Crypto, Handshake, State};
-pub(crate) use window::{PeerWindow, TaskManager};
+use window::{PeerWindow, TaskManager};
 
 pub(crate) struct IkeSa {
-    pub conn: usize,
+    conn: usize,
     role: Role,
-    pub spi_i: u64,
-    pub spi_r: u64,
-    pub path: Path,
-    pub state: State,
+    spi_i: u64,
+    spi_r: u64,
+    path: Path,
+    state: State,
     /// Our requests: the one outstanding and the ones waiting for the window.
-    pub tasks: TaskManager,
+    tasks: TaskManager,
     /// The peer's requests.
-    pub window: PeerWindow,
-    pub children: Vec<Child>,
-    pub last_heard: Duration,
+    window: PeerWindow,
+    children: Vec<Child>,
+    last_heard: Duration,
     created: Duration,
     /// When we rekey this IKE SA (None: never).
-    pub rekey_at: Option<Duration>,
+    rekey_at: Option<Duration>,
     effects: Vec<EndpointEvent>,
-    pub stats: crate::status::IkeSaStats,
+    stats: IkeSaStats,
     /// IKE fragmentation (RFC 7383 2.3): the connection's `fragment_size` when both sides
     /// announced support in IKE_SA_INIT; None: fragments are neither sent nor accepted.
-    pub fragmentation: Option<u16>,
+    fragmentation: Option<u16>,
     /// The peer's fragmented requests \[0\] and responses \[1\] being reassembled (2.6).
     reassembly: [crate::fragment::Reassembly; 2],
     /// Responder: a CREATE_CHILD_SA waiting for its IKE_FOLLOWUP_KE (RFC 9370 2.2.4).
-    pub followup: Option<crate::task::followup_ke::Pending>,
+    followup: Option<Pending>,
     /// The endpoint's SAs as of the request being handled ([`Census`]).
     census: Census,
     /// Responder: the EAP conversation of IKE_AUTH (RFC 7296 2.16) while it runs.
-    pub eap: Option<alloc::boxed::Box<crate::task::ike_auth_eap::EapState>>,
+    eap: Option<Box<EapState>>,
     /// Virtual addresses (RFC 7296 3.15): a responder's leases to the peer, an
     /// initiator's own from the CFG_REPLY ([`crate::task::config_payload`]).
-    pub vips: Vec<core::net::IpAddr>,
+    vips: Vec<IpAddr>,
 }
 
 impl IkeSa {
@@ -123,6 +128,102 @@ impl IkeSa {
 
     pub fn role(&self) -> Role {
         self.role
+    }
+
+    /// The index of its connection in the configuration.
+    pub fn conn_index(&self) -> usize {
+        self.conn
+    }
+
+    /// IKE_AUTH picked another connection for the peer's identity (identity-based
+    /// selection): the SA is that connection's from now on.
+    pub fn switch_conn(&mut self, conn: usize) {
+        self.conn = conn;
+    }
+
+    pub fn spi_i(&self) -> u64 {
+        self.spi_i
+    }
+
+    pub fn spi_r(&self) -> u64 {
+        self.spi_r
+    }
+
+    /// Initiator: the responder's SPI from its IKE_SA_INIT response (0 again before
+    /// IKE_SA_INIT is sent again, 2.6, 2.7).
+    pub fn set_spi_r(&mut self, spi_r: u64) {
+        self.spi_r = spi_r;
+    }
+
+    /// An authenticated message from the peer came now (the liveness check waits, 2.4).
+    pub fn heard(&mut self, now: Duration) {
+        self.last_heard = now;
+    }
+
+    pub fn last_heard(&self) -> Duration {
+        self.last_heard
+    }
+
+    /// When we rekey this IKE SA (None: never).
+    pub fn rekey_at(&self) -> Option<Duration> {
+        self.rekey_at
+    }
+
+    pub fn schedule_rekey(&mut self, at: Option<Duration>) {
+        self.rekey_at = at;
+    }
+
+    pub fn stats(&self) -> &IkeSaStats {
+        &self.stats
+    }
+
+    pub fn stats_mut(&mut self) -> &mut IkeSaStats {
+        &mut self.stats
+    }
+
+    /// The fragment size negotiated in IKE_SA_INIT (RFC 7383 2.3), None: no fragmentation.
+    pub fn set_fragmentation(&mut self, size: Option<u16>) {
+        self.fragmentation = size;
+    }
+
+    /// Responder: the CREATE_CHILD_SA waiting for its IKE_FOLLOWUP_KE (RFC 9370 2.2.4).
+    pub fn followup(&self) -> Option<&Pending> {
+        self.followup.as_ref()
+    }
+
+    pub fn await_followup(&mut self, p: Pending) {
+        self.followup = Some(p);
+    }
+
+    pub fn take_followup(&mut self) -> Option<Pending> {
+        self.followup.take()
+    }
+
+    /// Responder: the EAP conversation of IKE_AUTH (2.16) while it runs.
+    pub fn eap(&self) -> Option<&EapState> {
+        self.eap.as_deref()
+    }
+
+    pub fn eap_mut(&mut self) -> Option<&mut EapState> {
+        self.eap.as_deref_mut()
+    }
+
+    pub fn start_eap(&mut self, st: EapState) {
+        self.eap = Some(Box::new(st));
+    }
+
+    /// The EAP conversation is over: its state, if it ran.
+    pub fn take_eap(&mut self) -> Option<Box<EapState>> {
+        self.eap.take()
+    }
+
+    /// Virtual addresses (3.15): a responder's leases to the peer, an initiator's own.
+    pub fn vips(&self) -> &[IpAddr] {
+        &self.vips
+    }
+
+    pub fn set_vips(&mut self, vips: Vec<IpAddr>) {
+        self.vips = vips;
     }
 
     /// Asks something of the endpoint ([`EndpointEvent`]), done after this call.

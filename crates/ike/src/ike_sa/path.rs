@@ -18,7 +18,25 @@ pub(crate) struct Path {
     pub nat: NatState,
 }
 
+/// The path (2.23).
 impl IkeSa {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// NAT detection's result (2.23), from the NAT_DETECTION_*_IP notifies of IKE_SA_INIT.
+    pub fn set_nat(&mut self, nat: NatState) {
+        self.path.nat = nat;
+    }
+
+    /// IKE moves to (or arrived on) the NAT-T ports (2.23): ours is `local_port`, the
+    /// peer's `remote_port`, and messages carry the non-ESP marker from now on.
+    pub fn float_to_natt(&mut self, local_port: u16, remote_port: u16) {
+        self.path.natt = true;
+        self.path.local.set_port(local_port);
+        self.path.remote.set_port(remote_port);
+    }
+
     /// Queues a message to the peer, with the non-ESP marker on the NAT-T ports: one
     /// datagram, or one per fragment of a fragmented message (a train, [`crate::fragment`]).
     pub fn send(&self, cx: &mut Cx, bytes: &[u8]) {

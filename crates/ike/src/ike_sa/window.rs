@@ -25,16 +25,16 @@ use rand_core::CryptoRngCore;
 /// response to its last one, kept for a retransmission of that request (2.1).
 #[derive(Default)]
 pub(crate) struct PeerWindow {
-    pub expected: u32,
-    pub kept: Option<(u32, Vec<u8>)>,
+    pub(super) expected: u32,
+    pub(super) kept: Option<(u32, Vec<u8>)>,
 }
 
 /// Our outstanding request.
 pub(crate) struct Active {
-    pub id: u32,
-    pub task: Task,
+    id: u32,
+    pub(super) task: Task,
     /// When it was first sent.
-    pub started: Duration,
+    pub(super) started: Duration,
     bytes: Vec<u8>,
     timer: Retransmitter,
 }
@@ -42,9 +42,9 @@ pub(crate) struct Active {
 /// Our requests: the message ID of the next, the one outstanding, the ones waiting.
 #[derive(Default)]
 pub(crate) struct TaskManager {
-    pub next_id: u32,
-    pub active: Option<Active>,
-    pub(crate) queue: VecDeque<Task>,
+    pub(super) next_id: u32,
+    pub(super) active: Option<Active>,
+    queue: VecDeque<Task>,
 }
 
 impl TaskManager {
@@ -53,16 +53,18 @@ impl TaskManager {
         self.queue.clear();
     }
 
-    /// Puts a task first in the queue (a retry of the exchange that just ended).
-    pub fn queue_front(&mut self, t: Task) {
-        self.queue.push_front(t);
-    }
-
-    /// Takes the queued requests `pick` says, leaving the others queued in their order.
-    pub fn take_queue(&mut self, pick: impl Fn(&Task) -> bool) -> VecDeque<Task> {
-        let (taken, kept): (VecDeque<Task>, VecDeque<Task>) = self.queue.drain(..).partition(|t| pick(t));
+    /// The tasks of an IKE SA a rekey made (2.18): the queued requests about the children
+    /// (and a liveness check) move to it, in their order; the old SA keeps its own Delete,
+    /// and a queued rekey of it is dropped.
+    pub(super) fn hand_over(&mut self) -> TaskManager {
+        let (mut taken, kept): (VecDeque<Task>, VecDeque<Task>) =
+            self.queue.drain(..).partition(|t| !matches!(t, Task::IkeDelete));
         self.queue = kept;
-        taken
+        taken.retain(|t| !matches!(t, Task::IkeRekey(_)));
+        TaskManager {
+            queue: taken,
+            ..TaskManager::default()
+        }
     }
 
     pub fn is_idle(&self) -> bool {
@@ -175,7 +177,7 @@ impl IkeSa {
             _ => return Err(Dropped::UnexpectedResponse),
         }
         if h.exchange == ExchangeType::IkeSaInit {
-            return ike_init::on_response(self, cx, raw, msg, local, remote, rng);
+            return self.handle_init_response(cx, raw, msg, local, remote, rng);
         }
         // A fragment is kept until its message is whole (RFC 7383 2.6).
         let Some(opened) = self.open(cx, raw, msg)? else {
@@ -204,6 +206,43 @@ impl IkeSa {
             self.tasks.queue.push_front(*t);
         }
         Ok(())
+    }
+
+    /// The initiator's IKE_SA_INIT response to its outstanding [`ike_init::IkeInit`].
+    fn handle_init_response(
+        &mut self,
+        cx: &mut Cx,
+        raw: &[u8],
+        msg: &Message,
+        local: SocketAddr,
+        remote: SocketAddr,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), Dropped> {
+        if !matches!(self.state, State::InitSent) {
+            return Err(Dropped::WrongState);
+        }
+        let Some(mut active) = self.tasks.active.take() else {
+            return Err(Dropped::UnexpectedResponse);
+        };
+        let Task::IkeInit(task) = &mut active.task else {
+            self.tasks.active = Some(active);
+            return Err(Dropped::UnexpectedResponse);
+        };
+        match ike_init::process(self, cx, task, raw, msg, local, remote) {
+            // Not a usable response: the request stays outstanding (and is retransmitted).
+            Err(e) => {
+                self.tasks.active = Some(active);
+                Err(e)
+            }
+            Ok(again) => {
+                if again {
+                    // IKE_SA_INIT again, message ID 0 again (2.7).
+                    self.tasks.queue.push_front(active.task);
+                }
+                self.start_next(cx, rng);
+                Ok(())
+            }
+        }
     }
 
     fn handle_request(
@@ -301,6 +340,45 @@ impl IkeSa {
                 self.window.kept = Some((id, bytes));
             }
             Err(_) => self.window.kept = None,
+        }
+    }
+
+    /// Our outstanding request's task.
+    pub fn active_task(&self) -> Option<&Task> {
+        self.tasks.active.as_ref().map(|a| &a.task)
+    }
+
+    /// Whether one of our tasks, outstanding or queued, is `pick`.
+    pub fn has_task(&self, pick: impl Fn(&Task) -> bool) -> bool {
+        self.tasks.iter().any(pick)
+    }
+
+    /// No request of ours outstanding or queued.
+    pub fn is_idle(&self) -> bool {
+        self.tasks.is_idle()
+    }
+
+    /// Puts a task first in the queue, sent when the window and the state allow (an
+    /// IKE_INTERMEDIATE ahead of IKE_AUTH).
+    pub fn queue_first(&mut self, t: Task) {
+        self.tasks.queue.push_front(t);
+    }
+
+    /// The message ID of our last request (the one whose response is being processed).
+    pub fn last_request_id(&self) -> u32 {
+        self.tasks.next_id.wrapping_sub(1)
+    }
+
+    /// The message ID of the peer's last request (the one being answered).
+    pub fn last_peer_request_id(&self) -> u32 {
+        self.window.expected.wrapping_sub(1)
+    }
+
+    /// Our kept response to the peer's request `id`, if that was its last.
+    pub fn kept_response(&self, id: u32) -> Option<&[u8]> {
+        match &self.window.kept {
+            Some((i, b)) if *i == id => Some(b),
+            _ => None,
         }
     }
 }

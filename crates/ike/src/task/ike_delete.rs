@@ -13,7 +13,7 @@ use rand_core::CryptoRngCore;
 /// Why the SA goes down when its Delete is done: the Delete of an IKE SA that was rekeyed
 /// takes no child, they moved (2.18); else `otherwise`.
 fn reason(sa: &IkeSa, otherwise: DownReason) -> DownReason {
-    if matches!(sa.state, State::Rekeyed { .. }) {
+    if matches!(sa.state(), State::Rekeyed { .. }) {
         DownReason::Rekeyed
     } else {
         otherwise

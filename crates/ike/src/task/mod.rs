@@ -190,7 +190,7 @@ impl IkeSa {
             }
             ExchangeType::IkeIntermediate => ike_intermediate::respond(self, cx, ps, rng),
             ExchangeType::IkeFollowupKe => {
-                if self.state.is_established() {
+                if self.is_established() {
                     followup_ke::respond(self, cx, ps, rng)
                 } else {
                     Reply::notify(kind::INVALID_SYNTAX)
@@ -205,9 +205,9 @@ impl IkeSa {
     /// an IKE SA rekey (an SA payload for protocol IKE, [`ike_rekey`]) or a new child
     /// ([`child_create`]).
     fn answer_create_child_sa(&mut self, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Reply {
-        if !matches!(self.state, State::Established { .. }) {
+        if !matches!(self.state(), State::Established { .. }) {
             // A rekeyed IKE SA makes nothing new (2.18); one not yet up cannot (1.3).
-            return Reply::notify(if matches!(self.state, State::Rekeyed { .. }) {
+            return Reply::notify(if matches!(self.state(), State::Rekeyed { .. }) {
                 kind::TEMPORARY_FAILURE
             } else {
                 kind::INVALID_SYNTAX
@@ -223,13 +223,7 @@ impl IkeSa {
         });
         // Our rekey of this IKE SA is outstanding: a new or rekeyed child made now would be on
         // an SA about to be replaced (2.25: TEMPORARY_FAILURE, the peer tries again).
-        if !ike_rekey
-            && self
-                .tasks
-                .active
-                .as_ref()
-                .is_some_and(|a| matches!(a.task, Task::IkeRekey(_)))
-        {
+        if !ike_rekey && self.active_task().is_some_and(|t| matches!(t, Task::IkeRekey(_))) {
             return Reply::notify(kind::TEMPORARY_FAILURE);
         }
         if ps.notify(kind::REKEY_SA).is_some() {
