@@ -49,7 +49,7 @@ pub use config::{
 };
 pub use cookie::DosStats;
 pub use dropped::Dropped;
-pub use endpoint::{ConnId, Endpoint, PacketSelectors, SaHandle};
+pub use endpoint::{ChildId, ConnId, Endpoint, PacketSelectors, SaHandle};
 pub use event::{ChildSaInfo, DownReason, EncapPorts, Event, IkeKeyLog, IkeSaInfo, Role, Transmit};
 pub use id::Identity;
 pub use ipsec_core::nat_t::NON_ESP_MARKER;

@@ -1,6 +1,6 @@
 //! The caller's commands: initiate a connection or one child (also on a trap's acquire),
 //! rekey, delete, check liveness. Each queues a task on an IKE SA ([`crate::task`]).
-use super::{wall, ConnId, Endpoint, PacketSelectors, SaHandle};
+use super::{wall, ChildId, ConnId, Endpoint, PacketSelectors, SaHandle};
 use crate::child::{new_spi, Offer};
 use crate::config::StartAction;
 use crate::error::CommandError;
@@ -158,40 +158,32 @@ impl Endpoint {
     pub fn acquire(
         &mut self,
         now: Duration,
-        conn: &str,
-        child: &str,
+        child: ChildId,
         packet: PacketSelectors,
         rng: &mut impl CryptoRngCore,
     ) -> Result<(), CommandError> {
-        self.start_child(now, conn, child, Some(packet), rng)
+        self.start_child(now, child, Some(packet), rng)
     }
 
-    /// Starts the child `child` of `conn` (`ipsec ike initiate CONN/CHILD`): with
-    /// CREATE_CHILD_SA on the connection's established IKE SA, or a new IKE SA carrying it.
+    /// Starts a child (`ipsec ike initiate CONN/CHILD`): with CREATE_CHILD_SA on the
+    /// connection's established IKE SA, or a new IKE SA carrying it.
     pub fn initiate_child(
         &mut self,
         now: Duration,
-        conn: &str,
-        child: &str,
+        child: ChildId,
         rng: &mut impl CryptoRngCore,
     ) -> Result<(), CommandError> {
-        self.start_child(now, conn, child, None, rng)
+        self.start_child(now, child, None, rng)
     }
 
     fn start_child(
         &mut self,
         now: Duration,
-        conn: &str,
-        child: &str,
+        child: ChildId,
         packet: Option<PacketSelectors>,
         rng: &mut impl CryptoRngCore,
     ) -> Result<(), CommandError> {
-        let ci = self.conn_index(conn)?;
-        let chi = self.cfg.connections[ci]
-            .children
-            .iter()
-            .position(|c| c.name == child)
-            .ok_or(CommandError::UnknownChild)?;
+        let (ci, chi) = self.child_at(child)?;
         let busy = self.sas.values().any(|s| {
             s.conn_index() == ci
                 && (s.children().iter().any(|c| c.cfg == chi)
@@ -302,6 +294,34 @@ impl Endpoint {
         (conn.0 < self.cfg.connections.len())
             .then_some(conn.0)
             .ok_or(CommandError::UnknownConnection)
+    }
+
+    /// The handle of child `child` of connection `conn`, resolved once from the names (at
+    /// the caller's edge, or when a trap is installed).
+    pub fn child_id(&self, conn: &str, child: &str) -> Result<ChildId, CommandError> {
+        let ci = self.conn_index(conn)?;
+        let chi = self.cfg.connections[ci]
+            .children
+            .iter()
+            .position(|c| c.name == child)
+            .ok_or(CommandError::UnknownChild)?;
+        Ok(ChildId {
+            conn: ConnId(ci),
+            child: chi,
+        })
+    }
+
+    /// The names of a child's connection and of the child, for a log line.
+    pub fn child_names(&self, child: ChildId) -> Option<(&str, &str)> {
+        let c = self.cfg.connections.get(child.conn.0)?;
+        Some((&c.name, &c.children.get(child.child)?.name))
+    }
+
+    fn child_at(&self, child: ChildId) -> Result<(usize, usize), CommandError> {
+        let ci = self.conn_at(child.conn)?;
+        (child.child < self.cfg.connections[ci].children.len())
+            .then_some((ci, child.child))
+            .ok_or(CommandError::UnknownChild)
     }
 
     /// [`Endpoint::initiate`] of a connection by handle.
