@@ -226,7 +226,7 @@ impl Endpoint {
         let sa = self
             .sas
             .values_mut()
-            .find(|s| s.children().iter().any(|c| c.spi_in() == spi_in))
+            .find(|s| s.child(spi_in).is_some())
             .ok_or(CommandError::NotEstablished)?;
         let task = ChildRekey::new(sa, cfg, spi_in, rng).ok_or(CommandError::NotEstablished)?;
         let mut cx = Cx::new(&self.cfg, &mut self.out, now, wall(self.clock, now));
@@ -423,7 +423,7 @@ impl Endpoint {
         let s = self
             .sas
             .values_mut()
-            .find(|s| s.children().iter().any(|c| c.spi_in() == spi_in))
+            .find(|s| s.child(spi_in).is_some())
             .ok_or(CommandError::NotEstablished)?;
         let mut cx = Cx::new(&self.cfg, &mut self.out, now, wall(self.clock, now));
         s.queue_task(&mut cx, Task::ChildDelete(ChildDelete { spi_in }), rng);

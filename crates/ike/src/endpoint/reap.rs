@@ -4,7 +4,7 @@
 use super::{wall, Endpoint};
 use crate::config::DeadAction;
 use crate::event::DownReason;
-use crate::ike_sa::{Cx, EndpointEvent, State};
+use crate::ike_sa::{Cx, EndpointEvent};
 use alloc::vec::Vec;
 use core::time::Duration;
 use rand_core::CryptoRngCore;
@@ -15,7 +15,7 @@ impl Endpoint {
     fn settle(&mut self, spi: u64) {
         let Some(e) = self.responders.get_mut(&spi) else { return };
         let sa = self.sas.get(&spi).filter(|s| !s.is_dead());
-        let still = sa.is_some_and(|s| matches!(s.state(), State::HalfOpen { .. }));
+        let still = sa.is_some_and(|s| s.is_half_open());
         let ip = e.key.1.ip();
         if e.half_open && !still {
             e.half_open = false;

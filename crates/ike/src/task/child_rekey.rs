@@ -85,7 +85,7 @@ impl ChildRekey {
 
     pub fn process(mut self, sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Next {
         let old = self.old_spi_in;
-        if !sa.children().iter().any(|c| c.spi_in() == old) {
+        if sa.child(old).is_none() {
             // Gone meanwhile (the peer deleted it): what we made is not wanted.
             if ps.sa().is_some() && ps.error_notify().is_none() {
                 self.create.delete_made(sa, cx, rng);
