@@ -37,6 +37,25 @@ step "cargo test --workspace"
 cargo test --workspace --locked
 step "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+# The lints and the fuzz targets' build are CPU work the namespaced tests below do not need,
+# and those tests mostly wait (on timers, peers, pings): both run in the background at the
+# lowest priority (nice 19: a test process that wants the CPU gets it) and are waited for at
+# the end. This saves their minutes of a CI run. Clippy takes target/debug's lock; the tests
+# below build in target/release (and eap-radius.sh's two examples wait for the lock).
+# IPSEC_TEST_SERIAL=1: run them in order at the end instead (to time them, or on one core).
+BG_LOG=$(mktemp -d /tmp/ipsec-test-bg.XXXXXX)
+LINT_PID="" FUZZ_BUILD_PID=""
+# A failing step ends the run: the background builds (our children only) end with it.
+trap 'for p in $LINT_PID $FUZZ_BUILD_PID; do pkill -P "$p" 2>/dev/null; kill "$p" 2>/dev/null; done; true' EXIT
+if [ "${IPSEC_TEST_SERIAL:-0}" != 1 ]; then
+  if cargo clippy --version >/dev/null 2>&1; then
+    nice -n 19 cargo clippy --workspace --all-targets --locked -- -D warnings >"$BG_LOG/clippy" 2>&1 &
+    LINT_PID=$!
+  fi
+  (command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+    nice -n 19 cargo +nightly fuzz build -O) >"$BG_LOG/fuzz-build" 2>&1 &
+  FUZZ_BUILD_PID=$!
+fi
 # tunneld end to end in two network namespaces: only as root with /dev/net/tun and a working
 # `ip netns` (otherwise it says why it was skipped); about 40 s.
 step "bash scripts/ci/netns-test.sh"
@@ -114,6 +133,18 @@ step "IPSEC_BIN=PWD/target/release/ipsec python3 -m pytest"
 IPSEC_BIN="$PWD/target/release/ipsec" python3 -m pytest tests/interop -q -p no:cacheprovider
 # Short fuzz pass over every cargo-fuzz target (15 s each, two at a time; scripts/fuzz/fuzz.sh;
 # the long form is scripts/fuzz/fuzz-long.sh).
+if [ -n "$FUZZ_BUILD_PID" ]; then
+  step "wait: the fuzz targets' build (background)"
+  wait "$FUZZ_BUILD_PID" || { tail -40 "$BG_LOG/fuzz-build"; echo "the fuzz targets did not build"; exit 1; }
+fi
 step "bash scripts/fuzz/fuzz.sh"
 bash scripts/fuzz/fuzz.sh 15
+if [ -n "$LINT_PID" ]; then
+  step "wait: cargo clippy (background)"
+  wait "$LINT_PID" || { tail -60 "$BG_LOG/clippy"; echo "cargo clippy found warnings"; exit 1; }
+elif cargo clippy --version >/dev/null 2>&1; then
+  step "cargo clippy"
+  cargo clippy --workspace --all-targets --locked -- -D warnings
+fi
+rm -rf "$BG_LOG"
 step "all passed"

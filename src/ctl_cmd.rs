@@ -123,9 +123,11 @@ pub enum IkeCmd {
     List,
 }
 
-/// The IKE SAs of a `show` or `ike.list` response, as text: one block per IKE SA, its
-/// algorithms in strongSwan's proposal words, then its child pairs (`child NAME: in SPI, out
-/// SPI` and a line of their state and timers).
+/// The IKE SAs of a `show` or `ike.list` response, as text: one block per IKE SA (a
+/// remote-access client's: its outer address and port, virtual IP, identity — the EAP
+/// identity and method when EAP authenticated it — and age, its uptime), its algorithms in
+/// strongSwan's proposal words, then its child pairs (`child NAME: in SPI, out SPI` and a
+/// line of their state, timers and the data plane's bytes).
 pub fn ike_text(sas: &[IkeSaInfo]) -> String {
     let mut out = String::new();
     let dur = |x: Option<u64>| match x {
@@ -153,7 +155,10 @@ pub fn ike_text(sas: &[IkeSaInfo]) -> String {
                 format!(", virtual IP {}", sa.virtual_ips.join(" "))
             },
             o(&sa.local_id),
-            o(&sa.remote_id),
+            match &sa.eap_method {
+                Some(m) => format!("{} ({m})", o(&sa.remote_id)),
+                None => o(&sa.remote_id),
+            },
             sa.spi_i,
             sa.spi_r,
             o(&sa.proposal),
@@ -168,7 +173,7 @@ pub fn ike_text(sas: &[IkeSaInfo]) -> String {
         ));
         for ch in &sa.children {
             out.push_str(&format!(
-                "  child {}: in {}, out {}\n    {}, {}, rekey in {}, expires in {}{}\n",
+                "  child {}: in {}, out {}\n    {}, {}, rekey in {}, expires in {}{}{}\n",
                 ch.child,
                 ch.spi_in,
                 ch.spi_out,
@@ -177,6 +182,14 @@ pub fn ike_text(sas: &[IkeSaInfo]) -> String {
                 dur(ch.rekey_in_seconds),
                 dur(ch.expires_in_seconds),
                 ch.rekeys.as_ref().map_or(String::new(), |r| format!(", replaced {r}")),
+                match (ch.bytes_in, ch.bytes_out) {
+                    (None, None) => String::new(),
+                    (i, o) => format!(
+                        "; bytes in {}, out {}",
+                        i.map_or("-".into(), |b| b.to_string()),
+                        o.map_or("-".into(), |b| b.to_string())
+                    ),
+                },
             ));
         }
     }
@@ -862,6 +875,18 @@ mod tests {
         v.ike_sas[0].virtual_ips = vec!["10.3.0.2".into()];
         let t = ike_text(&v.ike_sas);
         assert!(t.contains("<-> 10.0.0.2:4500, NAT-T, virtual IP 10.3.0.2\n"), "{t}");
+        assert!(
+            !t.contains("bytes") && t.contains("ids a.example <-> b.example;"),
+            "{t}"
+        );
+        // An EAP client: its EAP identity and method; its children's bytes (#36).
+        v.ike_sas[0].remote_id = Some("alice".into());
+        v.ike_sas[0].eap_method = Some("eap-mschapv2".into());
+        v.ike_sas[0].children[0].bytes_in = Some(1200);
+        v.ike_sas[0].children[0].bytes_out = Some(34_000);
+        let t = ike_text(&v.ike_sas);
+        assert!(t.contains("ids a.example <-> alice (eap-mschapv2);"), "{t}");
+        assert!(t.contains("replaced c0000003; bytes in 1200, out 34000\n"), "{t}");
     }
 
     /// What `ipsec` prints for every response and event line of tunneld's golden transcripts

@@ -3,21 +3,10 @@
 //! `openssl x509` shows the EKUs, SANs, key usages and names each kind of certificate must
 //! have. Skipped (with a note) where `openssl` is not installed.
 
+mod common;
+use common::{fresh_dir, ipsec_in as ipsec, ok, pki_server};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn ipsec(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ipsec"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
-
-fn ok(o: Output) -> String {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap()
-}
 
 fn openssl(args: &[&str], dir: &Path) -> Output {
     Command::new("openssl").args(args).current_dir(dir).output().unwrap()
@@ -31,10 +20,7 @@ fn have_openssl() -> bool {
 }
 
 fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ipsec-pki-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    fresh_dir("ipsec-pki", tag)
 }
 
 /// The lines under an `openssl x509 -ext NAME` heading, split at ", ".
@@ -278,23 +264,7 @@ fn an_rsa_3072_ca_signs_with_pkcs1_sha256() {
         ],
         &d,
     ));
-    ok(ipsec(
-        &[
-            "pki",
-            "server",
-            "--name",
-            "vpn.example.org",
-            "--ca-cert",
-            "ca.pem",
-            "--ca-key",
-            "ca.key",
-            "--cert",
-            "server.pem",
-            "--key",
-            "server.key",
-        ],
-        &d,
-    ));
+    pki_server(&d, "vpn.example.org");
     let out = ok(openssl(
         &["verify", "-CAfile", "ca.pem", "-purpose", "sslserver", "server.pem"],
         &d,

@@ -3,28 +3,14 @@
 //! python3 is missing), the .sswan by serde_json — and the PowerShell script's parameters;
 //! every value asserted is derived from the config the test writes (no golden file).
 
+mod common;
+use common::{fresh_dir, ipsec_in as ipsec, ok, pki_server};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn ipsec(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ipsec"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
-
-fn ok(o: Output) -> String {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap()
-}
+use std::process::Command;
 
 fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ipsec-profile-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    fresh_dir("ipsec-profile", tag)
 }
 
 /// A CA and a server certificate by `ipsec pki`, and a config with a road-warrior connection
@@ -44,23 +30,7 @@ fn setup(tag: &str, ike: &str, esp: &str) -> PathBuf {
         ],
         &d,
     ));
-    ok(ipsec(
-        &[
-            "pki",
-            "server",
-            "--name",
-            "vpn.example.org",
-            "--ca-cert",
-            "ca.pem",
-            "--ca-key",
-            "ca.key",
-            "--cert",
-            "server.pem",
-            "--key",
-            "server.key",
-        ],
-        &d,
-    ));
+    pki_server(&d, "vpn.example.org");
     let conf = format!(
         r#"[[connection]]
 name = "office"

@@ -36,6 +36,7 @@ NETNS_TAG=ike-eap
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
 . scripts/lib/ike-lifecycle.sh
+CASE_RESULT_FAIL=1   # case_fail writes "FAIL WHY" in the case's result, which the summary shows
 ALL_CASES="ok wrong vip"
 parse_stages "$ALL_CASES" "$@" # --ci: the same cases (they are short)
 [ ${#STAGES[@]} -gt 0 ] || read -r -a STAGES <<<"$ALL_CASES"
@@ -128,13 +129,7 @@ secrets {
 EOF
 }
 
-sw_counts() { swan_established "$SW"; } # "IKE_SAS CHILDREN" of charon
 
-case_fail() {
-  echo "$NETNS_TAG: FAIL: $CASE: $*" >&2
-  echo "FAIL $*" >"$CD/result"
-  exit 1
-}
 
 # run_case NAME CLIENT_PASSWORD EXPECT(up|refused|vip)
 run_case() {
@@ -183,7 +178,7 @@ run_case() {
     if [ "$expect" = vip ]; then
       cin=$(swan_list_sas "$SW" | grep -o 'local-vips=\[[0-9.]*\]' | head -n 1 | tr -d '[]' | cut -d= -f2)
       [[ "$cin" == 10.93.3.* ]] || case_fail "charon has no virtual IP from the pool: \`$cin\`"
-      td_ctl "$TD" ike list 2>&1 | grep -q "$cin" || case_fail "ipsec ike list does not show the virtual IP $cin"
+      grep -q "$cin" <<<"$(td_ctl "$TD" ike list 2>&1)" || case_fail "ipsec ike list does not show the virtual IP $cin"
     fi
     ip netns exec kea ping -n -c 3 -i 0.2 -W 2 -I $A_IN $cin >"$CD/ping-ts.out" 2>&1 ||
       case_fail "pings tunneld -> charon failed: $(tail -n 2 "$CD/ping-ts.out")"

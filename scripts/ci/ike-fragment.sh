@@ -111,10 +111,6 @@ td_stat() {
 }
 
 # ---- one case ------------------------------------------------------------------------------
-case_fail() {
-  echo "$NETNS_TAG: FAIL: $CASE: $*" >&2
-  exit 1
-}
 
 # fragments_seen PCAP: per direction, the IKE_AUTH fragments in the capture, as lines
 # "SRC NUMBER TOTAL IPLEN", and the IKE_SA_INIT frames with a fragment (must be none).

@@ -536,13 +536,13 @@ run_case() {
         done
         sleep 0.5
         monitor_has ike.auth_failed
-        grep '"event":"ike.auth_failed"' "$CD/monitor.log" | grep -q '"by":"peer"' ||
+        grep -q '"by":"peer"' <<<"$(grep '"event":"ike.auth_failed"' "$CD/monitor.log")" ||
           fail "$CASE: tunneld's ike.auth_failed does not say the peer refused us: $(grep auth_failed "$CD/monitor.log")"
       else
         grep -q 'received AUTHENTICATION_FAILED notify error' "$SD/charon.log" ||
           fail "$CASE: charon did not receive AUTHENTICATION_FAILED: $(echo "$out" | tail -n 5)"
         monitor_has ike.auth_failed
-        grep '"event":"ike.auth_failed"' "$CD/monitor.log" | grep -q '"by":"us"' ||
+        grep -q '"by":"us"' <<<"$(grep '"event":"ike.auth_failed"' "$CD/monitor.log")" ||
           fail "$CASE: tunneld's ike.auth_failed does not say it refused the peer: $(grep auth_failed "$CD/monitor.log")"
       fi
       nothing_left

@@ -164,11 +164,6 @@ print(" ".join(map(str, n)) if decrypted else "? ? ? ?")' $A_NET
 # below; runs in its own process (a failure ends only the case); writes $WORK/NAME/result:
 # "sent lost a_child a_ike b_child b_ike secs verdict why".
 RESULT_WHY=""
-case_fail() {
-  RESULT_WHY=$*
-  echo "$NETNS_TAG: FAIL: $CASE: $*" >&2
-  exit 1
-}
 
 # sides: the arrays of each side, filled by run_case
 declare -A KIND DIR NS

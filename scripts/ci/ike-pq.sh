@@ -93,10 +93,6 @@ FAILED=0
 trap 'rc=$?; [ $rc -ne 0 ] || [ $FAILED -eq 0 ] || rc=1; rm -rf "${PQ_CHROOT:?}$WORK" 2>/dev/null; rmdir -p "$PQ_CHROOT$(dirname "$WORK")" 2>/dev/null || true; [ "${IKE_PQ_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 5' EXIT
 trap 'fail "interrupted"' INT TERM
 
-case_fail() {
-  echo "$NETNS_TAG: FAIL: $CASE: $*" >&2
-  exit 1
-}
 
 # pings FROM_NS SRC DST: how many of PINGS were answered.
 pings() {

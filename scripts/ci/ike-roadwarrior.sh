@@ -16,7 +16,12 @@
 #          by charon's resolve plugin to a file of the test's own); each pings the host behind
 #          the gateway and the other client through the gateway; the per-pool gauges
 #          (`ipsec show --stats FILE --format prometheus`) say 2 leased
+#          and `ike list` shows each client's children's bytes in and out (data-plane counts)
 #   again  alice disconnects (her lease is released) and connects again: the same address
+#   replace (the gateway has `unique = "replace"`) bob's charon comes back as alice: tunneld
+#          sends alice's first IKE SA a Delete (charon c1 logs "received DELETE for IKE_SA"
+#          and has no SA left), the newcomer gets alice's address, tunneld's monitor says
+#          ike.down Replaced; c2 then goes back to being bob
 #   full   tunneld restarted with a pool of one address: alice gets it, bob is refused with
 #          INTERNAL_ADDRESS_FAILURE (charon's log; tunneld's ike.pool_exhausted event), and
 #          tunneld keeps serving (alice still pings)
@@ -31,7 +36,7 @@ cd "$(dirname "$0")/../.."
 NETNS_TAG=ike-roadwarrior
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
-ALL="pool again full"
+ALL="pool again replace full"
 parse_stages "$ALL" "$@" # --ci: every stage (they take about 10 s)
 need_netns "network namespaces, charon, tunneld"
 swan_install
@@ -121,6 +126,7 @@ encap = true
 local = { id = "gw.rw.test", auth = "psk" }
 remote = { auth = "psk" }
 pools = ["rw"]
+unique = "replace"
 
 [[connection.children]]
 name = "net"
@@ -217,10 +223,11 @@ td_start "$TD"
 client c1 "$C1" alice@rw.test
 client c2 "$C2" bob@rw.test
 
-WANT_POOL=0 WANT_AGAIN=0
+WANT_POOL=0 WANT_AGAIN=0 WANT_REPLACE=0
 want pool && WANT_POOL=1
 want again && WANT_AGAIN=1
-if [ $WANT_POOL = 1 ] || [ $WANT_AGAIN = 1 ]; then
+want replace && WANT_REPLACE=1
+if [ $WANT_POOL = 1 ] || [ $WANT_AGAIN = 1 ] || [ $WANT_REPLACE = 1 ]; then
   swan_initiate "$WORK/c1" net
   swan_initiate "$WORK/c2" net
   V1=$(vip c1)
@@ -247,6 +254,11 @@ if [ $WANT_POOL = 1 ]; then
   [ "$(pings "$C2" $HOST)" = 3 ] || fail "c2 -> host behind the gateway: pings lost"
   [ "$(pings "$C1" "$V2")" = 3 ] || fail "c1 -> c2 ($V2) through the gateway: pings lost"
   [ "$(pings "$C2" "$V1")" = 3 ] || fail "c2 -> c1 ($V1) through the gateway: pings lost"
+  # the children's bytes (the data plane's counts, docs/remote-access.md): after the pings,
+  # every child line of `ike list` has bytes in and out, none of them 0
+  td_ctl "$TD" ike list >"$WORK/ike-list.txt" 2>&1 || fail "ipsec ike list: $(tail -n 3 "$WORK/ike-list.txt")"
+  nb=$(grep -c -E '; bytes in [1-9][0-9]*, out [1-9][0-9]*$' "$WORK/ike-list.txt" || true)
+  [ "$nb" = 2 ] || fail "ipsec ike list: not 2 children with bytes in and out: $(grep -E 'bytes|child' "$WORK/ike-list.txt")"
   wait_for 5 "the stats file to count 2 leases" sh -c "[ \"\$(\"$IPSEC\" show --stats '$TD/stats.json' --format prometheus | sed -n 's/^ipsec_pool_leased{pool=\"rw\"} //p')\" = 2 ]"
   log "pool: distinct addresses, DNS $DNS, pings to the host and client to client, 2 leased"
 fi
@@ -259,9 +271,27 @@ if [ $WANT_AGAIN = 1 ]; then
   [ "$(pings "$C1" $HOST)" = 3 ] || fail "c1 after reconnecting -> host: pings lost"
   log "again: alice got $V1 back"
 fi
+if [ $WANT_REPLACE = 1 ]; then
+  # bob's charon becomes a second device of alice's (unique = "replace" on the gateway)
+  swan_terminate "$WORK/c2" --ike home
+  sed -i 's/bob@rw.test/alice@rw.test/g' "$WORK/c2/swanctl/swanctl.conf"
+  swan_load "$WORK/c2"
+  swan_initiate "$WORK/c2" net
+  [ "$(vip c2)" = "$V1" ] || fail "alice's second device got '$(vip c2)', not her $V1"
+  wait_for 5 "charon c1 to receive the Delete of its IKE_SA" grep -q 'received DELETE for IKE_SA' "$WORK/c1/charon.log"
+  for _ in $(seq 50); do [ -z "$(swan_list_sas "$WORK/c1")" ] && break; sleep 0.1; done
+  [ -z "$(swan_list_sas "$WORK/c1")" ] || fail "charon c1 still has an SA: $(swan_list_sas "$WORK/c1" | head -c 300)"
+  grep -q '"event":"ike.down".*"why":"Replaced"' "$TD/monitor.log" || fail "tunneld's monitor has no ike.down Replaced"
+  [ "$(pings "$C2" $HOST)" = 3 ] || fail "alice's second device -> host: pings lost"
+  swan_terminate "$WORK/c2" --ike home
+  sed -i 's/alice@rw.test/bob@rw.test/g' "$WORK/c2/swanctl/swanctl.conf"
+  swan_load "$WORK/c2"
+  log "replace: alice's first IKE SA deleted by tunneld (charon saw the Delete), her address on the second device"
+fi
 if want full; then
-  swan_terminate "$WORK/c1" --ike home 2>/dev/null || true
-  swan_terminate "$WORK/c2" --ike home 2>/dev/null || true
+  # (swan_terminate fails the script when there is no SA: after `replace`, or `full` alone)
+  swan_ctl "$WORK/c1" --terminate --ike home --timeout 5 >/dev/null 2>&1 || true
+  swan_ctl "$WORK/c2" --terminate --ike home --timeout 5 >/dev/null 2>&1 || true
   stop_pid "$TD_PID" tunneld
   ip -n "$S" route del $POOL_NET dev ipsec0 2>/dev/null || true
   TD=$WORK/td1

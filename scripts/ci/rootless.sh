@@ -3,13 +3,17 @@
 # runs a container, tunneld runs as an unprivileged user (nobody by default) inside a user
 # and network namespace of its own made by `pasta` (passt, the network of rootless podman 5),
 # which publishes UDP 500 and 4500 of the "host" to it. No raw socket, no XFRM: IKEv2 and ESP
-# in UDP only. A strongSwan 5.9.8 client (charon + kernel-libipsec) in another namespace
-# connects through the published ports; pings through the tunnel must all be answered, and
-# tunneld must be, seen from the host, a process of that user with no capability.
+# in UDP only. The server's config is the README's remote-access example (a pool, the server
+# proving itself with a certificate made by `ipsec pki`, users by EAP-MSCHAPv2 from the
+# secrets file). A strongSwan 5.9.8 client (charon + kernel-libipsec, `auth = eap-mschapv2`,
+# `vips = 0.0.0.0`) in another namespace connects through the published ports and must get an
+# address from the pool; pings through the tunnel must all be answered, and tunneld must be,
+# seen from the host, a process of that user with no capability.
 #
 #   rl<PID>h ("the host": pasta and, inside pasta's namespaces, tunneld as mapped root)
 #     rl<PID>hv 10.93.0.1/24 ---- rl<PID>cv 10.93.0.2/24   rl<PID>c (charon, the client)
-#   inner: 10.92.1.1 on tunneld's ipsec0 (in pasta's namespace), 10.92.2.1 on the client's lo
+#   inner: 10.92.1.1 on tunneld's ipsec0 (in pasta's namespace); the client's address from
+#   the pool 10.92.2.0/24
 #
 # Usage (as root: it makes the namespaces and drops to the user itself; about 10 s):
 #   sudo bash scripts/ci/rootless.sh
@@ -21,7 +25,6 @@ cd "$(dirname "$0")/../.."
 NETNS_TAG=rootless
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
-. scripts/lib/tunneld-conf.sh
 parse_stages "" "$@"
 need_netns "network namespaces for the host and the client; the server itself runs unprivileged"
 RL_USER=${RL_USER:-nobody}
@@ -32,6 +35,11 @@ RL_GID=$(id -g "$RL_USER")
 command -v pasta >/dev/null || apt_install passt
 command -v pasta >/dev/null || cannot "pasta (Debian package passt) could not be installed"
 swan_install
+# charon's eap-mschapv2 (Debian libcharon-extauth-plugins) needs MD4/DES from its gcrypt plugin
+[ -e /usr/lib/ipsec/plugins/libstrongswan-eap-mschapv2.so ] || apt_install libcharon-extauth-plugins
+[ -e /usr/lib/ipsec/plugins/libstrongswan-eap-mschapv2.so ] ||
+  cannot "no charon eap-mschapv2 plugin (Debian libcharon-extauth-plugins)"
+SWAN_PLUGINS="$SWAN_PLUGINS gcrypt eap-identity eap-mschapv2"
 locate_tunneld --bin ipsec
 IPSEC=$(dirname "$BIN")/ipsec
 
@@ -54,10 +62,43 @@ ip -n "$H" route add default via 10.93.0.2
 ip netns exec "$H" sysctl -q -w net.ipv4.ip_unprivileged_port_start=500
 
 # ---- the server: files the user owns (the binary copied where it can read it) -----------
+# The README's remote-access config, as a new user writes it: a pool, a certificate from
+# `ipsec pki`, the users in the secrets file.
 D=$WORK/server
-PSK="rootless test key $RANDOM$RANDOM"
-td_conf "$D" name=rw local=10.93.0.1 remote=%any local_id=server.rl.test remote_id=client.rl.test \
-  psk="$PSK" local_ts=10.92.1.1/32 remote_ts=10.92.2.1/32 ike=aes128gcm16-prfsha256-x25519 esp=aes128gcm16
+mkdir -p "$D"
+PASSWORD="alice's rootless password $RANDOM"
+"$IPSEC" pki ca --cn "Rootless test CA" --org ipsec-test --cert "$D/ca.pem" --key "$D/ca.key" >"$WORK/pki.log" 2>&1 &&
+  "$IPSEC" pki server --ca-cert "$D/ca.pem" --ca-key "$D/ca.key" --name vpn.rl.test \
+    --cert "$D/server.pem" --key "$D/server.key" >>"$WORK/pki.log" 2>&1 ||
+  fail "ipsec pki: $(tail -n 3 "$WORK/pki.log")"
+cat >"$D/tunneld.toml" <<EOF
+# written by scripts/ci/rootless.sh: the README's remote-access example
+[tunnel]
+tun = "ipsec0"
+local = "10.93.0.1"
+secrets = "$D/secrets.toml"
+
+[[pool]]
+name = "rw"
+addrs = "10.92.2.0/24"
+dns = ["10.92.1.53"]
+
+[[connection]]
+name = "rw"
+local_addrs = ["10.93.0.1"]
+remote_addrs = ["%any"]
+pools = ["rw"]
+local = { id = "vpn.rl.test", auth = "pubkey", certs = ["$D/server.pem"] }
+remote = { auth = "eap-mschapv2", eap_id = "%any" }
+
+[[connection.children]]
+name = "net"
+local_ts = ["10.92.1.0/24"]
+EOF
+(umask 077 && printf '[[private]]\nfile = "server.key"\n\n[[eap]]\nid = "alice"\nsecret = "%s"\n' "$PASSWORD" >"$D/secrets.toml")
+chmod 600 "$D/server.key"
+"$IPSEC" check-config "$D/tunneld.toml" >"$WORK/check-config.txt" 2>&1 ||
+  fail "ipsec check-config: $(tail -n 3 "$WORK/check-config.txt")"
 cp "$BIN" "$D/tunneld"
 cp "$IPSEC" "$D/ipsec"
 # what runs inside is the container's entrypoint (dist/container/entrypoint.sh), as a
@@ -71,7 +112,7 @@ chown -R "$RL_UID:$RL_GID" "$D"
 ip netns exec "$H" setpriv --reuid="$RL_UID" --regid="$RL_GID" --clear-groups --inh-caps=-all \
   env TUNNELD_BIN="$D/tunneld" TUNNELD_CONFIG="$D/tunneld.toml" TUNNELD_READY="$D/ready" \
   TUNNELD_ARGS="--control $D/ctl.sock --stats $D/stats.json --no-af-packet" \
-  TUNNELD_ADDR=10.92.1.1/32 TUNNELD_ROUTES=10.92.2.1/32 TUNNELD_NAT="${H}v" \
+  TUNNELD_ADDR=10.92.1.1/24 TUNNELD_ROUTES=10.92.2.0/24 TUNNELD_NAT="${H}v" \
   pasta --config-net --no-map-gw -f -q -u 500,4500 -t none -T none -U none -- sh "$D/entrypoint.sh" >"$WORK/pasta.log" 2>&1 &
 PASTA=$!
 BG+=("$PASTA")
@@ -79,26 +120,61 @@ wait_for 15 "tunneld (as $RL_USER, under pasta) to write its stats" test -s "$D/
 wait_for 5 "the entrypoint to configure ipsec0" test -s "$D/ready"
 TPID=$(pgrep -f -- "^$D/tunneld --config" | head -n 1) || fail "no tunneld process found"
 
-# ---- the client ------------------------------------------------------------------------
+# ---- the client: charon as a road warrior, EAP-MSCHAPv2 as alice, asking for an address --
 S=$WORK/client
 swan_instance "$S"
-swan_site_conf "$S" local=10.93.0.2 remote=10.93.0.1 local_id=client.rl.test remote_id=server.rl.test \
-  local_ts=10.92.2.1/32 remote_ts=10.92.1.1/32 psk="$PSK" ike=aes128gcm16-prfsha256-x25519 esp=aes128gcm16
-ip -n "$C" addr add 10.92.2.1/32 dev lo
+sed -i 's/install_virtual_ip = no/install_virtual_ip = yes/' "$S/strongswan.conf"
+cp "$D/ca.pem" "$S/swanctl/x509ca/"
+cat >"$S/swanctl/swanctl.conf" <<EOF
+connections {
+  rw {
+    version = 2
+    local_addrs = 10.93.0.2
+    remote_addrs = 10.93.0.1
+    proposals = aes128gcm16-prfsha256-x25519
+    encap = yes
+    mobike = no
+    vips = 0.0.0.0
+    local {
+      auth = eap-mschapv2
+      eap_id = alice
+    }
+    remote {
+      auth = pubkey
+      id = vpn.rl.test
+    }
+    children {
+      net {
+        remote_ts = 10.92.1.0/24
+        esp_proposals = aes128gcm16
+      }
+    }
+  }
+}
+secrets {
+  eap-alice {
+    id = alice
+    secret = "$PASSWORD"
+  }
+}
+EOF
 swan_start "$C" "$S"
 swan_load "$S"
 out=$(swan_initiate "$S" net 2>&1) || fail "the client could not connect: $(echo "$out" | tail -n 5); tunneld: $(tail -n 5 "$D/tunneld.log")"
+VIP=$(swan_list_sas "$S" | grep -o 'local-vips=\[[0-9.]*\]' | head -n 1 | tr -d '[]' | cut -d= -f2)
+[[ "$VIP" == 10.92.2.* ]] || fail "the client got no address from the pool: \`$VIP\`"
 
 # ---- checks ------------------------------------------------------------------------------
 WHY=()
-ping_out=$(ip netns exec "$C" ping -n -c 5 -i 0.2 -W 2 -I 10.92.2.1 10.92.1.1 2>&1 || true)
+ping_out=$(ip netns exec "$C" ping -n -c 5 -i 0.2 -W 2 -I "$VIP" 10.92.1.1 2>&1 || true)
 recv=$(sed -n 's/^[0-9]* packets transmitted, \([0-9]*\) received.*/\1/p' <<<"$ping_out")
 [ "${recv:-0}" -eq 5 ] || WHY+=("${recv:-0} of 5 pings through the tunnel answered")
 # the control socket admits tunneld's own root: the user's, i.e. `ipsec` inside its user
 # namespace (nsenter -U makes us its uid 0); the host's root is refused there (checked)
 list=$(nsenter -t "$TPID" -U "$D/ipsec" ike list --control "$D/ctl.sock" 2>&1 || true)
 out=$("$IPSEC" ike list --control "$D/ctl.sock" 2>&1) && WHY+=("the host's root, unmapped in tunneld's namespace, was let in: $out")
-grep -q client.rl.test <<<"$list" || WHY+=("ipsec ike list does not show the client: $list")
+grep -q alice <<<"$list" || WHY+=("ipsec ike list does not show the client alice: $list")
+grep -q "$VIP" <<<"$list" || WHY+=("ipsec ike list does not show the client's address $VIP: $list")
 # seen from the host: the user's process, no capability in the host's user namespace
 uid=$(stat -c %u "/proc/$TPID")
 [ "$uid" = "$RL_UID" ] || WHY+=("tunneld runs as uid $uid, not $RL_USER ($RL_UID)")
@@ -120,4 +196,4 @@ if [ ${#WHY[@]} -gt 0 ]; then
   log "tunneld's log: $(tail -n 5 "$D/tunneld.log")"
   exit 1
 fi
-log "passed: tunneld as $RL_USER (uid $RL_UID) in pasta's user namespace, UDP 500/4500 published; a strongSwan client connected, 5 of 5 pings answered ($SECONDS s)"
+log "passed: tunneld as $RL_USER (uid $RL_UID) in pasta's user namespace, UDP 500/4500 published, the README's road-warrior config; a strongSwan client (EAP-MSCHAPv2) got $VIP from the pool, 5 of 5 pings answered ($SECONDS s)"

@@ -24,6 +24,10 @@
 #   sw_rekeys LOG               "CHILD_BY_US IKE_BY_US CHILD_FOR_PEER IKE_FOR_PEER FAILED" (charon log)
 #   sw_notes LOG                charon's lines about trouble, counted
 #   case_bounded SECS CMD...    CMD in a subshell, stopped after SECS; its status in CASE_RC
+#   case_fail WHY...            the case ($CASE, in its own subshell) failed: WHY on stderr, in
+#                               RESULT_WHY and, with CASE_RESULT_FAIL=1 (a script whose
+#                               summary shows it), as "FAIL WHY" in $CD/result; ends the subshell
+#   sw_counts                   "IKE_SAS CHILDREN" of the case's charon ($SW)
 TOPO=lc
 TOPO_ROUTER=1
 A_NET=10.99.1.1
@@ -36,6 +40,15 @@ IKE_PROP=aes128gcm16-prfsha256-x25519
 ESP_PROP=aes128gcm16
 # what td_start calls when tunneld does not come up (a script's case_fail, say)
 TD_FAIL=fail
+
+case_fail() {
+  RESULT_WHY=$*
+  echo "$NETNS_TAG: FAIL: ${CASE:-}: $*" >&2
+  [ "${CASE_RESULT_FAIL:-0}" != 1 ] || [ ! -d "${CD:-}" ] || echo "FAIL $*" >"$CD/result"
+  exit 1
+}
+
+sw_counts() { swan_established "$SW"; }
 
 # ---- the namespaces ------------------------------------------------------------------------
 # topo_up: ${TOPO}a (A_NET, A_IN on lo) and ${TOPO}b (B_NET, B_IN on lo), through the router

@@ -39,3 +39,49 @@ pub fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
     }
     v
 }
+
+/// Runs the `ipsec` binary of this build in `dir`.
+pub fn ipsec_in(args: &[&str], dir: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ipsec"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// The standard output of a command that must have succeeded (its stderr in the panic).
+pub fn ok(o: std::process::Output) -> String {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// A fresh, empty directory under the system's temporary one, named by `prefix`, `tag` and
+/// this process.
+pub fn fresh_dir(prefix: &str, tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("{prefix}-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `ipsec pki server` in `dir`: a server certificate for `name` (server.pem, server.key)
+/// signed by the CA in ca.pem / ca.key there.
+pub fn pki_server(dir: &Path, name: &str) {
+    ok(ipsec_in(
+        &[
+            "pki",
+            "server",
+            "--name",
+            name,
+            "--ca-cert",
+            "ca.pem",
+            "--ca-key",
+            "ca.key",
+            "--cert",
+            "server.pem",
+            "--key",
+            "server.key",
+        ],
+        dir,
+    ));
+}

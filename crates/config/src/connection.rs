@@ -245,6 +245,8 @@ pub struct ConnectionConfig {
     pub vips: Vec<IpAddr>,
     /// Another IKE SA of the same identity (swanctl `unique`: no, never, keep, replace).
     pub unique: ipsec_ike::Unique,
+    /// Which side starts rekeys as a responder (`rekey_by`: auto, both, client).
+    pub rekey_by: ipsec_ike::RekeyBy,
 }
 
 /// `[[connection]]` as written.
@@ -281,6 +283,7 @@ pub(crate) struct ConnectionToml {
     #[serde(default)]
     vips: Vec<String>,
     unique: Option<String>,
+    rekey_by: Option<String>,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -519,6 +522,12 @@ impl ConnectionToml {
             Some("replace") => ipsec_ike::Unique::Replace,
             Some(o) => return Err(at(format!("unique = \"{o}\": no, never, keep or replace"))),
         };
+        let rekey_by = match self.rekey_by.as_deref() {
+            None | Some("auto") => ipsec_ike::RekeyBy::Auto,
+            Some("both") => ipsec_ike::RekeyBy::Both,
+            Some("client") => ipsec_ike::RekeyBy::Client,
+            Some(o) => return Err(at(format!("rekey_by = \"{o}\": auto, both or client"))),
+        };
         let mut vips = Vec::new();
         for v in &self.vips {
             vips.push(
@@ -533,6 +542,7 @@ impl ConnectionToml {
             pools: self.pools,
             vips,
             unique,
+            rekey_by,
             proposals: proposals(self.proposals, "proposals", ipsec_ike::alg::ProposalKind::Ike).map_err(at)?,
             name,
             line,
@@ -695,6 +705,7 @@ impl ConnectionConfig {
         c.pools = self.pools.clone();
         c.vips = self.vips.clone();
         c.unique = self.unique;
+        c.rekey_by = self.rekey_by;
         for ch in &self.children {
             let mut cc = ipsec_ike::ChildConfig::new(
                 &ch.name,

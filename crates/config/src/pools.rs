@@ -18,6 +18,8 @@
 //! remote_addrs = ["%any"]
 //! pools = ["rw4"]                       # the peer's virtual address from these, in order
 //! unique = "no"                         # no | never | keep | replace (swanctl's meaning)
+//! rekey_by = "auto"                     # auto | both | client: "client" = the server starts
+//!                                       # no rekey; auto = client for Windows behind a NAT
 //! # a client instead: vips = ["0.0.0.0"] (any IPv4 address; "::" for IPv6)
 //! ```
 use std::net::IpAddr;
@@ -178,6 +180,7 @@ local_addrs = ["192.0.2.1"]
 remote_addrs = ["%any"]
 pools = ["rw4", "rw6"]
 unique = "never"
+rekey_by = "client"
 [[connection.children]]
 name = "net"
 local_ts = ["10.1.0.0/16"]
@@ -203,6 +206,13 @@ remote_ts = ["10.1.0.0/16"]
         assert_eq!(c.pools[1].to_ike().unwrap().size(), 240);
         assert_eq!(c.connections[0].pools, ["rw4", "rw6"]);
         assert_eq!(c.connections[0].unique, ipsec_ike::Unique::Never);
+        assert_eq!(c.connections[0].rekey_by, ipsec_ike::RekeyBy::Client);
+        assert_eq!(c.connections[1].rekey_by, ipsec_ike::RekeyBy::Auto, "the default");
+        let secrets = crate::connection::Secrets::parse("[[ike]]\nsecret = \"k\"\n").unwrap();
+        assert_eq!(
+            c.connections[0].to_ike(&secrets).unwrap().rekey_by,
+            ipsec_ike::RekeyBy::Client
+        );
         assert_eq!(c.connections[1].vips, ["0.0.0.0".parse::<std::net::IpAddr>().unwrap()]);
     }
 
@@ -229,6 +239,7 @@ remote_ts = ["10.1.0.0/16"]
             ),
             (ok_pool, "pools = [\"q\"]", "no [[pool]] named `q`"),
             (ok_pool, "unique = \"sometimes\"", "unique"),
+            (ok_pool, "rekey_by = \"server\"", "rekey_by"),
             (ok_pool, "vips = [\"me\"]", "vips"),
             (&format!("{ok_pool}{ok_pool}"), "", "another pool"),
         ] {

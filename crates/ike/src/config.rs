@@ -334,6 +334,40 @@ pub struct Connection {
     pub vips: Vec<IpAddr>,
     /// Another IKE SA of the same peer identity (swanctl `unique`).
     pub unique: crate::pool::Unique,
+    /// Which side starts rekeys of the IKE SA and its children (issue #36: clients that
+    /// refuse a server's rekey).
+    pub rekey_by: RekeyBy,
+    /// Vendor IDs we send in IKE_SA_INIT (RFC 7296 3.12; none by default): an initiator
+    /// that stands in for a client known by them ([`crate::vendor`]), in tests and load runs.
+    pub vendor_ids: Vec<Vec<u8>>,
+}
+
+/// Which side of an IKE SA starts the rekeys of it and its children (`rekey_by`). The
+/// initiator of the IKE SA (the client of a remote-access server) always may; this says
+/// whether the responder does too. Either way the responder answers the initiator's rekeys,
+/// and its hard lifetimes (a child's `life_time`, bytes, packets) still apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RekeyBy {
+    /// `both`, except for a Windows client ([`crate::vendor::is_windows`]) behind a NAT,
+    /// which answers a responder's CREATE_CHILD_SA with errors or not at all: then `client`.
+    #[default]
+    Auto,
+    /// Both sides rekey at their own `rekey_time` (RFC 7296 2.8, what strongSwan does).
+    Both,
+    /// Only the IKE SA's initiator: as strongSwan's advice for such clients, `rekey_time = 0`
+    /// on the server for the IKE SA and its children.
+    Client,
+}
+
+impl RekeyBy {
+    /// The word of the config file (`auto`, `both`, `client`).
+    pub fn word(self) -> &'static str {
+        match self {
+            RekeyBy::Auto => "auto",
+            RekeyBy::Both => "both",
+            RekeyBy::Client => "client",
+        }
+    }
 }
 
 impl Connection {
@@ -390,6 +424,8 @@ impl Connection {
             pools: Vec::new(),
             vips: Vec::new(),
             unique: Default::default(),
+            rekey_by: RekeyBy::Auto,
+            vendor_ids: Vec::new(),
         })
     }
 }

@@ -26,6 +26,7 @@ pub mod pki;
 pub mod pool;
 pub mod prf;
 pub mod sk;
+pub mod vendor;
 pub mod wire;
 // The wire modules keep their paths at the crate's root too (`ipsec_ike::header`, ...).
 pub use wire::{delete, header, id, ke, message, nonce, notify, payload, sa, ts};
@@ -44,8 +45,8 @@ pub(crate) mod task;
 mod test_util;
 
 pub use config::{
-    ChildConfig, ChildLifetimes, Config, Connection, DeadAction, EapCredentials, LocalAuth, Mode, Psk, RemoteAuth,
-    SendCert, StartAction,
+    ChildConfig, ChildLifetimes, Config, Connection, DeadAction, EapCredentials, LocalAuth, Mode, Psk, RekeyBy,
+    RemoteAuth, SendCert, StartAction,
 };
 pub use cookie::DosStats;
 pub use dropped::Dropped;

@@ -95,6 +95,9 @@ pub struct IkeSaStatus {
     pub children: Vec<ChildSaStatus>,
     /// Virtual addresses: the peer's leases (responder), ours (initiator).
     pub virtual_ips: Vec<core::net::IpAddr>,
+    /// Responder: the EAP method that authenticated the peer (`eap-mschapv2`,
+    /// `eap-radius`); `remote_id` is then its EAP identity.
+    pub eap_method: Option<&'static str>,
 }
 
 /// One child SA pair.

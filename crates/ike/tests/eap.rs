@@ -128,6 +128,19 @@ fn eap_mschapv2_success_installs_the_first_requests_child() {
     assert_eq!(st[0].state, "established");
     assert_eq!(st[0].remote_id.as_deref(), Some("alice"));
     assert_eq!(st[0].stats.eap_failures + st[0].stats.eap_out_of_order, 0);
+    // `ipsec ike list` names the method that authenticated the client; the client's own
+    // status has none (it is the responder's record), nor has a PSK peer's (exchanges.rs).
+    assert_eq!(st[0].eap_method, Some("eap-mschapv2"));
+    assert_eq!(net.a.status(net.now)[0].eap_method, None);
+    // It stays with the IKE SA through the client's rekey of it (2.18).
+    net.a.rekey_ike(net.now, "a2b", &mut net.rng).unwrap();
+    net.pump();
+    let st = net.b.status(net.now);
+    let st = st.iter().find(|s| s.state == "established").unwrap();
+    assert_eq!(
+        (st.eap_method, st.remote_id.as_deref()),
+        (Some("eap-mschapv2"), Some("alice"))
+    );
 }
 
 /// Both sides refused, nothing installed, the SAs gone; B's event says why.

@@ -69,6 +69,8 @@ struct Star {
     rng: ChaCha20Rng,
     ev_s: Vec<Event>,
     ev_c: Vec<Vec<Event>>,
+    /// Datagrams from the server to this address are lost.
+    cut: Option<IpAddr>,
 }
 
 impl Star {
@@ -80,6 +82,7 @@ impl Star {
             now: Duration::from_secs(1000),
             rng: ChaCha20Rng::seed_from_u64(7),
             ev_s: Vec::new(),
+            cut: None,
         }
     }
 
@@ -97,6 +100,9 @@ impl Star {
             while let Some(t) = self.server.poll_transmit() {
                 moved = true;
                 let to: SocketAddr = t.remote;
+                if self.cut == Some(to.ip()) {
+                    continue;
+                }
                 if let Some(c) = self
                     .clients
                     .iter_mut()
@@ -333,4 +339,87 @@ fn an_ike_rekey_keeps_the_lease() {
     assert_eq!(net.server.pool_stats()[0].online, 1);
     net.disconnect(0);
     assert_eq!(net.server.pool_stats()[0].online, 0);
+}
+
+/// The old device's events: its IKE SA's down reason, and how many children went down.
+fn downs(ev: &[Event]) -> (Vec<DownReason>, usize) {
+    let ike = ev
+        .iter()
+        .filter_map(|e| match e {
+            Event::IkeDown { reason, .. } => Some(*reason),
+            _ => None,
+        })
+        .collect();
+    let children = ev.iter().filter(|e| matches!(e, Event::ChildDown { .. })).count();
+    (ike, children)
+}
+
+#[test]
+fn unique_replace_sends_the_old_ike_sa_a_delete_and_forgets_it() {
+    // Two devices of alice, `unique = replace`: the second one's IKE_AUTH replaces the first
+    // one's IKE SA, which the server deletes with an INFORMATIONAL Delete (RFC 7296 1.4.1),
+    // as strongSwan does, instead of dropping it silently.
+    let mut net = Star::new(
+        server("10.3.0.0/24", Unique::Replace),
+        vec![
+            client("192.0.2.10", "alice@example.org"),
+            client("192.0.2.11", "alice@example.org"),
+        ],
+    );
+    net.connect(0);
+    let old = net.server.status(net.now)[0].clone();
+    net.connect(1);
+    // The first device was told: its IKE SA and child are down by the peer's Delete.
+    assert_eq!(downs(&net.ev_c[0]), (vec![DownReason::Peer], 1), "{:?}", net.ev_c[0]);
+    assert!(net.clients[0].status(net.now).is_empty());
+    // The server: the old SA down as replaced, its child with it; the lease moved to the new
+    // SA (not released), the new device up.
+    let gone: Vec<_> = net
+        .ev_s
+        .iter()
+        .filter_map(|e| match e {
+            Event::IkeDown { spi_i, reason, .. } => Some((*spi_i, *reason)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(gone, [(old.spi_i, DownReason::Replaced)]);
+    assert_eq!(downs(&net.ev_s).1, 1);
+    assert!(!net.ev_s.iter().any(|e| matches!(e, Event::LeaseReleased { .. })));
+    assert_eq!(net.vip(1).unwrap().0, [ip("10.3.0.1")]);
+    let st = net.server.status(net.now);
+    assert_eq!(st.len(), 1);
+    assert_eq!(st[0].remote.ip(), ip("192.0.2.11"));
+    assert_eq!(Star::children_up(&net.ev_c[1]).len(), 1);
+    assert_eq!(net.server.pool_stats()[0].online, 1);
+}
+
+#[test]
+fn unique_replace_forgets_the_old_sa_even_when_its_delete_is_lost() {
+    // The Delete does not reach the first device: the server does not wait for its answer
+    // (no retransmission, no state left), and the device's next request meets no SA there:
+    // an unknown SPI, dropped and counted, not an error.
+    let mut net = Star::new(
+        server("10.3.0.0/24", Unique::Replace),
+        vec![
+            client("192.0.2.10", "alice@example.org"),
+            client("192.0.2.11", "alice@example.org"),
+        ],
+    );
+    net.connect(0);
+    net.cut = Some(ip("192.0.2.10"));
+    net.connect(1);
+    assert_eq!(downs(&net.ev_c[0]), (vec![], 0), "the Delete was lost");
+    assert_eq!(net.server.status(net.now).len(), 1);
+    assert_eq!(
+        net.server.poll_timeout().map(|t| t > net.now + Duration::from_secs(60)),
+        Some(true),
+        "no retransmission of the Delete is due"
+    );
+    net.clients[0].check_liveness(net.now, "home", &mut net.rng).unwrap();
+    let t = net.clients[0].poll_transmit().expect("a liveness check");
+    let r = net
+        .server
+        .handle_datagram(net.now, t.remote, t.local, &t.payload, &mut net.rng);
+    assert_eq!(r, Err(Dropped::UnknownSpi));
+    assert!(net.server.poll_transmit().is_none(), "not answered");
 }

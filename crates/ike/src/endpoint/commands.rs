@@ -234,6 +234,16 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Whether the rekeys of the child pair we receive on `spi_in` are the peer's alone
+    /// (`rekey_by`, [`crate::config::RekeyBy`]): the data plane's soft byte or packet limit
+    /// then starts none (its hard limit still applies); `ipsec ike rekey` still may.
+    pub fn rekeys_left_to_peer(&self, spi_in: u32) -> bool {
+        self.sas
+            .values()
+            .find(|s| s.child(spi_in).is_some())
+            .is_some_and(|s| !crate::task::lifetimes::we_rekey(s, &self.cfg))
+    }
+
     /// Rekeys the connection's IKE SAs now (`ipsec ike rekey CONN`).
     pub fn rekey_ike(&mut self, now: Duration, conn: &str, rng: &mut impl CryptoRngCore) -> Result<(), CommandError> {
         let id = self.conn_id(conn)?;

@@ -55,8 +55,8 @@ impl Endpoint {
         let initiator_side = self.cfg.connections[conn].remote_addr.is_some();
         for e in effects {
             match e {
-                EndpointEvent::InitialContact => {
-                    self.initial_contact(spi, now);
+                EndpointEvent::InitialContact { delete } => {
+                    self.initial_contact(spi, now, delete, rng);
                     self.reap_all = true;
                 }
                 EndpointEvent::Rekeyed(new) => {
@@ -92,14 +92,20 @@ impl Endpoint {
         }
     }
 
-    /// INITIAL_CONTACT (2.4): the peer has no other SA with us; forget ours with it.
-    fn initial_contact(&mut self, spi: u64, now: Duration) {
+    /// INITIAL_CONTACT (2.4): the peer has no other SA with us; forget ours with it. With
+    /// `delete` (`unique = replace`), each is sent its Delete first (1.4.1), once: its
+    /// answer is not waited for, and the old peer's later messages meet no SA (counted as
+    /// an unknown SPI). Its children go down (events) and its leases moved to the new SA.
+    fn initial_contact(&mut self, spi: u64, now: Duration, delete: bool, rng: &mut impl CryptoRngCore) {
         let Some((conn, id)) = self.sas.get(&spi).map(|s| (s.conn_index(), s.remote_id().cloned())) else {
             return;
         };
         let mut cx = Cx::new(&self.cfg, &mut self.out, now, wall(self.clock, now));
         for (k, s) in self.sas.iter_mut() {
             if *k != spi && s.conn_index() == conn && s.remote_id().cloned() == id && s.is_established() {
+                if delete {
+                    crate::task::ike_delete::tell_and_forget(s, &mut cx, rng);
+                }
                 s.kill(&mut cx, DownReason::Replaced);
             }
         }

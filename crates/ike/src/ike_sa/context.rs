@@ -12,8 +12,11 @@ use core::time::Duration;
 /// Effects an IKE SA has on the endpoint beyond itself, drained after every call (quinn's
 /// `EndpointEvent`).
 pub(crate) enum EndpointEvent {
-    /// The peer sent INITIAL_CONTACT (2.4): its other IKE SAs with us are gone.
-    InitialContact,
+    /// The peer sent INITIAL_CONTACT (2.4), or `unique = replace` takes this identity's
+    /// other IKE SAs over: they are gone. `delete`: each is told first with an
+    /// INFORMATIONAL Delete (1.4.1; `unique = replace`, whose old SA may be another device
+    /// still running), sent once and not waited for.
+    InitialContact { delete: bool },
     /// This SA was rekeyed (2.18): the new one takes over the children.
     Rekeyed(alloc::boxed::Box<IkeSa>),
     /// This SA is gone, for this reason (the connection's dpd_action or close_action).

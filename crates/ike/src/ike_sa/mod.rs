@@ -67,6 +67,10 @@ pub(crate) struct IkeSa {
     /// Virtual addresses (RFC 7296 3.15): a responder's leases to the peer, an
     /// initiator's own from the CFG_REPLY ([`crate::task::config_payload`]).
     vips: Vec<IpAddr>,
+    /// The peer sent Windows' vendor ID in IKE_SA_INIT ([`crate::vendor`]).
+    peer_windows: bool,
+    /// Responder: the EAP method that authenticated the peer (`eap-mschapv2`), once done.
+    eap_method: Option<&'static str>,
 }
 
 impl IkeSa {
@@ -107,6 +111,8 @@ impl IkeSa {
             census: Census::default(),
             eap: None,
             vips: Vec::new(),
+            peer_windows: false,
+            eap_method: None,
         }
     }
 
@@ -224,6 +230,20 @@ impl IkeSa {
 
     pub fn set_vips(&mut self, vips: Vec<IpAddr>) {
         self.vips = vips;
+    }
+
+    /// The peer sent Windows' vendor ID in IKE_SA_INIT ([`crate::vendor`]).
+    pub fn peer_windows(&self) -> bool {
+        self.peer_windows
+    }
+
+    pub fn set_peer_windows(&mut self, windows: bool) {
+        self.peer_windows = windows;
+    }
+
+    /// Responder: the EAP method that authenticated the peer, once done.
+    pub fn set_eap_method(&mut self, method: &'static str) {
+        self.eap_method = Some(method);
     }
 
     /// Asks something of the endpoint ([`EndpointEvent`]), done after this call.
@@ -391,6 +411,7 @@ impl IkeSa {
             rekey_in: left(self.rekey_at),
             stats: self.stats,
             virtual_ips: self.vips.clone(),
+            eap_method: self.eap_method,
             children: self
                 .children
                 .iter()

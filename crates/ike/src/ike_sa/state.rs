@@ -230,6 +230,8 @@ impl IkeSa {
         new.path.nat = self.path.nat;
         new.fragmentation = self.fragmentation;
         new.vips = self.vips.clone();
+        new.peer_windows = self.peer_windows;
+        new.eap_method = self.eap_method;
         new.children = core::mem::take(&mut self.children);
         new.tasks = self.tasks.hand_over();
         new

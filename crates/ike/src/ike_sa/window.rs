@@ -364,6 +364,15 @@ impl IkeSa {
         self.tasks.queue.push_front(t);
     }
 
+    /// The message ID a request of ours sent outside the queue takes: the next one, after
+    /// the request still outstanding if there is one.
+    pub fn spare_request_id(&self) -> u32 {
+        self.tasks
+            .active
+            .as_ref()
+            .map_or(self.tasks.next_id, |a| a.id.wrapping_add(1))
+    }
+
     /// The message ID of our last request (the one whose response is being processed).
     pub fn last_request_id(&self) -> u32 {
         self.tasks.next_id.wrapping_sub(1)

@@ -50,6 +50,16 @@ pub(crate) fn unique(conn: &Connection, ps: &[Payload], peers: usize) -> Result<
     Ok(replacing)
 }
 
+/// Whether the identity's old IKE SAs, replaced at IKE_AUTH, are each sent a Delete
+/// (RFC 7296 1.4.1) before they are forgotten: with `unique = replace`, as strongSwan's
+/// "deleting duplicate IKE_SA due to uniqueness policy" does; the old SA may be another
+/// device of the user, still running, which is then told at once instead of finding out by
+/// its liveness checks. `unique = no` with INITIAL_CONTACT (2.4) replaces silently: the peer
+/// asserted it has no other SA with us.
+pub(crate) fn replace_tells_the_old(conn: &Connection) -> bool {
+    conn.unique == Unique::Replace
+}
+
 /// The netmask of a prefix length.
 fn v4_mask(len: u8) -> Ipv4Addr {
     Ipv4Addr::from(u32::MAX.checked_shl(32 - u32::from(len.min(32))).unwrap_or(0))

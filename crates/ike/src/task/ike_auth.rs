@@ -388,7 +388,8 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     // `dynamic` remote selectors become the lease.
     let cp = super::config_payload::respond(sa, cx, idi, ps, replacing);
     if replacing {
-        sa.effect(EndpointEvent::InitialContact);
+        let delete = super::config_payload::replace_tells_the_old(sa.conn(cx.cfg));
+        sa.effect(EndpointEvent::InitialContact { delete });
     }
     establish_with_child(sa, cx, ps, cp, resp, idi.clone(), (prf, &sk_d), rng)
 }

@@ -234,6 +234,23 @@ pub(crate) fn informational(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload]) -> Opti
     Some(r)
 }
 
+/// The EAP method a responder's connection runs, in swanctl's words, for `ipsec ike list`:
+/// `eap-mschapv2` here, `eap-radius` passed to a RADIUS server.
+pub(crate) fn method_word(conn: &crate::config::Connection) -> &'static str {
+    match &conn.remote_auth {
+        RemoteAuth::Eap {
+            backend: ipsec_eap::server::Backend::Local,
+            ..
+        } => "eap-mschapv2",
+        RemoteAuth::Eap {
+            backend: ipsec_eap::server::Backend::Radius(_),
+            ..
+        } => "eap-radius",
+        #[allow(unreachable_patterns)]
+        _ => "eap",
+    }
+}
+
 /// The initiator's AUTH made with the MSK: checked, ours made the same way, then the child
 /// of the first request (2.16).
 fn finish(sa: &mut IkeSa, cx: &mut Cx, peer_auth: &crate::auth::AuthPayload, rng: &mut impl CryptoRngCore) -> Reply {
@@ -286,6 +303,8 @@ fn finish(sa: &mut IkeSa, cx: &mut Cx, peer_auth: &crate::auth::AuthPayload, rng
             .map(|(i, _)| i.clone())
             .unwrap_or(Identity::KeyId(Vec::new())),
     };
+    let method = method_word(sa.conn(cx.cfg));
+    sa.set_eap_method(method);
     let first = &st.first;
     // The uniqueness policy and the cap per identity, by the EAP identity (as for any
     // IKE_AUTH, task/ike_auth.rs).
@@ -300,7 +319,8 @@ fn finish(sa: &mut IkeSa, cx: &mut Cx, peer_auth: &crate::auth::AuthPayload, rng
     // 2.16: AUTH, SAr2, TSi, TSr (IDr and CERT went in the first response).
     let resp = alloc::vec![Payload::Auth(our_auth)];
     if replacing {
-        sa.effect(EndpointEvent::InitialContact);
+        let delete = super::config_payload::replace_tells_the_old(sa.conn(cx.cfg));
+        sa.effect(EndpointEvent::InitialContact { delete });
     }
     super::ike_auth::establish_with_child(sa, cx, first, cp, resp, remote_id, (prf, &sk_d), rng)
 }

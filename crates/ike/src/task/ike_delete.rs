@@ -1,6 +1,7 @@
 //! Deleting the IKE SA (RFC 7296 1.4.1): an INFORMATIONAL with a Delete of the IKE SA, which
 //! takes its children with it; the response is empty, and the SA is gone on both sides once
-//! it is sent or received. Both roles: [`build`] and [`process`] ours, [`respond`] the peer's.
+//! it is sent or received. Both roles: [`build`] and [`process`] ours, [`respond`] the peer's;
+//! [`tell_and_forget`] ours when the SA is forgotten at once (`unique = replace`).
 use crate::delete::Delete;
 use crate::event::DownReason;
 use crate::header::ExchangeType;
@@ -29,6 +30,17 @@ pub(crate) fn build(sa: &mut IkeSa, id: u32, rng: &mut impl CryptoRngCore) -> Re
         &[Payload::Delete(Delete::Ike)],
         rng,
     )
+}
+
+/// Our Delete of the SA sent once, not waited for (the SA is forgotten right after:
+/// `unique = replace`, [`crate::task::config_payload::replace_tells_the_old`]). Its message
+/// ID is the next one of ours, after a request of ours still outstanding.
+pub(crate) fn tell_and_forget(sa: &mut IkeSa, cx: &mut Cx, rng: &mut impl CryptoRngCore) {
+    let id = sa.spare_request_id();
+    if let Ok(bytes) = build(sa, id, rng) {
+        sa.stats_mut().requests_sent += 1;
+        sa.send(cx, &bytes);
+    }
 }
 
 /// The (empty) response to ours: the SA is gone.

@@ -159,6 +159,7 @@ impl IkeInit {
         if conn.ike_proposals.iter().any(|s| s.has_addke()) {
             p.push(Payload::Notify(Notify::ike(kind::INTERMEDIATE_EXCHANGE_SUPPORTED, &[])));
         }
+        p.extend(conn.vendor_ids.iter().map(|v| Payload::Vendor(v.clone())));
         if let Some(c) = &self.cookie {
             p.insert(0, Payload::Notify(Notify::ike(kind::COOKIE, c)));
         }
@@ -432,6 +433,7 @@ pub(crate) fn respond_init(
         // It came on the NAT-T ports: IKE stays there.
         ike.float_to_natt(local.port(), remote.port());
     }
+    ike.set_peer_windows(crate::vendor::from_windows(ps));
     let conn = &cfg.connections[ci];
     let mut p = alloc::vec![
         Payload::Sa(SaPayload {

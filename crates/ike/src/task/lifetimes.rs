@@ -4,7 +4,7 @@
 //! at its life time if it was not (one the peer's rekey replaced goes without a Delete of
 //! ours: the peer deletes it, 2.8); a replaced child deleted after [`REKEYED_GRACE`] if its
 //! Delete did not come; the IKE SA rekeyed at the connection's `rekey_time` (2.18).
-use crate::config::Config;
+use crate::config::{Config, RekeyBy};
 use crate::event::DownReason;
 use crate::ike_sa::{ChildState, ChildTimers, Cx, IkeSa, State};
 use crate::task::{child_delete::ChildDelete, child_rekey::ChildRekey, ike_rekey::IkeRekey, Task};
@@ -27,11 +27,28 @@ fn jittered(base: Duration, rand: Duration, seed: u64) -> Duration {
         .max(Duration::from_secs(1))
 }
 
+/// Whether we start rekeys of this IKE SA and its children (the connection's `rekey_by`):
+/// its initiator always does; the responder unless the connection leaves them to the client,
+/// or (`auto`) the client is Windows behind a NAT, which answers a responder's
+/// CREATE_CHILD_SA with errors or drops it (issue #36). Decided when the IKE SA (and each
+/// child) gets its timers; NAT detection (2.23) and the vendor IDs came in IKE_SA_INIT.
+pub(crate) fn we_rekey(sa: &IkeSa, cfg: &Config) -> bool {
+    if sa.is_initiator() {
+        return true;
+    }
+    match sa.conn(cfg).rekey_by {
+        RekeyBy::Both => true,
+        RekeyBy::Client => false,
+        RekeyBy::Auto => !(sa.peer_windows() && sa.path().nat.peer_behind_nat),
+    }
+}
+
 /// The IKE SA just became established: when to rekey it.
 pub(crate) fn ike_established(sa: &mut IkeSa, cx: &mut Cx) {
     let c = sa.conn(cx.cfg);
     let at = c
         .rekey_time
+        .filter(|_| we_rekey(sa, cx.cfg))
         .map(|t| cx.now + jittered(t, c.rand_time.unwrap_or(t / 10), sa.spi_i() ^ sa.spi_r()));
     sa.schedule_rekey(at);
 }
@@ -40,7 +57,8 @@ pub(crate) fn ike_established(sa: &mut IkeSa, cx: &mut Cx) {
 pub(crate) fn child_timers(sa: &IkeSa, cx: &Cx, cfg: usize, spi_in: u32) -> ChildTimers {
     let l = sa.conn(cx.cfg).children[cfg].lifetimes;
     ChildTimers {
-        rekey_at: (l.rekey_time > Duration::ZERO).then(|| cx.now + jittered(l.rekey_time, l.rand_time, spi_in as u64)),
+        rekey_at: (l.rekey_time > Duration::ZERO && we_rekey(sa, cx.cfg))
+            .then(|| cx.now + jittered(l.rekey_time, l.rand_time, spi_in as u64)),
         expire_at: (l.life_time > Duration::ZERO).then(|| cx.now + l.life_time.max(l.rekey_time)),
     }
 }

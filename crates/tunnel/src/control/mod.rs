@@ -214,10 +214,15 @@ impl Control {
             }
         };
         if let Request::Ike(r) = req {
-            let response = match self.ike.get() {
+            let mut response = match self.ike.get() {
                 None => Response::error("this tunneld runs no IKE (no [[connection]] in its config)"),
                 Some(h) => h.request(r).map_or_else(Response::Error, Response::Ok),
             };
+            // The children's byte counts are the data plane's (asked with no IKE wait).
+            if let Response::Ok(Answer::IkeList(list)) = &mut response {
+                let st = self.state();
+                views::ike_child_bytes(&mut list.ike_sas, &t.engine(), &st);
+            }
             return Handled {
                 response,
                 events: Vec::new(),
@@ -235,7 +240,9 @@ impl Control {
         self.publish(&h.events);
         // `show` lists the IKE SAs too (asked of the IKE thread with no lock held).
         if let (Response::Ok(Answer::Show(show)), Some(ike)) = (&mut h.response, self.ike.get()) {
-            if let Ok(Answer::IkeList(list)) = ike.request(IkeRequest::List) {
+            if let Ok(Answer::IkeList(mut list)) = ike.request(IkeRequest::List) {
+                let st = self.state();
+                views::ike_child_bytes(&mut list.ike_sas, &t.engine(), &st);
                 show.ike_sas = Some(list.ike_sas);
             }
         }

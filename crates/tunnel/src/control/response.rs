@@ -352,6 +352,13 @@ pub struct ChildSaInfo {
     pub rekey_in_seconds: Option<u64>,
     /// Seconds to its hard expiry.
     pub expires_in_seconds: Option<u64>,
+    /// Bytes received on its inbound SA (the data plane's count; null when the engine has
+    /// not got it, or from a tunneld before these were listed).
+    #[serde(default)]
+    pub bytes_in: Option<u64>,
+    /// Bytes sent on its outbound SA.
+    #[serde(default)]
+    pub bytes_out: Option<u64>,
 }
 
 /// One IKE SA (`ike.list`, `show`).
@@ -380,6 +387,10 @@ pub struct IkeSaInfo {
     /// The virtual addresses the peer assigned us or we leased it (RFC 7296 3.15).
     #[serde(default)]
     pub virtual_ips: Vec<String>,
+    /// The EAP method that authenticated the peer (`eap-mschapv2`, `eap-radius`; we are
+    /// the server); `remote_id` is then its EAP identity.
+    #[serde(default)]
+    pub eap_method: Option<String>,
     /// Its algorithms.
     pub proposal: Option<String>,
     /// Message IDs.

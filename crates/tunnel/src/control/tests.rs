@@ -936,3 +936,41 @@ fn two_road_warriors_with_the_same_outbound_spi_do_not_touch_each_other() {
     drop(eng);
     assert_eq!(control.state().id("ike:c/c/out-00004242"), Some(a_out));
 }
+
+/// `ipsec ike list`'s bytes of a child: its outbound SA's and inbound SA's data-plane counts,
+/// found by the child's inbound SPI; a child the engine has not got stays null (#36).
+#[test]
+fn ike_list_children_carry_the_data_planes_bytes() {
+    let mut e = Engine::new();
+    let mut st = Registry::default();
+    install_child(&mut e, &mut st, ike_child(0x100, 0x200), secs(1), &mut Vec::new()).unwrap();
+    let sealed = seal(&mut e, 2);
+    let child = |spi_in: &str| {
+        json!({"child": "net", "state": "installed", "spi_in": spi_in, "spi_out": "00000100",
+            "proposal": "aes128gcm16-noesn", "rekeys": null, "rekey_in_seconds": null,
+            "expires_in_seconds": null})
+    };
+    let v = json!({"ike_sas": [{
+        "conn": "rw", "state": "established", "role": "responder", "spi_i": "0123456789abcdef",
+        "spi_r": "fedcba9876543210", "local": "10.0.0.1:4500", "remote": "10.0.0.2:4500",
+        "local_id": null, "remote_id": "alice", "nat": true, "proposal": null,
+        "message_ids": {"next_request": 0, "peer_next": 2}, "age_seconds": 5, "rekey_in_seconds": null,
+        "counters": {}, "children": [child("00000200"), child("00000999")]
+    }]});
+    let mut list: response::IkeList = serde_json::from_value(v).unwrap();
+    assert_eq!(
+        list.ike_sas[0].children[0].bytes_out, None,
+        "an older tunneld's line reads"
+    );
+    views::ike_child_bytes(&mut list.ike_sas, &e, &st);
+    let c = &list.ike_sas[0].children;
+    let out = e
+        .sad()
+        .get(st.child(ChildSaKey::out(0x200)).unwrap())
+        .unwrap()
+        .usage()
+        .bytes;
+    assert!(out > 0 && out <= sealed.len() as u64, "{out}");
+    assert_eq!((c[0].bytes_out, c[0].bytes_in), (Some(out), Some(0)));
+    assert_eq!((c[1].bytes_out, c[1].bytes_in), (None, None));
+}

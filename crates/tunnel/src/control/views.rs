@@ -3,7 +3,8 @@
 //! the request asked for them (`--keys`).
 
 use super::event::{Cause, PolicyEvent, PolicyInfo, SaEvent};
-use super::response::{Alg, Encap, Left, Lifetime, LifetimeLeft, Limits, SaInfo, SeqState, ShowSa, Usage};
+use super::response::{Alg, Encap, IkeSaInfo, Left, Lifetime, LifetimeLeft, Limits, SaInfo, SeqState, ShowSa, Usage};
+use super::{ChildSaKey, Registry};
 use ipsec_config::show::SaView;
 use ipsec_core::sa::Keyed;
 use ipsec_engine::Limits as Limits_;
@@ -238,5 +239,23 @@ pub(super) fn policy_event(now: Duration, policy: PolicyInfo, cause: Cause) -> P
         time: now.as_secs(),
         policy,
         cause,
+    }
+}
+
+/// `ike.list`'s (and `show`'s) child pairs with the data plane's byte counts: each child's
+/// inbound and outbound SA found by its inbound SPI ([`ChildSaKey`]), the IKE thread not
+/// knowing them. A pair the engine has not got (being installed, or gone) stays `null`.
+pub(super) fn ike_child_bytes(sas: &mut [IkeSaInfo], engine: &Engine, st: &Registry) {
+    let bytes = |key: ChildSaKey| {
+        st.child(key)
+            .and_then(|id| engine.sad().get(id))
+            .map(|e| e.usage().bytes)
+    };
+    for c in sas.iter_mut().flat_map(|s| s.children.iter_mut()) {
+        let Ok(spi_in) = u32::from_str_radix(&c.spi_in, 16) else {
+            continue;
+        };
+        c.bytes_in = bytes(ChildSaKey::inb(spi_in));
+        c.bytes_out = bytes(ChildSaKey::out(spi_in));
     }
 }

@@ -522,6 +522,7 @@ mod tests {
             proposal: Some("aes128gcm16-prfsha256-ecp256".into()),
             nat: false,
             virtual_ips: vec!["10.3.0.2".parse().unwrap()],
+            eap_method: None,
             next_request_id: 3,
             expected_peer_id: 2,
             age: Duration::from_secs(75),
@@ -558,9 +559,21 @@ mod tests {
         let list = IkeList {
             ike_sas: vec![
                 ike_sa_info(&status, Some("a.example".into())),
-                ike_sa_info(&status, None),
+                // A road warrior authenticated by EAP: its EAP identity and method.
+                ike_sa_info(
+                    &ipsec_ike::IkeSaStatus {
+                        remote_id: Some("alice".into()),
+                        eap_method: Some("eap-mschapv2"),
+                        ..status.clone()
+                    },
+                    None,
+                ),
             ],
         };
+        // The children's bytes, as the control side fills them in from the data plane.
+        let mut list = list;
+        list.ike_sas[1].children[0].bytes_in = Some(123_456);
+        list.ike_sas[1].children[0].bytes_out = Some(7_890_123);
         line(&Response::Ok(Answer::IkeList(list)));
         line(&Response::Ok(Answer::IkeList(IkeList { ike_sas: vec![] })));
         crate::control::golden::check_golden("ike/golden.txt", &out);
@@ -582,6 +595,7 @@ mod tests {
             proposal: None,
             nat: false,
             virtual_ips: vec![],
+            eap_method: None,
             next_request_id: 0,
             expected_peer_id: 0,
             age: Duration::ZERO,

@@ -275,7 +275,12 @@ pub fn run(
                     let _ = reply.send(ike_list(&endpoint, now()));
                 }
                 Ok(Input::RekeyChild(spi_in)) => {
-                    if endpoint.rekey_child(now(), spi_in, &mut rng).is_ok() {
+                    if endpoint.rekeys_left_to_peer(spi_in) {
+                        // `rekey_by`: the client rekeys; the hard limit still applies.
+                        tracing::debug!(
+                            "IKE: child {spi_in:08x} reached a data-plane limit: its rekey is the client's"
+                        );
+                    } else if endpoint.rekey_child(now(), spi_in, &mut rng).is_ok() {
                         info!("IKE: child {spi_in:08x} reached a data-plane limit: rekeying it");
                     }
                 }
@@ -391,6 +396,7 @@ pub(crate) fn ike_sa_info(s: &ipsec_ike::IkeSaStatus, local_id: Option<String>) 
         remote_id: s.remote_id.clone(),
         nat: s.nat,
         virtual_ips: s.virtual_ips.iter().map(|a| a.to_string()).collect(),
+        eap_method: s.eap_method.map(str::to_string),
         proposal: s.proposal.clone(),
         message_ids: MessageIds {
             next_request: s.next_request_id,
@@ -421,6 +427,10 @@ pub(crate) fn ike_sa_info(s: &ipsec_ike::IkeSaStatus, local_id: Option<String>) 
                 rekeys: c.rekeys.map(|r| format!("{r:08x}")),
                 rekey_in_seconds: secs(c.rekey_in),
                 expires_in_seconds: secs(c.expires_in),
+                // The data plane's counts, filled in by the control side
+                // (`control::views::ike_child_bytes`).
+                bytes_in: None,
+                bytes_out: None,
             })
             .collect(),
     }
