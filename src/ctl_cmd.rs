@@ -153,7 +153,7 @@ pub fn ike_text(sas: &[IkeSaInfo]) -> String {
                 String::new()
             } else {
                 format!(", virtual IP {}", sa.virtual_ips.join(" "))
-            },
+            } + if sa.mobike { ", MOBIKE" } else { "" },
             o(&sa.local_id),
             match &sa.eap_method {
                 Some(m) => format!("{} ({m})", o(&sa.remote_id)),

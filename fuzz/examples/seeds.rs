@@ -151,6 +151,7 @@ fn main() {
     ike_pq_seeds(&root);
     pki_seeds(&root);
     eap_seeds(&root);
+    eap_tls_seeds(&root);
     println!("seed corpora written under {}", root.display());
 }
 
@@ -487,4 +488,67 @@ fn eap_seeds(root: &Path) {
     let mut out = b.finish();
     auth::sign_request(b"secret", &mut out).unwrap();
     write(root, "radius_parse", "request", &out);
+}
+
+/// `eap_tls` seeds: a real EAP-TLS conversation between the crate's authenticator and peer
+/// with the target's PKI and fragment size (every packet under 256 octets, as the target's
+/// 1-octet length prefixes need): each packet alone, and the peer's Responses and the
+/// server's Requests as sequences. (rustls draws its own randoms, so a replayed sequence
+/// gets as far as the first message that depends on them.)
+fn eap_tls_seeds(root: &Path) {
+    use ipsec_eap::server::Step;
+    use ipsec_eap::tls::rustls::pki_types::pem::PemObject;
+    use ipsec_eap::tls::rustls::pki_types::CertificateDer;
+    use ipsec_eap::tls::{Peer, PeerConfig, PeerStep, PrivateKeyDer, Server, ServerConfig, Versions};
+    macro_rules! pki {
+        ($f:literal) => {
+            include_bytes!(concat!("../../crates/eap/tests/data/tls/", $f))
+        };
+    }
+    let cert = |pem: &[u8]| CertificateDer::from_pem_slice(pem).unwrap().to_vec();
+    const NOW_UNIX: u64 = 1_830_000_000;
+    for (name, versions) in [("tls12", Versions::Tls12), ("tls13", Versions::Tls13)] {
+        let server_cfg = ServerConfig::new(
+            &[cert(pki!("server.pem"))],
+            PrivateKeyDer::from_pem_slice(pki!("server.key")).unwrap(),
+            &[cert(pki!("ca.pem"))],
+            &[],
+            Versions::Both,
+        )
+        .unwrap()
+        .with_fragment_size(200);
+        let peer_cfg = PeerConfig::new(
+            &[cert(pki!("alice.pem"))],
+            PrivateKeyDer::from_pem_slice(pki!("alice.key")).unwrap(),
+            &[cert(pki!("ca.pem"))],
+            "vpn.example.org",
+            versions,
+        )
+        .unwrap()
+        .with_fragment_size(200);
+        let (mut server, mut req) = Server::start(&server_cfg, 1).unwrap();
+        let mut peer = Peer::new(peer_cfg);
+        let (mut to_peer, mut to_server) = (Vec::new(), Vec::new());
+        for _ in 0..100 {
+            to_peer.push(req.clone());
+            let Ok(PeerStep::Send(resp)) = peer.handle(&req, Some(NOW_UNIX)) else {
+                break;
+            };
+            to_server.push(resp.clone());
+            match server.handle(&resp, Some(NOW_UNIX)).unwrap() {
+                Step::Send(b) => req = b,
+                Step::Success { eap, .. } | Step::Failure { eap, .. } => {
+                    to_peer.push(eap);
+                    break;
+                }
+                Step::Pending => unreachable!(),
+            }
+        }
+        let seq = |v: &[Vec<u8>]| -> Vec<u8> { v.iter().flat_map(|p| [&[p.len() as u8][..], p].concat()).collect() };
+        for (i, p) in to_peer.iter().chain(&to_server).enumerate() {
+            write(root, "eap_tls", &format!("{name}_m{i}"), p);
+        }
+        write(root, "eap_tls", &format!("{name}_server_seq"), &seq(&to_server));
+        write(root, "eap_tls", &format!("{name}_peer_seq"), &seq(&to_peer));
+    }
 }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The RADIUS client of crates/eap (RFC 2865/3579, docs/eap.md) against a real FreeRADIUS
 # (Debian's `freeradius` package): starts its own radiusd in the foreground with a config
-# directory of its own (a temp dir: clients.conf with a secret for 127.0.0.1, a users file
-# with one user, the eap module with default_eap_type = mschapv2, the mschap module) on a
-# port of its own on 127.0.0.1, then runs crates/eap's example radius_driver (this crate's
+# directory of its own (scripts/lib/freeradius.sh: a temp dir with clients.conf with a
+# secret for 127.0.0.1, a users file with one user, the eap module with default_eap_type =
+# mschapv2, the mschap module) on a port of its own on 127.0.0.1, then runs crates/eap's example radius_driver (this crate's
 # EAP-MSCHAPv2 peer <-> its authenticator with the RADIUS backend <-> radiusd) for:
 #   accept     the right password: success, the peer's MSK equal to the one made from
 #              radiusd's MS-MPPE-Recv/Send-Key; every real answer is also fed with a bit
@@ -37,8 +37,8 @@ for a in "$@"; do
   esac
 done
 say() { echo "eap-radius: $*"; }
-RADIUSD=$(command -v freeradius || command -v radiusd || true)
-if [ -z "$RADIUSD" ]; then
+. scripts/lib/freeradius.sh
+if ! fr_find; then
   if [ $IF_POSSIBLE = 1 ]; then say "skipped: freeradius is not installed (scripts/install-test-deps.sh)"; exit 0; fi
   say "freeradius is not installed (scripts/install-test-deps.sh)"; exit 1
 fi
@@ -47,128 +47,19 @@ SECRET="eap-radius-$$-$RANDOM"
 PORT=$((20000 + ($$ % 20000)))
 DOWN_PORT=$((PORT + 1))
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/eap-radius.XXXXXX")
-RAD_PID=""
 SRV_PID=""
 OK=0
 cleanup() {
   if [ -n "$SRV_PID" ]; then kill "$SRV_PID" 2>/dev/null || true; fi
-  if [ -n "$RAD_PID" ] && kill -0 "$RAD_PID" 2>/dev/null; then
-    kill "$RAD_PID" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$RAD_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$RAD_PID" 2>/dev/null || true
-  fi
+  fr_stop
   if [ $OK = 1 ] && [ "${EAP_RADIUS_KEEP:-0}" = 0 ]; then rm -rf "$WORK"; else say "files kept in $WORK"; fi
 }
 trap cleanup EXIT
 
-# ---- radiusd's own configuration -------------------------------------------------------------
-mkdir -p "$WORK/raddb" "$WORK/run" "$WORK/log"
-cat >"$WORK/raddb/dictionary" <<CONF
-\$INCLUDE /usr/share/freeradius/dictionary
-CONF
-cat >"$WORK/raddb/clients.conf" <<CONF
-client localhost {
-  ipaddr = 127.0.0.1
-  secret = $SECRET
-  require_message_authenticator = yes
-  nas_type = other
-}
-CONF
-cat >"$WORK/raddb/users" <<'CONF'
-bob Cleartext-Password := "correct horse battery"
-CONF
-cat >"$WORK/raddb/radiusd.conf" <<CONF
-prefix = /usr
-exec_prefix = /usr
-sysconfdir = /etc
-localstatedir = /var
-sbindir = /usr/sbin
-logdir = $WORK/log
-raddbdir = $WORK/raddb
-radacctdir = $WORK/log
-name = freeradius
-confdir = $WORK/raddb
-modconfdir = $WORK/raddb
-run_dir = $WORK/run
-db_dir = $WORK/raddb
-libdir = /usr/lib/freeradius
-pidfile = $WORK/run/radiusd.pid
-max_request_time = 10
-cleanup_delay = 2
-max_requests = 1024
-hostname_lookups = no
-log {
-  destination = files
-  file = $WORK/log/radius.log
-  auth = yes
-  auth_badpass = no
-  auth_goodpass = no
-}
-security {
-  allow_core_dumps = no
-  max_attributes = 200
-  reject_delay = 0
-  status_server = no
-}
-thread pool {
-  start_servers = 1
-  max_servers = 2
-  min_spare_servers = 1
-  max_spare_servers = 2
-}
-\$INCLUDE clients.conf
-modules {
-  files {
-    filename = $WORK/raddb/users
-  }
-  mschap {
-    use_mppe = yes
-    require_encryption = no
-    require_strong = yes
-  }
-  eap {
-    default_eap_type = mschapv2
-    timer_expire = 30
-    ignore_unknown_eap_types = no
-    max_sessions = 1024
-    mschapv2 {
-      send_error = no
-    }
-  }
-}
-server default {
-  listen {
-    type = auth
-    ipaddr = 127.0.0.1
-    port = $PORT
-  }
-  authorize {
-    eap {
-      ok = return
-    }
-    files
-  }
-  authenticate {
-    eap
-    Auth-Type MSCHAP {
-      mschap
-    }
-  }
-}
-CONF
-
-# ---- start it and wait until it listens -----------------------------------------------------
+# ---- radiusd with a config of its own (scripts/lib/freeradius.sh) ----------------------------
+fr_conf "$WORK" "$PORT" "$SECRET" "bob:correct horse battery"
 say "$("$RADIUSD" -v | head -1) on 127.0.0.1:$PORT"
-"$RADIUSD" -f -d "$WORK/raddb" -n radiusd -l "$WORK/log/radius.log" >"$WORK/log/stdout.log" 2>&1 &
-RAD_PID=$!
-for _ in $(seq 100); do
-  if ! kill -0 "$RAD_PID" 2>/dev/null; then
-    say "radiusd exited at start:"; tail -n 20 "$WORK/log/stdout.log" "$WORK/log/radius.log" 2>/dev/null; exit 1
-  fi
-  grep -q 'Ready to process requests' "$WORK/log/radius.log" 2>/dev/null && break
-  sleep 0.1
-done
-grep -q 'Ready to process requests' "$WORK/log/radius.log" || { say "radiusd not ready in 10 s"; tail -n 20 "$WORK/log/radius.log"; exit 1; }
+fr_start "$WORK" || exit 1
 
 # ---- the cases -------------------------------------------------------------------------------
 cargo build -q --locked -p ipsec-eap --example radius_driver

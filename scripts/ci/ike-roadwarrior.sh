@@ -249,7 +249,7 @@ if [ $WANT_POOL = 1 ]; then
   for v in "$V1" "$V2"; do
     grep -q "virtual IP $v" "$WORK/ike-list.txt" || fail "ipsec ike list does not show virtual IP $v: $(head -n 8 "$WORK/ike-list.txt")"
   done
-  grep -c 'ike.lease_assigned' "$TD/monitor.log" | grep -qx 2 || fail "tunneld's monitor has not 2 ike.lease_assigned events"
+  [ "$(grep -c 'ike.lease_assigned' "$TD/monitor.log")" = 2 ] || fail "tunneld's monitor has not 2 ike.lease_assigned events"
   [ "$(pings "$C1" $HOST)" = 3 ] || fail "c1 -> host behind the gateway: pings lost"
   [ "$(pings "$C2" $HOST)" = 3 ] || fail "c2 -> host behind the gateway: pings lost"
   [ "$(pings "$C1" "$V2")" = 3 ] || fail "c1 -> c2 ($V2) through the gateway: pings lost"

@@ -181,12 +181,18 @@ fn ike_setup(c: &config::Config, args: &Args, t: &config::TunnelConfig) -> Resul
     let secrets = ipsec_config::connection::Secrets::load(&path)?;
     let mut conns = Vec::new();
     for conn in &c.connections {
-        conns.push(conn.to_ike(&secrets)?);
+        conns.push(conn.to_ike_with(&secrets, c.radius.as_ref())?);
     }
     let mut config = ipsec_ike::Config::new(conns);
     config.pools = ipsec_config::pools::to_ike(&c.pools)?;
     Ok(Some(daemon::IkeSetup {
         config: c.ike.apply(config),
         keylog: args.keylog.clone(),
+        // The socket toward the RADIUS server only when a connection passes EAP to it.
+        radius: c
+            .radius
+            .as_ref()
+            .filter(|_| c.connections.iter().any(|x| x.remote.radius))
+            .map(|r| r.address),
     }))
 }

@@ -18,6 +18,7 @@
 //! rand_time = "24m"                     # start that rekey up to this much earlier, at random (default rekey_time / 10)
 //! fragmentation = "yes"                 # IKE fragmentation, RFC 7383: yes (default) | accept | force | no (see below)
 //! fragment_size = 1280                  # largest IP datagram of an IKE fragment (default 1280, 256 at least; 0 = default)
+//! mobike = true                         # MOBIKE, RFC 4555: clients keep their SA when their address changes (default true; docs/ike-mobike.md)
 //! local = { id = "site-a.example", auth = "psk" }    # id default: local address
 //! remote = { id = "site-b.example", auth = "psk" }   # id default: remote address
 //! # or certificates (auth = "pubkey"; docs/ike-certs.md):
@@ -27,6 +28,8 @@
 //! # client runs EAP-MSCHAPv2 with a user of the secrets file's [[eap]]:
 //! # server: local = { auth = "pubkey", certs = [...] }, remote = { auth = "eap-mschapv2", eap_id = "%any" }
 //! # client: local = { auth = "eap-mschapv2", eap_id = "alice" }, remote = { auth = "pubkey", cacerts = [...] }
+//! # or the server passes EAP to a RADIUS server ([`crate::radius`]: `[radius]` in this file,
+//! # its secret in the secrets file): remote = { auth = "eap-radius", eap_id = "%any" }
 //! # send_cert = "always"              # always | ifasked | never (default always)
 //! # send_certreq = true                # CERTREQ for remote.cacerts (default true)
 //!
@@ -120,9 +123,14 @@ pub struct AuthConfig {
     pub id: Option<String>,
     /// `auth = "psk"` (default) or `"pubkey"`.
     pub pubkey: bool,
-    /// `auth = "eap-mschapv2"` (the EAP method; `eap-radius` is refused until tunneld moves
-    /// RADIUS datagrams for the IKE crate).
+    /// `auth = "eap-mschapv2"`, `"eap-tls"` or `"eap-radius"` (the peer authenticates with EAP).
     pub eap: bool,
+    /// `auth = "eap-tls"` (RFC 5216, RFC 9190; remote side only): the client's certificate
+    /// must chain to `cacerts`, checked in the TLS handshake inside EAP.
+    pub eap_tls: bool,
+    /// `auth = "eap-radius"` (remote only): the EAP conversation is passed to the `[radius]`
+    /// server ([`crate::radius`]) instead of run here with the `[[eap]]` users.
+    pub radius: bool,
     /// EAP identity (swanctl's `eap_id`): the client's user name (local); `%any` or unset on
     /// the server means the EAP-Identity exchange asks it (always done).
     pub eap_id: Option<String>,
@@ -136,23 +144,38 @@ pub struct AuthConfig {
 
 impl AuthConfig {
     fn from_toml(a: AuthToml, side: &str) -> Result<Self, String> {
+        let eap_tls = a.auth.as_deref() == Some("eap-tls");
         let (pubkey, eap) = match a.auth.as_deref() {
             None | Some("psk") => (false, false),
             Some("pubkey") => (true, false),
-            Some("eap-mschapv2") => (false, true),
-            Some("eap-radius") => {
-                return Err(format!(
-                    "{side}.auth = \"eap-radius\": not supported yet (EAP-MSCHAPv2 with the secrets file's [[eap]] users is)"
-                ))
+            Some("eap-mschapv2") | Some("eap-radius") => (false, true),
+            Some("eap-tls") if side == "local" => {
+                return Err(
+                    "local.auth = \"eap-tls\": tunneld as an EAP-TLS client is not supported (as a server: remote.auth)"
+                        .into(),
+                )
             }
+            Some("eap-tls") if a.cacerts.is_empty() => {
+                return Err("remote.auth = \"eap-tls\" needs remote.cacerts (the CAs of the clients' certificates)".into())
+            }
+            Some("eap-tls") => (false, true),
             Some(other) => {
                 return Err(format!(
-                    "{side}.auth = \"{other}\": \"psk\", \"pubkey\" or \"eap-mschapv2\""
+                    "{side}.auth = \"{other}\": \"psk\", \"pubkey\", \"eap-mschapv2\", \"eap-tls\" or \"eap-radius\""
                 ))
             }
         };
+        let radius = a.auth.as_deref() == Some("eap-radius");
+        if radius && side == "local" {
+            return Err(
+                "local.auth = \"eap-radius\": a client authenticates with \"eap-mschapv2\" (eap-radius is the server's remote.auth)"
+                    .into(),
+            );
+        }
         if a.eap_id.is_some() && !eap {
-            return Err(format!("{side}.eap_id needs {side}.auth = \"eap-mschapv2\""));
+            return Err(format!(
+                "{side}.eap_id needs {side}.auth = \"eap-mschapv2\", \"eap-tls\" or \"eap-radius\""
+            ));
         }
         if side == "local" && eap && a.eap_id.as_deref().is_none_or(|i| i.is_empty() || i.starts_with('%')) {
             return Err("local.auth = \"eap-mschapv2\" needs local.eap_id (the user name)".into());
@@ -184,6 +207,8 @@ impl AuthConfig {
             id: a.id,
             pubkey,
             eap,
+            eap_tls,
+            radius,
             eap_id: a.eap_id,
             certs: a.certs,
             cacerts: a.cacerts,
@@ -233,6 +258,8 @@ pub struct ConnectionConfig {
     pub fragmentation: bool,
     /// The largest IP datagram of an IKE fragment (default 1280).
     pub fragment_size: u16,
+    /// MOBIKE (RFC 4555; swanctl's `mobike`, default yes).
+    pub mobike: bool,
     /// The child SAs.
     pub children: Vec<ChildConfig>,
     /// When we send our certificates (swanctl `send_cert`: always, ifasked, never).
@@ -270,6 +297,7 @@ pub(crate) struct ConnectionToml {
     close_action: Option<String>,
     fragmentation: Option<String>,
     fragment_size: Option<u16>,
+    mobike: Option<bool>,
     #[serde(default)]
     local: AuthToml,
     #[serde(default)]
@@ -554,6 +582,7 @@ impl ConnectionToml {
             rand_time: ike_rand,
             fragmentation,
             fragment_size,
+            mobike: self.mobike.unwrap_or(true),
             dpd_timeout,
             dpd_action,
             close_action,
@@ -597,11 +626,48 @@ impl ConnectionConfig {
         self.local.id.clone().unwrap_or_else(|| self.local_addr.to_string())
     }
 
+    /// The EAP-TLS server's configuration (`remote.auth = "eap-tls"`): our certificate chain
+    /// and key (those IKE signs with), the CAs of `remote.cacerts` the clients' certificates
+    /// must chain to and the CRLs of `remote.crls`; TLS 1.2 and 1.3.
+    fn eap_tls_config(
+        &self,
+        (certs, key): &(Vec<ipsec_ike::pki::Certificate>, &crate::credentials::LoadedKey),
+    ) -> Result<ipsec_ike::ipsec_eap::tls::ServerConfig, String> {
+        let chain: Vec<Vec<u8>> = certs.iter().map(|c| c.der().to_vec()).collect();
+        let cas: Vec<Vec<u8>> = crate::credentials::load_certs(&self.remote.cacerts)?
+            .iter()
+            .map(|c| c.der().to_vec())
+            .collect();
+        let mut crls = Vec::new();
+        for p in &self.remote.crls {
+            let bytes = crate::credentials::read_public(p)?;
+            crls.extend(ipsec_ike::pki::crl_ders(&bytes).map_err(|e| format!("{}: {e}", p.display()))?);
+        }
+        ipsec_ike::ipsec_eap::tls::ServerConfig::new(
+            &chain,
+            key.key.to_key_der(),
+            &cas,
+            &crls,
+            ipsec_ike::ipsec_eap::tls::Versions::Both,
+        )
+        .map_err(|e| e.to_string())
+    }
+
     /// The IKE implementation's configuration of this connection, with its pre-shared key
     /// from `secrets` (the entry naming both identities, or one of them; the remote address
     /// stands for an unset remote identity). The first child is negotiated in IKE_AUTH, the
     /// others with CREATE_CHILD_SA.
     pub fn to_ike(&self, secrets: &Secrets) -> Result<ipsec_ike::Connection, String> {
+        self.to_ike_with(secrets, None)
+    }
+
+    /// [`ConnectionConfig::to_ike`] with the config's `[radius]` server, which a connection
+    /// with `remote.auth = "eap-radius"` needs (and the secrets file's `[radius] secret`).
+    pub fn to_ike_with(
+        &self,
+        secrets: &Secrets,
+        radius: Option<&crate::radius::RadiusConfig>,
+    ) -> Result<ipsec_ike::Connection, String> {
         let at = |m: String| format!("connection `{}` (line {}): {m}", self.name, self.line);
         let local_id = self.local_id();
         let remote_id = self
@@ -641,16 +707,8 @@ impl ConnectionConfig {
         )
         .map_err(|e| at(format!("proposals: {e}")))?;
         c.remote_id_match = remote_match;
-        c.local_auth = if self.local.eap {
-            let user = self.local.eap_id.clone().unwrap_or_default();
-            let secret = secrets
-                .eap_for(&user)
-                .ok_or_else(|| at(format!("no [[eap]] secret in the secrets file for `{user}`")))?;
-            ipsec_ike::LocalAuth::Eap {
-                identity: user.into_bytes(),
-                password: ipsec_ike::Psk::new(secret.secret.as_bytes()),
-            }
-        } else if self.local.pubkey {
+        // Our certificate (then intermediates) and its private key from the secrets file.
+        let our_certs_and_key = || {
             let certs = crate::credentials::load_certs(&self.local.certs).map_err(at)?;
             let ours = certs
                 .first()
@@ -665,6 +723,19 @@ impl ConnectionConfig {
                         ours.subject()
                     ))
                 })?;
+            Ok::<_, String>((certs, key))
+        };
+        c.local_auth = if self.local.eap {
+            let user = self.local.eap_id.clone().unwrap_or_default();
+            let secret = secrets
+                .eap_for(&user)
+                .ok_or_else(|| at(format!("no [[eap]] secret in the secrets file for `{user}`")))?;
+            ipsec_ike::LocalAuth::Eap {
+                identity: user.into_bytes(),
+                password: ipsec_ike::Psk::new(secret.secret.as_bytes()),
+            }
+        } else if self.local.pubkey {
+            let (certs, key) = our_certs_and_key()?;
             let signer = ipsec_ike::pki::RingSigner::new(key.key.clone())
                 .map_err(|e| at(format!("{}: {e}", key.path.display())))?;
             ipsec_ike::LocalAuth::Pubkey {
@@ -675,9 +746,30 @@ impl ConnectionConfig {
         } else {
             ipsec_ike::LocalAuth::Psk(psk()?)
         };
-        c.remote_auth = if self.remote.eap {
+        c.remote_auth = if self.remote.radius {
+            let server = radius.ok_or_else(|| at("remote.auth = \"eap-radius\" needs a [radius] server".into()))?;
+            let secret = secrets
+                .radius
+                .as_ref()
+                .ok_or_else(|| at("remote.auth = \"eap-radius\": no [radius] secret in the secrets file".into()))?;
             ipsec_ike::RemoteAuth::Eap {
-                backend: ipsec_ike::ipsec_eap::server::Backend::Local,
+                backend: ipsec_ike::ipsec_eap::server::Backend::Radius(server.client(secret.0.as_bytes())),
+                creds: std::sync::Arc::new(EapUsers::from_secrets(secrets)),
+            }
+        } else if self.remote.eap {
+            let backend = if self.remote.eap_tls {
+                // The TLS server proves itself with the certificate IKE signs with.
+                if !self.local.pubkey {
+                    return Err(at(
+                        "remote.auth = \"eap-tls\" needs local.auth = \"pubkey\" (the server's certificate)".into(),
+                    ));
+                }
+                ipsec_ike::ipsec_eap::server::Backend::Tls(self.eap_tls_config(&our_certs_and_key()?).map_err(at)?)
+            } else {
+                ipsec_ike::ipsec_eap::server::Backend::Local
+            };
+            ipsec_ike::RemoteAuth::Eap {
+                backend,
                 creds: std::sync::Arc::new(EapUsers::from_secrets(secrets)),
             }
         } else if self.remote.pubkey {
@@ -702,6 +794,7 @@ impl ConnectionConfig {
         c.rand_time = Some(self.rand_time);
         c.fragmentation = self.fragmentation;
         c.fragment_size = self.fragment_size;
+        c.mobike = self.mobike;
         c.pools = self.pools.clone();
         c.vips = self.vips.clone();
         c.unique = self.unique;
@@ -795,6 +888,16 @@ impl ipsec_ike::ipsec_eap::mschapv2::Credentials for EapUsers {
     }
 }
 
+/// The RADIUS shared secret (the secrets file's `[radius] secret`, RFC 2865 3). Zeroed when
+/// dropped; never shown by `Debug`.
+pub struct RadiusSecret(pub zeroize::Zeroizing<String>);
+
+impl std::fmt::Debug for RadiusSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RadiusSecret(not shown)")
+    }
+}
+
 /// The secrets file: pre-shared keys for IKE, EAP users, and the private keys of
 /// `auth = "pubkey"`.
 #[derive(Debug, Default)]
@@ -803,6 +906,8 @@ pub struct Secrets {
     pub psks: Vec<Psk>,
     /// The EAP users (`[[eap]]`), in file order.
     pub eap: Vec<EapSecret>,
+    /// The secret shared with the `[radius]` server (`[radius] secret`).
+    pub radius: Option<RadiusSecret>,
     /// The private keys ([`Secrets::load`] reads them from the `[[private]] file`s).
     pub keys: Vec<crate::credentials::LoadedKey>,
     /// `[[private]] file` paths not read yet (as written).
@@ -847,6 +952,12 @@ impl Secrets {
             eap: Vec<toml::Spanned<EapEntry>>,
             #[serde(default)]
             private: Vec<KeyFile>,
+            radius: Option<RadiusEntry>,
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct RadiusEntry {
+            secret: crate::values::Secret,
         }
         #[derive(serde::Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -919,9 +1030,15 @@ impl Secrets {
                 secret: zeroize::Zeroizing::new(e.secret.as_str().to_string()),
             });
         }
+        let radius = match file.radius {
+            Some(r) if r.secret.as_str().is_empty() => return Err("[radius]: an empty secret".into()),
+            Some(r) => Some(RadiusSecret(zeroize::Zeroizing::new(r.secret.as_str().to_string()))),
+            None => None,
+        };
         Ok(Secrets {
             psks,
             eap,
+            radius,
             keys: Vec::new(),
             key_files: file.private.into_iter().map(|k| k.file).collect(),
         })
@@ -950,6 +1067,15 @@ impl Secrets {
 /// `auth = "pubkey"` what is presented (our certificate's subject, key type, expiry and the
 /// intermediates sent) or trusted (the CAs, the CRLs). Files that cannot be read are named.
 pub fn describe(a: &AuthConfig, local: bool) -> String {
+    if a.radius {
+        return "EAP, passed to the RADIUS server of [radius] (EAP-Identity asked here)".into();
+    }
+    if a.eap_tls {
+        return format!(
+            "EAP-TLS (TLS 1.2/1.3; client certificates from the {} CA file(s) of remote.cacerts)",
+            a.cacerts.len()
+        );
+    }
     if a.eap {
         return match (local, a.eap_id.as_deref()) {
             (true, Some(id)) => format!("EAP-MSCHAPv2 as `{id}` (password from the secrets file's [[eap]])"),
@@ -1203,7 +1329,7 @@ start_action = "trap"
 
     /// EAP (#36): `auth = "eap-mschapv2"` on either side with the secrets file's `[[eap]]`
     /// users; the password never in Debug or an error; the client needs eap_id and its
-    /// secret; `eap-radius` is refused with a clear message (not wired yet).
+    /// secret; `eap-radius` is the server's only (the client runs the method).
     #[test]
     fn eap_mschapv2_connections_and_eap_secrets() {
         let secrets = super::Secrets::parse(
@@ -1244,11 +1370,93 @@ start_action = "trap"
         for (line, want) in [
             ("local = { auth = \"eap-mschapv2\" }", "needs local.eap_id"),
             ("local = { auth = \"psk\", eap_id = \"x\" }", "eap_id needs"),
-            ("local = { auth = \"eap-radius\", eap_id = \"x\" }", "not supported yet"),
+            ("local = { auth = \"eap-tls\" }", "EAP-TLS client is not supported"),
+            (
+                "local = { auth = \"eap-radius\", eap_id = \"x\" }",
+                "is the server's remote.auth",
+            ),
         ] {
             let t = GOOD.replace("local = { id = \"site-a.example\", auth = \"psk\" }", line);
             let e = crate::from_toml::parse(&t).unwrap_err().to_string();
             assert!(e.contains(want), "{line}: {e}");
+        }
+    }
+
+    /// `remote.auth = "eap-tls"` (#36): the clients' CAs required, the server's certificate
+    /// too (the TLS server is the IKE responder's certificate).
+    #[test]
+    fn eap_tls_connections() {
+        let server = GOOD.replace(
+            "remote = { id = \"site-b.example\" }",
+            "remote = { auth = \"eap-tls\", eap_id = \"%any\", cacerts = [\"/nonexistent/ca.pem\"] }",
+        );
+        let c = crate::from_toml::parse(&server).unwrap();
+        let r = &c.connections[0].remote;
+        assert!(r.eap && r.eap_tls && !r.pubkey);
+        assert!(
+            super::describe(r, false).contains("EAP-TLS"),
+            "{}",
+            super::describe(r, false)
+        );
+        // Our side signs with a pre-shared key here: there is no certificate for TLS.
+        let secrets = super::Secrets::parse("[[ike]]\nsecret = \"k\"\n").unwrap();
+        let e = c.connections[0].to_ike(&secrets).unwrap_err();
+        assert!(e.contains("needs local.auth = \"pubkey\""), "{e}");
+        let no_ca = GOOD.replace(
+            "remote = { id = \"site-b.example\" }",
+            "remote = { auth = \"eap-tls\" }",
+        );
+        let e = crate::from_toml::parse(&no_ca).unwrap_err().to_string();
+        assert!(e.contains("needs remote.cacerts"), "{e}");
+    }
+
+    /// EAP-RADIUS (#36): `remote.auth = "eap-radius"` with a `[radius]` server, its secret
+    /// from the secrets file's `[radius]` (never in Debug or an error); a connection with no
+    /// server is named; a secret in the config is refused.
+    #[test]
+    fn eap_radius_connections_need_a_server_and_its_secret() {
+        let server = GOOD.replace(
+            "remote = { id = \"site-b.example\" }",
+            "remote = { auth = \"eap-radius\", eap_id = \"%any\" }",
+        );
+        let e = crate::from_toml::parse(&server).unwrap_err().to_string();
+        assert!(e.contains("`site-b`") && e.contains("no [radius] server"), "{e}");
+        let with = format!("[radius]\naddress = \"10.1.0.5\"\nnas_identifier = \"gw\"\n{server}");
+        let c = crate::from_toml::parse(&with).unwrap();
+        let r = c.radius.as_ref().unwrap();
+        assert_eq!(r.address, "10.1.0.5:1812".parse().unwrap());
+        assert_eq!((r.nas_identifier.as_str(), r.retransmit_tries), ("gw", 3));
+        assert!(c.connections[0].remote.radius);
+        let secrets = super::Secrets::parse("[[ike]]\nsecret = \"k\"\n[radius]\nsecret = \"radius-hush\"\n").unwrap();
+        assert!(!format!("{secrets:?}").contains("radius-hush"));
+        let ike = c.connections[0].to_ike_with(&secrets, c.radius.as_ref()).unwrap();
+        let ipsec_ike::RemoteAuth::Eap {
+            backend: ipsec_ike::ipsec_eap::server::Backend::Radius(client),
+            ..
+        } = &ike.remote_auth
+        else {
+            panic!("{:?}", ike.remote_auth)
+        };
+        assert_eq!(&client.secret[..], b"radius-hush");
+        assert_eq!(client.nas_identifier, b"gw");
+        assert!(!format!("{:?}", ike.remote_auth).contains("hush"));
+        assert!(super::describe(&c.connections[0].remote, false).contains("[radius]"));
+        let none = super::Secrets::parse("[[ike]]\nsecret = \"k\"\n").unwrap();
+        let e = c.connections[0].to_ike_with(&none, c.radius.as_ref()).unwrap_err();
+        assert!(e.contains("no [radius] secret"), "{e}");
+        let e = c.connections[0].to_ike(&secrets).unwrap_err();
+        assert!(e.contains("needs a [radius] server"), "{e}");
+        for (radius, want) in [
+            (
+                "address = \"10.1.0.5\"\nsecret = \"s3cr3t\"",
+                "belongs in the secrets file",
+            ),
+            ("address = \"radius.example\"", "an IP address"),
+            ("address = \"10.1.0.5\"\nretransmit_tries = 0", "retransmit_tries"),
+        ] {
+            let t = format!("[radius]\n{radius}\n{server}");
+            let e = crate::from_toml::parse(&t).unwrap_err().to_string();
+            assert!(e.contains(want) && !e.contains("s3cr3t"), "{radius}: {e}");
         }
     }
 
@@ -1285,6 +1493,10 @@ start_action = "trap"
             let ike = c.connections[0].to_ike(&secrets).unwrap();
             assert_eq!((ike.fragmentation, ike.fragment_size), (frag, size), "{line}");
         }
+        // MOBIKE (RFC 4555): on unless `mobike = false` (swanctl's default yes).
+        assert!(ike.mobike);
+        let c = crate::from_toml::parse(&GOOD.replace("dpd_delay = 30", "mobike = false")).unwrap();
+        assert!(!c.connections[0].to_ike(&secrets).unwrap().mobike);
         for (line, what) in [
             ("fragmentation = \"maybe\"", "fragmentation = \"maybe\""),
             ("fragment_size = 100", "fragment_size = 100"),
@@ -1313,7 +1525,7 @@ start_action = "trap"
             (GOOD.replace("\"psk\"", "\"pubkey\""), "needs local.certs"),
             (
                 GOOD.replace("\"psk\"", "\"eap\""),
-                "\"psk\", \"pubkey\" or \"eap-mschapv2\"",
+                "\"psk\", \"pubkey\", \"eap-mschapv2\", \"eap-tls\" or \"eap-radius\"",
             ),
             (
                 GOOD.replace("auth = \"psk\" }", "auth = \"psk\", cacerts = [\"/x\"] }"),

@@ -43,7 +43,7 @@ pub(crate) fn read_private(path: &Path, what: &str) -> Result<zeroize::Zeroizing
     Ok(v)
 }
 
-fn read_public(path: &Path) -> Result<Vec<u8>, String> {
+pub(crate) fn read_public(path: &Path) -> Result<Vec<u8>, String> {
     let shown = path.display();
     let m = std::fs::metadata(path).map_err(|e| format!("{shown}: {e}"))?;
     if m.len() > MAX_FILE {

@@ -30,6 +30,7 @@ struct File {
     ike: Option<Spanned<crate::ike_settings::IkeToml>>,
     #[serde(default)]
     pool: Vec<Spanned<crate::pools::PoolToml>>,
+    radius: Option<Spanned<crate::radius::RadiusToml>>,
 }
 
 /// `[tunnel]`: tunneld's settings.
@@ -328,6 +329,25 @@ pub fn parse_known(text: &str, known: &[&str]) -> Result<Config, ConfigError> {
         config.connections.push(c);
     }
     crate::pools::read(file.pool, &mut config, &|s| lines.of(s))?;
+    if let Some(r) = file.radius {
+        let line = lines.of(&r);
+        config.radius = Some(
+            r.into_inner()
+                .into_config(line)
+                .map_err(|m| ConfigError::at(line, ErrorKind::Invalid(format!("[radius]: {m}"))))?,
+        );
+    }
+    if config.radius.is_none() {
+        if let Some(c) = config.connections.iter().find(|c| c.remote.radius) {
+            return Err(ConfigError::at(
+                c.line,
+                ErrorKind::Invalid(format!(
+                    "connection `{}`: remote.auth = \"eap-radius\" but there is no [radius] server (address = \"host:port\")",
+                    c.name
+                )),
+            ));
+        }
+    }
     Ok(config)
 }
 

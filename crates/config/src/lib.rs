@@ -60,6 +60,7 @@ pub mod credentials;
 pub mod from_toml;
 pub mod ike_settings;
 pub mod pools;
+pub mod radius;
 mod sa_encap;
 pub mod setkey;
 pub mod show;
@@ -129,6 +130,8 @@ pub struct Config {
     pub ike: ike_settings::IkeSettings,
     /// The TOML `[[pool]]`s: address pools for remote-access clients ([`pools`]).
     pub pools: Vec<pools::PoolConfig>,
+    /// The TOML `[radius]` table: the server EAP-RADIUS connections pass EAP to ([`radius`]).
+    pub radius: Option<radius::RadiusConfig>,
     /// The file holds no SA and no policy on purpose: TOML `sa = []` and `policy = []`
     /// written out, or setkey `flush;` and `spdflush;` with nothing added after them. A
     /// tunneld reload takes an empty config only then (an empty or cut-short file is refused,

@@ -32,6 +32,12 @@ pub enum Error {
     BadAuthenticator,
     /// A buffer too small for what is emitted, or a value too large to encode.
     BufferTooSmall,
+    /// An EAP-TLS message longer than the reassembly limit (RFC 5216 §3.1, TLS Message
+    /// Length; `tls::fragment::MAX_TLS_MESSAGE_LEN`).
+    TooLong,
+    /// EAP-TLS fragments that do not add up to the TLS Message Length announced (RFC 5216
+    /// §3.1).
+    LengthMismatch,
 }
 
 impl fmt::Display for Error {
@@ -52,6 +58,8 @@ impl fmt::Display for Error {
             Error::UnknownIdentity => f.write_str("no credentials for this identity"),
             Error::BadAuthenticator => f.write_str("bad RADIUS authenticator"),
             Error::BufferTooSmall => f.write_str("buffer too small"),
+            Error::TooLong => f.write_str("EAP-TLS message longer than the reassembly limit"),
+            Error::LengthMismatch => f.write_str("EAP-TLS fragments do not add up to the TLS Message Length"),
         }
     }
 }

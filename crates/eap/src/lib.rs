@@ -6,6 +6,7 @@
 //!   authenticator ([`mschapv2::Server`]) and the peer ([`mschapv2::Peer`]).
 //! - [`radius`]: a RADIUS client (RFC 2865) passing EAP through to a RADIUS server
 //!   (RFC 3579), MPPE keys (RFC 2548) turned into the MSK.
+//! - [`tls`] (feature `tls`, with std): EAP-TLS (RFC 5216, RFC 9190) on rustls, both roles.
 //! - [`server`]: what the IKE responder drives: EAP-Identity, then a local method or RADIUS.
 //!
 //! Nothing here opens a socket or a file, reads a clock or draws random bytes: time
@@ -25,6 +26,8 @@ pub mod msk;
 pub mod packet;
 pub mod radius;
 pub mod server;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 pub use error::Error;
 pub use msk::Msk;

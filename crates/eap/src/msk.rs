@@ -28,6 +28,12 @@ impl Msk {
         Msk(v)
     }
 
+    /// An MSK of the given octets (an EAP-TLS MSK is the first 64 octets of its Key_Material,
+    /// RFC 5216 §2.3, RFC 9190 §2.3), zero padded to 64 octets if shorter.
+    pub fn from_slice(key: &[u8]) -> Msk {
+        Msk::from_recv_send(key, &[])
+    }
+
     /// The key bytes (for the IKEv2 AUTH computation).
     pub fn as_bytes(&self) -> &[u8] {
         &self.0

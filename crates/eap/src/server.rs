@@ -39,6 +39,12 @@ pub enum FailureReason {
     /// The RADIUS server accepted but sent no MS-MPPE keys, so there is no MSK to bind
     /// the IKE SA with.
     NoMsk,
+    /// EAP-TLS: the client's certificate was refused (it does not chain to the configured
+    /// CAs, is expired or revoked, or none was sent; RFC 5216 §5.3).
+    CertificateRefused,
+    /// EAP-TLS: the TLS handshake failed otherwise (no common version or cipher suite, a
+    /// bad signature or Finished, an alert from the peer).
+    TlsHandshake,
 }
 
 impl core::fmt::Display for FailureReason {
@@ -53,6 +59,8 @@ impl core::fmt::Display for FailureReason {
             FailureReason::RadiusBadEap => "the RADIUS server sent no usable EAP Request",
             FailureReason::TooManyRounds => "too many EAP rounds",
             FailureReason::NoMsk => "no MSK from the EAP method",
+            FailureReason::CertificateRefused => "the client certificate was refused",
+            FailureReason::TlsHandshake => "the TLS handshake failed",
         })
     }
 }
@@ -77,6 +85,22 @@ pub enum Backend {
     Local,
     /// Passed through to a RADIUS server (RFC 3579).
     Radius(radius::Config),
+    /// EAP-TLS here (RFC 5216, RFC 9190): the client's certificate verified against the
+    /// configuration's CAs.
+    #[cfg(feature = "tls")]
+    Tls(crate::tls::ServerConfig),
+}
+
+impl Backend {
+    /// The method's name for logs and `ipsec ike list` (swanctl's words).
+    pub fn method_name(&self) -> &'static str {
+        match self {
+            Backend::Local => "eap-mschapv2",
+            Backend::Radius(_) => "eap-radius",
+            #[cfg(feature = "tls")]
+            Backend::Tls(_) => "eap-tls",
+        }
+    }
 }
 
 /// The longest identity taken (it becomes a RADIUS User-Name, RFC 2865 §5.1).
@@ -89,9 +113,11 @@ enum Inner {
     /// The Identity Request is out.
     Identity {
         identifier: u8,
-        config: Option<radius::Config>,
+        backend: Option<Backend>,
     },
     Local(mschapv2::Server),
+    #[cfg(feature = "tls")]
+    Tls(alloc::boxed::Box<crate::tls::Server>),
     Radius {
         session: radius::Session,
         /// The Identifier of the EAP Request last relayed to the peer (None while waiting).
@@ -109,6 +135,14 @@ enum Inner {
 pub struct Authenticator {
     inner: Inner,
     identity: Option<alloc::vec::Vec<u8>>,
+    method: &'static str,
+    /// The wall-clock time (seconds since 1970) certificates are checked at (EAP-TLS).
+    unix: Option<u64>,
+    /// EAP-TLS: the client's certificate (DER), verified.
+    peer_cert: Option<Vec<u8>>,
+    /// The RADIUS Identifier the next Access-Request takes, if the caller chose it
+    /// ([`Authenticator::use_radius_identifier`]).
+    next_radius_id: Option<u8>,
 }
 
 impl fmt::Debug for Authenticator {
@@ -116,6 +150,8 @@ impl fmt::Debug for Authenticator {
         let state = match &self.inner {
             Inner::Identity { .. } => "identity",
             Inner::Local(_) => "mschapv2",
+            #[cfg(feature = "tls")]
+            Inner::Tls(_) => "tls",
             Inner::Radius { .. } => "radius",
             Inner::Done(_) => "done",
         };
@@ -132,17 +168,18 @@ impl Authenticator {
         let mut id = [0u8; 1];
         rng.fill_bytes(&mut id);
         let req = alloc::vec![Code::Request.to_u8(), id[0], 0, 5, Type::Identity.to_u8()];
-        let config = match backend {
-            Backend::Local => None,
-            Backend::Radius(c) => Some(c),
-        };
+        let method = backend.method_name();
         (
             Authenticator {
                 inner: Inner::Identity {
                     identifier: id[0],
-                    config,
+                    backend: Some(backend),
                 },
                 identity: None,
+                method,
+                unix: None,
+                peer_cert: None,
+                next_radius_id: None,
             },
             req,
         )
@@ -153,8 +190,27 @@ impl Authenticator {
     pub fn pending_failure(&self) -> Option<FailureReason> {
         match &self.inner {
             Inner::Local(server) => server.pending_failure(),
+            #[cfg(feature = "tls")]
+            Inner::Tls(server) => server.pending_failure(),
             _ => None,
         }
+    }
+
+    /// The method's name (`eap-mschapv2`, `eap-tls`, `eap-radius`).
+    pub fn method_name(&self) -> &'static str {
+        self.method
+    }
+
+    /// Sets the wall-clock time (seconds since 1970) that certificates are checked at
+    /// (EAP-TLS); None: unknown, and a certificate is then refused.
+    pub fn set_unix_time(&mut self, unix: Option<u64>) {
+        self.unix = unix;
+    }
+
+    /// EAP-TLS: the client's certificate (DER), after the handshake verified it; the peer's
+    /// identity comes from it, not from its EAP-Identity.
+    pub fn peer_certificate(&self) -> Option<&[u8]> {
+        self.peer_cert.as_deref()
     }
 
     /// The identity the peer gave (after its Identity Response).
@@ -174,7 +230,7 @@ impl Authenticator {
     ) -> Result<Step, Error> {
         match &mut self.inner {
             Inner::Done(_) => Err(Error::Finished),
-            Inner::Identity { identifier, config } => {
+            Inner::Identity { identifier, backend } => {
                 let repr = Repr::parse_bytes(eap)?;
                 if repr.code != Code::Response {
                     return Err(Error::Unexpected("not an EAP Response"));
@@ -193,16 +249,23 @@ impl Authenticator {
                 }
                 self.identity = Some(ident.to_vec());
                 let next_id = identifier.wrapping_add(1);
-                match config.take() {
-                    None => {
+                match backend.take() {
+                    None | Some(Backend::Local) => {
                         let (server, req) = mschapv2::Server::start(ident, next_id, creds, rng)?;
                         self.inner = Inner::Local(server);
                         Ok(Step::Send(req))
                     }
-                    Some(cfg) => {
+                    #[cfg(feature = "tls")]
+                    Some(Backend::Tls(cfg)) => {
+                        let (server, start) = crate::tls::Server::start(&cfg, next_id)?;
+                        self.inner = Inner::Tls(alloc::boxed::Box::new(server));
+                        Ok(Step::Send(start))
+                    }
+                    Some(Backend::Radius(cfg)) => {
                         let mut session = radius::Session::new(cfg, ident)?;
                         let mut rid = [0u8; 1];
                         rng.fill_bytes(&mut rid);
+                        let rid = [self.next_radius_id.take().unwrap_or(rid[0])];
                         session.send_eap(eap_body(eap)?, rid[0], now, rng)?;
                         self.inner = Inner::Radius {
                             session,
@@ -217,6 +280,17 @@ impl Authenticator {
             }
             Inner::Local(server) => {
                 let step = server.handle(eap)?;
+                if matches!(step, Step::Success { .. } | Step::Failure { .. }) {
+                    self.inner = Inner::Done(None);
+                }
+                Ok(step)
+            }
+            #[cfg(feature = "tls")]
+            Inner::Tls(server) => {
+                let step = server.handle(eap, self.unix)?;
+                if matches!(step, Step::Success { .. }) {
+                    self.peer_cert = server.peer_certificate().map(<[u8]>::to_vec);
+                }
                 if matches!(step, Step::Success { .. } | Step::Failure { .. }) {
                     self.inner = Inner::Done(None);
                 }
@@ -251,13 +325,22 @@ impl Authenticator {
                     return Ok(step);
                 }
                 *rounds += 1;
-                *radius_id = radius_id.wrapping_add(1);
+                *radius_id = self.next_radius_id.take().unwrap_or(radius_id.wrapping_add(1));
                 session.send_eap(eap_body(eap)?, *radius_id, now, rng)?;
                 *relayed = None;
                 *last_response = repr.identifier;
                 Ok(Step::Pending)
             }
         }
+    }
+
+    /// Has the next Access-Request (made by the next [`Authenticator::handle_response`])
+    /// take RADIUS Identifier `id`: a caller that shares one socket among many
+    /// authenticators keeps the Identifiers outstanding on it distinct (RFC 2865 3: the
+    /// server takes a request with the Identifier of one it is working on from the same
+    /// client for a duplicate). Without it: random, then consecutive.
+    pub fn use_radius_identifier(&mut self, id: u8) {
+        self.next_radius_id = Some(id);
     }
 
     /// The next RADIUS datagram to send (RADIUS backend).

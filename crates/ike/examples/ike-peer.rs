@@ -374,6 +374,12 @@ fn event_json(e: &Event, keys: bool) -> String {
             json_str(&old.to_string()),
             json_str(&new.to_string())
         ),
+        Event::MobikeRefused { conn, from, reason, .. } => format!(
+            "{{\"event\":\"mobike_refused\",\"conn\":{},\"from\":{},\"reason\":{}}}",
+            json_str(conn),
+            json_str(&from.to_string()),
+            json_str(&reason.to_string())
+        ),
         Event::Alive { conn, at } => format!("{{\"event\":\"alive\",\"conn\":{},\"at_s\":{:.3}}}", json_str(conn), at.as_secs_f64()),
         Event::IkeRekeyed { old_spi_i, info, .. } => format!(
             "{{\"event\":\"ike_rekeyed\",\"conn\":{},\"old_spi_i\":\"{:016x}\",\"spi_i\":\"{:016x}\",\"spi_r\":\"{:016x}\"}}",

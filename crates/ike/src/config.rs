@@ -99,7 +99,8 @@ pub enum RemoteAuth {
         /// Trusted CAs and their CRLs.
         trust: Arc<TrustStore>,
     },
-    /// EAP (RFC 7296 2.16; swanctl's `auth = eap-mschapv2` / `eap-radius`): the peer sends no
+    /// EAP (RFC 7296 2.16; swanctl's `auth = eap-mschapv2` / `eap-tls` / `eap-radius`): the
+    /// peer sends no
     /// AUTH in its first IKE_AUTH request; we ask its EAP identity (`eap_id = %any`), run the
     /// method ([`ipsec_eap::server::Authenticator`]) and then check its AUTH made with the
     /// MSK ([`crate::eap`]). Our own side signs ([`LocalAuth::Pubkey`]).
@@ -121,10 +122,7 @@ impl fmt::Debug for RemoteAuth {
         match self {
             RemoteAuth::Psk(_) => f.write_str("psk"),
             RemoteAuth::Pubkey { trust } => write!(f, "pubkey ({} CAs)", trust.cas().len()),
-            RemoteAuth::Eap { backend, .. } => match backend {
-                ipsec_eap::server::Backend::Local => f.write_str("eap-mschapv2"),
-                ipsec_eap::server::Backend::Radius(_) => f.write_str("eap-radius"),
-            },
+            RemoteAuth::Eap { backend, .. } => f.write_str(backend.method_name()),
         }
     }
 }
@@ -334,6 +332,10 @@ pub struct Connection {
     pub vips: Vec<IpAddr>,
     /// Another IKE SA of the same peer identity (swanctl `unique`).
     pub unique: crate::pool::Unique,
+    /// MOBIKE (RFC 4555; swanctl `mobike`, default yes): announce MOBIKE_SUPPORTED in
+    /// IKE_AUTH and, when both sides did, follow the peer's UPDATE_SA_ADDRESSES
+    /// ([`crate::task::ike_mobike`]).
+    pub mobike: bool,
     /// Which side starts rekeys of the IKE SA and its children (issue #36: clients that
     /// refuse a server's rekey).
     pub rekey_by: RekeyBy,
@@ -424,6 +426,7 @@ impl Connection {
             pools: Vec::new(),
             vips: Vec::new(),
             unique: Default::default(),
+            mobike: true,
             rekey_by: RekeyBy::Auto,
             vendor_ids: Vec::new(),
         })

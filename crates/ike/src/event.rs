@@ -285,6 +285,19 @@ pub enum Event {
         old: SocketAddr,
         /// New endpoint.
         new: SocketAddr,
+        /// Moved by the peer's UPDATE_SA_ADDRESSES (MOBIKE, RFC 4555 3.5), not implicitly.
+        mobike: bool,
+    },
+    /// A MOBIKE request not acted on (RFC 4555 3.5, 3.7, 3.9): nothing moved.
+    MobikeRefused {
+        /// Connection.
+        conn: String,
+        /// Initiator's SPI.
+        spi_i: u64,
+        /// Where the request came from.
+        from: SocketAddr,
+        /// Why.
+        reason: MobikeRefusal,
     },
     /// A peer was leased a virtual address from a pool (CFG_REPLY, RFC 7296 3.15.4).
     LeaseAssigned {
@@ -337,4 +350,25 @@ pub enum Event {
         /// When.
         at: Duration,
     },
+}
+
+/// Why a MOBIKE request was not acted on ([`Event::MobikeRefused`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MobikeRefusal {
+    /// UPDATE_SA_ADDRESSES on an IKE SA without MOBIKE (RFC 4555 3.2: not both announced it).
+    NotNegotiated,
+    /// COOKIE2 malformed (not 8 to 64 bytes, 4.2) or, in a response, not ours (3.7).
+    BadCookie2,
+    /// NO_NATS_ALLOWED and a NAT found (3.9): answered UNEXPECTED_NAT_DETECTED.
+    UnexpectedNat,
+}
+
+impl core::fmt::Display for MobikeRefusal {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            MobikeRefusal::NotNegotiated => "UPDATE_SA_ADDRESSES without MOBIKE negotiated",
+            MobikeRefusal::BadCookie2 => "COOKIE2 malformed or not ours",
+            MobikeRefusal::UnexpectedNat => "NO_NATS_ALLOWED and a NAT found",
+        })
+    }
 }

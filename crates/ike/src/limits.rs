@@ -73,5 +73,7 @@ pub const MAX_CHILD_SAS_WITH_REPLACED: usize = 2 * MAX_CHILD_SAS;
 /// IKE_AUTH requests one EAP conversation takes at most, the first (without AUTH) and the
 /// last (AUTH with the MSK) included (RFC 7296 2.16). EAP-MSCHAPv2 needs 5 (first, Identity,
 /// Challenge Response, Success Response, AUTH); a few more allow for re-sent EAP Requests
-/// after out-of-order Responses. More: AUTHENTICATION_FAILED.
-pub const MAX_EAP_ROUNDS: u8 = 10;
+/// after out-of-order Responses. EAP-TLS (RFC 5216 2.1.5) takes one round per fragment of
+/// 1 KiB each way plus the ACKs: about 10 for a handshake with one certificate each side,
+/// more with chains. More: AUTHENTICATION_FAILED.
+pub const MAX_EAP_ROUNDS: u8 = 40;

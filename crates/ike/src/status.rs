@@ -38,6 +38,13 @@ pub struct IkeSaStats {
     pub eap_failures: u64,
     /// EAP messages out of order or malformed (the outstanding EAP Request sent again).
     pub eap_out_of_order: u64,
+    /// MOBIKE address updates (RFC 4555 3.5): the peer's UPDATE_SA_ADDRESSES acted on, or
+    /// ours answered.
+    pub mobike_updates: u64,
+    /// MOBIKE requests not acted on ([`crate::Event::MobikeRefused`]).
+    pub mobike_refused: u64,
+    /// Retransmissions of a request whose response waits for the RADIUS server (absorbed).
+    pub deferred_retransmits: u64,
 }
 
 impl IkeSaStats {
@@ -55,6 +62,9 @@ impl IkeSaStats {
         self.additional_ke_refused += o.additional_ke_refused;
         self.eap_failures += o.eap_failures;
         self.eap_out_of_order += o.eap_out_of_order;
+        self.mobike_updates += o.mobike_updates;
+        self.mobike_refused += o.mobike_refused;
+        self.deferred_retransmits += o.deferred_retransmits;
     }
 }
 
@@ -95,6 +105,10 @@ pub struct IkeSaStatus {
     pub children: Vec<ChildSaStatus>,
     /// Virtual addresses: the peer's leases (responder), ours (initiator).
     pub virtual_ips: Vec<core::net::IpAddr>,
+    /// MOBIKE is in use (RFC 4555 3.2: both sides announced it).
+    pub mobike: bool,
+    /// The peer's additional addresses (ADDITIONAL_IP4/6_ADDRESS, RFC 4555 3.4).
+    pub peer_addresses: Vec<core::net::IpAddr>,
     /// Responder: the EAP method that authenticated the peer (`eap-mschapv2`,
     /// `eap-radius`); `remote_id` is then its EAP identity.
     pub eap_method: Option<&'static str>,

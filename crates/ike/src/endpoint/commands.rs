@@ -450,4 +450,30 @@ impl Endpoint {
         let ci = self.conn_index(conn)?;
         self.on_established(now, ci, rng, |_, _| Some(Task::IkeDpd))
     }
+
+    /// Our address changed (RFC 4555 3.5, initiator): each established IKE SA of `conn`
+    /// that uses MOBIKE sends UPDATE_SA_ADDRESSES (with COOKIE2) from where it now sends;
+    /// the caller has moved its socket. `Unsupported`: no SA of `conn` uses MOBIKE.
+    pub fn update_addresses(
+        &mut self,
+        now: Duration,
+        conn: &str,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), CommandError> {
+        let ci = self.conn_index(conn)?;
+        let mut any = false;
+        self.on_established(now, ci, rng, |sa, rng| {
+            any |= sa.mobike.agreed;
+            sa.mobike
+                .agreed
+                .then(|| Task::IkeMobike(crate::task::ike_mobike::IkeMobike::new(rng)))
+        })?;
+        if any {
+            Ok(())
+        } else {
+            Err(CommandError::Unsupported(
+                "MOBIKE is not in use on this connection's IKE SA",
+            ))
+        }
+    }
 }

@@ -18,7 +18,11 @@ use rand_core::CryptoRngCore;
 
 mod commands;
 mod inbound;
+mod radius;
 mod reap;
+
+pub(crate) use radius::RadiusTable;
+pub use radius::{RadiusDropped, RadiusStats, RadiusTransmit};
 
 /// The packet that triggered an acquire (for the first selectors, RFC 7296 2.9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +123,12 @@ impl fmt::Debug for Endpoint {
 }
 
 impl Endpoint {
+    /// Its IKE SAs, for the crate's tests.
+    #[cfg(test)]
+    pub(crate) fn sas_mut(&mut self) -> impl Iterator<Item = &mut IkeSa> {
+        self.sas.values_mut()
+    }
+
     /// An endpoint with no SAs.
     pub fn new(cfg: Config) -> Self {
         let out = Output {

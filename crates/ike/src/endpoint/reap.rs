@@ -42,6 +42,7 @@ impl Endpoint {
             if let Some(s) = self.sas.remove(&spi) {
                 self.gone.add(s.stats());
                 self.out.release_leases(spi);
+                self.out.radius.forget(spi);
             }
         }
         self.settle(spi);
@@ -117,6 +118,7 @@ impl Endpoint {
             if let Some(s) = self.sas.remove(&k) {
                 self.gone.add(s.stats());
                 self.out.release_leases(k);
+                self.out.radius.forget(k);
             }
         }
         let responders: Vec<u64> = self.responders.keys().copied().collect();

@@ -74,6 +74,9 @@ pub(crate) struct Output {
     /// The pools' leases: endpoint state kept here so every task context reaches it
     /// ([`crate::task::config_payload`]).
     pub leases: crate::pool::Leases,
+    /// The RADIUS socket's outstanding Identifiers and datagrams ([`crate::endpoint`]'s
+    /// radius module).
+    pub radius: crate::endpoint::RadiusTable,
 }
 
 impl Output {

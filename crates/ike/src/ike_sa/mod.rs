@@ -67,6 +67,8 @@ pub(crate) struct IkeSa {
     /// Virtual addresses (RFC 7296 3.15): a responder's leases to the peer, an
     /// initiator's own from the CFG_REPLY ([`crate::task::config_payload`]).
     vips: Vec<IpAddr>,
+    /// MOBIKE (RFC 4555): whether it is in use, the peer's addresses, the request's path.
+    mobike: crate::task::ike_mobike::Mobike,
     /// The peer sent Windows' vendor ID in IKE_SA_INIT ([`crate::vendor`]).
     peer_windows: bool,
     /// Responder: the EAP method that authenticated the peer (`eap-mschapv2`), once done.
@@ -111,6 +113,7 @@ impl IkeSa {
             census: Census::default(),
             eap: None,
             vips: Vec::new(),
+            mobike: Default::default(),
             peer_windows: false,
             eap_method: None,
         }
@@ -332,6 +335,10 @@ impl IkeSa {
             r.expire(cx.now);
         }
         crate::task::followup_ke::expire(self, cx.now);
+        crate::task::eap_radius::handle_timeout(self, cx, rng);
+        if self.state.is_dead() {
+            return;
+        }
         // A liveness check unanswered for dpd_timeout: the peer is gone (2.4).
         let dpd_timeout = self.conn(cx.cfg).dpd_timeout;
         if let (Some(t), Some(a)) = (dpd_timeout, self.tasks.active.as_ref()) {
@@ -379,6 +386,9 @@ impl IkeSa {
         if let Some(p) = &self.followup {
             consider(p.deadline());
         }
+        if let Some(d) = crate::task::eap_radius::deadline(self) {
+            consider(d);
+        }
         t
     }
 }
@@ -411,6 +421,8 @@ impl IkeSa {
             rekey_in: left(self.rekey_at),
             stats: self.stats,
             virtual_ips: self.vips.clone(),
+            mobike: self.mobike.agreed,
+            peer_addresses: self.mobike.peer_addresses.clone(),
             eap_method: self.eap_method,
             children: self
                 .children

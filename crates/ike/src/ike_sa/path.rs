@@ -40,6 +40,11 @@ impl IkeSa {
     /// Queues a message to the peer, with the non-ESP marker on the NAT-T ports: one
     /// datagram, or one per fragment of a fragmented message (a train, [`crate::fragment`]).
     pub fn send(&self, cx: &mut Cx, bytes: &[u8]) {
+        self.send_to(cx, bytes, self.path.remote)
+    }
+
+    /// Sends on the IKE path's local address to `remote`.
+    pub(super) fn send_to(&self, cx: &mut Cx, bytes: &[u8], remote: SocketAddr) {
         for d in crate::fragment::datagrams(bytes) {
             let mut payload = Vec::with_capacity(d.len() + 4);
             if self.path.natt {
@@ -48,7 +53,7 @@ impl IkeSa {
             payload.extend_from_slice(d);
             cx.out.transmit(Transmit {
                 local: self.path.local,
-                remote: self.path.remote,
+                remote,
                 payload,
             });
         }
@@ -78,7 +83,8 @@ impl IkeSa {
         if local.port() == cx.cfg.natt_port {
             self.path.natt = true;
         }
-        if remote != self.path.remote {
+        // With MOBIKE only UPDATE_SA_ADDRESSES moves the peer (RFC 4555 3.5).
+        if remote != self.path.remote && !crate::task::ike_mobike::holds_path(self) {
             let old = self.path.remote;
             self.path.remote = remote;
             if self.state.is_established() {
@@ -87,6 +93,7 @@ impl IkeSa {
                     spi_i: self.spi_i,
                     old,
                     new: remote,
+                    mobike: false,
                 });
                 for c in &mut self.children {
                     c.info.remote = remote;

@@ -175,6 +175,7 @@ impl IkeSa {
         self.window = PeerWindow {
             expected: 1,
             kept: Some((0, hs.init_resp.clone())),
+            ..Default::default()
         };
         self.state = State::HalfOpen { hs, crypto };
     }
@@ -232,6 +233,7 @@ impl IkeSa {
         new.vips = self.vips.clone();
         new.peer_windows = self.peer_windows;
         new.eap_method = self.eap_method;
+        new.mobike = self.mobike.clone();
         new.children = core::mem::take(&mut self.children);
         new.tasks = self.tasks.hand_over();
         new

@@ -27,6 +27,9 @@ use rand_core::CryptoRngCore;
 pub(crate) struct PeerWindow {
     pub(super) expected: u32,
     pub(super) kept: Option<(u32, Vec<u8>)>,
+    /// The peer's request whose response waits for a RADIUS server (an EAP round of
+    /// IKE_AUTH, [`crate::task::eap_radius`]): its retransmissions are absorbed (2.1).
+    pub(super) deferred: Option<u32>,
 }
 
 /// Our outstanding request.
@@ -263,6 +266,11 @@ impl IkeSa {
             {
                 return Err(Dropped::Fragment(crate::fragment::FragmentError::NotFirst));
             }
+            if self.window.deferred == Some(h.message_id) {
+                // Its response waits for the RADIUS server: absorbed, not processed again.
+                self.stats.deferred_retransmits += 1;
+                return Ok(());
+            }
             return match &self.window.kept {
                 Some((id, bytes)) if *id == h.message_id => {
                     let b = bytes.clone();
@@ -272,7 +280,7 @@ impl IkeSa {
                 _ => Err(Dropped::OutOfWindow),
             };
         }
-        if h.message_id != self.window.expected {
+        if h.message_id != self.window.expected || self.window.deferred.is_some() {
             return Err(Dropped::OutOfWindow);
         }
         if h.exchange == ExchangeType::IkeSaInit {
@@ -284,6 +292,7 @@ impl IkeSa {
             return Ok(());
         };
         self.authenticated_from(cx, local, remote);
+        self.mobike.request = Some((local, remote));
         self.window.expected = h.message_id.wrapping_add(1);
         self.stats.requests_answered += 1;
         let intermediate = h.exchange == ExchangeType::IkeIntermediate;
@@ -314,6 +323,11 @@ impl IkeSa {
             // exchange, and the exchange's new keys take over after it (RFC 9370 2.2.2).
             let _ = ike_intermediate::collect_sent(self, true, h.message_id, &reply.payloads);
         }
+        if self.window.deferred == Some(h.message_id) {
+            // Answered later, when the RADIUS server has (ike_auth_eap::radius_answered).
+            self.window.kept = None;
+            return dropped.map_or(Ok(()), Err);
+        }
         self.respond(cx, h.exchange, h.message_id, &reply.payloads, rng);
         if intermediate {
             ike_intermediate::after_response(self);
@@ -336,7 +350,10 @@ impl IkeSa {
     ) {
         match self.seal(exchange, true, id, payloads, rng) {
             Ok(bytes) => {
-                self.send(cx, &bytes);
+                // To where the request came from (RFC 7296 2.11; with MOBIKE that need not
+                // be the peer's address, RFC 4555 3.5).
+                let to = self.mobike.request.take().map_or(self.path.remote, |(_, r)| r);
+                self.send_to(cx, &bytes, to);
                 self.window.kept = Some((id, bytes));
             }
             Err(_) => self.window.kept = None,

@@ -196,6 +196,15 @@ impl PrivateKey {
         Self::from_pkcs8(&p8)
     }
 
+    /// The key as a TLS stack takes it (EAP-TLS's rustls, [`ipsec_eap::tls`]): PKCS#1 for
+    /// RSA, PKCS#8 otherwise. A copy the caller owns (rustls zeroizes it on drop).
+    pub fn to_key_der(&self) -> rustls_pki_types::PrivateKeyDer<'static> {
+        match self.kind {
+            KeyKind::Rsa { .. } => rustls_pki_types::PrivatePkcs1KeyDer::from(self.der.to_vec()).into(),
+            _ => rustls_pki_types::PrivatePkcs8KeyDer::from(self.der.to_vec()).into(),
+        }
+    }
+
     /// The kind of the key.
     pub fn kind(&self) -> KeyKind {
         self.kind

@@ -48,8 +48,8 @@ pub use signature::{
     hash_algs_data, our_hash_algs, parse_hash_algs, MAX_HASH_ALGS,
 };
 pub use trust::{
-    verify_chain, verify_peer, TrustStore, Verified, MAX_CHAIN_CERTS, MAX_CRLS, MAX_PATHS_VALIDATED, MAX_PATH_STEPS,
-    MAX_TRUSTED_CAS,
+    crl_ders, verify_chain, verify_peer, TrustStore, Verified, MAX_CHAIN_CERTS, MAX_CRLS, MAX_PATHS_VALIDATED,
+    MAX_PATH_STEPS, MAX_TRUSTED_CAS,
 };
 
 use core::fmt;

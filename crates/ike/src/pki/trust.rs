@@ -77,6 +77,23 @@ impl ExtendedKeyUsageValidator for IkeEku {
     }
 }
 
+/// The DER CRLs of a CRL file: PEM (one or more `X509 CRL` blocks) or one DER CRL (not
+/// parsed further here; [`TrustStore::add_crl`] does, and EAP-TLS hands them to rustls).
+pub fn crl_ders(bytes: &[u8]) -> Result<Vec<Vec<u8>>, PkiError> {
+    let ders: Vec<Vec<u8>> = match pem_blocks(bytes, MAX_CRLS)? {
+        None => alloc::vec![bytes.to_vec()],
+        Some(b) => b
+            .into_iter()
+            .filter(|(l, _)| l == "X509 CRL")
+            .map(|(_, d)| d.to_vec())
+            .collect(),
+    };
+    if ders.is_empty() {
+        return Err(PkiError::BadCrl);
+    }
+    Ok(ders)
+}
+
 /// The CAs trusted to issue peer certificates, and the CRLs the caller loaded.
 #[derive(Clone, Default)]
 pub struct TrustStore {
@@ -118,17 +135,7 @@ impl TrustStore {
     /// revocation information is not revocation), as strongSwan does by default; a CRL past
     /// its nextUpdate is still used.
     pub fn add_crl(&mut self, bytes: &[u8]) -> Result<(), PkiError> {
-        let ders: Vec<Vec<u8>> = match pem_blocks(bytes, MAX_CRLS)? {
-            None => alloc::vec![bytes.to_vec()],
-            Some(b) => b
-                .into_iter()
-                .filter(|(l, _)| l == "X509 CRL")
-                .map(|(_, d)| d.to_vec())
-                .collect(),
-        };
-        if ders.is_empty() {
-            return Err(PkiError::BadCrl);
-        }
+        let ders = crl_ders(bytes)?;
         if self.crls.len() + ders.len() > MAX_CRLS {
             return Err(PkiError::TooMany("CRLs"));
         }

@@ -183,6 +183,7 @@ impl IkeAuth {
         if conn.initial_contact {
             p.push(Payload::Notify(Notify::ike(kind::INITIAL_CONTACT, &[])));
         }
+        p.extend(super::ike_mobike::announce(conn));
         p.extend(super::config_payload::request(conn));
         if let Some(offer) = &self.child {
             p.extend(offer.payloads(conn));
@@ -227,6 +228,7 @@ impl IkeAuth {
         let Some(hs) = ike_up(sa, cx, idr.clone()) else {
             return Next::Done;
         };
+        super::ike_mobike::initiator_established(sa, cx, ps);
         if !super::config_payload::process_reply(sa, cx, ps) {
             // Virtual addresses asked for and none given: no use to us (strongSwan deletes it).
             sa.queue_task(cx, Task::IkeDelete, rng);
@@ -282,6 +284,7 @@ pub(crate) fn check_responder_auth(
 
 /// The responder handles the IKE_AUTH request.
 pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Reply {
+    super::ike_mobike::peer_auth_message(sa, ps);
     // EAP (2.16): a first request without AUTH, or a later round of the conversation.
     if let Some(r) = super::ike_auth_eap::respond(sa, cx, ps, rng) {
         return r;
@@ -419,6 +422,7 @@ pub(crate) fn establish_with_child(
     let Some(hs) = ike_up(sa, cx, remote_id) else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
+    super::ike_mobike::responder_established(sa, cx, &mut resp);
     match choice {
         None => {}
         Some(Ok(choice)) => match choice.answer(ps, rng) {

@@ -22,11 +22,13 @@
 //! discards it; IKE needs an answer to every request, 2.1), counted in
 //! [`crate::IkeSaStats::eap_out_of_order`]. A retransmitted IKE_AUTH request is answered from
 //! the kept response as any other (2.1). EAP failure: EAP-Failure with AUTHENTICATION_FAILED,
-//! an [`Event::AuthFailed`] with [`Refusal::Eap`], nothing installed.
+//! an [`Event::AuthFailed`] with [`Refusal::Eap`], nothing installed. With a RADIUS backend
+//! the response to a request whose EAP Response the server has waits for its answer
+//! ([`crate::task::eap_radius`]).
 use crate::authenticator::{self, Refusal, Signed};
 use crate::child::keymat;
 use crate::config::{LocalAuth, RemoteAuth};
-use crate::eap::{auth_with_msk, identity_of, verify_with_msk};
+use crate::eap::{auth_with_msk, peer_identity, verify_with_msk};
 use crate::event::{DownReason, Event};
 use crate::header::ExchangeType;
 use crate::id::Identity;
@@ -45,7 +47,7 @@ use rand_core::CryptoRngCore;
 
 /// The responder's EAP conversation, kept on the half-open IKE SA between rounds.
 pub(crate) struct EapState {
-    auth: Authenticator,
+    pub(super) auth: Authenticator,
     /// The body of the first request's IDi: the last AUTH covers it (2.16).
     idi_body: Vec<u8>,
     /// The first request's payloads: its child SA, selectors and notifies are answered
@@ -75,7 +77,7 @@ fn eap(msg: Vec<u8>) -> Payload {
 
 /// Refuses the peer: the event, the counter, AUTHENTICATION_FAILED (after `eap_msg`, the
 /// EAP-Failure, if there is one); the SA goes after the response.
-fn refuse(sa: &mut IkeSa, cx: &mut Cx, why: Refusal, eap_msg: Option<Vec<u8>>) -> Reply {
+pub(super) fn refuse(sa: &mut IkeSa, cx: &mut Cx, why: Refusal, eap_msg: Option<Vec<u8>>) -> Reply {
     sa.take_eap();
     sa.stats_mut().eap_failures += 1;
     cx.out.event(Event::AuthFailed {
@@ -192,24 +194,27 @@ fn next_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypto
         // AUTH before EAP-Success: there is no key to check it with.
         return refuse(sa, cx, Refusal::EapProtocol, None);
     }
+    // A RADIUS backend: the Access-Request this Response makes gets an Identifier of its
+    // own on the shared socket.
+    if let Err(refused) = super::eap_radius::prepare(sa, cx) {
+        return refused;
+    }
+    let Some(st) = sa.eap.as_mut() else {
+        return Reply::notify(kind::INVALID_SYNTAX);
+    };
+    // EAP-TLS checks the client's certificate at the wall-clock time.
+    st.auth.set_unix_time(cx.unix);
     let step = match eap_payload(ps) {
         Some(msg) => st.auth.handle_response(msg, creds.as_ref(), cx.now, rng),
         None => Err(ipsec_eap::Error::Unexpected("no EAP payload")),
     };
     match step {
-        Ok(Step::Send(req)) => {
-            st.last_sent = req.clone();
-            Reply::with(alloc::vec![eap(req)])
+        Ok(step) => {
+            let reply = step_reply(sa, cx, step);
+            super::eap_radius::sync(sa, cx, false);
+            // Pending: the RADIUS server has it; the response waits (task/eap_radius.rs).
+            reply.unwrap_or_else(|| super::eap_radius::defer(sa))
         }
-        Ok(Step::Success { msk, eap: success }) => {
-            st.msk = Some(msk);
-            st.last_sent = success.clone();
-            Reply::with(alloc::vec![eap(success)])
-        }
-        Ok(Step::Failure { reason, eap: failure }) => refuse(sa, cx, Refusal::Eap(reason), Some(failure)),
-        // A RADIUS backend waits for its server: tunneld does not move RADIUS datagrams
-        // for the IKE crate yet (docs/ike-eap.md), so this cannot be answered.
-        Ok(Step::Pending) => refuse(sa, cx, Refusal::Eap(FailureReason::RadiusServerDown), None),
         Err(_) => {
             // Out of order, a wrong Identifier, malformed: dropped (RFC 3748 4.1), the
             // outstanding Request again.
@@ -217,6 +222,29 @@ fn next_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypto
             sa.stats_mut().eap_out_of_order += 1;
             Reply::with(alloc::vec![again])
         }
+    }
+}
+
+/// What the peer gets for a step of the authenticator: the next EAP Request, EAP-Success
+/// (the MSK kept for its AUTH), or the refusal with EAP-Failure; None while the RADIUS
+/// server has the conversation ([`Step::Pending`]).
+pub(super) fn step_reply(sa: &mut IkeSa, cx: &mut Cx, step: Step) -> Option<Reply> {
+    match step {
+        Step::Send(req) => {
+            if let Some(st) = sa.eap.as_mut() {
+                st.last_sent = req.clone();
+            }
+            Some(Reply::with(alloc::vec![eap(req)]))
+        }
+        Step::Success { msk, eap: success } => {
+            if let Some(st) = sa.eap.as_mut() {
+                st.msk = Some(msk);
+                st.last_sent = success.clone();
+            }
+            Some(Reply::with(alloc::vec![eap(success)]))
+        }
+        Step::Failure { reason, eap: failure } => Some(refuse(sa, cx, Refusal::Eap(reason), Some(failure))),
+        Step::Pending => None,
     }
 }
 
@@ -235,18 +263,10 @@ pub(crate) fn informational(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload]) -> Opti
 }
 
 /// The EAP method a responder's connection runs, in swanctl's words, for `ipsec ike list`:
-/// `eap-mschapv2` here, `eap-radius` passed to a RADIUS server.
+/// `eap-mschapv2` here, `eap-tls` here, `eap-radius` passed to a RADIUS server.
 pub(crate) fn method_word(conn: &crate::config::Connection) -> &'static str {
     match &conn.remote_auth {
-        RemoteAuth::Eap {
-            backend: ipsec_eap::server::Backend::Local,
-            ..
-        } => "eap-mschapv2",
-        RemoteAuth::Eap {
-            backend: ipsec_eap::server::Backend::Radius(_),
-            ..
-        } => "eap-radius",
-        #[allow(unreachable_patterns)]
+        RemoteAuth::Eap { backend, .. } => backend.method_name(),
         _ => "eap",
     }
 }
@@ -294,9 +314,10 @@ fn finish(sa: &mut IkeSa, cx: &mut Cx, peer_auth: &crate::auth::AuthPayload, rng
     let Some((our_auth, prf, sk_d)) = made else {
         return refuse(sa, cx, Refusal::EapAuth, None);
     };
-    // The EAP identity is the client's identity from here on (leases, caps, `ike list`).
-    let remote_id = match st.auth.identity() {
-        Some(i) => identity_of(i),
+    // The EAP identity (EAP-TLS: the certificate's) is the client's identity from here on
+    // (leases, caps, `ike list`).
+    let remote_id = match peer_identity(&st.auth) {
+        Some(i) => i,
         None => st
             .first
             .id_i()

@@ -29,7 +29,7 @@ fn random_bytes(rng: &mut impl CryptoRngCore, n: usize) -> Vec<u8> {
 
 /// NAT_DETECTION_SOURCE_IP and _DESTINATION_IP for a message from `local` to `remote`. With
 /// `fake_source` (forced encapsulation) the source hash is random, so it cannot match.
-fn nat_notifies(
+pub(crate) fn nat_notifies(
     spi_i: u64,
     spi_r: u64,
     local: SocketAddr,
@@ -51,7 +51,7 @@ fn nat_notifies(
     ]
 }
 
-fn nat_state(
+pub(crate) fn nat_state(
     payloads: &[Payload],
     spi_i: u64,
     spi_r: u64,

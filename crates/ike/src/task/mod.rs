@@ -12,6 +12,7 @@ pub(crate) mod child_create;
 pub(crate) mod child_delete;
 pub(crate) mod child_rekey;
 pub(crate) mod config_payload;
+pub(crate) mod eap_radius;
 pub(crate) mod followup_ke;
 pub(crate) mod ike_auth;
 pub(crate) mod ike_auth_eap;
@@ -19,6 +20,7 @@ pub(crate) mod ike_delete;
 pub(crate) mod ike_dpd;
 pub(crate) mod ike_init;
 pub(crate) mod ike_intermediate;
+pub(crate) mod ike_mobike;
 pub(crate) mod ike_rekey;
 pub(crate) mod lifetimes;
 
@@ -54,6 +56,8 @@ pub(crate) enum Task {
     IkeDelete,
     /// An empty INFORMATIONAL: a liveness check (2.4).
     IkeDpd,
+    /// INFORMATIONAL with UPDATE_SA_ADDRESSES (RFC 4555 3.5).
+    IkeMobike(ike_mobike::IkeMobike),
 }
 
 /// What a task asks for after its response.
@@ -72,7 +76,7 @@ impl Task {
             Task::IkeIntermediate(_) => ExchangeType::IkeIntermediate,
             Task::FollowupKe(_) => ExchangeType::IkeFollowupKe,
             Task::ChildCreate(_) | Task::ChildRekey(_) | Task::IkeRekey(_) => ExchangeType::CreateChildSa,
-            Task::ChildDelete(_) | Task::IkeDelete | Task::IkeDpd => ExchangeType::Informational,
+            Task::ChildDelete(_) | Task::IkeDelete | Task::IkeDpd | Task::IkeMobike(_) => ExchangeType::Informational,
         }
     }
 
@@ -86,7 +90,8 @@ impl Task {
             | Task::IkeRekey(_)
             | Task::FollowupKe(_)
             | Task::ChildDelete(_)
-            | Task::IkeDpd => state.is_established(),
+            | Task::IkeDpd
+            | Task::IkeMobike(_) => state.is_established(),
             // The Delete of a rekeyed IKE SA is sent on it (2.18).
             Task::IkeDelete => state.is_established() || matches!(state, State::Rekeyed { .. }),
         }
@@ -103,7 +108,8 @@ impl Task {
             (Task::IkeInit(_), Task::IkeInit(_))
             | (Task::IkeAuth(_), Task::IkeAuth(_))
             | (Task::IkeDelete, Task::IkeDelete)
-            | (Task::IkeDpd, Task::IkeDpd) => true,
+            | (Task::IkeDpd, Task::IkeDpd)
+            | (Task::IkeMobike(_), Task::IkeMobike(_)) => true,
             _ => false,
         }
     }
@@ -125,7 +131,8 @@ impl Task {
             Task::IkeRekey(t) => t.build(sa, cx, id, rng),
             Task::ChildDelete(t) => t.build(sa, id, rng),
             Task::IkeDelete => ike_delete::build(sa, id, rng),
-            Task::IkeDpd => ike_dpd::build(sa, id, rng),
+            Task::IkeDpd => ike_mobike::dpd_build(sa, cx, id, rng),
+            Task::IkeMobike(t) => t.build(sa, cx, id, rng),
         }
     }
 
@@ -141,7 +148,11 @@ impl Task {
             Task::IkeRekey(t) => t.process(sa, cx, ps, rng),
             Task::ChildDelete(t) => t.process(sa, cx),
             Task::IkeDelete => ike_delete::process(sa, cx),
-            Task::IkeDpd => ike_dpd::process(sa, cx),
+            Task::IkeDpd => {
+                ike_mobike::dpd_response(sa, cx, ps, rng);
+                ike_dpd::process(sa, cx)
+            }
+            Task::IkeMobike(t) => t.process(sa, cx, ps),
         }
     }
 }
@@ -184,6 +195,8 @@ impl IkeSa {
                     ike_delete::respond(self)
                 } else if ps.iter().any(|p| matches!(p, Payload::Delete(Delete::Esp(_)))) {
                     child_delete::respond(self, cx, ps)
+                } else if let Some(r) = ike_mobike::informational(self, cx, ps, rng) {
+                    r
                 } else {
                     ike_dpd::respond()
                 }

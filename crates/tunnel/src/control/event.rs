@@ -281,6 +281,26 @@ pub struct PeerMoved {
     pub old: String,
     /// Where it is.
     pub new: String,
+    /// Moved by the peer's UPDATE_SA_ADDRESSES (MOBIKE, RFC 4555 3.5); absent: implicitly,
+    /// a NAT's new mapping (RFC 7296 2.23).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mobike: bool,
+}
+
+/// `ike.mobike_refused`: a MOBIKE request not acted on (RFC 4555 3.5, 3.7, 3.9); nothing
+/// moved (docs/ike-mobike.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MobikeRefused {
+    /// Seconds since tunneld started.
+    pub time: u64,
+    /// The connection.
+    pub conn: String,
+    /// Initiator's SPI of the IKE SA.
+    pub spi_i: String,
+    /// Where the request came from.
+    pub from: String,
+    /// Why.
+    pub why: String,
 }
 
 /// `ike.lease_assigned`: a pool address leased to a peer's identity.
@@ -411,6 +431,9 @@ pub enum Event {
     /// The peer's endpoint moved.
     #[serde(rename = "ike.peer_moved")]
     IkePeerMoved(PeerMoved),
+    /// A MOBIKE request not acted on.
+    #[serde(rename = "ike.mobike_refused")]
+    IkeMobikeRefused(MobikeRefused),
     /// A pool address leased.
     #[serde(rename = "ike.lease_assigned")]
     IkeLeaseAssigned(LeaseAssigned),
@@ -511,6 +534,7 @@ impl Event {
             Event::IkeNoProposal(_) => "ike.no_proposal",
             Event::IkeTsUnacceptable(_) => "ike.ts_unacceptable",
             Event::IkePeerMoved(_) => "ike.peer_moved",
+            Event::IkeMobikeRefused(_) => "ike.mobike_refused",
             Event::IkeLeaseAssigned(_) => "ike.lease_assigned",
             Event::IkeLeaseReleased(_) => "ike.lease_released",
             Event::IkePoolExhausted(_) => "ike.pool_exhausted",
@@ -540,6 +564,7 @@ impl Event {
             Event::IkeAuthFailed(e) => e.time,
             Event::IkeNoProposal(e) | Event::IkeTsUnacceptable(e) => e.time,
             Event::IkePeerMoved(e) => e.time,
+            Event::IkeMobikeRefused(e) => e.time,
             Event::IkeLeaseAssigned(e) => e.time,
             Event::IkeLeaseReleased(e) => e.time,
             Event::IkePoolExhausted(e) => e.time,

@@ -387,6 +387,12 @@ pub struct IkeSaInfo {
     /// The virtual addresses the peer assigned us or we leased it (RFC 7296 3.15).
     #[serde(default)]
     pub virtual_ips: Vec<String>,
+    /// MOBIKE is in use (RFC 4555; docs/ike-mobike.md).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mobike: bool,
+    /// The peer's additional addresses it told us with MOBIKE (ADDITIONAL_IP4/6_ADDRESS).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peer_addresses: Vec<String>,
     /// The EAP method that authenticated the peer (`eap-mschapv2`, `eap-radius`; we are
     /// the server); `remote_id` is then its EAP identity.
     #[serde(default)]

@@ -173,6 +173,9 @@ pub struct IkeSetup {
     pub config: ipsec_ike::Config,
     /// `--keylog DIR`: Wireshark's key tables (off by default).
     pub keylog: Option<PathBuf>,
+    /// The `[radius]` server EAP-RADIUS connections pass EAP to (the IKE thread's socket
+    /// toward it, [`crate::ike::RadiusSocket`]).
+    pub radius: Option<SocketAddr>,
 }
 
 /// Runs the daemon until `stop` is set; returns the final counters (also written to the
@@ -329,6 +332,7 @@ struct IkeParts {
     sockets: Vec<std::net::UdpSocket>,
     keylog: Option<crate::ike::KeyLog>,
     endpoint: ipsec_ike::Endpoint,
+    radius: Option<crate::ike::RadiusSocket>,
 }
 
 impl IkeParts {
@@ -384,12 +388,19 @@ impl IkeParts {
             config.ike_port,
             locals.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
         );
+        let radius = match setup.radius {
+            Some(server) => Some(crate::ike::RadiusSocket::open(server).map_err(context(format!(
+                "opening a UDP socket toward the RADIUS server {server}"
+            )))?),
+            None => None,
+        };
         Ok(IkeParts {
             handle,
             inputs,
             sockets,
             keylog,
             endpoint: ipsec_ike::Endpoint::new(config),
+            radius,
         })
     }
 }
@@ -464,7 +475,11 @@ fn serve(
             result = thread::Builder::new()
                 .name("ike".into())
                 .spawn_scoped(s, move || {
-                    let socks = crate::ike::IkeSockets { ike: ike.sockets, natt };
+                    let socks = crate::ike::IkeSockets {
+                        ike: ike.sockets,
+                        natt,
+                        radius: ike.radius,
+                    };
                     crate::ike::run(t, control, ike.endpoint, &socks, &ike.inputs, ike.keylog.as_ref(), stop)
                 })
                 .map(drop);

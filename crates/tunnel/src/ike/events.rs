@@ -116,12 +116,29 @@ pub(super) fn ts_unacceptable(conn: &str, child: &str, now: Duration) -> Control
     })
 }
 
-pub(super) fn peer_moved(conn: &str, old: SocketAddr, new: SocketAddr, now: Duration) -> ControlEvent {
+pub(super) fn peer_moved(conn: &str, old: SocketAddr, new: SocketAddr, mobike: bool, now: Duration) -> ControlEvent {
     ControlEvent::IkePeerMoved(ev::PeerMoved {
         time: now.as_secs(),
         conn: conn.to_string(),
         old: old.to_string(),
         new: new.to_string(),
+        mobike,
+    })
+}
+
+pub(super) fn mobike_refused(
+    conn: &str,
+    spi_i: u64,
+    from: SocketAddr,
+    why: ipsec_ike::MobikeRefusal,
+    now: Duration,
+) -> ControlEvent {
+    ControlEvent::IkeMobikeRefused(ev::MobikeRefused {
+        time: now.as_secs(),
+        conn: conn.to_string(),
+        spi_i: format!("{spi_i:016x}"),
+        from: from.to_string(),
+        why: why.to_string(),
     })
 }
 
@@ -304,10 +321,23 @@ pub(super) fn handle_event(
             warn!("IKE: {conn}/{child}: traffic selectors unacceptable");
             ts_unacceptable(&conn, &child, now)
         }
-        Event::PeerEndpointChanged { conn, old, new, .. } => {
-            info!("IKE: {conn}: the peer moved from {old} to {new}");
+        Event::PeerEndpointChanged {
+            conn, old, new, mobike, ..
+        } => {
+            let how = if mobike { " (MOBIKE UPDATE_SA_ADDRESSES)" } else { "" };
+            info!("IKE: {conn}: the peer moved from {old} to {new}{how}");
+            // Its children's sealed packets follow (the ESP-in-UDP peer table, RFC 4555 3.5).
             sockets.peer_moved(old, new);
-            peer_moved(&conn, old, new, now)
+            peer_moved(&conn, old, new, mobike, now)
+        }
+        Event::MobikeRefused {
+            conn,
+            spi_i,
+            from,
+            reason,
+        } => {
+            warn!("IKE: {conn}: MOBIKE request from {from} not acted on, nothing moved: {reason}");
+            mobike_refused(&conn, spi_i, from, reason, now)
         }
         Event::LeaseAssigned {
             conn,
@@ -478,6 +508,22 @@ mod tests {
             "gw",
             "198.51.100.2:4500".parse().unwrap(),
             "198.51.100.2:31001".parse().unwrap(),
+            false,
+            now,
+        ));
+        // MOBIKE (RFC 4555): a client's UPDATE_SA_ADDRESSES, and one refused.
+        line(&peer_moved(
+            "rw",
+            "198.51.100.2:4500".parse().unwrap(),
+            "203.0.113.5:4500".parse().unwrap(),
+            true,
+            now,
+        ));
+        line(&mobike_refused(
+            "rw",
+            0x0123_4567_89ab_cdef,
+            "203.0.113.5:4500".parse().unwrap(),
+            ipsec_ike::MobikeRefusal::NotNegotiated,
             now,
         ));
         // Remote access (RFC 7296 3.15): leases, a full pool, our virtual address. The
@@ -522,6 +568,8 @@ mod tests {
             proposal: Some("aes128gcm16-prfsha256-ecp256".into()),
             nat: false,
             virtual_ips: vec!["10.3.0.2".parse().unwrap()],
+            mobike: false,
+            peer_addresses: vec![],
             eap_method: None,
             next_request_id: 3,
             expected_peer_id: 2,
@@ -595,6 +643,8 @@ mod tests {
             proposal: None,
             nat: false,
             virtual_ips: vec![],
+            mobike: false,
+            peer_addresses: vec![],
             eap_method: None,
             next_request_id: 0,
             expected_peer_id: 0,

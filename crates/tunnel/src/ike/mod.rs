@@ -36,6 +36,7 @@ use tracing::{info, warn};
 
 mod events;
 mod keylog;
+mod radius;
 mod selectors;
 mod sockets;
 mod traps;
@@ -43,6 +44,7 @@ mod traps;
 pub use crate::obs::ike::{IkeCounters, IkeReport};
 use events::{handle_event, needs_live, Live};
 pub use keylog::KeyLog;
+pub use radius::RadiusSocket;
 pub use selectors::{child_sas, range_prefixes, ChildSas};
 pub use sockets::{IkeSockets, Inputs};
 pub use traps::Traps;
@@ -255,7 +257,11 @@ pub fn run(
                 wait
             }
         };
-        inputs.wait(&sockets.ike, wait);
+        inputs.wait_also(&sockets.ike, sockets.radius.as_ref().map(|r| r.socket()), wait);
+        // The RADIUS server's answers: a deferred IKE_AUTH response goes out with this pass.
+        if let Some(r) = &sockets.radius {
+            r.receive(&mut endpoint, now(), &mut buf, &mut rng);
+        }
         // What is queued, INPUTS_PER_PASS at most.
         let mut taken = 0;
         loop {
@@ -337,11 +343,17 @@ pub fn run(
                 warn!("IKE: sending to {}: {e}", tx.remote);
             }
         }
+        if let Some(r) = &sockets.radius {
+            r.send_all(&mut endpoint);
+        }
         if now() >= counted_at + Duration::from_secs(1) {
             counted_at = now();
             counters.update(&endpoint, counted_at);
         } else {
             counters.update_dos(&endpoint);
+        }
+        if let Some(r) = &sockets.radius {
+            counters.update_radius(&endpoint, r.wrong_source.load(Ordering::Relaxed));
         }
     }
     finish(&mut endpoint, sockets, now(), &mut rng);
@@ -396,6 +408,8 @@ pub(crate) fn ike_sa_info(s: &ipsec_ike::IkeSaStatus, local_id: Option<String>) 
         remote_id: s.remote_id.clone(),
         nat: s.nat,
         virtual_ips: s.virtual_ips.iter().map(|a| a.to_string()).collect(),
+        mobike: s.mobike,
+        peer_addresses: s.peer_addresses.iter().map(|a| a.to_string()).collect(),
         eap_method: s.eap_method.map(str::to_string),
         proposal: s.proposal.clone(),
         message_ids: MessageIds {

@@ -9,6 +9,8 @@ pub struct IkeSockets<'a> {
     pub ike: Vec<UdpSocket>,
     /// Sends a datagram from port 4500 (the ESP-in-UDP socket of that IP version).
     pub natt: Vec<(&'a crate::dev::udp::EncapSocket, IpAddr)>,
+    /// Toward the `[radius]` server, when a connection passes EAP to it ([`super::radius`]).
+    pub radius: Option<super::radius::RadiusSocket>,
 }
 
 impl IkeSockets<'_> {
@@ -105,7 +107,13 @@ impl Wake {
 impl Inputs {
     /// Sleeps until a port-500 socket of `ike` or the queue has something, at most `wait`
     /// (no sleep when it is zero); then the queue is to be emptied with [`Inputs::next`].
+    #[cfg(test)]
     pub(super) fn wait(&self, ike: &[UdpSocket], wait: Duration) {
+        self.wait_also(ike, None, wait)
+    }
+
+    /// [`Inputs::wait`], also until `also` (the RADIUS socket) is readable.
+    pub(super) fn wait_also(&self, ike: &[UdpSocket], also: Option<&UdpSocket>, wait: Duration) {
         use std::os::fd::AsRawFd;
         use std::sync::atomic::Ordering::SeqCst;
         let Some(w) = &self.wake else {
@@ -114,6 +122,7 @@ impl Inputs {
         };
         if !wait.is_zero() {
             let mut fds: Vec<_> = ike.iter().map(|s| s.as_raw_fd()).take(15).collect();
+            fds.extend(also.map(|s| s.as_raw_fd()));
             fds.push(w.rx.as_raw_fd());
             let _ = crate::dev::sys::poll_readable_any(&fds, wait);
         }

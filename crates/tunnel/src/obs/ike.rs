@@ -27,6 +27,17 @@ pub struct IkeCounters {
     cookies_sent: AtomicU64,
     half_open_refused: AtomicU64,
     too_large: AtomicU64,
+    /// EAP-RADIUS ([`IkeCounters::update_radius`]).
+    radius_sent: AtomicU64,
+    radius_retransmitted: AtomicU64,
+    radius_accepted: AtomicU64,
+    radius_rejected: AtomicU64,
+    radius_server_down: AtomicU64,
+    radius_bad_authenticator: AtomicU64,
+    radius_unmatched: AtomicU64,
+    radius_malformed: AtomicU64,
+    radius_wrong_source: AtomicU64,
+    radius_no_identifier: AtomicU64,
     /// The address pools' figures ([`IkeCounters::update_pools`]).
     pools: std::sync::Mutex<Vec<PoolReport>>,
 }
@@ -87,6 +98,26 @@ pub struct IkeReport {
     pub half_open_refused: u64,
     /// IKE_SA_INIT requests refused for their size (`ipsec_ike::limits::MAX_INIT_LEN`).
     pub too_large: u64,
+    /// EAP-RADIUS: datagrams sent to the RADIUS server (retransmissions included).
+    pub radius_sent: u64,
+    /// EAP-RADIUS: retransmitted Access-Requests.
+    pub radius_retransmitted: u64,
+    /// EAP-RADIUS: conversations the server accepted.
+    pub radius_accepted: u64,
+    /// EAP-RADIUS: conversations the server rejected (or ended with an unusable answer).
+    pub radius_rejected: u64,
+    /// EAP-RADIUS: conversations ended because the server did not answer.
+    pub radius_server_down: u64,
+    /// EAP-RADIUS: answers dropped for a wrong Response Authenticator or Message-Authenticator.
+    pub radius_bad_authenticator: u64,
+    /// EAP-RADIUS: answers dropped: to no outstanding request.
+    pub radius_unmatched: u64,
+    /// EAP-RADIUS: answers dropped: not a RADIUS packet.
+    pub radius_malformed: u64,
+    /// EAP-RADIUS: datagrams on the RADIUS socket from another address or port than the server's.
+    pub radius_wrong_source: u64,
+    /// EAP-RADIUS: conversations refused with 256 requests outstanding.
+    pub radius_no_identifier: u64,
     /// The address pools.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<PoolReport>,
@@ -116,6 +147,16 @@ impl IkeCounters {
             cookies_sent: g(&self.cookies_sent),
             half_open_refused: g(&self.half_open_refused),
             too_large: g(&self.too_large),
+            radius_sent: g(&self.radius_sent),
+            radius_retransmitted: g(&self.radius_retransmitted),
+            radius_accepted: g(&self.radius_accepted),
+            radius_rejected: g(&self.radius_rejected),
+            radius_server_down: g(&self.radius_server_down),
+            radius_bad_authenticator: g(&self.radius_bad_authenticator),
+            radius_unmatched: g(&self.radius_unmatched),
+            radius_malformed: g(&self.radius_malformed),
+            radius_wrong_source: g(&self.radius_wrong_source),
+            radius_no_identifier: g(&self.radius_no_identifier),
             pools: self.pools.lock().map(|p| p.clone()).unwrap_or_default(),
         }
     }
@@ -165,6 +206,23 @@ impl IkeCounters {
         s(&self.cookies_sent, d.cookies_sent);
         s(&self.half_open_refused, d.half_open_refused);
         s(&self.too_large, d.too_large);
+    }
+
+    /// EAP-RADIUS's figures: the endpoint's, and what tunneld's socket dropped itself
+    /// (cheap: no pass over the SAs).
+    pub(crate) fn update_radius(&self, endpoint: &ipsec_ike::Endpoint, wrong_source: u64) {
+        let s = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
+        let r = endpoint.radius_stats();
+        s(&self.radius_sent, r.sent);
+        s(&self.radius_retransmitted, r.retransmitted);
+        s(&self.radius_accepted, r.accepted);
+        s(&self.radius_rejected, r.rejected);
+        s(&self.radius_server_down, r.server_down);
+        s(&self.radius_bad_authenticator, r.bad_authenticator);
+        s(&self.radius_unmatched, r.unmatched);
+        s(&self.radius_malformed, r.malformed);
+        s(&self.radius_no_identifier, r.no_identifier);
+        s(&self.radius_wrong_source, wrong_source);
     }
 
     /// Counts what an event tells.
