@@ -463,8 +463,8 @@ impl Endpoint {
         let ci = self.conn_index(conn)?;
         let mut any = false;
         self.on_established(now, ci, rng, |sa, rng| {
-            any |= sa.mobike.agreed;
-            sa.mobike
+            any |= sa.mobike().agreed;
+            sa.mobike()
                 .agreed
                 .then(|| Task::IkeMobike(crate::task::ike_mobike::IkeMobike::new(rng)))
         })?;

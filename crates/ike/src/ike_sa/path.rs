@@ -37,6 +37,34 @@ impl IkeSa {
         self.path.remote.set_port(remote_port);
     }
 
+    /// MOBIKE's state (RFC 4555): whether it is in use, the peer's other addresses, the
+    /// path of the request being answered ([`crate::task::ike_mobike`]).
+    pub fn mobike(&self) -> &crate::task::ike_mobike::Mobike {
+        &self.mobike
+    }
+
+    pub fn mobike_mut(&mut self) -> &mut crate::task::ike_mobike::Mobike {
+        &mut self.mobike
+    }
+
+    /// UPDATE_SA_ADDRESSES (RFC 4555 3.5 steps 4, 7): the peer, and every child SA's outer
+    /// endpoint with it (on the NAT-T port the path now uses), move to `to`. The old
+    /// address; None when the peer is there already.
+    pub fn move_to(&mut self, cfg: &Config, to: SocketAddr) -> Option<SocketAddr> {
+        if to == self.path.remote {
+            return None;
+        }
+        let old = core::mem::replace(&mut self.path.remote, to);
+        let encap = self.child_encap(cfg);
+        for c in &mut self.children {
+            c.info.remote = to;
+            if let (Some(e), Some(now)) = (c.info.encap.as_mut(), encap) {
+                e.remote_port = now.remote_port;
+            }
+        }
+        Some(old)
+    }
+
     /// Queues a message to the peer, with the non-ESP marker on the NAT-T ports: one
     /// datagram, or one per fragment of a fragmented message (a train, [`crate::fragment`]).
     pub fn send(&self, cx: &mut Cx, bytes: &[u8]) {

@@ -360,6 +360,18 @@ impl IkeSa {
         }
     }
 
+    /// The peer's request being answered waits for a RADIUS server
+    /// ([`crate::task::eap_radius`]): no response now; its retransmissions are absorbed and
+    /// the next request waits (2.1, 2.3) until [`IkeSa::take_deferred`].
+    pub fn defer_response(&mut self) {
+        self.window.deferred = Some(self.window.expected.wrapping_sub(1));
+    }
+
+    /// The message ID of the request whose response was deferred, which is now due.
+    pub fn take_deferred(&mut self) -> Option<u32> {
+        self.window.deferred.take()
+    }
+
     /// Our outstanding request's task.
     pub fn active_task(&self) -> Option<&Task> {
         self.tasks.active.as_ref().map(|a| &a.task)
@@ -388,6 +400,15 @@ impl IkeSa {
             .active
             .as_ref()
             .map_or(self.tasks.next_id, |a| a.id.wrapping_add(1))
+    }
+
+    /// Tests: the next message ID of ours taken for a request sealed by hand (one our
+    /// initiator would never send), so that our own requests follow it.
+    #[cfg(test)]
+    pub fn take_request_id(&mut self) -> u32 {
+        let id = self.tasks.next_id;
+        self.tasks.next_id = id.wrapping_add(1);
+        id
     }
 
     /// The message ID of our last request (the one whose response is being processed).

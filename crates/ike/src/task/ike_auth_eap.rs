@@ -199,7 +199,7 @@ fn next_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypto
     if let Err(refused) = super::eap_radius::prepare(sa, cx) {
         return refused;
     }
-    let Some(st) = sa.eap.as_mut() else {
+    let Some(st) = sa.eap_mut() else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
     // EAP-TLS checks the client's certificate at the wall-clock time.
@@ -231,13 +231,13 @@ fn next_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypto
 pub(super) fn step_reply(sa: &mut IkeSa, cx: &mut Cx, step: Step) -> Option<Reply> {
     match step {
         Step::Send(req) => {
-            if let Some(st) = sa.eap.as_mut() {
+            if let Some(st) = sa.eap_mut() {
                 st.last_sent = req.clone();
             }
             Some(Reply::with(alloc::vec![eap(req)]))
         }
         Step::Success { msk, eap: success } => {
-            if let Some(st) = sa.eap.as_mut() {
+            if let Some(st) = sa.eap_mut() {
                 st.msk = Some(msk);
                 st.last_sent = success.clone();
             }
