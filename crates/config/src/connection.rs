@@ -149,14 +149,14 @@ impl AuthConfig {
             None | Some("psk") => (false, false),
             Some("pubkey") => (true, false),
             Some("eap-mschapv2") | Some("eap-radius") => (false, true),
-            Some("eap-tls") if side == "local" => {
-                return Err(
-                    "local.auth = \"eap-tls\": tunneld as an EAP-TLS client is not supported (as a server: remote.auth)"
-                        .into(),
-                )
-            }
+            Some("eap-tls") if side == "local" => return Err(
+                "local.auth = \"eap-tls\": tunneld as an EAP-TLS client is not supported (as a server: remote.auth)"
+                    .into(),
+            ),
             Some("eap-tls") if a.cacerts.is_empty() => {
-                return Err("remote.auth = \"eap-tls\" needs remote.cacerts (the CAs of the clients' certificates)".into())
+                return Err(
+                    "remote.auth = \"eap-tls\" needs remote.cacerts (the CAs of the clients' certificates)".into(),
+                )
             }
             Some("eap-tls") => (false, true),
             Some(other) => {
