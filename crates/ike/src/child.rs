@@ -266,10 +266,10 @@ pub(crate) fn choose(
             continue;
         }
         // The initiator's TSi is the peer's side; TSr is ours.
-        let remote_cfg = if c.remote_ts.is_empty() && !sa.vips.is_empty() {
+        let remote_cfg = if c.remote_ts.is_empty() && !sa.vips().is_empty() {
             // A peer with leases: its virtual addresses (RFC 7296 3.15.4).
-            sa.vips.iter().map(|a| TrafficSelector::host(*a)).collect()
-        } else if c.remote_ts.is_empty() && sa.path.nat.peer_behind_nat {
+            sa.vips().iter().map(|a| TrafficSelector::host(*a)).collect()
+        } else if c.remote_ts.is_empty() && sa.path().nat.peer_behind_nat {
             nated_peer_host(sa, cfg, tsi, others)
         } else {
             dynamic(sa, &c.remote_ts, false)
@@ -406,13 +406,13 @@ fn nated_peer_host(
     others: &[IpAddr],
 ) -> Vec<TrafficSelector> {
     let forbidden = |a: IpAddr| {
-        a == sa.path.local.ip()
+        a == sa.path().local.ip()
             || others.contains(&a)
             || cfg
                 .connections
                 .iter()
                 .enumerate()
-                .any(|(i, c)| c.local_addr == a || (i != sa.conn && c.remote_addr == Some(a)))
+                .any(|(i, c)| c.local_addr == a || (i != sa.conn_index() && c.remote_addr == Some(a)))
             || a.is_unspecified()
     };
     tsi.iter()
@@ -425,9 +425,9 @@ fn nated_peer_host(
 fn dynamic(sa: &IkeSa, ts: &[TrafficSelector], local: bool) -> Vec<TrafficSelector> {
     if ts.is_empty() {
         alloc::vec![TrafficSelector::host(if local {
-            sa.path.local.ip()
+            sa.path().local.ip()
         } else {
-            sa.path.remote.ip()
+            sa.path().remote.ip()
         })]
     } else {
         ts.to_vec()

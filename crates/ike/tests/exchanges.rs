@@ -211,9 +211,13 @@ fn acquire_puts_the_packet_selectors_first() {
         src_port: 40000,
         dst_port: 443,
     };
-    net.a.acquire(net.now, "a2b", "net", pkt, &mut net.rng).unwrap();
+    net.a
+        .acquire(net.now, net.a.child_id("a2b", "net").unwrap(), pkt, &mut net.rng)
+        .unwrap();
     // A second acquire while the first is under way does nothing.
-    net.a.acquire(net.now, "a2b", "net", pkt, &mut net.rng).unwrap();
+    net.a
+        .acquire(net.now, net.a.child_id("a2b", "net").unwrap(), pkt, &mut net.rng)
+        .unwrap();
     net.pump();
     let (ca, _) = check_pair(&net);
     // B narrows to its policy, which covers the packet's selectors.

@@ -64,7 +64,9 @@ fn a_further_child_comes_up_with_create_child_sa() {
         src_port: 0,
         dst_port: 0,
     };
-    net.a.acquire(net.now, "a2b", "other", pkt, &mut net.rng).unwrap();
+    net.a
+        .acquire(net.now, net.a.child_id("a2b", "other").unwrap(), pkt, &mut net.rng)
+        .unwrap();
     net.pump();
     let pairs = assert_mirrored(&net);
     assert_eq!(pairs.len(), 2);
@@ -80,7 +82,9 @@ fn a_further_child_comes_up_with_create_child_sa() {
     );
     assert_eq!(net.a.ike_sa_count(), 1);
     // Again while it is up: nothing.
-    net.a.acquire(net.now, "a2b", "other", pkt, &mut net.rng).unwrap();
+    net.a
+        .acquire(net.now, net.a.child_id("a2b", "other").unwrap(), pkt, &mut net.rng)
+        .unwrap();
     net.pump();
     assert_eq!(child_up(&net.events_a).len(), 2);
     // A child B has no configuration for: TS_UNACCEPTABLE, the IKE SA stays.
@@ -90,7 +94,9 @@ fn a_further_child_comes_up_with_create_child_sa() {
         .push(ChildConfig::new("nope", "10.7.0.0/16", "10.8.0.0/16", ESP).unwrap());
     let mut net = Net::new(a, b);
     net.up();
-    net.a.initiate_child(net.now, "a2b", "nope", &mut net.rng).unwrap();
+    net.a
+        .initiate_child(net.now, net.a.child_id("a2b", "nope").unwrap(), &mut net.rng)
+        .unwrap();
     net.pump();
     assert!(net
         .events_a
@@ -269,6 +275,52 @@ fn commands_by_connection_handle() {
     net.a.terminate_conn(net.now, id, &mut net.rng).unwrap();
     net.pump();
     assert_eq!((net.a.ike_sa_count(), net.b.ike_sa_count()), (0, 0));
+}
+
+/// A child's handle is resolved once from the names (as tunneld's traps hold it); an unknown
+/// name, or a handle outside the configuration, is refused and starts nothing; the handle
+/// starts its child.
+#[test]
+fn children_by_handle() {
+    let (a, b) = pair(IKE, IKE, ESP, ESP);
+    let mut net = Net::new(a, b);
+    assert_eq!(net.a.child_id("nope", "net"), Err(CommandError::UnknownConnection));
+    assert_eq!(net.a.child_id("a2b", "nope"), Err(CommandError::UnknownChild));
+    let id = net.a.child_id("a2b", "net").unwrap();
+    assert_eq!(
+        id,
+        ChildId {
+            conn: net.a.conn_id("a2b").unwrap(),
+            child: 0
+        }
+    );
+    assert_eq!(net.a.child_names(id), Some(("a2b", "net")));
+    let stray = ChildId { child: 1, ..id };
+    assert_eq!(net.a.child_names(stray), None);
+    assert_eq!(
+        net.a.initiate_child(net.now, stray, &mut net.rng),
+        Err(CommandError::UnknownChild)
+    );
+    let pkt = PacketSelectors {
+        src: "10.1.0.7".parse().unwrap(),
+        dst: "10.2.0.9".parse().unwrap(),
+        protocol: 1,
+        src_port: 0,
+        dst_port: 0,
+    };
+    let elsewhere = ChildId {
+        conn: ConnId(7),
+        child: 0,
+    };
+    assert_eq!(
+        net.a.acquire(net.now, elsewhere, pkt, &mut net.rng),
+        Err(CommandError::UnknownConnection)
+    );
+    assert_eq!(net.a.ike_sa_count(), 0);
+    net.a.acquire(net.now, id, pkt, &mut net.rng).unwrap();
+    net.pump();
+    assert_eq!(assert_mirrored(&net).len(), 1);
+    assert_eq!(child_up(&net.events_a)[0].child, "net");
 }
 
 #[test]

@@ -310,7 +310,9 @@ fn new_child_with_an_additional_key_exchange() {
         .push(ChildConfig::new("two", "10.6.0.0/16", "10.5.0.0/16", esp).unwrap());
     let mut net = Net::new(a, b);
     net.up();
-    net.a.initiate_child(net.now, "a2b", "two", &mut net.rng).unwrap();
+    net.a
+        .initiate_child(net.now, net.a.child_id("a2b", "two").unwrap(), &mut net.rng)
+        .unwrap();
     net.pump();
     assert_eq!(pairs(&net).len(), 2, "{:?} {:?}", net.events_a, net.drops);
     assert_eq!(followups(&net), (1, 1));

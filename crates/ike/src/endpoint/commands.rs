@@ -1,6 +1,6 @@
 //! The caller's commands: initiate a connection or one child (also on a trap's acquire),
 //! rekey, delete, check liveness. Each queues a task on an IKE SA ([`crate::task`]).
-use super::{wall, ConnId, Endpoint, PacketSelectors, SaHandle};
+use super::{wall, ChildId, ConnId, Endpoint, PacketSelectors, SaHandle};
 use crate::child::{new_spi, Offer};
 use crate::config::StartAction;
 use crate::error::CommandError;
@@ -159,47 +159,37 @@ impl Endpoint {
     pub fn acquire(
         &mut self,
         now: Duration,
-        conn: &str,
-        child: &str,
+        child: ChildId,
         packet: PacketSelectors,
         rng: &mut impl CryptoRngCore,
     ) -> Result<(), CommandError> {
-        self.start_child(now, conn, child, Some(packet), rng)
+        self.start_child(now, child, Some(packet), rng)
     }
 
-    /// Starts the child `child` of `conn` (`ipsec ike initiate CONN/CHILD`): with
-    /// CREATE_CHILD_SA on the connection's established IKE SA, or a new IKE SA carrying it.
+    /// Starts a child (`ipsec ike initiate CONN/CHILD`): with CREATE_CHILD_SA on the
+    /// connection's established IKE SA, or a new IKE SA carrying it.
     pub fn initiate_child(
         &mut self,
         now: Duration,
-        conn: &str,
-        child: &str,
+        child: ChildId,
         rng: &mut impl CryptoRngCore,
     ) -> Result<(), CommandError> {
-        self.start_child(now, conn, child, None, rng)
+        self.start_child(now, child, None, rng)
     }
 
     fn start_child(
         &mut self,
         now: Duration,
-        conn: &str,
-        child: &str,
+        child: ChildId,
         packet: Option<PacketSelectors>,
         rng: &mut impl CryptoRngCore,
     ) -> Result<(), CommandError> {
-        let ci = self.conn_index(conn)?;
-        let chi = self.cfg.connections[ci]
-            .children
-            .iter()
-            .position(|c| c.name == child)
-            .ok_or(CommandError::UnknownChild)?;
+        let (ci, chi) = self.child_at(child)?;
         let busy = self.sas.values().any(|s| {
-            s.conn == ci
-                && (s.children.iter().any(|c| c.cfg == chi)
-                    || !s.state.is_established() && !s.state.is_dead() && s.role() == Role::Initiator
-                    || s.tasks
-                        .iter()
-                        .any(|t| matches!(t, Task::ChildCreate(c) if c.offer.cfg == chi)))
+            s.conn_index() == ci
+                && (s.children().iter().any(|c| c.cfg == chi)
+                    || !s.is_established() && !s.is_dead() && s.role() == Role::Initiator
+                    || s.has_task(|t| matches!(t, Task::ChildCreate(c) if c.offer.cfg == chi)))
         });
         if busy {
             return Ok(());
@@ -207,7 +197,7 @@ impl Endpoint {
         let established = self
             .sas
             .iter()
-            .find(|(_, s)| s.conn == ci && s.state.is_established())
+            .find(|(_, s)| s.conn_index() == ci && s.is_established())
             .map(|(k, _)| *k);
         let Some(spi) = established else {
             let packet = packet.map(|p| (chi, p));
@@ -237,7 +227,7 @@ impl Endpoint {
         let sa = self
             .sas
             .values_mut()
-            .find(|s| s.children.iter().any(|c| c.spi_in() == spi_in))
+            .find(|s| s.child(spi_in).is_some())
             .ok_or(CommandError::NotEstablished)?;
         let task = ChildRekey::new(sa, cfg, spi_in, rng).ok_or(CommandError::NotEstablished)?;
         let mut cx = Cx::new(&self.cfg, &mut self.out, now, wall(self.clock, now));
@@ -251,7 +241,7 @@ impl Endpoint {
     pub fn rekeys_left_to_peer(&self, spi_in: u32) -> bool {
         self.sas
             .values()
-            .find(|s| s.children.iter().any(|c| c.spi_in() == spi_in))
+            .find(|s| s.child(spi_in).is_some())
             .is_some_and(|s| !crate::task::lifetimes::we_rekey(s, &self.cfg))
     }
 
@@ -285,7 +275,7 @@ impl Endpoint {
         for sa in self
             .sas
             .values_mut()
-            .filter(|s| s.conn == ci && s.state.is_established())
+            .filter(|s| s.conn_index() == ci && s.is_established())
         {
             found = true;
             if let Some(t) = task(sa, rng) {
@@ -317,6 +307,34 @@ impl Endpoint {
             .ok_or(CommandError::UnknownConnection)
     }
 
+    /// The handle of child `child` of connection `conn`, resolved once from the names (at
+    /// the caller's edge, or when a trap is installed).
+    pub fn child_id(&self, conn: &str, child: &str) -> Result<ChildId, CommandError> {
+        let ci = self.conn_index(conn)?;
+        let chi = self.cfg.connections[ci]
+            .children
+            .iter()
+            .position(|c| c.name == child)
+            .ok_or(CommandError::UnknownChild)?;
+        Ok(ChildId {
+            conn: ConnId(ci),
+            child: chi,
+        })
+    }
+
+    /// The names of a child's connection and of the child, for a log line.
+    pub fn child_names(&self, child: ChildId) -> Option<(&str, &str)> {
+        let c = self.cfg.connections.get(child.conn.0)?;
+        Some((&c.name, &c.children.get(child.child)?.name))
+    }
+
+    fn child_at(&self, child: ChildId) -> Result<(usize, usize), CommandError> {
+        let ci = self.conn_at(child.conn)?;
+        (child.child < self.cfg.connections[ci].children.len())
+            .then_some((ci, child.child))
+            .ok_or(CommandError::UnknownChild)
+    }
+
     /// [`Endpoint::initiate`] of a connection by handle.
     pub fn initiate_conn(
         &mut self,
@@ -333,8 +351,13 @@ impl Endpoint {
     pub fn child_spis(&self, conn: ConnId, child: &str) -> Vec<u32> {
         self.sas
             .values()
-            .filter(|s| s.conn == conn.0)
-            .flat_map(|s| s.children.iter().filter(|c| c.info.child == child).map(|c| c.spi_in()))
+            .filter(|s| s.conn_index() == conn.0)
+            .flat_map(|s| {
+                s.children()
+                    .iter()
+                    .filter(|c| c.info.child == child)
+                    .map(|c| c.spi_in())
+            })
             .collect()
     }
 
@@ -345,8 +368,8 @@ impl Endpoint {
         };
         self.sas
             .values()
-            .filter(|s| s.conn == ci)
-            .flat_map(|s| s.children.iter().map(|c| (c.info.child.clone(), c.spi_in())))
+            .filter(|s| s.conn_index() == ci)
+            .flat_map(|s| s.children().iter().map(|c| (c.info.child.clone(), c.spi_in())))
             .collect()
     }
 
@@ -366,10 +389,10 @@ impl Endpoint {
     ) -> Result<(), CommandError> {
         let ci = self.conn_at(conn)?;
         let mut found = false;
-        for sa in self.sas.values_mut().filter(|s| s.conn == ci) {
+        for sa in self.sas.values_mut().filter(|s| s.conn_index() == ci) {
             found = true;
             let mut cx = Cx::new(&self.cfg, &mut self.out, now, wall(self.clock, now));
-            if sa.state.is_established() {
+            if sa.is_established() {
                 sa.queue_task(&mut cx, Task::IkeDelete, rng);
             } else {
                 sa.kill(&mut cx, DownReason::Local);
@@ -392,7 +415,7 @@ impl Endpoint {
     ) -> Result<(), CommandError> {
         let s = self.sas.get_mut(&sa.0).ok_or(CommandError::NotEstablished)?;
         let mut cx = Cx::new(&self.cfg, &mut self.out, now, wall(self.clock, now));
-        if s.state.is_established() {
+        if s.is_established() {
             s.queue_task(&mut cx, Task::IkeDelete, rng);
         } else {
             s.kill(&mut cx, DownReason::Local);
@@ -411,7 +434,7 @@ impl Endpoint {
         let s = self
             .sas
             .values_mut()
-            .find(|s| s.children.iter().any(|c| c.spi_in() == spi_in))
+            .find(|s| s.child(spi_in).is_some())
             .ok_or(CommandError::NotEstablished)?;
         let mut cx = Cx::new(&self.cfg, &mut self.out, now, wall(self.clock, now));
         s.queue_task(&mut cx, Task::ChildDelete(ChildDelete { spi_in }), rng);
@@ -441,8 +464,8 @@ impl Endpoint {
         let ci = self.conn_index(conn)?;
         let mut any = false;
         self.on_established(now, ci, rng, |sa, rng| {
-            any |= sa.mobike.agreed;
-            sa.mobike
+            any |= sa.mobike().agreed;
+            sa.mobike()
                 .agreed
                 .then(|| Task::IkeMobike(crate::task::ike_mobike::IkeMobike::new(rng)))
         })?;

@@ -68,20 +68,20 @@ impl Endpoint {
             // have (a datagram for an unknown SPI costs no pass over the SAs).
             // The same pass counts the SAs of this SA's peer identity, for the caps an IKE
             // SA rekey must not bypass (limits::MAX_IKE_SAS_PER_IDENTITY).
-            let known = self.sas.get(&our).is_some_and(|s| !s.state.is_dead());
+            let known = self.sas.get(&our).is_some_and(|s| !s.is_dead());
             let mut census = crate::ike_sa::Census {
                 ike_sas: self.sas.len(),
                 same_identity: 0,
             };
             let others: Vec<IpAddr> =
                 if known && !h.response && matches!(h.exchange, ExchangeType::IkeAuth | ExchangeType::CreateChildSa) {
-                    let id = self.sas.get(&our).and_then(|s| s.state.remote_id());
+                    let id = self.sas.get(&our).and_then(|s| s.remote_id());
                     let mut v = Vec::new();
                     for (_, s) in self.sas.iter().filter(|(k, _)| **k != our) {
-                        if s.state.is_established() {
-                            v.push(s.path.remote.ip());
+                        if s.is_established() {
+                            v.push(s.path().remote.ip());
                         }
-                        if id.is_some() && !s.state.is_dead() && s.state.remote_id() == id {
+                        if id.is_some() && !s.is_dead() && s.remote_id() == id {
                             census.same_identity += 1;
                         }
                     }
@@ -93,12 +93,12 @@ impl Endpoint {
             // count of the others' identities (asked for only by an authenticated IKE_AUTH)
             // can look at them: O(log n) here, O(n) only when asked.
             match self.sas.remove(&our) {
-                Some(mut sa) if !sa.state.is_dead() => {
+                Some(mut sa) if !sa.is_dead() => {
                     sa.set_census(census);
                     let sas = &self.sas;
                     let peers_of = |id: &crate::id::Identity| {
                         sas.values()
-                            .filter(|s| !s.state.is_dead() && s.state.remote_id() == Some(id))
+                            .filter(|s| !s.is_dead() && s.remote_id() == Some(id))
                             .count()
                     };
                     let mut cx = Cx {
@@ -165,10 +165,10 @@ impl Endpoint {
             // the SA moved on (its IKE_AUTH came first, on port 4500) is answered by nothing:
             // the initiator has the response already, and a second SA would only wait to die.
             if let Some(sa) = self.sas.get(spi) {
-                let Some((0, b)) = &sa.window.kept else {
+                let Some(b) = sa.kept_response(0) else {
                     return Err(Dropped::OutOfWindow);
                 };
-                let b = b.clone();
+                let b = b.to_vec();
                 let mut cx = Cx::new(&self.cfg, &mut self.out, now, wall(self.clock, now));
                 sa.send(&mut cx, &b);
                 return Ok(());

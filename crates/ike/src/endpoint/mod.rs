@@ -61,6 +61,17 @@ struct Responder {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnId(pub usize);
 
+/// A child's handle: its connection's and its index in that connection's
+/// [`crate::ChildConfig`]s ([`Endpoint::child_id`]). A trap holds it, so an acquire names its
+/// child without a name to search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChildId {
+    /// Its connection.
+    pub conn: ConnId,
+    /// Its index in the connection's `children`.
+    pub child: usize,
+}
+
 /// A handle to an IKE SA: our SPI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SaHandle(pub u64);
@@ -221,7 +232,7 @@ impl Endpoint {
     pub fn totals(&self) -> crate::status::IkeSaStats {
         let mut t = self.gone;
         for s in self.sas.values() {
-            t.add(&s.stats);
+            t.add(s.stats());
         }
         t
     }

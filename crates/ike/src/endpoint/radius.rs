@@ -178,7 +178,7 @@ impl Endpoint {
         };
         let unix = wall(self.clock, now);
         let r = match self.sas.get_mut(&spi) {
-            Some(sa) if !sa.state.is_dead() => {
+            Some(sa) if !sa.is_dead() => {
                 let mut cx = Cx::new(&self.cfg, &mut self.out, now, unix);
                 crate::task::eap_radius::answer(sa, &mut cx, datagram, rng)
             }

@@ -4,7 +4,7 @@
 use super::{wall, Endpoint};
 use crate::config::DeadAction;
 use crate::event::DownReason;
-use crate::ike_sa::{Cx, EndpointEvent, State};
+use crate::ike_sa::{Cx, EndpointEvent};
 use alloc::vec::Vec;
 use core::time::Duration;
 use rand_core::CryptoRngCore;
@@ -14,8 +14,8 @@ impl Endpoint {
     /// longer half-open).
     fn settle(&mut self, spi: u64) {
         let Some(e) = self.responders.get_mut(&spi) else { return };
-        let sa = self.sas.get(&spi).filter(|s| !s.state.is_dead());
-        let still = sa.is_some_and(|s| matches!(s.state, State::HalfOpen { .. }));
+        let sa = self.sas.get(&spi).filter(|s| !s.is_dead());
+        let still = sa.is_some_and(|s| s.is_half_open());
         let ip = e.key.1.ip();
         if e.half_open && !still {
             e.half_open = false;
@@ -38,9 +38,9 @@ impl Endpoint {
 
     /// Removes the SA filed under `spi` if it is dead, and settles its half-open entry.
     pub(super) fn reap_one(&mut self, spi: u64) {
-        if self.sas.get(&spi).is_some_and(|s| s.state.is_dead()) {
+        if self.sas.get(&spi).is_some_and(|s| s.is_dead()) {
             if let Some(s) = self.sas.remove(&spi) {
-                self.gone.add(&s.stats);
+                self.gone.add(s.stats());
                 self.out.release_leases(spi);
                 self.out.radius.forget(spi);
             }
@@ -52,7 +52,7 @@ impl Endpoint {
     pub(super) fn apply_effects(&mut self, spi: u64, now: Duration, rng: &mut impl CryptoRngCore) {
         let Some(sa) = self.sas.get_mut(&spi) else { return };
         let effects = sa.take_effects();
-        let conn = sa.conn;
+        let conn = sa.conn_index();
         let initiator_side = self.cfg.connections[conn].remote_addr.is_some();
         for e in effects {
             match e {
@@ -60,10 +60,10 @@ impl Endpoint {
                     self.initial_contact(spi, now, delete, rng);
                     self.reap_all = true;
                 }
-                EndpointEvent::Rekeyed(mut new) => {
+                EndpointEvent::Rekeyed(new) => {
                     let key = new.our_spi();
-                    // Its leases move with it (2.18).
-                    new.vips = self.sas.get(&spi).map(|s| s.vips.clone()).unwrap_or_default();
+                    // Its leases move with it (2.18; its addresses came over in
+                    // `IkeSa::successor`).
                     self.out.leases.rekeyed(spi, key);
                     self.sas.insert(key, new);
                     // The requests that moved with the children (2.18) go out on it now.
@@ -84,7 +84,7 @@ impl Endpoint {
                     let other = self
                         .sas
                         .iter()
-                        .any(|(k, s)| *k != spi && s.conn == conn && !s.state.is_dead());
+                        .any(|(k, s)| *k != spi && s.conn_index() == conn && !s.is_dead());
                     if action == DeadAction::Restart && initiator_side && !other {
                         let _ = self.initiate_with(now, conn, None, rng);
                     }
@@ -98,12 +98,12 @@ impl Endpoint {
     /// answer is not waited for, and the old peer's later messages meet no SA (counted as
     /// an unknown SPI). Its children go down (events) and its leases moved to the new SA.
     fn initial_contact(&mut self, spi: u64, now: Duration, delete: bool, rng: &mut impl CryptoRngCore) {
-        let Some((conn, id)) = self.sas.get(&spi).map(|s| (s.conn, s.state.remote_id().cloned())) else {
+        let Some((conn, id)) = self.sas.get(&spi).map(|s| (s.conn_index(), s.remote_id().cloned())) else {
             return;
         };
         let mut cx = Cx::new(&self.cfg, &mut self.out, now, wall(self.clock, now));
         for (k, s) in self.sas.iter_mut() {
-            if *k != spi && s.conn == conn && s.state.remote_id().cloned() == id && s.state.is_established() {
+            if *k != spi && s.conn_index() == conn && s.remote_id().cloned() == id && s.is_established() {
                 if delete {
                     crate::task::ike_delete::tell_and_forget(s, &mut cx, rng);
                 }
@@ -113,15 +113,10 @@ impl Endpoint {
     }
 
     pub(super) fn reap(&mut self) {
-        let dead: Vec<u64> = self
-            .sas
-            .iter()
-            .filter(|(_, s)| s.state.is_dead())
-            .map(|(k, _)| *k)
-            .collect();
+        let dead: Vec<u64> = self.sas.iter().filter(|(_, s)| s.is_dead()).map(|(k, _)| *k).collect();
         for k in dead {
             if let Some(s) = self.sas.remove(&k) {
-                self.gone.add(&s.stats);
+                self.gone.add(s.stats());
                 self.out.release_leases(k);
                 self.out.radius.forget(k);
             }

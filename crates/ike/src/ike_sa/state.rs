@@ -1,7 +1,7 @@
 //! An IKE SA's states (RFC 7296 1.2, 2.18) with the data each needs: the handshake kept from
 //! IKE_SA_INIT until IKE_AUTH is done, and the keys ([`Crypto`], 2.14). Every transition
 //! between them is a method here; the tasks read the state and call these to move it.
-use super::IkeSa;
+use super::{IkeSa, PeerWindow};
 use crate::alg::IkeSuite;
 use crate::error::Error;
 use crate::event::Role;
@@ -9,6 +9,7 @@ use crate::id::Identity;
 use crate::keys::{derive_ike_keys, skeyseed, IkeKeys};
 use crate::sk::SkCipher;
 use alloc::vec::Vec;
+use core::time::Duration;
 
 /// An IKE SA's keys: the SK_* (2.14) and the two ciphers of its Encrypted payloads.
 pub(crate) struct Crypto {
@@ -134,17 +135,56 @@ impl State {
     }
 }
 
+/// The state as the tasks and the endpoint see it: read, never assigned (the transitions
+/// below are the only writers).
+impl IkeSa {
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+    pub fn is_established(&self) -> bool {
+        self.state.is_established()
+    }
+    pub fn is_dead(&self) -> bool {
+        self.state.is_dead()
+    }
+    /// Responder: IKE_SA_INIT answered, IKE_AUTH not done.
+    pub fn is_half_open(&self) -> bool {
+        matches!(self.state, State::HalfOpen { .. })
+    }
+    pub fn remote_id(&self) -> Option<&Identity> {
+        self.state.remote_id()
+    }
+    pub fn crypto(&self) -> Option<&Crypto> {
+        self.state.crypto()
+    }
+    /// Between IKE_SA_INIT and IKE_AUTH (either role): the handshake and the keys, which
+    /// IKE_INTERMEDIATE updates (RFC 9242, RFC 9370 2.2.2).
+    pub fn handshake_mut(&mut self) -> Option<(&mut Handshake, &mut Crypto)> {
+        match &mut self.state {
+            State::HalfOpen { hs, crypto } | State::AuthSent { hs, crypto } => Some((hs, crypto)),
+            _ => None,
+        }
+    }
+}
+
 /// The transitions (1.2: IKE_SA_INIT, then IKE_AUTH; 2.18: rekeyed; gone).
 impl IkeSa {
-    /// Responder: IKE_SA_INIT answered, half-open until IKE_AUTH.
+    /// Responder: IKE_SA_INIT answered (message 0, its response kept for a retransmission
+    /// of the request, 2.1), half-open until IKE_AUTH.
     pub fn half_open(&mut self, hs: Handshake, crypto: Crypto) {
+        self.window = PeerWindow {
+            expected: 1,
+            kept: Some((0, hs.init_resp.clone())),
+            ..Default::default()
+        };
         self.state = State::HalfOpen { hs, crypto };
     }
 
     /// Initiator: IKE_SA_INIT's response taken, the keys derived: IKE_AUTH (after any
-    /// IKE_INTERMEDIATE) goes out.
+    /// IKE_INTERMEDIATE) goes out, as message 1.
     pub fn auth_sent(&mut self, hs: Handshake, crypto: Crypto) {
         self.state = State::AuthSent { hs, crypto };
+        self.tasks.next_id = 1;
     }
 
     /// Both sides authenticated (1.2): established with the keys of the handshake, which is
@@ -163,9 +203,40 @@ impl IkeSa {
         }
     }
 
-    /// The IKE SA a rekey made (1.3.2): established at once with its new keys.
-    pub fn establish_rekeyed(&mut self, crypto: Crypto, remote_id: Identity) {
-        self.state = State::Established { crypto, remote_id };
+    /// The IKE SA a rekey of this one makes (1.3.2, 2.18), established at once with its new
+    /// keys: on the same path, with the same fragmentation and virtual addresses, it takes
+    /// over the children and our queued requests about them (and a liveness check); this SA
+    /// keeps only its own Delete, and a queued rekey of it is dropped.
+    #[allow(clippy::too_many_arguments)]
+    pub fn successor(
+        &mut self,
+        role: Role,
+        spi_i: u64,
+        spi_r: u64,
+        crypto: Crypto,
+        remote_id: Identity,
+        now: Duration,
+    ) -> IkeSa {
+        let mut new = IkeSa::new(
+            self.conn,
+            role,
+            spi_i,
+            spi_r,
+            self.path.local,
+            self.path.remote,
+            State::Established { crypto, remote_id },
+            now,
+        );
+        new.path.natt = self.path.natt;
+        new.path.nat = self.path.nat;
+        new.fragmentation = self.fragmentation;
+        new.vips = self.vips.clone();
+        new.peer_windows = self.peer_windows;
+        new.eap_method = self.eap_method;
+        new.mobike = self.mobike.clone();
+        new.children = core::mem::take(&mut self.children);
+        new.tasks = self.tasks.hand_over();
+        new
     }
 
     /// Replaced by the IKE SA its rekey made (2.18): it keeps its keys and identity until its

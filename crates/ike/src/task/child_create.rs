@@ -54,7 +54,7 @@ impl ChildCreate {
     /// that we cannot take is deleted, 2.9). Shared with [`super::child_rekey`].
     pub fn answer(&mut self, sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Answer {
         let conn = sa.conn(cx.cfg);
-        let Some(crypto) = sa.state.crypto() else {
+        let Some(crypto) = sa.crypto() else {
             return Answer::Refused(Refusal::NoProposal);
         };
         let (prf, sk_d) = (crypto.suite.prf, crypto.keys.sk_d.clone());
@@ -111,7 +111,7 @@ impl ChildCreate {
                 match followup_ke::FollowupKe::start(ps, shared, todo, goal) {
                     Some(f) => return Next::Again(alloc::boxed::Box::new(Task::FollowupKe(f))),
                     None => {
-                        sa.stats.additional_ke_refused += 1;
+                        sa.stats_mut().additional_ke_refused += 1;
                         child_refused(sa, cx, Some(cfg), Refusal::NoProposal);
                     }
                 }
@@ -159,7 +159,7 @@ pub(crate) fn with_nonce(mut p: Vec<Payload>, nonce: &[u8]) -> Vec<Payload> {
 /// The responder's answer to a CREATE_CHILD_SA request for a new child (with nonce `ni`;
 /// the task manager has sent a rekey to its own task).
 pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rng: &mut impl CryptoRngCore) -> Reply {
-    if sa.children.len() >= MAX_CHILD_SAS {
+    if sa.children().len() >= MAX_CHILD_SAS {
         return Reply::notify(kind::NO_ADDITIONAL_SAS);
     }
     match make_child(sa, cx, ps, ni, None, rng) {
@@ -182,10 +182,10 @@ pub(crate) fn make_child(
     rekeys: Option<(u32, usize)>,
     rng: &mut impl CryptoRngCore,
 ) -> Result<(Vec<Payload>, u32, Vec<u8>, bool), Reply> {
-    let Some(crypto) = sa.state.crypto() else {
+    let Some(crypto) = sa.crypto() else {
         return Err(Reply::notify(kind::INVALID_SYNTAX));
     };
-    if sa.followup.is_some() {
+    if sa.followup().is_some() {
         // One exchange with additional key exchanges at a time (RFC 9370 2.2.4).
         return Err(Reply::notify(kind::TEMPORARY_FAILURE));
     }

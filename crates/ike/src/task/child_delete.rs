@@ -17,7 +17,7 @@ pub(crate) struct ChildDelete {
 
 impl ChildDelete {
     pub fn build(&self, sa: &mut IkeSa, id: u32, rng: &mut impl CryptoRngCore) -> Result<Vec<u8>, crate::Error> {
-        if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == self.spi_in) {
+        if let Some(c) = sa.child_mut(self.spi_in) {
             c.state = ChildState::Deleting;
         }
         sa.seal(
@@ -43,14 +43,14 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload]) -> Reply {
         if let Payload::Delete(Delete::Esp(spis)) = p {
             for s in spis {
                 // The peer names the SPIs it receives on: our outbound ones.
-                if let Some(c) = sa.children.iter().find(|c| c.info.spi_out == *s) {
+                if let Some(c) = sa.child_by_spi_out(*s) {
                     our_spis.push(c.spi_in());
                 }
             }
         }
     }
     let mut resp = Vec::new();
-    if !our_spis.is_empty() && sa.state.is_established() {
+    if !our_spis.is_empty() && sa.is_established() {
         // Our half of each pair, unless we are deleting it ourselves (1.4.1).
         let answer: Vec<u32> = our_spis.iter().copied().filter(|s| !deleting(sa, *s)).collect();
         for s in &our_spis {
@@ -65,12 +65,8 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload]) -> Reply {
 
 /// Whether our own Delete of the child is under way.
 fn deleting(sa: &IkeSa, spi_in: u32) -> bool {
-    sa.children
-        .iter()
-        .any(|c| c.spi_in() == spi_in && c.state == ChildState::Deleting)
+    sa.child(spi_in).is_some_and(|c| c.state == ChildState::Deleting)
         || sa
-            .tasks
-            .active
-            .as_ref()
-            .is_some_and(|a| matches!(&a.task, Task::ChildDelete(d) if d.spi_in == spi_in))
+            .active_task()
+            .is_some_and(|t| matches!(t, Task::ChildDelete(d) if d.spi_in == spi_in))
 }

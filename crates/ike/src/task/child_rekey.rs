@@ -43,7 +43,7 @@ impl ChildRekey {
     pub fn new(sa: &IkeSa, cfg: &crate::config::Config, old_spi_in: u32, rng: &mut impl CryptoRngCore) -> Option<Self> {
         // Only an installed pair: one being rekeyed, replaced or deleted is not rekeyed again.
         let old = sa
-            .children
+            .children()
             .iter()
             .find(|c| c.spi_in() == old_spi_in && c.state == ChildState::Installed)?;
         let offer = Offer::new(
@@ -68,7 +68,7 @@ impl ChildRekey {
         id: u32,
         rng: &mut impl CryptoRngCore,
     ) -> Result<Vec<u8>, crate::Error> {
-        if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == self.old_spi_in) {
+        if let Some(c) = sa.child_mut(self.old_spi_in) {
             if c.state == ChildState::Installed {
                 c.state = ChildState::Rekeying { peer: None };
             }
@@ -85,7 +85,7 @@ impl ChildRekey {
 
     pub fn process(mut self, sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Next {
         let old = self.old_spi_in;
-        if !sa.children.iter().any(|c| c.spi_in() == old) {
+        if sa.child(old).is_none() {
             // Gone meanwhile (the peer deleted it): what we made is not wanted.
             if ps.sa().is_some() && ps.error_notify().is_none() {
                 self.create.delete_made(sa, cx, rng);
@@ -105,8 +105,8 @@ impl ChildRekey {
                     Some(f) => return Next::Again(alloc::boxed::Box::new(Task::FollowupKe(f))),
                     None => {
                         // No link for the follow-up (RFC 9370 2.2.4): nothing made; later.
-                        sa.stats.additional_ke_refused += 1;
-                        if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == old) {
+                        sa.stats_mut().additional_ke_refused += 1;
+                        if let Some(c) = sa.child_mut(old) {
                             c.state = ChildState::Installed;
                         }
                         lifetimes::retry_rekey_later(sa, cx, old, rng);
@@ -114,14 +114,10 @@ impl ChildRekey {
                 }
             }
             Answer::Agreed(a, keys, ours_min) => {
-                let peer = sa
-                    .children
-                    .iter()
-                    .find(|c| c.spi_in() == old)
-                    .and_then(|c| match &c.state {
-                        ChildState::Rekeying { peer } => peer.clone(),
-                        _ => None,
-                    });
+                let peer = sa.child(old).and_then(|c| match &c.state {
+                    ChildState::Rekeying { peer } => peer.clone(),
+                    _ => None,
+                });
                 child_up(sa, cx, &a, &keys, Some(old));
                 match peer {
                     // A collision (2.8.1) that our exchange lost: ours is redundant, the peer
@@ -138,7 +134,7 @@ impl ChildRekey {
             }
             Answer::Retry => return Next::Again(alloc::boxed::Box::new(Task::ChildRekey(self))),
             Answer::Refused(r) => {
-                if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == old) {
+                if let Some(c) = sa.child_mut(old) {
                     if c.state != ChildState::Deleting {
                         c.state = ChildState::Installed;
                     }
@@ -172,7 +168,7 @@ pub(crate) fn replaced(sa: &mut IkeSa, cx: &mut Cx, old: u32, rng: &mut impl Cry
 
 /// The old pair is replaced: it stays installed until its Delete (ours when `we_delete`).
 pub(crate) fn mark_rekeyed(sa: &mut IkeSa, cx: &Cx, old_spi_in: u32, we_delete: bool) {
-    if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == old_spi_in) {
+    if let Some(c) = sa.child_mut(old_spi_in) {
         c.state = ChildState::Rekeyed {
             until: cx.now + lifetimes::REKEYED_GRACE,
             we_delete,
@@ -188,7 +184,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rn
     };
     // The peer names the SPI it receives on: our outbound one.
     let spi = <[u8; 4]>::try_from(n.spi.as_slice()).ok().map(u32::from_be_bytes);
-    let Some(old) = spi.and_then(|s| sa.children.iter().position(|c| c.info.spi_out == s)) else {
+    let Some(old) = spi.and_then(|s| sa.child_by_spi_out(s)) else {
         return Reply::with(alloc::vec![Payload::Notify(Notify {
             protocol: protocol::ESP,
             spi: n.spi.clone(),
@@ -196,17 +192,14 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rn
             data: Vec::new(),
         })]);
     };
-    let (old_spi_in, old_cfg, old_state) = {
-        let c = &sa.children[old];
-        (c.spi_in(), c.cfg, c.state.clone())
-    };
+    let (old_spi_in, old_cfg, old_state) = (old.spi_in(), old.cfg, old.state.clone());
     // One we are deleting, or already replaced, is not rekeyed again (2.25).
     if matches!(old_state, ChildState::Deleting | ChildState::Rekeyed { .. }) {
         return Reply::notify(kind::TEMPORARY_FAILURE);
     }
     // Rekeys that never delete the pairs they replace do not grow the SA without bound
     // (issue #39: 1,000 chained rekeys made 1,001 children): the replaced pairs count.
-    if sa.children.len() >= crate::limits::MAX_CHILD_SAS_WITH_REPLACED {
+    if sa.children().len() >= crate::limits::MAX_CHILD_SAS_WITH_REPLACED {
         return Reply::notify(kind::NO_ADDITIONAL_SAS);
     }
     let (payloads, new_spi_in, min_nonce, pending) = match make_child(sa, cx, ps, ni, Some((old_spi_in, old_cfg)), rng)
@@ -222,7 +215,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rn
         // Both sides rekey it (2.8.1): remember the peer's exchange for when ours completes.
         ChildState::Rekeying { .. } => {
             let peer = PeerRekey { new_spi_in, min_nonce };
-            if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == old_spi_in) {
+            if let Some(c) = sa.child_mut(old_spi_in) {
                 c.state = ChildState::Rekeying { peer: Some(peer) };
             }
         }

@@ -156,10 +156,10 @@ pub(crate) fn respond(
             pool: pool.clone(),
             identity: idi.clone(),
             address: *a,
-            spi_i: sa.spi_i,
+            spi_i: sa.spi_i(),
         });
     }
-    sa.vips = leased.into_iter().map(|(_, a)| a).collect();
+    sa.set_vips(leased.into_iter().map(|(_, a)| a).collect());
     Ok(Some(
         CpRepr {
             cfg_type: cfg_type::REPLY,
@@ -236,12 +236,12 @@ pub(crate) fn process_reply(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload]) -> bool
     let addresses = reply.addresses();
     cx.out.event(Event::VirtualIp {
         conn: conn.name.clone(),
-        spi_i: sa.spi_i,
+        spi_i: sa.spi_i(),
         addresses: addresses.clone(),
         dns: reply.dns(),
     });
     let ok = !addresses.is_empty();
-    sa.vips = addresses;
+    sa.set_vips(addresses);
     ok
 }
 

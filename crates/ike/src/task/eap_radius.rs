@@ -46,7 +46,7 @@ pub(crate) fn prepare(sa: &mut IkeSa, cx: &mut Cx) -> Result<(), Reply> {
     }
     match cx.out.radius.free_identifier() {
         Some(id) => {
-            if let Some(st) = sa.eap.as_mut() {
+            if let Some(st) = sa.eap_mut() {
                 st.auth.use_radius_identifier(id);
             }
             Ok(())
@@ -62,7 +62,7 @@ pub(crate) fn prepare(sa: &mut IkeSa, cx: &mut Cx) -> Result<(), Reply> {
 /// none), its datagrams queued for the server.
 pub(crate) fn sync(sa: &mut IkeSa, cx: &mut Cx, retransmission: bool) {
     let spi = sa.our_spi();
-    let Some(st) = sa.eap.as_mut() else {
+    let Some(st) = sa.eap_mut() else {
         cx.out.radius.forget(spi);
         return;
     };
@@ -74,20 +74,20 @@ pub(crate) fn sync(sa: &mut IkeSa, cx: &mut Cx, retransmission: bool) {
 
 /// The request being answered waits for the RADIUS server: no response now.
 pub(crate) fn defer(sa: &mut IkeSa) -> Reply {
-    // This request's ID: the window moved past it (task/mod.rs, handle_request).
-    sa.window.deferred = Some(sa.window.expected.wrapping_sub(1));
+    // This request's ID: the window moved past it (ike_sa/window.rs, handle_request).
+    sa.defer_response();
     Reply::with(Vec::new())
 }
 
 /// When the RADIUS client must retransmit or give up.
 pub(crate) fn deadline(sa: &IkeSa) -> Option<Duration> {
-    sa.eap.as_ref()?.auth.poll_timeout()
+    sa.eap()?.auth.poll_timeout()
 }
 
 /// The RADIUS client's timer: a retransmission, or the server is down (the deferred
 /// request answered with EAP-Failure, the SA gone).
 pub(crate) fn handle_timeout(sa: &mut IkeSa, cx: &mut Cx, rng: &mut impl CryptoRngCore) {
-    let Some(st) = sa.eap.as_mut() else { return };
+    let Some(st) = sa.eap_mut() else { return };
     if st.auth.poll_timeout().is_none_or(|t| cx.now < t) {
         return;
     }
@@ -104,7 +104,7 @@ pub(crate) fn answer(
     datagram: &[u8],
     rng: &mut impl CryptoRngCore,
 ) -> Result<(), RadiusDropped> {
-    let Some(st) = sa.eap.as_mut() else {
+    let Some(st) = sa.eap_mut() else {
         return Err(RadiusDropped::Unmatched);
     };
     match st.auth.handle_radius(datagram) {
@@ -137,7 +137,7 @@ fn answered(sa: &mut IkeSa, cx: &mut Cx, step: Step, rng: &mut impl CryptoRngCor
         // Still pending (never after an answer or a timeout; kept waiting if it were).
         return;
     };
-    let Some(id) = sa.window.deferred.take() else {
+    let Some(id) = sa.take_deferred() else {
         // Nothing waits (the SA was answered otherwise): the outcome still holds.
         if let Some(reason) = reply.then {
             sa.kill(cx, reason);

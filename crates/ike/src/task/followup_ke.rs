@@ -140,7 +140,7 @@ impl FollowupKe {
             _ => None,
         };
         let Some(shared) = shared else {
-            sa.stats.additional_ke_refused += 1;
+            sa.stats_mut().additional_ke_refused += 1;
             failed(sa, cx, self.chain.goal, rng);
             return Next::Done;
         };
@@ -148,7 +148,7 @@ impl FollowupKe {
         self.chain.todo.remove(0);
         if !self.chain.todo.is_empty() {
             let Some(link) = link_of(ps) else {
-                sa.stats.additional_ke_refused += 1;
+                sa.stats_mut().additional_ke_refused += 1;
                 failed(sa, cx, self.chain.goal, rng);
                 return Next::Done;
             };
@@ -165,7 +165,7 @@ impl FollowupKe {
 fn failed(sa: &mut IkeSa, cx: &mut Cx, goal: Goal, rng: &mut impl CryptoRngCore) {
     match goal {
         Goal::Child { rekeys: Some(old), .. } => {
-            if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == old) {
+            if let Some(c) = sa.child_mut(old) {
                 if matches!(c.state, ChildState::Rekeying { .. }) {
                     c.state = ChildState::Installed;
                 }
@@ -183,7 +183,7 @@ fn failed(sa: &mut IkeSa, cx: &mut Cx, goal: Goal, rng: &mut impl CryptoRngCore)
 fn finish(sa: &mut IkeSa, cx: &mut Cx, we: Role, chain: Chain, rng: &mut impl CryptoRngCore) -> bool {
     match chain.goal {
         Goal::Child { agreed, ni, nr, rekeys } => {
-            let Some(crypto) = sa.state.crypto() else { return false };
+            let Some(crypto) = sa.crypto() else { return false };
             let keys = crate::keys::derive_child_keys_addke(
                 crypto.suite.prf,
                 &crypto.keys.sk_d,
@@ -259,7 +259,7 @@ pub(crate) fn begin(
     rng: &mut impl CryptoRngCore,
 ) -> Payload {
     let link = new_link(rng);
-    sa.followup = Some(Pending {
+    sa.await_followup(Pending {
         chain: Chain {
             secret: shared,
             add: KeyBytes::default(),
@@ -281,13 +281,13 @@ fn new_link(rng: &mut impl CryptoRngCore) -> Vec<u8> {
 /// The responder's answer to an IKE_FOLLOWUP_KE request.
 pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Reply {
     let link = ps.notify(kind::ADDITIONAL_KEY_EXCHANGE).map(|n| n.data.clone());
-    let Some(mut p) = sa.followup.take() else {
-        sa.stats.additional_ke_refused += 1;
+    let Some(mut p) = sa.take_followup() else {
+        sa.stats_mut().additional_ke_refused += 1;
         return Reply::notify(kind::STATE_NOT_FOUND);
     };
     if link.as_deref() != Some(&p.chain.link[..]) {
         // Not the exchange we wait for (RFC 9370 2.2.4): that state is given up.
-        sa.stats.additional_ke_refused += 1;
+        sa.stats_mut().additional_ke_refused += 1;
         return Reply::notify(kind::STATE_NOT_FOUND);
     }
     let Some(&(_, g)) = p.chain.todo.first() else {
@@ -298,7 +298,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
         .filter(|ke| ke.group == g.id())
         .and_then(|ke| KeyExchange::respond(g, &ke.data, rng).ok());
     let Some((ours, shared)) = answer else {
-        sa.stats.additional_ke_refused += 1;
+        sa.stats_mut().additional_ke_refused += 1;
         return Reply::notify(kind::INVALID_SYNTAX);
     };
     p.chain.add.extend_from_slice(&shared);
@@ -311,7 +311,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
         p.chain.link = new_link(rng);
         p.until = cx.now + PENDING_TIMEOUT;
         let n = Payload::Notify(Notify::ike(kind::ADDITIONAL_KEY_EXCHANGE, &p.chain.link));
-        sa.followup = Some(p);
+        sa.await_followup(p);
         return Reply::with(alloc::vec![ke, n]);
     }
     if !finish(sa, cx, Role::Responder, p.chain, rng) {
@@ -322,9 +322,9 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
 
 /// Drops a responder's state whose IKE_FOLLOWUP_KE did not come in time (counted).
 pub(crate) fn expire(sa: &mut IkeSa, now: Duration) {
-    if sa.followup.as_ref().is_some_and(|p| now >= p.until) {
-        sa.followup = None;
-        sa.stats.additional_ke_refused += 1;
+    if sa.followup().is_some_and(|p| now >= p.until) {
+        sa.take_followup();
+        sa.stats_mut().additional_ke_refused += 1;
     }
 }
 
@@ -482,7 +482,7 @@ mod tests {
             ),
             Some(kind::STATE_NOT_FOUND)
         );
-        assert!(sa.followup.is_none(), "that state is given up");
+        assert!(sa.followup().is_none(), "that state is given up");
         let link2 = pending(&mut sa, &cfg, suite);
         assert_eq!(
             run(
@@ -506,12 +506,12 @@ mod tests {
         // The missing IKE_FOLLOWUP_KE: dropped at the deadline, not before.
         pending(&mut sa, &cfg, suite);
         expire(&mut sa, PENDING_TIMEOUT - Duration::from_millis(1));
-        assert!(sa.followup.is_some());
+        assert!(sa.followup().is_some());
         expire(&mut sa, PENDING_TIMEOUT);
-        assert!(sa.followup.is_none());
-        assert_eq!(sa.stats.additional_ke_refused, 5);
+        assert!(sa.followup().is_none());
+        assert_eq!(sa.stats().additional_ke_refused, 5);
         assert!(!sa.has_effects(), "no IKE SA was made");
-        assert!(sa.state.is_established());
+        assert!(sa.is_established());
     }
 
     /// The good follow-up ends the exchange: the new IKE SA is handed over.
@@ -523,11 +523,11 @@ mod tests {
             run(&mut sa, &cfg, &followup(&link, DhGroup::MlKem768, ek()), Duration::ZERO),
             None
         );
-        assert!(sa.followup.is_none());
+        assert!(sa.followup().is_none());
         assert!(matches!(
             sa.take_effects().last(),
             Some(crate::ike_sa::EndpointEvent::Rekeyed(_))
         ));
-        assert_eq!(sa.stats.additional_ke_refused, 0);
+        assert_eq!(sa.stats().additional_ke_refused, 0);
     }
 }

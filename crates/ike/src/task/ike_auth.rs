@@ -8,7 +8,7 @@ use crate::child::{keymat, Agreed, Offer, Refusal};
 use crate::event::{DownReason, Event, IkeKeyLog, IkeSaInfo};
 use crate::header::ExchangeType;
 use crate::id::Identity;
-use crate::ike_sa::{Child, ChildState, Crypto, Cx, EndpointEvent, Handshake, IkeSa, State};
+use crate::ike_sa::{Crypto, Cx, EndpointEvent, Handshake, IkeSa, State};
 use crate::message::{Find, Payload};
 use crate::notify::{kind, Notify};
 use crate::task::{child_delete::ChildDelete, lifetimes, Next, Reply, Task};
@@ -36,7 +36,7 @@ pub(crate) fn select_connection(
     method: Option<u8>,
 ) -> Option<usize> {
     let agreed = [crate::sa::Proposal::from_ike_suite(1, &[], &crypto.suite)];
-    let (local, remote) = (sa.path.local.ip(), sa.path.remote.ip());
+    let (local, remote) = (sa.path().local.ip(), sa.path().remote.ip());
     let score = |i: usize| -> Option<(u8, bool)> {
         let c = &cfg.connections[i];
         let addrs =
@@ -57,7 +57,7 @@ pub(crate) fn select_connection(
             (None, Some(_)) => return None,
             (None, None) => 1,
         };
-        Some((id, i == sa.conn))
+        Some((id, i == sa.conn_index()))
     };
     (0..cfg.connections.len())
         .filter_map(|i| score(i).map(|s| (s, i)))
@@ -71,13 +71,13 @@ pub(crate) fn select_connection(
 /// handed back (None: the SA was not in IKE_AUTH).
 pub(crate) fn ike_up(sa: &mut IkeSa, cx: &mut Cx, remote_id: Identity) -> Option<Handshake> {
     let hs = sa.establish(remote_id)?;
-    let State::Established { crypto, remote_id } = &sa.state else {
+    let State::Established { crypto, remote_id } = sa.state() else {
         return None;
     };
     let conn = sa.conn(cx.cfg);
     let keys = cx.cfg.export_ike_keys.then(|| IkeKeyLog {
-        spi_i: sa.spi_i,
-        spi_r: sa.spi_r,
+        spi_i: sa.spi_i(),
+        spi_r: sa.spi_r(),
         suite: crypto.suite,
         sk_ei: crypto.keys.sk_ei.clone(),
         sk_er: crypto.keys.sk_er.clone(),
@@ -87,11 +87,11 @@ pub(crate) fn ike_up(sa: &mut IkeSa, cx: &mut Cx, remote_id: Identity) -> Option
     cx.out.event(Event::IkeUp {
         info: IkeSaInfo {
             conn: conn.name.clone(),
-            spi_i: sa.spi_i,
-            spi_r: sa.spi_r,
+            spi_i: sa.spi_i(),
+            spi_r: sa.spi_r(),
             role: sa.role(),
-            local: sa.path.local,
-            remote: sa.path.remote,
+            local: sa.path().local,
+            remote: sa.path().remote,
             suite: crypto.suite,
             local_id: conn.local_id.clone(),
             remote_id: remote_id.clone(),
@@ -109,16 +109,11 @@ pub(crate) fn child_up(sa: &mut IkeSa, cx: &mut Cx, a: &Agreed, keys: &crate::ke
     let mut info = sa.child_info(cx.cfg, a, keys);
     info.rekeys = rekeys;
     if rekeys.is_some() {
-        sa.stats.child_rekeys += 1;
+        sa.stats_mut().child_rekeys += 1;
     }
     cx.out.event(Event::ChildUp(info.clone()));
     let timers = lifetimes::child_timers(sa, cx, a.cfg, a.spi_in);
-    sa.children.push(Child {
-        info,
-        state: ChildState::Installed,
-        timers,
-        cfg: a.cfg,
-    });
+    sa.add_child(info, a.cfg, timers);
 }
 
 /// The event for a child that was refused.
@@ -151,7 +146,7 @@ impl IkeAuth {
             return super::ike_auth_eap::build_round(round, sa, id, rng);
         }
         let conn = sa.conn(cx.cfg);
-        let State::AuthSent { hs, crypto } = &sa.state else {
+        let State::AuthSent { hs, crypto } = sa.state() else {
             return Err(crate::Error::BadEncryptedPayload);
         };
         if !super::ike_intermediate::all_done(hs, crypto) {
@@ -216,7 +211,7 @@ impl IkeAuth {
             sa.kill(cx, DownReason::PeerError(err));
             return Next::Done;
         };
-        let State::AuthSent { hs, crypto } = &sa.state else {
+        let State::AuthSent { hs, crypto } = sa.state() else {
             return Next::Done;
         };
         let checked = check_responder_auth(sa, cx, hs, crypto, (idr, idr_body), auth, ps);
@@ -272,7 +267,7 @@ pub(crate) fn check_responder_auth(
     ps: &[Payload],
 ) -> Result<(), AuthRefusal> {
     let conn = sa.conn(cx.cfg);
-    let int_auth = hs.int.octets(sa.tasks.next_id.wrapping_sub(1));
+    let int_auth = hs.int.octets(sa.last_request_id());
     let signed = Signed {
         prf: crypto.suite.prf,
         message: &hs.init_resp,
@@ -294,7 +289,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     if let Some(r) = super::ike_auth_eap::respond(sa, cx, ps, rng) {
         return r;
     }
-    let State::HalfOpen { hs, crypto } = &sa.state else {
+    let State::HalfOpen { hs, crypto } = sa.state() else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
     let (Some((idi, idi_body)), Some(auth)) = (ps.id_i(), ps.auth()) else {
@@ -304,18 +299,21 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
     };
     if !super::ike_intermediate::all_done(hs, crypto) {
         // IKE_AUTH before every additional key exchange ran (RFC 9370 2.2.2).
-        sa.stats.invalid_syntax += 1;
+        sa.stats_mut().invalid_syntax += 1;
         let mut r = Reply::notify(kind::INVALID_SYNTAX);
         r.then = Some(DownReason::PeerError(kind::INVALID_SYNTAX));
         return r;
     }
     // This IKE_AUTH request's message ID (the window moved past it).
-    let int_auth = hs.int.octets(sa.window.expected.wrapping_sub(1));
+    let int_auth = hs.int.octets(sa.last_peer_request_id());
     // The connection for the identity the initiator claims (and the one it asks us to be).
     let checked = match select_connection(sa, cx.cfg, crypto, idi, ps.id_r().map(|(i, _)| i), Some(auth.method)) {
         None => Err(AuthRefusal::NoConnection),
         Some(ci) => {
-            sa.conn = ci;
+            sa.switch_conn(ci);
+            let State::HalfOpen { hs, crypto } = sa.state() else {
+                return Reply::notify(kind::INVALID_SYNTAX);
+            };
             // The initiator signed its IKE_SA_INIT message and our nonce with SK_pi.
             let signed = Signed {
                 prf: crypto.suite.prf,
@@ -358,6 +356,10 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
             r.then = Some(DownReason::AuthFailed);
             return r;
         }
+    };
+    // (The connection may have changed: the handshake borrowed again.)
+    let State::HalfOpen { hs, crypto } = sa.state() else {
+        return Reply::notify(kind::INVALID_SYNTAX);
     };
     let conn = sa.conn(cx.cfg);
     let idr = conn.local_id.to_body();

@@ -78,8 +78,8 @@ fn eap(msg: Vec<u8>) -> Payload {
 /// Refuses the peer: the event, the counter, AUTHENTICATION_FAILED (after `eap_msg`, the
 /// EAP-Failure, if there is one); the SA goes after the response.
 pub(super) fn refuse(sa: &mut IkeSa, cx: &mut Cx, why: Refusal, eap_msg: Option<Vec<u8>>) -> Reply {
-    sa.eap = None;
-    sa.stats.eap_failures += 1;
+    sa.take_eap();
+    sa.stats_mut().eap_failures += 1;
     cx.out.event(Event::AuthFailed {
         conn: sa.conn_name(cx.cfg),
         local: true,
@@ -96,10 +96,10 @@ pub(super) fn refuse(sa: &mut IkeSa, cx: &mut Cx, why: Refusal, eap_msg: Option<
 /// The responder's hook in IKE_AUTH: `None` when the request is not part of an EAP exchange
 /// (it has AUTH and no conversation runs).
 pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Option<Reply> {
-    if !matches!(sa.state, State::HalfOpen { .. }) {
+    if !matches!(sa.state(), State::HalfOpen { .. }) {
         return None;
     }
-    if sa.eap.is_some() {
+    if sa.eap().is_some() {
         return Some(next_round(sa, cx, ps, rng));
     }
     if ps.auth().is_some() || ps.id_i().is_none() {
@@ -111,14 +111,14 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut imp
 /// The first request, without AUTH: a connection whose peer authenticates with EAP, our
 /// IDr, CERT and AUTH (signature), and the EAP-Request/Identity.
 fn first_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Reply {
-    let State::HalfOpen { hs, crypto } = &sa.state else {
+    let State::HalfOpen { hs, crypto } = sa.state() else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
     let Some((idi, idi_body)) = ps.id_i() else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
     if !super::ike_intermediate::all_done(hs, crypto) {
-        sa.stats.invalid_syntax += 1;
+        sa.stats_mut().invalid_syntax += 1;
         let mut r = Reply::notify(kind::INVALID_SYNTAX);
         r.then = Some(DownReason::PeerError(kind::INVALID_SYNTAX));
         return r;
@@ -131,7 +131,7 @@ fn first_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypt
         return refuse(sa, cx, Refusal::NoConnection, None);
     };
     // This IKE_AUTH request's message ID (the window moved past it).
-    let int_auth = hs.int.octets(sa.window.expected.wrapping_sub(1));
+    let int_auth = hs.int.octets(sa.last_peer_request_id());
     let idr = conn.local_id.to_body();
     let signed = Signed {
         prf: crypto.suite.prf,
@@ -144,7 +144,7 @@ fn first_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypt
     let peer_asked = hs.peer_certreq || ps.iter().any(|p| matches!(p, Payload::CertReq(_)));
     let our_auth = authenticator::build(&conn.local_auth, &signed, hs.peer_hashes.as_deref());
     let idi_body = idi_body.clone();
-    sa.conn = ci;
+    sa.switch_conn(ci);
     let Ok(our_auth) = our_auth else {
         // Our key cannot sign for this peer (or we have no key): the server must prove
         // itself before the client gives its password.
@@ -156,7 +156,7 @@ fn first_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypt
     resp.extend(authenticator::cert_payloads(&conn.local_auth, peer_asked));
     resp.push(Payload::Auth(our_auth));
     resp.push(eap(request.clone()));
-    sa.eap = Some(Box::new(EapState {
+    sa.start_eap(EapState {
         auth,
         idi_body,
         first: ps.to_vec(),
@@ -164,7 +164,7 @@ fn first_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypt
         last_sent: request,
         msk: None,
         rounds: 1,
-    }));
+    });
     Reply::with(resp)
 }
 
@@ -174,7 +174,7 @@ fn next_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypto
         RemoteAuth::Eap { creds, .. } => creds.clone(),
         _ => return refuse(sa, cx, Refusal::NoConnection, None),
     };
-    let Some(st) = sa.eap.as_mut() else {
+    let Some(st) = sa.eap_mut() else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
     st.rounds = st.rounds.saturating_add(1);
@@ -186,8 +186,9 @@ fn next_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypto
             return finish(sa, cx, &auth, rng);
         }
         // Not the AUTH yet: EAP-Success again.
-        sa.stats.eap_out_of_order += 1;
-        return Reply::with(alloc::vec![eap(st.last_sent.clone())]);
+        let again = eap(st.last_sent.clone());
+        sa.stats_mut().eap_out_of_order += 1;
+        return Reply::with(alloc::vec![again]);
     }
     if ps.auth().is_some() {
         // AUTH before EAP-Success: there is no key to check it with.
@@ -198,7 +199,7 @@ fn next_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypto
     if let Err(refused) = super::eap_radius::prepare(sa, cx) {
         return refused;
     }
-    let Some(st) = sa.eap.as_mut() else {
+    let Some(st) = sa.eap_mut() else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
     // EAP-TLS checks the client's certificate at the wall-clock time.
@@ -217,8 +218,9 @@ fn next_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypto
         Err(_) => {
             // Out of order, a wrong Identifier, malformed: dropped (RFC 3748 4.1), the
             // outstanding Request again.
-            sa.stats.eap_out_of_order += 1;
-            Reply::with(alloc::vec![eap(st.last_sent.clone())])
+            let again = eap(st.last_sent.clone());
+            sa.stats_mut().eap_out_of_order += 1;
+            Reply::with(alloc::vec![again])
         }
     }
 }
@@ -229,13 +231,13 @@ fn next_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypto
 pub(super) fn step_reply(sa: &mut IkeSa, cx: &mut Cx, step: Step) -> Option<Reply> {
     match step {
         Step::Send(req) => {
-            if let Some(st) = sa.eap.as_mut() {
+            if let Some(st) = sa.eap_mut() {
                 st.last_sent = req.clone();
             }
             Some(Reply::with(alloc::vec![eap(req)]))
         }
         Step::Success { msk, eap: success } => {
-            if let Some(st) = sa.eap.as_mut() {
+            if let Some(st) = sa.eap_mut() {
                 st.msk = Some(msk);
                 st.last_sent = success.clone();
             }
@@ -252,7 +254,7 @@ pub(super) fn step_reply(sa: &mut IkeSa, cx: &mut Cx, step: Step) -> Option<Repl
 /// in a separate INFORMATIONAL exchange). Answered empty; the SA goes, with the reason the
 /// method knows (wrong password, unknown user) in the event.
 pub(crate) fn informational(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload]) -> Option<Reply> {
-    let st = sa.eap.as_ref()?;
+    let st = sa.eap()?;
     ps.notify(kind::AUTHENTICATION_FAILED)?;
     let why = st.auth.pending_failure().map_or(Refusal::EapAbandoned, Refusal::Eap);
     let mut r = refuse(sa, cx, why, None);
@@ -272,7 +274,7 @@ pub(crate) fn method_word(conn: &crate::config::Connection) -> &'static str {
 /// The initiator's AUTH made with the MSK: checked, ours made the same way, then the child
 /// of the first request (2.16).
 fn finish(sa: &mut IkeSa, cx: &mut Cx, peer_auth: &crate::auth::AuthPayload, rng: &mut impl CryptoRngCore) -> Reply {
-    let Some(st) = sa.eap.take() else {
+    let Some(st) = sa.take_eap() else {
         return Reply::notify(kind::INVALID_SYNTAX);
     };
     let Some(msk) = st.msk.as_ref() else {
@@ -281,7 +283,7 @@ fn finish(sa: &mut IkeSa, cx: &mut Cx, peer_auth: &crate::auth::AuthPayload, rng
     // The peer's AUTH checked and ours made while the handshake is borrowed (the state
     // changes only in ike_up, ike_sa/state.rs).
     let made = {
-        let State::HalfOpen { hs, crypto } = &sa.state else {
+        let State::HalfOpen { hs, crypto } = sa.state() else {
             return Reply::notify(kind::INVALID_SYNTAX);
         };
         let signed_i = Signed {
@@ -322,7 +324,8 @@ fn finish(sa: &mut IkeSa, cx: &mut Cx, peer_auth: &crate::auth::AuthPayload, rng
             .map(|(i, _)| i.clone())
             .unwrap_or(Identity::KeyId(Vec::new())),
     };
-    sa.eap_method = Some(method_word(sa.conn(cx.cfg)));
+    let method = method_word(sa.conn(cx.cfg));
+    sa.set_eap_method(method);
     let first = &st.first;
     // The uniqueness policy and the cap per identity, by the EAP identity (as for any
     // IKE_AUTH, task/ike_auth.rs).
@@ -376,7 +379,7 @@ fn give_up(sa: &mut IkeSa, cx: &mut Cx, local: bool, why: Option<Refusal>) -> Ne
         reason: why,
     });
     if local {
-        sa.stats.eap_failures += 1;
+        sa.stats_mut().eap_failures += 1;
     }
     sa.kill(cx, DownReason::AuthFailed);
     Next::Done
@@ -416,7 +419,7 @@ pub(crate) fn process_response(
     match round.peer.handle(msg, rng) {
         Ok(PeerStep::Send(resp)) => round.send = alloc::vec![eap(resp)],
         Ok(PeerStep::Success(msk)) => {
-            let State::AuthSent { hs, crypto } = &sa.state else {
+            let State::AuthSent { hs, crypto } = sa.state() else {
                 return Next::Done;
             };
             let conn = sa.conn(cx.cfg);
@@ -450,11 +453,11 @@ fn first_response(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload]) -> Result<PeerRou
         sa.kill(cx, DownReason::PeerError(err));
         return Err(Next::Done);
     };
-    let State::AuthSent { hs, crypto } = &sa.state else {
+    let State::AuthSent { hs, crypto } = sa.state() else {
         return Err(Next::Done);
     };
     let conn = sa.conn(cx.cfg);
-    let first_id = sa.tasks.next_id.wrapping_sub(1);
+    let first_id = sa.last_request_id();
     let checked = super::ike_auth::check_responder_auth(sa, cx, hs, crypto, (idr, idr_body), auth, ps);
     if let Err(why) = checked {
         return Err(give_up(sa, cx, true, Some(why)));
@@ -494,7 +497,7 @@ fn last_response(
         return Next::Done;
     };
     let ok = {
-        let State::AuthSent { hs, crypto } = &sa.state else {
+        let State::AuthSent { hs, crypto } = sa.state() else {
             return Next::Done;
         };
         let int_auth = hs.int.octets(round.first_id);
@@ -511,7 +514,7 @@ fn last_response(
     if !ok {
         return give_up(sa, cx, true, Some(Refusal::EapAuth));
     }
-    let (prf, sk_d) = match &sa.state {
+    let (prf, sk_d) = match sa.state() {
         State::AuthSent { crypto, .. } => (crypto.suite.prf, crypto.keys.sk_d.clone()),
         _ => return Next::Done,
     };
@@ -666,17 +669,17 @@ mod tests {
         };
         for forged in 0..3 {
             b.with_sa(spi, now, |sa, cx| {
-                let outstanding = sa.eap.as_ref().unwrap().last_sent.clone();
+                let outstanding = sa.eap().unwrap().last_sent.clone();
                 let ps = match forged {
-                    0 => alloc::vec![eap(bad(sa.eap.as_ref().unwrap()))],
+                    0 => alloc::vec![eap(bad(sa.eap().unwrap()))],
                     1 => alloc::vec![eap(alloc::vec![2, 0, 0])],
                     _ => alloc::vec![Payload::Notify(Notify::ike(kind::INITIAL_CONTACT, &[]))],
                 };
                 let r = respond(sa, cx, &ps, &mut ChaCha20Rng::seed_from_u64(1)).unwrap();
                 assert_eq!(r.payloads, alloc::vec![eap(outstanding)], "case {forged}");
                 assert!(r.then.is_none(), "case {forged}: the SA must live");
-                assert!(sa.eap.is_some() && matches!(sa.state, State::HalfOpen { .. }));
-                assert_eq!(sa.stats.eap_out_of_order, forged + 1);
+                assert!(sa.eap().is_some() && matches!(sa.state(), State::HalfOpen { .. }));
+                assert_eq!(sa.stats().eap_out_of_order, forged + 1);
             })
             .unwrap();
         }
@@ -715,7 +718,7 @@ mod tests {
         pump(&mut a, &mut b, now, &mut rng, &mut |n| n == 4, &mut sent);
         let spi = b.spis()[0];
         b.with_sa(spi, now, |sa, cx| {
-            assert!(sa.eap.is_some());
+            assert!(sa.eap().is_some());
             let ps = [Payload::Notify(Notify::ike(kind::AUTHENTICATION_FAILED, &[]))];
             let r = sa.answer(
                 cx,
@@ -724,7 +727,7 @@ mod tests {
                 &mut ChaCha20Rng::seed_from_u64(1),
             );
             assert_eq!(r.then, Some(DownReason::AuthFailed));
-            assert!(r.payloads.is_empty() && sa.eap.is_none());
+            assert!(r.payloads.is_empty() && sa.eap().is_none());
         })
         .unwrap();
         let ev = events(&mut b);
@@ -761,7 +764,7 @@ mod tests {
                 .payloads
                 .iter()
                 .any(|p| matches!(p, Payload::Notify(n) if n.kind == kind::AUTHENTICATION_FAILED)));
-            assert!(sa.eap.is_none());
+            assert!(sa.eap().is_none());
         })
         .unwrap();
         let ev = events(&mut b);

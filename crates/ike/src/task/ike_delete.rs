@@ -14,7 +14,7 @@ use rand_core::CryptoRngCore;
 /// Why the SA goes down when its Delete is done: the Delete of an IKE SA that was rekeyed
 /// takes no child, they moved (2.18); else `otherwise`.
 fn reason(sa: &IkeSa, otherwise: DownReason) -> DownReason {
-    if matches!(sa.state, State::Rekeyed { .. }) {
+    if matches!(sa.state(), State::Rekeyed { .. }) {
         DownReason::Rekeyed
     } else {
         otherwise
@@ -36,13 +36,9 @@ pub(crate) fn build(sa: &mut IkeSa, id: u32, rng: &mut impl CryptoRngCore) -> Re
 /// `unique = replace`, [`crate::task::config_payload::replace_tells_the_old`]). Its message
 /// ID is the next one of ours, after a request of ours still outstanding.
 pub(crate) fn tell_and_forget(sa: &mut IkeSa, cx: &mut Cx, rng: &mut impl CryptoRngCore) {
-    let id = sa
-        .tasks
-        .active
-        .as_ref()
-        .map_or(sa.tasks.next_id, |a| a.id.wrapping_add(1));
+    let id = sa.spare_request_id();
     if let Ok(bytes) = build(sa, id, rng) {
-        sa.stats.requests_sent += 1;
+        sa.stats_mut().requests_sent += 1;
         sa.send(cx, &bytes);
     }
 }

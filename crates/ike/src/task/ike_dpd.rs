@@ -15,13 +15,13 @@ use rand_core::CryptoRngCore;
 /// When the next check is due (None: checks are off or an exchange is under way).
 pub(crate) fn deadline(sa: &IkeSa, cfg: &Config) -> Option<Duration> {
     let delay = sa.conn(cfg).dpd_delay?;
-    (sa.state.is_established() && sa.tasks.is_idle()).then(|| sa.last_heard + delay)
+    (sa.is_established() && sa.is_idle()).then(|| sa.last_heard() + delay)
 }
 
 /// Sends a check if one is due.
 pub(crate) fn handle_timeout(sa: &mut IkeSa, cx: &mut Cx, rng: &mut impl CryptoRngCore) {
     if deadline(sa, cx.cfg).is_some_and(|d| cx.now >= d) {
-        sa.last_heard = cx.now;
+        sa.heard(cx.now);
         sa.queue_task(cx, Task::IkeDpd, rng);
     }
 }

@@ -9,13 +9,12 @@ use crate::dh::KeyExchange;
 use crate::dropped::Dropped;
 use crate::event::{DownReason, Event, Role, Transmit};
 use crate::header::{ExchangeType, HeaderRepr};
-use crate::ike_sa::{Crypto, Cx, Handshake, IkeSa, Output, PeerWindow, State};
+use crate::ike_sa::{Crypto, Cx, Handshake, IkeSa, Output, State};
 use crate::message::{build_plain, Find, Message, Payload};
 use crate::nat::{evaluate, nat_hash};
 use crate::nonce::OUR_NONCE_LEN;
 use crate::notify::{kind, Notify};
 use crate::sa::{accept_ike_answer, choose_ike, protocol, Proposal, SaPayload};
-use crate::task::Task;
 use alloc::vec::Vec;
 use core::net::SocketAddr;
 use core::time::Duration;
@@ -144,10 +143,10 @@ impl IkeInit {
             Payload::Nonce(self.ni.clone()),
         ];
         p.extend(nat_notifies(
-            sa.spi_i,
+            sa.spi_i(),
             0,
-            sa.path.local,
-            sa.path.remote,
+            sa.path().local,
+            sa.path().remote,
             conn.encap,
             rng,
         ));
@@ -164,7 +163,7 @@ impl IkeInit {
         if let Some(c) = &self.cookie {
             p.insert(0, Payload::Notify(Notify::ike(kind::COOKIE, c)));
         }
-        sa.spi_r = 0;
+        sa.set_spi_r(0);
         let bytes = build_plain(&sa.header(ExchangeType::IkeSaInit, false, 0), &p)?;
         self.kex = Some(kex);
         self.init_req = bytes.clone();
@@ -172,45 +171,9 @@ impl IkeInit {
     }
 }
 
-/// The initiator handles the IKE_SA_INIT response to its outstanding [`IkeInit`].
-pub(crate) fn on_response(
-    sa: &mut IkeSa,
-    cx: &mut Cx,
-    raw: &[u8],
-    msg: &Message,
-    local: SocketAddr,
-    remote: SocketAddr,
-    rng: &mut impl CryptoRngCore,
-) -> Result<(), Dropped> {
-    if !matches!(sa.state, State::InitSent) {
-        return Err(Dropped::WrongState);
-    }
-    let Some(mut active) = sa.tasks.active.take() else {
-        return Err(Dropped::UnexpectedResponse);
-    };
-    let Task::IkeInit(task) = &mut active.task else {
-        sa.tasks.active = Some(active);
-        return Err(Dropped::UnexpectedResponse);
-    };
-    match process(sa, cx, task, raw, msg, local, remote) {
-        // Not a usable response: the request stays outstanding (and is retransmitted).
-        Err(e) => {
-            sa.tasks.active = Some(active);
-            Err(e)
-        }
-        Ok(again) => {
-            if again {
-                // IKE_SA_INIT again, message ID 0 again (2.7).
-                sa.tasks.queue_front(active.task);
-            }
-            sa.start_next(cx, rng);
-            Ok(())
-        }
-    }
-}
-
-/// The response's content; `Ok(true)`: send IKE_SA_INIT again (with another group).
-fn process(
+/// The initiator handles the IKE_SA_INIT response to its outstanding [`IkeInit`] (the SA's
+/// window hands it over): `Ok(true)`: send IKE_SA_INIT again (with another group).
+pub(crate) fn process(
     sa: &mut IkeSa,
     cx: &mut Cx,
     task: &mut IkeInit,
@@ -307,7 +270,7 @@ fn process(
         &shared,
         &task.ni,
         nr,
-        sa.spi_i,
+        sa.spi_i(),
         msg.header.spi_r,
     )
     .map_err(Dropped::Malformed)?;
@@ -320,22 +283,19 @@ fn process(
         peer_certreq: ps.iter().any(|p| matches!(p, Payload::CertReq(_))),
         int: Default::default(),
     };
-    sa.spi_r = msg.header.spi_r;
+    sa.set_spi_r(msg.header.spi_r);
     // NAT detection (2.23) from the response's view of our addresses.
-    if let Some(n) = nat_state(ps, sa.spi_i, sa.spi_r, local, remote) {
-        sa.path.nat = n;
+    if let Some(n) = nat_state(ps, sa.spi_i(), sa.spi_r(), local, remote) {
+        sa.set_nat(n);
     }
     let conn = sa.conn(cx.cfg);
-    if sa.path.nat.local_behind_nat || sa.path.nat.peer_behind_nat || conn.encap {
+    if sa.path().nat.local_behind_nat || sa.path().nat.peer_behind_nat || conn.encap {
         // Move to the NAT-T ports for everything after IKE_SA_INIT (2.23).
-        sa.path.natt = true;
-        sa.path.local = SocketAddr::new(sa.path.local.ip(), cx.cfg.natt_port);
-        sa.path.remote = SocketAddr::new(sa.path.remote.ip(), conn.remote_natt_port);
+        sa.float_to_natt(cx.cfg.natt_port, conn.remote_natt_port);
     }
-    sa.fragmentation = fragmentation(conn, Some(ps)).1;
-    sa.last_heard = cx.now;
+    sa.set_fragmentation(fragmentation(conn, Some(ps)).1);
+    sa.heard(cx.now);
     sa.auth_sent(hs, crypto);
-    sa.tasks.next_id = 1;
     // One IKE_INTERMEDIATE per additional key exchange, before IKE_AUTH (RFC 9370 2.2.2).
     super::ike_intermediate::queue(sa, &suite);
     Ok(false)
@@ -467,12 +427,13 @@ pub(crate) fn respond_init(
         Crypto::derive(Role::Responder, suite, None, &shared, ni, &nr, h.spi_i, spi_r).map_err(Dropped::Malformed)?;
     let mut ike = IkeSa::new(ci, Role::Responder, h.spi_i, spi_r, local, remote, State::InitSent, now);
     if let Some(n) = nat_state(ps, h.spi_i, 0, local, remote) {
-        ike.path.nat = n;
+        ike.set_nat(n);
     }
     if local.port() == cfg.natt_port {
-        ike.path.natt = true;
+        // It came on the NAT-T ports: IKE stays there.
+        ike.float_to_natt(local.port(), remote.port());
     }
-    ike.peer_windows = crate::vendor::from_windows(ps);
+    ike.set_peer_windows(crate::vendor::from_windows(ps));
     let conn = &cfg.connections[ci];
     let mut p = alloc::vec![
         Payload::Sa(SaPayload {
@@ -496,7 +457,7 @@ pub(crate) fn respond_init(
     if ies {
         p.push(Payload::Notify(Notify::ike(kind::INTERMEDIATE_EXCHANGE_SUPPORTED, &[])));
     }
-    ike.fragmentation = frag;
+    ike.set_fragmentation(frag);
     let bytes = build_plain(&ike.header(ExchangeType::IkeSaInit, true, 0), &p).map_err(Dropped::Malformed)?;
     let mut cx = Cx::new(cfg, out, now, None);
     ike.send(&mut cx, &bytes);
@@ -505,17 +466,12 @@ pub(crate) fn respond_init(
             ni: ni.clone(),
             nr,
             init_req: raw.to_vec(),
-            init_resp: bytes.clone(),
+            init_resp: bytes,
             peer_hashes: crate::authenticator::peer_hash_algs(ps),
             peer_certreq: ps.iter().any(|p| matches!(p, Payload::CertReq(_))),
             int: Default::default(),
         },
         crypto,
     );
-    ike.window = PeerWindow {
-        expected: 1,
-        kept: Some((0, bytes)),
-        ..Default::default()
-    };
     Ok(ike)
 }

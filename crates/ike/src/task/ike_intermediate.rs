@@ -98,17 +98,10 @@ pub(crate) fn int_auth_data(h: &HeaderRepr, first: u8, inner: &[u8]) -> Vec<u8> 
     v
 }
 
-fn handshake(state: &mut State) -> Option<(&mut Handshake, &mut Crypto)> {
-    match state {
-        State::HalfOpen { hs, crypto } | State::AuthSent { hs, crypto } => Some((hs, crypto)),
-        _ => None,
-    }
-}
-
 /// Adds one IKE_INTERMEDIATE message to its sender's IntAuth chain, with the sender's SK_p
 /// of the keys that protect the message.
 fn add(sa: &mut IkeSa, from_initiator: bool, data: &[u8]) {
-    let Some((hs, crypto)) = handshake(&mut sa.state) else {
+    let Some((hs, crypto)) = sa.handshake_mut() else {
         return;
     };
     let p = crypto.suite.prf;
@@ -156,8 +149,8 @@ fn next_keys(sa: &IkeSa, crypto: &Crypto, hs: &Handshake, shared: &[u8]) -> Resu
         shared,
         &hs.ni,
         &hs.nr,
-        sa.spi_i,
-        sa.spi_r,
+        sa.spi_i(),
+        sa.spi_r(),
     )
 }
 
@@ -213,18 +206,19 @@ impl IkeIntermediate {
         let Some(shared) = shared else {
             // No KE, another method, or a ciphertext of the wrong length: the exchange
             // failed and the half-made SA with it (RFC 9370 2.2.2).
-            sa.stats.invalid_syntax += 1;
+            sa.stats_mut().invalid_syntax += 1;
             sa.kill(cx, DownReason::PeerError(kind::INVALID_SYNTAX));
             return Next::Done;
         };
-        let State::AuthSent { hs, crypto } = &sa.state else {
+        let State::AuthSent { hs, crypto } = sa.state() else {
             return Next::Done;
         };
         let Ok(new) = next_keys(sa, crypto, hs, &shared) else {
             sa.kill(cx, DownReason::PeerError(kind::INVALID_SYNTAX));
             return Next::Done;
         };
-        if let State::AuthSent { hs, crypto } = &mut sa.state {
+        // (AuthSent, as checked above.)
+        if let Some((hs, crypto)) = sa.handshake_mut() {
             hs.int.done.push((self.n, self.group));
             *crypto = new;
         }
@@ -242,8 +236,8 @@ pub(crate) fn respond(sa: &mut IkeSa, _cx: &mut Cx, ps: &[Payload], rng: &mut im
         r
     };
     let role = sa.role();
-    let (spi_i, spi_r) = (sa.spi_i, sa.spi_r);
-    let State::HalfOpen { hs, crypto } = &mut sa.state else {
+    let (spi_i, spi_r) = (sa.spi_i(), sa.spi_r());
+    let (true, Some((hs, crypto))) = (sa.is_half_open(), sa.handshake_mut()) else {
         // Only between IKE_SA_INIT and IKE_AUTH (RFC 9242 3).
         return Reply::notify(kind::INVALID_SYNTAX);
     };
@@ -288,7 +282,10 @@ pub(crate) fn respond(sa: &mut IkeSa, _cx: &mut Cx, ps: &[Payload], rng: &mut im
 /// The responder's IKE_INTERMEDIATE response went out (sealed with the old keys): the
 /// keys of the exchange take over.
 pub(crate) fn after_response(sa: &mut IkeSa) {
-    if let State::HalfOpen { hs, crypto } = &mut sa.state {
+    if !sa.is_half_open() {
+        return;
+    }
+    if let Some((hs, crypto)) = sa.handshake_mut() {
         if let Some(new) = hs.int.pending.take() {
             *crypto = new;
         }
@@ -300,8 +297,7 @@ pub(crate) fn after_response(sa: &mut IkeSa) {
 pub(crate) fn queue(sa: &mut IkeSa, suite: &crate::alg::IkeSuite) {
     let v: Vec<_> = suite.additional().collect();
     for (n, g) in v.into_iter().rev() {
-        sa.tasks
-            .queue_front(crate::task::Task::IkeIntermediate(IkeIntermediate::new(n, g)));
+        sa.queue_first(crate::task::Task::IkeIntermediate(IkeIntermediate::new(n, g)));
     }
 }
 
@@ -392,7 +388,7 @@ mod tests {
     }
 
     fn sk_d(sa: &IkeSa) -> Vec<u8> {
-        sa.state.crypto().unwrap().keys.sk_d.to_vec()
+        sa.crypto().unwrap().keys.sk_d.to_vec()
     }
 
     /// RFC 9370 2.2.2: the agreed method's KE is answered with a ciphertext and the keys
@@ -407,7 +403,7 @@ mod tests {
         assert_eq!(sk_d(&sa), before, "the response is sealed with the old keys");
         after_response(&mut sa);
         assert_ne!(sk_d(&sa), before, "SKEYSEED(1) took over");
-        let State::HalfOpen { hs, crypto } = &sa.state else {
+        let State::HalfOpen { hs, crypto } = sa.state() else {
             panic!()
         };
         assert!(all_done(hs, crypto));
@@ -444,7 +440,7 @@ mod tests {
             assert_eq!(r.then, Some(DownReason::PeerError(want)));
             after_response(&mut sa);
             assert_eq!(sk_d(&sa), before, "nothing derived");
-            let State::HalfOpen { hs, .. } = &sa.state else {
+            let State::HalfOpen { hs, .. } = sa.state() else {
                 panic!()
             };
             assert!(hs.int.done.is_empty());
@@ -481,7 +477,7 @@ mod tests {
         let r = crate::task::ike_auth::respond(&mut sa, &mut cx, &ps, &mut rng);
         assert!(matches!(&r.payloads[0], Payload::Notify(n) if n.kind == kind::INVALID_SYNTAX));
         assert_eq!(r.then, Some(DownReason::PeerError(kind::INVALID_SYNTAX)));
-        assert_eq!(sa.stats.invalid_syntax, 1);
+        assert_eq!(sa.stats().invalid_syntax, 1);
     }
 
     /// IntAuth_A | P: the header says SK and the length of A | P; the SK header names the

@@ -63,7 +63,7 @@ pub(crate) struct Mobike {
 
 /// With MOBIKE in use, only UPDATE_SA_ADDRESSES moves an established SA's peer (3.5).
 pub(crate) fn holds_path(sa: &IkeSa) -> bool {
-    sa.mobike.agreed && sa.state.is_established()
+    sa.mobike().agreed && sa.is_established()
 }
 
 /// MOBIKE_SUPPORTED for our first IKE_AUTH request (3.2).
@@ -75,7 +75,7 @@ pub(crate) fn announce(conn: &crate::config::Connection) -> Option<Payload> {
 /// Notes what an IKE_AUTH message of the peer says of MOBIKE (3.2, 3.4).
 pub(crate) fn peer_auth_message(sa: &mut IkeSa, ps: &[Payload]) {
     if ps.notify(kind::MOBIKE_SUPPORTED).is_some() {
-        sa.mobike.peer_supported = true;
+        sa.mobike_mut().peer_supported = true;
     }
     addresses(sa, ps);
 }
@@ -83,14 +83,14 @@ pub(crate) fn peer_auth_message(sa: &mut IkeSa, ps: &[Payload]) {
 /// The initiator, its IKE SA up: MOBIKE is in use when both sent MOBIKE_SUPPORTED.
 pub(crate) fn initiator_established(sa: &mut IkeSa, cx: &Cx, ps: &[Payload]) {
     peer_auth_message(sa, ps);
-    sa.mobike.agreed = sa.conn(cx.cfg).mobike && sa.mobike.peer_supported;
+    sa.mobike_mut().agreed = sa.conn(cx.cfg).mobike && sa.mobike().peer_supported;
 }
 
 /// The responder's last IKE_AUTH response: MOBIKE_SUPPORTED when the peer's request had it
 /// and the connection (as finally chosen) allows it (3.2).
 pub(crate) fn responder_established(sa: &mut IkeSa, cx: &Cx, resp: &mut Vec<Payload>) {
-    sa.mobike.agreed = sa.conn(cx.cfg).mobike && sa.mobike.peer_supported;
-    if sa.mobike.agreed {
+    sa.mobike_mut().agreed = sa.conn(cx.cfg).mobike && sa.mobike().peer_supported;
+    if sa.mobike().agreed {
         resp.push(Payload::Notify(Notify::ike(kind::MOBIKE_SUPPORTED, &[])));
     }
 }
@@ -120,16 +120,16 @@ fn addresses(sa: &mut IkeSa, ps: &[Payload]) {
     }
     let none = ps.notify(kind::NO_ADDITIONAL_ADDRESSES).is_some();
     if any || none {
-        sa.mobike.peer_addresses = list;
-        sa.mobike.no_additional = none;
+        sa.mobike_mut().peer_addresses = list;
+        sa.mobike_mut().no_additional = none;
     }
 }
 
 fn refuse(sa: &mut IkeSa, cx: &mut Cx, from: SocketAddr, reason: MobikeRefusal) {
-    sa.stats.mobike_refused += 1;
+    sa.stats_mut().mobike_refused += 1;
     cx.out.event(Event::MobikeRefused {
         conn: sa.conn_name(cx.cfg),
-        spi_i: sa.spi_i,
+        spi_i: sa.spi_i(),
         from,
         reason,
     });
@@ -156,8 +156,8 @@ pub(crate) fn informational(
     if !(update || cookie2.is_some() || natd || addrs) {
         return None;
     }
-    let (local, remote) = sa.mobike.request.unwrap_or((sa.path.local, sa.path.remote));
-    if !sa.mobike.agreed || !sa.state.is_established() {
+    let (local, remote) = sa.mobike().request.unwrap_or((sa.path().local, sa.path().remote));
+    if !sa.mobike().agreed || !sa.is_established() {
         if update {
             refuse(sa, cx, remote, MobikeRefusal::NotNegotiated);
         }
@@ -166,12 +166,12 @@ pub(crate) fn informational(
     }
     if cookie2.as_ref().is_some_and(|c| !COOKIE2_LEN.contains(&c.len())) {
         refuse(sa, cx, remote, MobikeRefusal::BadCookie2);
-        sa.stats.invalid_syntax += 1;
+        sa.stats_mut().invalid_syntax += 1;
         return Some(Reply::notify(kind::INVALID_SYNTAX));
     }
     addresses(sa, ps);
     if update {
-        let nat = super::ike_init::nat_state(ps, sa.spi_i, sa.spi_r, local, remote);
+        let nat = super::ike_init::nat_state(ps, sa.spi_i(), sa.spi_r(), local, remote);
         let behind = nat.is_some_and(|n| n.peer_behind_nat || n.local_behind_nat);
         if behind && ps.notify(kind::NO_NATS_ALLOWED).is_some() {
             // 3.9: the peer does not want its addresses translated; nothing moves.
@@ -179,7 +179,7 @@ pub(crate) fn informational(
             return Some(Reply::notify(kind::UNEXPECTED_NAT_DETECTED));
         }
         if let Some(n) = nat {
-            sa.path.nat = n;
+            sa.set_nat(n);
         }
         move_peer(sa, cx, remote);
     }
@@ -187,7 +187,12 @@ pub(crate) fn informational(
     if natd {
         let fake = sa.conn(cx.cfg).encap;
         resp.extend(super::ike_init::nat_notifies(
-            sa.spi_i, sa.spi_r, local, remote, fake, rng,
+            sa.spi_i(),
+            sa.spi_r(),
+            local,
+            remote,
+            fake,
+            rng,
         ));
     }
     if let Some(c) = cookie2 {
@@ -198,21 +203,13 @@ pub(crate) fn informational(
 
 /// Moves the IKE SA's peer and its children's outer endpoint to `to` (3.5 steps 4, 7).
 fn move_peer(sa: &mut IkeSa, cx: &mut Cx, to: SocketAddr) {
-    sa.stats.mobike_updates += 1;
-    if to == sa.path.remote {
+    sa.stats_mut().mobike_updates += 1;
+    let Some(old) = sa.move_to(cx.cfg, to) else {
         return;
-    }
-    let old = core::mem::replace(&mut sa.path.remote, to);
-    let encap = sa.child_encap(cx.cfg);
-    for c in &mut sa.children {
-        c.info.remote = to;
-        if let (Some(e), Some(now)) = (c.info.encap.as_mut(), encap) {
-            e.remote_port = now.remote_port;
-        }
-    }
+    };
     cx.out.event(Event::PeerEndpointChanged {
         conn: sa.conn_name(cx.cfg),
-        spi_i: sa.spi_i,
+        spi_i: sa.spi_i(),
         old,
         new: to,
         mobike: true,
@@ -228,11 +225,11 @@ pub(crate) fn dpd_build(
     id: u32,
     rng: &mut impl CryptoRngCore,
 ) -> Result<Vec<u8>, crate::Error> {
-    if !(sa.mobike.agreed && sa.path.nat.local_behind_nat) {
+    if !(sa.mobike().agreed && sa.path().nat.local_behind_nat) {
         return super::ike_dpd::build(sa, id, rng);
     }
     let fake = sa.conn(cx.cfg).encap;
-    let p = super::ike_init::nat_notifies(sa.spi_i, sa.spi_r, sa.path.local, sa.path.remote, fake, rng);
+    let p = super::ike_init::nat_notifies(sa.spi_i(), sa.spi_r(), sa.path().local, sa.path().remote, fake, rng);
     sa.seal(ExchangeType::Informational, false, id, &p, rng)
 }
 
@@ -246,10 +243,10 @@ pub(crate) fn dpd_response(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mu
     let Ok(seen) = <[u8; 20]>::try_from(d.data.as_slice()) else {
         return;
     };
-    if !sa.mobike.agreed || sa.mobike.seen_as == Some(seen) {
+    if !sa.mobike().agreed || sa.mobike().seen_as == Some(seen) {
         return;
     }
-    sa.mobike.seen_as = Some(seen);
+    sa.mobike_mut().seen_as = Some(seen);
     let t = super::Task::IkeMobike(IkeMobike::new(rng));
     sa.queue_task(cx, t, rng);
 }
@@ -280,10 +277,10 @@ impl IkeMobike {
             Payload::Notify(Notify::ike(kind::COOKIE2, &self.cookie2)),
         ];
         p.extend(super::ike_init::nat_notifies(
-            sa.spi_i,
-            sa.spi_r,
-            sa.path.local,
-            sa.path.remote,
+            sa.spi_i(),
+            sa.spi_r(),
+            sa.path().local,
+            sa.path().remote,
             fake,
             rng,
         ));
@@ -293,19 +290,19 @@ impl IkeMobike {
     /// The response: our COOKIE2 back (3.7), the NAT state from its notifies.
     pub fn process(self, sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload]) -> Next {
         if ps.notify(kind::COOKIE2).map(|n| n.data.as_slice()) != Some(&self.cookie2[..]) {
-            let from = sa.path.remote;
+            let from = sa.path().remote;
             refuse(sa, cx, from, MobikeRefusal::BadCookie2);
             sa.kill(cx, DownReason::PeerError(kind::INVALID_SYNTAX));
             return Next::Done;
         }
-        let (local, remote) = (sa.path.local, sa.path.remote);
-        if let Some(n) = super::ike_init::nat_state(ps, sa.spi_i, sa.spi_r, local, remote) {
-            sa.path.nat = n;
+        let (local, remote) = (sa.path().local, sa.path().remote);
+        if let Some(n) = super::ike_init::nat_state(ps, sa.spi_i(), sa.spi_r(), local, remote) {
+            sa.set_nat(n);
         }
         if let Some(d) = ps.notify(kind::NAT_DETECTION_DESTINATION_IP) {
-            sa.mobike.seen_as = <[u8; 20]>::try_from(d.data.as_slice()).ok();
+            sa.mobike_mut().seen_as = <[u8; 20]>::try_from(d.data.as_slice()).ok();
         }
-        sa.stats.mobike_updates += 1;
+        sa.stats_mut().mobike_updates += 1;
         cx.out.event(Event::Alive {
             conn: sa.conn_name(cx.cfg),
             at: cx.now,
@@ -408,8 +405,7 @@ mod tests {
         /// A request of A's IKE SA with `ps`, sealed as A would (next message ID).
         fn a_request(&mut self, ps: &[Payload]) -> Vec<u8> {
             let sa = self.a.sas_mut().next().unwrap();
-            let id = sa.tasks.next_id;
-            sa.tasks.next_id += 1;
+            let id = sa.take_request_id();
             sa.seal(ExchangeType::Informational, false, id, ps, &mut self.rng)
                 .unwrap()
         }
@@ -445,8 +441,8 @@ mod tests {
     fn mobike_is_in_use_only_when_both_announce_it() {
         for (a, b, want) in [(true, true, true), (true, false, false), (false, true, false)] {
             let mut net = Net::up(a, b);
-            let sa_a = net.a.sas_mut().next().unwrap().mobike.agreed;
-            let sa_b = net.b.sas_mut().next().unwrap().mobike.agreed;
+            let sa_a = net.a.sas_mut().next().unwrap().mobike().agreed;
+            let sa_b = net.b.sas_mut().next().unwrap().mobike().agreed;
             assert_eq!((sa_a, sa_b), (want, want), "mobike a={a} b={b}");
             let r = net.a.update_addresses(NOW, "a2b", &mut net.rng);
             assert_eq!(r.is_ok(), want, "update_addresses with mobike a={a} b={b}: {r:?}");
@@ -475,7 +471,7 @@ mod tests {
         assert_eq!((a.state, a.stats.mobike_updates), ("established", 1));
         // The children's endpoint moved too (what the data plane follows).
         let sa_b = net.b.sas_mut().next().unwrap();
-        assert!(sa_b.children.iter().all(|c| c.info.remote == moved_to));
+        assert!(sa_b.children().iter().all(|c| c.info.remote == moved_to));
     }
 
     /// With MOBIKE in use, another request from elsewhere (strongSwan's path probe) is answered
@@ -590,7 +586,7 @@ mod tests {
             .sas_mut()
             .next()
             .unwrap()
-            .mobike
+            .mobike()
             .peer_addresses
             .iter()
             .map(|a| a.to_string())
@@ -601,7 +597,7 @@ mod tests {
             .handle_datagram(NOW, sock("10.0.0.2:500"), sock("10.0.0.1:500"), &req, &mut net.rng)
             .unwrap();
         net.pump(sock("10.0.0.1:500"));
-        let m = &net.b.sas_mut().next().unwrap().mobike;
+        let m = net.b.sas_mut().next().unwrap().mobike();
         assert!(m.peer_addresses.is_empty() && m.no_additional);
         assert!(net.b_refusals().is_empty());
         assert_eq!(net.b.status(NOW)[0].state, "established");
@@ -613,7 +609,7 @@ mod tests {
     fn no_nats_allowed_behind_a_nat_is_refused() {
         let mut net = Net::up(true, true);
         let sa = net.a.sas_mut().next().unwrap();
-        let (i, r) = (sa.spi_i, sa.spi_r);
+        let (i, r) = (sa.spi_i(), sa.spi_r());
         let req = net.a_request(&[
             n(kind::UPDATE_SA_ADDRESSES, &[]),
             n(kind::NO_NATS_ALLOWED, &[]),

@@ -8,7 +8,7 @@ use crate::alg::IkeSuite;
 use crate::dh::KeyExchange;
 use crate::event::{DownReason, Event, IkeKeyLog, IkeSaInfo, Role};
 use crate::header::ExchangeType;
-use crate::ike_sa::{ChildState, Crypto, Cx, EndpointEvent, IkeSa, State};
+use crate::ike_sa::{ChildState, Crypto, Cx, EndpointEvent, IkeSa};
 use crate::message::{Find, Payload};
 use crate::notify::kind;
 use crate::sa::{accept_ike_answer, choose_ike, protocol, Proposal, SaPayload};
@@ -39,7 +39,7 @@ fn new_ike_spi(rng: &mut impl CryptoRngCore) -> u64 {
 impl IkeRekey {
     /// A rekey with the group of the SA's own suite.
     pub fn new(sa: &IkeSa, rng: &mut impl CryptoRngCore) -> Option<Self> {
-        let g = sa.state.crypto()?.suite.dh;
+        let g = sa.crypto()?.suite.dh;
         Some(IkeRekey {
             spi: new_ike_spi(rng),
             kex: KeyExchange::generate(g, rng),
@@ -134,7 +134,7 @@ impl IkeRekey {
             return match crate::task::followup_ke::FollowupKe::start(ps, shared, todo, goal) {
                 Some(f) => Next::Again(Box::new(Task::FollowupKe(f))),
                 None => {
-                    sa.stats.additional_ke_refused += 1;
+                    sa.stats_mut().additional_ke_refused += 1;
                     lifetimes::retry_ike_rekey_later(sa, cx, rng);
                     Next::Done
                 }
@@ -176,34 +176,13 @@ pub(crate) fn move_to_new(
     our_spi: u64,
     peer_spi: u64,
 ) -> Option<()> {
-    let old = sa.state.crypto()?;
+    let old = sa.crypto()?;
     let (spi_i, spi_r) = match we {
         Role::Initiator => (our_spi, peer_spi),
         Role::Responder => (peer_spi, our_spi),
     };
     let crypto = Crypto::derive_with(we, suite, Some(&old.keys.sk_d), shared, ni, nr, add, spi_i, spi_r).ok()?;
-    let remote_id = sa.state.remote_id()?.clone();
-    let mut new = IkeSa::new(
-        sa.conn,
-        we,
-        spi_i,
-        spi_r,
-        sa.path.local,
-        sa.path.remote,
-        State::Dead,
-        cx.now,
-    );
-    new.path.natt = sa.path.natt;
-    new.path.nat = sa.path.nat;
-    new.peer_windows = sa.peer_windows;
-    new.eap_method = sa.eap_method;
-    new.fragmentation = sa.fragmentation;
-    new.mobike = sa.mobike.clone();
-    new.children = core::mem::take(&mut sa.children);
-    // Our queued requests about the children (and a liveness check) go with them; the old
-    // SA keeps only its own Delete (2.18). A queued rekey of the old SA is dropped.
-    new.tasks.queue = sa.tasks.take_queue(|t| !matches!(t, Task::IkeDelete));
-    new.tasks.queue.retain(|t| !matches!(t, Task::IkeRekey(_)));
+    let remote_id = sa.remote_id()?.clone();
     let conn = sa.conn(cx.cfg);
     let keys = cx.cfg.export_ike_keys.then(|| IkeKeyLog {
         spi_i,
@@ -215,15 +194,15 @@ pub(crate) fn move_to_new(
         sk_ar: crypto.keys.sk_ar.clone(),
     });
     cx.out.event(Event::IkeRekeyed {
-        old_spi_i: sa.spi_i,
-        old_spi_r: sa.spi_r,
+        old_spi_i: sa.spi_i(),
+        old_spi_r: sa.spi_r(),
         info: IkeSaInfo {
             conn: conn.name.clone(),
             spi_i,
             spi_r,
             role: we,
-            local: sa.path.local,
-            remote: sa.path.remote,
+            local: sa.path().local,
+            remote: sa.path().remote,
             suite,
             local_id: conn.local_id.clone(),
             remote_id: remote_id.clone(),
@@ -231,10 +210,10 @@ pub(crate) fn move_to_new(
         },
         keys,
     });
-    new.establish_rekeyed(crypto, remote_id);
+    let mut new = sa.successor(we, spi_i, spi_r, crypto, remote_id, cx.now);
     lifetimes::ike_established(&mut new, cx);
     sa.retire();
-    sa.rekey_at = None;
+    sa.schedule_rekey(None);
     sa.effect(EndpointEvent::Rekeyed(Box::new(new)));
     Some(())
 }
@@ -243,25 +222,22 @@ pub(crate) fn move_to_new(
 pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rng: &mut impl CryptoRngCore) -> Reply {
     // Our own rekey of it is under way: one of the two is redundant (2.8.2); we keep this
     // simple and let the peer's wait (it retries after TEMPORARY_FAILURE, 2.25).
-    if sa.tasks.iter().any(|t| matches!(t, Task::IkeRekey(_))) {
+    if sa.has_task(|t| matches!(t, Task::IkeRekey(_))) {
         return Reply::notify(kind::TEMPORARY_FAILURE);
     }
     // An exchange of ours about a child is outstanding, or a child is in the middle of our
     // rekey: its answer comes on this SA, and the children would have moved away (issue #39:
     // the child stayed `rekeying` for good); or we are deleting this SA. Again later (2.25:
     // TEMPORARY_FAILURE; strongSwan answers the same while a child is half-open).
-    let child_exchange = sa.tasks.active.as_ref().is_some_and(|a| {
-        matches!(
-            a.task,
-            Task::ChildCreate(_) | Task::ChildRekey(_) | Task::ChildDelete(_)
-        )
-    });
+    let child_exchange = sa
+        .active_task()
+        .is_some_and(|t| matches!(t, Task::ChildCreate(_) | Task::ChildRekey(_) | Task::ChildDelete(_)));
     if child_exchange
         || sa
-            .children
+            .children()
             .iter()
             .any(|c| matches!(c.state, ChildState::Rekeying { .. }))
-        || sa.tasks.iter().any(|t| matches!(t, Task::IkeDelete))
+        || sa.has_task(|t| matches!(t, Task::IkeDelete))
     {
         return Reply::notify(kind::TEMPORARY_FAILURE);
     }
@@ -305,7 +281,7 @@ pub(crate) fn respond(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], ni: &[u8], rn
     let todo = crate::task::followup_ke::todo(&suite.addke);
     if !todo.is_empty() {
         // Additional key exchanges (RFC 9370 2.2.4): the new SA is made after the last.
-        if sa.followup.is_some() {
+        if sa.followup().is_some() {
             return Reply::notify(kind::TEMPORARY_FAILURE);
         }
         let goal = crate::task::followup_ke::Goal::Ike {

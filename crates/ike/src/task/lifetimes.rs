@@ -39,17 +39,18 @@ pub(crate) fn we_rekey(sa: &IkeSa, cfg: &Config) -> bool {
     match sa.conn(cfg).rekey_by {
         RekeyBy::Both => true,
         RekeyBy::Client => false,
-        RekeyBy::Auto => !(sa.peer_windows && sa.path.nat.peer_behind_nat),
+        RekeyBy::Auto => !(sa.peer_windows() && sa.path().nat.peer_behind_nat),
     }
 }
 
 /// The IKE SA just became established: when to rekey it.
 pub(crate) fn ike_established(sa: &mut IkeSa, cx: &mut Cx) {
     let c = sa.conn(cx.cfg);
-    sa.rekey_at = c
+    let at = c
         .rekey_time
         .filter(|_| we_rekey(sa, cx.cfg))
-        .map(|t| cx.now + jittered(t, c.rand_time.unwrap_or(t / 10), sa.spi_i ^ sa.spi_r));
+        .map(|t| cx.now + jittered(t, c.rand_time.unwrap_or(t / 10), sa.spi_i() ^ sa.spi_r()));
+    sa.schedule_rekey(at);
 }
 
 /// A new child's timers.
@@ -65,22 +66,23 @@ pub(crate) fn child_timers(sa: &IkeSa, cx: &Cx, cfg: usize, spi_in: u32) -> Chil
 /// A rekey that failed for now is tried again in 2 to 5 s.
 pub(crate) fn retry_rekey_later(sa: &mut IkeSa, cx: &Cx, spi_in: u32, rng: &mut impl CryptoRngCore) {
     let d = Duration::from_millis(2000 + u64::from(rng.next_u32() % 3000));
-    if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == spi_in) {
+    if let Some(c) = sa.child_mut(spi_in) {
         c.timers.rekey_at = Some(cx.now + d);
     }
 }
 
 /// The same for the IKE SA.
 pub(crate) fn retry_ike_rekey_later(sa: &mut IkeSa, cx: &Cx, rng: &mut impl CryptoRngCore) {
-    sa.rekey_at = Some(cx.now + Duration::from_millis(2000 + u64::from(rng.next_u32() % 3000)));
+    sa.schedule_rekey(Some(
+        cx.now + Duration::from_millis(2000 + u64::from(rng.next_u32() % 3000)),
+    ));
 }
 
 fn ike_rekey_due(sa: &IkeSa) -> Option<Duration> {
-    sa.state
-        .is_established()
-        .then_some(sa.rekey_at)
+    sa.is_established()
+        .then_some(sa.rekey_at())
         .flatten()
-        .filter(|_| !sa.tasks.iter().any(|t| matches!(t, Task::IkeRekey(_))))
+        .filter(|_| !sa.has_task(|t| matches!(t, Task::IkeRekey(_))))
 }
 
 /// A deletion that could not be queued (the queue of requests is full) is tried again this
@@ -89,9 +91,7 @@ const QUEUE_FULL_RETRY: Duration = Duration::from_secs(1);
 
 /// Whether our Delete of the child `spi_in` is queued or outstanding.
 fn delete_pending(sa: &IkeSa, spi_in: u32) -> bool {
-    sa.tasks
-        .iter()
-        .any(|t| matches!(t, Task::ChildDelete(d) if d.spi_in == spi_in))
+    sa.has_task(|t| matches!(t, Task::ChildDelete(d) if d.spi_in == spi_in))
 }
 
 /// A child's next deadline. None while our Delete of it is queued or outstanding: its grace
@@ -121,14 +121,14 @@ fn child_deadline(state: &ChildState, t: &ChildTimers, deleting: bool) -> Option
 
 /// The earliest of the SA's timers.
 pub(crate) fn deadline(sa: &IkeSa, cfg: &Config) -> Option<Duration> {
-    if let State::Rekeyed { .. } = sa.state {
-        return Some(sa.last_heard + REKEYED_IKE_GRACE);
+    if let State::Rekeyed { .. } = sa.state() {
+        return Some(sa.last_heard() + REKEYED_IKE_GRACE);
     }
-    if !sa.state.is_established() {
+    if !sa.is_established() {
         return None;
     }
     let children = sa
-        .children
+        .children()
         .iter()
         .filter_map(|c| child_deadline(&c.state, &c.timers, delete_pending(sa, c.spi_in())));
     [super::ike_dpd::deadline(sa, cfg), ike_rekey_due(sa)]
@@ -140,18 +140,18 @@ pub(crate) fn deadline(sa: &IkeSa, cfg: &Config) -> Option<Duration> {
 
 /// Runs the timers that are due.
 pub(crate) fn handle_timeout(sa: &mut IkeSa, cx: &mut Cx, rng: &mut impl CryptoRngCore) {
-    if let State::Rekeyed { .. } = sa.state {
-        if cx.now >= sa.last_heard + REKEYED_IKE_GRACE {
+    if let State::Rekeyed { .. } = sa.state() {
+        if cx.now >= sa.last_heard() + REKEYED_IKE_GRACE {
             super::ike_rekey::old_deleted(sa, cx);
         }
         return;
     }
-    if !sa.state.is_established() {
+    if !sa.is_established() {
         return;
     }
     super::ike_dpd::handle_timeout(sa, cx, rng);
     if ike_rekey_due(sa).is_some_and(|d| cx.now >= d) {
-        sa.rekey_at = None;
+        sa.schedule_rekey(None);
         if let Some(t) = IkeRekey::new(sa, rng) {
             sa.queue_task(cx, Task::IkeRekey(t), rng);
         }
@@ -159,7 +159,7 @@ pub(crate) fn handle_timeout(sa: &mut IkeSa, cx: &mut Cx, rng: &mut impl CryptoR
     let mut rekey = Vec::new();
     let mut delete = Vec::new();
     let mut expired = Vec::new();
-    for c in &mut sa.children {
+    for c in sa.children_mut() {
         match c.state {
             ChildState::Installed if c.timers.rekey_at.is_some_and(|d| cx.now >= d) => {
                 c.timers.rekey_at = None;
@@ -205,7 +205,7 @@ pub(crate) fn handle_timeout(sa: &mut IkeSa, cx: &mut Cx, rng: &mut impl CryptoR
         sa.queue_task(cx, Task::ChildDelete(ChildDelete { spi_in }), rng);
         if !delete_pending(sa, spi_in) {
             // Not queued (the queue is full): again a little later, not at once.
-            if let Some(c) = sa.children.iter_mut().find(|c| c.spi_in() == spi_in) {
+            if let Some(c) = sa.child_mut(spi_in) {
                 let later = cx.now + QUEUE_FULL_RETRY;
                 match &mut c.state {
                     ChildState::Rekeyed { until, .. } => *until = later,

@@ -25,19 +25,13 @@ pub(crate) mod ike_rekey;
 pub(crate) mod lifetimes;
 
 use crate::delete::Delete;
-use crate::dropped::Dropped;
 use crate::error::Error;
 use crate::event::DownReason;
 use crate::header::ExchangeType;
 use crate::ike_sa::{Cx, IkeSa, State};
-use crate::limits::MAX_QUEUED_REQUESTS;
-use crate::message::{Find, Message, Payload};
+use crate::message::{Find, Payload};
 use crate::notify::{kind, Notify};
-use crate::retransmit::{Expiry, RetransmitConfig, Retransmitter};
-use alloc::collections::VecDeque;
 use alloc::vec::Vec;
-use core::net::SocketAddr;
-use core::time::Duration;
 use rand_core::CryptoRngCore;
 
 /// One exchange of ours, with the state it carries between request and response.
@@ -87,7 +81,7 @@ impl Task {
     }
 
     /// Whether it can be sent in `state`.
-    fn ready(&self, state: &State) -> bool {
+    pub(crate) fn ready(&self, state: &State) -> bool {
         match self {
             Task::IkeInit(_) => matches!(state, State::InitSent),
             Task::IkeAuth(_) | Task::IkeIntermediate(_) => matches!(state, State::AuthSent { .. }),
@@ -104,7 +98,7 @@ impl Task {
     }
 
     /// A second request for the same thing is not queued.
-    fn same(&self, other: &Task) -> bool {
+    pub(crate) fn same(&self, other: &Task) -> bool {
         match (self, other) {
             (Task::ChildDelete(a), Task::ChildDelete(b)) => a.spi_in == b.spi_in,
             (Task::ChildRekey(a), Task::ChildRekey(b)) => a.old_spi_in == b.old_spi_in,
@@ -120,7 +114,13 @@ impl Task {
         }
     }
 
-    fn build(&mut self, sa: &mut IkeSa, cx: &mut Cx, id: u32, rng: &mut impl CryptoRngCore) -> Result<Vec<u8>, Error> {
+    pub(crate) fn build(
+        &mut self,
+        sa: &mut IkeSa,
+        cx: &mut Cx,
+        id: u32,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<Vec<u8>, Error> {
         match self {
             Task::IkeInit(t) => t.build(sa, cx, rng),
             Task::IkeAuth(t) => t.build(sa, cx, id, rng),
@@ -137,7 +137,7 @@ impl Task {
     }
 
     /// The response to it, decrypted (IKE_SA_INIT's is handled by [`ike_init`]).
-    fn process(self, sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Next {
+    pub(crate) fn process(self, sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Next {
         match self {
             Task::IkeInit(_) => Next::Done,
             Task::IkeAuth(t) => t.process(sa, cx, ps, rng),
@@ -153,76 +153,6 @@ impl Task {
                 ike_dpd::process(sa, cx)
             }
             Task::IkeMobike(t) => t.process(sa, cx, ps),
-        }
-    }
-}
-
-/// Our outstanding request.
-pub(crate) struct Active {
-    pub id: u32,
-    pub task: Task,
-    /// When it was first sent.
-    pub started: Duration,
-    bytes: Vec<u8>,
-    timer: Retransmitter,
-}
-
-/// Our requests: the message ID of the next, the one outstanding, the ones waiting.
-#[derive(Default)]
-pub(crate) struct TaskManager {
-    pub next_id: u32,
-    pub active: Option<Active>,
-    queue: VecDeque<Task>,
-}
-
-impl TaskManager {
-    pub fn clear(&mut self) {
-        self.active = None;
-        self.queue.clear();
-    }
-
-    /// Puts a task first in the queue (a retry of the exchange that just ended).
-    pub fn queue_front(&mut self, t: Task) {
-        self.queue.push_front(t);
-    }
-
-    /// Takes the queued requests `pick` says, leaving the others queued in their order.
-    pub fn take_queue(&mut self, pick: impl Fn(&Task) -> bool) -> VecDeque<Task> {
-        let (taken, kept): (VecDeque<Task>, VecDeque<Task>) = self.queue.drain(..).partition(|t| pick(t));
-        self.queue = kept;
-        taken
-    }
-
-    pub fn is_idle(&self) -> bool {
-        self.active.is_none() && self.queue.is_empty()
-    }
-
-    /// Our tasks, the outstanding one first.
-    pub fn iter(&self) -> impl Iterator<Item = &Task> {
-        self.active.iter().map(|a| &a.task).chain(self.queue.iter())
-    }
-
-    pub fn deadline(&self) -> Option<Duration> {
-        self.active.as_ref().map(|a| a.timer.deadline())
-    }
-
-    /// When the outstanding liveness check is given up (`dpd_timeout`).
-    pub fn dpd_deadline(&self, dpd_timeout: Option<Duration>) -> Option<Duration> {
-        let a = self.active.as_ref()?;
-        matches!(a.task, Task::IkeDpd).then_some(a.started + dpd_timeout?)
-    }
-
-    /// The outstanding request to send again when its timer is due; `Err` when the
-    /// retransmissions are exhausted (2.4: the peer is gone).
-    #[allow(clippy::result_unit_err)]
-    pub fn handle_timeout(&mut self, now: Duration, cfg: &RetransmitConfig) -> Result<Option<Vec<u8>>, ()> {
-        let Some(a) = self.active.as_mut() else { return Ok(None) };
-        if now < a.timer.deadline() {
-            return Ok(None);
-        }
-        match a.timer.expire(now, cfg) {
-            Expiry::Resend => Ok(Some(a.bytes.clone())),
-            Expiry::GiveUp => Err(()),
         }
     }
 }
@@ -243,202 +173,6 @@ impl Reply {
 }
 
 impl IkeSa {
-    /// Queues one of our exchanges and sends it if the window is free.
-    pub fn queue_task(&mut self, cx: &mut Cx, task: Task, rng: &mut impl CryptoRngCore) {
-        if self.state.is_dead() || self.tasks.iter().any(|t| t.same(&task)) {
-            return;
-        }
-        if self.tasks.queue.len() >= MAX_QUEUED_REQUESTS {
-            return;
-        }
-        self.tasks.queue.push_back(task);
-        self.start_next(cx, rng);
-    }
-
-    /// Sends the next queued request if the window is free and its state allows it.
-    pub fn start_next(&mut self, cx: &mut Cx, rng: &mut impl CryptoRngCore) {
-        while self.tasks.active.is_none() && !self.state.is_dead() {
-            match self.tasks.queue.front() {
-                Some(t) if t.ready(&self.state) => {}
-                _ => return,
-            }
-            let Some(mut task) = self.tasks.queue.pop_front() else {
-                return;
-            };
-            let id = self.tasks.next_id;
-            if let Ok(bytes) = task.build(self, cx, id, rng) {
-                self.stats.requests_sent += 1;
-                self.send(cx, &bytes);
-                self.tasks.active = Some(Active {
-                    id,
-                    task,
-                    started: cx.now,
-                    bytes,
-                    timer: Retransmitter::new(cx.now, &cx.cfg.retransmit),
-                });
-            }
-        }
-    }
-
-    /// Handles a message that belongs to this SA (by SPI), except a new IKE_SA_INIT request.
-    pub(crate) fn handle_message(
-        &mut self,
-        cx: &mut Cx,
-        raw: &[u8],
-        msg: &Message,
-        local: SocketAddr,
-        remote: SocketAddr,
-        rng: &mut impl CryptoRngCore,
-    ) -> Result<(), Dropped> {
-        // The I flag says who sent it: it must be the other role (3.1).
-        if msg.header.initiator == self.is_initiator() {
-            return Err(Dropped::WrongRole);
-        }
-        let r = if msg.header.response {
-            self.handle_response(cx, raw, msg, local, remote, rng)
-        } else {
-            self.handle_request(cx, raw, msg, local, remote, rng)
-        };
-        self.start_next(cx, rng);
-        r
-    }
-
-    fn handle_response(
-        &mut self,
-        cx: &mut Cx,
-        raw: &[u8],
-        msg: &Message,
-        local: SocketAddr,
-        remote: SocketAddr,
-        rng: &mut impl CryptoRngCore,
-    ) -> Result<(), Dropped> {
-        let h = &msg.header;
-        match &self.tasks.active {
-            Some(a) if a.id == h.message_id && a.task.exchange() == h.exchange => {}
-            _ => return Err(Dropped::UnexpectedResponse),
-        }
-        if h.exchange == ExchangeType::IkeSaInit {
-            return ike_init::on_response(self, cx, raw, msg, local, remote, rng);
-        }
-        // A fragment is kept until its message is whole (RFC 7383 2.6).
-        let Some(opened) = self.open(cx, raw, msg)? else {
-            return Ok(());
-        };
-        self.authenticated_from(cx, local, remote);
-        if h.exchange == ExchangeType::IkeIntermediate {
-            // Into the responder's IntAuth chain with the keys it came under (RFC 9242 3.3.2).
-            ike_intermediate::collect_received(self, h, &opened);
-        }
-        let Some(active) = self.tasks.active.take() else {
-            return Err(Dropped::UnexpectedResponse);
-        };
-        self.tasks.next_id = active.id.wrapping_add(1);
-        let ps = match opened.payloads() {
-            Ok(ps) => ps,
-            Err(e) => {
-                // An authenticated but malformed response: the exchange failed (2.21.3).
-                if matches!(active.task, Task::IkeAuth(_)) {
-                    self.kill(cx, DownReason::PeerError(kind::INVALID_SYNTAX));
-                }
-                return Err(Dropped::InvalidSyntax(e));
-            }
-        };
-        if let Next::Again(t) = active.task.process(self, cx, &ps, rng) {
-            self.tasks.queue.push_front(*t);
-        }
-        Ok(())
-    }
-
-    fn handle_request(
-        &mut self,
-        cx: &mut Cx,
-        raw: &[u8],
-        msg: &Message,
-        local: SocketAddr,
-        remote: SocketAddr,
-        rng: &mut impl CryptoRngCore,
-    ) -> Result<(), Dropped> {
-        let h = &msg.header;
-        // The previous one again: send the kept response (2.1).
-        if h.message_id.wrapping_add(1) == self.window.expected {
-            // Of a fragmented request only fragment 1 does (RFC 7383 2.6.1).
-            if h.next_payload == crate::payload::kind::SKF
-                && crate::fragment::FragmentRepr::parse(raw, h).map(|f| f.number) != Ok(1)
-            {
-                return Err(Dropped::Fragment(crate::fragment::FragmentError::NotFirst));
-            }
-            if self.window.deferred == Some(h.message_id) {
-                // Its response waits for the RADIUS server: absorbed, not processed again.
-                self.stats.deferred_retransmits += 1;
-                return Ok(());
-            }
-            return match &self.window.kept {
-                Some((id, bytes)) if *id == h.message_id => {
-                    let b = bytes.clone();
-                    self.send(cx, &b);
-                    Ok(())
-                }
-                _ => Err(Dropped::OutOfWindow),
-            };
-        }
-        if h.message_id != self.window.expected || self.window.deferred.is_some() {
-            return Err(Dropped::OutOfWindow);
-        }
-        if h.exchange == ExchangeType::IkeSaInit {
-            return Err(Dropped::WrongState);
-        }
-        // Integrity first: anything that fails it is not from the peer and gets no answer.
-        // A fragment is kept until its message is whole (RFC 7383 2.6).
-        let Some(opened) = self.open(cx, raw, msg)? else {
-            return Ok(());
-        };
-        self.authenticated_from(cx, local, remote);
-        self.mobike.request = Some((local, remote));
-        self.window.expected = h.message_id.wrapping_add(1);
-        self.stats.requests_answered += 1;
-        let intermediate = h.exchange == ExchangeType::IkeIntermediate;
-        if intermediate {
-            ike_intermediate::collect_received(self, h, &opened);
-        }
-        let (reply, dropped) = match opened.payloads() {
-            Ok(ps) => (self.answer(cx, h.exchange, &ps, rng), None),
-            Err(e) => {
-                // Authenticated but malformed: INVALID_SYNTAX, or the critical payload we
-                // cannot handle (2.5); during IKE_AUTH the SA is gone with it (2.21.2).
-                let mut r = match e {
-                    Error::UnsupportedCritical(t) => Reply::with(alloc::vec![Payload::Notify(Notify::ike(
-                        kind::UNSUPPORTED_CRITICAL_PAYLOAD,
-                        &[t]
-                    ))]),
-                    _ => Reply::notify(kind::INVALID_SYNTAX),
-                };
-                if matches!(self.state, State::HalfOpen { .. }) {
-                    r.then = Some(DownReason::PeerError(kind::INVALID_SYNTAX));
-                }
-                self.stats.invalid_syntax += 1;
-                (r, Some(Dropped::InvalidSyntax(e)))
-            }
-        };
-        if intermediate {
-            // Our response joins our IntAuth chain; it is sealed with the keys of this
-            // exchange, and the exchange's new keys take over after it (RFC 9370 2.2.2).
-            let _ = ike_intermediate::collect_sent(self, true, h.message_id, &reply.payloads);
-        }
-        if self.window.deferred == Some(h.message_id) {
-            // Answered later, when the RADIUS server has (ike_auth_eap::radius_answered).
-            self.window.kept = None;
-            return dropped.map_or(Ok(()), Err);
-        }
-        self.respond(cx, h.exchange, h.message_id, &reply.payloads, rng);
-        if intermediate {
-            ike_intermediate::after_response(self);
-        }
-        if let Some(reason) = reply.then {
-            self.kill(cx, reason);
-        }
-        dropped.map_or(Ok(()), Err)
-    }
-
     /// The responder's side of each exchange: the task that answers the request, chosen by
     /// its exchange and payloads (strongSwan's `process_request`).
     pub(crate) fn answer(
@@ -469,7 +203,7 @@ impl IkeSa {
             }
             ExchangeType::IkeIntermediate => ike_intermediate::respond(self, cx, ps, rng),
             ExchangeType::IkeFollowupKe => {
-                if self.state.is_established() {
+                if self.is_established() {
                     followup_ke::respond(self, cx, ps, rng)
                 } else {
                     Reply::notify(kind::INVALID_SYNTAX)
@@ -484,9 +218,9 @@ impl IkeSa {
     /// an IKE SA rekey (an SA payload for protocol IKE, [`ike_rekey`]) or a new child
     /// ([`child_create`]).
     fn answer_create_child_sa(&mut self, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Reply {
-        if !matches!(self.state, State::Established { .. }) {
+        if !matches!(self.state(), State::Established { .. }) {
             // A rekeyed IKE SA makes nothing new (2.18); one not yet up cannot (1.3).
-            return Reply::notify(if matches!(self.state, State::Rekeyed { .. }) {
+            return Reply::notify(if matches!(self.state(), State::Rekeyed { .. }) {
                 kind::TEMPORARY_FAILURE
             } else {
                 kind::INVALID_SYNTAX
@@ -502,13 +236,7 @@ impl IkeSa {
         });
         // Our rekey of this IKE SA is outstanding: a new or rekeyed child made now would be on
         // an SA about to be replaced (2.25: TEMPORARY_FAILURE, the peer tries again).
-        if !ike_rekey
-            && self
-                .tasks
-                .active
-                .as_ref()
-                .is_some_and(|a| matches!(a.task, Task::IkeRekey(_)))
-        {
+        if !ike_rekey && self.active_task().is_some_and(|t| matches!(t, Task::IkeRekey(_))) {
             return Reply::notify(kind::TEMPORARY_FAILURE);
         }
         if ps.notify(kind::REKEY_SA).is_some() {

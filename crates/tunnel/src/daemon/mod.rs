@@ -370,8 +370,8 @@ impl IkeParts {
         if let Some(traps) = crate::ike::Traps::of(&setup.config).map_err(io::Error::other)? {
             let h = handle.clone();
             tunnel.set_trap(Box::new(move |p: &[u8]| {
-                if let Some((conn, child, sel)) = traps.matches(p) {
-                    h.acquire(conn, child, sel);
+                if let Some((child, sel)) = traps.matches(p) {
+                    h.acquire(child, sel);
                 }
             }));
         }

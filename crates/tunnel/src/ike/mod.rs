@@ -85,12 +85,11 @@ pub enum Input {
     /// The data plane asks for a child's rekey (its byte or packet limit, or its sequence
     /// numbers running out): the pair IKE receives on this SPI.
     RekeyChild(u32),
-    /// A packet matched a trap: start `conn` with `child`, its selectors first (2.9).
+    /// A packet matched a trap: start `child` (with its connection), its selectors first
+    /// (2.9).
     Acquire {
-        /// The connection.
-        conn: String,
-        /// The child.
-        child: String,
+        /// The child, by the handle its trap holds.
+        child: ipsec_ike::ChildId,
         /// The packet's selectors.
         packet: ipsec_ike::PacketSelectors,
     },
@@ -146,13 +145,9 @@ impl IkeHandle {
         });
     }
 
-    /// Asks the IKE thread to start `conn`'s `child` for a trapped packet (never blocks).
-    pub fn acquire(&self, conn: &str, child: &str, packet: ipsec_ike::PacketSelectors) {
-        self.try_send(Input::Acquire {
-            conn: conn.into(),
-            child: child.into(),
-            packet,
-        });
+    /// Asks the IKE thread to start `child` for a trapped packet (never blocks).
+    pub fn acquire(&self, child: ipsec_ike::ChildId, packet: ipsec_ike::PacketSelectors) {
+        self.try_send(Input::Acquire { child, packet });
     }
 
     /// Datagrams dropped because the IKE thread was behind.
@@ -295,13 +290,16 @@ pub fn run(
                         info!("IKE: child {spi_in:08x} reached a data-plane limit: rekeying it");
                     }
                 }
-                Ok(Input::Acquire { conn, child, packet }) => {
+                Ok(Input::Acquire { child, packet }) => {
+                    // The names only for the log.
+                    let (conn, ch) = endpoint.child_names(child).unwrap_or(("?", "?"));
                     info!(
-                        "IKE: a packet {} -> {} matches {conn}/{child}'s trap: starting it",
+                        "IKE: a packet {} -> {} matches {conn}/{ch}'s trap: starting it",
                         packet.src, packet.dst
                     );
-                    if let Err(e) = endpoint.acquire(now(), &conn, &child, packet, &mut rng) {
-                        warn!("IKE: {conn}/{child}: {e}");
+                    if let Err(e) = endpoint.acquire(now(), child, packet, &mut rng) {
+                        let (conn, ch) = endpoint.child_names(child).unwrap_or(("?", "?"));
+                        warn!("IKE: {conn}/{ch}: {e}");
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => break,
@@ -476,7 +474,8 @@ fn command(
             .and_then(|id| endpoint.initiate_conn(now, id, rng))
             .map(|h| started(conn, Some(format!("{:016x}", h.0)), None, None)),
         IkeRequest::Initiate { conn, child: Some(ch) } => endpoint
-            .initiate_child(now, &conn, &ch, rng)
+            .child_id(&conn, &ch)
+            .and_then(|id| endpoint.initiate_child(now, id, rng))
             .map(|()| started(conn, None, Some(ch), None)),
         IkeRequest::Terminate { conn } => endpoint
             .conn_id(&conn)

@@ -3,33 +3,44 @@
 use super::selectors::selectors;
 use ipsec_engine::Selector;
 use ipsec_ike::ts::TrafficSelector;
-use std::sync::atomic::Ordering;
+use ipsec_ike::{ChildId, ConnId};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The trap policies of the connections whose child has `start_action = trap`: a packet
-/// matching one's selectors (local to remote) starts that connection, at most every
-/// [`Traps::EVERY`] per child.
+/// matching one's selectors (local to remote) starts that child, at most every
+/// [`Traps::EVERY`] per child. Each trap holds its child's handle, resolved when the traps
+/// are installed: an acquire carries no name.
 pub struct Traps {
-    traps: Vec<(String, String, Vec<Selector>, std::sync::atomic::AtomicU64)>,
+    traps: Vec<Trap>,
     start: std::time::Instant,
+}
+
+struct Trap {
+    child: ChildId,
+    selectors: Vec<Selector>,
+    /// When it last asked (ms since `start`; 0: never).
+    last: AtomicU64,
 }
 
 impl Traps {
     /// How often a trap may ask for the same child.
     pub const EVERY: Duration = Duration::from_millis(500);
 
-    /// The traps of `config`'s trap children (none: `None`).
+    /// The traps of `config`'s trap children (none: `None`), by the handles the endpoint
+    /// given `config` knows them by (their indexes in it, [`ipsec_ike::Endpoint::child_id`]).
     pub fn of(config: &ipsec_ike::Config) -> Result<Option<Traps>, String> {
         let mut traps = Vec::new();
-        for c in &config.connections {
+        for (ci, c) in config.connections.iter().enumerate() {
             // Trap children, and every child of a connection that goes back to a trap when
             // its peer is found dead or closes (dpd_action / close_action = trap): the
             // trap matches only packets no installed child's policy took.
             let retrap = c.dpd_action == ipsec_ike::DeadAction::Trap || c.close_action == ipsec_ike::DeadAction::Trap;
-            for ch in c
+            for (chi, ch) in c
                 .children
                 .iter()
-                .filter(|ch| retrap || ch.start_action == ipsec_ike::StartAction::Trap)
+                .enumerate()
+                .filter(|(_, ch)| retrap || ch.start_action == ipsec_ike::StartAction::Trap)
             {
                 let l = if ch.local_ts.is_empty() {
                     vec![TrafficSelector::host(c.local_addr)]
@@ -47,7 +58,14 @@ impl Traps {
                         sel.extend(selectors(lt, rt)?.into_iter().map(|(out, _)| out));
                     }
                 }
-                traps.push((c.name.clone(), ch.name.clone(), sel, Default::default()));
+                traps.push(Trap {
+                    child: ChildId {
+                        conn: ConnId(ci),
+                        child: chi,
+                    },
+                    selectors: sel,
+                    last: AtomicU64::new(0),
+                });
             }
         }
         Ok((!traps.is_empty()).then(|| Traps {
@@ -56,22 +74,21 @@ impl Traps {
         }))
     }
 
-    /// The connection and child whose trap `packet` matches, if it may ask now.
-    pub fn matches(&self, packet: &[u8]) -> Option<(&str, &str, ipsec_ike::PacketSelectors)> {
+    /// The child whose trap `packet` matches, if it may ask now.
+    pub fn matches(&self, packet: &[u8]) -> Option<(ChildId, ipsec_ike::PacketSelectors)> {
         let flow = ipsec_engine::Flow::from_packet(packet).ok()?;
         let now = self.start.elapsed().as_millis() as u64;
-        let (conn, child, _, last) = self
+        let trap = self
             .traps
             .iter()
-            .find(|(_, _, sel, _)| sel.iter().any(|s| s.matches(&flow)))?;
-        let prev = last.load(Ordering::Relaxed);
+            .find(|t| t.selectors.iter().any(|s| s.matches(&flow)))?;
+        let prev = trap.last.load(Ordering::Relaxed);
         if prev != 0 && now.saturating_sub(prev) < Self::EVERY.as_millis() as u64 {
             return None;
         }
-        last.store(now.max(1), Ordering::Relaxed);
+        trap.last.store(now.max(1), Ordering::Relaxed);
         Some((
-            conn,
-            child,
+            trap.child,
             ipsec_ike::PacketSelectors {
                 src: flow.src,
                 dst: flow.dst,
@@ -97,8 +114,9 @@ mod tests {
         out
     }
 
-    /// A packet from the local selectors to the remote ones asks for its connection and
-    /// child (with its own selectors), at most once per `Traps::EVERY`; others do not.
+    /// A packet from the local selectors to the remote ones asks for its child, by the
+    /// handle the endpoint resolves its names to (with the packet's own selectors), at most
+    /// once per `Traps::EVERY`; others do not.
     #[test]
     fn a_trap_matches_its_selectors_and_asks_at_a_bounded_rate() {
         let psk = ipsec_ike::Psk::new(b"k");
@@ -118,11 +136,20 @@ mod tests {
         c.children.push(ch);
         let mut none = c.clone();
         none.children[0].start_action = ipsec_ike::StartAction::Start;
-        assert!(Traps::of(&ipsec_ike::Config::new(vec![none])).unwrap().is_none());
-        let traps = Traps::of(&ipsec_ike::Config::new(vec![c])).unwrap().unwrap();
+        assert!(Traps::of(&ipsec_ike::Config::new(vec![none.clone()]))
+            .unwrap()
+            .is_none());
+        // The trap child is the second of the second connection.
+        none.name = "other".into();
+        c.children.insert(0, none.children[0].clone());
+        c.children[0].name = "first".into();
+        let config = ipsec_ike::Config::new(vec![none, c]);
+        let traps = Traps::of(&config).unwrap().unwrap();
         let p = udp([10, 1, 0, 5], [10, 2, 3, 4]);
-        let (conn, child, sel) = traps.matches(&p).expect("matches");
-        assert_eq!((conn, child), ("gw", "net"));
+        let (child, sel) = traps.matches(&p).expect("matches");
+        let endpoint = ipsec_ike::Endpoint::new(config);
+        assert_eq!(Ok(child), endpoint.child_id("gw", "net"));
+        assert_eq!(endpoint.child_names(child), Some(("gw", "net")));
         assert_eq!(
             (sel.src, sel.dst, sel.protocol, sel.dst_port),
             (ip("10.1.0.5"), ip("10.2.3.4"), 17, 53)
