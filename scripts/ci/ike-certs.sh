@@ -55,6 +55,7 @@ NETNS_TAG=ike-certs
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
 . scripts/lib/ike-lifecycle.sh
+. scripts/lib/roadwarrior.sh # pk, rw_cases
 CASE_RESULT_FAIL=1   # case_fail writes "FAIL WHY" in the case's result, which the summary shows
 ALL_CASES="rsa-i ecdsa-r ed25519-i expired-r unknown-i mismatch-r revoked-r revoked-i rsa1-r rsa1-i pki-r pki-ip-r"
 parse_stages "$ALL_CASES" "$@" # --ci: the same cases (they take about 40 s)
@@ -89,7 +90,6 @@ TD_FAIL=case_fail
 P=$WORK/pki
 mkdir -p "$P"
 O="C=CH, O=ipsec-test"
-pk() { pki "$@" 2> >(grep -v -e "TPM 2.0" -e "plugin .tpm." >>"$P/pki.log"); }
 # key NAME TYPE [SIZE]: PEM private key (RSA: PKCS#1, ECDSA: SEC1, Ed25519: PKCS#8, as pki writes them)
 key() { pk --gen --type "$2" ${3:+--size $3} --outform pem >"$P/$1.key"; chmod 600 "$P/$1.key"; }
 # issue NAME ISSUER TYPE DN [pki --issue options...]: NAME.pem signed by ISSUER
@@ -310,22 +310,4 @@ case_args() {
     *) fail "no case $1" ;;
   esac
 }
-RESULTS=()
-for c in "${STAGES[@]}"; do
-  case_args "$c"
-  t0=$SECONDS
-  # a case that failed leaves nothing running (tunneld, its monitor)
-  if (trap 'for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done' EXIT; run_case "$c" "${A[@]}"); then
-    RESULTS+=("$c ok $((SECONDS - t0))s")
-  else
-    FAILED=1
-    RESULTS+=("$c FAIL $((SECONDS - t0))s $(sed 's/^FAIL //' "$WORK/$c/result" 2>/dev/null | head -c 160)")
-    swan_stop_all 2>/dev/null || true
-  fi
-done
-# the cases made the namespaces in their subshells: delete them here
-for ns in "${TOPO}a" "${TOPO}b"; do ip netns del "$ns" 2>/dev/null || true; done
-echo
-printf '%s\n' "${RESULTS[@]}" | column -t -l 4 2>/dev/null || printf '%s\n' "${RESULTS[@]}"
-[ $FAILED = 0 ] || fail "some cases failed (files in $WORK)"
-log "all ${#STAGES[@]} cases passed"
+rw_cases case_args

@@ -27,6 +27,7 @@ cd "$(dirname "$0")/../.."
 NETNS_TAG=ike-mobike
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
+. scripts/lib/roadwarrior.sh
 ALL="move nomobike"
 parse_stages "$ALL" "$@" # --ci: every stage (they take about 15 s)
 need_netns "network namespaces, charon, tunneld"
@@ -138,43 +139,8 @@ CD=$WORK/c
 client_start() {
   rm -rf "$CD"
   swan_instance "$CD"
-  sed -i 's/install_virtual_ip = no/install_virtual_ip = yes/' "$CD/strongswan.conf"
-  cat >"$CD/swanctl/swanctl.conf" <<EOF
-connections {
-  home {
-    version = 2
-    local_addrs = %any
-    remote_addrs = $GW
-    proposals = $IKE
-    encap = yes
-    mobike = yes
-    rekey_time = 0
-    vips = 0.0.0.0
-    local {
-      auth = psk
-      id = alice@mb.test
-    }
-    remote {
-      auth = psk
-      id = gw.mb.test
-    }
-    children {
-      net {
-        remote_ts = 10.94.100.0/24
-        esp_proposals = $ESP
-        rekey_time = 0
-      }
-    }
-  }
-}
-secrets {
-  ike-gw {
-    id-local = alice@mb.test
-    id-remote = gw.mb.test
-    secret = "$PSK"
-  }
-}
-EOF
+  rw_client_conf "$CD" name=home remote_addrs=$GW proposals=$IKE mobike=yes vips=0.0.0.0 auth=psk \
+    id=alice@mb.test remote_id=gw.mb.test psk="$PSK" remote_ts=10.94.100.0/24 esp=$ESP
   ip -n "$C" addr flush dev "${T}cs"
   ip -n "$C" addr add $A1/24 dev "${T}cs"
   ip -n "$C" addr add $A2/24 dev "${T}cs"

@@ -36,6 +36,7 @@ cd "$(dirname "$0")/../.."
 NETNS_TAG=ike-roadwarrior
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
+. scripts/lib/roadwarrior.sh
 ALL="pool again replace full"
 parse_stages "$ALL" "$@" # --ci: every stage (they take about 10 s)
 need_netns "network namespaces, charon, tunneld"
@@ -160,53 +161,16 @@ td_ctl() { local d=$1; shift; "$IPSEC" "$@" --control "$d/ctl.sock"; }
 client() {
   local d=$WORK/$1 id=$3
   swan_instance "$d"
-  sed -i 's/install_virtual_ip = no/install_virtual_ip = yes/' "$d/strongswan.conf"
   : >"$d/resolv.conf"
   # charon's resolve plugin writes the DNS servers it is given here (no resolvconf binary)
   sed -i "s|^  plugins {|  plugins {\n    resolve {\n      file = $d/resolv.conf\n    }|" "$d/strongswan.conf"
-  cat >"$d/swanctl/swanctl.conf" <<EOF
-connections {
-  home {
-    version = 2
-    local_addrs = %any
-    remote_addrs = $GW
-    proposals = $IKE
-    encap = yes
-    mobike = no
-    rekey_time = 0
-    vips = 0.0.0.0
-    local {
-      auth = psk
-      id = $id
-    }
-    remote {
-      auth = psk
-      id = gw.rw.test
-    }
-    children {
-      net {
-        remote_ts = 10.93.100.0/24, $POOL_NET
-        esp_proposals = $ESP
-        rekey_time = 0
-      }
-    }
-  }
-}
-secrets {
-  ike-gw {
-    id-local = $id
-    id-remote = gw.rw.test
-    secret = "$PSK"
-  }
-}
-EOF
+  rw_client_conf "$d" name=home remote_addrs=$GW proposals=$IKE vips=0.0.0.0 auth=psk id="$id" \
+    remote_id=gw.rw.test psk="$PSK" remote_ts="10.93.100.0/24, $POOL_NET" esp=$ESP
   swan_start "$2" "$d"
   swan_load "$d"
 }
 # vip NAME: the client's virtual IP as charon lists it (empty: none)
-vip() {
-  swan_list_sas "$WORK/$1" | grep -o 'local-vips=\[[0-9.]*\]' | head -n 1 | tr -d '[]' | cut -d= -f2
-}
+vip() { rw_client_vip "$WORK/$1"; }
 # pings NS DST: how many of 3 pings were answered
 pings() {
   { ip netns exec "$1" ping -n -c 3 -i 0.2 -W 2 "$2" 2>&1 || true; } |
