@@ -55,7 +55,7 @@ NETNS_TAG=ike-certs
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
 . scripts/lib/ike-lifecycle.sh
-. scripts/lib/roadwarrior.sh # pk, rw_cases
+. scripts/lib/roadwarrior.sh # pk, rw_bins, rw_case_dirs, rw_cases
 CASE_RESULT_FAIL=1   # case_fail writes "FAIL WHY" in the case's result, which the summary shows
 ALL_CASES="rsa-i ecdsa-r ed25519-i expired-r unknown-i mismatch-r revoked-r revoked-i rsa1-r rsa1-i pki-r pki-ip-r"
 parse_stages "$ALL_CASES" "$@" # --ci: the same cases (they take about 40 s)
@@ -67,10 +67,7 @@ command -v pki >/dev/null || fail "no strongSwan pki tool (Debian strongswan-pki
 # pkcs8: Ed25519 keys; revocation: CRLs; constraints: path length of the intermediate.
 SWAN_PLUGINS="$SWAN_PLUGINS pkcs8 revocation constraints"
 SWAN_LOG="ike=2 cfg=2 knl=1 net=1 enc=1 dmn=1 lib=1 job=1"
-locate_tunneld --bin ipsec
-IPSEC=$(dirname "$BIN")/ipsec
-[ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
-[ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
+rw_bins
 WORK=$(mktemp -d /tmp/ike-certs.XXXXXX)
 FAILED=0
 trap 'rc=$?; [ $rc -ne 0 ] || [ $FAILED -eq 0 ] || rc=1; [ "${IKE_CERTS_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 5' EXIT
@@ -203,11 +200,7 @@ td_certs_conf() {
 # run_case NAME INITIATOR(t|s) EXPECT(up|refused-by-t|refused-by-s) T_ID T_CERT S_ID S_CERT
 #          T_REMOTE_ID S_REMOTE_ID [T_CRL] [S_CRL] [T_EXTRA] [WHY]
 run_case() {
-  CASE=$1
-  CD=$WORK/$CASE
-  TD=$CD/t
-  SW=$CD/s
-  mkdir -p "$CD" "$TD"
+  rw_case_dirs "$1"
   # the CA tunneld trusts: `ipsec pki`'s for the pki cases, else the root
   TD_CA=root
   case $CASE in pki-*) TD_CA=pki-ca ;; esac

@@ -52,10 +52,7 @@ swan_install
 rw_swan_pki
 rw_swan_eap_plugins mschapv2
 SWAN_LOG="ike=2 cfg=2 knl=1 net=1 enc=1 dmn=1 lib=1 job=1"
-locate_tunneld --bin ipsec
-IPSEC=$(dirname "$BIN")/ipsec
-[ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
-[ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
+rw_bins
 WORK=$(mktemp -d /tmp/ike-eap-radius.XXXXXX)
 FAILED=0
 trap 'rc=$?; fr_stop; [ $rc -ne 0 ] || [ $FAILED -eq 0 ] || rc=1; [ "${IKE_EAP_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 5' EXIT
@@ -104,11 +101,7 @@ wait_stat() {
 
 # run_case NAME USER PASSWORD EXPECT(up|refused|down|slow)
 run_case() {
-  CASE=$1
-  CD=$WORK/$CASE
-  TD=$CD/t
-  SW=$CD/s
-  mkdir -p "$CD" "$TD"
+  rw_case_dirs "$1"
   local user=$2 pw=$3 expect=$4
   topo_up
   if [ "$expect" != down ]; then

@@ -32,10 +32,7 @@ ALL="move nomobike"
 parse_stages "$ALL" "$@" # --ci: every stage (they take about 15 s)
 need_netns "network namespaces, charon, tunneld"
 swan_install
-locate_tunneld --bin ipsec
-IPSEC=$(dirname "$BIN")/ipsec
-[ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
-[ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
+rw_bins
 WORK=$(mktemp -d /tmp/ike-mobike.XXXXXX)
 trap 'rc=$?; swan_stop_all >/dev/null 2>&1 || true; [ "${IKE_MOBIKE_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 12' EXIT
 trap 'fail "interrupted"' INT TERM

@@ -41,10 +41,7 @@ ALL="pool again replace full"
 parse_stages "$ALL" "$@" # --ci: every stage (they take about 10 s)
 need_netns "network namespaces, charon, tunneld"
 swan_install
-locate_tunneld --bin ipsec
-IPSEC=$(dirname "$BIN")/ipsec
-[ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
-[ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
+rw_bins
 WORK=$(mktemp -d /tmp/ike-roadwarrior.XXXXXX)
 trap 'rc=$?; swan_stop_all >/dev/null 2>&1 || true; [ "${IKE_RW_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 8' EXIT
 trap 'fail "interrupted"' INT TERM

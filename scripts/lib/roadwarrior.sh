@@ -12,6 +12,8 @@
 #                               SWAN_PLUGINS: mschapv2 (the default: gcrypt eap-identity
 #                               eap-mschapv2), tls (eap-identity eap-tls)
 #   rw_swan_pki                 strongSwan's pki tool installed (or `cannot`)
+#   rw_bins                     BIN (tunneld: locate_tunneld, built --release with ipsec) and
+#                               IPSEC (beside it; IPSEC_BIN when TUNNELD_BIN is given)
 #   pk ARGS...                  strongSwan's pki, its TPM chatter and errors to $P/pki.log
 #   rw_ca DIR NAME DN [TYPE [SIZE]]
 #                               a self-signed CA by pki: DIR/NAME.key, DIR/NAME.pem (ecdsa 256)
@@ -26,6 +28,8 @@
 #                               connection, one child; keys below); with vips, DIR's
 #                               strongswan.conf installs the virtual IP
 #   rw_client_vip DIR           the virtual IP charon DIR got (empty: none)
+#   rw_case_dirs NAME           CASE=NAME, its directories CD=$WORK/NAME (made), TD=$CD/t
+#                               (made), SW=$CD/s
 #   rw_td_certs TD              the server's certificate, key (0600) and CA ($P) into TD
 #   rw_td_pool TD AUTH NET      the pool `rw` (NET) in TD/tunneld.toml, given to the
 #                               connection whose remote auth is AUTH
@@ -76,6 +80,13 @@ rw_swan_eap_plugins() {
       *) fail "rw_swan_eap_plugins: no method $m" ;;
     esac
   done
+}
+
+rw_bins() {
+  locate_tunneld --bin ipsec
+  IPSEC=$(dirname "$BIN")/ipsec
+  [ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
+  [ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
 }
 
 rw_swan_pki() {
@@ -176,6 +187,14 @@ rw_client_vip() {
 }
 
 # ---- a case of the EAP scripts (scripts/lib/ike-lifecycle.sh's topology) --------------------
+rw_case_dirs() {
+  CASE=$1
+  CD=$WORK/$CASE
+  TD=$CD/t
+  SW=$CD/s
+  mkdir -p "$CD" "$TD"
+}
+
 rw_td_certs() {
   cp "$P/server.pem" "$P/ca.pem" "$1/"
   cp "$P/server.key" "$1/server.key"
@@ -195,23 +214,26 @@ rw_initiate() {
   RW_DEADLINE=$((SECONDS + 12))
 }
 
-rw_wait_up() {
+# rw_wait_sas TUNNELD CHARON WHY: until td_counts matches the pattern TUNNELD and sw_counts is
+# CHARON, by RW_DEADLINE, or case_fail "WHY: ..."
+rw_wait_sas() {
   local tc
-  [ "$RW_RC" -eq 0 ] || case_fail "initiation failed: $(tail -n 4 "$CD/initiate.out"); tunneld: $(tail -n 3 "$TD/tunneld.log")"
-  until read -r -a tc <<<"$(td_counts "$TD")" && [ "${tc[0]}" = 1 ] && [ "${tc[1]}" = 1 ] && [ "$(sw_counts)" = "1 1" ]; do
-    [ $SECONDS -lt "$RW_DEADLINE" ] || case_fail "not up within 12 s: tunneld (IKE child ESP policies) ${tc[*]}, charon $(sw_counts)"
+  # shellcheck disable=SC2053 # $1 is a pattern
+  until read -r -a tc <<<"$(td_counts "$TD")" && [[ "${tc[*]}" == $1 ]] && [ "$(sw_counts)" = "$2" ]; do
+    [ $SECONDS -lt "$RW_DEADLINE" ] || case_fail "$3: tunneld (IKE child ESP policies) ${tc[*]}, charon $(sw_counts)"
     sleep 0.2
   done
 }
 
+rw_wait_up() {
+  [ "$RW_RC" -eq 0 ] || case_fail "initiation failed: $(tail -n 4 "$CD/initiate.out"); tunneld: $(tail -n 3 "$TD/tunneld.log")"
+  rw_wait_sas "1 1 *" "1 1" "not up within 12 s"
+}
+
 rw_wait_refused() {
-  local tc
   [ "$RW_RC" -ne 0 ] || case_fail "charon's initiation succeeded${1:+ $1}"
   sleep 1
-  until read -r -a tc <<<"$(td_counts "$TD")" && [ "${tc[*]}" = "0 0 0 0" ] && [ "$(sw_counts)" = "0 0" ]; do
-    [ $SECONDS -lt "$RW_DEADLINE" ] || case_fail "SAs left after the refusal: tunneld (IKE child ESP policies) ${tc[*]}, charon $(sw_counts)"
-    sleep 0.2
-  done
+  rw_wait_sas "0 0 0 0" "0 0" "SAs left after the refusal"
 }
 
 rw_pings() {
