@@ -103,26 +103,8 @@ EOF
   (umask 077 && printf '[[ike]]\nid = ["gw.mb.test"]\nsecret = "%s"\n' "$PSK" >"$d/secrets.toml")
 }
 TD_PID=
-td_start() {
-  local d=$1
-  "$IPSEC" check-config "$d/tunneld.toml" >"$d/check-config.txt" 2>&1 || fail "ipsec check-config: $(tail -n 3 "$d/check-config.txt")"
-  ip netns exec "$S" "$BIN" --config "$d/tunneld.toml" --control "$d/ctl.sock" 2>"$d/tunneld.log" &
-  TD_PID=$!
-  BG+=("$TD_PID")
-  local deadline=$((SECONDS + 10))
-  until [ -S "$d/ctl.sock" ] && ip -n "$S" link show ipsec0 >/dev/null 2>&1; do
-    kill -0 "$TD_PID" 2>/dev/null || fail "tunneld exited at start: $(tail -n 5 "$d/tunneld.log")"
-    [ $SECONDS -lt $deadline ] || fail "tunneld: no control socket / ipsec0 within 10 s"
-    sleep 0.1
-  done
-  "$IPSEC" monitor --control "$d/ctl.sock" --json >"$d/monitor.log" 2>&1 &
-  BG+=("$!")
-  ip -n "$S" route replace $POOL_NET dev ipsec0
-}
-td_stop() {
-  stop_pid "$TD_PID" tunneld
-  ip -n "$S" route del $POOL_NET dev ipsec0 2>/dev/null || true
-}
+td_start() { rw_gw_start "$S" "$1" $POOL_NET; }
+td_stop() { rw_gw_stop "$S" $POOL_NET; }
 # td_sas DIR: "SPI_I SPI_R REMOTE" of each IKE SA tunneld lists
 td_sas() {
   "$IPSEC" ike list --control "$1/ctl.sock" --json 2>/dev/null |

@@ -134,23 +134,7 @@ EOF
   (umask 077 && printf '[[ike]]\nid = ["gw.rw.test"]\nsecret = "%s"\n' "$PSK" >"$d/secrets.toml")
 }
 TD_PID=
-td_start() {
-  local d=$1
-  "$IPSEC" check-config "$d/tunneld.toml" >"$d/check-config.txt" 2>&1 || fail "ipsec check-config: $(tail -n 3 "$d/check-config.txt")"
-  ip netns exec "$S" "$BIN" --config "$d/tunneld.toml" --control "$d/ctl.sock" --stats "$d/stats.json" 2>"$d/tunneld.log" &
-  TD_PID=$!
-  BG+=("$TD_PID")
-  local deadline=$((SECONDS + 10))
-  until [ -S "$d/ctl.sock" ] && ip -n "$S" link show ipsec0 >/dev/null 2>&1; do
-    kill -0 "$TD_PID" 2>/dev/null || fail "tunneld exited at start: $(tail -n 5 "$d/tunneld.log")"
-    [ $SECONDS -lt $deadline ] || fail "tunneld: no control socket / ipsec0 within 10 s"
-    sleep 0.1
-  done
-  "$IPSEC" monitor --control "$d/ctl.sock" --json >"$d/monitor.log" 2>&1 &
-  BG+=("$!")
-  # the pool is routed into the TUN device (docs/remote-access.md)
-  ip -n "$S" route add $POOL_NET dev ipsec0
-}
+td_start() { rw_gw_start "$S" "$1" $POOL_NET --stats "$1/stats.json"; }
 td_ctl() { local d=$1; shift; "$IPSEC" "$@" --control "$d/ctl.sock"; }
 
 # ---- the clients ------------------------------------------------------------------------------
@@ -253,8 +237,7 @@ if want full; then
   # (swan_terminate fails the script when there is no SA: after `replace`, or `full` alone)
   swan_ctl "$WORK/c1" --terminate --ike home --timeout 5 >/dev/null 2>&1 || true
   swan_ctl "$WORK/c2" --terminate --ike home --timeout 5 >/dev/null 2>&1 || true
-  stop_pid "$TD_PID" tunneld
-  ip -n "$S" route del $POOL_NET dev ipsec0 2>/dev/null || true
+  rw_gw_stop "$S" $POOL_NET
   TD=$WORK/td1
   td_conf "$TD" 10.93.3.7/32
   td_start "$TD"

@@ -28,6 +28,13 @@
 #                               connection, one child; keys below); with vips, DIR's
 #                               strongswan.conf installs the virtual IP
 #   rw_client_vip DIR           the virtual IP charon DIR got (empty: none)
+#   rw_gw_start NS DIR POOL_NET [ARGS...]
+#                               tunneld as the gateway in NS (DIR/tunneld.toml checked by
+#                               `ipsec check-config`, ARGS added, DIR/ctl.sock, DIR/tunneld.log),
+#                               up within 10 s, `ipsec monitor --json` to DIR/monitor.log,
+#                               POOL_NET routed into ipsec0; TD_PID (scripts/ci/ike-mobike.sh,
+#                               ike-roadwarrior.sh: their own topologies)
+#   rw_gw_stop NS POOL_NET      that tunneld stopped, the pool's route gone
 #   rw_case_dirs NAME           CASE=NAME, its directories CD=$WORK/NAME (made), TD=$CD/t
 #                               (made), SW=$CD/s
 #   rw_td_certs TD              the server's certificate, key (0600) and CA ($P) into TD
@@ -184,6 +191,31 @@ rw_client_conf() {
 
 rw_client_vip() {
   swan_list_sas "$1" | grep -o 'local-vips=\[[0-9.]*\]' | head -n 1 | tr -d '[]' | cut -d= -f2
+}
+
+# ---- tunneld as the gateway of a script's own topology --------------------------------------
+rw_gw_start() {
+  local ns=$1 d=$2 pool=$3
+  shift 3
+  "$IPSEC" check-config "$d/tunneld.toml" >"$d/check-config.txt" 2>&1 || fail "ipsec check-config: $(tail -n 3 "$d/check-config.txt")"
+  ip netns exec "$ns" "$BIN" --config "$d/tunneld.toml" --control "$d/ctl.sock" "$@" 2>"$d/tunneld.log" &
+  TD_PID=$!
+  BG+=("$TD_PID")
+  local deadline=$((SECONDS + 10))
+  until [ -S "$d/ctl.sock" ] && ip -n "$ns" link show ipsec0 >/dev/null 2>&1; do
+    kill -0 "$TD_PID" 2>/dev/null || fail "tunneld exited at start: $(tail -n 5 "$d/tunneld.log")"
+    [ $SECONDS -lt $deadline ] || fail "tunneld: no control socket / ipsec0 within 10 s"
+    sleep 0.1
+  done
+  "$IPSEC" monitor --control "$d/ctl.sock" --json >"$d/monitor.log" 2>&1 &
+  BG+=("$!")
+  # the pool is routed into the TUN device (docs/remote-access.md)
+  ip -n "$ns" route replace "$pool" dev ipsec0
+}
+
+rw_gw_stop() {
+  stop_pid "$TD_PID" tunneld
+  ip -n "$1" route del "$2" dev ipsec0 2>/dev/null || true
 }
 
 # ---- a case of the EAP scripts (scripts/lib/ike-lifecycle.sh's topology) --------------------
