@@ -55,6 +55,7 @@ NETNS_TAG=ike-certs
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
 . scripts/lib/ike-lifecycle.sh
+. scripts/lib/roadwarrior.sh # pk, rw_bins, rw_case_dirs, rw_cases
 CASE_RESULT_FAIL=1   # case_fail writes "FAIL WHY" in the case's result, which the summary shows
 ALL_CASES="rsa-i ecdsa-r ed25519-i expired-r unknown-i mismatch-r revoked-r revoked-i rsa1-r rsa1-i pki-r pki-ip-r"
 parse_stages "$ALL_CASES" "$@" # --ci: the same cases (they take about 40 s)
@@ -66,10 +67,7 @@ command -v pki >/dev/null || fail "no strongSwan pki tool (Debian strongswan-pki
 # pkcs8: Ed25519 keys; revocation: CRLs; constraints: path length of the intermediate.
 SWAN_PLUGINS="$SWAN_PLUGINS pkcs8 revocation constraints"
 SWAN_LOG="ike=2 cfg=2 knl=1 net=1 enc=1 dmn=1 lib=1 job=1"
-locate_tunneld --bin ipsec
-IPSEC=$(dirname "$BIN")/ipsec
-[ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
-[ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
+rw_bins
 WORK=$(mktemp -d /tmp/ike-certs.XXXXXX)
 FAILED=0
 trap 'rc=$?; [ $rc -ne 0 ] || [ $FAILED -eq 0 ] || rc=1; [ "${IKE_CERTS_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 5' EXIT
@@ -89,7 +87,6 @@ TD_FAIL=case_fail
 P=$WORK/pki
 mkdir -p "$P"
 O="C=CH, O=ipsec-test"
-pk() { pki "$@" 2> >(grep -v -e "TPM 2.0" -e "plugin .tpm." >>"$P/pki.log"); }
 # key NAME TYPE [SIZE]: PEM private key (RSA: PKCS#1, ECDSA: SEC1, Ed25519: PKCS#8, as pki writes them)
 key() { pk --gen --type "$2" ${3:+--size $3} --outform pem >"$P/$1.key"; chmod 600 "$P/$1.key"; }
 # issue NAME ISSUER TYPE DN [pki --issue options...]: NAME.pem signed by ISSUER
@@ -203,11 +200,7 @@ td_certs_conf() {
 # run_case NAME INITIATOR(t|s) EXPECT(up|refused-by-t|refused-by-s) T_ID T_CERT S_ID S_CERT
 #          T_REMOTE_ID S_REMOTE_ID [T_CRL] [S_CRL] [T_EXTRA] [WHY]
 run_case() {
-  CASE=$1
-  CD=$WORK/$CASE
-  TD=$CD/t
-  SW=$CD/s
-  mkdir -p "$CD" "$TD"
+  rw_case_dirs "$1"
   # the CA tunneld trusts: `ipsec pki`'s for the pki cases, else the root
   TD_CA=root
   case $CASE in pki-*) TD_CA=pki-ca ;; esac
@@ -310,22 +303,4 @@ case_args() {
     *) fail "no case $1" ;;
   esac
 }
-RESULTS=()
-for c in "${STAGES[@]}"; do
-  case_args "$c"
-  t0=$SECONDS
-  # a case that failed leaves nothing running (tunneld, its monitor)
-  if (trap 'for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done' EXIT; run_case "$c" "${A[@]}"); then
-    RESULTS+=("$c ok $((SECONDS - t0))s")
-  else
-    FAILED=1
-    RESULTS+=("$c FAIL $((SECONDS - t0))s $(sed 's/^FAIL //' "$WORK/$c/result" 2>/dev/null | head -c 160)")
-    swan_stop_all 2>/dev/null || true
-  fi
-done
-# the cases made the namespaces in their subshells: delete them here
-for ns in "${TOPO}a" "${TOPO}b"; do ip netns del "$ns" 2>/dev/null || true; done
-echo
-printf '%s\n' "${RESULTS[@]}" | column -t -l 4 2>/dev/null || printf '%s\n' "${RESULTS[@]}"
-[ $FAILED = 0 ] || fail "some cases failed (files in $WORK)"
-log "all ${#STAGES[@]} cases passed"
+rw_cases case_args

@@ -39,6 +39,7 @@ NETNS_TAG=ike-eap-radius
 . scripts/lib/strongswan.sh
 . scripts/lib/ike-lifecycle.sh
 . scripts/lib/freeradius.sh
+. scripts/lib/roadwarrior.sh
 ALL_CASES="ok wrong down slow"
 parse_stages "$ALL_CASES" "$@"
 if [ ${#STAGES[@]} -eq 0 ]; then
@@ -48,17 +49,10 @@ need_netns "network namespaces, charon, tunneld, radiusd"
 fr_find || apt_install freeradius
 fr_find || cannot "no FreeRADIUS (Debian freeradius)"
 swan_install
-command -v pki >/dev/null || apt_install strongswan-pki
-command -v pki >/dev/null || cannot "no strongSwan pki tool (Debian strongswan-pki)"
-[ -e /usr/lib/ipsec/plugins/libstrongswan-eap-mschapv2.so ] || apt_install libcharon-extauth-plugins
-[ -e /usr/lib/ipsec/plugins/libstrongswan-eap-mschapv2.so ] ||
-  cannot "no charon eap-mschapv2 plugin (Debian libcharon-extauth-plugins)"
-SWAN_PLUGINS="$SWAN_PLUGINS gcrypt eap-identity eap-mschapv2"
+rw_swan_pki
+rw_swan_eap_plugins mschapv2
 SWAN_LOG="ike=2 cfg=2 knl=1 net=1 enc=1 dmn=1 lib=1 job=1"
-locate_tunneld --bin ipsec
-IPSEC=$(dirname "$BIN")/ipsec
-[ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
-[ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
+rw_bins
 WORK=$(mktemp -d /tmp/ike-eap-radius.XXXXXX)
 FAILED=0
 trap 'rc=$?; fr_stop; [ $rc -ne 0 ] || [ $FAILED -eq 0 ] || rc=1; [ "${IKE_EAP_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 5' EXIT
@@ -80,59 +74,13 @@ fr_conf "$WORK/radius" "$RADIUS_PORT" "$RADIUS_SECRET" "alice:$ALICE_PW" "bob:$B
 
 # ---- the server's certificate (strongSwan's pki) ---------------------------------------------
 P=$WORK/pki
-mkdir -p "$P"
-pk() { pki "$@" 2> >(grep -v -e "TPM 2.0" -e "plugin .tpm." >>"$P/pki.log"); }
-pk --gen --type rsa --size 2048 --outform pem >"$P/ca.key"
-pk --self --ca --lifetime 3650 --in "$P/ca.key" --type rsa --dn "C=CH, O=ipsec-test, CN=EAP-RADIUS test CA" \
-  --outform pem >"$P/ca.pem"
-pk --gen --type ecdsa --size 256 --outform pem >"$P/server.key"
-chmod 600 "$P/ca.key" "$P/server.key"
-pk --pub --in "$P/server.key" --type priv | pk --issue --cacert "$P/ca.pem" --cakey "$P/ca.key" --type pub \
-  --dn "C=CH, O=ipsec-test, CN=vpn.radius.test" --san vpn.radius.test --flag serverAuth --flag ikeIntermediate \
-  --lifetime 365 --outform pem >"$P/server.pem"
-[ -s "$P/server.pem" ] || fail "pki made no server certificate: $(tail -n 3 "$P/pki.log")"
+rw_server_cert "$P" vpn.radius.test "EAP-RADIUS test CA"
 
 # sw_conf D USER PASSWORD: charon as the client: EAP-MSCHAPv2 as USER, the server by
 # certificate, a virtual address asked for (vips = 0.0.0.0) and installed.
 sw_conf() {
-  local d=$1 user=$2 pw=$3
-  sed -i 's/install_virtual_ip = no/install_virtual_ip = yes/' "$d/strongswan.conf"
-  cp "$P/ca.pem" "$d/swanctl/x509ca/"
-  cat >"$d/swanctl/swanctl.conf" <<EOF
-connections {
-  rw {
-    version = 2
-    local_addrs = $B_NET
-    remote_addrs = $A_NET
-    proposals = $IKE_PROP
-    encap = yes
-    mobike = no
-    rekey_time = 0
-    vips = 0.0.0.0
-    local {
-      auth = eap-mschapv2
-      eap_id = $user
-    }
-    remote {
-      auth = pubkey
-      id = vpn.radius.test
-    }
-    children {
-      net {
-        remote_ts = 10.94.101.0/24
-        esp_proposals = $ESP_PROP
-        rekey_time = 0
-      }
-    }
-  }
-}
-secrets {
-  eap-$user {
-    id = $user
-    secret = "$pw"
-  }
-}
-EOF
+  rw_client_conf "$1" local_addrs=$B_NET remote_addrs=$A_NET vips=0.0.0.0 auth=eap-mschapv2 eap_id="$2" \
+    password="$3" remote_id=vpn.radius.test cacert="$P/ca.pem" remote_ts=10.94.101.0/24
 }
 
 # radius_stat DIR FIELD: tunneld's stats file's ike.radius_FIELD (empty if not there yet).
@@ -153,11 +101,7 @@ wait_stat() {
 
 # run_case NAME USER PASSWORD EXPECT(up|refused|down|slow)
 run_case() {
-  CASE=$1
-  CD=$WORK/$CASE
-  TD=$CD/t
-  SW=$CD/s
-  mkdir -p "$CD" "$TD"
+  rw_case_dirs "$1"
   local user=$2 pw=$3 expect=$4
   topo_up
   if [ "$expect" != down ]; then
@@ -168,17 +112,14 @@ run_case() {
   sw_conf "$SW" "$user" "$pw"
   swan_start krb "$SW"
   swan_load "$SW"
-  cp "$P/server.pem" "$P/ca.pem" "$TD/"
-  cp "$P/server.key" "$TD/server.key"
-  chmod 600 "$TD/server.key"
+  rw_td_certs "$TD"
   td_head "$TD" local=$A_NET
   # the server: its certificate; any client, EAP passed to radiusd; the client's selector
   # is its lease (remote_ts empty: dynamic); no [[eap]] user here
   td_conn "$TD" name=rw local=$A_NET remote=%any local_id=vpn.radius.test auth=pubkey \
     certs="$TD/server.pem" key=server.key remote_auth=eap-radius remote_eap_id=%any \
     local_ts=10.94.101.0/24 child_rekey=0 remote_ts=
-  sed -i 's/^remote = { auth = "eap-radius".*/&\npools = ["rw"]/' "$TD/tunneld.toml"
-  printf '\n[[pool]]\nname = "rw"\naddrs = "10.94.3.0/24"\n' >>"$TD/tunneld.toml"
+  rw_td_pool "$TD" eap-radius 10.94.3.0/24
   local rt=1 tries=2
   [ "$expect" != slow ] || { rt=3; tries=3; }
   printf '\n[radius]\naddress = "127.0.0.1:%s"\nnas_identifier = "tunneld-test"\nretransmit_timeout = %s\nretransmit_tries = %s\n' \
@@ -192,23 +133,13 @@ run_case() {
     (sleep 5.5 && kill -CONT "$FR_PID") &
     BG+=("$!")
   fi
-  local out rc=0 deadline tc
-  out=$(SWAN_CTL_TIMEOUT=20 swan_ctl "$SW" --initiate --child net --timeout 12 2>&1) || rc=$?
-  echo "$out" >"$CD/initiate.out"
-  deadline=$((SECONDS + 12))
+  rw_initiate
   if [ "$expect" = up ] || [ "$expect" = slow ]; then
-    [ $rc -eq 0 ] || case_fail "initiation failed: $(tail -n 4 "$CD/initiate.out"); tunneld: $(tail -n 3 "$TD/tunneld.log")"
-    until read -r -a tc <<<"$(td_counts "$TD")" && [ "${tc[0]}" = 1 ] && [ "${tc[1]}" = 1 ] && [ "$(sw_counts)" = "1 1" ]; do
-      [ $SECONDS -lt $deadline ] || case_fail "not up within 12 s: tunneld (IKE child ESP policies) ${tc[*]}, charon $(sw_counts)"
-      sleep 0.2
-    done
+    rw_wait_up
     local cin
-    cin=$(swan_list_sas "$SW" | grep -o 'local-vips=\[[0-9.]*\]' | head -n 1 | tr -d '[]' | cut -d= -f2)
+    cin=$(rw_client_vip "$SW")
     [[ "$cin" == 10.94.3.* ]] || case_fail "charon has no virtual IP from the pool: \`$cin\`"
-    ip netns exec kra ping -n -c 3 -i 0.2 -W 2 -I $A_IN "$cin" >"$CD/ping-ts.out" 2>&1 ||
-      case_fail "pings tunneld -> charon failed: $(tail -n 2 "$CD/ping-ts.out")"
-    ip netns exec krb ping -n -c 3 -i 0.2 -W 2 -I "$cin" $A_IN >"$CD/ping-st.out" 2>&1 ||
-      case_fail "pings charon -> tunneld failed: $(tail -n 2 "$CD/ping-st.out")"
+    rw_pings "$cin"
     td_ctl "$TD" ike list >"$CD/ike-list.txt" 2>&1 || true
     grep -q "$user" "$CD/ike-list.txt" ||
       case_fail "ipsec ike list does not show the EAP identity $user: $(head -n 5 "$CD/ike-list.txt")"
@@ -225,12 +156,7 @@ run_case() {
       wait_stat "$TD" retransmitted 1
     fi
   else
-    [ $rc -ne 0 ] || case_fail "charon's initiation succeeded"
-    sleep 1
-    until read -r -a tc <<<"$(td_counts "$TD")" && [ "${tc[*]}" = "0 0 0 0" ] && [ "$(sw_counts)" = "0 0" ]; do
-      [ $SECONDS -lt $deadline ] || case_fail "SAs left after the refusal: tunneld (IKE child ESP policies) ${tc[*]}, charon $(sw_counts)"
-      sleep 0.2
-    done
+    rw_wait_refused
     td_ctl "$TD" ike list >"$CD/ike-list.txt" 2>&1 || true
     ! grep -q -E "$user|10\.94\.1\.2" "$CD/ike-list.txt" || case_fail "an IKE SA is left: $(head -n 5 "$CD/ike-list.txt")"
     ! grep -q '"ike.lease_assigned"' "$TD/monitor.log" || case_fail "a lease was assigned: $(grep lease "$TD/monitor.log" | head -n 2)"
@@ -259,25 +185,13 @@ run_case() {
   echo "ok" >"$CD/result"
 }
 
-RESULTS=()
-for c in "${STAGES[@]}"; do
-  case $c in
-    ok) args=(alice "$ALICE_PW" up) ;;
-    wrong) args=(bob "not-$BOB_PW" refused) ;;
-    down) args=(alice "$ALICE_PW" down) ;;
-    slow) args=(alice "$ALICE_PW" slow) ;;
+# case_args CASE: run_case's arguments in A
+case_args() {
+  case $1 in
+    ok) A=(alice "$ALICE_PW" up) ;;
+    wrong) A=(bob "not-$BOB_PW" refused) ;;
+    down) A=(alice "$ALICE_PW" down) ;;
+    slow) A=(alice "$ALICE_PW" slow) ;;
   esac
-  t0=$SECONDS
-  if (trap 'fr_stop; for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done' EXIT; run_case "$c" "${args[@]}"); then
-    RESULTS+=("$c ok $((SECONDS - t0))s")
-  else
-    FAILED=1
-    RESULTS+=("$c FAIL $((SECONDS - t0))s $(sed 's/^FAIL //' "$WORK/$c/result" 2>/dev/null | head -c 160)")
-    swan_stop_all 2>/dev/null || true
-  fi
-done
-for ns in "${TOPO}a" "${TOPO}b"; do ip netns del "$ns" 2>/dev/null || true; done
-echo
-printf '%s\n' "${RESULTS[@]}" | column -t -l 4 2>/dev/null || printf '%s\n' "${RESULTS[@]}"
-[ $FAILED = 0 ] || fail "some cases failed (files in $WORK)"
-log "all ${#STAGES[@]} cases passed"
+}
+rw_cases case_args fr_stop

@@ -28,31 +28,25 @@
 #
 # charon's eap-mschapv2 plugin (Debian libcharon-extauth-plugins) needs MD4 and DES, which
 # its gcrypt plugin gives (OpenSSL 3 keeps them in its legacy provider), and eap-identity to
-# answer the EAP-Identity Request: all three are added to
-# SWAN_PLUGINS here.
+# answer the EAP-Identity Request: all three are added to SWAN_PLUGINS by
+# scripts/lib/roadwarrior.sh's rw_swan_eap_plugins.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 NETNS_TAG=ike-eap
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
 . scripts/lib/ike-lifecycle.sh
+. scripts/lib/roadwarrior.sh
 CASE_RESULT_FAIL=1   # case_fail writes "FAIL WHY" in the case's result, which the summary shows
 ALL_CASES="ok wrong vip"
 parse_stages "$ALL_CASES" "$@" # --ci: the same cases (they are short)
 [ ${#STAGES[@]} -gt 0 ] || read -r -a STAGES <<<"$ALL_CASES"
 need_netns "network namespaces, charon, tunneld"
 swan_install
-command -v pki >/dev/null || apt_install strongswan-pki
-command -v pki >/dev/null || cannot "no strongSwan pki tool (Debian strongswan-pki)"
-[ -e /usr/lib/ipsec/plugins/libstrongswan-eap-mschapv2.so ] || apt_install libcharon-extauth-plugins
-[ -e /usr/lib/ipsec/plugins/libstrongswan-eap-mschapv2.so ] ||
-  cannot "no charon eap-mschapv2 plugin (Debian libcharon-extauth-plugins)"
-SWAN_PLUGINS="$SWAN_PLUGINS gcrypt eap-identity eap-mschapv2"
+rw_swan_pki
+rw_swan_eap_plugins mschapv2
 SWAN_LOG="ike=2 cfg=2 knl=1 net=1 enc=1 dmn=1 lib=1 job=1"
-locate_tunneld --bin ipsec
-IPSEC=$(dirname "$BIN")/ipsec
-[ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
-[ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
+rw_bins
 WORK=$(mktemp -d /tmp/ike-eap.XXXXXX)
 FAILED=0
 trap 'rc=$?; [ $rc -ne 0 ] || [ $FAILED -eq 0 ] || rc=1; [ "${IKE_EAP_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 5' EXIT
@@ -69,84 +63,27 @@ PASSWORD="Mschap-$RANDOM$RANDOM"
 
 # ---- the server's certificate (strongSwan's pki) ---------------------------------------------
 P=$WORK/pki
-mkdir -p "$P"
-pk() { pki "$@" 2> >(grep -v -e "TPM 2.0" -e "plugin .tpm." >>"$P/pki.log"); }
-pk --gen --type rsa --size 2048 --outform pem >"$P/ca.key"
-pk --self --ca --lifetime 3650 --in "$P/ca.key" --type rsa --dn "C=CH, O=ipsec-test, CN=EAP test CA" \
-  --outform pem >"$P/ca.pem"
-pk --gen --type ecdsa --size 256 --outform pem >"$P/server.key"
-chmod 600 "$P/ca.key" "$P/server.key"
-pk --pub --in "$P/server.key" --type priv | pk --issue --cacert "$P/ca.pem" --cakey "$P/ca.key" --type pub \
-  --dn "C=CH, O=ipsec-test, CN=vpn.eap.test" --san vpn.eap.test --flag serverAuth --flag ikeIntermediate \
-  --lifetime 365 --outform pem >"$P/server.pem"
-[ -s "$P/server.pem" ] || fail "pki made no server certificate: $(tail -n 3 "$P/pki.log")"
+rw_server_cert "$P" vpn.eap.test "EAP test CA"
 
 # sw_conf D PASSWORD [VIP]: charon as the client: EAP-MSCHAPv2 as alice, the server by
 # certificate; with VIP a virtual address asked for (vips = 0.0.0.0) and installed.
 sw_conf() {
-  local d=$1 pw=$2 vip=${3:-} lts="local_ts = 10.93.102.0/24" vips=""
-  if [ -n "$vip" ]; then
-    lts=""
-    vips="vips = 0.0.0.0"
-    sed -i 's/install_virtual_ip = no/install_virtual_ip = yes/' "$d/strongswan.conf"
-  fi
-  cp "$P/ca.pem" "$d/swanctl/x509ca/"
-  cat >"$d/swanctl/swanctl.conf" <<EOF
-connections {
-  rw {
-    version = 2
-    local_addrs = $B_NET
-    remote_addrs = $A_NET
-    proposals = $IKE_PROP
-    encap = yes
-    mobike = no
-    rekey_time = 0
-    $vips
-    local {
-      auth = eap-mschapv2
-      eap_id = alice
-    }
-    remote {
-      auth = pubkey
-      id = vpn.eap.test
-    }
-    children {
-      net {
-        $lts
-        remote_ts = 10.93.101.0/24
-        esp_proposals = $ESP_PROP
-        rekey_time = 0
-      }
-    }
-  }
+  local lts=local_ts=10.93.102.0/24 vips=vips=
+  [ -z "${3:-}" ] || { lts=local_ts=; vips=vips=0.0.0.0; }
+  rw_client_conf "$1" local_addrs=$B_NET remote_addrs=$A_NET "$vips" auth=eap-mschapv2 eap_id=alice \
+    password="$2" remote_id=vpn.eap.test cacert="$P/ca.pem" "$lts" remote_ts=10.93.101.0/24
 }
-secrets {
-  eap-alice {
-    id = alice
-    secret = "$pw"
-  }
-}
-EOF
-}
-
-
 
 # run_case NAME CLIENT_PASSWORD EXPECT(up|refused|vip)
 run_case() {
-  CASE=$1
-  CD=$WORK/$CASE
-  TD=$CD/t
-  SW=$CD/s
-  mkdir -p "$CD" "$TD"
+  rw_case_dirs "$1"
   local pw=$2 expect=$3
   topo_up
   swan_instance "$SW"
   sw_conf "$SW" "$pw" "$([ "$expect" != vip ] || echo vip)"
   swan_start keb "$SW"
   swan_load "$SW"
-  cp "$P/server.pem" "$P/ca.pem" "$TD/"
-  cp "$P/server.key" "$TD/server.key"
-  chmod 600 "$TD/server.key"
+  rw_td_certs "$TD"
   td_head "$TD" local=$A_NET
   # the server: its certificate; any client address and identity, EAP-MSCHAPv2 for all;
   # two users in the secrets file
@@ -157,33 +94,22 @@ run_case() {
   local peer_net=$B_IN
   if [ "$expect" = vip ]; then
     # the pool; the client's selector is its lease (remote_ts empty: dynamic)
-    sed -i 's/^remote = { auth = "eap-mschapv2".*/&\npools = ["rw"]/' "$TD/tunneld.toml"
-    printf '\n[[pool]]\nname = "rw"\naddrs = "10.93.3.0/24"\n' >>"$TD/tunneld.toml"
+    rw_td_pool "$TD" eap-mschapv2 10.93.3.0/24
     peer_net=10.93.3.1
   fi
   "$IPSEC" check-config "$TD/tunneld.toml" >"$TD/check-config.txt" 2>&1 ||
     case_fail "ipsec check-config: $(tail -n 3 "$TD/check-config.txt")"
   td_start kea "$TD" $peer_net
-  local out rc=0 deadline tc
-  out=$(SWAN_CTL_TIMEOUT=20 swan_ctl "$SW" --initiate --child net --timeout 12 2>&1) || rc=$?
-  echo "$out" >"$CD/initiate.out"
-  deadline=$((SECONDS + 12))
+  rw_initiate
   if [ "$expect" != refused ]; then
-    [ $rc -eq 0 ] || case_fail "initiation failed: $(tail -n 4 "$CD/initiate.out"); tunneld: $(tail -n 3 "$TD/tunneld.log")"
-    until read -r -a tc <<<"$(td_counts "$TD")" && [ "${tc[0]}" = 1 ] && [ "${tc[1]}" = 1 ] && [ "$(sw_counts)" = "1 1" ]; do
-      [ $SECONDS -lt $deadline ] || case_fail "not up within 12 s: tunneld (IKE child ESP policies) ${tc[*]}, charon $(sw_counts)"
-      sleep 0.2
-    done
+    rw_wait_up
     local cin=$B_IN
     if [ "$expect" = vip ]; then
-      cin=$(swan_list_sas "$SW" | grep -o 'local-vips=\[[0-9.]*\]' | head -n 1 | tr -d '[]' | cut -d= -f2)
+      cin=$(rw_client_vip "$SW")
       [[ "$cin" == 10.93.3.* ]] || case_fail "charon has no virtual IP from the pool: \`$cin\`"
       grep -q "$cin" <<<"$(td_ctl "$TD" ike list 2>&1)" || case_fail "ipsec ike list does not show the virtual IP $cin"
     fi
-    ip netns exec kea ping -n -c 3 -i 0.2 -W 2 -I $A_IN $cin >"$CD/ping-ts.out" 2>&1 ||
-      case_fail "pings tunneld -> charon failed: $(tail -n 2 "$CD/ping-ts.out")"
-    ip netns exec keb ping -n -c 3 -i 0.2 -W 2 -I $cin $A_IN >"$CD/ping-st.out" 2>&1 ||
-      case_fail "pings charon -> tunneld failed: $(tail -n 2 "$CD/ping-st.out")"
+    rw_pings "$cin"
     td_ctl "$TD" ike list >"$CD/ike-list.txt" 2>&1 || true
     grep -q alice "$CD/ike-list.txt" ||
       case_fail "ipsec ike list does not show the EAP identity alice: $(head -n 5 "$CD/ike-list.txt")"
@@ -192,12 +118,7 @@ run_case() {
     grep -q "authentication of 'vpn.eap.test' with .* successful" "$SW/charon.log" ||
       case_fail "charon did not check the server's certificate signature: $(grep -i authentication "$SW/charon.log" | tail -n 3)"
   else
-    [ $rc -ne 0 ] || case_fail "charon's initiation succeeded with a wrong password"
-    sleep 1
-    until read -r -a tc <<<"$(td_counts "$TD")" && [ "${tc[*]}" = "0 0 0 0" ] && [ "$(sw_counts)" = "0 0" ]; do
-      [ $SECONDS -lt $deadline ] || case_fail "SAs left after the refusal: tunneld (IKE child ESP policies) ${tc[*]}, charon $(sw_counts)"
-      sleep 0.2
-    done
+    rw_wait_refused "with a wrong password"
     td_ctl "$TD" ike list >"$CD/ike-list.txt" 2>&1 || true
     ! grep -q -E 'alice|10\.93\.1\.2' "$CD/ike-list.txt" || case_fail "an IKE SA is left: $(head -n 5 "$CD/ike-list.txt")"
     grep -q "authentication failed: we refused the peer: .*wrong password" "$TD/tunneld.log" ||
@@ -213,24 +134,12 @@ run_case() {
   echo "ok" >"$CD/result"
 }
 
-RESULTS=()
-for c in "${STAGES[@]}"; do
-  case $c in
-    ok) args=("$PASSWORD" up) ;;
-    vip) args=("$PASSWORD" vip) ;;
-    wrong) args=("not-$PASSWORD" refused) ;;
+# case_args CASE: run_case's arguments in A
+case_args() {
+  case $1 in
+    ok) A=("$PASSWORD" up) ;;
+    vip) A=("$PASSWORD" vip) ;;
+    wrong) A=("not-$PASSWORD" refused) ;;
   esac
-  t0=$SECONDS
-  if (trap 'for p in "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done' EXIT; run_case "$c" "${args[@]}"); then
-    RESULTS+=("$c ok $((SECONDS - t0))s")
-  else
-    FAILED=1
-    RESULTS+=("$c FAIL $((SECONDS - t0))s $(sed 's/^FAIL //' "$WORK/$c/result" 2>/dev/null | head -c 160)")
-    swan_stop_all 2>/dev/null || true
-  fi
-done
-for ns in "${TOPO}a" "${TOPO}b"; do ip netns del "$ns" 2>/dev/null || true; done
-echo
-printf '%s\n' "${RESULTS[@]}" | column -t -l 4 2>/dev/null || printf '%s\n' "${RESULTS[@]}"
-[ $FAILED = 0 ] || fail "some cases failed (files in $WORK)"
-log "all ${#STAGES[@]} cases passed"
+}
+rw_cases case_args

@@ -27,14 +27,12 @@ cd "$(dirname "$0")/../.."
 NETNS_TAG=ike-mobike
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
+. scripts/lib/roadwarrior.sh
 ALL="move nomobike"
 parse_stages "$ALL" "$@" # --ci: every stage (they take about 15 s)
 need_netns "network namespaces, charon, tunneld"
 swan_install
-locate_tunneld --bin ipsec
-IPSEC=$(dirname "$BIN")/ipsec
-[ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
-[ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
+rw_bins
 WORK=$(mktemp -d /tmp/ike-mobike.XXXXXX)
 trap 'rc=$?; swan_stop_all >/dev/null 2>&1 || true; [ "${IKE_MOBIKE_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 12' EXIT
 trap 'fail "interrupted"' INT TERM
@@ -105,26 +103,8 @@ EOF
   (umask 077 && printf '[[ike]]\nid = ["gw.mb.test"]\nsecret = "%s"\n' "$PSK" >"$d/secrets.toml")
 }
 TD_PID=
-td_start() {
-  local d=$1
-  "$IPSEC" check-config "$d/tunneld.toml" >"$d/check-config.txt" 2>&1 || fail "ipsec check-config: $(tail -n 3 "$d/check-config.txt")"
-  ip netns exec "$S" "$BIN" --config "$d/tunneld.toml" --control "$d/ctl.sock" 2>"$d/tunneld.log" &
-  TD_PID=$!
-  BG+=("$TD_PID")
-  local deadline=$((SECONDS + 10))
-  until [ -S "$d/ctl.sock" ] && ip -n "$S" link show ipsec0 >/dev/null 2>&1; do
-    kill -0 "$TD_PID" 2>/dev/null || fail "tunneld exited at start: $(tail -n 5 "$d/tunneld.log")"
-    [ $SECONDS -lt $deadline ] || fail "tunneld: no control socket / ipsec0 within 10 s"
-    sleep 0.1
-  done
-  "$IPSEC" monitor --control "$d/ctl.sock" --json >"$d/monitor.log" 2>&1 &
-  BG+=("$!")
-  ip -n "$S" route replace $POOL_NET dev ipsec0
-}
-td_stop() {
-  stop_pid "$TD_PID" tunneld
-  ip -n "$S" route del $POOL_NET dev ipsec0 2>/dev/null || true
-}
+td_start() { rw_gw_start "$S" "$1" $POOL_NET; }
+td_stop() { rw_gw_stop "$S" $POOL_NET; }
 # td_sas DIR: "SPI_I SPI_R REMOTE" of each IKE SA tunneld lists
 td_sas() {
   "$IPSEC" ike list --control "$1/ctl.sock" --json 2>/dev/null |
@@ -138,43 +118,8 @@ CD=$WORK/c
 client_start() {
   rm -rf "$CD"
   swan_instance "$CD"
-  sed -i 's/install_virtual_ip = no/install_virtual_ip = yes/' "$CD/strongswan.conf"
-  cat >"$CD/swanctl/swanctl.conf" <<EOF
-connections {
-  home {
-    version = 2
-    local_addrs = %any
-    remote_addrs = $GW
-    proposals = $IKE
-    encap = yes
-    mobike = yes
-    rekey_time = 0
-    vips = 0.0.0.0
-    local {
-      auth = psk
-      id = alice@mb.test
-    }
-    remote {
-      auth = psk
-      id = gw.mb.test
-    }
-    children {
-      net {
-        remote_ts = 10.94.100.0/24
-        esp_proposals = $ESP
-        rekey_time = 0
-      }
-    }
-  }
-}
-secrets {
-  ike-gw {
-    id-local = alice@mb.test
-    id-remote = gw.mb.test
-    secret = "$PSK"
-  }
-}
-EOF
+  rw_client_conf "$CD" name=home remote_addrs=$GW proposals=$IKE mobike=yes vips=0.0.0.0 auth=psk \
+    id=alice@mb.test remote_id=gw.mb.test psk="$PSK" remote_ts=10.94.100.0/24 esp=$ESP
   ip -n "$C" addr flush dev "${T}cs"
   ip -n "$C" addr add $A1/24 dev "${T}cs"
   ip -n "$C" addr add $A2/24 dev "${T}cs"

@@ -36,14 +36,12 @@ cd "$(dirname "$0")/../.."
 NETNS_TAG=ike-roadwarrior
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
+. scripts/lib/roadwarrior.sh
 ALL="pool again replace full"
 parse_stages "$ALL" "$@" # --ci: every stage (they take about 10 s)
 need_netns "network namespaces, charon, tunneld"
 swan_install
-locate_tunneld --bin ipsec
-IPSEC=$(dirname "$BIN")/ipsec
-[ -z "${TUNNELD_BIN:-}" ] || IPSEC=${IPSEC_BIN:-$IPSEC}
-[ -x "$IPSEC" ] || fail "no ipsec binary at $IPSEC"
+rw_bins
 WORK=$(mktemp -d /tmp/ike-roadwarrior.XXXXXX)
 trap 'rc=$?; swan_stop_all >/dev/null 2>&1 || true; [ "${IKE_RW_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 8' EXIT
 trap 'fail "interrupted"' INT TERM
@@ -136,23 +134,7 @@ EOF
   (umask 077 && printf '[[ike]]\nid = ["gw.rw.test"]\nsecret = "%s"\n' "$PSK" >"$d/secrets.toml")
 }
 TD_PID=
-td_start() {
-  local d=$1
-  "$IPSEC" check-config "$d/tunneld.toml" >"$d/check-config.txt" 2>&1 || fail "ipsec check-config: $(tail -n 3 "$d/check-config.txt")"
-  ip netns exec "$S" "$BIN" --config "$d/tunneld.toml" --control "$d/ctl.sock" --stats "$d/stats.json" 2>"$d/tunneld.log" &
-  TD_PID=$!
-  BG+=("$TD_PID")
-  local deadline=$((SECONDS + 10))
-  until [ -S "$d/ctl.sock" ] && ip -n "$S" link show ipsec0 >/dev/null 2>&1; do
-    kill -0 "$TD_PID" 2>/dev/null || fail "tunneld exited at start: $(tail -n 5 "$d/tunneld.log")"
-    [ $SECONDS -lt $deadline ] || fail "tunneld: no control socket / ipsec0 within 10 s"
-    sleep 0.1
-  done
-  "$IPSEC" monitor --control "$d/ctl.sock" --json >"$d/monitor.log" 2>&1 &
-  BG+=("$!")
-  # the pool is routed into the TUN device (docs/remote-access.md)
-  ip -n "$S" route add $POOL_NET dev ipsec0
-}
+td_start() { rw_gw_start "$S" "$1" $POOL_NET --stats "$1/stats.json"; }
 td_ctl() { local d=$1; shift; "$IPSEC" "$@" --control "$d/ctl.sock"; }
 
 # ---- the clients ------------------------------------------------------------------------------
@@ -160,53 +142,16 @@ td_ctl() { local d=$1; shift; "$IPSEC" "$@" --control "$d/ctl.sock"; }
 client() {
   local d=$WORK/$1 id=$3
   swan_instance "$d"
-  sed -i 's/install_virtual_ip = no/install_virtual_ip = yes/' "$d/strongswan.conf"
   : >"$d/resolv.conf"
   # charon's resolve plugin writes the DNS servers it is given here (no resolvconf binary)
   sed -i "s|^  plugins {|  plugins {\n    resolve {\n      file = $d/resolv.conf\n    }|" "$d/strongswan.conf"
-  cat >"$d/swanctl/swanctl.conf" <<EOF
-connections {
-  home {
-    version = 2
-    local_addrs = %any
-    remote_addrs = $GW
-    proposals = $IKE
-    encap = yes
-    mobike = no
-    rekey_time = 0
-    vips = 0.0.0.0
-    local {
-      auth = psk
-      id = $id
-    }
-    remote {
-      auth = psk
-      id = gw.rw.test
-    }
-    children {
-      net {
-        remote_ts = 10.93.100.0/24, $POOL_NET
-        esp_proposals = $ESP
-        rekey_time = 0
-      }
-    }
-  }
-}
-secrets {
-  ike-gw {
-    id-local = $id
-    id-remote = gw.rw.test
-    secret = "$PSK"
-  }
-}
-EOF
+  rw_client_conf "$d" name=home remote_addrs=$GW proposals=$IKE vips=0.0.0.0 auth=psk id="$id" \
+    remote_id=gw.rw.test psk="$PSK" remote_ts="10.93.100.0/24, $POOL_NET" esp=$ESP
   swan_start "$2" "$d"
   swan_load "$d"
 }
 # vip NAME: the client's virtual IP as charon lists it (empty: none)
-vip() {
-  swan_list_sas "$WORK/$1" | grep -o 'local-vips=\[[0-9.]*\]' | head -n 1 | tr -d '[]' | cut -d= -f2
-}
+vip() { rw_client_vip "$WORK/$1"; }
 # pings NS DST: how many of 3 pings were answered
 pings() {
   { ip netns exec "$1" ping -n -c 3 -i 0.2 -W 2 "$2" 2>&1 || true; } |
@@ -292,8 +237,7 @@ if want full; then
   # (swan_terminate fails the script when there is no SA: after `replace`, or `full` alone)
   swan_ctl "$WORK/c1" --terminate --ike home --timeout 5 >/dev/null 2>&1 || true
   swan_ctl "$WORK/c2" --terminate --ike home --timeout 5 >/dev/null 2>&1 || true
-  stop_pid "$TD_PID" tunneld
-  ip -n "$S" route del $POOL_NET dev ipsec0 2>/dev/null || true
+  rw_gw_stop "$S" $POOL_NET
   TD=$WORK/td1
   td_conf "$TD" 10.93.3.7/32
   td_start "$TD"

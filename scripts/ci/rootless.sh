@@ -25,6 +25,7 @@ cd "$(dirname "$0")/../.."
 NETNS_TAG=rootless
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
+. scripts/lib/roadwarrior.sh
 parse_stages "" "$@"
 need_netns "network namespaces for the host and the client; the server itself runs unprivileged"
 RL_USER=${RL_USER:-nobody}
@@ -36,10 +37,7 @@ command -v pasta >/dev/null || apt_install passt
 command -v pasta >/dev/null || cannot "pasta (Debian package passt) could not be installed"
 swan_install
 # charon's eap-mschapv2 (Debian libcharon-extauth-plugins) needs MD4/DES from its gcrypt plugin
-[ -e /usr/lib/ipsec/plugins/libstrongswan-eap-mschapv2.so ] || apt_install libcharon-extauth-plugins
-[ -e /usr/lib/ipsec/plugins/libstrongswan-eap-mschapv2.so ] ||
-  cannot "no charon eap-mschapv2 plugin (Debian libcharon-extauth-plugins)"
-SWAN_PLUGINS="$SWAN_PLUGINS gcrypt eap-identity eap-mschapv2"
+rw_swan_eap_plugins mschapv2
 locate_tunneld --bin ipsec
 IPSEC=$(dirname "$BIN")/ipsec
 
@@ -123,45 +121,14 @@ TPID=$(pgrep -f -- "^$D/tunneld --config" | head -n 1) || fail "no tunneld proce
 # ---- the client: charon as a road warrior, EAP-MSCHAPv2 as alice, asking for an address --
 S=$WORK/client
 swan_instance "$S"
-sed -i 's/install_virtual_ip = no/install_virtual_ip = yes/' "$S/strongswan.conf"
-cp "$D/ca.pem" "$S/swanctl/x509ca/"
-cat >"$S/swanctl/swanctl.conf" <<EOF
-connections {
-  rw {
-    version = 2
-    local_addrs = 10.93.0.2
-    remote_addrs = 10.93.0.1
-    proposals = aes128gcm16-prfsha256-x25519
-    encap = yes
-    mobike = no
-    vips = 0.0.0.0
-    local {
-      auth = eap-mschapv2
-      eap_id = alice
-    }
-    remote {
-      auth = pubkey
-      id = vpn.rl.test
-    }
-    children {
-      net {
-        remote_ts = 10.92.1.0/24
-        esp_proposals = aes128gcm16
-      }
-    }
-  }
-}
-secrets {
-  eap-alice {
-    id = alice
-    secret = "$PASSWORD"
-  }
-}
-EOF
+# (no rekey_time: charon's defaults, as a user's config would have)
+rw_client_conf "$S" local_addrs=10.93.0.2 remote_addrs=10.93.0.1 proposals=aes128gcm16-prfsha256-x25519 \
+  rekey= vips=0.0.0.0 auth=eap-mschapv2 eap_id=alice password="$PASSWORD" remote_id=vpn.rl.test \
+  cacert="$D/ca.pem" remote_ts=10.92.1.0/24 esp=aes128gcm16
 swan_start "$C" "$S"
 swan_load "$S"
 out=$(swan_initiate "$S" net 2>&1) || fail "the client could not connect: $(echo "$out" | tail -n 5); tunneld: $(tail -n 5 "$D/tunneld.log")"
-VIP=$(swan_list_sas "$S" | grep -o 'local-vips=\[[0-9.]*\]' | head -n 1 | tr -d '[]' | cut -d= -f2)
+VIP=$(rw_client_vip "$S")
 [[ "$VIP" == 10.92.2.* ]] || fail "the client got no address from the pool: \`$VIP\`"
 
 # ---- checks ------------------------------------------------------------------------------
