@@ -30,3 +30,75 @@ pub(crate) fn psk_config(prop: &str) -> crate::config::Config {
     .unwrap();
     crate::config::Config::new(alloc::vec![c])
 }
+
+/// The wall-clock time the EAP tests' certificates are checked at.
+pub(crate) const EAP_NOW_UNIX: u64 = 1_811_808_000;
+
+/// The user alice with the password "pw", for the EAP tests' servers.
+pub(crate) struct Alice;
+impl ipsec_eap::mschapv2::Credentials for Alice {
+    fn nt_hash(&self, identity: &[u8]) -> Option<ipsec_eap::ms_chap::NtHash> {
+        (identity == b"alice").then(|| ipsec_eap::ms_chap::NtHash::from_password("pw").unwrap())
+    }
+}
+
+/// An EAP client `a` (10.0.0.1, alice with `password`, trusting the test root CA) and a
+/// server `b` (10.0.0.2, moon.strongswan.org's certificate through the intermediate) whose
+/// clients authenticate with EAP through `backend` and `creds`; both clocks at
+/// [`EAP_NOW_UNIX`].
+pub(crate) fn eap_endpoints(
+    password: &str,
+    backend: ipsec_eap::server::Backend,
+    creds: alloc::sync::Arc<dyn crate::config::EapCredentials>,
+) -> (crate::Endpoint, crate::Endpoint) {
+    use crate::config::{ChildConfig, Config, Connection, LocalAuth, Psk, RemoteAuth, SendCert};
+    use crate::pki::{Certificate, PrivateKey, RingSigner, TrustStore};
+    use crate::Identity;
+    use alloc::sync::Arc;
+    use core::time::Duration;
+    const MOON_KEY: &[u8] = include_bytes!("../tests/data/pki/moon.key");
+    const MOON: &[u8] = include_bytes!("../tests/data/pki/moon.pem");
+    const ROOT: &[u8] = include_bytes!("../tests/data/pki/root-ca.pem");
+    const INTER: &[u8] = include_bytes!("../tests/data/pki/inter-ca.pem");
+    let conn = |name: &str, l: &str, r: &str| {
+        let mut c = Connection::new(
+            name,
+            l.parse().unwrap(),
+            Some(r.parse().unwrap()),
+            Identity::from_str_config(l).unwrap(),
+            None,
+            Psk::new(b"-"),
+            "aes128gcm16-prfsha256-x25519",
+        )
+        .unwrap();
+        c.children.push(ChildConfig::new("net", "", "", "aes128gcm16").unwrap());
+        c
+    };
+    let mut a = conn("a", "10.0.0.1", "10.0.0.2");
+    a.local_auth = LocalAuth::Eap {
+        identity: b"alice".to_vec(),
+        password: Psk::new(password.as_bytes()),
+    };
+    let mut t = TrustStore::new();
+    for c in Certificate::parse_pem_or_der(ROOT).unwrap() {
+        t.add_ca(c).unwrap();
+    }
+    a.remote_auth = RemoteAuth::Pubkey { trust: Arc::new(t) };
+    let mut b = conn("b", "10.0.0.2", "10.0.0.1");
+    b.local_id = Identity::from_str_config("moon.strongswan.org").unwrap();
+    let mut certs = Certificate::parse_pem_or_der(MOON).unwrap();
+    certs.extend(Certificate::parse_pem_or_der(INTER).unwrap());
+    b.local_auth = LocalAuth::Pubkey {
+        signer: Arc::new(RingSigner::new(PrivateKey::from_pem(MOON_KEY).unwrap()).unwrap()),
+        certs,
+        send_cert: SendCert::Always,
+    };
+    b.remote_auth = RemoteAuth::Eap { backend, creds };
+    let (mut a, mut b) = (
+        crate::Endpoint::new(Config::new(alloc::vec![a])),
+        crate::Endpoint::new(Config::new(alloc::vec![b])),
+    );
+    a.set_unix_time(Duration::ZERO, EAP_NOW_UNIX);
+    b.set_unix_time(Duration::ZERO, EAP_NOW_UNIX);
+    (a, b)
+}

@@ -156,11 +156,8 @@ mod tests {
     //! initiator) and a RADIUS server made of ipsec-eap's pieces (its MSCHAPv2 server, RFC
     //! 2865 signing, RFC 2548 keys; scripts/ci/ike-eap-radius.sh runs a real FreeRADIUS).
     use super::*;
-    use crate::config::{ChildConfig, Config, Connection, LocalAuth, Psk, RemoteAuth, SendCert};
     use crate::endpoint::Endpoint;
     use crate::event::{Event, Transmit};
-    use crate::id::Identity;
-    use crate::pki::{Certificate, PrivateKey, RingSigner, TrustStore};
     use alloc::sync::Arc;
     use ipsec_eap::ms_chap::NtHash;
     use ipsec_eap::mschapv2::{self, Credentials};
@@ -169,11 +166,6 @@ mod tests {
     use rand_chacha::ChaCha20Rng;
     use rand_core::SeedableRng;
 
-    const NOW_UNIX: u64 = 1_811_808_000;
-    const MOON_KEY: &[u8] = include_bytes!("../../tests/data/pki/moon.key");
-    const MOON: &[u8] = include_bytes!("../../tests/data/pki/moon.pem");
-    const ROOT: &[u8] = include_bytes!("../../tests/data/pki/root-ca.pem");
-    const INTER: &[u8] = include_bytes!("../../tests/data/pki/inter-ca.pem");
     const SECRET: &[u8] = b"radius secret";
 
     struct Users;
@@ -273,53 +265,10 @@ mod tests {
 
     /// A: the client with `password`; B: the server, EAP passed to RADIUS.
     fn endpoints(password: &str) -> (Endpoint, Endpoint) {
-        let conn = |name: &str, l: &str, r: &str| {
-            let mut c = Connection::new(
-                name,
-                l.parse().unwrap(),
-                Some(r.parse().unwrap()),
-                Identity::from_str_config(l).unwrap(),
-                None,
-                Psk::new(b"-"),
-                "aes128gcm16-prfsha256-x25519",
-            )
-            .unwrap();
-            c.children.push(ChildConfig::new("net", "", "", "aes128gcm16").unwrap());
-            c
-        };
-        let mut a = conn("a", "10.0.0.1", "10.0.0.2");
-        a.local_auth = LocalAuth::Eap {
-            identity: b"alice".to_vec(),
-            password: Psk::new(password.as_bytes()),
-        };
-        let mut t = TrustStore::new();
-        for c in Certificate::parse_pem_or_der(ROOT).unwrap() {
-            t.add_ca(c).unwrap();
-        }
-        a.remote_auth = RemoteAuth::Pubkey { trust: Arc::new(t) };
-        let mut b = conn("b", "10.0.0.2", "10.0.0.1");
-        b.local_id = Identity::from_str_config("moon.strongswan.org").unwrap();
-        let mut certs = Certificate::parse_pem_or_der(MOON).unwrap();
-        certs.extend(Certificate::parse_pem_or_der(INTER).unwrap());
-        b.local_auth = LocalAuth::Pubkey {
-            signer: Arc::new(RingSigner::new(PrivateKey::from_pem(MOON_KEY).unwrap()).unwrap()),
-            certs,
-            send_cert: SendCert::Always,
-        };
         let mut radius = ipsec_eap::radius::client::Config::new(SECRET, b"moon");
         radius.retransmit_after = Duration::from_secs(2);
         radius.max_tries = 3;
-        b.remote_auth = RemoteAuth::Eap {
-            backend: Backend::Radius(radius),
-            creds: Arc::new(NoUsers),
-        };
-        let (mut a, mut b) = (
-            Endpoint::new(Config::new(alloc::vec![a])),
-            Endpoint::new(Config::new(alloc::vec![b])),
-        );
-        a.set_unix_time(Duration::ZERO, NOW_UNIX);
-        b.set_unix_time(Duration::ZERO, NOW_UNIX);
-        (a, b)
+        crate::test_util::eap_endpoints(password, Backend::Radius(radius), Arc::new(NoUsers))
     }
 
     /// Moves IKE datagrams both ways and B's RADIUS datagrams through `radius` (None: the

@@ -549,75 +549,18 @@ mod tests {
     //! tests/eap.rs cannot forge): the outstanding EAP Request again, counted, the SA kept,
     //! and the conversation completes after; AUTH before EAP-Success refused.
     use super::*;
-    use crate::config::{ChildConfig, Config, Connection, Psk, SendCert};
+    use crate::config::Psk;
     use crate::endpoint::Endpoint;
     use crate::event::Transmit;
-    use crate::pki::{Certificate, PrivateKey, RingSigner, TrustStore};
     use alloc::sync::Arc;
     use core::time::Duration;
-    use ipsec_eap::ms_chap::NtHash;
-    use ipsec_eap::mschapv2::Credentials;
     use rand_chacha::ChaCha20Rng;
     use rand_core::SeedableRng;
 
-    const NOW_UNIX: u64 = 1_811_808_000;
-    const MOON_KEY: &[u8] = include_bytes!("../../tests/data/pki/moon.key");
-    const MOON: &[u8] = include_bytes!("../../tests/data/pki/moon.pem");
-    const ROOT: &[u8] = include_bytes!("../../tests/data/pki/root-ca.pem");
-    const INTER: &[u8] = include_bytes!("../../tests/data/pki/inter-ca.pem");
-
-    struct Alice;
-    impl Credentials for Alice {
-        fn nt_hash(&self, identity: &[u8]) -> Option<NtHash> {
-            (identity == b"alice").then(|| NtHash::from_password("pw").unwrap())
-        }
-    }
+    use crate::test_util::{Alice, EAP_NOW_UNIX as NOW_UNIX};
 
     fn endpoints() -> (Endpoint, Endpoint) {
-        let conn = |name: &str, l: &str, r: &str| {
-            let mut c = Connection::new(
-                name,
-                l.parse().unwrap(),
-                Some(r.parse().unwrap()),
-                Identity::from_str_config(l).unwrap(),
-                None,
-                Psk::new(b"-"),
-                "aes128gcm16-prfsha256-x25519",
-            )
-            .unwrap();
-            c.children.push(ChildConfig::new("net", "", "", "aes128gcm16").unwrap());
-            c
-        };
-        let mut a = conn("a", "10.0.0.1", "10.0.0.2");
-        a.local_auth = LocalAuth::Eap {
-            identity: b"alice".to_vec(),
-            password: Psk::new(b"pw"),
-        };
-        let mut t = TrustStore::new();
-        for c in Certificate::parse_pem_or_der(ROOT).unwrap() {
-            t.add_ca(c).unwrap();
-        }
-        a.remote_auth = RemoteAuth::Pubkey { trust: Arc::new(t) };
-        let mut b = conn("b", "10.0.0.2", "10.0.0.1");
-        b.local_id = Identity::from_str_config("moon.strongswan.org").unwrap();
-        let mut certs = Certificate::parse_pem_or_der(MOON).unwrap();
-        certs.extend(Certificate::parse_pem_or_der(INTER).unwrap());
-        b.local_auth = LocalAuth::Pubkey {
-            signer: Arc::new(RingSigner::new(PrivateKey::from_pem(MOON_KEY).unwrap()).unwrap()),
-            certs,
-            send_cert: SendCert::Always,
-        };
-        b.remote_auth = RemoteAuth::Eap {
-            backend: ipsec_eap::server::Backend::Local,
-            creds: Arc::new(Alice),
-        };
-        let (mut a, mut b) = (
-            Endpoint::new(Config::new(alloc::vec![a])),
-            Endpoint::new(Config::new(alloc::vec![b])),
-        );
-        a.set_unix_time(Duration::ZERO, NOW_UNIX);
-        b.set_unix_time(Duration::ZERO, NOW_UNIX);
-        (a, b)
+        crate::test_util::eap_endpoints("pw", ipsec_eap::server::Backend::Local, Arc::new(Alice))
     }
 
     /// Moves datagrams until none are left; `drop_a(n)` drops A's n-th datagram (0-based).
