@@ -334,7 +334,7 @@ pub struct Connection {
     pub unique: crate::pool::Unique,
     /// MOBIKE (RFC 4555; swanctl `mobike`, default yes): announce MOBIKE_SUPPORTED in
     /// IKE_AUTH and, when both sides did, follow the peer's UPDATE_SA_ADDRESSES
-    /// ([`crate::task::ike_mobike`]).
+    /// (`task::ike_mobike`).
     pub mobike: bool,
     /// Which side starts rekeys of the IKE SA and its children (issue #36: clients that
     /// refuse a server's rekey).

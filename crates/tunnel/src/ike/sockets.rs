@@ -9,7 +9,7 @@ pub struct IkeSockets<'a> {
     pub ike: Vec<UdpSocket>,
     /// Sends a datagram from port 4500 (the ESP-in-UDP socket of that IP version).
     pub natt: Vec<(&'a crate::dev::udp::EncapSocket, IpAddr)>,
-    /// Toward the `[radius]` server, when a connection passes EAP to it ([`super::radius`]).
+    /// Toward the `[radius]` server, when a connection passes EAP to it (`ike::radius`).
     pub radius: Option<super::radius::RadiusSocket>,
 }
 
