@@ -81,16 +81,18 @@ pub(super) fn add_child(
         Owner::Ike(ChildSaKey::inb(spi_in)),
     )?;
     added.push(inb);
-    let mut ps = eng.spd().policies().to_vec();
     // After the config's policies; a rekey's initiator puts the new pair's before the old
     // pair's, so outbound traffic moves to it at once (RFC 7296 2.8).
     let old = c.before.and_then(|spi_in| st.child(ChildSaKey::out(spi_in)));
+    let policies = eng.spd().policies();
+    let len = policies.len();
     let at = old
         .and_then(|id| {
-            ps.iter()
+            policies
+                .iter()
                 .position(|p| matches!(&p.action, Action::Protect(v) if v.contains(&id)))
         })
-        .unwrap_or(ps.len());
+        .unwrap_or(len);
     let mut new = Vec::with_capacity(2 * c.selectors.len());
     for (o, i) in &c.selectors {
         new.push(Policy {
@@ -104,8 +106,23 @@ pub(super) fn add_child(
             action: Action::Protect(vec![inb]),
         });
     }
-    ps.splice(at..at, new);
-    eng.set_policies(ps).map_err(install_error)?;
+    if at == len {
+        // A new child (the usual case; every client of a remote-access server): its policies
+        // go after all the others, each pushed (the SPD's index takes one in O(1) and the
+        // engine's left-right tables copy nothing), rather than the whole list copied and
+        // rebuilt per child, which made each setup cost O(policies held). All are checked
+        // first, so none is added unless all can be.
+        for p in &new {
+            eng.check_policy(p).map_err(install_error)?;
+        }
+        for p in new {
+            eng.add_policy(p).map_err(install_error)?;
+        }
+    } else {
+        let mut ps = eng.spd().policies().to_vec();
+        ps.splice(at..at, new);
+        eng.set_policies(ps).map_err(install_error)?;
+    }
     for k in at + 1..=at + 2 * c.selectors.len() {
         let v = policy_info(k, &eng.spd().policies()[k - 1], eng);
         events.push(Event::PolicyAdded(policy_event(now, v, Cause::IKE)));
