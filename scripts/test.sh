@@ -46,7 +46,9 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 BG_LOG=$(mktemp -d /tmp/ipsec-test-bg.XXXXXX)
 LINT_PID="" FUZZ_BUILD_PID=""
 # A failing step ends the run: the background builds (our children only) end with it.
-trap 'for p in $LINT_PID $FUZZ_BUILD_PID; do pkill -P "$p" 2>/dev/null; kill "$p" 2>/dev/null; done; true' EXIT
+# (Each command there must not fail: under set -e a failing one in an EXIT trap would make
+# the script's status 1 after a run that passed.)
+trap 'rc=$?; for p in $LINT_PID $FUZZ_BUILD_PID; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done; exit $rc' EXIT
 if [ "${IPSEC_TEST_SERIAL:-0}" != 1 ]; then
   if cargo clippy --version >/dev/null 2>&1; then
     nice -n 19 cargo clippy --workspace --all-targets --locked -- -D warnings >"$BG_LOG/clippy" 2>&1 &
