@@ -25,6 +25,7 @@ pub mod nat;
 pub mod pki;
 pub mod pool;
 pub mod prf;
+mod radius_table;
 pub mod sk;
 pub mod vendor;
 pub mod wire;

@@ -22,7 +22,6 @@ mod inbound;
 mod radius;
 mod reap;
 
-pub(crate) use radius::RadiusTable;
 pub use radius::{RadiusDropped, RadiusStats, RadiusTransmit};
 
 /// The packet that triggered an acquire (for the first selectors, RFC 7296 2.9).

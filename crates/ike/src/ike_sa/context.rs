@@ -76,7 +76,7 @@ pub(crate) struct Output {
     pub leases: crate::pool::Leases,
     /// The RADIUS socket's outstanding Identifiers and datagrams ([`crate::endpoint`]'s
     /// radius module).
-    pub radius: crate::endpoint::RadiusTable,
+    pub radius: crate::radius_table::RadiusTable,
 }
 
 impl Output {

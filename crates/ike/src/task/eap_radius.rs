@@ -19,9 +19,9 @@
 use super::ike_auth_eap::{refuse, step_reply};
 use super::Reply;
 use crate::authenticator::Refusal;
-use crate::endpoint::RadiusDropped;
 use crate::header::ExchangeType;
 use crate::ike_sa::{Cx, IkeSa};
+use crate::radius_table::RadiusDropped;
 use alloc::vec::Vec;
 use core::time::Duration;
 use ipsec_eap::server::{Backend, FailureReason, Step};
@@ -516,7 +516,7 @@ mod tests {
     /// Identifiers and each answer reaches its own SA.
     #[test]
     fn outstanding_identifiers_are_distinct_across_sas() {
-        let mut t = crate::endpoint::RadiusTable::default();
+        let mut t = crate::radius_table::RadiusTable::default();
         let a = t.free_identifier().unwrap();
         t.track(1, Some(a));
         let b = t.free_identifier().unwrap();
