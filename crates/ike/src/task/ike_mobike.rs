@@ -784,6 +784,51 @@ mod tests {
         assert_eq!((st.stats.mobike_checks, st.stats.mobike_refused), (0, 1));
     }
 
+    /// A second update from yet another address while the first check runs: the first
+    /// answered moves the SA there, then the newer address is checked and the SA follows.
+    #[test]
+    fn a_newer_address_is_checked_after_the_running_check() {
+        let mut net = Net::up(true, true);
+        let (x, y) = (sock("10.9.9.9:4500"), sock("10.8.8.8:4500"));
+        let first = net.update_from(x);
+        let sa = net.a.sas_mut().next().unwrap();
+        let (i, r) = (sa.spi_i(), sa.spi_r());
+        // Sealed by hand with the ID after A's outstanding update (our initiator waits).
+        let ps = [
+            n(kind::UPDATE_SA_ADDRESSES, &[]),
+            n(kind::COOKIE2, &[7; 8]),
+            n(kind::NAT_DETECTION_SOURCE_IP, &crate::nat::nat_hash(i, r, y)),
+            n(
+                kind::NAT_DETECTION_DESTINATION_IP,
+                &crate::nat::nat_hash(i, r, sock("10.0.0.2:500")),
+            ),
+        ];
+        let sa = net.a.sas_mut().next().unwrap();
+        let id = sa.spare_request_id();
+        let req = sa
+            .seal(ExchangeType::Informational, false, id, &ps, &mut net.rng)
+            .unwrap();
+        net.b
+            .handle_datagram(NOW, sock("10.0.0.2:500"), y, &req, &mut net.rng)
+            .unwrap();
+        let second = net.b_out();
+        assert!(
+            second.iter().all(|t| t.remote == y) && second.len() == 1,
+            "only the answer: {second:?}"
+        );
+        // The first check answered from x: the SA moves there, and y's check goes out.
+        let answers = net.deliver_a(&first);
+        net.deliver_b(&answers, x, NOW);
+        let check_y = net.b_out();
+        assert_eq!(net.b_remote(), x);
+        assert!(check_y.len() == 1 && check_y[0].remote == y, "{check_y:?}");
+        let answers = net.deliver_a(&check_y);
+        net.deliver_b(&answers, y, NOW);
+        net.b_out();
+        assert_eq!((net.b_remote(), net.b_moves()), (y, 2));
+        assert_eq!(net.b.status(NOW)[0].stats.mobike_checks, 2);
+    }
+
     /// The check answered, but from another address than the one checked: failed, nothing
     /// moves.
     #[test]
