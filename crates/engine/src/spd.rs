@@ -433,7 +433,7 @@ impl Spd {
             }
         }
         for (i, p) in new.iter().enumerate() {
-            self.index[slot(p.dir)].insert_anywhere(at + i, &p.selector);
+            self.index[slot(p.dir)].insert(at + i, &p.selector);
         }
         self.policies.splice(at..at, new);
     }
@@ -633,39 +633,10 @@ struct Index {
 }
 
 impl Index {
-    /// Adds the policy at `pos`, which is after every policy already in the index.
-    fn insert(&mut self, pos: usize, sel: &Selector) {
-        let (src, s) = Shape::of(sel.src);
-        let (dst, d) = Shape::of(sel.dst);
-        let g = match self.groups.iter().position(|g| g.src == src && g.dst == dst) {
-            Some(i) => &mut self.groups[i],
-            None => {
-                // `pos` is the last position, so the new group goes last in the order too.
-                self.groups.push(Group {
-                    src,
-                    dst,
-                    first: pos,
-                    map: HashMap::new(),
-                });
-                let last = self.groups.len() - 1;
-                &mut self.groups[last]
-            }
-        };
-        match g.map.entry((s, d)) {
-            hashbrown::hash_map::Entry::Occupied(mut e) => e.get_mut().rest.push(pos),
-            hashbrown::hash_map::Entry::Vacant(e) => {
-                e.insert(Slots {
-                    head: pos,
-                    rest: Vec::new(),
-                });
-            }
-        }
-    }
-
     /// Adds the policy at `pos`, anywhere in the order (the positions from `pos` on already
-    /// moved down: see [`Index::renumber`]): the slots stay ascending and the groups ordered
-    /// by their earliest policy.
-    fn insert_anywhere(&mut self, pos: usize, sel: &Selector) {
+    /// moved down: see [`Index::renumber`]; at the end, the usual case, nothing moves): the
+    /// slots stay ascending and the groups ordered by their earliest policy.
+    fn insert(&mut self, pos: usize, sel: &Selector) {
         let (src, s) = Shape::of(sel.src);
         let (dst, d) = Shape::of(sel.dst);
         let (i, fresh) = match self.groups.iter().position(|g| g.src == src && g.dst == dst) {
