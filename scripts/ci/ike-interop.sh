@@ -72,6 +72,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 START=$SECONDS
 NETNS_TAG=ike-interop
+# the namespaces and links carry the PID (iia, iin, iib in the comments), so runs side by side
+# do not collide
+T=ii$(($$ % 100000))
 . scripts/lib/netns.sh
 . scripts/lib/strongswan.sh
 ALL_CASES="i-gcm r-gcm256 i-cbc r-modp v6 r-v6 psk-i psk-r noprop-i noprop-r ke-i ke-r nat-i nat-r"
@@ -111,38 +114,38 @@ MON=""
 # conntrack mappings, which outlive a flushed ruleset).
 topo_up() {
   local ns
-  for ns in iia iin iib; do ip netns del "$ns" 2>/dev/null || true; done
+  for ns in ${T}a ${T}n ${T}b; do ip netns del "$ns" 2>/dev/null || true; done
   NETNS=()
-  netns_add iia iin iib
-  ip link add iiva netns iia type veth peer name iina netns iin
-  ip link add iinb netns iin type veth peer name iivb netns iib
-  ip -n iia addr add 10.99.1.1/24 dev iiva
-  ip -n iia addr add fd00:99:1::1/64 dev iiva nodad
-  ip -n iin addr add 10.99.1.254/24 dev iina
-  ip -n iin addr add fd00:99:1::254/64 dev iina nodad
-  ip -n iin addr add 10.99.2.254/24 dev iinb
-  ip -n iin addr add fd00:99:2::254/64 dev iinb nodad
-  ip -n iib addr add 10.99.2.1/24 dev iivb
-  ip -n iib addr add fd00:99:2::1/64 dev iivb nodad
-  for ns in iia iin iib; do ip -n "$ns" link set lo up; done
-  ip -n iia link set iiva up
-  ip -n iin link set iina up
-  ip -n iin link set iinb up
-  ip -n iib link set iivb up
-  ip -n iia route add default via 10.99.1.254
-  ip -n iia -6 route add default via fd00:99:1::254
-  ip -n iib route add default via 10.99.2.254
-  ip -n iib -6 route add default via fd00:99:2::254
-  ip netns exec iin sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
-  ip -n iia addr add 10.100.1.1/32 dev lo
-  ip -n iia addr add fd00:100:1::1/128 dev lo nodad
-  ip -n iib addr add 10.100.2.1/32 dev lo
-  ip -n iib addr add fd00:100:2::1/128 dev lo nodad
+  netns_add ${T}a ${T}n ${T}b
+  ip link add ${T}va netns ${T}a type veth peer name ${T}na netns ${T}n
+  ip link add ${T}nb netns ${T}n type veth peer name ${T}vb netns ${T}b
+  ip -n ${T}a addr add 10.99.1.1/24 dev ${T}va
+  ip -n ${T}a addr add fd00:99:1::1/64 dev ${T}va nodad
+  ip -n ${T}n addr add 10.99.1.254/24 dev ${T}na
+  ip -n ${T}n addr add fd00:99:1::254/64 dev ${T}na nodad
+  ip -n ${T}n addr add 10.99.2.254/24 dev ${T}nb
+  ip -n ${T}n addr add fd00:99:2::254/64 dev ${T}nb nodad
+  ip -n ${T}b addr add 10.99.2.1/24 dev ${T}vb
+  ip -n ${T}b addr add fd00:99:2::1/64 dev ${T}vb nodad
+  for ns in ${T}a ${T}n ${T}b; do ip -n "$ns" link set lo up; done
+  ip -n ${T}a link set ${T}va up
+  ip -n ${T}n link set ${T}na up
+  ip -n ${T}n link set ${T}nb up
+  ip -n ${T}b link set ${T}vb up
+  ip -n ${T}a route add default via 10.99.1.254
+  ip -n ${T}a -6 route add default via fd00:99:1::254
+  ip -n ${T}b route add default via 10.99.2.254
+  ip -n ${T}b -6 route add default via fd00:99:2::254
+  ip netns exec ${T}n sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
+  ip -n ${T}a addr add 10.100.1.1/32 dev lo
+  ip -n ${T}a addr add fd00:100:1::1/128 dev lo nodad
+  ip -n ${T}b addr add 10.100.2.1/32 dev lo
+  ip -n ${T}b addr add fd00:100:2::1/128 dev lo nodad
   # The router learns both hosts now: otherwise the first IKE message through it waits (up to
   # ~2 s for IPv6) on neighbour discovery, charon retransmits, and its log says so.
   local a
   for a in 10.99.2.1 fd00:99:2::1; do
-    ip netns exec iia ping -c 1 -W 3 -q "$a" >/dev/null || fail "topology: iia cannot reach $a through iin"
+    ip netns exec ${T}a ping -c 1 -W 3 -q "$a" >/dev/null || fail "topology: ${T}a cannot reach $a through ${T}n"
   done
   NAT_USED=0
 }
@@ -150,7 +153,7 @@ topo_up() {
 # nat_on OUT_IF IN_IF: iin masquerades what leaves through OUT_IF (UDP to ports 20000-20999)
 # and forwards from OUT_IF's side only what answers a connection made from IN_IF's side.
 nat_on() {
-  ip netns exec iin nft -f - <<EOF || fail "$CASE: nft could not load the NAT rules"
+  ip netns exec ${T}n nft -f - <<EOF || fail "$CASE: nft could not load the NAT rules"
 table ip iinat {
   chain post {
     type nat hook postrouting priority srcnat; policy accept;
@@ -187,17 +190,17 @@ td_conf() {
 td_start() {
   local d=$1
   mkdir -p "$d/keys"
-  ip netns exec iia "$BIN" --config "$d/tunneld.toml" --control "$d/ctl.sock" --stats "$d/stats.json" \
+  ip netns exec ${T}a "$BIN" --config "$d/tunneld.toml" --control "$d/ctl.sock" --stats "$d/stats.json" \
     --keylog "$d/keys" 2>"$d/tunneld.log" &
   TD=$!
   BG+=("$TD")
   wait_for 10 "$CASE: tunneld's control socket" test -S "$d/ctl.sock"
-  wait_for 10 "$CASE: tunneld's ipsec0" ip -n iia link show ipsec0
+  wait_for 10 "$CASE: tunneld's ipsec0" ip -n ${T}a link show ipsec0
   "$IPSEC" monitor --control "$d/ctl.sock" --json >"$d/monitor.log" 2>&1 &
   MON=$!
   BG+=("$MON")
-  ip -n iia route add 10.100.2.0/24 dev ipsec0 src 10.100.1.1
-  ip -n iia -6 route add fd00:100:2::/64 dev ipsec0 src fd00:100:1::1
+  ip -n ${T}a route add 10.100.2.0/24 dev ipsec0 src 10.100.1.1
+  ip -n ${T}a -6 route add fd00:100:2::/64 dev ipsec0 src fd00:100:1::1
 }
 
 td_ctl() { "$IPSEC" "$@" --control "$CD/ctl.sock"; }
@@ -256,7 +259,7 @@ sw_counts() { swan_established "$SD"; }
 
 # ---- captures ------------------------------------------------------------------------------
 cap_start() {
-  ip netns exec iia dumpcap -q -P -i iiva -w "$CD/link.pcap" -f 'udp port 500 or udp port 4500' 2>"$CD/dumpcap.log" &
+  ip netns exec ${T}a dumpcap -q -P -i ${T}va -w "$CD/link.pcap" -f 'udp port 500 or udp port 4500' 2>"$CD/dumpcap.log" &
   CAP=$!
   BG+=("$CAP")
   swan_wait_capture 10 "$CD/link.pcap"
@@ -420,8 +423,8 @@ run_case() {
   local t0=$SECONDS
   [ "$NAT_USED" = 0 ] || topo_up
   case $NAT in
-    t) nat_on iinb iina ;;
-    s) nat_on iina iinb ;;
+    t) nat_on ${T}nb ${T}na ;;
+    s) nat_on ${T}na ${T}nb ;;
   esac
   CD=$WORK/$CASE
   SD=$CD/charon
@@ -440,7 +443,7 @@ run_case() {
   swan_site_conf "$SD" local=$sa remote=$s_remote local_id=charon.ii.test remote_id=tunneld.ii.test \
     local_ts=$sts remote_ts=$tts psk="${o[psk_s]}" ike="${o[ike_s]}" esp="${o[esp_s]}" encap=yes
   cap_start
-  swan_start iib "$SD"
+  swan_start ${T}b "$SD"
   swan_load "$SD"
   td_start "$CD"
   local out rc
@@ -476,11 +479,11 @@ run_case() {
       sw_sas=$(swan_list_sas "$SD")
       [[ -n $spis && $sw_sas == *"spi-in=${spis#* }"* && $sw_sas == *"spi-out=${spis% *}"* ]] ||
         fail "$CASE: the child's SPIs differ: ipsec ike list: $(cat "$CD/ike-list.out"); charon: $sw_sas"
-      ping_ok iia 10.100.1.1 10.100.2.1
-      ping_ok iib 10.100.2.1 10.100.1.1
+      ping_ok ${T}a 10.100.1.1 10.100.2.1
+      ping_ok ${T}b 10.100.2.1 10.100.1.1
       if [ "${o[inner6]}" = yes ]; then
-        ping_ok iia fd00:100:1::1 fd00:100:2::1
-        ping_ok iib fd00:100:2::1 fd00:100:1::1
+        ping_ok ${T}a fd00:100:1::1 fd00:100:2::1
+        ping_ok ${T}b fd00:100:2::1 fd00:100:1::1
       fi
       if [ "$NAT" != none ]; then
         local peer
