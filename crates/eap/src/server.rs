@@ -119,7 +119,8 @@ enum Inner {
     #[cfg(feature = "tls")]
     Tls(alloc::boxed::Box<crate::tls::Server>),
     Radius {
-        session: radius::Session,
+        /// Boxed: the largest variant by far, and one IKE SA in many has it.
+        session: alloc::boxed::Box<radius::Session>,
         /// The Identifier of the EAP Request last relayed to the peer (None while waiting).
         relayed: Option<u8>,
         /// The Identifier of the peer's last Response (for a built EAP-Failure).
@@ -275,7 +276,7 @@ impl Authenticator {
                         let rid = [self.next_radius_id.take().unwrap_or(rid[0])];
                         session.send_eap(eap_body(eap)?, rid[0], now, rng)?;
                         self.inner = Inner::Radius {
-                            session,
+                            session: alloc::boxed::Box::new(session),
                             relayed: None,
                             last_response: repr.identifier,
                             radius_id: rid[0],
