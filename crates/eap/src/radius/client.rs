@@ -40,6 +40,9 @@ pub struct Config {
     pub max_tries: u8,
     /// The shared secrets of servers 1, 2, ... (server 0's is `secret`), in failover order.
     pub fallback_secrets: Vec<Zeroizing<Vec<u8>>>,
+    /// How long a server whose tries all timed out is skipped before it is tried again
+    /// (for the caller that keeps the servers' health; default 60 s).
+    pub retry_down_after: Duration,
 }
 
 impl Config {
@@ -52,6 +55,7 @@ impl Config {
             retransmit_after: Duration::from_secs(2),
             max_tries: 3,
             fallback_secrets: Vec::new(),
+            retry_down_after: Duration::from_secs(60),
         }
     }
 
