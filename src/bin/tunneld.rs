@@ -193,6 +193,7 @@ fn ike_setup(c: &config::Config, args: &Args, t: &config::TunnelConfig) -> Resul
             .radius
             .as_ref()
             .filter(|_| c.connections.iter().any(|x| x.remote.radius))
-            .map(|r| r.address),
+            .map(|r| r.addresses())
+            .unwrap_or_default(),
     }))
 }

@@ -173,9 +173,10 @@ pub struct IkeSetup {
     pub config: ipsec_ike::Config,
     /// `--keylog DIR`: Wireshark's key tables (off by default).
     pub keylog: Option<PathBuf>,
-    /// The `[radius]` server EAP-RADIUS connections pass EAP to (the IKE thread's socket
-    /// toward it, [`crate::ike::RadiusSocket`]).
-    pub radius: Option<SocketAddr>,
+    /// The `[radius]` servers EAP-RADIUS connections pass EAP to, in the order of
+    /// preference (the IKE thread's socket toward them, [`crate::ike::RadiusSocket`]); empty:
+    /// none.
+    pub radius: Vec<SocketAddr>,
 }
 
 /// Runs the daemon until `stop` is set; returns the final counters (also written to the
@@ -388,11 +389,11 @@ impl IkeParts {
             config.ike_port,
             locals.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
         );
-        let radius = match setup.radius {
-            Some(server) => Some(crate::ike::RadiusSocket::open(server).map_err(context(format!(
-                "opening a UDP socket toward the RADIUS server {server}"
+        let radius = match setup.radius.as_slice() {
+            [] => None,
+            servers => Some(crate::ike::RadiusSocket::open_many(servers).map_err(context(format!(
+                "opening a UDP socket toward the RADIUS servers {servers:?}"
             )))?),
-            None => None,
         };
         Ok(IkeParts {
             handle,

@@ -353,7 +353,7 @@ pub fn run(
             counters.update_dos(&endpoint);
         }
         if let Some(r) = &sockets.radius {
-            counters.update_radius(&endpoint, r.wrong_source.load(Ordering::Relaxed));
+            counters.update_radius(&endpoint, r.wrong_source.load(Ordering::Relaxed), r.servers());
         }
     }
     finish(&mut endpoint, sockets, now(), &mut rng);

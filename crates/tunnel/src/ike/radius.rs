@@ -5,7 +5,11 @@
 //! ([`ipsec_ike::Endpoint::handle_radius`]); here the socket sends what
 //! [`ipsec_ike::Endpoint::poll_radius`] gives and reads what comes back.
 //!
-//! Only datagrams from the server's address and port are handed on: anything else on the
+//! Several servers (`[[radius]]`, failover): the endpoint says which server each datagram
+//! goes to ([`ipsec_ike::RadiusTransmit::server`], the servers' order of preference), and an
+//! answer is handed on with the number of the server it came from.
+//!
+//! Only datagrams from a server's address and port are handed on: anything else on the
 //! socket is dropped and counted (`wrong_source`), as are answers the endpoint refuses (no
 //! request with their Identifier, a wrong authenticator: `dropped`), each with a log line
 //! (at the first and then at every power of two, so a flood does not flood the log).
@@ -20,7 +24,8 @@ const READS_PER_PASS: usize = 64;
 /// The socket and what it dropped.
 pub struct RadiusSocket {
     sock: UdpSocket,
-    server: SocketAddr,
+    /// The servers, in the order of preference (the endpoint's server numbers).
+    servers: Vec<SocketAddr>,
     /// Datagrams from another address or port than the server's.
     pub wrong_source: AtomicU64,
     /// Datagrams from the server the endpoint dropped (unmatched, wrong authenticator,
@@ -38,6 +43,24 @@ fn note(counter: &AtomicU64) -> Option<u64> {
 impl RadiusSocket {
     /// A nonblocking socket on an ephemeral port of the server's address family.
     pub fn open(server: SocketAddr) -> std::io::Result<RadiusSocket> {
+        RadiusSocket::open_many(&[server])
+    }
+
+    /// A nonblocking socket on an ephemeral port toward `servers` (in the order of
+    /// preference; all of one address family).
+    pub fn open_many(servers: &[SocketAddr]) -> std::io::Result<RadiusSocket> {
+        let Some(server) = servers.first().copied() else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "no RADIUS server",
+            ));
+        };
+        if servers.iter().any(|s| s.is_ipv4() != server.is_ipv4()) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the RADIUS servers must be of one address family (IPv4 or IPv6)",
+            ));
+        }
         let any = match server.ip() {
             IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
@@ -46,16 +69,21 @@ impl RadiusSocket {
         sock.set_nonblocking(true)?;
         Ok(RadiusSocket {
             sock,
-            server,
+            servers: servers.to_vec(),
             wrong_source: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             send_errors: AtomicU64::new(0),
         })
     }
 
-    /// The server.
+    /// The first server (by preference).
     pub fn server(&self) -> SocketAddr {
-        self.server
+        self.servers[0]
+    }
+
+    /// The servers, in the order of preference.
+    pub fn servers(&self) -> &[SocketAddr] {
+        &self.servers
     }
 
     /// The socket (for the IKE thread's poll).
@@ -66,12 +94,13 @@ impl RadiusSocket {
     /// Sends everything the endpoint has for the server.
     pub(super) fn send_all(&self, endpoint: &mut ipsec_ike::Endpoint) {
         while let Some(t) = endpoint.poll_radius() {
-            if let Err(e) = self.sock.send_to(&t.data, self.server) {
+            let Some(&to) = self.servers.get(t.server) else {
+                note(&self.send_errors);
+                continue;
+            };
+            if let Err(e) = self.sock.send_to(&t.data, to) {
                 if let Some(n) = note(&self.send_errors) {
-                    warn!(
-                        "IKE: sending to the RADIUS server {}: {e} ({n} failed sends)",
-                        self.server
-                    );
+                    warn!("IKE: sending to the RADIUS server {to}: {e} ({n} failed sends)");
                 }
             }
         }
@@ -90,16 +119,13 @@ impl RadiusSocket {
         while read < READS_PER_PASS {
             let Ok((n, from)) = self.sock.recv_from(buf) else { break };
             read += 1;
-            if from != self.server {
+            let Some(server) = self.servers.iter().position(|s| *s == from) else {
                 if let Some(k) = note(&self.wrong_source) {
-                    warn!(
-                        "IKE: a datagram from {from} on the RADIUS socket dropped: not the server {} ({k} so far)",
-                        self.server
-                    );
+                    warn!("IKE: a datagram from {from} on the RADIUS socket dropped: not a RADIUS server ({k} so far)");
                 }
                 continue;
-            }
-            if let Err(e) = endpoint.handle_radius(now, &buf[..n], rng) {
+            };
+            if let Err(e) = endpoint.handle_radius_from(now, server, &buf[..n], rng) {
                 debug!("IKE: RADIUS answer dropped: {e}");
                 if let Some(k) = note(&self.dropped) {
                     warn!("IKE: an answer from the RADIUS server {from} dropped: {e} ({k} so far)");

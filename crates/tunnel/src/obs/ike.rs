@@ -40,6 +40,29 @@ pub struct IkeCounters {
     radius_no_identifier: AtomicU64,
     /// The address pools' figures ([`IkeCounters::update_pools`]).
     pools: std::sync::Mutex<Vec<PoolReport>>,
+    /// Each RADIUS server's figures ([`IkeCounters::update_radius`]).
+    radius_servers: std::sync::Mutex<Vec<RadiusServerReport>>,
+}
+
+/// One RADIUS server's figures (EAP-RADIUS with failover, `[[radius]]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RadiusServerReport {
+    /// Its address and port.
+    pub server: String,
+    /// Datagrams sent to it (retransmissions included).
+    pub sent: u64,
+    /// Retransmissions among them.
+    pub retransmitted: u64,
+    /// Authenticated answers from it taken.
+    pub answers: u64,
+    /// Requests whose every try on it timed out.
+    pub timeouts: u64,
+    /// Requests it took over from a server that timed out.
+    pub failovers_to: u64,
+    /// Times it was marked down.
+    pub marked_down: u64,
+    /// Marked down now (skipped until its hold-down passes).
+    pub down: bool,
 }
 
 /// One address pool's figures (remote access, docs/remote-access.md).
@@ -121,6 +144,9 @@ pub struct IkeReport {
     /// The address pools.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<PoolReport>,
+    /// The RADIUS servers, in the order of preference.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub radius_servers: Vec<RadiusServerReport>,
 }
 
 impl IkeCounters {
@@ -158,6 +184,7 @@ impl IkeCounters {
             radius_wrong_source: g(&self.radius_wrong_source),
             radius_no_identifier: g(&self.radius_no_identifier),
             pools: self.pools.lock().map(|p| p.clone()).unwrap_or_default(),
+            radius_servers: self.radius_servers.lock().map(|p| p.clone()).unwrap_or_default(),
         }
     }
 
@@ -210,7 +237,33 @@ impl IkeCounters {
 
     /// EAP-RADIUS's figures: the endpoint's, and what tunneld's socket dropped itself
     /// (cheap: no pass over the SAs).
-    pub(crate) fn update_radius(&self, endpoint: &ipsec_ike::Endpoint, wrong_source: u64) {
+    pub(crate) fn update_radius(
+        &self,
+        endpoint: &ipsec_ike::Endpoint,
+        wrong_source: u64,
+        servers: &[std::net::SocketAddr],
+    ) {
+        let stats = endpoint.radius_server_stats();
+        let per: Vec<RadiusServerReport> = servers
+            .iter()
+            .enumerate()
+            .map(|(n, a)| {
+                let x = stats.get(n).copied().unwrap_or_default();
+                RadiusServerReport {
+                    server: a.to_string(),
+                    sent: x.sent,
+                    retransmitted: x.retransmitted,
+                    answers: x.answers,
+                    timeouts: x.timeouts,
+                    failovers_to: x.failovers_to,
+                    marked_down: x.marked_down,
+                    down: x.down,
+                }
+            })
+            .collect();
+        if let Ok(mut g) = self.radius_servers.lock() {
+            *g = per;
+        }
         let s = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
         let r = endpoint.radius_stats();
         s(&self.radius_sent, r.sent);
