@@ -22,6 +22,12 @@
 #   down    radiusd not running: tunneld retransmits its Access-Request (1 s apart, 2 tries)
 #           then refuses with the server-down reason (log line and ike.auth_failed event
 #           "the RADIUS server did not answer"); nothing left on either side, no lease
+#   failover two servers ([[radius]]): the first by preference is a closed port (nothing
+#           listens; its own secret in the secrets file), the second radiusd: tunneld's
+#           Access-Request times out on the first (1 s apart, 2 tries), which is marked down
+#           (log line), and goes to radiusd with a new Identifier and radiusd's secret: alice
+#           gets in (address, pings); the stats file counts per server (the first: timeouts
+#           and marked down; the second: the failover and the answers)
 #   slow    (not in --ci: about 10 s) radiusd paused (SIGSTOP) for 5.5 s while alice connects
 #           (tunneld: 3 s between its tries, 3 tries): charon retransmits its IKE_AUTH request
 #           at 4 s, which tunneld absorbs (the response waits for the server, RFC 7296 2.1);
@@ -30,7 +36,7 @@
 #
 #   sudo bash scripts/ci/ike-eap-radius.sh          # every case (builds tunneld and ipsec)
 #   sudo bash scripts/ci/ike-eap-radius.sh wrong    # only that one
-#   sudo bash scripts/ci/ike-eap-radius.sh --ci     # ok, wrong, down (about 15 s)
+#   sudo bash scripts/ci/ike-eap-radius.sh --ci     # ok, wrong, down, failover (about 20 s)
 #   bash scripts/ci/ike-eap-radius.sh --if-possible # no root / netns / strongSwan / FreeRADIUS: say why, exit 0
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -40,10 +46,10 @@ NETNS_TAG=ike-eap-radius
 . scripts/lib/ike-lifecycle.sh
 . scripts/lib/freeradius.sh
 . scripts/lib/roadwarrior.sh
-ALL_CASES="ok wrong down slow"
+ALL_CASES="ok wrong down failover slow"
 parse_stages "$ALL_CASES" "$@"
 if [ ${#STAGES[@]} -eq 0 ]; then
-  if [ "$CI" = 1 ]; then read -r -a STAGES <<<"ok wrong down"; else read -r -a STAGES <<<"$ALL_CASES"; fi
+  if [ "$CI" = 1 ]; then read -r -a STAGES <<<"ok wrong down failover"; else read -r -a STAGES <<<"$ALL_CASES"; fi
 fi
 need_netns "network namespaces, charon, tunneld, radiusd"
 fr_find || apt_install freeradius
@@ -70,6 +76,7 @@ ALICE_PW="Alice-$RANDOM$RANDOM"
 BOB_PW="Bob-$RANDOM$RANDOM"
 RADIUS_SECRET="radius-$$-$RANDOM"
 RADIUS_PORT=$((20000 + ($$ % 20000)))
+CLOSED_PORT=$((RADIUS_PORT + 1)) # nothing listens there (the failover case's first server)
 fr_conf "$WORK/radius" "$RADIUS_PORT" "$RADIUS_SECRET" "alice:$ALICE_PW" "bob:$BOB_PW"
 
 # ---- the server's certificate (strongSwan's pki) ---------------------------------------------
@@ -99,7 +106,23 @@ wait_stat() {
   done
 }
 
-# run_case NAME USER PASSWORD EXPECT(up|refused|down|slow)
+# server_stat DIR N FIELD: tunneld's stats file's ike.radius_servers[N].FIELD (empty if not there).
+server_stat() {
+  python3 -c 'import json,sys
+try: print(json.load(open(sys.argv[1]))["ike"]["radius_servers"][int(sys.argv[2])][sys.argv[3]])
+except Exception: print("")' "$1/stats.json" "$2" "$3"
+}
+
+# wait_server_stat DIR N FIELD MIN: until ike.radius_servers[N].FIELD is at least MIN (5 s).
+wait_server_stat() {
+  local d=$1 n=$2 f=$3 min=$4 v deadline=$((SECONDS + 5))
+  until v=$(server_stat "$d" "$n" "$f") && [ -n "$v" ] && [ "$v" -ge "$min" ]; do
+    [ $SECONDS -lt $deadline ] || case_fail "stats: radius_servers[$n].$f is \`$v\`, expected at least $min"
+    sleep 0.2
+  done
+}
+
+# run_case NAME USER PASSWORD EXPECT(up|refused|down|slow|failover)
 run_case() {
   rw_case_dirs "$1"
   local user=$2 pw=$3 expect=$4
@@ -122,9 +145,18 @@ run_case() {
   rw_td_pool "$TD" eap-radius 10.94.3.0/24
   local rt=1 tries=2
   [ "$expect" != slow ] || { rt=3; tries=3; }
-  printf '\n[radius]\naddress = "127.0.0.1:%s"\nnas_identifier = "tunneld-test"\nretransmit_timeout = %s\nretransmit_tries = %s\n' \
-    "$RADIUS_PORT" "$rt" "$tries" >>"$TD/tunneld.toml"
-  printf '\n[radius]\nsecret = "%s"\n' "$RADIUS_SECRET" >>"$TD/secrets.toml"
+  if [ "$expect" = failover ]; then
+    # The first server by preference: a port nothing listens on, with a secret of its own.
+    printf '\n[[radius]]\naddress = "127.0.0.1:%s"\nnas_identifier = "tunneld-test"\nretransmit_timeout = %s\nretransmit_tries = %s\n' \
+      "$RADIUS_PORT" "$rt" "$tries" >>"$TD/tunneld.toml"
+    printf '\n[[radius]]\naddress = "127.0.0.1:%s"\npreference = 10\n' "$CLOSED_PORT" >>"$TD/tunneld.toml"
+    printf '\n[[radius]]\nsecret = "%s"\n[[radius]]\naddress = "127.0.0.1:%s"\nsecret = "closed-%s"\n' \
+      "$RADIUS_SECRET" "$CLOSED_PORT" "$RADIUS_SECRET" >>"$TD/secrets.toml"
+  else
+    printf '\n[radius]\naddress = "127.0.0.1:%s"\nnas_identifier = "tunneld-test"\nretransmit_timeout = %s\nretransmit_tries = %s\n' \
+      "$RADIUS_PORT" "$rt" "$tries" >>"$TD/tunneld.toml"
+    printf '\n[radius]\nsecret = "%s"\n' "$RADIUS_SECRET" >>"$TD/secrets.toml"
+  fi
   "$IPSEC" check-config "$TD/tunneld.toml" >"$TD/check-config.txt" 2>&1 ||
     case_fail "ipsec check-config: $(tail -n 3 "$TD/check-config.txt")"
   td_start kra "$TD" 10.94.3.1
@@ -134,7 +166,7 @@ run_case() {
     BG+=("$!")
   fi
   rw_initiate
-  if [ "$expect" = up ] || [ "$expect" = slow ]; then
+  if [ "$expect" = up ] || [ "$expect" = slow ] || [ "$expect" = failover ]; then
     rw_wait_up
     local cin
     cin=$(rw_client_vip "$SW")
@@ -150,6 +182,17 @@ run_case() {
       case_fail "charon's log does not say EAP-MSCHAPv2 succeeded: $(grep -i eap "$SW/charon.log" | tail -n 3)"
     wait_stat "$TD" accepted 1
     wait_stat "$TD" sent 3
+    if [ "$expect" = failover ]; then
+      grep -q "RADIUS server 127.0.0.1:$CLOSED_PORT marked down" "$TD/tunneld.log" ||
+        case_fail "tunneld's log does not say the closed server was marked down: $(grep -i radius "$TD/tunneld.log" | tail -n 3)"
+      wait_server_stat "$TD" 0 timeouts 1
+      wait_server_stat "$TD" 0 marked_down 1
+      wait_server_stat "$TD" 0 sent 2
+      wait_server_stat "$TD" 1 failovers_to 1
+      wait_server_stat "$TD" 1 answers 3
+      [ "$(server_stat "$TD" 0 server)" = "127.0.0.1:$CLOSED_PORT" ] ||
+        case_fail "stats: radius_servers[0] is not the closed port (preference 10 first): $(server_stat "$TD" 0 server)"
+    fi
     if [ "$expect" = slow ]; then
       grep -q "retransmit 1 of request with message ID 2" "$SW/charon.log" ||
         case_fail "charon did not retransmit its IKE_AUTH request while radiusd was paused: $(grep -i retransmit "$SW/charon.log" | head -n 2)"
@@ -192,6 +235,7 @@ case_args() {
     wrong) A=(bob "not-$BOB_PW" refused) ;;
     down) A=(alice "$ALICE_PW" down) ;;
     slow) A=(alice "$ALICE_PW" slow) ;;
+    failover) A=(alice "$ALICE_PW" failover) ;;
   esac
 }
 rw_cases case_args fr_stop
