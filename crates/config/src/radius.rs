@@ -33,6 +33,13 @@
 //! address = "10.1.0.6:1812"
 //! ```
 //!
+//! Accounting (RFC 2866, strongSwan's `accounting = yes`): off by default. With
+//! `accounting = true` an Accounting-Request Start goes to the servers' accounting port
+//! (`acct_port`, default 1813) when a client's IKE SA is up (User-Name, Acct-Session-Id,
+//! Framed-IP-Address = its lease, NAS-IP-Address, NAS-Port, Called/Calling-Station-Id), and a
+//! Stop when it goes (Acct-Session-Time, the children's octets and packets,
+//! Acct-Terminate-Cause), retransmitted and failed over as Access-Requests are.
+//!
 //! The shared secrets live in the secrets file: one for every server, or one per server by
 //! its address (`[[radius]] address = "10.1.0.6", secret = "..."`):
 //!
@@ -46,6 +53,8 @@ use std::time::Duration;
 
 /// The port of RADIUS authentication (RFC 2865 3).
 pub const DEFAULT_PORT: u16 = 1812;
+/// The port of RADIUS accounting (RFC 2866 3).
+pub const DEFAULT_ACCT_PORT: u16 = 1813;
 /// The most servers (the failover bit set of the IKE crate's RADIUS table).
 pub const MAX_SERVERS: usize = 16;
 
@@ -59,6 +68,8 @@ pub(crate) struct RadiusToml {
     retransmit_timeout: Option<Span>,
     retransmit_tries: Option<u8>,
     retry_down_after: Option<Span>,
+    acct_port: Option<u16>,
+    accounting: Option<bool>,
     /// Refused with a pointer to the secrets file (a secret in the config would be in every
     /// copy of it).
     secret: Option<toml::Value>,
@@ -71,6 +82,8 @@ pub struct RadiusServer {
     pub address: SocketAddr,
     /// Higher first (strongSwan's `preference`).
     pub preference: i64,
+    /// Its accounting port (RFC 2866: 1813).
+    pub acct_port: u16,
     /// 1-based line of its entry.
     pub line: usize,
 }
@@ -88,6 +101,8 @@ pub struct RadiusConfig {
     pub retransmit_tries: u8,
     /// How long a server marked down is skipped.
     pub retry_down_after: Duration,
+    /// RADIUS accounting (Start and Stop per client, RFC 2866).
+    pub accounting: bool,
     /// 1-based line of the first entry.
     pub line: usize,
 }
@@ -144,9 +159,14 @@ pub(crate) fn from_entries(entries: Vec<(RadiusToml, usize)>) -> Result<RadiusCo
         if servers.iter().any(|s: &RadiusServer| s.address == address) {
             return Err(format!("address `{}`: a second entry for this server", e.address));
         }
+        let acct_port = e.acct_port.unwrap_or(DEFAULT_ACCT_PORT);
+        if acct_port == 0 {
+            return Err("acct_port: 1 to 65535".into());
+        }
         servers.push(RadiusServer {
             address,
             preference: e.preference.unwrap_or(0),
+            acct_port,
             line: *line,
         });
     }
@@ -178,8 +198,10 @@ pub(crate) fn from_entries(entries: Vec<(RadiusToml, usize)>) -> Result<RadiusCo
     if !(1..=10).contains(&retransmit_tries) {
         return Err("retransmit_tries: 1 to 10".into());
     }
+    let accounting = once("accounting", entries.iter().map(|(e, _)| e.accounting))?.unwrap_or(false);
     Ok(RadiusConfig {
         servers,
+        accounting,
         nas_identifier,
         retransmit_timeout,
         retransmit_tries,
@@ -192,6 +214,14 @@ impl RadiusConfig {
     /// The first server's address (the one requests try first).
     pub fn address(&self) -> SocketAddr {
         self.servers[0].address
+    }
+
+    /// The servers' accounting addresses (their address, `acct_port`), in order.
+    pub fn acct_addresses(&self) -> Vec<SocketAddr> {
+        self.servers
+            .iter()
+            .map(|s| SocketAddr::new(s.address.ip(), s.acct_port))
+            .collect()
     }
 
     /// The servers' addresses, in the order requests try them.
@@ -214,6 +244,25 @@ impl RadiusConfig {
         let mut c = self.client(&secrets[0]);
         c.fallback_secrets = secrets.split_off(1);
         Ok(c)
+    }
+
+    /// The accounting client's settings (the servers' secrets as for
+    /// [`RadiusConfig::client_with`]), None when `accounting` is off.
+    pub fn accounting_with(
+        &self,
+        secret_of: &dyn Fn(SocketAddr) -> Option<Vec<u8>>,
+    ) -> Result<Option<ipsec_ike::ipsec_eap::radius::accounting::Config>, String> {
+        if !self.accounting {
+            return Ok(None);
+        }
+        let c = self.client_with(secret_of)?;
+        let mut secrets = vec![c.secret.clone()];
+        secrets.extend(c.fallback_secrets.iter().cloned());
+        Ok(Some(ipsec_ike::ipsec_eap::radius::accounting::Config {
+            secrets,
+            retransmit_after: self.retransmit_timeout,
+            max_tries: self.retransmit_tries,
+        }))
     }
 
     /// The RADIUS client's settings for the IKE crate, with one secret for every server.
@@ -271,6 +320,8 @@ mod tests {
         assert_eq!(a, ["10.0.0.2:1645", "10.0.0.1:1812", "10.0.0.3:1812", "10.0.0.4:1812"]);
         assert_eq!(c.retransmit_tries, 2);
         assert_eq!(c.retry_down_after, Duration::from_secs(30));
+        assert!(!c.accounting, "accounting off by default");
+        assert_eq!(c.acct_addresses()[0], "10.0.0.2:1813".parse().unwrap());
         let client = c.client_with(&|a| Some(format!("k-{}", a.ip()).into_bytes())).unwrap();
         assert_eq!(&client.secret[..], b"k-10.0.0.2");
         assert_eq!(client.servers(), 4);
