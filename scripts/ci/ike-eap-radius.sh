@@ -13,7 +13,11 @@
 #
 # Cases:
 #   ok      alice with her password: radiusd logs "Login OK", charon gets an address of the
-#           pool, pings pass both ways, `ipsec ike list` shows alice and her address
+#           pool, pings pass both ways, `ipsec ike list` shows alice and her address; with
+#           `accounting = true` radiusd's detail file has an Accounting-Request Start for
+#           alice with her lease as Framed-IP-Address, and after charon terminates its IKE SA
+#           a Stop with non-zero Acct-Input/Output-Octets and -Packets (tunneld's stats:
+#           two Accounting-Responses taken)
 #   wrong   bob with a wrong password: radiusd answers Access-Reject, tunneld refuses with
 #           the reason ("the RADIUS server refused": log line and ike.auth_failed event),
 #           charon gets AUTHENTICATION_FAILED; afterwards neither side has an IKE SA, a
@@ -77,6 +81,7 @@ BOB_PW="Bob-$RANDOM$RANDOM"
 RADIUS_SECRET="radius-$$-$RANDOM"
 RADIUS_PORT=$((20000 + ($$ % 20000)))
 CLOSED_PORT=$((RADIUS_PORT + 1)) # nothing listens there (the failover case's first server)
+FR_ACCT_PORT=$((RADIUS_PORT + 2)) # radiusd's accounting port (the ok case's accounting)
 fr_conf "$WORK/radius" "$RADIUS_PORT" "$RADIUS_SECRET" "alice:$ALICE_PW" "bob:$BOB_PW"
 
 # ---- the server's certificate (strongSwan's pki) ---------------------------------------------
@@ -122,6 +127,53 @@ wait_server_stat() {
   done
 }
 
+# detail_field STATUS ATTR: ATTR's value in radiusd's detail file's last record with
+# Acct-Status-Type = STATUS (empty if none).
+detail_field() {
+  python3 - "$WORK/radius/radacct/detail" "$1" "$2" <<'PY'
+import sys
+try:
+    text = open(sys.argv[1]).read()
+except OSError:
+    sys.exit(0)
+out = ""
+for rec in text.split("\n\n"):
+    kv = {}
+    for line in rec.splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            kv[k.strip()] = v.strip().strip('"')
+    if kv.get("Acct-Status-Type") == sys.argv[2]:
+        out = kv.get(sys.argv[3], "")
+print(out)
+PY
+}
+
+# check_accounting LEASE: a Start for alice with LEASE as Framed-IP-Address; the client
+# leaves; a Stop with non-zero octets and packets both ways, the same Acct-Session-Id.
+check_accounting() {
+  local lease=$1 deadline=$((SECONDS + 5)) f
+  until [ "$(detail_field Start Framed-IP-Address)" = "$lease" ]; do
+    [ $SECONDS -lt $deadline ] || case_fail "radiusd's detail file has no Accounting Start with Framed-IP-Address $lease: $(tail -n 30 "$WORK/radius/radacct/detail" 2>&1)"
+    sleep 0.2
+  done
+  [ "$(detail_field Start User-Name)" = alice ] || case_fail "the Accounting Start's User-Name is \`$(detail_field Start User-Name)\`"
+  [ "$(detail_field Start Calling-Station-Id)" = "$B_NET" ] || case_fail "the Accounting Start's Calling-Station-Id is \`$(detail_field Start Calling-Station-Id)\`"
+  [ "$(detail_field Start NAS-IP-Address)" = "$A_NET" ] || case_fail "the Accounting Start's NAS-IP-Address is \`$(detail_field Start NAS-IP-Address)\`"
+  swan_terminate "$SW" --ike rw
+  deadline=$((SECONDS + 5))
+  until [ -n "$(detail_field Stop Acct-Session-Id)" ]; do
+    [ $SECONDS -lt $deadline ] || case_fail "radiusd's detail file has no Accounting Stop after the client left: $(tail -n 30 "$WORK/radius/radacct/detail" 2>&1)"
+    sleep 0.2
+  done
+  [ "$(detail_field Stop Acct-Session-Id)" = "$(detail_field Start Acct-Session-Id)" ] || case_fail "Start and Stop have different Acct-Session-Ids"
+  for f in Acct-Input-Octets Acct-Output-Octets Acct-Input-Packets Acct-Output-Packets; do
+    [ "$(detail_field Stop $f)" -gt 0 ] 2>/dev/null || case_fail "the Accounting Stop's $f is \`$(detail_field Stop $f)\`, not above 0"
+  done
+  [ "$(detail_field Stop Acct-Terminate-Cause)" = User-Request ] || case_fail "the Accounting Stop's Acct-Terminate-Cause is \`$(detail_field Stop Acct-Terminate-Cause)\`"
+  wait_stat "$TD" acct_responses 2
+}
+
 # run_case NAME USER PASSWORD EXPECT(up|refused|down|slow|failover)
 run_case() {
   rw_case_dirs "$1"
@@ -155,6 +207,8 @@ run_case() {
   else
     printf '\n[radius]\naddress = "127.0.0.1:%s"\nnas_identifier = "tunneld-test"\nretransmit_timeout = %s\nretransmit_tries = %s\n' \
       "$RADIUS_PORT" "$rt" "$tries" >>"$TD/tunneld.toml"
+    # accounting in the ok case (to radiusd's accounting port)
+    [ "$1" != ok ] || printf 'accounting = true\nacct_port = %s\n' "$FR_ACCT_PORT" >>"$TD/tunneld.toml"
     printf '\n[radius]\nsecret = "%s"\n' "$RADIUS_SECRET" >>"$TD/secrets.toml"
   fi
   "$IPSEC" check-config "$TD/tunneld.toml" >"$TD/check-config.txt" 2>&1 ||
@@ -182,6 +236,9 @@ run_case() {
       case_fail "charon's log does not say EAP-MSCHAPv2 succeeded: $(grep -i eap "$SW/charon.log" | tail -n 3)"
     wait_stat "$TD" accepted 1
     wait_stat "$TD" sent 3
+    if [ "$1" = ok ]; then
+      check_accounting "$cin"
+    fi
     if [ "$expect" = failover ]; then
       grep -q "RADIUS server 127.0.0.1:$CLOSED_PORT marked down" "$TD/tunneld.log" ||
         case_fail "tunneld's log does not say the closed server was marked down: $(grep -i radius "$TD/tunneld.log" | tail -n 3)"

@@ -177,6 +177,8 @@ pub struct IkeSetup {
     /// preference (the IKE thread's socket toward them, [`crate::ike::RadiusSocket`]); empty:
     /// none.
     pub radius: Vec<SocketAddr>,
+    /// RADIUS accounting (`[radius] accounting = true`), its requests on the same socket.
+    pub radius_accounting: Option<crate::ike::Accountant>,
 }
 
 /// Runs the daemon until `stop` is set; returns the final counters (also written to the
@@ -391,9 +393,15 @@ impl IkeParts {
         );
         let radius = match setup.radius.as_slice() {
             [] => None,
-            servers => Some(crate::ike::RadiusSocket::open_many(servers).map_err(context(format!(
-                "opening a UDP socket toward the RADIUS servers {servers:?}"
-            )))?),
+            servers => {
+                let s = crate::ike::RadiusSocket::open_many(servers).map_err(context(format!(
+                    "opening a UDP socket toward the RADIUS servers {servers:?}"
+                )))?;
+                Some(match setup.radius_accounting {
+                    Some(a) => s.with_accounting(a),
+                    None => s,
+                })
+            }
         };
         Ok(IkeParts {
             handle,

@@ -13,10 +13,13 @@
 //! socket is dropped and counted (`wrong_source`), as are answers the endpoint refuses (no
 //! request with their Identifier, a wrong authenticator: `dropped`), each with a log line
 //! (at the first and then at every power of two, so a flood does not flood the log).
+use ipsec_ike::ipsec_eap::radius::accounting as acct;
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 /// Datagrams read from the socket in one pass of the IKE thread at most.
 const READS_PER_PASS: usize = 64;
@@ -33,6 +36,8 @@ pub struct RadiusSocket {
     pub dropped: AtomicU64,
     /// Sends that failed.
     pub send_errors: AtomicU64,
+    /// Accounting, when on: its requests go out on this socket too.
+    pub accounting: Option<Mutex<Accountant>>,
 }
 
 fn note(counter: &AtomicU64) -> Option<u64> {
@@ -73,6 +78,7 @@ impl RadiusSocket {
             wrong_source: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             send_errors: AtomicU64::new(0),
+            accounting: None,
         })
     }
 
@@ -91,8 +97,25 @@ impl RadiusSocket {
         &self.sock
     }
 
+    /// With accounting (its servers' accounting addresses in the same order).
+    pub fn with_accounting(mut self, a: Accountant) -> RadiusSocket {
+        self.accounting = Some(Mutex::new(a));
+        self
+    }
+
     /// Sends everything the endpoint has for the server.
     pub(super) fn send_all(&self, endpoint: &mut ipsec_ike::Endpoint) {
+        if let Some(a) = &self.accounting {
+            let mut a = a.lock().unwrap_or_else(|p| p.into_inner());
+            while let Some((server, data)) = a.client.poll_transmit() {
+                let Some(&to) = a.servers.get(server) else { continue };
+                if let Err(e) = self.sock.send_to(&data, to) {
+                    if let Some(n) = note(&self.send_errors) {
+                        warn!("IKE: sending to the RADIUS accounting server {to}: {e} ({n} failed sends)");
+                    }
+                }
+            }
+        }
         while let Some(t) = endpoint.poll_radius() {
             let Some(&to) = self.servers.get(t.server) else {
                 note(&self.send_errors);
@@ -119,6 +142,11 @@ impl RadiusSocket {
         while read < READS_PER_PASS {
             let Ok((n, from)) = self.sock.recv_from(buf) else { break };
             read += 1;
+            if let Some(a) = &self.accounting {
+                if a.lock().unwrap_or_else(|p| p.into_inner()).handle(from, &buf[..n]) {
+                    continue;
+                }
+            }
             let Some(server) = self.servers.iter().position(|s| *s == from) else {
                 if let Some(k) = note(&self.wrong_source) {
                     warn!("IKE: a datagram from {from} on the RADIUS socket dropped: not a RADIUS server ({k} so far)");
@@ -133,6 +161,219 @@ impl RadiusSocket {
             }
         }
         read
+    }
+}
+
+/// RADIUS accounting (RFC 2866; `[radius] accounting = true`): the sessions of the IKE SAs
+/// that EAP-RADIUS let in, followed from the endpoint's events, and the sans-IO client
+/// ([`ipsec_ike::ipsec_eap::radius::accounting`]) whose requests go out on the RADIUS
+/// socket to the servers' accounting ports.
+///
+/// A Start goes when a client's IKE SA is up (after the pass's events, so its lease, told
+/// in the same pass, is in it: Framed-IP-Address); each child's inbound and outbound SA's
+/// counts are read from the data plane when the child goes (before its SAs are removed)
+/// and added to the session; the Stop, when the IKE SA goes, carries them with the session
+/// time and a cause made from the IKE SA's reason.
+pub struct Accountant {
+    client: acct::Accounting,
+    /// The servers' accounting addresses, in the order of preference.
+    servers: Vec<SocketAddr>,
+    nas_identifier: Vec<u8>,
+    /// The connections whose clients are accounted (`remote.auth = "eap-radius"`).
+    conns: Vec<String>,
+    sessions: HashMap<u64, Session>,
+    /// A child's inbound SPI -> the initiator SPI of its IKE SA.
+    children: HashMap<u32, u64>,
+    /// Children reported up this pass: conn, the peer's address, inbound SPI.
+    new_children: Vec<(String, SocketAddr, u32)>,
+    /// Leases told this pass: initiator SPI, address.
+    leases: Vec<(u64, IpAddr)>,
+    /// Sessions started so far (NAS-Port, and part of Acct-Session-Id).
+    started: u32,
+    /// The daemon's start (Acct-Session-Id's prefix: unique across restarts).
+    epoch: u64,
+    /// Answers from the accounting ports the client dropped.
+    pub dropped: u64,
+}
+
+struct Session {
+    record: acct::Record,
+    conn: String,
+    remote: SocketAddr,
+    start: Option<Duration>,
+    usage: acct::Usage,
+}
+
+/// A child SA's counts: the inbound SA's (from the client) and the outbound SA's, each
+/// (bytes, packets).
+pub type ChildUsage = (Option<(u64, u64)>, Option<(u64, u64)>);
+
+impl Accountant {
+    /// Accounting to `servers` (accounting addresses, by preference) for the clients of
+    /// `conns`.
+    pub fn new(config: acct::Config, servers: Vec<SocketAddr>, nas_identifier: &str, conns: Vec<String>) -> Accountant {
+        let epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Accountant {
+            client: acct::Accounting::new(config),
+            servers,
+            nas_identifier: nas_identifier.as_bytes().to_vec(),
+            conns,
+            sessions: HashMap::new(),
+            children: HashMap::new(),
+            new_children: Vec::new(),
+            leases: Vec::new(),
+            started: 0,
+            epoch,
+            dropped: 0,
+        }
+    }
+
+    /// The accounting client's counters.
+    pub fn stats(&self) -> acct::Stats {
+        self.client.stats()
+    }
+
+    /// Sessions accounted now.
+    pub fn sessions(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// An endpoint event, before tunneld acts on it (a child's SAs are still in the data
+    /// plane: `usage(spi_in)` reads their counts).
+    pub fn observe(&mut self, ev: &ipsec_ike::Event, now: Duration, usage: &dyn Fn(u32) -> ChildUsage) {
+        use ipsec_ike::Event;
+        match ev {
+            Event::LeaseAssigned { spi_i, address, .. } => self.leases.push((*spi_i, *address)),
+            Event::IkeUp { info, .. } => {
+                if info.role != ipsec_ike::Role::Responder || !self.conns.contains(&info.conn) {
+                    return;
+                }
+                let user_name = match &info.remote_id {
+                    ipsec_ike::Identity::Fqdn(s) | ipsec_ike::Identity::UserFqdn(s) => s.as_bytes().to_vec(),
+                    ipsec_ike::Identity::KeyId(k) => k.clone(),
+                    other => other.to_string().into_bytes(),
+                };
+                self.started = self.started.wrapping_add(1);
+                let record = acct::Record {
+                    user_name,
+                    session_id: format!("{:08x}-{:08x}-{:016x}", self.epoch, self.started, info.spi_i).into_bytes(),
+                    nas_identifier: self.nas_identifier.clone(),
+                    nas_ip: Some(info.local.ip()),
+                    nas_port: self.started,
+                    called: info.local.ip().to_string().into_bytes(),
+                    calling: info.remote.ip().to_string().into_bytes(),
+                    framed: Vec::new(),
+                };
+                self.sessions.insert(
+                    info.spi_i,
+                    Session {
+                        record,
+                        conn: info.conn.clone(),
+                        remote: info.remote,
+                        start: None,
+                        usage: acct::Usage::default(),
+                    },
+                );
+                let _ = now;
+            }
+            Event::ChildUp(c) => self.new_children.push((c.conn.clone(), c.remote, c.spi_in)),
+            Event::ChildDown { spi_in, .. } => {
+                let Some(spi_i) = self.children.remove(spi_in) else {
+                    return;
+                };
+                let Some(s) = self.sessions.get_mut(&spi_i) else { return };
+                let (inb, out) = usage(*spi_in);
+                if let Some((b, p)) = inb {
+                    s.usage.input_octets += b;
+                    s.usage.input_packets = s.usage.input_packets.saturating_add(p as u32);
+                }
+                if let Some((b, p)) = out {
+                    s.usage.output_octets += b;
+                    s.usage.output_packets = s.usage.output_packets.saturating_add(p as u32);
+                }
+            }
+            Event::IkeDown { spi_i, reason, .. } => {
+                let Some(mut s) = self.sessions.remove(spi_i) else {
+                    return;
+                };
+                self.children.retain(|_, v| v != spi_i);
+                let Some(start) = s.start else { return };
+                use ipsec_ike::DownReason as R;
+                let cause = match reason {
+                    R::Peer => acct::TerminateCause::UserRequest,
+                    R::Timeout => acct::TerminateCause::LostCarrier,
+                    R::Expired => acct::TerminateCause::SessionTimeout,
+                    R::Local | R::Replaced => acct::TerminateCause::AdminReset,
+                    _ => acct::TerminateCause::NasError,
+                };
+                s.usage.session_time = now.saturating_sub(start).as_secs().min(u64::from(u32::MAX)) as u32;
+                self.request(acct::StatusType::Stop, &s.record, Some(s.usage), Some(cause), now);
+            }
+            _ => {}
+        }
+    }
+
+    /// After a pass's events: Start for the sessions that came up (with their leases), the
+    /// new children filed under their IKE SA.
+    pub fn flush(&mut self, now: Duration) {
+        for (spi_i, a) in self.leases.drain(..) {
+            if let Some(s) = self.sessions.get_mut(&spi_i) {
+                if !s.record.framed.contains(&a) {
+                    s.record.framed.push(a);
+                }
+            }
+        }
+        for (conn, remote, spi_in) in self.new_children.drain(..) {
+            if let Some((spi_i, _)) = self.sessions.iter().find(|(_, s)| s.conn == conn && s.remote == remote) {
+                self.children.insert(spi_in, *spi_i);
+            }
+        }
+        let mut starts = Vec::new();
+        for s in self.sessions.values_mut().filter(|s| s.start.is_none()) {
+            s.start = Some(now);
+            starts.push(s.record.clone());
+        }
+        for r in starts {
+            self.request(acct::StatusType::Start, &r, None, None, now);
+        }
+        self.client.handle_timeout(now);
+    }
+
+    fn request(
+        &mut self,
+        status: acct::StatusType,
+        record: &acct::Record,
+        usage: Option<acct::Usage>,
+        cause: Option<acct::TerminateCause>,
+        now: Duration,
+    ) {
+        let user = String::from_utf8_lossy(&record.user_name).into_owned();
+        match self.client.send(status, record, usage, cause, now) {
+            Ok(()) => info!(
+                "IKE: RADIUS accounting {status:?} for {user} ({})",
+                String::from_utf8_lossy(&record.session_id)
+            ),
+            Err(e) => warn!("IKE: RADIUS accounting {status:?} for {user} not sent: {e}"),
+        }
+    }
+
+    /// An answer from `from`: one of the accounting addresses, or not ours (false).
+    fn handle(&mut self, from: SocketAddr, data: &[u8]) -> bool {
+        let Some(server) = self.servers.iter().position(|s| *s == from) else {
+            return false;
+        };
+        if let Err(e) = self.client.handle_datagram(server, data) {
+            self.dropped += 1;
+            if self.dropped.is_power_of_two() {
+                warn!(
+                    "IKE: an answer from the RADIUS accounting server {from} dropped: {e} ({} so far)",
+                    self.dropped
+                );
+            }
+        }
+        true
     }
 }
 

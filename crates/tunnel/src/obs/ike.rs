@@ -38,6 +38,12 @@ pub struct IkeCounters {
     radius_malformed: AtomicU64,
     radius_wrong_source: AtomicU64,
     radius_no_identifier: AtomicU64,
+    radius_acct_requests: AtomicU64,
+    radius_acct_responses: AtomicU64,
+    radius_acct_retransmitted: AtomicU64,
+    radius_acct_failovers: AtomicU64,
+    radius_acct_given_up: AtomicU64,
+    radius_acct_dropped: AtomicU64,
     /// The address pools' figures ([`IkeCounters::update_pools`]).
     pools: std::sync::Mutex<Vec<PoolReport>>,
     /// Each RADIUS server's figures ([`IkeCounters::update_radius`]).
@@ -141,6 +147,18 @@ pub struct IkeReport {
     pub radius_wrong_source: u64,
     /// EAP-RADIUS: conversations refused with 256 requests outstanding.
     pub radius_no_identifier: u64,
+    /// RADIUS accounting: Accounting-Requests made (Start, Stop).
+    pub radius_acct_requests: u64,
+    /// RADIUS accounting: Accounting-Responses taken (their authenticator checked).
+    pub radius_acct_responses: u64,
+    /// RADIUS accounting: retransmitted Accounting-Requests.
+    pub radius_acct_retransmitted: u64,
+    /// RADIUS accounting: requests moved to the next server.
+    pub radius_acct_failovers: u64,
+    /// RADIUS accounting: requests dropped after every server timed out (or not made).
+    pub radius_acct_given_up: u64,
+    /// RADIUS accounting: answers dropped (wrong authenticator, unmatched, malformed).
+    pub radius_acct_dropped: u64,
     /// The address pools.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<PoolReport>,
@@ -183,6 +201,12 @@ impl IkeCounters {
             radius_malformed: g(&self.radius_malformed),
             radius_wrong_source: g(&self.radius_wrong_source),
             radius_no_identifier: g(&self.radius_no_identifier),
+            radius_acct_requests: g(&self.radius_acct_requests),
+            radius_acct_responses: g(&self.radius_acct_responses),
+            radius_acct_retransmitted: g(&self.radius_acct_retransmitted),
+            radius_acct_failovers: g(&self.radius_acct_failovers),
+            radius_acct_given_up: g(&self.radius_acct_given_up),
+            radius_acct_dropped: g(&self.radius_acct_dropped),
             pools: self.pools.lock().map(|p| p.clone()).unwrap_or_default(),
             radius_servers: self.radius_servers.lock().map(|p| p.clone()).unwrap_or_default(),
         }
@@ -242,7 +266,20 @@ impl IkeCounters {
         endpoint: &ipsec_ike::Endpoint,
         wrong_source: u64,
         servers: &[std::net::SocketAddr],
+        acct: Option<ipsec_ike::ipsec_eap::radius::accounting::Stats>,
     ) {
+        if let Some(a) = acct {
+            let s = |x: &AtomicU64, v: u64| x.store(v, Ordering::Relaxed);
+            s(&self.radius_acct_requests, a.requests);
+            s(&self.radius_acct_responses, a.responses);
+            s(&self.radius_acct_retransmitted, a.retransmitted);
+            s(&self.radius_acct_failovers, a.failovers);
+            s(&self.radius_acct_given_up, a.given_up + a.overflow);
+            s(
+                &self.radius_acct_dropped,
+                a.bad_authenticator + a.unmatched + a.malformed,
+            );
+        }
         let stats = endpoint.radius_server_stats();
         let per: Vec<RadiusServerReport> = servers
             .iter()
