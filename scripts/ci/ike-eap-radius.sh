@@ -15,9 +15,10 @@
 #   ok      alice with her password: radiusd logs "Login OK", charon gets an address of the
 #           pool, pings pass both ways, `ipsec ike list` shows alice and her address; with
 #           `accounting = true` radiusd's detail file has an Accounting-Request Start for
-#           alice with her lease as Framed-IP-Address, and after charon terminates its IKE SA
-#           a Stop with non-zero Acct-Input/Output-Octets and -Packets (tunneld's stats:
-#           two Accounting-Responses taken)
+#           alice with her lease as Framed-IP-Address, an Interim-Update (interim_interval
+#           2 s) with the pings counted, and after charon terminates its IKE SA a Stop with
+#           non-zero Acct-Input/Output-Octets and -Packets (tunneld's stats: the
+#           Accounting-Responses taken)
 #   wrong   bob with a wrong password: radiusd answers Access-Reject, tunneld refuses with
 #           the reason ("the RADIUS server refused": log line and ike.auth_failed event),
 #           charon gets AUTHENTICATION_FAILED; afterwards neither side has an IKE SA, a
@@ -160,6 +161,12 @@ check_accounting() {
   [ "$(detail_field Start User-Name)" = alice ] || case_fail "the Accounting Start's User-Name is \`$(detail_field Start User-Name)\`"
   [ "$(detail_field Start Calling-Station-Id)" = "$B_NET" ] || case_fail "the Accounting Start's Calling-Station-Id is \`$(detail_field Start Calling-Station-Id)\`"
   [ "$(detail_field Start NAS-IP-Address)" = "$A_NET" ] || case_fail "the Accounting Start's NAS-IP-Address is \`$(detail_field Start NAS-IP-Address)\`"
+  # an Interim-Update (interim_interval 2 s) with the pings' counts so far
+  deadline=$((SECONDS + 5))
+  until [ "$(detail_field Interim-Update Acct-Input-Octets)" -gt 0 ] 2>/dev/null; do
+    [ $SECONDS -lt $deadline ] || case_fail "radiusd's detail file has no Interim-Update with Acct-Input-Octets above 0: $(tail -n 30 "$WORK/radius/radacct/detail" 2>&1)"
+    sleep 0.2
+  done
   swan_terminate "$SW" --ike rw
   deadline=$((SECONDS + 5))
   until [ -n "$(detail_field Stop Acct-Session-Id)" ]; do
@@ -171,7 +178,7 @@ check_accounting() {
     [ "$(detail_field Stop $f)" -gt 0 ] 2>/dev/null || case_fail "the Accounting Stop's $f is \`$(detail_field Stop $f)\`, not above 0"
   done
   [ "$(detail_field Stop Acct-Terminate-Cause)" = User-Request ] || case_fail "the Accounting Stop's Acct-Terminate-Cause is \`$(detail_field Stop Acct-Terminate-Cause)\`"
-  wait_stat "$TD" acct_responses 2
+  wait_stat "$TD" acct_responses 3
 }
 
 # run_case NAME USER PASSWORD EXPECT(up|refused|down|slow|failover)
@@ -208,7 +215,7 @@ run_case() {
     printf '\n[radius]\naddress = "127.0.0.1:%s"\nnas_identifier = "tunneld-test"\nretransmit_timeout = %s\nretransmit_tries = %s\n' \
       "$RADIUS_PORT" "$rt" "$tries" >>"$TD/tunneld.toml"
     # accounting in the ok case (to radiusd's accounting port)
-    [ "$1" != ok ] || printf 'accounting = true\nacct_port = %s\n' "$FR_ACCT_PORT" >>"$TD/tunneld.toml"
+    [ "$1" != ok ] || printf 'accounting = true\nacct_port = %s\ninterim_interval = "2s"\n' "$FR_ACCT_PORT" >>"$TD/tunneld.toml"
     printf '\n[radius]\nsecret = "%s"\n' "$RADIUS_SECRET" >>"$TD/secrets.toml"
   fi
   "$IPSEC" check-config "$TD/tunneld.toml" >"$TD/check-config.txt" 2>&1 ||

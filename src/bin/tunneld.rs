@@ -194,7 +194,10 @@ fn ike_setup(c: &config::Config, args: &Args, t: &config::TunnelConfig) -> Resul
     let radius_accounting = match c.radius.as_ref().filter(|_| !radius_conns.is_empty()) {
         Some(r) => r
             .accounting_with(&|a| secrets.radius_secret_for(a).map(|s| s.0.as_bytes().to_vec()))?
-            .map(|cfg| ipsec_tunnel::ike::Accountant::new(cfg, r.acct_addresses(), &r.nas_identifier, radius_conns)),
+            .map(|cfg| {
+                ipsec_tunnel::ike::Accountant::new(cfg, r.acct_addresses(), &r.nas_identifier, radius_conns)
+                    .with_interim(r.interim_interval)
+            }),
         None => None,
     };
     let mut config = ipsec_ike::Config::new(conns);

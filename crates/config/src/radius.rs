@@ -38,7 +38,8 @@
 //! (`acct_port`, default 1813) when a client's IKE SA is up (User-Name, Acct-Session-Id,
 //! Framed-IP-Address = its lease, NAS-IP-Address, NAS-Port, Called/Calling-Station-Id), and a
 //! Stop when it goes (Acct-Session-Time, the children's octets and packets,
-//! Acct-Terminate-Cause), retransmitted and failed over as Access-Requests are.
+//! Acct-Terminate-Cause), retransmitted and failed over as Access-Requests are;
+//! `interim_interval = "10m"` adds Interim-Updates with the counts so far.
 //!
 //! The shared secrets live in the secrets file: one for every server, or one per server by
 //! its address (`[[radius]] address = "10.1.0.6", secret = "..."`):
@@ -70,6 +71,7 @@ pub(crate) struct RadiusToml {
     retry_down_after: Option<Span>,
     acct_port: Option<u16>,
     accounting: Option<bool>,
+    interim_interval: Option<Span>,
     /// Refused with a pointer to the secrets file (a secret in the config would be in every
     /// copy of it).
     secret: Option<toml::Value>,
@@ -103,6 +105,8 @@ pub struct RadiusConfig {
     pub retry_down_after: Duration,
     /// RADIUS accounting (Start and Stop per client, RFC 2866).
     pub accounting: bool,
+    /// Interim-Updates at this interval (strongSwan's `interim_interval`; None: none).
+    pub interim_interval: Option<Duration>,
     /// 1-based line of the first entry.
     pub line: usize,
 }
@@ -199,9 +203,17 @@ pub(crate) fn from_entries(entries: Vec<(RadiusToml, usize)>) -> Result<RadiusCo
         return Err("retransmit_tries: 1 to 10".into());
     }
     let accounting = once("accounting", entries.iter().map(|(e, _)| e.accounting))?.unwrap_or(false);
+    let interim_interval = span("interim_interval", &|e| e.interim_interval.as_ref())?;
+    if interim_interval.is_some_and(|i| i < Duration::from_secs(1) || i > Duration::from_secs(86400)) {
+        return Err("interim_interval: 1 s to a day".into());
+    }
+    if interim_interval.is_some() && !accounting {
+        return Err("interim_interval needs accounting = true".into());
+    }
     Ok(RadiusConfig {
         servers,
         accounting,
+        interim_interval,
         nas_identifier,
         retransmit_timeout,
         retransmit_tries,
@@ -321,6 +333,20 @@ mod tests {
         assert_eq!(c.retransmit_tries, 2);
         assert_eq!(c.retry_down_after, Duration::from_secs(30));
         assert!(!c.accounting, "accounting off by default");
+        assert_eq!(c.interim_interval, None);
+        let a = from_entries(vec![(
+            entry("address = \"10.0.0.9\"\naccounting = true\nacct_port = 1646\ninterim_interval = \"10m\""),
+            1,
+        )])
+        .unwrap();
+        assert_eq!(
+            (a.accounting, a.interim_interval),
+            (true, Some(Duration::from_secs(600)))
+        );
+        assert_eq!(a.acct_addresses(), ["10.0.0.9:1646".parse().unwrap()]);
+        let ac = a.accounting_with(&|_| Some(b"k".to_vec())).unwrap().unwrap();
+        assert_eq!(ac.secrets.len(), 1);
+        assert!(c.accounting_with(&|_| Some(b"k".to_vec())).unwrap().is_none());
         assert_eq!(c.acct_addresses()[0], "10.0.0.2:1813".parse().unwrap());
         let client = c.client_with(&|a| Some(format!("k-{}", a.ip()).into_bytes())).unwrap();
         assert_eq!(&client.secret[..], b"k-10.0.0.2");

@@ -337,7 +337,8 @@ pub fn run(
             failed.extend(handle_event(t, control, sockets, ev, live.as_ref(), keylog));
         }
         if let Some(a) = accounting {
-            a.lock().unwrap_or_else(|p| p.into_inner()).flush(now());
+            let usage = |spi_in| control.ike_child_usage(t, spi_in);
+            a.lock().unwrap_or_else(|p| p.into_inner()).flush(now(), &usage);
         }
         // A child agreed but not installed is deleted on both sides (RFC 7296 2.9: a child
         // exists only if it protects what it says); the Delete goes with this round's sends.

@@ -194,6 +194,8 @@ pub struct Accountant {
     epoch: u64,
     /// Answers from the accounting ports the client dropped.
     pub dropped: u64,
+    /// Interim-Updates at this interval (None: none).
+    interim: Option<Duration>,
 }
 
 struct Session {
@@ -201,7 +203,22 @@ struct Session {
     conn: String,
     remote: SocketAddr,
     start: Option<Duration>,
+    /// When the next Interim-Update is due.
+    next_interim: Option<Duration>,
+    /// The counts of its children that are gone.
     usage: acct::Usage,
+}
+
+/// Adds a child's counts (inbound: from the client, Acct-Input) to a session's.
+fn add_usage(u: &mut acct::Usage, (inb, out): ChildUsage) {
+    if let Some((b, p)) = inb {
+        u.input_octets += b;
+        u.input_packets = u.input_packets.saturating_add(p.min(u64::from(u32::MAX)) as u32);
+    }
+    if let Some((b, p)) = out {
+        u.output_octets += b;
+        u.output_packets = u.output_packets.saturating_add(p.min(u64::from(u32::MAX)) as u32);
+    }
 }
 
 /// A child SA's counts: the inbound SA's (from the client) and the outbound SA's, each
@@ -227,7 +244,14 @@ impl Accountant {
             started: 0,
             epoch,
             dropped: 0,
+            interim: None,
         }
+    }
+
+    /// Interim-Updates every `interval` (strongSwan's `interim_interval`).
+    pub fn with_interim(mut self, interval: Option<Duration>) -> Accountant {
+        self.interim = interval;
+        self
     }
 
     /// The accounting client's counters.
@@ -273,6 +297,7 @@ impl Accountant {
                         conn: info.conn.clone(),
                         remote: info.remote,
                         start: None,
+                        next_interim: None,
                         usage: acct::Usage::default(),
                     },
                 );
@@ -316,8 +341,9 @@ impl Accountant {
     }
 
     /// After a pass's events: Start for the sessions that came up (with their leases), the
-    /// new children filed under their IKE SA.
-    pub fn flush(&mut self, now: Duration) {
+    /// new children filed under their IKE SA, the Interim-Updates that are due (the counts
+    /// of the children gone and of those up, read with `usage`).
+    pub fn flush(&mut self, now: Duration, usage: &dyn Fn(u32) -> ChildUsage) {
         for (spi_i, a) in self.leases.drain(..) {
             if let Some(s) = self.sessions.get_mut(&spi_i) {
                 if !s.record.framed.contains(&a) {
@@ -333,10 +359,32 @@ impl Accountant {
         let mut starts = Vec::new();
         for s in self.sessions.values_mut().filter(|s| s.start.is_none()) {
             s.start = Some(now);
+            s.next_interim = self.interim.map(|i| now + i);
             starts.push(s.record.clone());
         }
         for r in starts {
             self.request(acct::StatusType::Start, &r, None, None, now);
+        }
+        if let Some(interval) = self.interim {
+            let mut due = Vec::new();
+            for (spi_i, s) in self.sessions.iter_mut() {
+                let (Some(start), Some(next)) = (s.start, s.next_interim) else {
+                    continue;
+                };
+                if now < next {
+                    continue;
+                }
+                s.next_interim = Some(now + interval);
+                let mut u = s.usage;
+                for (spi_in, _) in self.children.iter().filter(|(_, v)| *v == spi_i) {
+                    add_usage(&mut u, usage(*spi_in));
+                }
+                u.session_time = now.saturating_sub(start).as_secs().min(u64::from(u32::MAX)) as u32;
+                due.push((s.record.clone(), u));
+            }
+            for (r, u) in due {
+                self.request(acct::StatusType::InterimUpdate, &r, Some(u), None, now);
+            }
         }
         self.client.handle_timeout(now);
     }
