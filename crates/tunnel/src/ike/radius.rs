@@ -460,4 +460,175 @@ mod tests {
         // Only the server's reached the endpoint (and matched nothing there).
         assert_eq!(endpoint.radius_stats().unmatched, 1);
     }
+
+    /// Accounting follows the endpoint's events: an EAP-RADIUS client's IKE SA up (its
+    /// lease told in the same pass) gives one Start with the lease as Framed-IP-Address
+    /// after the pass; its child's data-plane counts, read when the child goes, and the
+    /// session time are in the Stop, whose cause is the IKE SA's reason; an IKE SA of
+    /// another connection, or one we initiated, is not accounted.
+    #[test]
+    fn start_and_stop_follow_the_events() {
+        use ipsec_ike::alg::{ChildSuite, DhGroup, Encr, IkeSuite, Prf};
+        use ipsec_ike::ipsec_eap::radius::packet::{attr, Packet, Repr};
+        use ipsec_ike::{DownReason, Event, Identity, Role};
+        let server: SocketAddr = "127.0.0.1:1813".parse().unwrap();
+        let cfg = acct::Config {
+            secrets: vec![zeroize::Zeroizing::new(b"s".to_vec())],
+            retransmit_after: Duration::from_secs(2),
+            max_tries: 2,
+        };
+        let mut a = Accountant::new(cfg, vec![server], "gw", vec!["rw".into()]);
+        let client: SocketAddr = "198.51.100.2:4500".parse().unwrap();
+        let info = |conn: &str, spi_i: u64, role: Role| ipsec_ike::IkeSaInfo {
+            conn: conn.into(),
+            spi_i,
+            spi_r: 9,
+            role,
+            local: "192.0.2.1:4500".parse().unwrap(),
+            remote: client,
+            suite: IkeSuite {
+                encr: Encr::AesGcm16_128,
+                integ: None,
+                prf: Prf::HmacSha256,
+                dh: DhGroup::Ecp256,
+                addke: Default::default(),
+            },
+            local_id: Identity::Fqdn("vpn.example".into()),
+            remote_id: Identity::Fqdn("alice".into()),
+            nat: false,
+        };
+        let child = ipsec_ike::ChildSaInfo {
+            conn: "rw".into(),
+            child: "net".into(),
+            protocol: 50,
+            spi_in: 0xc000_0001,
+            spi_out: 0xc000_0002,
+            suite: ChildSuite {
+                encr: Encr::AesGcm16_128,
+                integ: None,
+                esn: false,
+            },
+            mode: ipsec_ike::Mode::Tunnel,
+            local_ts: vec![],
+            remote_ts: vec![],
+            lifetimes: Default::default(),
+            encap: None,
+            local: "192.0.2.1:4500".parse().unwrap(),
+            remote: client,
+            initiator: false,
+            rekeys: None,
+            encr_out: zeroize::Zeroizing::new(vec![1; 20]),
+            integ_out: zeroize::Zeroizing::new(vec![]),
+            encr_in: zeroize::Zeroizing::new(vec![3; 20]),
+            integ_in: zeroize::Zeroizing::new(vec![]),
+        };
+        let none = |_: u32| -> ChildUsage { (None, None) };
+        let counts = |_: u32| -> ChildUsage { (Some((1000, 10)), Some((2000, 20))) };
+        let t = Duration::from_secs;
+        // Not accounted: another connection, and an IKE SA we initiated.
+        a.observe(
+            &Event::IkeUp {
+                info: info("site", 7, Role::Responder),
+                keys: None,
+            },
+            t(10),
+            &none,
+        );
+        a.observe(
+            &Event::IkeUp {
+                info: info("rw", 8, Role::Initiator),
+                keys: None,
+            },
+            t(10),
+            &none,
+        );
+        // The client: its lease, its IKE SA, its child, in one pass.
+        a.observe(
+            &Event::LeaseAssigned {
+                conn: "rw".into(),
+                pool: "p".into(),
+                identity: Identity::Fqdn("alice".into()),
+                address: "10.3.0.1".parse().unwrap(),
+                spi_i: 1,
+            },
+            t(10),
+            &none,
+        );
+        a.observe(
+            &Event::IkeUp {
+                info: info("rw", 1, Role::Responder),
+                keys: None,
+            },
+            t(10),
+            &none,
+        );
+        a.observe(&Event::ChildUp(child), t(10), &none);
+        assert!(a.client.poll_transmit().is_none(), "the Start waits for the pass's end");
+        a.flush(t(10), &none);
+        assert_eq!(a.sessions(), 1);
+        let (to, start) = a.client.poll_transmit().unwrap();
+        assert_eq!(to, 0);
+        assert!(a.client.poll_transmit().is_none(), "one Start");
+        acct::verify_request(b"s", &start).unwrap();
+        let get = |d: &[u8], t: u8| {
+            Repr::parse(&Packet::new_checked(d).unwrap())
+                .unwrap()
+                .get(t)
+                .map(|v| v.to_vec())
+        };
+        let n = |d: &[u8], t: u8| u32::from_be_bytes(get(d, t).unwrap().try_into().unwrap());
+        assert_eq!(n(&start, acct::acct_attr::ACCT_STATUS_TYPE), 1);
+        assert_eq!(get(&start, attr::USER_NAME), Some(b"alice".to_vec()));
+        assert_eq!(get(&start, acct::acct_attr::FRAMED_IP_ADDRESS), Some(vec![10, 3, 0, 1]));
+        assert_eq!(get(&start, attr::CALLING_STATION_ID), Some(b"198.51.100.2".to_vec()));
+        assert_eq!(get(&start, attr::NAS_IP_ADDRESS), Some(vec![192, 0, 2, 1]));
+        // The child goes (its counts read now), then the IKE SA: the Stop.
+        a.observe(
+            &Event::ChildDown {
+                conn: "rw".into(),
+                child: "net".into(),
+                spi_in: 0xc000_0001,
+                spi_out: 0xc000_0002,
+                reason: DownReason::IkeSaDown,
+            },
+            t(70),
+            &counts,
+        );
+        a.observe(
+            &Event::IkeDown {
+                conn: "rw".into(),
+                spi_i: 1,
+                spi_r: 9,
+                remote: client,
+                reason: DownReason::Peer,
+            },
+            t(70),
+            &none,
+        );
+        let (_, stop) = a.client.poll_transmit().unwrap();
+        assert_eq!(n(&stop, acct::acct_attr::ACCT_STATUS_TYPE), 2);
+        assert_eq!(
+            get(&stop, acct::acct_attr::ACCT_SESSION_ID),
+            get(&start, acct::acct_attr::ACCT_SESSION_ID)
+        );
+        assert_eq!(n(&stop, acct::acct_attr::ACCT_SESSION_TIME), 60);
+        assert_eq!(n(&stop, acct::acct_attr::ACCT_INPUT_OCTETS), 1000);
+        assert_eq!(n(&stop, acct::acct_attr::ACCT_OUTPUT_OCTETS), 2000);
+        assert_eq!(n(&stop, acct::acct_attr::ACCT_INPUT_PACKETS), 10);
+        assert_eq!(n(&stop, acct::acct_attr::ACCT_OUTPUT_PACKETS), 20);
+        assert_eq!(n(&stop, acct::acct_attr::ACCT_TERMINATE_CAUSE), 1, "User-Request");
+        assert_eq!(a.sessions(), 0);
+        // An answer from the server with the right authenticator ends the request; one from
+        // elsewhere is not the accountant's.
+        let mut resp =
+            ipsec_ike::ipsec_eap::radius::packet::Builder::new(acct::code::ACCOUNTING_RESPONSE, start[1], &[0; 16])
+                .finish();
+        let mut ra = [0u8; 16];
+        ra.copy_from_slice(&start[4..20]);
+        acct::sign_response(b"s", &ra, &mut resp).unwrap();
+        assert!(!a.handle("127.0.0.1:9".parse().unwrap(), &resp));
+        assert!(a.handle(server, &resp));
+        assert_eq!(a.stats().responses, 1);
+        assert_eq!(a.client.outstanding(), 1, "the Stop still waits");
+    }
 }
