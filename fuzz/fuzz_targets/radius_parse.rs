@@ -1,7 +1,8 @@
 //! Arbitrary bytes to the RADIUS parsers (crates/eap): the packet and its attributes (RFC
 //! 2865; what parses must emit back the same), the EAP-Message reassembly, the MS-MPPE key
 //! decryption (RFC 2548), the answer check, and a RADIUS client session with a request
-//! outstanding fed the input as answers (dropped and counted, never a panic).
+//! outstanding fed the input as answers (dropped and counted, never a panic), and the
+//! accounting client (RFC 2866) likewise.
 #![no_main]
 use core::time::Duration;
 use ipsec_eap::radius::client::{Config, Session};
@@ -39,4 +40,19 @@ fuzz_target!(|data: &[u8]| {
     .unwrap();
     let _ = s.handle_datagram(data);
     let _ = s.handle_datagram(data.get(1..).unwrap_or_default());
+    let _ = s.handle_datagram_from(1, data);
+    let _ = ipsec_eap::radius::accounting::verify_request(b"secret", data);
+    let mut a = ipsec_eap::radius::accounting::Accounting::new(ipsec_eap::radius::accounting::Config {
+        secrets: vec![Config::new(b"secret", b"fuzz").secret],
+        retransmit_after: Duration::from_secs(1),
+        max_tries: 2,
+    });
+    let record = ipsec_eap::radius::accounting::Record {
+        user_name: b"alice".to_vec(),
+        ..Default::default()
+    };
+    a.send(ipsec_eap::radius::accounting::StatusType::Start, &record, None, None, Duration::ZERO)
+        .unwrap();
+    let _ = a.handle_datagram(0, data);
+    let _ = a.handle_datagram(1, data);
 });

@@ -12,6 +12,10 @@
 #   fr_stop                                              # SIGTERM, then SIGKILL after 5 s
 #
 # The log is $WORK/log/radius.log ("Login OK: [bob/...]", "Login incorrect", ...).
+#
+# Accounting (RFC 2866): with FR_ACCT_PORT set before fr_conf, radiusd also listens for
+# Accounting-Requests on 127.0.0.1:FR_ACCT_PORT and its `detail` module writes each one to
+# $WORK/radacct/detail (Acct-Status-Type, Framed-IP-Address, Acct-Input-Octets, ...).
 
 FR_PID=""
 
@@ -25,7 +29,18 @@ fr_find() {
 fr_conf() {
   local w=$1 port=$2 secret=$3 u
   shift 3
-  mkdir -p "$w/raddb" "$w/run" "$w/log"
+  mkdir -p "$w/raddb" "$w/run" "$w/log" "$w/radacct"
+  local acct_listen="" acct_section=""
+  if [ -n "${FR_ACCT_PORT:-}" ]; then
+    acct_listen="listen {
+    type = acct
+    ipaddr = 127.0.0.1
+    port = $FR_ACCT_PORT
+  }"
+    acct_section="accounting {
+    detail
+  }"
+  fi
   cat >"$w/raddb/dictionary" <<CONF
 \$INCLUDE /usr/share/freeradius/dictionary
 CONF
@@ -100,6 +115,11 @@ modules {
       send_error = no
     }
   }
+  detail {
+    filename = $w/radacct/detail
+    permissions = 0600
+    header = "%t"
+  }
 }
 server default {
   listen {
@@ -119,6 +139,8 @@ server default {
       mschap
     }
   }
+  $acct_listen
+  $acct_section
 }
 CONF
 }

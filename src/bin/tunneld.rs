@@ -183,6 +183,23 @@ fn ike_setup(c: &config::Config, args: &Args, t: &config::TunnelConfig) -> Resul
     for conn in &c.connections {
         conns.push(conn.to_ike_with(&secrets, c.radius.as_ref())?);
     }
+    // RADIUS accounting (`[radius] accounting = true`) for the clients of the EAP-RADIUS
+    // connections, to the servers' accounting ports.
+    let radius_conns: Vec<String> = c
+        .connections
+        .iter()
+        .filter(|x| x.remote.radius)
+        .map(|x| x.name.clone())
+        .collect();
+    let radius_accounting = match c.radius.as_ref().filter(|_| !radius_conns.is_empty()) {
+        Some(r) => r
+            .accounting_with(&|a| secrets.radius_secret_for(a).map(|s| s.0.as_bytes().to_vec()))?
+            .map(|cfg| {
+                ipsec_tunnel::ike::Accountant::new(cfg, r.acct_addresses(), &r.nas_identifier, radius_conns)
+                    .with_interim(r.interim_interval)
+            }),
+        None => None,
+    };
     let mut config = ipsec_ike::Config::new(conns);
     config.pools = ipsec_config::pools::to_ike(&c.pools)?;
     Ok(Some(daemon::IkeSetup {
@@ -193,6 +210,8 @@ fn ike_setup(c: &config::Config, args: &Args, t: &config::TunnelConfig) -> Resul
             .radius
             .as_ref()
             .filter(|_| c.connections.iter().any(|x| x.remote.radius))
-            .map(|r| r.address),
+            .map(|r| r.addresses())
+            .unwrap_or_default(),
+        radius_accounting,
     }))
 }

@@ -30,7 +30,8 @@ struct File {
     ike: Option<Spanned<crate::ike_settings::IkeToml>>,
     #[serde(default)]
     pool: Vec<Spanned<crate::pools::PoolToml>>,
-    radius: Option<Spanned<crate::radius::RadiusToml>>,
+    /// `[radius]` (one server) or `[[radius]]` (several).
+    radius: Option<Spanned<toml::Value>>,
 }
 
 /// `[tunnel]`: tunneld's settings.
@@ -331,11 +332,19 @@ pub fn parse_known(text: &str, known: &[&str]) -> Result<Config, ConfigError> {
     crate::pools::read(file.pool, &mut config, &|s| lines.of(s))?;
     if let Some(r) = file.radius {
         let line = lines.of(&r);
-        config.radius = Some(
-            r.into_inner()
-                .into_config(line)
-                .map_err(|m| ConfigError::at(line, ErrorKind::Invalid(format!("[radius]: {m}"))))?,
-        );
+        let bad = |m: String| ConfigError::at(line, ErrorKind::Invalid(format!("[radius]: {m}")));
+        let one = |v: toml::Value| {
+            v.try_into::<crate::radius::RadiusToml>()
+                .map_err(|e| bad(e.message().to_string()))
+        };
+        let entries = match r.into_inner() {
+            toml::Value::Array(list) => list
+                .into_iter()
+                .map(|v| one(v).map(|e| (e, line)))
+                .collect::<Result<Vec<_>, _>>()?,
+            v => vec![(one(v)?, line)],
+        };
+        config.radius = Some(crate::radius::from_entries(entries).map_err(bad)?);
     }
     if config.radius.is_none() {
         if let Some(c) = config.connections.iter().find(|c| c.remote.radius) {

@@ -119,7 +119,8 @@ enum Inner {
     #[cfg(feature = "tls")]
     Tls(alloc::boxed::Box<crate::tls::Server>),
     Radius {
-        session: radius::Session,
+        /// Boxed: the largest variant by far, and one IKE SA in many has it.
+        session: alloc::boxed::Box<radius::Session>,
         /// The Identifier of the EAP Request last relayed to the peer (None while waiting).
         relayed: Option<u8>,
         /// The Identifier of the peer's last Response (for a built EAP-Failure).
@@ -143,6 +144,9 @@ pub struct Authenticator {
     /// The RADIUS Identifier the next Access-Request takes, if the caller chose it
     /// ([`Authenticator::use_radius_identifier`]).
     next_radius_id: Option<u8>,
+    /// The RADIUS server the conversation starts on, if the caller chose it
+    /// ([`Authenticator::use_radius_server`]).
+    next_radius_server: Option<usize>,
 }
 
 impl fmt::Debug for Authenticator {
@@ -180,6 +184,7 @@ impl Authenticator {
                 unix: None,
                 peer_cert: None,
                 next_radius_id: None,
+                next_radius_server: None,
             },
             req,
         )
@@ -263,12 +268,15 @@ impl Authenticator {
                     }
                     Some(Backend::Radius(cfg)) => {
                         let mut session = radius::Session::new(cfg, ident)?;
+                        if let Some(server) = self.next_radius_server.take() {
+                            session.use_server(server);
+                        }
                         let mut rid = [0u8; 1];
                         rng.fill_bytes(&mut rid);
                         let rid = [self.next_radius_id.take().unwrap_or(rid[0])];
                         session.send_eap(eap_body(eap)?, rid[0], now, rng)?;
                         self.inner = Inner::Radius {
-                            session,
+                            session: alloc::boxed::Box::new(session),
                             relayed: None,
                             last_response: repr.identifier,
                             radius_id: rid[0],
@@ -343,6 +351,21 @@ impl Authenticator {
         self.next_radius_id = Some(id);
     }
 
+    /// Has the conversation start on RADIUS server `server` (an index into the backend's
+    /// servers: the caller keeps which are up); later rounds stay on the server the
+    /// conversation is on (its State is that server's).
+    pub fn use_radius_server(&mut self, server: usize) {
+        self.next_radius_server = Some(server);
+    }
+
+    /// The RADIUS server the conversation is on (RADIUS backend).
+    pub fn radius_server(&self) -> Option<usize> {
+        match &self.inner {
+            Inner::Radius { session, .. } => Some(session.server()),
+            _ => None,
+        }
+    }
+
     /// The next RADIUS datagram to send (RADIUS backend).
     pub fn poll_radius_transmit(&mut self) -> Option<Vec<u8>> {
         match &mut self.inner {
@@ -378,14 +401,51 @@ impl Authenticator {
 
     /// Retransmits to the RADIUS server, or ends with [`FailureReason::RadiusServerDown`].
     pub fn handle_timeout(&mut self, now: Duration) -> Option<Step> {
+        self.timeout(now, None)
+    }
+
+    /// [`Authenticator::handle_timeout`] with failover: when every try on the request's
+    /// server timed out, `next(failed, tried)` (the failed server, the servers this request
+    /// went to as a bit set) names another server and a free RADIUS Identifier, and the
+    /// request goes there (new Identifier and Request Authenticator, that server's secret);
+    /// None: the conversation ends with [`FailureReason::RadiusServerDown`].
+    pub fn handle_timeout_failover(
+        &mut self,
+        now: Duration,
+        rng: &mut dyn CryptoRngCore,
+        next: &mut dyn FnMut(usize, u32) -> Option<(usize, u8)>,
+    ) -> Option<Step> {
+        self.timeout(now, Some((rng, next)))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn timeout(
+        &mut self,
+        now: Duration,
+        failover: Option<(
+            &mut dyn CryptoRngCore,
+            &mut dyn FnMut(usize, u32) -> Option<(usize, u8)>,
+        )>,
+    ) -> Option<Step> {
         let Inner::Radius {
-            session, last_response, ..
+            session,
+            last_response,
+            radius_id,
+            ..
         } = &mut self.inner
         else {
             return None;
         };
         match session.handle_timeout(now)? {
             Answer::ServerDown => {
+                if let Some((rng, next)) = failover {
+                    if let Some((server, id)) = next(session.server(), session.tried()) {
+                        if session.resend(server, id, now, rng).is_ok() {
+                            *radius_id = id;
+                            return None;
+                        }
+                    }
+                }
                 let step = Step::Failure {
                     reason: FailureReason::RadiusServerDown,
                     eap: eap_packet::build_result(false, *last_response),
@@ -400,6 +460,12 @@ impl Authenticator {
     /// Handles a datagram from the RADIUS server. An error means it was dropped (and
     /// counted in [`Authenticator::radius_stats`]).
     pub fn handle_radius(&mut self, datagram: &[u8]) -> Result<Step, Error> {
+        let server = self.radius_server().unwrap_or(0);
+        self.handle_radius_from(server, datagram)
+    }
+
+    /// [`Authenticator::handle_radius`] for a datagram from RADIUS server `server`.
+    pub fn handle_radius_from(&mut self, server: usize, datagram: &[u8]) -> Result<Step, Error> {
         let Inner::Radius {
             session,
             relayed,
@@ -409,7 +475,7 @@ impl Authenticator {
         else {
             return Err(Error::Unexpected("no RADIUS exchange"));
         };
-        let answer = session.handle_datagram(datagram)?;
+        let answer = session.handle_datagram_from(server, datagram)?;
         let last = *last_response;
         let step = match answer {
             Answer::Challenge(eap) => {

@@ -310,3 +310,117 @@ fn challenge_without_an_eap_request_ends_the_exchange() {
     );
     assert_eq!(a.poll_timeout(), None);
 }
+
+/// Failover (strongSwan's eap-radius `servers`; RFC 2865 §2.5, RFC 3579 §2.6.1): server 0
+/// never answers; when its tries are exhausted the caller names server 1, and the same EAP
+/// Response goes there with the caller's new Identifier, a new Request Authenticator and
+/// server 1's secret. An answer that comes from server 0 is then dropped; server 1's ends
+/// the conversation (accepted, the MSK equal to the peer's).
+#[test]
+fn a_silent_server_fails_over_to_the_next_with_a_new_identifier_and_authenticator() {
+    let mut rng = ChaCha20Rng::seed_from_u64(11);
+    let mut cfg = config(b"first-secret");
+    cfg.fallback_secrets
+        .push(zeroize::Zeroizing::new(b"second-secret".to_vec()));
+    let mut peer = Peer::new(b"bob", "hunter2").unwrap();
+    let (mut a, id_req) = Authenticator::start(Backend::Radius(cfg), &mut rng);
+    let resp = match peer.handle(&id_req, &mut rng).unwrap() {
+        PeerStep::Send(b) => b,
+        other => panic!("{other:?}"),
+    };
+    a.use_radius_identifier(40);
+    assert_eq!(
+        a.handle_response(&resp, &NoUsers, Duration::ZERO, &mut rng).unwrap(),
+        Step::Pending
+    );
+    assert_eq!(a.radius_server(), Some(0));
+    let first = a.poll_radius_transmit().unwrap();
+    assert_eq!(first[1], 40);
+    auth::verify_request(b"first-secret", &first).unwrap();
+    // Server 0 stays silent: two retransmissions of the same bytes, then the failover.
+    let mut asked = Vec::new();
+    let mut sent = vec![first.clone()];
+    let mut now;
+    loop {
+        now = a.poll_timeout().unwrap();
+        let step = a.handle_timeout_failover(now, &mut rng, &mut |failed, tried| {
+            asked.push((failed, tried));
+            (tried & 2 == 0).then_some((1, 41))
+        });
+        assert_eq!(step, None, "failed over, not given up");
+        sent.push(a.poll_radius_transmit().unwrap());
+        if a.radius_server() == Some(1) {
+            break;
+        }
+        assert!(sent.len() < 10);
+    }
+    assert_eq!(asked, [(0, 0b01)]);
+    assert_eq!(sent.len(), 4, "three sends to server 0, then server 1");
+    assert!(sent[..3].iter().all(|d| *d == first));
+    let moved = &sent[3];
+    assert_eq!(moved[1], 41, "the caller's new Identifier");
+    assert_ne!(moved[4..20], first[4..20], "a new Request Authenticator");
+    assert!(auth::verify_request(b"first-secret", moved).is_err());
+    auth::verify_request(b"second-secret", moved).unwrap();
+    assert_eq!(a.radius_identifier(), Some(41));
+    // The EAP-Message is the same Response.
+    let eap_of = |d: &[u8]| {
+        RadiusRepr::parse(&Packet::new_checked(d).unwrap())
+            .unwrap()
+            .eap_message()
+    };
+    assert_eq!(eap_of(moved), eap_of(&first));
+    // Server 1 answers; the same answer arriving from server 0's address is dropped first.
+    let mut second = FakeRadius::new(b"second-secret");
+    let mut answer = second.answer(moved);
+    assert!(a.handle_radius_from(0, &answer).is_err());
+    let mut step = a.handle_radius_from(1, &answer).unwrap();
+    while let Step::Send(req) = step {
+        let resp = match peer.handle(&req, &mut rng).unwrap() {
+            PeerStep::Send(b) => b,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            a.handle_response(&resp, &NoUsers, now, &mut rng).unwrap(),
+            Step::Pending
+        );
+        let d = a.poll_radius_transmit().unwrap();
+        auth::verify_request(b"second-secret", &d).unwrap();
+        answer = second.answer(&d);
+        step = a.handle_radius_from(1, &answer).unwrap();
+    }
+    let Step::Success { msk, eap } = step else {
+        panic!("{step:?}")
+    };
+    assert_eq!(peer.handle(&eap, &mut rng).unwrap(), PeerStep::Success(msk));
+    assert_eq!(a.radius_stats().unwrap().failovers, 1);
+}
+
+/// Failover with no other server (the caller names none): the conversation ends with
+/// RadiusServerDown as before.
+#[test]
+fn no_server_left_ends_with_server_down() {
+    let mut rng = ChaCha20Rng::seed_from_u64(12);
+    let mut peer = Peer::new(b"bob", "hunter2").unwrap();
+    let (mut a, id_req) = Authenticator::start(Backend::Radius(config(b"s")), &mut rng);
+    let resp = match peer.handle(&id_req, &mut rng).unwrap() {
+        PeerStep::Send(b) => b,
+        other => panic!("{other:?}"),
+    };
+    a.handle_response(&resp, &NoUsers, Duration::ZERO, &mut rng).unwrap();
+    let mut end = None;
+    for _ in 0..5 {
+        let now = a.poll_timeout().unwrap();
+        if let Some(s) = a.handle_timeout_failover(now, &mut rng, &mut |_, _| None) {
+            end = Some(s);
+            break;
+        }
+    }
+    assert!(matches!(
+        end,
+        Some(Step::Failure {
+            reason: FailureReason::RadiusServerDown,
+            ..
+        })
+    ));
+}

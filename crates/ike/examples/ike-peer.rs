@@ -409,5 +409,8 @@ fn event_json(e: &Event, keys: bool) -> String {
             json_str(conn),
             json_str(&addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(","))
         ),
+        Event::RadiusServer { server, up } => {
+            format!("{{\"event\":\"radius_server\",\"server\":{server},\"up\":{up}}}")
+        }
     }
 }

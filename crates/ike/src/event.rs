@@ -343,6 +343,15 @@ pub enum Event {
         /// The DNS servers it named.
         dns: Vec<IpAddr>,
     },
+    /// A RADIUS server (EAP-RADIUS) was marked down (every try of a request timed out: it
+    /// is skipped for a while, the next server by preference takes its requests) or is up
+    /// again (it answered).
+    RadiusServer {
+        /// Its number: its place in the config's servers, by preference.
+        server: usize,
+        /// Up again (true) or marked down.
+        up: bool,
+    },
     /// A liveness check (DPD) was answered.
     Alive {
         /// Connection.

@@ -51,7 +51,9 @@ pub use config::{
 };
 pub use cookie::DosStats;
 pub use dropped::Dropped;
-pub use endpoint::{ChildId, ConnId, Endpoint, PacketSelectors, RadiusDropped, RadiusStats, RadiusTransmit, SaHandle};
+pub use endpoint::{
+    ChildId, ConnId, Endpoint, PacketSelectors, RadiusDropped, RadiusServerStats, RadiusStats, RadiusTransmit, SaHandle,
+};
 pub use event::{ChildSaInfo, DownReason, EncapPorts, Event, IkeKeyLog, IkeSaInfo, MobikeRefusal, Role, Transmit};
 pub use id::Identity;
 pub use ipsec_core::nat_t::NON_ESP_MARKER;

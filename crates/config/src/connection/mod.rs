@@ -563,12 +563,11 @@ impl ConnectionConfig {
         };
         c.remote_auth = if self.remote.radius {
             let server = radius.ok_or_else(|| at("remote.auth = \"eap-radius\" needs a [radius] server".into()))?;
-            let secret = secrets
-                .radius
-                .as_ref()
-                .ok_or_else(|| at("remote.auth = \"eap-radius\": no [radius] secret in the secrets file".into()))?;
+            let client = server
+                .client_with(&|a| secrets.radius_secret_for(a).map(|s| s.0.as_bytes().to_vec()))
+                .map_err(|e| at(format!("remote.auth = \"eap-radius\": {e}")))?;
             ipsec_ike::RemoteAuth::Eap {
-                backend: ipsec_ike::ipsec_eap::server::Backend::Radius(server.client(secret.0.as_bytes())),
+                backend: ipsec_ike::ipsec_eap::server::Backend::Radius(client),
                 creds: std::sync::Arc::new(EapUsers::from_secrets(secrets)),
             }
         } else if self.remote.eap {
@@ -942,7 +941,7 @@ start_action = "trap"
         let with = format!("[radius]\naddress = \"10.1.0.5\"\nnas_identifier = \"gw\"\n{server}");
         let c = crate::from_toml::parse(&with).unwrap();
         let r = c.radius.as_ref().unwrap();
-        assert_eq!(r.address, "10.1.0.5:1812".parse().unwrap());
+        assert_eq!(r.address(), "10.1.0.5:1812".parse().unwrap());
         assert_eq!((r.nas_identifier.as_str(), r.retransmit_tries), ("gw", 3));
         assert!(c.connections[0].remote.radius);
         let secrets = super::Secrets::parse("[[ike]]\nsecret = \"k\"\n[radius]\nsecret = \"radius-hush\"\n").unwrap();
@@ -976,6 +975,38 @@ start_action = "trap"
             let e = crate::from_toml::parse(&t).unwrap_err().to_string();
             assert!(e.contains(want) && !e.contains("s3cr3t"), "{radius}: {e}");
         }
+        // Several servers, `[[radius]]`: by preference, each with its own secret (by
+        // address, with or without the port) or the shared one.
+        let many = format!(
+            "[[radius]]\naddress = \"10.1.0.5\"\n[[radius]]\naddress = \"10.1.0.6:1645\"\npreference = 1\n[[radius]]\naddress = \"10.1.0.7\"\n{server}"
+        );
+        let c = crate::from_toml::parse(&many).unwrap();
+        let r = c.radius.as_ref().unwrap();
+        assert_eq!(
+            r.addresses(),
+            ["10.1.0.6:1645", "10.1.0.5:1812", "10.1.0.7:1812"].map(|a| a.parse().unwrap())
+        );
+        let secrets = super::Secrets::parse(
+            "[[ike]]\nsecret = \"k\"\n[[radius]]\nsecret = \"shared\"\n[[radius]]\naddress = \"10.1.0.6\"\nsecret = \"six\"\n[[radius]]\naddress = \"10.1.0.7:1812\"\nsecret = \"seven\"\n",
+        )
+        .unwrap();
+        assert!(!format!("{secrets:?}").contains("six"));
+        let ike = c.connections[0].to_ike_with(&secrets, c.radius.as_ref()).unwrap();
+        let ipsec_ike::RemoteAuth::Eap {
+            backend: ipsec_ike::ipsec_eap::server::Backend::Radius(client),
+            ..
+        } = &ike.remote_auth
+        else {
+            panic!("{:?}", ike.remote_auth)
+        };
+        let got: Vec<&[u8]> = (0..3).map(|n| client.secret_of(n).unwrap()).collect();
+        assert_eq!(got, [&b"six"[..], b"shared", b"seven"]);
+        // A server without a secret of its own and no shared one: named.
+        let partial =
+            super::Secrets::parse("[[ike]]\nsecret = \"k\"\n[[radius]]\naddress = \"10.1.0.6\"\nsecret = \"six\"\n")
+                .unwrap();
+        let e = c.connections[0].to_ike_with(&partial, c.radius.as_ref()).unwrap_err();
+        assert!(e.contains("10.1.0.5:1812") && !e.contains("six"), "{e}");
     }
 
     /// The TOML and the secrets file become the IKE crate's connection: the key found by

@@ -86,8 +86,12 @@ pub struct Secrets {
     pub psks: Vec<Psk>,
     /// The EAP users (`[[eap]]`), in file order.
     pub eap: Vec<EapSecret>,
-    /// The secret shared with the `[radius]` server (`[radius] secret`).
+    /// The secret shared with the `[radius]` servers (`[radius] secret`, or a `[[radius]]`
+    /// entry without an address): every server's that has none of its own.
     pub radius: Option<RadiusSecret>,
+    /// Per-server secrets (`[[radius]] address = "10.1.0.6", secret = "..."`): the server's
+    /// IP address and port (None: any port).
+    pub radius_servers: Vec<(std::net::IpAddr, Option<u16>, RadiusSecret)>,
     /// The private keys ([`Secrets::load`] reads them from the `[[private]] file`s).
     pub keys: Vec<crate::credentials::LoadedKey>,
     /// `[[private]] file` paths not read yet (as written).
@@ -95,6 +99,18 @@ pub struct Secrets {
 }
 
 impl Secrets {
+    /// The secret shared with the RADIUS server at `server`: its own entry (address and
+    /// port, or the address written without a port), else the one for every server.
+    pub fn radius_secret_for(&self, server: std::net::SocketAddr) -> Option<&RadiusSecret> {
+        let own = |port: Option<u16>| {
+            self.radius_servers
+                .iter()
+                .find(|(ip, p, _)| *ip == server.ip() && *p == port)
+                .map(|(_, _, s)| s)
+        };
+        own(Some(server.port())).or_else(|| own(None)).or(self.radius.as_ref())
+    }
+
     /// The key for a connection between identities `local` and `remote`: the first entry
     /// whose identities include both (an entry naming one identity matches either side, as
     /// swanctl's best match does for a single `id`; an entry naming none matches any).
@@ -132,11 +148,12 @@ impl Secrets {
             eap: Vec<toml::Spanned<EapEntry>>,
             #[serde(default)]
             private: Vec<KeyFile>,
-            radius: Option<RadiusEntry>,
+            radius: Option<toml::Value>,
         }
         #[derive(serde::Deserialize)]
         #[serde(deny_unknown_fields)]
         struct RadiusEntry {
+            address: Option<String>,
             secret: crate::values::Secret,
         }
         #[derive(serde::Deserialize)]
@@ -210,15 +227,44 @@ impl Secrets {
                 secret: zeroize::Zeroizing::new(e.secret.as_str().to_string()),
             });
         }
-        let radius = match file.radius {
-            Some(r) if r.secret.as_str().is_empty() => return Err("[radius]: an empty secret".into()),
-            Some(r) => Some(RadiusSecret(zeroize::Zeroizing::new(r.secret.as_str().to_string()))),
-            None => None,
+        let entries: Vec<RadiusEntry> = match file.radius {
+            None => Vec::new(),
+            Some(toml::Value::Array(list)) => list
+                .into_iter()
+                .map(|v| v.try_into::<RadiusEntry>())
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("[radius]: {}", e.message()))?,
+            Some(v) => vec![v
+                .try_into::<RadiusEntry>()
+                .map_err(|e| format!("[radius]: {}", e.message()))?],
         };
+        let mut radius = None;
+        let mut radius_servers = Vec::new();
+        for r in entries {
+            if r.secret.as_str().is_empty() {
+                return Err("[radius]: an empty secret".into());
+            }
+            let secret = RadiusSecret(zeroize::Zeroizing::new(r.secret.as_str().to_string()));
+            match r.address {
+                None if radius.is_some() => return Err("[radius]: a second secret without an address".into()),
+                None => radius = Some(secret),
+                Some(a) => {
+                    let (ip, port) = match crate::radius::parse_address(&a)? {
+                        sa if a.trim().parse::<std::net::SocketAddr>().is_ok() => (sa.ip(), Some(sa.port())),
+                        sa => (sa.ip(), None),
+                    };
+                    if radius_servers.iter().any(|(i, p, _)| *i == ip && *p == port) {
+                        return Err(format!("[radius]: a second secret for the server `{a}`"));
+                    }
+                    radius_servers.push((ip, port, secret));
+                }
+            }
+        }
         Ok(Secrets {
             psks,
             eap,
             radius,
+            radius_servers,
             keys: Vec::new(),
             key_files: file.private.into_iter().map(|k| k.file).collect(),
         })

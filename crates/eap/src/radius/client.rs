@@ -6,6 +6,13 @@
 //! (RFC 2865 §2.5) at the polled deadline, a bounded number of times, then
 //! [`Answer::ServerDown`].
 //!
+//! Several servers (failover, as strongSwan's eap-radius `servers`): [`Config::fallback_secrets`]
+//! names servers 1.. after server 0's [`Config::secret`]. A request whose tries on its server
+//! are exhausted can be sent again to another ([`Session::resend`], chosen by the caller, who
+//! knows which servers are up) with a new Identifier and a new Request Authenticator, signed
+//! with that server's secret (RFC 2865 §2.5: a retransmission to another server is a new
+//! request; RFC 3579 §2.6.1); answers are then taken from that server only.
+//!
 //! The caller owns the socket: it sends what [`Session::poll_transmit`] gives, feeds what
 //! arrives to [`Session::handle_datagram`], and calls [`Session::handle_timeout`] when
 //! [`Session::poll_timeout`] has passed. Time is a [`Duration`] since any fixed epoch.
@@ -29,8 +36,13 @@ pub struct Config {
     pub nas_identifier: Vec<u8>,
     /// How long to wait for an answer before sending the request again.
     pub retransmit_after: Duration,
-    /// How many times a request is sent at most (the first send included).
+    /// How many times a request is sent at most (the first send included), per server.
     pub max_tries: u8,
+    /// The shared secrets of servers 1, 2, ... (server 0's is `secret`), in failover order.
+    pub fallback_secrets: Vec<Zeroizing<Vec<u8>>>,
+    /// How long a server whose tries all timed out is skipped before it is tried again
+    /// (for the caller that keeps the servers' health; default 60 s).
+    pub retry_down_after: Duration,
 }
 
 impl Config {
@@ -42,6 +54,21 @@ impl Config {
             nas_identifier: nas_identifier.to_vec(),
             retransmit_after: Duration::from_secs(2),
             max_tries: 3,
+            fallback_secrets: Vec::new(),
+            retry_down_after: Duration::from_secs(60),
+        }
+    }
+
+    /// How many servers there are (1 + the fallbacks).
+    pub fn servers(&self) -> usize {
+        1 + self.fallback_secrets.len()
+    }
+
+    /// Server `server`'s secret.
+    pub fn secret_of(&self, server: usize) -> Option<&[u8]> {
+        match server {
+            0 => Some(&self.secret),
+            n => self.fallback_secrets.get(n - 1).map(|s| &s[..]),
         }
     }
 }
@@ -52,6 +79,7 @@ impl fmt::Debug for Config {
             .field("nas_identifier", &self.nas_identifier)
             .field("retransmit_after", &self.retransmit_after)
             .field("max_tries", &self.max_tries)
+            .field("servers", &self.servers())
             .finish_non_exhaustive()
     }
 }
@@ -81,11 +109,15 @@ pub struct Stats {
     pub unexpected: u64,
     /// Answers that did not parse.
     pub malformed: u64,
+    /// Requests sent again to another server after every try on theirs timed out.
+    pub failovers: u64,
 }
 
 #[derive(Clone)]
 struct Outstanding {
     identifier: u8,
+    /// The server it went to (index into the config's servers).
+    server: usize,
     request_auth: [u8; 16],
     datagram: Vec<u8>,
     tries: u8,
@@ -100,6 +132,12 @@ pub struct Session {
     outstanding: Option<Outstanding>,
     transmit: Option<Vec<u8>>,
     stats: Stats,
+    /// The server requests go to (the caller's choice, [`Session::use_server`]).
+    server: usize,
+    /// The EAP packet of the last request, until it is answered (for [`Session::resend`]).
+    last_eap: Option<Vec<u8>>,
+    /// Servers the last request went to (bit n: server n).
+    tried: u32,
 }
 
 impl fmt::Debug for Session {
@@ -127,7 +165,32 @@ impl Session {
             outstanding: None,
             transmit: None,
             stats: Stats::default(),
+            server: 0,
+            last_eap: None,
+            tried: 0,
         })
+    }
+
+    /// Sends the following requests to server `server` (an index into the config's
+    /// servers; out of range: ignored).
+    pub fn use_server(&mut self, server: usize) {
+        if server < self.config.servers() {
+            self.server = server;
+        }
+    }
+
+    /// The server requests go to, and the outstanding one went to.
+    pub fn server(&self) -> usize {
+        self.server
+    }
+
+    /// The servers the last request was sent to (bit n: server n).
+    pub fn tried(&self) -> u32 {
+        self.tried
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
     /// Queues an Access-Request carrying `eap`, with RADIUS `identifier` (the caller keeps
@@ -142,6 +205,36 @@ impl Session {
         if self.outstanding.is_some() {
             return Err(Error::Unexpected("a RADIUS request is already outstanding"));
         }
+        self.tried = 0;
+        self.last_eap = Some(eap.to_vec());
+        self.stats.requests += 1;
+        self.send_to(identifier, now, rng)
+    }
+
+    /// Sends the last request again to `server`, with `identifier` and a new Request
+    /// Authenticator, after [`Session::handle_timeout`] gave up on its server (failover):
+    /// an error when there is no such request, it is still outstanding, or no such server.
+    pub fn resend(
+        &mut self,
+        server: usize,
+        identifier: u8,
+        now: Duration,
+        rng: &mut dyn CryptoRngCore,
+    ) -> Result<(), Error> {
+        if self.outstanding.is_some() || self.last_eap.is_none() {
+            return Err(Error::Unexpected("no timed-out RADIUS request to send again"));
+        }
+        if server >= self.config.servers() {
+            return Err(Error::Unexpected("no such RADIUS server"));
+        }
+        self.server = server;
+        self.stats.failovers += 1;
+        self.send_to(identifier, now, rng)
+    }
+
+    fn send_to(&mut self, identifier: u8, now: Duration, rng: &mut dyn CryptoRngCore) -> Result<(), Error> {
+        let eap = self.last_eap.clone().unwrap_or_default();
+        let secret = self.config.secret_of(self.server).unwrap_or(&self.config.secret);
         let mut request_auth = [0u8; 16];
         rng.fill_bytes(&mut request_auth);
         let mut b = Builder::new(code::ACCESS_REQUEST, identifier, &request_auth);
@@ -154,14 +247,15 @@ impl Session {
         if let Some(s) = &self.state {
             b.attr(attr::STATE, s)?;
         }
-        b.fragmented(attr::EAP_MESSAGE, eap)?;
+        b.fragmented(attr::EAP_MESSAGE, &eap)?;
         b.attr(attr::MESSAGE_AUTHENTICATOR, &auth::placeholder())?;
         let mut datagram = b.finish();
-        auth::sign_request(&self.config.secret, &mut datagram)?;
-        self.stats.requests += 1;
+        auth::sign_request(secret, &mut datagram)?;
+        self.tried |= 1u32.checked_shl(self.server as u32).unwrap_or(0);
         self.transmit = Some(datagram.clone());
         self.outstanding = Some(Outstanding {
             identifier,
+            server: self.server,
             request_auth,
             datagram,
             tries: 1,
@@ -210,6 +304,13 @@ impl Session {
     /// Handles a datagram from the server. An error means it was dropped (and counted);
     /// the request stays outstanding.
     pub fn handle_datagram(&mut self, bytes: &[u8]) -> Result<Answer, Error> {
+        let server = self.outstanding.as_ref().map_or(self.server, |o| o.server);
+        self.handle_datagram_from(server, bytes)
+    }
+
+    /// [`Session::handle_datagram`] for a datagram that came from server `server`: one from
+    /// another server than the outstanding request's is unexpected (dropped, counted).
+    pub fn handle_datagram_from(&mut self, server: usize, bytes: &[u8]) -> Result<Answer, Error> {
         let p = match Packet::new_checked(bytes) {
             Ok(p) => p,
             Err(e) => {
@@ -217,12 +318,17 @@ impl Session {
                 return Err(e);
             }
         };
-        let Some(o) = self.outstanding.as_ref().filter(|o| o.identifier == p.identifier()) else {
+        let Some(o) = self
+            .outstanding
+            .as_ref()
+            .filter(|o| o.identifier == p.identifier() && o.server == server)
+        else {
             self.stats.unexpected += 1;
             return Err(Error::Unexpected("RADIUS answer to no outstanding request"));
         };
         let request_auth = o.request_auth;
-        let repr = match auth::verify_response(&self.config.secret, &request_auth, bytes) {
+        let secret = Zeroizing::new(self.config.secret_of(o.server).unwrap_or(&self.config.secret).to_vec());
+        let repr = match auth::verify_response(&secret, &request_auth, bytes) {
             Ok(r) => r,
             Err(Error::BadAuthenticator) => {
                 self.stats.bad_authenticator += 1;
@@ -244,7 +350,7 @@ impl Session {
                 Answer::Challenge(eap)
             }
             code::ACCESS_ACCEPT => {
-                let (recv, send) = match mppe::keys(&repr, &self.config.secret, &request_auth) {
+                let (recv, send) = match mppe::keys(&repr, &secret, &request_auth) {
                     Ok(k) => k,
                     Err(e) => {
                         self.stats.malformed += 1;
@@ -265,6 +371,7 @@ impl Session {
         };
         self.outstanding = None;
         self.transmit = None;
+        self.last_eap = None;
         Ok(answer)
     }
 }

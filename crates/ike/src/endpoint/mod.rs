@@ -22,7 +22,7 @@ mod inbound;
 mod radius;
 mod reap;
 
-pub use radius::{RadiusDropped, RadiusStats, RadiusTransmit};
+pub use radius::{RadiusDropped, RadiusServerStats, RadiusStats, RadiusTransmit};
 
 /// The packet that triggered an acquire (for the first selectors, RFC 7296 2.9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,7 +16,7 @@
 //! authenticator check or does not parse is dropped and counted ([`RadiusStats`]).
 use super::{wall, Endpoint, SaHandle};
 use crate::ike_sa::Cx;
-pub use crate::radius_table::{RadiusDropped, RadiusStats};
+pub use crate::radius_table::{RadiusDropped, RadiusServerStats, RadiusStats};
 use alloc::vec::Vec;
 use core::fmt;
 use core::time::Duration;
@@ -27,6 +27,9 @@ use rand_core::CryptoRngCore;
 pub struct RadiusTransmit {
     /// The IKE SA whose EAP conversation it carries.
     pub sa: SaHandle,
+    /// The server it goes to: its number among the connection's RADIUS servers (in the
+    /// order of preference of `Backend::Radius`'s config; 0 with one server).
+    pub server: usize,
     /// The RADIUS packet (an Access-Request, RFC 3579 2.1).
     pub data: Vec<u8>,
 }
@@ -34,15 +37,25 @@ pub struct RadiusTransmit {
 impl fmt::Debug for RadiusTransmit {
     /// The length only: the packet carries the User-Name and the EAP exchange.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "RadiusTransmit({:?}, {} bytes)", self.sa, self.data.len())
+        write!(
+            f,
+            "RadiusTransmit({:?}, server {}, {} bytes)",
+            self.sa,
+            self.server,
+            self.data.len()
+        )
     }
 }
 
 impl Endpoint {
     /// The next datagram for the RADIUS server (EAP-RADIUS connections).
     pub fn poll_radius(&mut self) -> Option<RadiusTransmit> {
-        let (sa, data) = self.out.radius.transmits.pop_front()?;
-        Some(RadiusTransmit { sa: SaHandle(sa), data })
+        let (sa, server, data) = self.out.radius.transmits.pop_front()?;
+        Some(RadiusTransmit {
+            sa: SaHandle(sa),
+            server,
+            data,
+        })
     }
 
     /// A datagram from the RADIUS server (the caller checked that it came from the
@@ -52,6 +65,19 @@ impl Endpoint {
     pub fn handle_radius(
         &mut self,
         now: Duration,
+        datagram: &[u8],
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<(), RadiusDropped> {
+        self.handle_radius_from(now, 0, datagram, rng)
+    }
+
+    /// [`Endpoint::handle_radius`] for a datagram from server number `server` (the caller
+    /// checked its address and port): an answer from another server than the one its
+    /// request went to (a late one after a failover) is dropped as unmatched.
+    pub fn handle_radius_from(
+        &mut self,
+        now: Duration,
+        server: usize,
         datagram: &[u8],
         rng: &mut impl CryptoRngCore,
     ) -> Result<(), RadiusDropped> {
@@ -70,7 +96,7 @@ impl Endpoint {
         let r = match self.sas.get_mut(&spi) {
             Some(sa) if !sa.is_dead() => {
                 let mut cx = Cx::new(&self.cfg, &mut self.out, now, unix);
-                crate::task::eap_radius::answer(sa, &mut cx, datagram, rng)
+                crate::task::eap_radius::answer(sa, &mut cx, server, datagram, rng)
             }
             _ => Err(RadiusDropped::Unmatched),
         };
@@ -88,6 +114,11 @@ impl Endpoint {
     /// What went to and came from the RADIUS server.
     pub fn radius_stats(&self) -> RadiusStats {
         self.out.radius.stats
+    }
+
+    /// Each RADIUS server's figures and health, by server number.
+    pub fn radius_server_stats(&self) -> Vec<crate::radius_table::RadiusServerStats> {
+        self.out.radius.server_stats()
     }
 
     /// RADIUS requests outstanding (IKE SAs waiting for the server).

@@ -27,27 +27,37 @@ use core::time::Duration;
 use ipsec_eap::server::{Backend, FailureReason, Step};
 use rand_core::CryptoRngCore;
 
-fn is_radius(sa: &IkeSa, cx: &Cx) -> bool {
-    matches!(
-        &sa.conn(cx.cfg).remote_auth,
+/// The connection's RADIUS client settings (servers, hold-down), if it passes EAP on.
+fn radius_config<'c>(sa: &IkeSa, cx: &Cx<'c>) -> Option<&'c ipsec_eap::radius::client::Config> {
+    match &sa.conn(cx.cfg).remote_auth {
         crate::config::RemoteAuth::Eap {
-            backend: Backend::Radius(_),
+            backend: Backend::Radius(c),
             ..
-        }
-    )
+        } => Some(c),
+        _ => None,
+    }
 }
 
 /// Before the authenticator takes an EAP Response: a RADIUS Identifier free on the shared
 /// socket for the Access-Request it makes. None free (256 outstanding: the server is not
 /// keeping up): refused as if the server were down, counted (`no_identifier`).
 pub(crate) fn prepare(sa: &mut IkeSa, cx: &mut Cx) -> Result<(), Reply> {
-    if !is_radius(sa, cx) {
+    let Some(rc) = radius_config(sa, cx) else {
         return Ok(());
-    }
+    };
+    let servers = rc.servers();
     match cx.out.radius.free_identifier() {
         Some(id) => {
+            let now = cx.now;
             if let Some(st) = sa.eap_mut() {
                 st.auth.use_radius_identifier(id);
+                // A new conversation starts on the first server by preference that is not
+                // marked down; a started one stays on its server (its State is that one's).
+                if st.auth.radius_server().is_none() {
+                    if let Some(server) = cx.out.radius.pick(servers, 0, now) {
+                        st.auth.use_radius_server(server);
+                    }
+                }
             }
             Ok(())
         }
@@ -67,8 +77,9 @@ pub(crate) fn sync(sa: &mut IkeSa, cx: &mut Cx, retransmission: bool) {
         return;
     };
     cx.out.radius.track(spi, st.auth.radius_identifier());
+    let server = st.auth.radius_server().unwrap_or(0);
     while let Some(d) = st.auth.poll_radius_transmit() {
-        cx.out.radius.transmit(spi, d, retransmission);
+        cx.out.radius.transmit(spi, server, d, retransmission);
     }
 }
 
@@ -84,16 +95,40 @@ pub(crate) fn deadline(sa: &IkeSa) -> Option<Duration> {
     sa.eap()?.auth.poll_timeout()
 }
 
-/// The RADIUS client's timer: a retransmission, or the server is down (the deferred
-/// request answered with EAP-Failure, the SA gone).
+/// The RADIUS client's timer: a retransmission; or every try on the request's server timed
+/// out: that server is marked down (an event when it was up) and the request goes to the
+/// next server by preference that it has not been to (a new Identifier and Request
+/// Authenticator, RFC 2865 2.5); with none left the server is down for this conversation
+/// (the deferred request answered with EAP-Failure, the SA gone).
 pub(crate) fn handle_timeout(sa: &mut IkeSa, cx: &mut Cx, rng: &mut impl CryptoRngCore) {
+    let (servers, hold) = match radius_config(sa, cx) {
+        Some(rc) => (rc.servers(), rc.retry_down_after),
+        None => (1, core::time::Duration::from_secs(60)),
+    };
+    let now = cx.now;
     let Some(st) = sa.eap_mut() else { return };
-    if st.auth.poll_timeout().is_none_or(|t| cx.now < t) {
+    if st.auth.poll_timeout().is_none_or(|t| now < t) {
         return;
     }
-    match st.auth.handle_timeout(cx.now) {
+    let out = &mut *cx.out;
+    let mut failed_over = false;
+    let step = st.auth.handle_timeout_failover(now, rng, &mut |failed, tried| {
+        if out.radius.timed_out(failed, now, hold) {
+            out.event(crate::event::Event::RadiusServer {
+                server: failed,
+                up: false,
+            });
+        }
+        let next = out.radius.pick(servers, tried, now)?;
+        let id = out.radius.free_identifier()?;
+        out.radius.failed_over_to(next);
+        failed_over = true;
+        Some((next, id))
+    });
+    match step {
         Some(step) => answered(sa, cx, step, rng),
-        None => sync(sa, cx, true),
+        // A failed-over request is a first send to its server, not a retransmission.
+        None => sync(sa, cx, !failed_over),
     }
 }
 
@@ -101,14 +136,18 @@ pub(crate) fn handle_timeout(sa: &mut IkeSa, cx: &mut Cx, rng: &mut impl CryptoR
 pub(crate) fn answer(
     sa: &mut IkeSa,
     cx: &mut Cx,
+    server: usize,
     datagram: &[u8],
     rng: &mut impl CryptoRngCore,
 ) -> Result<(), RadiusDropped> {
     let Some(st) = sa.eap_mut() else {
         return Err(RadiusDropped::Unmatched);
     };
-    match st.auth.handle_radius(datagram) {
+    match st.auth.handle_radius_from(server, datagram) {
         Ok(step) => {
+            if cx.out.radius.answered(server) {
+                cx.out.event(crate::event::Event::RadiusServer { server, up: true });
+            }
             answered(sa, cx, step, rng);
             Ok(())
         }
@@ -187,6 +226,8 @@ mod tests {
     /// bytes) gets the same answer.
     struct FakeRadius {
         secret: Vec<u8>,
+        /// The secret requests are checked with (a forger's differs from its `secret`).
+        verify: Vec<u8>,
         server: Option<mschapv2::Server>,
         last: Option<(Vec<u8>, Vec<u8>)>,
         requests: usize,
@@ -197,6 +238,7 @@ mod tests {
         fn new(secret: &[u8]) -> FakeRadius {
             FakeRadius {
                 secret: secret.to_vec(),
+                verify: secret.to_vec(),
                 server: None,
                 last: None,
                 requests: 0,
@@ -210,7 +252,7 @@ mod tests {
                     return a.clone();
                 }
             }
-            auth::verify_request(SECRET, request).expect("request Message-Authenticator");
+            auth::verify_request(&self.verify, request).expect("request Message-Authenticator");
             let p = Packet::new_checked(request).unwrap();
             let r = RadiusRepr::parse(&p).unwrap();
             assert_eq!(r.code, code::ACCESS_REQUEST);
@@ -474,6 +516,7 @@ mod tests {
         let now = Duration::from_secs(10);
         let mut server = FakeRadius::new(SECRET);
         let mut forger = FakeRadius::new(b"not the secret");
+        forger.verify = SECRET.to_vec();
         a.initiate(now, "a", &mut rng).unwrap();
         let mut held = Vec::new();
         pump(&mut a, &mut b, now, &mut rng, &mut |q| {
@@ -510,6 +553,111 @@ mod tests {
         b.handle_radius(now, &answer, &mut rng).unwrap();
         pump(&mut a, &mut b, now, &mut rng, &mut |q| Some(server.answer(q)));
         assert_eq!(b.status(now)[0].state, "established");
+    }
+
+    /// Several servers (strongSwan's eap-radius `servers`): server 0 is silent, so after its
+    /// three tries the request goes to server 1 (a new Identifier, signed with server 1's
+    /// secret) and the client gets in; server 0 is reported down and skipped by the next
+    /// conversation; after the hold-down it is tried again, and reported up when it answers.
+    #[test]
+    fn a_silent_first_server_fails_over_to_the_second_and_is_retried_after_the_hold_down() {
+        const SECOND: &[u8] = b"second server's secret";
+        let mut radius = ipsec_eap::radius::client::Config::new(SECRET, b"moon");
+        radius.retransmit_after = Duration::from_secs(2);
+        radius.max_tries = 3;
+        radius.retry_down_after = Duration::from_secs(60);
+        radius.fallback_secrets.push(zeroize::Zeroizing::new(SECOND.to_vec()));
+        let (mut a, mut b) = crate::test_util::eap_endpoints("pw", Backend::Radius(radius), Arc::new(NoUsers));
+        let mut rng = ChaCha20Rng::seed_from_u64(6);
+        let mut now = Duration::from_secs(10);
+        a.initiate(now, "a", &mut rng).unwrap();
+        // Up to the first Access-Request: it goes to server 0, which never answers.
+        pump(&mut a, &mut b, now, &mut rng, &mut |_| None);
+        let mut to = Vec::new();
+        let mut ev = Vec::new();
+        for _ in 0..10 {
+            now = b.poll_timeout().unwrap();
+            b.handle_timeout(now, &mut rng);
+            ev.extend(events(&mut b));
+            while let Some(t) = b.poll_radius() {
+                to.push((t.server, t.data));
+            }
+            if to.iter().any(|(s, _)| *s == 1) {
+                break;
+            }
+        }
+        assert_eq!(now, Duration::from_secs(16), "three tries on server 0, 2 s apart");
+        let servers: Vec<usize> = to.iter().map(|(s, _)| *s).collect();
+        assert_eq!(servers, [0, 0, 1], "two retransmissions to server 0, then server 1");
+        let (_, moved) = to.pop().unwrap();
+        auth::verify_request(SECOND, &moved).expect("signed with server 1's secret");
+        assert!(ev
+            .iter()
+            .any(|e| matches!(e, Event::RadiusServer { server: 0, up: false })));
+        let s = b.radius_server_stats();
+        assert_eq!((s[0].timeouts, s[0].marked_down, s[0].down), (1, 1, true), "{s:?}");
+        assert_eq!(s[1].failovers_to, 1);
+        // Server 1 answers; the conversation goes on there (later rounds stay on it).
+        let mut second = FakeRadius::new(SECOND);
+        let answer = second.answer(&moved);
+        b.handle_radius_from(now, 1, &answer, &mut rng).unwrap();
+        let mut on = Vec::new();
+        for _ in 0..100 {
+            let mut moved = false;
+            while let Some(Transmit { local, remote, payload }) = a.poll_transmit() {
+                moved = true;
+                let _ = b.handle_datagram(now, remote, local, &payload, &mut rng);
+            }
+            while let Some(Transmit { local, remote, payload }) = b.poll_transmit() {
+                moved = true;
+                let _ = a.handle_datagram(now, remote, local, &payload, &mut rng);
+            }
+            while let Some(t) = b.poll_radius() {
+                moved = true;
+                on.push(t.server);
+                let answer = second.answer(&t.data);
+                let _ = b.handle_radius_from(now, t.server, &answer, &mut rng);
+            }
+            if !moved {
+                break;
+            }
+        }
+        assert_eq!(on, [1, 1]);
+        assert_eq!(b.status(now)[0].state, "established");
+        assert_eq!(b.radius_server_stats()[1].answers, 3);
+        // A second client within the hold-down: straight to server 1.
+        a.initiate(now, "a", &mut rng).unwrap();
+        let mut second_sent = Vec::new();
+        pump(&mut a, &mut b, now, &mut rng, &mut |q| {
+            second_sent.push(q.to_vec());
+            None
+        });
+        assert_eq!(second_sent.len(), 1);
+        assert_eq!(b.radius_server_stats()[0].sent, 3, "server 0 skipped while down");
+        assert_eq!(b.radius_server_stats()[1].sent, 4);
+        auth::verify_request(SECOND, &second_sent[0]).expect("server 1's secret");
+        // After the hold-down, server 0 is tried again, and reported up when it answers.
+        now += Duration::from_secs(61);
+        let mut zero = FakeRadius::new(SECRET);
+        let mut back = Vec::new();
+        b.handle_timeout(now, &mut rng);
+        a.handle_timeout(now, &mut rng);
+        let _ = events(&mut b);
+        a.initiate(now, "a", &mut rng).unwrap();
+        pump(&mut a, &mut b, now, &mut rng, &mut |q| {
+            back.push(q.to_vec());
+            None
+        });
+        let last = back.last().expect("a request to a server");
+        auth::verify_request(SECRET, last).expect("server 0 again");
+        let answer = zero.answer(last);
+        b.handle_radius_from(now, 0, &answer, &mut rng).unwrap();
+        assert!(events(&mut b)
+            .iter()
+            .any(|e| matches!(e, Event::RadiusServer { server: 0, up: true })));
+        let s = b.radius_server_stats();
+        assert!(!s[0].down);
+        assert_eq!(s[0].answers, 1);
     }
 
     /// Two clients at once on the one socket: their outstanding requests have distinct

@@ -195,6 +195,20 @@ impl Control {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The data plane's counts of the child SA pair with inbound SPI `spi_in`: its inbound
+    /// SA's and its outbound SA's (bytes, packets); None for one the engine has not got
+    /// (RADIUS accounting reads them before the pair is removed).
+    pub fn ike_child_usage(&self, t: &Tunnel, spi_in: u32) -> crate::ike::ChildUsage {
+        let st = self.state();
+        let eng = t.engine();
+        let usage = |key| {
+            st.child(key)
+                .and_then(|id| eng.sad().get(id))
+                .map(|e| (e.usage().bytes, e.usage().packets))
+        };
+        (usage(ChildSaKey::inb(spi_in)), usage(ChildSaKey::out(spi_in)))
+    }
+
     /// Hands `ike.*` requests (and the IKE part of `show`) to the IKE thread.
     pub fn set_ike(&self, h: impl IkeService + 'static) {
         let _ = self.ike.set(Box::new(h));

@@ -173,9 +173,12 @@ pub struct IkeSetup {
     pub config: ipsec_ike::Config,
     /// `--keylog DIR`: Wireshark's key tables (off by default).
     pub keylog: Option<PathBuf>,
-    /// The `[radius]` server EAP-RADIUS connections pass EAP to (the IKE thread's socket
-    /// toward it, [`crate::ike::RadiusSocket`]).
-    pub radius: Option<SocketAddr>,
+    /// The `[radius]` servers EAP-RADIUS connections pass EAP to, in the order of
+    /// preference (the IKE thread's socket toward them, [`crate::ike::RadiusSocket`]); empty:
+    /// none.
+    pub radius: Vec<SocketAddr>,
+    /// RADIUS accounting (`[radius] accounting = true`), its requests on the same socket.
+    pub radius_accounting: Option<crate::ike::Accountant>,
 }
 
 /// Runs the daemon until `stop` is set; returns the final counters (also written to the
@@ -388,11 +391,17 @@ impl IkeParts {
             config.ike_port,
             locals.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
         );
-        let radius = match setup.radius {
-            Some(server) => Some(crate::ike::RadiusSocket::open(server).map_err(context(format!(
-                "opening a UDP socket toward the RADIUS server {server}"
-            )))?),
-            None => None,
+        let radius = match setup.radius.as_slice() {
+            [] => None,
+            servers => {
+                let s = crate::ike::RadiusSocket::open_many(servers).map_err(context(format!(
+                    "opening a UDP socket toward the RADIUS servers {servers:?}"
+                )))?;
+                Some(match setup.radius_accounting {
+                    Some(a) => s.with_accounting(a),
+                    None => s,
+                })
+            }
         };
         Ok(IkeParts {
             handle,

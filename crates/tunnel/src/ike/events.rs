@@ -394,6 +394,19 @@ pub(super) fn handle_event(
                 dns: s(&dns),
             })
         }
+        Event::RadiusServer { server, up } => {
+            let addr = sockets
+                .radius
+                .as_ref()
+                .and_then(|r| r.servers().get(server).copied())
+                .map_or_else(|| format!("number {server}"), |a| a.to_string());
+            if up {
+                info!("IKE: RADIUS server {addr} answers again: up");
+            } else {
+                warn!("IKE: RADIUS server {addr} marked down: every try of a request timed out (the next server takes its requests; tried again later)");
+            }
+            return failed;
+        }
         other => {
             tracing::debug!("IKE: {other:?}");
             return failed;

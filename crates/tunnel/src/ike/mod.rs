@@ -44,7 +44,7 @@ mod traps;
 pub use crate::obs::ike::{IkeCounters, IkeReport};
 use events::{handle_event, needs_live, Live};
 pub use keylog::KeyLog;
-pub use radius::RadiusSocket;
+pub use radius::{Accountant, ChildUsage, RadiusSocket};
 pub use selectors::{child_sas, range_prefixes, ChildSas};
 pub use sockets::{IkeSockets, Inputs};
 pub use traps::Traps;
@@ -323,12 +323,22 @@ pub fn run(
         // itself, once per pass (the shadow list of IKE SAs the events reported is gone).
         let mut failed = Vec::new();
         let mut live = None;
+        let accounting = sockets.radius.as_ref().and_then(|r| r.accounting.as_ref());
         while let Some(ev) = endpoint.poll_event() {
             counters.count(&ev);
+            if let Some(a) = accounting {
+                // Before the event is acted on: a child's SAs are still there to be read.
+                let usage = |spi_in| control.ike_child_usage(t, spi_in);
+                a.lock().unwrap_or_else(|p| p.into_inner()).observe(&ev, now(), &usage);
+            }
             if live.is_none() && needs_live(&ev) {
                 live = Some(Live::of(&endpoint, now()));
             }
             failed.extend(handle_event(t, control, sockets, ev, live.as_ref(), keylog));
+        }
+        if let Some(a) = accounting {
+            let usage = |spi_in| control.ike_child_usage(t, spi_in);
+            a.lock().unwrap_or_else(|p| p.into_inner()).flush(now(), &usage);
         }
         // A child agreed but not installed is deleted on both sides (RFC 7296 2.9: a child
         // exists only if it protects what it says); the Delete goes with this round's sends.
@@ -353,7 +363,11 @@ pub fn run(
             counters.update_dos(&endpoint);
         }
         if let Some(r) = &sockets.radius {
-            counters.update_radius(&endpoint, r.wrong_source.load(Ordering::Relaxed));
+            let acct = r
+                .accounting
+                .as_ref()
+                .map(|a| a.lock().unwrap_or_else(|p| p.into_inner()).stats());
+            counters.update_radius(&endpoint, r.wrong_source.load(Ordering::Relaxed), r.servers(), acct);
         }
     }
     finish(&mut endpoint, sockets, now(), &mut rng);

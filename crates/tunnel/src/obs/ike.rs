@@ -38,8 +38,37 @@ pub struct IkeCounters {
     radius_malformed: AtomicU64,
     radius_wrong_source: AtomicU64,
     radius_no_identifier: AtomicU64,
+    radius_acct_requests: AtomicU64,
+    radius_acct_responses: AtomicU64,
+    radius_acct_retransmitted: AtomicU64,
+    radius_acct_failovers: AtomicU64,
+    radius_acct_given_up: AtomicU64,
+    radius_acct_dropped: AtomicU64,
     /// The address pools' figures ([`IkeCounters::update_pools`]).
     pools: std::sync::Mutex<Vec<PoolReport>>,
+    /// Each RADIUS server's figures ([`IkeCounters::update_radius`]).
+    radius_servers: std::sync::Mutex<Vec<RadiusServerReport>>,
+}
+
+/// One RADIUS server's figures (EAP-RADIUS with failover, `[[radius]]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RadiusServerReport {
+    /// Its address and port.
+    pub server: String,
+    /// Datagrams sent to it (retransmissions included).
+    pub sent: u64,
+    /// Retransmissions among them.
+    pub retransmitted: u64,
+    /// Authenticated answers from it taken.
+    pub answers: u64,
+    /// Requests whose every try on it timed out.
+    pub timeouts: u64,
+    /// Requests it took over from a server that timed out.
+    pub failovers_to: u64,
+    /// Times it was marked down.
+    pub marked_down: u64,
+    /// Marked down now (skipped until its hold-down passes).
+    pub down: bool,
 }
 
 /// One address pool's figures (remote access, docs/remote-access.md).
@@ -118,9 +147,24 @@ pub struct IkeReport {
     pub radius_wrong_source: u64,
     /// EAP-RADIUS: conversations refused with 256 requests outstanding.
     pub radius_no_identifier: u64,
+    /// RADIUS accounting: Accounting-Requests made (Start, Stop).
+    pub radius_acct_requests: u64,
+    /// RADIUS accounting: Accounting-Responses taken (their authenticator checked).
+    pub radius_acct_responses: u64,
+    /// RADIUS accounting: retransmitted Accounting-Requests.
+    pub radius_acct_retransmitted: u64,
+    /// RADIUS accounting: requests moved to the next server.
+    pub radius_acct_failovers: u64,
+    /// RADIUS accounting: requests dropped after every server timed out (or not made).
+    pub radius_acct_given_up: u64,
+    /// RADIUS accounting: answers dropped (wrong authenticator, unmatched, malformed).
+    pub radius_acct_dropped: u64,
     /// The address pools.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<PoolReport>,
+    /// The RADIUS servers, in the order of preference.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub radius_servers: Vec<RadiusServerReport>,
 }
 
 impl IkeCounters {
@@ -157,7 +201,14 @@ impl IkeCounters {
             radius_malformed: g(&self.radius_malformed),
             radius_wrong_source: g(&self.radius_wrong_source),
             radius_no_identifier: g(&self.radius_no_identifier),
+            radius_acct_requests: g(&self.radius_acct_requests),
+            radius_acct_responses: g(&self.radius_acct_responses),
+            radius_acct_retransmitted: g(&self.radius_acct_retransmitted),
+            radius_acct_failovers: g(&self.radius_acct_failovers),
+            radius_acct_given_up: g(&self.radius_acct_given_up),
+            radius_acct_dropped: g(&self.radius_acct_dropped),
             pools: self.pools.lock().map(|p| p.clone()).unwrap_or_default(),
+            radius_servers: self.radius_servers.lock().map(|p| p.clone()).unwrap_or_default(),
         }
     }
 
@@ -210,7 +261,46 @@ impl IkeCounters {
 
     /// EAP-RADIUS's figures: the endpoint's, and what tunneld's socket dropped itself
     /// (cheap: no pass over the SAs).
-    pub(crate) fn update_radius(&self, endpoint: &ipsec_ike::Endpoint, wrong_source: u64) {
+    pub(crate) fn update_radius(
+        &self,
+        endpoint: &ipsec_ike::Endpoint,
+        wrong_source: u64,
+        servers: &[std::net::SocketAddr],
+        acct: Option<ipsec_ike::ipsec_eap::radius::accounting::Stats>,
+    ) {
+        if let Some(a) = acct {
+            let s = |x: &AtomicU64, v: u64| x.store(v, Ordering::Relaxed);
+            s(&self.radius_acct_requests, a.requests);
+            s(&self.radius_acct_responses, a.responses);
+            s(&self.radius_acct_retransmitted, a.retransmitted);
+            s(&self.radius_acct_failovers, a.failovers);
+            s(&self.radius_acct_given_up, a.given_up + a.overflow);
+            s(
+                &self.radius_acct_dropped,
+                a.bad_authenticator + a.unmatched + a.malformed,
+            );
+        }
+        let stats = endpoint.radius_server_stats();
+        let per: Vec<RadiusServerReport> = servers
+            .iter()
+            .enumerate()
+            .map(|(n, a)| {
+                let x = stats.get(n).copied().unwrap_or_default();
+                RadiusServerReport {
+                    server: a.to_string(),
+                    sent: x.sent,
+                    retransmitted: x.retransmitted,
+                    answers: x.answers,
+                    timeouts: x.timeouts,
+                    failovers_to: x.failovers_to,
+                    marked_down: x.marked_down,
+                    down: x.down,
+                }
+            })
+            .collect();
+        if let Ok(mut g) = self.radius_servers.lock() {
+            *g = per;
+        }
         let s = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
         let r = endpoint.radius_stats();
         s(&self.radius_sent, r.sent);

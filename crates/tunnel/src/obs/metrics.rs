@@ -162,6 +162,7 @@ struct StatsFile {
 #[serde(default)]
 struct IkeStats {
     pools: Vec<PoolSample>,
+    radius_servers: Vec<RadiusServerSample>,
     #[serde(flatten)]
     counts: Counts,
 }
@@ -178,6 +179,28 @@ pub struct PoolSample {
     pub leased: u64,
     /// Leases kept for an identity whose IKE SA is gone.
     pub offline: u64,
+}
+
+/// A RADIUS server's figures (`stats.ike.radius_servers`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct RadiusServerSample {
+    /// Its address and port.
+    pub server: String,
+    /// Datagrams sent to it.
+    pub sent: u64,
+    /// Retransmissions among them.
+    pub retransmitted: u64,
+    /// Authenticated answers from it.
+    pub answers: u64,
+    /// Requests whose every try on it timed out.
+    pub timeouts: u64,
+    /// Requests it took over from a server that timed out.
+    pub failovers_to: u64,
+    /// Times it was marked down.
+    pub marked_down: u64,
+    /// Marked down now.
+    pub down: bool,
 }
 
 /// What the Prometheus text is made of, typed: from a `show` response ([`Metrics::of_show`]),
@@ -201,6 +224,8 @@ pub struct Metrics {
     pub peers: Vec<PeerSample>,
     /// The address pools.
     pub pools: Vec<PoolSample>,
+    /// The RADIUS servers.
+    pub radius_servers: Vec<RadiusServerSample>,
 }
 
 impl Metrics {
@@ -242,6 +267,7 @@ impl Metrics {
             ike: f.ike.counts,
             peers: f.peers,
             pools: f.ike.pools,
+            radius_servers: f.ike.radius_servers,
         })
     }
 
@@ -388,7 +414,64 @@ pub fn prometheus(m: &Metrics) -> String {
     }
     peers.write(&mut out);
     pool_metrics(&m.pools, &mut out);
+    radius_server_metrics(&m.radius_servers, &mut out);
     out
+}
+
+/// Each RADIUS server's counters and whether it is marked down (`stats.ike.radius_servers`).
+fn radius_server_metrics(servers: &[RadiusServerSample], out: &mut String) {
+    if servers.is_empty() {
+        return;
+    }
+    let c = |n: &'static str, h: &'static str| Family::new(n, "counter", h);
+    let mut f = [
+        c(
+            "ipsec_radius_server_sent_total",
+            "Datagrams sent to the RADIUS server (retransmissions included).",
+        ),
+        c(
+            "ipsec_radius_server_retransmitted_total",
+            "Retransmissions to the RADIUS server.",
+        ),
+        c(
+            "ipsec_radius_server_answers_total",
+            "Authenticated answers taken from the RADIUS server.",
+        ),
+        c(
+            "ipsec_radius_server_timeouts_total",
+            "Requests whose every try on the RADIUS server timed out.",
+        ),
+        c(
+            "ipsec_radius_server_failovers_to_total",
+            "Requests the RADIUS server took over from one that timed out.",
+        ),
+        c(
+            "ipsec_radius_server_marked_down_total",
+            "Times the RADIUS server was marked down.",
+        ),
+        Family::new(
+            "ipsec_radius_server_down",
+            "gauge",
+            "1 while the RADIUS server is marked down (skipped).",
+        ),
+    ];
+    for s in servers {
+        let l = [("server", s.server.as_str())];
+        for (fam, v) in f.iter_mut().zip([
+            s.sent,
+            s.retransmitted,
+            s.answers,
+            s.timeouts,
+            s.failovers_to,
+            s.marked_down,
+            u64::from(s.down),
+        ]) {
+            fam.add(&l, v);
+        }
+    }
+    for fam in f {
+        fam.write(out);
+    }
 }
 
 /// The address pools' gauges (`stats.ike.pools`): size, leased, offline, by pool.
@@ -584,6 +667,24 @@ mod tests {
             json!({"uptime_seconds": 1, "ike": crate::obs::ike::IkeReport::default()}),
         ));
         assert!(!t.contains("ipsec_pool_"));
+    }
+
+    /// The RADIUS servers' counters and down gauge, by server (from the stats JSON).
+    #[test]
+    fn radius_server_families() {
+        let json = br#"{"ike":{"radius_servers":[{"server":"10.0.0.1:1812","sent":3,"timeouts":1,"marked_down":1,"down":true},{"server":"10.0.0.2:1812","sent":4,"answers":3,"failovers_to":1,"down":false}]}}"#;
+        let m = Metrics::of_stats_json(json).unwrap();
+        let text = prometheus(&m);
+        for want in [
+            r#"ipsec_radius_server_sent_total{server="10.0.0.1:1812"} 3"#,
+            r#"ipsec_radius_server_down{server="10.0.0.1:1812"} 1"#,
+            r#"ipsec_radius_server_down{server="10.0.0.2:1812"} 0"#,
+            r#"ipsec_radius_server_failovers_to_total{server="10.0.0.2:1812"} 1"#,
+            r#"ipsec_radius_server_answers_total{server="10.0.0.2:1812"} 3"#,
+        ] {
+            assert!(text.contains(want), "{want} not in\n{text}");
+        }
+        assert!(!prometheus(&Metrics::default()).contains("ipsec_radius_server"));
     }
 
     /// `serve` answers a real HTTP GET /metrics with the text, a 404 elsewhere, and a client
