@@ -75,7 +75,7 @@ trap 'fail "interrupted"' INT TERM
 
 # the topology of scripts/lib/ike-lifecycle.sh without its router, in namespaces kc* on
 # 10.92.0.0/16: side A (kca) is tunneld, side B (kcb) charon
-TOPO=kc
+TOPO=kc$(($$ % 100000)) # the PID: runs side by side do not collide
 TOPO_ROUTER=0
 A_NET=10.92.1.1
 B_NET=10.92.1.2
@@ -208,11 +208,11 @@ run_case() {
   topo_up
   SWAN_CHARON_EXTRA=$SW_EXTRA swan_instance "$SW"
   sw_conf "$SW" "$sid" "$srid" "$scert" "$scrl"
-  swan_start kcb "$SW"
+  swan_start ${TOPO}b "$SW"
   swan_load "$SW"
   td_certs_conf "$TD" "$tid" "$trid" "$tcert" "$tcrl" "$textra"
   "$IPSEC" check-config "$TD/tunneld.toml" >"$TD/check-config.txt" 2>&1 || case_fail "ipsec check-config: $(tail -n 3 "$TD/check-config.txt")"
-  td_start kca "$TD" $B_IN
+  td_start ${TOPO}a "$TD" $B_IN
   local out rc=0
   if [ "$init" = s ]; then
     out=$(SWAN_CTL_TIMEOUT=20 swan_ctl "$SW" --initiate --child net --timeout 12 2>&1) || rc=$?
@@ -227,8 +227,8 @@ run_case() {
       [ $SECONDS -lt $deadline ] || case_fail "not up within 12 s: tunneld (IKE child ESP policies) ${tc[*]}, charon $(sw_counts); $(grep -i -E 'fail|refus|error' "$TD/tunneld.log" | tail -n 2)"
       sleep 0.2
     done
-    ip netns exec kca ping -n -c 3 -i 0.2 -W 2 -I $A_IN $B_IN >"$CD/ping-ts.out" 2>&1 || case_fail "pings tunneld -> charon failed: $(tail -n 2 "$CD/ping-ts.out")"
-    ip netns exec kcb ping -n -c 3 -i 0.2 -W 2 -I $B_IN $A_IN >"$CD/ping-st.out" 2>&1 || case_fail "pings charon -> tunneld failed: $(tail -n 2 "$CD/ping-st.out")"
+    ip netns exec ${TOPO}a ping -n -c 3 -i 0.2 -W 2 -I $A_IN $B_IN >"$CD/ping-ts.out" 2>&1 || case_fail "pings tunneld -> charon failed: $(tail -n 2 "$CD/ping-ts.out")"
+    ip netns exec ${TOPO}b ping -n -c 3 -i 0.2 -W 2 -I $B_IN $A_IN >"$CD/ping-st.out" 2>&1 || case_fail "pings charon -> tunneld failed: $(tail -n 2 "$CD/ping-st.out")"
     # certificates make IKE_AUTH larger than charon's fragment_size (1280): both sides
     # fragment it (RFC 7383) where the chain is big enough (RSA, and ECDSA with its intermediate)
     if [ "$CASE" = rsa-i ] || [ "$CASE" = ecdsa-r ]; then

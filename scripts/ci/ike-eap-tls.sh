@@ -69,7 +69,7 @@ FAILED=0
 trap 'rc=$?; [ $rc -ne 0 ] || [ $FAILED -eq 0 ] || rc=1; [ "${IKE_EAP_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 5' EXIT
 trap 'fail "interrupted"' INT TERM
 
-TOPO=kt
+TOPO=kt$(($$ % 100000)) # the PID: runs side by side do not collide
 TOPO_ROUTER=0
 A_NET=10.94.1.1
 B_NET=10.94.1.2
@@ -105,7 +105,7 @@ run_case() {
   # EAP-only: charon's `remote { auth = eap }` (with `pubkey` it refuses a server that did
   # not sign: "constraint requires public key authentication, but EAP was used")
   sw_conf "$SW" "$who" "$([ "$eap_only" = true ] && echo eap || echo pubkey)"
-  swan_start ktb "$SW"
+  swan_start ${TOPO}b "$SW"
   swan_load "$SW"
   rw_td_certs "$TD"
   td_head "$TD" local=$A_NET
@@ -119,7 +119,7 @@ run_case() {
     case_fail "ipsec check-config: $(tail -n 3 "$TD/check-config.txt")"
   grep -q "EAP-TLS" "$TD/check-config.txt" ||
     case_fail "check-config does not name EAP-TLS: $(head -n 20 "$TD/check-config.txt")"
-  td_start kta "$TD" 10.94.3.1
+  td_start ${TOPO}a "$TD" 10.94.3.1
   local cin
   rw_initiate
   if [ "$expect" = up ]; then

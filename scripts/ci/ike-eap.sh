@@ -55,7 +55,7 @@ FAILED=0
 trap 'rc=$?; [ $rc -ne 0 ] || [ $FAILED -eq 0 ] || rc=1; [ "${IKE_EAP_KEEP:-0}" = 0 ] || { log "files kept in $WORK"; [ $rc -ne 0 ] || WORK=; }; cleanup_all $rc 5' EXIT
 trap 'fail "interrupted"' INT TERM
 
-TOPO=ke
+TOPO=ke$(($$ % 100000)) # the PID: runs side by side do not collide
 TOPO_ROUTER=0
 A_NET=10.93.1.1
 B_NET=10.93.1.2
@@ -84,7 +84,7 @@ run_case() {
   topo_up
   swan_instance "$SW"
   sw_conf "$SW" "$pw" "$([ "$expect" != vip ] || echo vip)"
-  swan_start keb "$SW"
+  swan_start ${TOPO}b "$SW"
   swan_load "$SW"
   rw_td_certs "$TD"
   td_head "$TD" local=$A_NET
@@ -102,7 +102,7 @@ run_case() {
   fi
   "$IPSEC" check-config "$TD/tunneld.toml" >"$TD/check-config.txt" 2>&1 ||
     case_fail "ipsec check-config: $(tail -n 3 "$TD/check-config.txt")"
-  td_start kea "$TD" $peer_net
+  td_start ${TOPO}a "$TD" $peer_net
   rw_initiate
   if [ "$expect" != refused ]; then
     rw_wait_up

@@ -51,7 +51,7 @@ FRAG_SIZE=${FRAG_SIZE:-400}
 NETS=${NETS:-8}
 if [ $CI = 1 ]; then PINGS=${PINGS:-5}; else PINGS=${PINGS:-20}; fi
 # the topology of scripts/lib/ike-lifecycle.sh, in namespaces fr* on 10.95.0.0/16
-TOPO=fr
+TOPO=fr$(($$ % 100000)) # the PID: runs side by side do not collide
 TD_FAIL=case_fail
 A_NET=10.95.1.1
 B_NET=10.95.2.1
@@ -84,7 +84,7 @@ trap 'fail "interrupted"' INT TERM
 # header's Next Payload is at byte 8+4+16, the exchange type at 8+4+18, the flags at
 # 8+4+19 (0x08: initiator, request) and the SKF's Fragment Number at 8+4+28+4.
 drop_first_fragment() {
-  ip netns exec frn nft -f - <<EOF || case_fail "nft could not load the drop rule"
+  ip netns exec ${TOPO}n nft -f - <<EOF || case_fail "nft could not load the drop rule"
 table ip frdrop {
   set dropped {
     type ipv4_addr
@@ -100,7 +100,7 @@ table ip frdrop {
 EOF
 }
 nft_dropped() {
-  ip netns exec frn nft list chain ip frdrop frfwd 2>/dev/null | sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | head -n 1
+  ip netns exec ${TOPO}n nft list chain ip frdrop frfwd 2>/dev/null | sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | head -n 1
 }
 
 # ---- tunneld (scripts/lib/ike-lifecycle.sh: td_conf, td_start, td_counts, td_stop) --------
@@ -126,7 +126,7 @@ run_case() {
   local initiator=$2 psk="fr-$RANDOM-$RANDOM-$RANDOM" t0=$SECONDS
   topo_up
   [ "$CASE" != lost ] || drop_first_fragment
-  ip netns exec fra dumpcap -q -P -i frva -w "$CD/link.pcap" -f 'udp port 500 or udp port 4500' 2>"$CD/dumpcap.log" &
+  ip netns exec ${TOPO}a dumpcap -q -P -i ${TOPO}va -w "$CD/link.pcap" -f 'udp port 500 or udp port 4500' 2>"$CD/dumpcap.log" &
   CAP=$!
   BG+=("$CAP")
   swan_wait_capture 10 "$CD/link.pcap"
@@ -136,15 +136,15 @@ run_case() {
   swan_site_conf "$CD/b" local=$B_NET remote=$A_NET local_id=$B_ID remote_id=$A_ID \
     local_ts="${B_TS[*]}" remote_ts="${A_TS[*]}" psk="$psk" ike=$IKE_PROP esp=$ESP_PROP encap=yes
   IFS=$IFS_OLD
-  swan_start frb "$CD/b"
+  swan_start ${TOPO}b "$CD/b"
   swan_load "$CD/b"
   td_conf "$CD/a" local=$A_NET remote=$B_NET local_id=$A_ID remote_id=$B_ID \
     local_ts="${A_TS[*]}" remote_ts="${B_TS[*]}" psk="$psk" fragmentation="${TD_FRAG:-yes}" fragment_size="$FRAG_SIZE"
-  td_start fra "$CD/a" $B_IN
+  td_start ${TOPO}a "$CD/a" $B_IN
   pair_up "$CD" "$initiator"
   log "$CASE: up after $((SECONDS - t0)) s; $PINGS pings $A_IN -> $B_IN"
   local sent recv
-  ip netns exec fra ping -n -c "$PINGS" -i 0.2 -W 2 -I $A_IN $B_IN >"$CD/ping.out" 2>&1 || true
+  ip netns exec ${TOPO}a ping -n -c "$PINGS" -i 0.2 -W 2 -I $A_IN $B_IN >"$CD/ping.out" 2>&1 || true
   sent=$(sed -n 's/^\([0-9]*\) packets transmitted, \([0-9]*\) received.*/\1/p' "$CD/ping.out")
   recv=$(sed -n 's/^\([0-9]*\) packets transmitted, \([0-9]*\) received.*/\2/p' "$CD/ping.out")
   sleep 1.2 # the stats file is written every second
@@ -213,7 +213,7 @@ for c in $ALL_CASES; do
   if [ $rc = 0 ]; then res=pass; else res=FAIL; FAILED=1; fi
   ROWS+=("$(printf '%-8s %4ss %6s %6s %6s  %s' "$c" "$secs" "$fa" "$fb" "$rt" "$res")")
 done
-for ns in fra frn frb; do ip netns del "$ns" 2>/dev/null || true; done
+for ns in ${TOPO}a ${TOPO}n ${TOPO}b; do ip netns del "$ns" 2>/dev/null || true; done
 echo
 echo "ike-fragment: fragment size $FRAG_SIZE (both sides), $NETS selectors on tunneld's side; frags A/B: IKE_AUTH fragments seen from tunneld / charon"
 printf '%-8s %5s %6s %6s %6s  %s\n' case time "frags A" "frags B" retrans result
