@@ -46,6 +46,23 @@ pub fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     Ok(r > 0 && pfd.revents != 0)
 }
 
+/// Puts the socket `new` in the place of `old` (dup3(2) with O_CLOEXEC): `old`'s descriptor
+/// refers to `new`'s socket from now on, and the socket it referred to is closed once no call
+/// still uses it (a thread blocked in a read on it returns at its timeout, then reads the new
+/// one). A socket moved to another local address (RFC 4555 3.5, `ipsec ike update`) without
+/// the threads that use its descriptor stopping or taking a lock. `new` stays open too (the
+/// caller drops it).
+pub fn replace_fd(new: &impl std::os::fd::AsRawFd, old: &impl std::os::fd::AsRawFd) -> io::Result<()> {
+    // SAFETY: dup3 takes two descriptors by number and touches no memory of ours; both are
+    // open (owned by `new` and `old`, borrowed for the call), and `old` keeps owning its number,
+    // which refers to an open socket before and after the call.
+    let r = unsafe { libc::dup3(new.as_raw_fd(), old.as_raw_fd(), libc::O_CLOEXEC) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Waits up to `timeout` for any of `fds` (at most 16) to become readable, as
 /// [`poll_readable`] does for one: the IKE thread sleeps on its port-500 sockets and its
 /// queue's wake-up socket at once. `Ok(false)` on timeout or a signal.

@@ -211,7 +211,10 @@ pub fn run(
     endpoint.set_unix_time(now(), unix());
     endpoint.start(now(), &mut rng);
     let mut buf = vec![0u8; 65536];
-    let locals: Vec<Option<SocketAddr>> = sockets.ike.iter().map(|s| s.local_addr().ok()).collect();
+    let port500 = |sockets: &IkeSockets<'_>| -> Vec<Option<SocketAddr>> {
+        sockets.ike.iter().map(|s| s.local_addr().ok()).collect()
+    };
+    let mut locals = port500(sockets);
     // A bigger receive buffer on port 500 (the kernel's rmem_max caps it): bursts of a flood
     // wait there while the thread sleeps or sends, instead of being dropped.
     for s in &sockets.ike {
@@ -269,10 +272,19 @@ pub fn run(
             taken += 1;
             match input {
                 Ok(Input::Datagram { local, remote, data }) => {
+                    // (Named by the address its socket was opened on: where it is bound now.)
+                    let local = sockets.arrived_on(local);
                     if let Err(e) = endpoint.handle_datagram(now(), local, remote, &data, &mut rng) {
                         counters.datagrams_dropped.fetch_add(1, Ordering::Relaxed);
                         tracing::debug!("IKE datagram from {remote} on {local} dropped: {e}");
                     }
+                }
+                Ok(Input::Command {
+                    cmd: IkeRequest::Update { conn, local },
+                    reply,
+                }) => {
+                    let _ = reply.send(update_local(&mut endpoint, sockets, now(), &conn, local, &mut rng));
+                    locals = port500(sockets);
                 }
                 Ok(Input::Command { cmd, reply }) => {
                     let _ = reply.send(command(&mut endpoint, now(), cmd, &mut rng));
@@ -450,6 +462,50 @@ pub(crate) fn ike_sa_info(s: &ipsec_ike::IkeSaStatus, local_id: Option<String>) 
     }
 }
 
+/// `ipsec ike update CONN --local ADDR` (RFC 4555 3.5, our address changed): the sockets
+/// of that IP version are bound to ADDR first (an address this host does not have is an
+/// error, and nothing changes), then the connection's MOBIKE IKE SAs send from there and
+/// tell the peer (UPDATE_SA_ADDRESSES, `Endpoint::update_local`). Refused by the endpoint (no
+/// MOBIKE on the SA: the peer or the connection did not agree to it), the sockets go back
+/// where they were. tunneld has one local address per IP version: its sockets move for all
+/// its connections (the command is for a host with one underlay address, a road-warrior
+/// client).
+fn update_local(
+    endpoint: &mut ipsec_ike::Endpoint,
+    sockets: &IkeSockets<'_>,
+    now: Duration,
+    conn: &str,
+    local: std::net::IpAddr,
+    rng: &mut rand_core::OsRng,
+) -> Result<Answer, String> {
+    if endpoint.conn_id(conn).is_err() {
+        return Err(format!("`{conn}`: unknown connection"));
+    }
+    let old = sockets
+        .move_local(local)
+        .map_err(|e| format!("`{conn}`: binding the sockets to {local}: {e}"))?;
+    match endpoint.update_local(now, conn, local, rng) {
+        Ok(n) => {
+            info!(
+                "IKE: {conn}: our address moved from {old} to {local}: UPDATE_SA_ADDRESSES on {n} IKE SA(s) (MOBIKE)"
+            );
+            Ok(Answer::IkeStarted(IkeStarted {
+                conn: conn.to_string(),
+                spi: None,
+                child: None,
+                pairs: Some(n),
+            }))
+        }
+        Err(e) => {
+            warn!("IKE: {conn}: our address cannot move to {local}: {e}");
+            if let Err(b) = sockets.move_local(old) {
+                warn!("IKE: the sockets stay on {local}: moving them back to {old}: {b}");
+            }
+            Err(format!("`{conn}`: {e}"))
+        }
+    }
+}
+
 /// Carries out a command on the endpoint: the connection's name is resolved once, here (the
 /// IKE thread's edge), to its handle ([`ipsec_ike::ConnId`]), which the endpoint is given.
 fn command(
@@ -485,6 +541,9 @@ fn command(
             .conn_id(&conn)
             .and_then(|id| endpoint.rekey_ike_conn(now, id, rng))
             .map(|()| started(conn, None, None, None)),
+        IkeRequest::Update { .. } => Err(ipsec_ike::CommandError::Unsupported(
+            "an address update is carried out with the sockets (update_local)",
+        )),
         IkeRequest::Rekey { conn, child: Some(ch) } => {
             // (An unknown connection has no child up: "not established", as before.)
             let spis = endpoint
