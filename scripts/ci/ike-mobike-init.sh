@@ -12,7 +12,9 @@
 #             t's interface and A removed; `ipsec ike update gw --local B` moves tunneld's
 #             sockets and sends UPDATE_SA_ADDRESSES from B: the same IKE SA (its SPIs in
 #             charon's list-sas and tunneld's ike list) is at B on both sides, the ping lost
-#             at most 5 of 30, charon's log has the update
+#             at most 5 of 20, charon's log has the update
+#   auto      the same move without the command: tunneld's address watch (rtnetlink) sees A
+#             go, takes the source of the route to charon (B) and moves the SA itself
 #   nomobike  charon with mobike = no: the update is refused and says why (no MOBIKE), the
 #             IKE SA stays at A and still carries pings
 #
@@ -28,7 +30,7 @@ NETNS_TAG=ike-mobike-init
 . scripts/lib/strongswan.sh
 . scripts/lib/roadwarrior.sh
 . scripts/lib/tunneld-conf.sh
-ALL="move nomobike"
+ALL="move auto nomobike"
 parse_stages "$ALL" "$@" # --ci: every stage (they take about 15 s)
 need_netns "network namespaces, charon, tunneld"
 swan_install
@@ -106,34 +108,50 @@ swan_sas() {
     sed -n 's/.*remote-host=\([0-9.]*\).*initiator-spi=\([0-9a-f]*\) responder-spi=\([0-9a-f]*\).*/\2 \3 \1/p'
 }
 
-if want move; then
-  start_both yes
+# moved HOW: the ping across the move (HOW: cmd runs `ipsec ike update`, auto waits for
+# tunneld), then the same IKE SA must be at B at both ends with at most 5 pings lost
+moved() {
+  local how=$1 ping out spi_i spi_r local
   BEFORE=$(td_sas)
   SWAN_BEFORE=$(swan_sas)
   read -r spi_i spi_r local _ <<<"$BEFORE"
   [ "$local" = "$A:4500" ] || fail "tunneld's SA is not at $A:4500 before the move: $BEFORE"
   [ "$SWAN_BEFORE" = "$spi_i $spi_r $A" ] || fail "charon's SA is not '$spi_i $spi_r $A': '$SWAN_BEFORE'"
-  ip netns exec "$T" ping -n -c 30 -i 0.2 -W 1 -I $IN_T $IN_S >"$WORK/ping.txt" 2>&1 &
+  ip netns exec "$T" ping -n -c 20 -i 0.2 -W 1 -I $IN_T $IN_S >"$WORK/ping-$how.txt" 2>&1 &
   ping=$!
   BG+=("$ping")
   sleep 1.5
-  # the laptop's address changes: B comes, A goes; then tunneld is told
+  # the laptop's address changes: B comes, A goes
   ip -n "$T" addr add $B/24 dev "${P}ts"
   ip -n "$T" addr del $A/24 dev "${P}ts"
-  out=$("$IPSEC" ike update gw --local $B --control "$TD/ctl.sock" 2>&1) || fail "ipsec ike update gw --local $B: $out"
-  log "ipsec ike update: $out"
+  if [ "$how" = cmd ]; then
+    out=$("$IPSEC" ike update gw --local $B --control "$TD/ctl.sock" 2>&1) || fail "ipsec ike update gw --local $B: $out"
+    log "ipsec ike update: $out"
+  fi
   wait "$ping" || true
-  read -r SENT RECEIVED < <(sed -n 's/^\([0-9]*\) packets transmitted, \([0-9]*\) received.*/\1 \2/p' "$WORK/ping.txt")
+  read -r SENT RECEIVED < <(sed -n 's/^\([0-9]*\) packets transmitted, \([0-9]*\) received.*/\1 \2/p' "$WORK/ping-$how.txt")
   AFTER=$(td_sas)
   SWAN_AFTER=$(swan_sas)
-  log "pings: $RECEIVED of $SENT answered; tunneld before: $BEFORE; after: $AFTER; charon after: $SWAN_AFTER"
+  log "$how: pings: $RECEIVED of $SENT answered; tunneld before: $BEFORE; after: $AFTER; charon after: $SWAN_AFTER"
   [ "$(echo "$AFTER" | wc -l)" = 1 ] || fail "tunneld has not one IKE SA after the move: $AFTER"
   [ "$AFTER" = "$spi_i $spi_r $B:4500 $GW:4500" ] || fail "tunneld's IKE SA is not the same one at $B:4500: before $BEFORE, after $AFTER"
   [ "$SWAN_AFTER" = "$spi_i $spi_r $B" ] || fail "charon's IKE SA is not the same one at $B: '$SWAN_AFTER'"
   [ "$((SENT - RECEIVED))" -le 5 ] || fail "$((SENT - RECEIVED)) of $SENT pings lost across the move (at most 5)"
   grep -q 'N(UPD_SA_ADDR)' "$SD/charon.log" || fail "charon's log shows no UPDATE_SA_ADDRESSES"
   grep -q "our address moved from $A to $B" "$TD/tunneld.log" || fail "tunneld's log does not say it moved"
-  log "move: the same IKE SA ($spi_i/$spi_r) moved to $B at both ends, $((SENT - RECEIVED)) of $SENT pings lost"
+  log "$how: the same IKE SA ($spi_i/$spi_r) moved to $B at both ends, $((SENT - RECEIVED)) of $SENT pings lost"
+}
+
+if want move; then
+  start_both yes
+  moved cmd
+  stop_both
+fi
+if want auto; then
+  start_both yes
+  moved auto
+  grep -q "our address $A is gone; the route toward $GW leaves from $B" "$TD/tunneld.log" ||
+    fail "tunneld's log does not say it followed the address by itself"
   stop_both
 fi
 if want nomobike; then

@@ -29,11 +29,13 @@ use crate::dataplane::Tunnel;
 use ipsec_ike::ts::TrafficSelector;
 use ipsec_ike::Event;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
 use std::time::Duration;
 use tracing::{info, warn};
 
+mod addr_watch;
 mod events;
 mod keylog;
 mod radius;
@@ -215,6 +217,14 @@ pub fn run(
         sockets.ike.iter().map(|s| s.local_addr().ok()).collect()
     };
     let mut locals = port500(sockets);
+    // The kernel's address notifications (RFC 4555 3.5: our address may go away).
+    let watch = match addr_watch::AddrWatch::open() {
+        Ok(w) => Some(w),
+        Err(e) => {
+            info!("IKE: not watching this host's addresses (rtnetlink: {e}): `ipsec ike update` moves the SAs");
+            None
+        }
+    };
     // A bigger receive buffer on port 500 (the kernel's rmem_max caps it): bursts of a flood
     // wait there while the thread sleeps or sends, instead of being dropped.
     for s in &sockets.ike {
@@ -260,7 +270,18 @@ pub fn run(
                 wait
             }
         };
-        inputs.wait_also(&sockets.ike, sockets.radius.as_ref().map(|r| r.socket()), wait);
+        let also: Vec<std::os::fd::RawFd> = [
+            sockets.radius.as_ref().map(|r| r.socket().as_raw_fd()),
+            watch.as_ref().map(|w| w.fd()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        inputs.wait_also(&sockets.ike, &also, wait);
+        // Our addresses changed: the sockets and the MOBIKE SAs follow a vanished one.
+        if watch.as_ref().is_some_and(|w| w.changed()) && follow_addresses(&mut endpoint, sockets, now(), &mut rng) {
+            locals = port500(sockets);
+        }
         // The RADIUS server's answers: a deferred IKE_AUTH response goes out with this pass.
         if let Some(r) = &sockets.radius {
             r.receive(&mut endpoint, now(), &mut buf, &mut rng);
@@ -504,6 +525,64 @@ fn update_local(
             Err(format!("`{conn}`: {e}"))
         }
     }
+}
+
+/// The address watch saw an address come or go: for each IP version whose sockets' address is
+/// no longer this host's, the MOBIKE IKE SAs there (by connection) move with the sockets to
+/// the source of the route to their peer, as `ipsec ike update` would; no route (yet), or no
+/// MOBIKE SA there: nothing (the next notification looks again). Whether something moved.
+fn follow_addresses(
+    endpoint: &mut ipsec_ike::Endpoint,
+    sockets: &IkeSockets<'_>,
+    now: Duration,
+    rng: &mut rand_core::OsRng,
+) -> bool {
+    let mut moved = false;
+    for cur in sockets.bound_addresses() {
+        if addr_watch::is_ours(cur) {
+            continue;
+        }
+        let st = endpoint.status(now);
+        let sas: Vec<_> = st
+            .iter()
+            .filter(|s| s.mobike && s.state == "established" && s.local.ip() == cur)
+            .collect();
+        let Some(first) = sas.first() else {
+            info!("IKE: our address {cur} is gone; no IKE SA there uses MOBIKE");
+            continue;
+        };
+        let to = match addr_watch::source_toward(first.remote.ip()) {
+            Ok(Some(a)) if a != cur && a.is_ipv4() == cur.is_ipv4() => a,
+            Ok(_) => {
+                info!(
+                    "IKE: our address {cur} is gone; no other source toward {} yet",
+                    first.remote.ip()
+                );
+                continue;
+            }
+            Err(e) => {
+                warn!(
+                    "IKE: our address {cur} is gone; the route toward {}: {e}",
+                    first.remote.ip()
+                );
+                continue;
+            }
+        };
+        let mut conns: Vec<String> = sas.iter().map(|s| s.conn.clone()).collect();
+        conns.sort();
+        conns.dedup();
+        info!(
+            "IKE: our address {cur} is gone; the route toward {} leaves from {to}",
+            first.remote.ip()
+        );
+        for c in conns {
+            match update_local(endpoint, sockets, now, &c, to, rng) {
+                Ok(_) => moved = true,
+                Err(e) => warn!("IKE: {e}"),
+            }
+        }
+    }
+    moved
 }
 
 /// Carries out a command on the endpoint: the connection's name is resolved once, here (the

@@ -51,6 +51,11 @@ impl IkeSockets<'_> {
         Ok(old)
     }
 
+    /// The addresses the ESP-in-UDP sockets are bound to now, one per IP version.
+    pub(super) fn bound_addresses(&self) -> Vec<IpAddr> {
+        self.natt.iter().map(|(_, a)| a.get()).collect()
+    }
+
     /// Where a datagram the ESP-in-UDP socket passed on (named by the address the socket was
     /// opened on) arrived: the address that socket is bound to now.
     pub(super) fn arrived_on(&self, local: SocketAddr) -> SocketAddr {
@@ -167,11 +172,12 @@ impl Inputs {
     /// (no sleep when it is zero); then the queue is to be emptied with [`Inputs::next`].
     #[cfg(test)]
     pub(super) fn wait(&self, ike: &[UdpSocket], wait: Duration) {
-        self.wait_also(ike, None, wait)
+        self.wait_also(ike, &[], wait)
     }
 
-    /// [`Inputs::wait`], also until `also` (the RADIUS socket) is readable.
-    pub(super) fn wait_also(&self, ike: &[UdpSocket], also: Option<&UdpSocket>, wait: Duration) {
+    /// [`Inputs::wait`], also until one of `also` (the RADIUS socket, the address watch) is
+    /// readable.
+    pub(super) fn wait_also(&self, ike: &[UdpSocket], also: &[std::os::fd::RawFd], wait: Duration) {
         use std::os::fd::AsRawFd;
         use std::sync::atomic::Ordering::SeqCst;
         let Some(w) = &self.wake else {
@@ -179,8 +185,8 @@ impl Inputs {
             return;
         };
         if !wait.is_zero() {
-            let mut fds: Vec<_> = ike.iter().map(|s| s.as_raw_fd()).take(15).collect();
-            fds.extend(also.map(|s| s.as_raw_fd()));
+            let mut fds: Vec<_> = ike.iter().map(|s| s.as_raw_fd()).take(13).collect();
+            fds.extend(also.iter().take(2));
             fds.push(w.rx.as_raw_fd());
             let _ = crate::dev::sys::poll_readable_any(&fds, wait);
         }
