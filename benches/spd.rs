@@ -17,12 +17,21 @@
 //!
 //! The heap bytes per policy (policy list and index) are printed on standard error.
 //!
-//! Run: `cargo bench --bench spd -- --warm-up-time 1 --measurement-time 2` (about 4 minutes).
+//! - `ike_child/{delete,rekey}/{rebuild,in_place}/N`: an IKE child's policies taken out or put
+//!   in (before the pair it replaces) in a server of N clients, the SPD rebuilt from a copy
+//!   as tunneld did before, and changed in place as it does now (`Engine::remove_policies_using`,
+//!   `Engine::insert_policies`).
+//!
+//! Run: `cargo bench --bench spd -- --warm-up-time 1 --measurement-time 2` (about 4 minutes;
+//! `-- ike_child` for the last group alone).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use ipsec_engine::{Action, Direction, Engine, Flow, Policy, Prefix, Selector, Spd};
+use ipsec_core::sa::{Keyed, Mode, Proto, SaParams, Tunnel as Ends};
+use ipsec_core::AeadAlg;
+use ipsec_engine::{Action, Direction, Engine, Flow, Policy, Prefix, SaConfig, SaId, Selector, Spd};
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
 
 const SIZES: [u32; 4] = [1, 100, 10_000, 100_000];
 
@@ -182,5 +191,117 @@ fn control(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, lookup, shapes, control);
+/// An engine as a remote-access server's: `clients` IKE children, each an ESP SA pair with
+/// one policy each way (`10.200.0.0/24 <-> 10.202.x.y/32`); returns it with each child's
+/// (outbound, inbound) SA ids.
+fn server(clients: u32) -> (Engine, Vec<(SaId, SaId)>) {
+    let mut e = Engine::new();
+    let mut pairs = Vec::new();
+    let mut ps = Vec::new();
+    let sa = |e: &mut Engine, spi: u32| {
+        let mut p = SaParams::new(Proto::Esp, spi);
+        p.mode = Mode::Tunnel;
+        let (a, b) = (
+            IpAddr::V4(Ipv4Addr::new(10, 98, 0, 1)),
+            IpAddr::V4(Ipv4Addr::new(10, 98, 0, 2)),
+        );
+        p.tunnel = Some(Ends { src: a, dst: b });
+        p.aead = Some(Keyed::new(AeadAlg::AesGcm, &[0x42; 20], 16));
+        e.add_sa(SaConfig::new("c", p, None), Duration::ZERO).expect("SA")
+    };
+    for i in 0..clients {
+        let (out, inb) = (sa(&mut e, 0x1000_0000 + 2 * i), sa(&mut e, 0x1000_0001 + 2 * i));
+        let lan = v4(0x0ac8_0000, 24);
+        let client = v4(0x0aca_0000 + i, 32);
+        ps.push(Policy {
+            action: Action::Protect(vec![out]),
+            ..policy(Direction::Out, lan, client)
+        });
+        ps.push(Policy {
+            action: Action::Protect(vec![inb]),
+            ..policy(Direction::In, client, lan)
+        });
+        pairs.push((out, inb));
+    }
+    e.set_policies(ps).expect("policies");
+    (e, pairs)
+}
+
+/// What an IKE child's policies cost the control side in a server holding N clients (issue
+/// #36): `delete/*`: a child deleted (both its policies out), `rekey/*`: a rekeyed child's
+/// new pair put before the old pair's (RFC 7296 2.8), each the way tunneld did it before
+/// (`rebuild`: the list copied, changed and given to `Engine::set_policies`, which rebuilds
+/// the index) and the way it does now (`in_place`: `Engine::remove_policies_using`,
+/// `Engine::insert_policies`), in the same run. Untimed after each: the change undone.
+fn ike_child(c: &mut Criterion) {
+    let mut g = c.benchmark_group("ike_child");
+    g.sample_size(10);
+    for n in [1_000u32, 10_000] {
+        let (mut e, pairs) = server(n);
+        let (out, inb) = pairs[n as usize / 2];
+        let uses = |p: &Policy| p.protects_with_any(&[out, inb]);
+        g.bench_function(BenchmarkId::new("delete/rebuild", n), |b| {
+            b.iter_custom(|iters| {
+                let mut took = Duration::ZERO;
+                for _ in 0..iters {
+                    let all = e.spd().policies().to_vec();
+                    let t = Instant::now();
+                    let keep: Vec<Policy> = e.spd().policies().iter().filter(|p| !uses(p)).cloned().collect();
+                    e.set_policies(keep).expect("policies");
+                    took += t.elapsed();
+                    e.set_policies(all).expect("policies");
+                }
+                took
+            })
+        });
+        g.bench_function(BenchmarkId::new("delete/in_place", n), |b| {
+            b.iter_custom(|iters| {
+                let mut took = Duration::ZERO;
+                for _ in 0..iters {
+                    let t = Instant::now();
+                    let gone = e.remove_policies_using(&[out, inb]);
+                    took += t.elapsed();
+                    let at = gone[0].0;
+                    e.insert_policies(at, gone.into_iter().map(|(_, p)| p).collect())
+                        .expect("back");
+                }
+                took
+            })
+        });
+        // the rekey: a copy of the pair's policies (naming the same SAs) before it
+        let at = e.spd().policies().iter().position(uses).expect("the pair's");
+        let pair: Vec<Policy> = e.spd().policies()[at..at + 2].to_vec();
+        g.bench_function(BenchmarkId::new("rekey/rebuild", n), |b| {
+            b.iter_custom(|iters| {
+                let mut took = Duration::ZERO;
+                for _ in 0..iters {
+                    let all = e.spd().policies().to_vec();
+                    let t = Instant::now();
+                    let mut ps = e.spd().policies().to_vec();
+                    ps.splice(at..at, pair.clone());
+                    e.set_policies(ps).expect("policies");
+                    took += t.elapsed();
+                    e.set_policies(all).expect("policies");
+                }
+                took
+            })
+        });
+        g.bench_function(BenchmarkId::new("rekey/in_place", n), |b| {
+            b.iter_custom(|iters| {
+                let mut took = Duration::ZERO;
+                for _ in 0..iters {
+                    let all = e.spd().policies().to_vec();
+                    let t = Instant::now();
+                    e.insert_policies(at, pair.clone()).expect("policies");
+                    took += t.elapsed();
+                    e.set_policies(all).expect("policies");
+                }
+                took
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, lookup, shapes, control, ike_child);
 criterion_main!(benches);

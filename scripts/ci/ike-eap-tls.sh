@@ -26,14 +26,20 @@
 #           indication left out and that label, it connects. TLS 1.3 is checked against
 #           rustls's client in crates/eap/tests/tls.rs; run this case by name with a
 #           strongSwan that implements RFC 9190.
+#   eaponly the tls12 case with `eap_only = true` on tunneld's connection (RFC 5998) and
+#           charon's `remote { auth = eap }`: charon always sends EAP_ONLY_AUTHENTICATION;
+#           tunneld's first IKE_AUTH response has no CERT and no AUTH, and the server is proven
+#           by its TLS certificate inside EAP-TLS and the AUTH made with the MSK; charon's log
+#           says "allow mutual EAP-only authentication" and has no signature check of the
+#           server; tunneld counts one EAP-only response; the same lease, pings, ike list
 #   otherca charon's certificate is from a CA tunneld does not trust: tunneld refuses it in
 #           the handshake (a TLS alert, then EAP-Failure) and logs "the client certificate was
 #           refused"; afterwards neither side has an IKE SA, a child, an ESP SA, a policy or
 #           a lease
 #
-#   sudo bash scripts/ci/ike-eap-tls.sh            # tls12 and otherca (builds tunneld, ipsec)
+#   sudo bash scripts/ci/ike-eap-tls.sh            # tls12, eaponly, otherca (builds tunneld, ipsec)
 #   sudo bash scripts/ci/ike-eap-tls.sh tls13      # only that one
-#   sudo bash scripts/ci/ike-eap-tls.sh --ci       # tls12 and otherca (about 10 s)
+#   sudo bash scripts/ci/ike-eap-tls.sh --ci       # tls12, eaponly, otherca (about 15 s)
 #   bash scripts/ci/ike-eap-tls.sh --if-possible   # no root / netns / strongSwan: say why, exit 0
 #
 # charon's eap-tls plugin is in Debian's libcharon-extra-plugins (installed with charon by
@@ -47,8 +53,8 @@ NETNS_TAG=ike-eap-tls
 . scripts/lib/strongswan.sh
 . scripts/lib/ike-lifecycle.sh
 . scripts/lib/roadwarrior.sh
-ALL_CASES="tls12 tls13 otherca"
-DEFAULT_CASES="tls12 otherca" # tls13: see above
+ALL_CASES="tls12 tls13 eaponly otherca"
+DEFAULT_CASES="tls12 eaponly otherca" # tls13: see above
 CASE_RESULT_FAIL=1 # case_fail (scripts/lib/ike-lifecycle.sh) writes "FAIL WHY" in the case's result
 parse_stages "$ALL_CASES" "$@"
 [ ${#STAGES[@]} -gt 0 ] || read -r -a STAGES <<<"$DEFAULT_CASES"
@@ -78,23 +84,27 @@ rw_leaf "$P" server ca "C=CH, O=ipsec-test, CN=vpn.eap.test" vpn.eap.test --flag
 rw_leaf "$P" alice ca "C=CH, O=ipsec-test, CN=alice@eap.test" alice@eap.test --flag clientAuth
 rw_leaf "$P" mallory other "C=CH, O=Other, CN=mallory@eap.test" mallory@eap.test --flag clientAuth
 
-# sw_conf D WHO: charon as the client: EAP-TLS with WHO's certificate, the server by
-# certificate (in IKE and in TLS), a virtual address asked for (vips = 0.0.0.0).
+# sw_conf D WHO [REMOTE_AUTH]: charon as the client: EAP-TLS with WHO's certificate, the
+# server by certificate (in IKE and in TLS; REMOTE_AUTH=eap: by EAP alone, RFC 5998), a
+# virtual address asked for (vips = 0.0.0.0).
 sw_conf() {
   rw_client_conf "$1" local_addrs=$B_NET remote_addrs=$A_NET vips=0.0.0.0 auth=eap-tls id="$2@eap.test" \
-    certs="$P/$2.pem" remote_id=vpn.eap.test cacert="$P/ca.pem" remote_ts=10.94.101.0/24
+    certs="$P/$2.pem" remote_id=vpn.eap.test cacert="$P/ca.pem" remote_ts=10.94.101.0/24 \
+    remote_auth="${3:-pubkey}"
 }
 
-# run_case NAME WHO MAX_VERSION EXPECT(up|refused)
+# run_case NAME WHO MAX_VERSION EXPECT(up|refused) [EAP_ONLY(true|false)]
 run_case() {
   rw_case_dirs "$1"
-  local who=$2 version=$3 expect=$4
+  local who=$2 version=$3 expect=$4 eap_only=${5:-false}
   topo_up
   swan_instance "$SW"
   # strongSwan 5.9's TLS stack takes its highest version from libtls.version_max (1.2 by
   # default); the older charon.plugins.eap-tls.max_version is not read any more
   printf 'libtls {\n  version_max = %s\n}\n' "$version" >>"$SW/strongswan.conf"
-  sw_conf "$SW" "$who"
+  # EAP-only: charon's `remote { auth = eap }` (with `pubkey` it refuses a server that did
+  # not sign: "constraint requires public key authentication, but EAP was used")
+  sw_conf "$SW" "$who" "$([ "$eap_only" = true ] && echo eap || echo pubkey)"
   swan_start ktb "$SW"
   swan_load "$SW"
   rw_td_certs "$TD"
@@ -103,7 +113,7 @@ run_case() {
   # client certificates of ca.pem; addresses from the pool (remote_ts empty: the lease)
   td_conn "$TD" name=rw local=$A_NET remote=%any local_id=vpn.eap.test auth=pubkey \
     certs="$TD/server.pem" key=server.key remote_auth=eap-tls remote_eap_id=%any \
-    cacerts="$TD/ca.pem" local_ts=10.94.101.0/24 child_rekey=0 remote_ts=
+    cacerts="$TD/ca.pem" local_ts=10.94.101.0/24 child_rekey=0 remote_ts= eap_only="$eap_only"
   rw_td_pool "$TD" eap-tls 10.94.3.0/24
   "$IPSEC" check-config "$TD/tunneld.toml" >"$TD/check-config.txt" 2>&1 ||
     case_fail "ipsec check-config: $(tail -n 3 "$TD/check-config.txt")"
@@ -127,8 +137,21 @@ run_case() {
       case_fail "charon's log does not say EAP-TLS succeeded: $(grep -i -e eap -e tls "$SW/charon.log" | tail -n 3)"
     grep -q "negotiated TLS $version" "$SW/charon.log" ||
       case_fail "charon's log does not say TLS $version was negotiated: $(grep -i "negotiated" "$SW/charon.log" | tail -n 2)"
-    grep -q "authentication of 'vpn.eap.test' with .* successful" "$SW/charon.log" ||
-      case_fail "charon did not check the server's IKE signature: $(grep -i authentication "$SW/charon.log" | tail -n 3)"
+    if [ "$eap_only" = true ]; then
+      # RFC 5998: no signature of the server in IKE; charon accepts it for a mutual method
+      grep -q "allow mutual EAP-only authentication" "$SW/charon.log" ||
+        case_fail "charon's log does not say EAP-only: $(grep -i -e "eap-only" -e authentication "$SW/charon.log" | tail -n 3)"
+      ! grep -q "authentication of 'vpn.eap.test' with .*signature successful" "$SW/charon.log" ||
+        case_fail "tunneld signed in IKE although EAP-only was asked and allowed"
+      td_ctl "$TD" ike list --json >"$CD/ike-list.json" 2>&1 || true
+      python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["ike_sas"][0]["counters"]["eap_only"] != 1)' "$CD/ike-list.json" ||
+        case_fail "tunneld's ike list does not count one EAP-only response: $(head -c 400 "$CD/ike-list.json")"
+    else
+      grep -q "authentication of 'vpn.eap.test' with .* successful" "$SW/charon.log" ||
+        case_fail "charon did not check the server's IKE signature: $(grep -i authentication "$SW/charon.log" | tail -n 3)"
+      ! grep -q "allow mutual EAP-only authentication" "$SW/charon.log" ||
+        case_fail "EAP-only used although tunneld's connection does not allow it"
+    fi
   else
     rw_wait_refused "with a certificate of another CA"
     td_ctl "$TD" ike list >"$CD/ike-list.txt" 2>&1 || true
@@ -148,6 +171,7 @@ case_args() {
   case $1 in
     tls12) A=(alice 1.2 up) ;;
     tls13) A=(alice 1.3 up) ;;
+    eaponly) A=(alice 1.2 up true) ;;
     otherca) A=(mallory 1.2 refused) ;;
   esac
 }

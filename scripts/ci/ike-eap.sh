@@ -12,7 +12,10 @@
 #   ok      charon initiates with the right password: both sides list the IKE SA and the child,
 #           3 pings pass each way through the tunnel, `ipsec ike list` shows the client as
 #           its EAP identity `alice`, charon's log says the EAP method succeeded and the
-#           server's certificate was checked
+#           server's certificate was checked. tunneld's connection says `eap_only = true` and
+#           charon asks for EAP-only (it always sends EAP_ONLY_AUTHENTICATION): EAP-MSCHAPv2
+#           is not a safe method (RFC 5998 4), so tunneld ignores it and signs (RFC 5998 3);
+#           tunneld counts no EAP-only response
 #   wrong   charon initiates with a wrong password: charon gets the MSCHAPv2 Failure-Request
 #           and gives up (an INFORMATIONAL with AUTHENTICATION_FAILED), tunneld logs the
 #           refusal with its reason ("wrong password"); afterwards neither side has an IKE
@@ -90,7 +93,7 @@ run_case() {
   td_conn "$TD" name=rw local=$A_NET remote=%any local_id=vpn.eap.test auth=pubkey \
     certs="$TD/server.pem" key=server.key remote_auth=eap-mschapv2 remote_eap_id=%any \
     eap="alice:$PASSWORD bob:bobs-password" local_ts=10.93.101.0/24 child_rekey=0 \
-    remote_ts="$([ "$expect" = vip ] || echo 10.93.102.0/24)"
+    remote_ts="$([ "$expect" = vip ] || echo 10.93.102.0/24)" eap_only="$([ "$1" != ok ] || echo true)"
   local peer_net=$B_IN
   if [ "$expect" = vip ]; then
     # the pool; the client's selector is its lease (remote_ts empty: dynamic)
@@ -117,6 +120,15 @@ run_case() {
       case_fail "charon's log does not say EAP-MSCHAPv2 succeeded: $(grep -i eap "$SW/charon.log" | tail -n 3)"
     grep -q "authentication of 'vpn.eap.test' with .* successful" "$SW/charon.log" ||
       case_fail "charon did not check the server's certificate signature: $(grep -i authentication "$SW/charon.log" | tail -n 3)"
+    if [ "$1" = ok ]; then
+      # RFC 5998: asked for, allowed by the connection, refused for an unsafe method
+      grep -q "generating IKE_AUTH request 1 .*N(EAP_ONLY)" "$SW/charon.log" ||
+        case_fail "charon did not ask for EAP-only: $(grep "IKE_AUTH request 1" "$SW/charon.log")"
+      ! grep -q "EAP-only authentication" "$SW/charon.log" || case_fail "EAP-only used with EAP-MSCHAPv2"
+      td_ctl "$TD" ike list --json >"$CD/ike-list.json" 2>&1 || true
+      python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["ike_sas"][0]["counters"]["eap_only"] != 0)' "$CD/ike-list.json" ||
+        case_fail "tunneld counts an EAP-only response for EAP-MSCHAPv2: $(head -c 400 "$CD/ike-list.json")"
+    fi
   else
     rw_wait_refused "with a wrong password"
     td_ctl "$TD" ike list >"$CD/ike-list.txt" 2>&1 || true

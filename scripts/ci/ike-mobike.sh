@@ -12,7 +12,10 @@
 #   move    mobike on both sides (tunneld's `ike list` says MOBIKE and keeps charon's other
 #           address from its ADDITIONAL_IP4_ADDRESS): after the move the IKE SA is the same (its SPIs in tunneld's
 #           `ike list --json` and charon's list-sas), its peer is the other address, the ping
-#           lost at most a handful, tunneld's event stream has ike.peer_moved with "mobike":true
+#           lost at most a handful, tunneld's event stream has ike.peer_moved with "mobike":true;
+#           tunneld moved only after its return-routability check (RFC 4555 3.5): charon's log
+#           has tunneld's INFORMATIONAL with COOKIE2 received at the new address and its
+#           answer echoing it, and tunneld's `ike list --json` counts one answered check
 #   nomobike  tunneld's connection says `mobike = false` (the negative case): charon cannot
 #           move the SA, so the one with those SPIs does not survive the move (charon
 #           re-authenticates: another IKE SA, or none), and no MOBIKE move is reported
@@ -173,7 +176,15 @@ if want move; then
   grep -q '"event":"ike.peer_moved".*"new":"'$A2':4500","mobike":true' "$TD/monitor.log" ||
     fail "no MOBIKE ike.peer_moved to $A2:4500 in tunneld's events: $(grep peer_moved "$TD/monitor.log" || true)"
   grep -q 'UPDATE_SA_ADDRESSES\|N(UPD_SA_ADDR)' "$CD/charon.log" || fail "charon's log shows no UPDATE_SA_ADDRESSES"
-  log "move: the same IKE SA ($spi_i/$spi_r) followed the client to $A2, $((SENT - RECEIVED)) of $SENT pings lost"
+  # return routability (RFC 4555 3.5): tunneld checked the new address before moving (its
+  # INFORMATIONAL with COOKIE2 reached charon there, charon echoed it) and counted the answer
+  grep -q "received packet: from $GW\[4500\] to $A2\[4500\]" "$CD/charon.log" &&
+    grep -q 'parsed INFORMATIONAL request [0-9]* \[ N(COOKIE2) \]' "$CD/charon.log" &&
+    grep -q 'generating INFORMATIONAL response [0-9]* \[ N(COOKIE2) \]' "$CD/charon.log" ||
+    fail "charon's log shows no return-routability check from tunneld at $A2: $(grep -e 'INFORMATIONAL' "$CD/charon.log" | tail -n 4)"
+  checks=$("$IPSEC" ike list --control "$TD/ctl.sock" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["ike_sas"][0]["counters"]["mobike_checks"])')
+  [ "$checks" = 1 ] || fail "tunneld's ike list counts $checks answered return-routability checks, not 1"
+  log "move: the same IKE SA ($spi_i/$spi_r) followed the client to $A2 after tunneld's return-routability check, $((SENT - RECEIVED)) of $SENT pings lost"
   client_stop
   td_stop
 fi

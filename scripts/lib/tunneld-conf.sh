@@ -39,7 +39,8 @@ td_head() {
 #     remote side's auth when it differs: eap-mschapv2), remote_eap_id (its eap_id), eap
 #     ("user:password ...": [[eap]] secrets), dpd (dpd_delay;
 #     default 0), ike_rekey, fragmentation, fragment_size, ike (IKE proposals; default
-#     $IKE_PROP, none: tunneld's defaults), encap (true; "no": not forced)
+#     $IKE_PROP, none: tunneld's defaults), encap (true; "no": not forced), eap_only (RFC 5998;
+#     true/false, unset: not written)
 #   the child: child (net), local_ts, remote_ts, esp (ESP proposals; default $ESP_PROP, none:
 #     tunneld's defaults), start (start_action; none),
 #     child_rekey, rand_time, life_time, rekey_bytes, rekey_packets
@@ -75,6 +76,7 @@ td_conn() {
     [ -z "${c[ike_rekey]:-}" ] || echo "rekey_time = \"${c[ike_rekey]}\""
     [ -z "${c[fragmentation]:-}" ] || echo "fragmentation = \"${c[fragmentation]}\""
     [ -z "${c[fragment_size]:-}" ] || echo "fragment_size = ${c[fragment_size]}"
+    [ -z "${c[eap_only]:-}" ] || echo "eap_only = ${c[eap_only]}"
     echo
     echo "[[connection.children]]"
     echo "name = \"${c[child]}\""

@@ -26,6 +26,9 @@
 #   flock /tmp/ipsec-bench.lock sudo bash scripts/studies/ike-clients.sh   # on a shared machine
 #   AUTH=psk VIPS=0 sudo -E bash scripts/studies/ike-clients.sh   # the first study's PSK clients
 #   TUNNELD_BIN=/tmp/b/tunneld IPSEC_BIN=/tmp/b/ipsec SERVERS=tunneld ...   # a given build
+#   GEN_WAIT=spin ...     # the generator's earlier busy loop (default epoll), to compare
+# Besides the table it logs the CPU seconds the generator and the server used while the loaded
+# data client ran (the generator shares the 2 cores with what is measured).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 NETNS_TAG=ike-clients
@@ -41,6 +44,7 @@ IPERF_SECONDS=${IPERF_SECONDS:-5}
 SERVERS=${SERVERS:-"tunneld charon"}
 AUTH=${AUTH:-eap}
 VIPS=${VIPS:-1}
+GEN_WAIT=${GEN_WAIT:-epoll}
 case $AUTH in psk | eap) ;; *) fail "AUTH: psk or eap, not $AUTH" ;; esac
 [ "$VIPS" = 0 ] || [ "$AUTH" = eap ] || fail "VIPS=1 needs AUTH=eap (the PSK server has no pool here)"
 IKE_PROP=aes128gcm16-prfsha256-x25519
@@ -101,6 +105,8 @@ GEN_VIPS=(--inner-first 10.201.0.1)
 [ "$VIPS" = 0 ] || GEN_VIPS=(--vips)
 
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+# CPU ticks (user + system, all threads) a process has used so far
+cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}' || echo 0; }
 
 # data_client NAME: a tunneld initiator in the clients' namespace (10.98.0.2, inner
 # 10.201.255.1): seconds from start to its first answered ping, then iperf3 goodput (Mbit/s)
@@ -270,17 +276,20 @@ for server in $SERVERS; do
   log "---- $server: $COUNT clients at $RATE/s, held $HOLD s"
   start_server "$server"
   sleep 1
+  a0=$(cpu_ticks "$SPID")
   read -r first_alone mbps_alone <<<"$(data_client "$server-alone")"
+  log "$server: CPU seconds while the lone data client ran: server $(python3 -c "print(f'{($(cpu_ticks "$SPID") - $a0) / $(getconf CLK_TCK):.2f}')")"
   rss0=$(rss_kb "$SPID")
   ip netns exec "$C" "$GEN" --first 10.98.16.1 --count "$COUNT" --remote 10.98.0.1 "${GEN_AUTH[@]}" --remote-id gw.load.test \
     "${GEN_VIPS[@]}" --remote-ts 10.200.0.0/24 --rate "$RATE" --hold "$HOLD" --timeout 60 \
-    --ike "$IKE_PROP" --esp "$ESP_PROP" >"$WORK/gen-$server.json" 2>"$WORK/gen-$server.log" &
+    --ike "$IKE_PROP" --esp "$ESP_PROP" --wait "$GEN_WAIT" >"$WORK/gen-$server.json" 2>"$WORK/gen-$server.log" &
   GPID=$!
   BG+=("$GPID")
   # the peak RSS while the clients come and stay; the data client once all are up
   peak=$rss0
   loaded="? ?"
   rss_up=""
+  gen_cpu="?"
   ramp_deadline=$((SECONDS + COUNT / RATE + 60))
   while kill -0 "$GPID" 2>/dev/null; do
     r=$(rss_kb "$SPID")
@@ -294,8 +303,13 @@ for server in $SERVERS; do
       fi
       if [ "${n:-0}" -ge "$COUNT" ]; then
         log "$server: $n IKE SAs up; the data client now"
+        g0=$(cpu_ticks "$GPID") s0=$(cpu_ticks "$SPID")
         loaded=$(data_client "$server-loaded")
         rss_up=$(rss_kb "$SPID")
+        g1=$(cpu_ticks "$GPID") s1=$(cpu_ticks "$SPID")
+        CLK=$(getconf CLK_TCK)
+        gen_cpu=$(python3 -c "print(f'{($g1 - $g0) / $CLK:.2f}')")
+        log "$server: CPU seconds while the loaded data client ran (its ping, then iperf3 for ${IPERF_SECONDS} s): generator $gen_cpu, server $(python3 -c "print(f'{($s1 - $s0) / $CLK:.2f}')")"
       fi
     fi
     sleep 0.5
@@ -314,16 +328,16 @@ for server in $SERVERS; do
 import json, sys
 j = json.loads(sys.argv[1]) if sys.argv[1].strip() else {}
 s = j.get("setup_ms") or {}
-print(f"%-8s %5s/%-5s %8s %8s %8s %9s %9s %8s %8s %8s %8s %8s %5s" % ("$server", j.get("up", "?"), $COUNT,
+print(f"%-8s %5s/%-5s %8s %8s %8s %9s %9s %8s %8s %8s %8s %8s %5s %8s" % ("$server", j.get("up", "?"), $COUNT,
       j.get("setups_per_second", "?"), s.get("median", "?"), s.get("p90", "?"), "$per_client", "$per_client_up",
-      "$first_alone", "$first_loaded", "$mbps_alone", "$mbps_loaded", j.get("held", "?"), j.get("vips", "?")))
+      "$first_alone", "$first_loaded", "$mbps_alone", "$mbps_loaded", j.get("held", "?"), j.get("vips", "?"), "$gen_cpu"))
 EOF
 )
   ROWS+=("$row")
   stop_server "$server"
 done
 echo
-log "$COUNT clients at $RATE/s (auth $AUTH, vips $VIPS; x25519, AES-GCM), each its own address; memory per client: server RSS (peak, and once all are up) - before, over COUNT"
-printf '%-8s %11s %8s %8s %8s %9s %9s %8s %8s %8s %8s %8s %5s\n' server up setups/s med_ms p90_ms KiB/cl_pk KiB/cl_up 1st_pkt 1st_load Mb/s_1 Mb/s_ld held vips
+log "$COUNT clients at $RATE/s (auth $AUTH, vips $VIPS, generator waits: $GEN_WAIT; x25519, AES-GCM), each its own address; gen_cpu: the generator's CPU seconds while the loaded data client ran; memory per client: server RSS (peak, and once all are up) - before, over COUNT"
+printf '%-8s %11s %8s %8s %8s %9s %9s %8s %8s %8s %8s %8s %5s %8s\n' server up setups/s med_ms p90_ms KiB/cl_pk KiB/cl_up 1st_pkt 1st_load Mb/s_1 Mb/s_ld held vips gen_cpu
 for r in "${ROWS[@]}"; do echo "$r"; done
 [ $FAILED -eq 0 ] || fail "not every client came up and stayed up (see above)"

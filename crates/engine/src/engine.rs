@@ -319,21 +319,34 @@ enum SpdChange {
     Push(Policy),
     Remove(usize),
     Repoint(SaId, SaId),
+    /// [`Spd::insert`].
+    Insert(usize, Vec<Policy>),
+    /// Every protect policy whose bundle names one of these SAs (sorted) goes
+    /// ([`Spd::remove_where`]).
+    RemoveUsing(Vec<SaId>),
 }
 
 impl Change<Spd> for SpdChange {
-    type Out = Option<Policy>;
-    fn apply(self, spd: &mut Spd) -> Option<Policy> {
+    /// The policies taken out, with their positions.
+    type Out = Vec<(usize, Policy)>;
+    fn apply(self, spd: &mut Spd) -> Vec<(usize, Policy)> {
         match self {
             SpdChange::Push(p) => {
                 spd.push(p);
-                None
+                Vec::new()
             }
-            SpdChange::Remove(i) => spd.remove(i),
+            SpdChange::Remove(i) => spd.remove(i).map(|p| (i, p)).into_iter().collect(),
             SpdChange::Repoint(old, new) => {
                 spd.repoint(old, new);
-                None
+                Vec::new()
             }
+            SpdChange::Insert(at, ps) => {
+                spd.insert(at, ps);
+                Vec::new()
+            }
+            SpdChange::RemoveUsing(ids) => spd.remove_where(
+                |p| matches!(&p.action, Action::Protect(v) if v.iter().any(|id| ids.binary_search(id).is_ok())),
+            ),
         }
     }
 }
@@ -377,7 +390,7 @@ impl Engine {
         Engine::default()
     }
 
-    fn change_spd(&mut self, c: SpdChange) -> Option<Policy> {
+    fn change_spd(&mut self, c: SpdChange) -> Vec<(usize, Policy)> {
         change(&mut self.plane.spd, &mut self.spare_spd, c)
     }
 
@@ -481,11 +494,43 @@ impl Engine {
         if index >= self.plane.spd.policies().len() {
             return Err(InstallError::UnknownPolicy(index));
         }
-        let p = self
+        let (_, p) = self
             .change_spd(SpdChange::Remove(index))
+            .pop()
             .ok_or(InstallError::UnknownPolicy(index))?;
         self.publish();
         Ok(p)
+    }
+
+    /// Puts `policies` in at position `at` of the SPD (past the end: after all), each checked
+    /// as [`Engine::add_policy`] checks it; nothing changes unless all pass. One change of the
+    /// SPD and one data plane published, however many: an IKE child's policies (appended), or
+    /// a rekey's (before the pair it replaces, RFC 7296 2.8), without the SPD rebuilt.
+    pub fn insert_policies(&mut self, at: usize, policies: Vec<Policy>) -> Result<(), InstallError> {
+        for p in &policies {
+            self.check_policy(p)?;
+        }
+        if !policies.is_empty() {
+            self.change_spd(SpdChange::Insert(at, policies));
+            self.publish();
+        }
+        Ok(())
+    }
+
+    /// Takes out every protect policy whose bundle names one of `sas` (an IKE child's, when it
+    /// is deleted or rekeyed) and returns them with the positions they had. One change of the
+    /// SPD, linear in its size without rebuilding its index, and one data plane published
+    /// (none when no policy names them).
+    pub fn remove_policies_using(&mut self, sas: &[SaId]) -> Vec<(usize, Policy)> {
+        if !self.plane.spd.policies().iter().any(|p| p.protects_with_any(sas)) {
+            return Vec::new();
+        }
+        let mut ids = sas.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        let out = self.change_spd(SpdChange::RemoveUsing(ids));
+        self.publish();
+        out
     }
 
     /// Rekeying: installs `config` and points every policy that names `old` at it. The old SA

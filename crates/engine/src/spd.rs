@@ -290,6 +290,13 @@ pub struct Policy {
     pub action: Action,
 }
 
+impl Policy {
+    /// Whether this is a protect policy whose bundle names one of `sas`.
+    pub fn protects_with_any(&self, sas: &[SaId]) -> bool {
+        matches!(&self.action, Action::Protect(v) if v.iter().any(|id| sas.contains(id)))
+    }
+}
+
 /// The traffic selectors of one packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Flow {
@@ -408,6 +415,55 @@ impl Spd {
             ix.close_up(index);
         }
         Some(p)
+    }
+
+    /// Puts `new` in at position `at` (as in [`Spd::policies`]; past the end: at the end), in
+    /// their order: they match before the policy that was at `at` and after those before it.
+    /// O(n + k): the positions the index holds from `at` on move down k (no rehashing), then
+    /// k hash inserts. A rekey's new pair goes before the old pair's this way (RFC 7296 2.8).
+    pub fn insert(&mut self, at: usize, new: Vec<Policy>) {
+        let at = at.min(self.policies.len());
+        let k = new.len();
+        if k == 0 {
+            return;
+        }
+        if at < self.policies.len() {
+            for ix in &mut self.index {
+                ix.renumber(|p| if p >= at { p + k } else { p });
+            }
+        }
+        for (i, p) in new.iter().enumerate() {
+            self.index[slot(p.dir)].insert(at + i, &p.selector);
+        }
+        self.policies.splice(at..at, new);
+    }
+
+    /// Takes out every policy `gone` picks and returns them with the positions they had, in
+    /// order. One pass over the list and one over the index (a position moves up by the number
+    /// taken out before it), whatever the number taken: a child's policies leave a table of
+    /// thousands without the table being rebuilt.
+    pub fn remove_where(&mut self, mut gone: impl FnMut(&Policy) -> bool) -> Vec<(usize, Policy)> {
+        let at: Vec<usize> = (0..self.policies.len()).filter(|&i| gone(&self.policies[i])).collect();
+        if at.is_empty() {
+            return Vec::new();
+        }
+        for &i in &at {
+            let p = &self.policies[i];
+            self.index[slot(p.dir)].remove(i, &p.selector);
+        }
+        for ix in &mut self.index {
+            ix.renumber(|p| p - at.partition_point(|&g| g < p));
+        }
+        // the few taken out copied, the list closed up in place
+        let out: Vec<(usize, Policy)> = at.iter().map(|&i| (i, self.policies[i].clone())).collect();
+        let (mut i, mut next) = (0, 0);
+        self.policies.retain(|_| {
+            let keep = at.get(next) != Some(&i);
+            next += usize::from(!keep);
+            i += 1;
+            keep
+        });
+        out
     }
 
     /// Points every protect policy that names `old` at `new` instead.
@@ -577,32 +633,46 @@ struct Index {
 }
 
 impl Index {
-    /// Adds the policy at `pos`, which is after every policy already in the index.
+    /// Adds the policy at `pos`, anywhere in the order (the positions from `pos` on already
+    /// moved down: see [`Index::renumber`]; at the end, the usual case, nothing moves): the
+    /// slots stay ascending and the groups ordered by their earliest policy.
     fn insert(&mut self, pos: usize, sel: &Selector) {
         let (src, s) = Shape::of(sel.src);
         let (dst, d) = Shape::of(sel.dst);
-        let g = match self.groups.iter().position(|g| g.src == src && g.dst == dst) {
-            Some(i) => &mut self.groups[i],
+        let (i, fresh) = match self.groups.iter().position(|g| g.src == src && g.dst == dst) {
+            Some(i) => (i, false),
             None => {
-                // `pos` is the last position, so the new group goes last in the order too.
                 self.groups.push(Group {
                     src,
                     dst,
                     first: pos,
                     map: HashMap::new(),
                 });
-                let last = self.groups.len() - 1;
-                &mut self.groups[last]
+                (self.groups.len() - 1, true)
             }
         };
+        let g = &mut self.groups[i];
         match g.map.entry((s, d)) {
-            hashbrown::hash_map::Entry::Occupied(mut e) => e.get_mut().rest.push(pos),
+            hashbrown::hash_map::Entry::Occupied(mut e) => {
+                let slots = e.get_mut();
+                if pos < slots.head {
+                    slots.rest.insert(0, slots.head);
+                    slots.head = pos;
+                } else {
+                    let k = slots.rest.partition_point(|&p| p < pos);
+                    slots.rest.insert(k, pos);
+                }
+            }
             hashbrown::hash_map::Entry::Vacant(e) => {
                 e.insert(Slots {
                     head: pos,
                     rest: Vec::new(),
                 });
             }
+        }
+        if fresh || pos < g.first {
+            g.first = pos;
+            self.groups.sort_by_key(|g| g.first);
         }
     }
 
@@ -628,16 +698,17 @@ impl Index {
     /// The order of positions is kept, so the slots stay ascending; only the groups' order
     /// may change (a group's earliest policy left).
     fn close_up(&mut self, pos: usize) {
-        let down = |p: &mut usize| {
-            if *p > pos {
-                *p -= 1;
-            }
-        };
+        self.renumber(|p| if p > pos { p - 1 } else { p });
+    }
+
+    /// Moves every position through `f`, which must keep their order (positions leaving or
+    /// joining the list before them); the groups are put back in the order of their earliest.
+    fn renumber(&mut self, f: impl Fn(usize) -> usize) {
         for g in &mut self.groups {
-            down(&mut g.first);
+            g.first = f(g.first);
             for slots in g.map.values_mut() {
-                down(&mut slots.head);
-                slots.rest.iter_mut().for_each(down);
+                slots.head = f(slots.head);
+                slots.rest.iter_mut().for_each(|p| *p = f(*p));
             }
         }
         self.groups.sort_by_key(|g| g.first);

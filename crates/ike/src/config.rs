@@ -336,6 +336,12 @@ pub struct Connection {
     /// IKE_AUTH and, when both sides did, follow the peer's UPDATE_SA_ADDRESSES
     /// (`task::ike_mobike`).
     pub mobike: bool,
+    /// EAP-only authentication as responder (RFC 5998; `eap_only`, default no): when the
+    /// client sends EAP_ONLY_AUTHENTICATION and the connection's EAP method is one RFC 5998
+    /// section 4 calls safe (mutual, key generating, dictionary-attack resistant: here
+    /// EAP-TLS), the first IKE_AUTH response carries no CERT and no AUTH; we prove
+    /// ourselves with the MSK's AUTH at the end (`task::ike_auth_eap`).
+    pub eap_only: bool,
     /// Which side starts rekeys of the IKE SA and its children (issue #36: clients that
     /// refuse a server's rekey).
     pub rekey_by: RekeyBy,
@@ -427,6 +433,7 @@ impl Connection {
             vips: Vec::new(),
             unique: Default::default(),
             mobike: true,
+            eap_only: false,
             rekey_by: RekeyBy::Auto,
             vendor_ids: Vec::new(),
         })

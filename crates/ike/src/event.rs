@@ -361,6 +361,9 @@ pub enum MobikeRefusal {
     BadCookie2,
     /// NO_NATS_ALLOWED and a NAT found (3.9): answered UNEXPECTED_NAT_DETECTED.
     UnexpectedNat,
+    /// Our return-routability check of the new address (3.5, 5.2.1) was not answered from
+    /// there within `ike_mobike::CHECK_WINDOW`, or was answered from elsewhere.
+    CheckFailed,
 }
 
 impl core::fmt::Display for MobikeRefusal {
@@ -369,6 +372,7 @@ impl core::fmt::Display for MobikeRefusal {
             MobikeRefusal::NotNegotiated => "UPDATE_SA_ADDRESSES without MOBIKE negotiated",
             MobikeRefusal::BadCookie2 => "COOKIE2 malformed or not ours",
             MobikeRefusal::UnexpectedNat => "NO_NATS_ALLOWED and a NAT found",
+            MobikeRefusal::CheckFailed => "the new address did not answer the return-routability check",
         })
     }
 }

@@ -38,9 +38,15 @@ pub struct IkeSaStats {
     pub eap_failures: u64,
     /// EAP messages out of order or malformed (the outstanding EAP Request sent again).
     pub eap_out_of_order: u64,
+    /// First IKE_AUTH responses sent EAP-only (RFC 5998 3: no CERT, no AUTH; the MSK's AUTH
+    /// proves us at the end).
+    pub eap_only: u64,
     /// MOBIKE address updates (RFC 4555 3.5): the peer's UPDATE_SA_ADDRESSES acted on, or
     /// ours answered.
     pub mobike_updates: u64,
+    /// Return-routability checks of a peer's new address answered from there (RFC 4555 3.5):
+    /// each one moved the SA.
+    pub mobike_checks: u64,
     /// MOBIKE requests not acted on ([`crate::Event::MobikeRefused`]).
     pub mobike_refused: u64,
     /// Retransmissions of a request whose response waits for the RADIUS server (absorbed).
@@ -62,7 +68,9 @@ impl IkeSaStats {
         self.additional_ke_refused += o.additional_ke_refused;
         self.eap_failures += o.eap_failures;
         self.eap_out_of_order += o.eap_out_of_order;
+        self.eap_only += o.eap_only;
         self.mobike_updates += o.mobike_updates;
+        self.mobike_checks += o.mobike_checks;
         self.mobike_refused += o.mobike_refused;
         self.deferred_retransmits += o.deferred_retransmits;
     }

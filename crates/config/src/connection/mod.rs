@@ -142,6 +142,9 @@ pub struct ConnectionConfig {
     pub fragment_size: u16,
     /// MOBIKE (RFC 4555; swanctl's `mobike`, default yes).
     pub mobike: bool,
+    /// EAP-only authentication as server (RFC 5998; `eap_only`, default no): see
+    /// `ipsec_ike::Connection::eap_only`.
+    pub eap_only: bool,
     /// The child SAs.
     pub children: Vec<ChildConfig>,
     /// When we send our certificates (swanctl `send_cert`: always, ifasked, never).
@@ -180,6 +183,8 @@ pub(crate) struct ConnectionToml {
     fragmentation: Option<String>,
     fragment_size: Option<u16>,
     mobike: Option<bool>,
+    #[serde(default)]
+    eap_only: bool,
     #[serde(default)]
     local: AuthToml,
     #[serde(default)]
@@ -392,6 +397,7 @@ impl ConnectionToml {
             fragmentation,
             fragment_size,
             mobike: self.mobike.unwrap_or(true),
+            eap_only: self.eap_only,
             dpd_timeout,
             dpd_action,
             close_action,
@@ -604,6 +610,7 @@ impl ConnectionConfig {
         c.fragmentation = self.fragmentation;
         c.fragment_size = self.fragment_size;
         c.mobike = self.mobike;
+        c.eap_only = self.eap_only;
         c.pools = self.pools.clone();
         c.vips = self.vips.clone();
         c.unique = self.unique;
@@ -1008,6 +1015,10 @@ start_action = "trap"
         assert!(ike.mobike);
         let c = crate::from_toml::parse(&GOOD.replace("dpd_delay = 30", "mobike = false")).unwrap();
         assert!(!c.connections[0].to_ike(&secrets).unwrap().mobike);
+        // EAP-only (RFC 5998): off unless `eap_only = true`.
+        assert!(!ike.eap_only);
+        let c = crate::from_toml::parse(&GOOD.replace("dpd_delay = 30", "eap_only = true")).unwrap();
+        assert!(c.connections[0].to_ike(&secrets).unwrap().eap_only);
         for (line, what) in [
             ("fragmentation = \"maybe\"", "fragmentation = \"maybe\""),
             ("fragment_size = 100", "fragment_size = 100"),

@@ -181,6 +181,53 @@ fn random_sets_push_remove_readd_agree_with_the_scan() {
     }
 }
 
+/// `Spd::insert` anywhere and `Spd::remove_where` of several at once (what an IKE child's
+/// install, rekey and delete do) keep the list as a plain `Vec` model has it and the index
+/// agreeing with the scan, policies of every shape mixed, in both directions.
+#[test]
+fn random_bulk_inserts_and_removals_agree_with_a_model_and_the_scan() {
+    for seed in 0..64u64 {
+        let mut g = Gen(ChaCha8Rng::seed_from_u64(0x5eed_0000 + seed));
+        let mut spd = Spd::new();
+        let mut model: Vec<Policy> = Vec::new();
+        for _ in 0..40 {
+            match g.below(4) {
+                0 | 1 => {
+                    // anywhere, past the end too (taken as the end), 0 to 3 policies
+                    let at = g.below(model.len() as u32 + 2) as usize;
+                    let new: Vec<Policy> = (0..g.below(4)).map(|_| g.policy()).collect();
+                    let a = at.min(model.len());
+                    model.splice(a..a, new.clone());
+                    spd.insert(at, new);
+                }
+                2 => {
+                    // the policies protecting with one of two random SAs
+                    let ids = [SaId(g.below(8)), SaId(g.below(8))];
+                    let want: Vec<(usize, Policy)> = model
+                        .iter()
+                        .cloned()
+                        .enumerate()
+                        .filter(|(_, p)| p.protects_with_any(&ids))
+                        .collect();
+                    model.retain(|p| !p.protects_with_any(&ids));
+                    assert_eq!(spd.remove_where(|p| p.protects_with_any(&ids)), want);
+                }
+                _ => {
+                    let p = g.policy();
+                    model.push(p.clone());
+                    spd.push(p);
+                }
+            }
+            assert_eq!(spd.policies(), model.as_slice());
+            agree(&spd, &mut g, 60);
+        }
+        // all taken out at once: nothing is left in the index either
+        let all = spd.remove_where(|_| true);
+        assert_eq!(all.len(), model.len());
+        assert_eq!(spd.shapes(Direction::In) + spd.shapes(Direction::Out), 0);
+    }
+}
+
 #[test]
 fn ipv4_overlapping_policies_first_match_decides() {
     let mut spd = Spd::new();

@@ -347,10 +347,13 @@ impl IkeSa {
                 return;
             }
         }
+        // A MOBIKE return-routability check unanswered at the new address (RFC 4555 3.5).
+        crate::task::ike_mobike::check_timeout(self, cx);
         match self.tasks.handle_timeout(cx.now, &cx.cfg.retransmit) {
             Ok(Some(bytes)) => {
                 self.stats.retransmits += 1;
-                self.send(cx, &bytes)
+                let to = self.active_task().and_then(|t| t.to()).unwrap_or(self.path.remote);
+                self.send_to(cx, &bytes, to)
             }
             Ok(None) => {}
             Err(()) => {

@@ -130,7 +130,9 @@ impl IkeSa {
             let id = self.tasks.next_id;
             if let Ok(bytes) = task.build(self, cx, id, rng) {
                 self.stats.requests_sent += 1;
-                self.send(cx, &bytes);
+                // A return-routability check goes to the address it checks (RFC 4555 3.5).
+                let to = task.to().unwrap_or(self.path.remote);
+                self.send_to(cx, &bytes, to);
                 self.tasks.active = Some(Active {
                     id,
                     task,
@@ -187,6 +189,7 @@ impl IkeSa {
             return Ok(());
         };
         self.authenticated_from(cx, local, remote);
+        self.mobike.response_from = Some(remote);
         if h.exchange == ExchangeType::IkeIntermediate {
             // Into the responder's IntAuth chain with the keys it came under (RFC 9242 3.3.2).
             ike_intermediate::collect_received(self, h, &opened);
@@ -375,6 +378,11 @@ impl IkeSa {
     /// Our outstanding request's task.
     pub fn active_task(&self) -> Option<&Task> {
         self.tasks.active.as_ref().map(|a| &a.task)
+    }
+
+    /// Our outstanding request's task and when it was first sent.
+    pub fn active_task_mut(&mut self) -> Option<(&mut Task, Duration)> {
+        self.tasks.active.as_mut().map(|a| (&mut a.task, a.started))
     }
 
     /// Whether one of our tasks, outstanding or queued, is `pick`.

@@ -142,19 +142,27 @@ fn first_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypt
         int_auth: &int_auth,
     };
     let peer_asked = hs.peer_certreq || ps.iter().any(|p| matches!(p, Payload::CertReq(_)));
-    let our_auth = authenticator::build(&conn.local_auth, &signed, hs.peer_hashes.as_deref());
+    let eap_only = eap_only(conn, backend, ps);
+    // EAP-only: no signature at all (the MSK's AUTH at the end proves us, RFC 5998 3).
+    let our_auth = (!eap_only).then(|| authenticator::build(&conn.local_auth, &signed, hs.peer_hashes.as_deref()));
     let idi_body = idi_body.clone();
     sa.switch_conn(ci);
-    let Ok(our_auth) = our_auth else {
+    let our_auth = match our_auth {
+        None => None,
+        Some(Ok(a)) => Some(a),
         // Our key cannot sign for this peer (or we have no key): the server must prove
         // itself before the client gives its password.
-        return refuse(sa, cx, Refusal::NoConnection, None);
+        Some(Err(_)) => return refuse(sa, cx, Refusal::NoConnection, None),
     };
     let (auth, request) = Authenticator::start(backend.clone(), rng);
-    // 1.2, 2.16: IDr, [CERT,] AUTH, EAP.
+    // 1.2, 2.16: IDr, [CERT,] AUTH, EAP; RFC 5998 3 (EAP-only): IDr, EAP.
     let mut resp = alloc::vec![Payload::IdR(conn.local_id.clone(), idr)];
-    resp.extend(authenticator::cert_payloads(&conn.local_auth, peer_asked));
-    resp.push(Payload::Auth(our_auth));
+    if let Some(our_auth) = our_auth {
+        resp.extend(authenticator::cert_payloads(&conn.local_auth, peer_asked));
+        resp.push(Payload::Auth(our_auth));
+    } else {
+        sa.stats_mut().eap_only += 1;
+    }
     resp.push(eap(request.clone()));
     sa.start_eap(EapState {
         auth,
@@ -166,6 +174,29 @@ fn first_round(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl Crypt
         rounds: 1,
     });
     Reply::with(resp)
+}
+
+/// Whether the first response leaves out our CERT and AUTH (RFC 5998 3): the client asked
+/// (EAP_ONLY_AUTHENTICATION), the connection allows it (`eap_only`), and the method is safe
+/// in RFC 5998 section 4's sense — mutual, key generating and resistant to dictionary
+/// attacks. Of ours only EAP-TLS is (it is on section 4's list; the server proves itself
+/// with the TLS certificate inside EAP). EAP-MSCHAPv2 is not: not on the list, and an
+/// offline dictionary attack on its challenge/response is well known (strongSwan's client
+/// calls it not mutual and refuses EAP-only with it); a RADIUS backend's method is not
+/// known when the first response goes. Otherwise the notify is ignored and we sign as
+/// usual (section 3: a responder that does not use the extension ignores it, and the
+/// client gets what RFC 7296 2.16 gives it: the certificate).
+fn eap_only(conn: &crate::config::Connection, backend: &ipsec_eap::server::Backend, ps: &[Payload]) -> bool {
+    ps.notify(kind::EAP_ONLY_AUTHENTICATION).is_some() && conn.eap_only && safe_method(backend)
+}
+
+/// RFC 5998 section 4's test for the methods this crate runs as server.
+pub(crate) fn safe_method(backend: &ipsec_eap::server::Backend) -> bool {
+    use ipsec_eap::server::Backend;
+    match backend {
+        Backend::Tls(_) => true,
+        Backend::Local | Backend::Radius(_) => false,
+    }
 }
 
 /// A later request: an EAP Response, or, after EAP-Success, the AUTH made with the MSK.
@@ -685,6 +716,85 @@ mod tests {
             )),
             "{ev:?}"
         );
+    }
+
+    /// B with EAP-TLS (the test PKI of crates/eap) or EAP-MSCHAPv2, `eap_only` as given,
+    /// after IKE_SA_INIT with A (A's first IKE_AUTH lost); B's answer to a first IKE_AUTH
+    /// request with or without EAP_ONLY_AUTHENTICATION.
+    fn first_response(tls: bool, allow: bool, asked: bool) -> (Vec<Payload>, u64) {
+        extern crate std;
+        use ipsec_eap::tls::rustls::pki_types::pem::PemObject;
+        use ipsec_eap::tls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        use ipsec_eap::tls::{ServerConfig, Versions};
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../eap/tests/data/tls/");
+        let read = |n: &str| std::fs::read(alloc::format!("{dir}{n}")).unwrap();
+        let backend = if tls {
+            let cert = CertificateDer::from_pem_slice(&read("server.pem")).unwrap().to_vec();
+            let ca = CertificateDer::from_pem_slice(&read("ca.pem")).unwrap().to_vec();
+            let key = PrivateKeyDer::from_pem_slice(&read("server.key")).unwrap();
+            ipsec_eap::server::Backend::Tls(ServerConfig::new(&[cert], key, &[ca], &[], Versions::Both).unwrap())
+        } else {
+            ipsec_eap::server::Backend::Local
+        };
+        let (mut a, b0) = crate::test_util::eap_endpoints("pw", backend, Arc::new(Alice));
+        let mut cfg = b0.config().clone();
+        cfg.connections[0].eap_only = allow;
+        let mut b = Endpoint::new(cfg);
+        b.set_unix_time(Duration::ZERO, NOW_UNIX);
+        let mut rng = ChaCha20Rng::seed_from_u64(11);
+        let now = Duration::from_secs(10);
+        a.initiate(now, "a", &mut rng).unwrap();
+        // A's datagrams: 0 IKE_SA_INIT, 1 the first IKE_AUTH: lost (B answers ours).
+        pump(&mut a, &mut b, now, &mut rng, &mut |n| n >= 1, &mut 0);
+        let spi = b.spis()[0];
+        let alice = Identity::from_str_config("alice@example.org").unwrap();
+        let mut ps = alloc::vec![Payload::IdI(alice.clone(), alice.to_body())];
+        if asked {
+            ps.push(Payload::Notify(Notify::ike(kind::EAP_ONLY_AUTHENTICATION, &[])));
+        }
+        b.with_sa(spi, now, |sa, cx| {
+            let r = respond(sa, cx, &ps, &mut ChaCha20Rng::seed_from_u64(1)).unwrap();
+            assert!(r.then.is_none(), "{:?}", r.payloads);
+            assert!(sa.eap().is_some(), "the conversation must run");
+            (r.payloads, sa.stats().eap_only)
+        })
+        .unwrap()
+    }
+
+    fn has_auth(ps: &[Payload]) -> bool {
+        ps.iter().any(|p| matches!(p, Payload::Auth(_)))
+    }
+    fn has_cert(ps: &[Payload]) -> bool {
+        ps.iter().any(|p| matches!(p, Payload::Cert(_)))
+    }
+
+    /// RFC 5998 3: the client asks, the connection allows it, EAP-TLS (section 4's list):
+    /// IDr and the EAP Request only, counted.
+    #[test]
+    fn eap_only_with_eap_tls_leaves_out_cert_and_auth() {
+        let (ps, n) = first_response(true, true, true);
+        assert!(!has_auth(&ps) && !has_cert(&ps), "{ps:?}");
+        assert!(matches!(ps[0], Payload::IdR(..)) && eap_payload(&ps).is_some());
+        assert_eq!((ps.len(), n), (2, 1));
+    }
+
+    /// Not asked, or not allowed by the connection: the certificate and signature as usual.
+    #[test]
+    fn eap_only_not_asked_or_not_allowed_signs_as_usual() {
+        for (allow, asked) in [(true, false), (false, true)] {
+            let (ps, n) = first_response(true, allow, asked);
+            assert!(has_auth(&ps) && has_cert(&ps), "allow {allow} asked {asked}: {ps:?}");
+            assert_eq!(n, 0);
+        }
+    }
+
+    /// EAP-MSCHAPv2 is not a safe method (RFC 5998 4): the request is ignored and the
+    /// server proves itself with its certificate (RFC 7296 2.16), the conversation goes on.
+    #[test]
+    fn eap_only_with_mschapv2_falls_back_to_the_certificate() {
+        let (ps, n) = first_response(false, true, true);
+        assert!(has_auth(&ps) && has_cert(&ps), "{ps:?}");
+        assert_eq!(n, 0);
     }
 
     #[test]

@@ -22,8 +22,17 @@
 //!   one fails its ICV and is dropped and counted by the endpoint, [`crate::Dropped`]); an
 //!   UPDATE_SA_ADDRESSES on an IKE SA without MOBIKE, or with a malformed COOKIE2, moves
 //!   nothing and is reported ([`Event::MobikeRefused`], counted in
-//!   [`crate::status::IkeSaStats::mobike_refused`]). The responder updates at once, as 3.5
-//!   allows, without a return-routability check of its own (docs/ike-mobike.md says why).
+//!   [`crate::status::IkeSaStats::mobike_refused`]).
+//! - Return routability as responder (3.5 "if necessary, initiate a return routability check
+//!   for the new address and wait until the check is completed", 5.2.1): an
+//!   UPDATE_SA_ADDRESSES from a new address is answered at once, but the IKE SA and its
+//!   children move only when our INFORMATIONAL with a fresh COOKIE2, sent to that address
+//!   ([`MobikeCheck`]), is answered from there with the COOKIE2 echoed (3.7). Until then
+//!   the data plane stays on the old path. Unanswered there within [`CHECK_WINDOW`] (a
+//!   spoofed or unreachable address), or answered from elsewhere, or with another COOKIE2:
+//!   nothing moves, [`MobikeRefusal::CheckFailed`] (counted, reported); the same request is
+//!   then retransmitted on the IKE SA's old path (a request cannot be abandoned: its message
+//!   ID is spent, RFC 7296 2.1), where a peer that did not move answers it.
 //! - The initiator's side ([`IkeMobike`], `Endpoint::update_addresses`): an INFORMATIONAL
 //!   with UPDATE_SA_ADDRESSES, COOKIE2 and NAT_DETECTION_* from where the SA now sends;
 //!   the response's COOKIE2 must be ours (3.7: else the SA is closed, as strongSwan does).
@@ -62,6 +71,12 @@ pub(crate) struct Mobike {
     /// The (local, remote) addresses of the request being answered: its response goes
     /// there (RFC 7296 2.11), and UPDATE_SA_ADDRESSES moves the SA there.
     pub request: Option<(SocketAddr, SocketAddr)>,
+    /// Where the last response to one of our requests came from (a return-routability
+    /// check is answered from the address it checks, or it failed).
+    pub response_from: Option<SocketAddr>,
+    /// The address the peer's last UPDATE_SA_ADDRESSES asked for and the NAT state its
+    /// NAT_DETECTION_* notifies gave, while the return-routability check runs ([`MobikeCheck`]).
+    pub pending: Option<(SocketAddr, Option<crate::nat::NatState>)>,
 }
 
 /// With MOBIKE in use, only UPDATE_SA_ADDRESSES moves an established SA's peer (3.5).
@@ -181,10 +196,18 @@ pub(crate) fn informational(
             refuse(sa, cx, remote, MobikeRefusal::UnexpectedNat);
             return Some(Reply::notify(kind::UNEXPECTED_NAT_DETECTED));
         }
-        if let Some(n) = nat {
-            sa.set_nat(n);
+        if remote == sa.path().remote {
+            // Same address (a retransmitted move, or NAT detection only): nothing to check.
+            sa.mobike_mut().pending = None;
+            if let Some(n) = nat {
+                sa.set_nat(n);
+            }
+            move_peer(sa, cx, remote);
+        } else {
+            // A new address: checked first (3.5); the SA moves when the check is answered.
+            sa.mobike_mut().pending = Some((remote, nat));
+            sa.queue_task(cx, super::Task::MobikeCheck(MobikeCheck::new(rng)), rng);
         }
-        move_peer(sa, cx, remote);
     }
     let mut resp = Vec::new();
     if natd {
@@ -267,6 +290,94 @@ pub(crate) fn update_local(sa: &mut IkeSa, cx: &mut Cx, ip: IpAddr, rng: &mut im
     let t = super::Task::IkeMobike(IkeMobike::new(rng));
     sa.queue_task(cx, t, rng);
     true
+}
+
+/// How long a return-routability check is sent to the address it checks before it has
+/// failed: two transmissions with the default retransmission timer (at 0 and 4 s).
+pub const CHECK_WINDOW: core::time::Duration = core::time::Duration::from_secs(10);
+
+/// The responder's return-routability check of the peer's new address (3.5, 5.2.1): an
+/// INFORMATIONAL with COOKIE2 sent to that address; the answer must come from there and
+/// echo the COOKIE2 (3.7).
+pub(crate) struct MobikeCheck {
+    cookie2: [u8; 16],
+    /// The address checked, fixed when the request is built (the latest one asked for).
+    to: Option<SocketAddr>,
+    /// Unanswered within [`CHECK_WINDOW`]: reported, sent on the old path from then on.
+    given_up: bool,
+}
+
+impl MobikeCheck {
+    pub fn new(rng: &mut impl CryptoRngCore) -> Self {
+        let mut cookie2 = [0u8; 16];
+        rng.fill_bytes(&mut cookie2);
+        MobikeCheck {
+            cookie2,
+            to: None,
+            given_up: false,
+        }
+    }
+
+    /// Where it goes: the address checked, until given up (then the IKE SA's path).
+    pub fn to(&self) -> Option<SocketAddr> {
+        self.to.filter(|_| !self.given_up)
+    }
+
+    /// INFORMATIONAL with COOKIE2 (3.7).
+    pub fn build(&mut self, sa: &mut IkeSa, id: u32, rng: &mut impl CryptoRngCore) -> Result<Vec<u8>, crate::Error> {
+        self.to = sa.mobike().pending.map(|(a, _)| a);
+        let p = [Payload::Notify(Notify::ike(kind::COOKIE2, &self.cookie2))];
+        sa.seal(ExchangeType::Informational, false, id, &p, rng)
+    }
+
+    /// The answer: from the address checked with our COOKIE2, the SA and its children move
+    /// there; otherwise nothing moves. A newer address asked for meanwhile is checked next.
+    pub fn process(self, sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mut impl CryptoRngCore) -> Next {
+        let Some(to) = self.to else { return Next::Done };
+        let ours = ps.notify(kind::COOKIE2).map(|n| n.data.as_slice()) == Some(&self.cookie2[..]);
+        let pending = sa.mobike().pending;
+        let from_there = sa.mobike().response_from == Some(to);
+        if !self.given_up {
+            if !ours {
+                refuse(sa, cx, to, MobikeRefusal::BadCookie2);
+            } else if !from_there {
+                refuse(sa, cx, to, MobikeRefusal::CheckFailed);
+            } else {
+                sa.stats_mut().mobike_checks += 1;
+                if let Some((_, Some(n))) = pending.filter(|(a, _)| *a == to) {
+                    sa.set_nat(n);
+                }
+                move_peer(sa, cx, to);
+            }
+        }
+        match pending {
+            Some((a, _)) if a != to && a != sa.path().remote => {
+                sa.queue_task(cx, super::Task::MobikeCheck(MobikeCheck::new(rng)), rng);
+            }
+            _ => sa.mobike_mut().pending = None,
+        }
+        Next::Done
+    }
+}
+
+/// The outstanding return-routability check unanswered for [`CHECK_WINDOW`]: it failed,
+/// nothing moves (reported once); its retransmissions go on the old path from now on.
+pub(crate) fn check_timeout(sa: &mut IkeSa, cx: &mut Cx) {
+    let now = cx.now;
+    let Some((super::Task::MobikeCheck(c), started)) = sa.active_task_mut() else {
+        return;
+    };
+    if c.given_up || now < started + CHECK_WINDOW {
+        return;
+    }
+    c.given_up = true;
+    let to = c.to;
+    if let Some(to) = to {
+        if sa.mobike().pending.is_some_and(|(a, _)| a == to) {
+            sa.mobike_mut().pending = None;
+        }
+        refuse(sa, cx, to, MobikeRefusal::CheckFailed);
+    }
 }
 
 /// Our UPDATE_SA_ADDRESSES exchange (3.5, initiator).
@@ -585,6 +696,172 @@ mod tests {
             net.b_sent.iter().all(|t| t.remote != spoofed),
             "nothing sent to the spoofed source"
         );
+    }
+
+    impl Net {
+        /// What B sends now (kept in `b_sent`), its events collected.
+        fn b_out(&mut self) -> Vec<Transmit> {
+            let out: Vec<Transmit> = core::iter::from_fn(|| self.b.poll_transmit()).collect();
+            self.b_sent.extend(out.iter().cloned());
+            while let Some(e) = self.b.poll_event() {
+                self.b_events.push(e);
+            }
+            out
+        }
+
+        /// Delivers B's datagrams to A; A's answers, as sent (their `remote` is B).
+        fn deliver_a(&mut self, ts: &[Transmit]) -> Vec<Transmit> {
+            for t in ts {
+                let _ = self
+                    .a
+                    .handle_datagram(NOW, sock("10.0.0.1:500"), t.local, &t.payload, &mut self.rng);
+            }
+            while self.a.poll_event().is_some() {}
+            core::iter::from_fn(|| self.a.poll_transmit()).collect()
+        }
+
+        /// Delivers A's datagrams to B as coming from `from`, at `now`.
+        fn deliver_b(&mut self, ts: &[Transmit], from: SocketAddr, now: Duration) {
+            for t in ts {
+                let _ = self.b.handle_datagram(now, t.remote, from, &t.payload, &mut self.rng);
+            }
+        }
+
+        /// A's UPDATE_SA_ADDRESSES delivered to B from `from`; what B sent back.
+        fn update_from(&mut self, from: SocketAddr) -> Vec<Transmit> {
+            self.a.update_addresses(NOW, "a2b", &mut self.rng).unwrap();
+            let req: Vec<Transmit> = core::iter::from_fn(|| self.a.poll_transmit()).collect();
+            self.deliver_b(&req, from, NOW);
+            self.b_out()
+        }
+
+        fn b_children_at(&mut self) -> Vec<SocketAddr> {
+            let sa = self.b.sas_mut().next().unwrap();
+            sa.children().iter().map(|c| c.info.remote).collect()
+        }
+    }
+
+    /// Return routability (3.5, 5.2.1): the update is answered, and a check with a COOKIE2 of
+    /// B's goes to the new address; until it is answered from there nothing moves (the data
+    /// plane keeps the old path); answered, the SA and its children move, counted.
+    #[test]
+    fn the_new_address_is_checked_before_the_sa_moves() {
+        let mut net = Net::up(true, true);
+        let old = sock("10.0.0.1:500");
+        let new = sock("10.9.9.9:4500");
+        let out = net.update_from(new);
+        assert_eq!(out.len(), 2, "the answer and the check");
+        assert!(out.iter().all(|t| t.remote == new), "both to the new address");
+        assert_eq!((net.b_remote(), net.b_moves()), (old, 0), "not before the check");
+        assert!(net.b_children_at().iter().all(|r| *r == old));
+        let answers = net.deliver_a(&out);
+        assert_eq!(answers.len(), 1, "A answers the check");
+        net.deliver_b(&answers, new, NOW);
+        assert!(net.b_out().is_empty());
+        assert_eq!((net.b_remote(), net.b_moves()), (new, 1));
+        assert!(net.b_children_at().iter().all(|r| *r == new));
+        let st = &net.b.status(NOW)[0].stats;
+        assert_eq!((st.mobike_checks, st.mobike_updates, st.mobike_refused), (1, 1, 0));
+    }
+
+    /// An update that names a spoofed source (a third party's address, 5.2.1): the check sent
+    /// there is never answered; after CHECK_WINDOW it has failed (reported, counted), nothing
+    /// moved, and its retransmission goes on the old path, where A answers it; the SA lives.
+    #[test]
+    fn an_unanswered_check_moves_nothing() {
+        let mut net = Net::up(true, true);
+        let old = sock("10.0.0.1:500");
+        let victim = sock("203.0.113.66:4500");
+        let out = net.update_from(victim);
+        assert!(out.iter().all(|t| t.remote == victim));
+        // Lost at the victim; B's timer: a retransmission there, then the window is over.
+        let mut now = NOW;
+        let mut back_on_old = Vec::new();
+        for _ in 0..10 {
+            now = net.b.poll_timeout().unwrap();
+            net.b.handle_timeout(now, &mut net.rng);
+            let sent = net.b_out();
+            if let Some(t) = sent.iter().find(|t| t.remote == old) {
+                back_on_old.push(t.clone());
+                break;
+            }
+            assert!(sent.iter().all(|t| t.remote == victim), "{sent:?}");
+        }
+        assert!(
+            now >= NOW + CHECK_WINDOW && now < NOW + Duration::from_secs(30),
+            "{now:?}"
+        );
+        assert_eq!(net.b_refusals(), [MobikeRefusal::CheckFailed]);
+        assert_eq!((net.b_remote(), net.b_moves()), (old, 0));
+        assert!(net.b_children_at().iter().all(|r| *r == old));
+        // A is still at the old address: it answers the check there; still nothing moves.
+        let answers = net.deliver_a(&back_on_old);
+        assert_eq!(answers.len(), 1);
+        net.deliver_b(&answers, old, now);
+        net.b_out();
+        assert_eq!((net.b_remote(), net.b_moves()), (old, 0));
+        let st = &net.b.status(now)[0];
+        assert_eq!(st.state, "established");
+        assert_eq!((st.stats.mobike_checks, st.stats.mobike_refused), (0, 1));
+    }
+
+    /// A second update from yet another address while the first check runs: the first
+    /// answered moves the SA there, then the newer address is checked and the SA follows.
+    #[test]
+    fn a_newer_address_is_checked_after_the_running_check() {
+        let mut net = Net::up(true, true);
+        let (x, y) = (sock("10.9.9.9:4500"), sock("10.8.8.8:4500"));
+        let first = net.update_from(x);
+        let sa = net.a.sas_mut().next().unwrap();
+        let (i, r) = (sa.spi_i(), sa.spi_r());
+        // Sealed by hand with the ID after A's outstanding update (our initiator waits).
+        let ps = [
+            n(kind::UPDATE_SA_ADDRESSES, &[]),
+            n(kind::COOKIE2, &[7; 8]),
+            n(kind::NAT_DETECTION_SOURCE_IP, &crate::nat::nat_hash(i, r, y)),
+            n(
+                kind::NAT_DETECTION_DESTINATION_IP,
+                &crate::nat::nat_hash(i, r, sock("10.0.0.2:500")),
+            ),
+        ];
+        let sa = net.a.sas_mut().next().unwrap();
+        let id = sa.spare_request_id();
+        let req = sa
+            .seal(ExchangeType::Informational, false, id, &ps, &mut net.rng)
+            .unwrap();
+        net.b
+            .handle_datagram(NOW, sock("10.0.0.2:500"), y, &req, &mut net.rng)
+            .unwrap();
+        let second = net.b_out();
+        assert!(
+            second.iter().all(|t| t.remote == y) && second.len() == 1,
+            "only the answer: {second:?}"
+        );
+        // The first check answered from x: the SA moves there, and y's check goes out.
+        let answers = net.deliver_a(&first);
+        net.deliver_b(&answers, x, NOW);
+        let check_y = net.b_out();
+        assert_eq!(net.b_remote(), x);
+        assert!(check_y.len() == 1 && check_y[0].remote == y, "{check_y:?}");
+        let answers = net.deliver_a(&check_y);
+        net.deliver_b(&answers, y, NOW);
+        net.b_out();
+        assert_eq!((net.b_remote(), net.b_moves()), (y, 2));
+        assert_eq!(net.b.status(NOW)[0].stats.mobike_checks, 2);
+    }
+
+    /// The check answered, but from another address than the one checked: failed, nothing
+    /// moves.
+    #[test]
+    fn a_check_answered_from_elsewhere_moves_nothing() {
+        let mut net = Net::up(true, true);
+        let old = sock("10.0.0.1:500");
+        let out = net.update_from(sock("10.9.9.9:4500"));
+        let answers = net.deliver_a(&out);
+        net.deliver_b(&answers, sock("198.51.100.7:4500"), NOW);
+        net.b_out();
+        assert_eq!(net.b_refusals(), [MobikeRefusal::CheckFailed]);
+        assert_eq!((net.b_remote(), net.b_moves()), (old, 0));
     }
 
     /// ADDITIONAL_IP4/6_ADDRESS kept (a malformed one skipped), NO_ADDITIONAL_ADDRESSES

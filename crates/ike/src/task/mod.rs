@@ -58,6 +58,9 @@ pub(crate) enum Task {
     IkeDpd,
     /// INFORMATIONAL with UPDATE_SA_ADDRESSES (RFC 4555 3.5).
     IkeMobike(ike_mobike::IkeMobike),
+    /// The responder's return-routability check of a peer's new address: INFORMATIONAL
+    /// with COOKIE2, sent there (RFC 4555 3.5, 5.2.1).
+    MobikeCheck(ike_mobike::MobikeCheck),
 }
 
 /// What a task asks for after its response.
@@ -76,7 +79,9 @@ impl Task {
             Task::IkeIntermediate(_) => ExchangeType::IkeIntermediate,
             Task::FollowupKe(_) => ExchangeType::IkeFollowupKe,
             Task::ChildCreate(_) | Task::ChildRekey(_) | Task::IkeRekey(_) => ExchangeType::CreateChildSa,
-            Task::ChildDelete(_) | Task::IkeDelete | Task::IkeDpd | Task::IkeMobike(_) => ExchangeType::Informational,
+            Task::ChildDelete(_) | Task::IkeDelete | Task::IkeDpd | Task::IkeMobike(_) | Task::MobikeCheck(_) => {
+                ExchangeType::Informational
+            }
         }
     }
 
@@ -91,7 +96,8 @@ impl Task {
             | Task::FollowupKe(_)
             | Task::ChildDelete(_)
             | Task::IkeDpd
-            | Task::IkeMobike(_) => state.is_established(),
+            | Task::IkeMobike(_)
+            | Task::MobikeCheck(_) => state.is_established(),
             // The Delete of a rekeyed IKE SA is sent on it (2.18).
             Task::IkeDelete => state.is_established() || matches!(state, State::Rekeyed { .. }),
         }
@@ -109,7 +115,8 @@ impl Task {
             | (Task::IkeAuth(_), Task::IkeAuth(_))
             | (Task::IkeDelete, Task::IkeDelete)
             | (Task::IkeDpd, Task::IkeDpd)
-            | (Task::IkeMobike(_), Task::IkeMobike(_)) => true,
+            | (Task::IkeMobike(_), Task::IkeMobike(_))
+            | (Task::MobikeCheck(_), Task::MobikeCheck(_)) => true,
             _ => false,
         }
     }
@@ -133,6 +140,7 @@ impl Task {
             Task::IkeDelete => ike_delete::build(sa, id, rng),
             Task::IkeDpd => ike_mobike::dpd_build(sa, cx, id, rng),
             Task::IkeMobike(t) => t.build(sa, cx, id, rng),
+            Task::MobikeCheck(t) => t.build(sa, id, rng),
         }
     }
 
@@ -153,6 +161,16 @@ impl Task {
                 ike_dpd::process(sa, cx)
             }
             Task::IkeMobike(t) => t.process(sa, cx, ps),
+            Task::MobikeCheck(t) => t.process(sa, cx, ps, rng),
+        }
+    }
+
+    /// Where the request goes when not on the IKE SA's path: a return-routability check
+    /// to the address it checks (RFC 4555 3.5).
+    pub(crate) fn to(&self) -> Option<core::net::SocketAddr> {
+        match self {
+            Task::MobikeCheck(c) => c.to(),
+            _ => None,
         }
     }
 }

@@ -94,6 +94,9 @@ pub mod kind {
     pub const IKEV2_FRAGMENTATION_SUPPORTED: u16 = 16430;
     /// SIGNATURE_HASH_ALGORITHMS (RFC 7427).
     pub const SIGNATURE_HASH_ALGORITHMS: u16 = 16431;
+    /// EAP_ONLY_AUTHENTICATION (RFC 5998 3, 6): the initiator accepts a responder that
+    /// authenticates with the EAP method's MSK alone.
+    pub const EAP_ONLY_AUTHENTICATION: u16 = 16417;
     /// INTERMEDIATE_EXCHANGE_SUPPORTED (RFC 9242 3.1).
     pub const INTERMEDIATE_EXCHANGE_SUPPORTED: u16 = 16438;
     /// ADDITIONAL_KEY_EXCHANGE (RFC 9370 2.2.4): links IKE_FOLLOWUP_KE to CREATE_CHILD_SA.
@@ -141,6 +144,7 @@ pub mod kind {
             UPDATE_SA_ADDRESSES => "UPDATE_SA_ADDRESSES",
             COOKIE2 => "COOKIE2",
             NO_NATS_ALLOWED => "NO_NATS_ALLOWED",
+            EAP_ONLY_AUTHENTICATION => "EAP_ONLY_AUTHENTICATION",
             _ => "other",
         }
     }

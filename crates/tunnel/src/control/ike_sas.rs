@@ -28,7 +28,6 @@ pub struct ChildSas {
     /// (RFC 7296 2.8).
     pub before: Option<u32>,
 }
-use tracing::warn;
 
 /// IKE: adds a child's two SAs and its policies (one each way per selector pair), all or
 /// nothing: when a step fails the SAs already added go again and no event tells of them.
@@ -106,23 +105,12 @@ pub(super) fn add_child(
             action: Action::Protect(vec![inb]),
         });
     }
-    if at == len {
-        // A new child (the usual case; every client of a remote-access server): its policies
-        // go after all the others, each pushed (the SPD's index takes one in O(1) and the
-        // engine's left-right tables copy nothing), rather than the whole list copied and
-        // rebuilt per child, which made each setup cost O(policies held). All are checked
-        // first, so none is added unless all can be.
-        for p in &new {
-            eng.check_policy(p).map_err(install_error)?;
-        }
-        for p in new {
-            eng.add_policy(p).map_err(install_error)?;
-        }
-    } else {
-        let mut ps = eng.spd().policies().to_vec();
-        ps.splice(at..at, new);
-        eng.set_policies(ps).map_err(install_error)?;
-    }
+    // One change of the SPD and one data plane published for the pair's policies, wherever
+    // they go: after all the others (a new child, every client of a remote-access server) or
+    // before the replaced pair's (a rekey); the SPD's index takes them without a rebuild, so
+    // neither costs O(policies held) in copies and rehashing. All are checked first, so none
+    // is added unless all can be.
+    eng.insert_policies(at, new).map_err(install_error)?;
     for k in at + 1..=at + 2 * c.selectors.len() {
         let v = policy_info(k, &eng.spd().policies()[k - 1], eng);
         events.push(Event::PolicyAdded(policy_event(now, v, Cause::IKE)));
@@ -142,17 +130,7 @@ pub(super) fn retire_ike_sa(
     let Some(id) = st.child(key) else { return };
     let name = st.label(id).unwrap_or_default().to_string();
     let name = name.as_str();
-    let ps = eng.spd().policies().to_vec();
-    let n = ps.len();
-    let keep: Vec<Policy> = ps
-        .into_iter()
-        .filter(|p| !matches!(&p.action, Action::Protect(v) if v.contains(&id)))
-        .collect();
-    if keep.len() != n {
-        if let Err(e) = eng.set_policies(keep) {
-            warn!("IKE: removing policies: {}", install_error(e));
-        }
-    }
+    eng.remove_policies_using(&[id]);
     st.forget(id);
     st.retire(eng, id, name, now);
     events.push(Event::SaRetiring(sa_event(
@@ -177,21 +155,13 @@ pub(super) fn remove_ike_sas(
         .filter_map(|&k| st.child(k))
         .map(|id| (st.label(id).unwrap_or_default().to_string(), id))
         .collect();
-    // Linear in the policies: one look-up per policy in the set of the SAs going.
-    let gone: std::collections::HashSet<SaId> = ids.iter().map(|(_, id)| *id).collect();
-    let ps = eng.spd().policies().to_vec();
-    let uses_gone = |p: &Policy| matches!(&p.action, Action::Protect(v) if v.iter().any(|x| gone.contains(x)));
-    let keep: Vec<Policy> = ps.iter().filter(|p| !uses_gone(p)).cloned().collect();
-    if keep.len() != ps.len() {
-        for (i, p) in ps.iter().enumerate() {
-            if uses_gone(p) {
-                let v = policy_info(i + 1, p, eng);
-                events.push(Event::PolicyRemoved(policy_event(now, v, Cause::IKE)));
-            }
-        }
-        if let Err(e) = eng.set_policies(keep) {
-            warn!("IKE: removing policies: {}", install_error(e));
-        }
+    // Linear in the policies, without the SPD copied or rebuilt: one pass takes out every
+    // policy protecting with an SA going.
+    let gone: Vec<SaId> = ids.iter().map(|(_, id)| *id).collect();
+    for (i, p) in eng.remove_policies_using(&gone) {
+        // the SAs are still there, so the event names them
+        let v = policy_info(i + 1, &p, eng);
+        events.push(Event::PolicyRemoved(policy_event(now, v, Cause::IKE)));
     }
     for (name, id) in ids {
         let ev = sa_event(now, &name, id, eng.sad().get(id), Cause::IKE);

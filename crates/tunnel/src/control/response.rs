@@ -331,6 +331,10 @@ pub struct IkeSaCounters {
     pub fragmented_messages: u64,
     /// Fragments dropped.
     pub fragments_dropped: u64,
+    /// First IKE_AUTH responses sent EAP-only (RFC 5998).
+    pub eap_only: u64,
+    /// MOBIKE return-routability checks answered from the peer's new address (RFC 4555 3.5).
+    pub mobike_checks: u64,
 }
 
 /// A child pair of an IKE SA.

@@ -461,6 +461,8 @@ pub(crate) fn ike_sa_info(s: &ipsec_ike::IkeSaStatus, local_id: Option<String>) 
             fragments_received: s.stats.fragments_received,
             fragmented_messages: s.stats.fragmented_messages,
             fragments_dropped: s.stats.fragments_dropped,
+            eap_only: s.stats.eap_only,
+            mobike_checks: s.stats.mobike_checks,
         },
         children: s
             .children
