@@ -118,6 +118,10 @@ bash scripts/ci/ike-roadwarrior.sh --ci --if-possible
 # pings and keeps its IKE SA; with mobike = false it does not; about 15 s.
 step "bash scripts/ci/ike-mobike.sh"
 bash scripts/ci/ike-mobike.sh --ci --if-possible
+# MOBIKE as the initiator whose own address changes: tunneld (client) against charon, by
+# `ipsec ike update` and by itself (rtnetlink); without MOBIKE refused; ~22 s.
+step "bash scripts/ci/ike-mobike-init.sh"
+bash scripts/ci/ike-mobike-init.sh --ci --if-possible
 # The EAP crate's RADIUS client against a real FreeRADIUS, and its authenticator against
 # wpa_supplicant's eapol_test (docs/eap.md): accept with equal MSKs, reject, a wrong shared
 # secret, a server that is down; no root needed, about 5 s.

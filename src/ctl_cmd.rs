@@ -121,6 +121,17 @@ pub enum IkeCmd {
     },
     /// The IKE SAs and their child SAs.
     List,
+    /// Our own address changed (a laptop from Wi-Fi to LTE; RFC 4555 3.5): tunneld's sockets
+    /// of that IP version are bound to ADDR, and connection NAME's IKE SAs that use MOBIKE
+    /// send from there and tell the peer (UPDATE_SA_ADDRESSES): the same IKE and child SAs go
+    /// on from the new address. Refused (nothing moves) when the SA does not use MOBIKE.
+    Update {
+        /// The connection.
+        name: String,
+        /// The new local address (one this host has).
+        #[arg(long)]
+        local: std::net::IpAddr,
+    },
 }
 
 /// The IKE SAs of a `show` or `ike.list` response, as text: one block per IKE SA (a
@@ -224,6 +235,21 @@ pub fn run_ike(cmd: &IkeCmd, opts: &ControlOpts) -> ExitCode {
             opts,
             &Request::Ike(IkeRequest::rekey(name)).to_line(),
             |v: &IkeStarted| format!("{}: rekeying", name_of(v)),
+        ),
+        IkeCmd::Update { name, local } => respond(
+            opts,
+            &Request::Ike(IkeRequest::Update {
+                conn: name.clone(),
+                local: *local,
+            })
+            .to_line(),
+            |v: &IkeStarted| {
+                format!(
+                    "{}: moving to {local}: UPDATE_SA_ADDRESSES on {} IKE SA(s)",
+                    v.conn,
+                    v.pairs.unwrap_or(0)
+                )
+            },
         ),
         IkeCmd::List => respond(opts, &Request::Ike(IkeRequest::List).to_line(), |v: &IkeList| {
             let t = ike_text(&v.ike_sas);

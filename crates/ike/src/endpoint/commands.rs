@@ -15,7 +15,7 @@ use crate::task::{
 use crate::ts::TrafficSelector;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::net::SocketAddr;
+use core::net::{IpAddr, SocketAddr};
 use core::time::Duration;
 use rand_core::CryptoRngCore;
 
@@ -476,5 +476,47 @@ impl Endpoint {
                 "MOBIKE is not in use on this connection's IKE SA",
             ))
         }
+    }
+
+    /// Our own address changed to `local` (RFC 4555 3.5, initiator: a client moving from
+    /// Wi-Fi to LTE, a gateway renumbered): each established IKE SA of `conn` that uses
+    /// MOBIKE sends from `local` from now on (its port kept; its children's outer endpoint
+    /// moves with it) and sends UPDATE_SA_ADDRESSES with COOKIE2 and NAT_DETECTION_* from
+    /// there, retransmitted as any request; the caller has a socket there. The number of IKE
+    /// SAs updated. Nothing changes when no established SA of `conn` uses MOBIKE
+    /// (`Unsupported`: the peer or the connection did not agree to it, 3.2) or `local` is of
+    /// another IP version than the SA's path (`Unsupported`).
+    pub fn update_local(
+        &mut self,
+        now: Duration,
+        conn: &str,
+        local: IpAddr,
+        rng: &mut impl CryptoRngCore,
+    ) -> Result<usize, CommandError> {
+        let ci = self.conn_index(conn)?;
+        let mut sas: Vec<_> = self
+            .sas
+            .values_mut()
+            .filter(|s| s.conn_index() == ci && s.is_established())
+            .collect();
+        if sas.is_empty() {
+            return Err(CommandError::NotEstablished);
+        }
+        if !sas.iter().any(|s| s.mobike().agreed) {
+            return Err(CommandError::Unsupported(
+                "MOBIKE is not in use on this connection's IKE SA (the peer or the connection did not agree to it)",
+            ));
+        }
+        if sas.iter().any(|s| s.path().local.is_ipv4() != local.is_ipv4()) {
+            return Err(CommandError::Unsupported(
+                "the new local address is of another IP version than the IKE SA's path",
+            ));
+        }
+        let mut n = 0;
+        for sa in sas.iter_mut() {
+            let mut cx = Cx::new(&self.cfg, &mut self.out, now, wall(self.clock, now));
+            n += usize::from(crate::task::ike_mobike::update_local(sa, &mut cx, local, rng));
+        }
+        Ok(n)
     }
 }

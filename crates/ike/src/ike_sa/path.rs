@@ -6,7 +6,7 @@ use crate::config::Config;
 use crate::event::{EncapPorts, Event, Transmit};
 use crate::nat::NatState;
 use alloc::vec::Vec;
-use core::net::SocketAddr;
+use core::net::{IpAddr, SocketAddr};
 use ipsec_core::nat_t::NON_ESP_MARKER;
 
 /// Where the peer is and how IKE reaches it (2.23).
@@ -61,6 +61,21 @@ impl IkeSa {
             if let (Some(e), Some(now)) = (c.info.encap.as_mut(), encap) {
                 e.remote_port = now.remote_port;
             }
+        }
+        Some(old)
+    }
+
+    /// Our own address changed (RFC 4555 3.5, the initiator's side): the IKE SA sends from
+    /// `ip` (its port kept), and its children's outer endpoint is there too. The old local
+    /// endpoint; None when it is there already.
+    pub fn move_local(&mut self, ip: IpAddr) -> Option<SocketAddr> {
+        if ip == self.path.local.ip() {
+            return None;
+        }
+        let old = self.path.local;
+        self.path.local.set_ip(ip);
+        for c in &mut self.children {
+            c.info.local.set_ip(ip);
         }
         Some(old)
     }

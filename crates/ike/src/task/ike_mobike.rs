@@ -36,6 +36,9 @@
 //! - The initiator's side ([`IkeMobike`], `Endpoint::update_addresses`): an INFORMATIONAL
 //!   with UPDATE_SA_ADDRESSES, COOKIE2 and NAT_DETECTION_* from where the SA now sends;
 //!   the response's COOKIE2 must be ours (3.7: else the SA is closed, as strongSwan does).
+//! - Our own address changed ([`update_local`], `Endpoint::update_local`): the SA sends from
+//!   the new address at once and the update goes from there (3.5); without MOBIKE nothing
+//!   changes and the caller is told (no make-before-break IKE SA in its place).
 use crate::event::{DownReason, Event, MobikeRefusal};
 use crate::header::ExchangeType;
 use crate::ike_sa::{Cx, IkeSa};
@@ -274,6 +277,21 @@ pub(crate) fn dpd_response(sa: &mut IkeSa, cx: &mut Cx, ps: &[Payload], rng: &mu
     sa.queue_task(cx, t, rng);
 }
 
+/// Our own address changed (3.5, initiator; a laptop from Wi-Fi to LTE): the IKE SA sends
+/// from `ip` from now on (its children's outer endpoint with it) and tells the peer with an
+/// UPDATE_SA_ADDRESSES from there ([`IkeMobike`]: COOKIE2, NAT_DETECTION_* for the new
+/// path, retransmitted as any request). `false`, nothing changed: MOBIKE is not in use on
+/// this SA (3.2; the caller says so, no fresh IKE SA is made in its place).
+pub(crate) fn update_local(sa: &mut IkeSa, cx: &mut Cx, ip: IpAddr, rng: &mut impl CryptoRngCore) -> bool {
+    if !holds_path(sa) {
+        return false;
+    }
+    sa.move_local(ip);
+    let t = super::Task::IkeMobike(IkeMobike::new(rng));
+    sa.queue_task(cx, t, rng);
+    true
+}
+
 /// How long a return-routability check is sent to the address it checks before it has
 /// failed: two transmissions with the default retransmission timer (at 0 and 4 s).
 pub const CHECK_WINDOW: core::time::Duration = core::time::Duration::from_secs(10);
@@ -470,6 +488,8 @@ mod tests {
         /// What B sent, and the events of B.
         b_sent: Vec<Transmit>,
         b_events: Vec<Event>,
+        /// Where A receives B's datagrams (A's own address).
+        a_at: SocketAddr,
     }
 
     impl Net {
@@ -480,6 +500,7 @@ mod tests {
                 rng: ChaCha20Rng::seed_from_u64(7),
                 b_sent: Vec::new(),
                 b_events: Vec::new(),
+                a_at: sock("10.0.0.1:500"),
             };
             n.a.initiate(NOW, "a2b", &mut n.rng).unwrap();
             n.pump(sock("10.0.0.1:500"));
@@ -501,7 +522,7 @@ mod tests {
                     self.b_sent.push(t.clone());
                     let _ = self
                         .a
-                        .handle_datagram(NOW, sock("10.0.0.1:500"), t.local, &t.payload, &mut self.rng);
+                        .handle_datagram(NOW, self.a_at, t.local, &t.payload, &mut self.rng);
                 }
                 while let Some(e) = self.b.poll_event() {
                     self.b_events.push(e);
@@ -906,5 +927,138 @@ mod tests {
         net.pump(sock("10.0.0.1:500"));
         assert_eq!(net.b_refusals(), [MobikeRefusal::UnexpectedNat]);
         assert_eq!((net.b_remote(), net.b_moves()), (sock("10.0.0.1:500"), 0));
+    }
+
+    /// A's first transmit (the request `update_local` queued), not delivered.
+    fn a_take(net: &mut Net) -> Transmit {
+        net.a.poll_transmit().expect("A sent its UPDATE_SA_ADDRESSES")
+    }
+
+    /// Delivers `t` (A's) to B from the source A chose, then pumps from there (A now at
+    /// that address).
+    fn deliver_from_source(net: &mut Net, t: &Transmit) {
+        net.a_at = t.local;
+        net.b
+            .handle_datagram(NOW, t.remote, t.local, &t.payload, &mut net.rng)
+            .unwrap();
+        net.pump(t.local);
+    }
+
+    /// Our own address changed (3.5, initiator): the IKE SA and its child send from the new
+    /// address at once, the UPDATE_SA_ADDRESSES goes from there with COOKIE2 and
+    /// NAT_DETECTION_*, the peer moves the same IKE SA there and answers there; our COOKIE2
+    /// came back, so the update is counted and nothing else changes.
+    #[test]
+    fn our_address_change_moves_the_same_sa_with_update_sa_addresses() {
+        let mut net = Net::up(true, true);
+        let (spi_i, spi_r) = (net.b.status(NOW)[0].spi_i, net.b.status(NOW)[0].spi_r);
+        let new: IpAddr = "10.0.7.7".parse().unwrap();
+        assert_eq!(net.a.update_local(NOW, "a2b", new, &mut net.rng), Ok(1));
+        let t = a_take(&mut net);
+        assert_eq!(t.local, sock("10.0.7.7:500"), "sent from the new address");
+        assert_eq!(t.remote, sock("10.0.0.2:500"));
+        deliver_from_source(&mut net, &t);
+        let st = &net.b.status(NOW)[0];
+        assert_eq!((st.spi_i, st.spi_r), (spi_i, spi_r), "the same IKE SA at B");
+        assert_eq!(st.remote, sock("10.0.7.7:500"), "B moved it");
+        assert!(net.b_events.iter().any(|e| matches!(e,
+            Event::PeerEndpointChanged { new, mobike: true, .. } if *new == sock("10.0.7.7:500"))));
+        assert_eq!(
+            net.b_sent.last().unwrap().remote,
+            sock("10.0.7.7:500"),
+            "answered there"
+        );
+        let a = &net.a.status(NOW)[0];
+        assert_eq!(
+            (a.state, a.local, a.stats.mobike_updates),
+            ("established", sock("10.0.7.7:500"), 1)
+        );
+        let sa_a = net.a.sas_mut().next().unwrap();
+        assert!(
+            sa_a.children().iter().all(|c| c.info.local.ip() == new),
+            "the child moved too"
+        );
+        // B's child follows (what its data plane sends to).
+        let sa_b = net.b.sas_mut().next().unwrap();
+        assert!(sa_b.children().iter().all(|c| c.info.remote.ip() == new));
+    }
+
+    /// The update is a request as any: lost, it is sent again (from the new address, the same
+    /// bytes) at the retransmission deadline, and the retransmission moves the SA.
+    #[test]
+    fn our_update_is_retransmitted_from_the_new_address() {
+        let mut net = Net::up(true, true);
+        let new: IpAddr = "10.0.7.7".parse().unwrap();
+        net.a.update_local(NOW, "a2b", new, &mut net.rng).unwrap();
+        let lost = a_take(&mut net);
+        assert!(net.a.poll_transmit().is_none());
+        let due = net.a.poll_timeout().expect("a retransmission deadline");
+        assert!(due > NOW && due <= NOW + Duration::from_secs(10), "{due:?}");
+        net.a.handle_timeout(due, &mut net.rng);
+        let again = net.a.poll_transmit().expect("retransmitted");
+        assert_eq!((again.local, &again.payload), (lost.local, &lost.payload));
+        deliver_from_source(&mut net, &again);
+        assert_eq!(net.b_remote(), sock("10.0.7.7:500"));
+        assert_eq!(net.a.status(NOW)[0].stats.mobike_updates, 1);
+    }
+
+    /// MOBIKE not in use (the peer did not announce it): refused, nothing moves or is sent;
+    /// no connection or no SA: its own error.
+    #[test]
+    fn our_address_change_without_mobike_is_refused() {
+        let mut net = Net::up(true, false);
+        let new: IpAddr = "10.0.7.7".parse().unwrap();
+        let r = net.a.update_local(NOW, "a2b", new, &mut net.rng);
+        assert!(matches!(r, Err(crate::CommandError::Unsupported(_))), "{r:?}");
+        assert_eq!(net.a.status(NOW)[0].local, sock("10.0.0.1:500"));
+        assert!(net.a.poll_transmit().is_none());
+        let r = net.a.update_local(NOW, "nope", new, &mut net.rng);
+        assert_eq!(r, Err(crate::CommandError::UnknownConnection));
+        let mut net = Net::up(true, true);
+        let v6: IpAddr = "2001:db8::1".parse().unwrap();
+        let r = net.a.update_local(NOW, "a2b", v6, &mut net.rng);
+        assert!(matches!(r, Err(crate::CommandError::Unsupported(_))), "{r:?}");
+        assert_eq!(net.a.status(NOW)[0].local, sock("10.0.0.1:500"));
+    }
+
+    /// The answer to our update without our COOKIE2 (3.7: someone else answered, or the path
+    /// is not the peer's): refused, counted, and the IKE SA closed, as strongSwan does.
+    #[test]
+    fn an_answer_with_another_cookie2_closes_the_sa() {
+        let mut net = Net::up(true, true);
+        let new: IpAddr = "10.0.7.7".parse().unwrap();
+        net.a.update_local(NOW, "a2b", new, &mut net.rng).unwrap();
+        let t = a_take(&mut net);
+        // The request's message ID (IKE header octets 20..24), answered by B's keys with
+        // a COOKIE2 that is not A's.
+        let id = u32::from_be_bytes(t.payload[20..24].try_into().unwrap());
+        let sa_b = net.b.sas_mut().next().unwrap();
+        let resp = sa_b
+            .seal(
+                ExchangeType::Informational,
+                true,
+                id,
+                &[n(kind::COOKIE2, &[0x55; 16])],
+                &mut net.rng,
+            )
+            .unwrap();
+        net.a
+            .handle_datagram(NOW, t.local, t.remote, &resp, &mut net.rng)
+            .unwrap();
+        let mut refused = Vec::new();
+        let mut down = false;
+        while let Some(e) = net.a.poll_event() {
+            match e {
+                Event::MobikeRefused { reason, .. } => refused.push(reason),
+                Event::IkeDown { .. } => down = true,
+                _ => {}
+            }
+        }
+        assert_eq!(refused, [MobikeRefusal::BadCookie2]);
+        assert!(down, "the IKE SA is closed");
+        assert_eq!(
+            net.a.status(NOW).first().map(|s| s.stats.mobike_updates).unwrap_or(0),
+            0
+        );
     }
 }

@@ -59,6 +59,14 @@ pub enum IkeRequest {
     },
     /// The IKE SAs and their children.
     List,
+    /// Our own address changed (`ipsec ike update CONN --local ADDR`, RFC 4555 3.5): the
+    /// connection's MOBIKE IKE SAs send from `local` and tell the peer (UPDATE_SA_ADDRESSES).
+    Update {
+        /// The connection.
+        conn: String,
+        /// The new local address.
+        local: std::net::IpAddr,
+    },
 }
 
 fn conn_child(name: &str) -> (String, Option<String>) {
@@ -87,9 +95,10 @@ impl IkeRequest {
             IkeRequest::Initiate { conn, child: Some(ch) } | IkeRequest::Rekey { conn, child: Some(ch) } => {
                 format!("{conn}/{ch}")
             }
-            IkeRequest::Initiate { conn, .. } | IkeRequest::Terminate { conn } | IkeRequest::Rekey { conn, .. } => {
-                conn.clone()
-            }
+            IkeRequest::Initiate { conn, .. }
+            | IkeRequest::Terminate { conn }
+            | IkeRequest::Rekey { conn, .. }
+            | IkeRequest::Update { conn, .. } => conn.clone(),
             IkeRequest::List => String::new(),
         }
     }
@@ -140,7 +149,7 @@ pub enum Request {
     Ike(IkeRequest),
 }
 
-const OPS: &str = "sa.add, sa.update, sa.del, sa.list, sa.get, policy.add, policy.del, policy.list, show, monitor, ike.initiate, ike.terminate, ike.rekey or ike.list";
+const OPS: &str = "sa.add, sa.update, sa.del, sa.list, sa.get, policy.add, policy.del, policy.list, show, monitor, ike.initiate, ike.terminate, ike.rekey, ike.update or ike.list";
 
 fn str_field<'a>(req: &'a Map<String, Value>, k: &str) -> Result<&'a str, String> {
     match req.get(k) {
@@ -181,6 +190,20 @@ fn ike_request(op: &str, req: &Map<String, Value>) -> Result<IkeRequest, String>
     if op == "ike.list" {
         only(req, &[])?;
         return Ok(IkeRequest::List);
+    }
+    if op == "ike.update" {
+        only(req, &["name", "local"])?;
+        let conn = str_field(req, "name")?;
+        if conn.contains('/') {
+            return Err("`ike.update` takes a connection, not a child".into());
+        }
+        let local = str_field(req, "local")?
+            .parse()
+            .map_err(|_| "`local` must be an IP address (the new local address)".to_string())?;
+        return Ok(IkeRequest::Update {
+            conn: conn.to_string(),
+            local,
+        });
     }
     only(req, &["name"])?;
     let name = match req.get("name") {
@@ -264,7 +287,9 @@ impl Request {
                 only(&req, &[])?;
                 Request::Monitor
             }
-            "ike.initiate" | "ike.terminate" | "ike.rekey" | "ike.list" => Request::Ike(ike_request(op, &req)?),
+            "ike.initiate" | "ike.terminate" | "ike.rekey" | "ike.update" | "ike.list" => {
+                Request::Ike(ike_request(op, &req)?)
+            }
             other => {
                 return Err(format!(
                     "unknown op `{}`: use {OPS}",
@@ -291,6 +316,7 @@ impl Request {
             Request::Ike(IkeRequest::Terminate { .. }) => "ike.terminate",
             Request::Ike(IkeRequest::Rekey { .. }) => "ike.rekey",
             Request::Ike(IkeRequest::List) => "ike.list",
+            Request::Ike(IkeRequest::Update { .. }) => "ike.update",
         }
     }
 
@@ -324,6 +350,10 @@ impl Request {
                 m.insert("index".into(), (*index).into());
             }
             Request::PolicyList | Request::Show | Request::Monitor | Request::Ike(IkeRequest::List) => {}
+            Request::Ike(IkeRequest::Update { conn, local }) => {
+                m.insert("name".into(), conn.as_str().into());
+                m.insert("local".into(), local.to_string().into());
+            }
             Request::Ike(r) => {
                 m.insert("name".into(), r.label().into());
             }
@@ -371,6 +401,10 @@ mod tests {
                 child: None,
             }),
             Request::Ike(IkeRequest::List),
+            Request::Ike(IkeRequest::Update {
+                conn: "gw".into(),
+                local: "192.0.2.7".parse().unwrap(),
+            }),
         ];
         for r in all {
             let line = r.to_line();
@@ -389,6 +423,15 @@ mod tests {
             (br#"{"v":1,"op":"show","x":1}"#, "unknown field `x`"),
             (br#"{"v":1,"op":"ike.terminate","name":"a/b"}"#, "takes a connection"),
             (br#"{"v":1,"op":"ike.initiate"}"#, "the connection's name is needed"),
+            (br#"{"v":1,"op":"ike.update","name":"a"}"#, "missing `local`"),
+            (
+                br#"{"v":1,"op":"ike.update","name":"a","local":"x"}"#,
+                "`local` must be an IP address",
+            ),
+            (
+                br#"{"v":1,"op":"ike.update","name":"a/b","local":"192.0.2.1"}"#,
+                "takes a connection",
+            ),
             (br#"{"v":1,"op":"policy.del","index":0}"#, "`index` must be"),
             (br#"[1]"#, "a request is a JSON object"),
             (b"\xff", "not JSON"),

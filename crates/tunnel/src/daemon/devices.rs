@@ -218,6 +218,11 @@ impl Underlay {
     pub(super) fn udp_firsts(&self) -> Vec<&EncapSocket> {
         [&self.udp4, &self.udp6].into_iter().flatten().map(|g| &g[0]).collect()
     }
+
+    /// Each IP version's ESP-in-UDP sockets (one per worker).
+    pub(super) fn udp_groups(&self) -> Vec<&[EncapSocket]> {
+        [&self.udp4, &self.udp6].into_iter().flatten().map(|g| &g[..]).collect()
+    }
 }
 
 /// Raw mode: with an IPv4 local address, one `AF_PACKET` ring per worker on the interface

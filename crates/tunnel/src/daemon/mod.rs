@@ -480,13 +480,19 @@ fn serve(
         }
         if let Some(ike) = ike {
             control.set_ike(ike.handle.clone());
-            let natt: Vec<(&EncapSocket, IpAddr)> = underlay.udp_firsts().into_iter().map(|u| (u, u.local())).collect();
+            let natt: Vec<(&EncapSocket, std::cell::Cell<IpAddr>)> = underlay
+                .udp_firsts()
+                .into_iter()
+                .map(|u| (u, std::cell::Cell::new(u.local())))
+                .collect();
+            let groups = underlay.udp_groups();
             result = thread::Builder::new()
                 .name("ike".into())
                 .spawn_scoped(s, move || {
                     let socks = crate::ike::IkeSockets {
                         ike: ike.sockets,
                         natt,
+                        groups,
                         radius: ike.radius,
                     };
                     crate::ike::run(t, control, ike.endpoint, &socks, &ike.inputs, ike.keylog.as_ref(), stop)

@@ -20,7 +20,7 @@ pub mod outer;
 pub mod packet_ring;
 pub mod packet_tx;
 pub mod raw;
-mod rtnetlink;
+pub(crate) mod rtnetlink;
 pub mod sys;
 pub mod tun;
 pub mod udp;

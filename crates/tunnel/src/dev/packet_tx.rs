@@ -119,7 +119,7 @@ pub enum NlError {
 }
 
 /// The one message of a reply, checked: its type and body (after the 16-byte header).
-fn nl_body(reply: &[u8], want: u16) -> Result<&[u8], NlError> {
+pub(crate) fn nl_body(reply: &[u8], want: u16) -> Result<&[u8], NlError> {
     let head = reply.get(..16).ok_or(NlError::Malformed)?;
     let len = u32::from_ne_bytes([head[0], head[1], head[2], head[3]]) as usize;
     let kind = u16::from_ne_bytes([head[4], head[5]]);
@@ -143,7 +143,7 @@ fn nl_body(reply: &[u8], want: u16) -> Result<&[u8], NlError> {
 }
 
 /// The attributes after a fixed `skip`-byte header: `(type, value)` pairs.
-fn attrs(body: &[u8], skip: usize) -> Result<Vec<(u16, &[u8])>, NlError> {
+pub(crate) fn attrs(body: &[u8], skip: usize) -> Result<Vec<(u16, &[u8])>, NlError> {
     let mut out = Vec::new();
     let mut at = skip;
     while at + 4 <= body.len() {
@@ -159,7 +159,7 @@ fn attrs(body: &[u8], skip: usize) -> Result<Vec<(u16, &[u8])>, NlError> {
     Ok(out)
 }
 
-fn addr_of(v: &[u8]) -> Option<IpAddr> {
+pub(crate) fn addr_of(v: &[u8]) -> Option<IpAddr> {
     match v.len() {
         4 => Some(IpAddr::from(<[u8; 4]>::try_from(v).ok()?)),
         16 => Some(IpAddr::from(<[u8; 16]>::try_from(v).ok()?)),

@@ -46,6 +46,45 @@ pub fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     Ok(r > 0 && pfd.revents != 0)
 }
 
+/// Puts the socket `new` in the place of `old` (dup3(2) with O_CLOEXEC): `old`'s descriptor
+/// refers to `new`'s socket from now on, and the socket it referred to is closed once no call
+/// still uses it (a thread blocked in a read on it returns at its timeout, then reads the new
+/// one). A socket moved to another local address (RFC 4555 3.5, `ipsec ike update`) without
+/// the threads that use its descriptor stopping or taking a lock. `new` stays open too (the
+/// caller drops it).
+pub fn replace_fd(new: &impl std::os::fd::AsRawFd, old: &impl std::os::fd::AsRawFd) -> io::Result<()> {
+    // SAFETY: dup3 takes two descriptors by number and touches no memory of ours; both are
+    // open (owned by `new` and `old`, borrowed for the call), and `old` keeps owning its number,
+    // which refers to an open socket before and after the call.
+    let r = unsafe { libc::dup3(new.as_raw_fd(), old.as_raw_fd(), libc::O_CLOEXEC) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Binds the netlink socket `sock` with the multicast `groups` (a `RTMGRP_*` mask): the
+/// kernel sends it those notifications (rtnetlink(7)).
+pub fn netlink_bind_groups(sock: &impl std::os::fd::AsRawFd, groups: u32) -> io::Result<()> {
+    // SAFETY: sockaddr_nl is plain old data, all zeroes is a valid value of it.
+    let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    sa.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+    sa.nl_groups = groups;
+    // SAFETY: `sa` is an initialized sockaddr_nl that lives across the call, and the length
+    // passed is its size; bind(2) only reads it.
+    let r = unsafe {
+        libc::bind(
+            sock.as_raw_fd(),
+            (&sa as *const libc::sockaddr_nl).cast::<libc::sockaddr>(),
+            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Waits up to `timeout` for any of `fds` (at most 16) to become readable, as
 /// [`poll_readable`] does for one: the IKE thread sleeps on its port-500 sockets and its
 /// queue's wake-up socket at once. `Ok(false)` on timeout or a signal.

@@ -230,10 +230,12 @@ pub(super) fn handle_event(
             }
             ike_down(&conn, spi_i, spi_r, reason, now)
         }
-        Event::ChildUp(c) => {
+        Event::ChildUp(mut c) => {
             if let Some(log) = keylog {
                 log.append("esp_sa", &ipsec_ike::keylog::esp_sa_lines(&c));
             }
+            // After `ipsec ike update` the data plane names our address as before the move.
+            c.local.set_ip(sockets.dataplane_local(c.local.ip()));
             let v = child_up(&c, now);
             // Our rekey: the new pair's policies go before the old pair's (outbound traffic
             // moves at once); the peer's: after (it moves when the peer deletes the old).

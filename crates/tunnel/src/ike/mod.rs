@@ -29,11 +29,13 @@ use crate::dataplane::Tunnel;
 use ipsec_ike::ts::TrafficSelector;
 use ipsec_ike::Event;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
 use std::time::Duration;
 use tracing::{info, warn};
 
+mod addr_watch;
 mod events;
 mod keylog;
 mod radius;
@@ -211,7 +213,18 @@ pub fn run(
     endpoint.set_unix_time(now(), unix());
     endpoint.start(now(), &mut rng);
     let mut buf = vec![0u8; 65536];
-    let locals: Vec<Option<SocketAddr>> = sockets.ike.iter().map(|s| s.local_addr().ok()).collect();
+    let port500 = |sockets: &IkeSockets<'_>| -> Vec<Option<SocketAddr>> {
+        sockets.ike.iter().map(|s| s.local_addr().ok()).collect()
+    };
+    let mut locals = port500(sockets);
+    // The kernel's address notifications (RFC 4555 3.5: our address may go away).
+    let watch = match addr_watch::AddrWatch::open() {
+        Ok(w) => Some(w),
+        Err(e) => {
+            info!("IKE: not watching this host's addresses (rtnetlink: {e}): `ipsec ike update` moves the SAs");
+            None
+        }
+    };
     // A bigger receive buffer on port 500 (the kernel's rmem_max caps it): bursts of a flood
     // wait there while the thread sleeps or sends, instead of being dropped.
     for s in &sockets.ike {
@@ -257,7 +270,18 @@ pub fn run(
                 wait
             }
         };
-        inputs.wait_also(&sockets.ike, sockets.radius.as_ref().map(|r| r.socket()), wait);
+        let also: Vec<std::os::fd::RawFd> = [
+            sockets.radius.as_ref().map(|r| r.socket().as_raw_fd()),
+            watch.as_ref().map(|w| w.fd()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        inputs.wait_also(&sockets.ike, &also, wait);
+        // Our addresses changed: the sockets and the MOBIKE SAs follow a vanished one.
+        if watch.as_ref().is_some_and(|w| w.changed()) && follow_addresses(&mut endpoint, sockets, now(), &mut rng) {
+            locals = port500(sockets);
+        }
         // The RADIUS server's answers: a deferred IKE_AUTH response goes out with this pass.
         if let Some(r) = &sockets.radius {
             r.receive(&mut endpoint, now(), &mut buf, &mut rng);
@@ -269,10 +293,19 @@ pub fn run(
             taken += 1;
             match input {
                 Ok(Input::Datagram { local, remote, data }) => {
+                    // (Named by the address its socket was opened on: where it is bound now.)
+                    let local = sockets.arrived_on(local);
                     if let Err(e) = endpoint.handle_datagram(now(), local, remote, &data, &mut rng) {
                         counters.datagrams_dropped.fetch_add(1, Ordering::Relaxed);
                         tracing::debug!("IKE datagram from {remote} on {local} dropped: {e}");
                     }
+                }
+                Ok(Input::Command {
+                    cmd: IkeRequest::Update { conn, local },
+                    reply,
+                }) => {
+                    let _ = reply.send(update_local(&mut endpoint, sockets, now(), &conn, local, &mut rng));
+                    locals = port500(sockets);
                 }
                 Ok(Input::Command { cmd, reply }) => {
                     let _ = reply.send(command(&mut endpoint, now(), cmd, &mut rng));
@@ -466,6 +499,108 @@ pub(crate) fn ike_sa_info(s: &ipsec_ike::IkeSaStatus, local_id: Option<String>) 
     }
 }
 
+/// `ipsec ike update CONN --local ADDR` (RFC 4555 3.5, our address changed): the sockets
+/// of that IP version are bound to ADDR first (an address this host does not have is an
+/// error, and nothing changes), then the connection's MOBIKE IKE SAs send from there and
+/// tell the peer (UPDATE_SA_ADDRESSES, `Endpoint::update_local`). Refused by the endpoint (no
+/// MOBIKE on the SA: the peer or the connection did not agree to it), the sockets go back
+/// where they were. tunneld has one local address per IP version: its sockets move for all
+/// its connections (the command is for a host with one underlay address, a road-warrior
+/// client).
+fn update_local(
+    endpoint: &mut ipsec_ike::Endpoint,
+    sockets: &IkeSockets<'_>,
+    now: Duration,
+    conn: &str,
+    local: std::net::IpAddr,
+    rng: &mut rand_core::OsRng,
+) -> Result<Answer, String> {
+    if endpoint.conn_id(conn).is_err() {
+        return Err(format!("`{conn}`: unknown connection"));
+    }
+    let old = sockets
+        .move_local(local)
+        .map_err(|e| format!("`{conn}`: binding the sockets to {local}: {e}"))?;
+    match endpoint.update_local(now, conn, local, rng) {
+        Ok(n) => {
+            info!(
+                "IKE: {conn}: our address moved from {old} to {local}: UPDATE_SA_ADDRESSES on {n} IKE SA(s) (MOBIKE)"
+            );
+            Ok(Answer::IkeStarted(IkeStarted {
+                conn: conn.to_string(),
+                spi: None,
+                child: None,
+                pairs: Some(n),
+            }))
+        }
+        Err(e) => {
+            warn!("IKE: {conn}: our address cannot move to {local}: {e}");
+            if let Err(b) = sockets.move_local(old) {
+                warn!("IKE: the sockets stay on {local}: moving them back to {old}: {b}");
+            }
+            Err(format!("`{conn}`: {e}"))
+        }
+    }
+}
+
+/// The address watch saw an address come or go: for each IP version whose sockets' address is
+/// no longer this host's, the MOBIKE IKE SAs there (by connection) move with the sockets to
+/// the source of the route to their peer, as `ipsec ike update` would; no route (yet), or no
+/// MOBIKE SA there: nothing (the next notification looks again). Whether something moved.
+fn follow_addresses(
+    endpoint: &mut ipsec_ike::Endpoint,
+    sockets: &IkeSockets<'_>,
+    now: Duration,
+    rng: &mut rand_core::OsRng,
+) -> bool {
+    let mut moved = false;
+    for cur in sockets.bound_addresses() {
+        if addr_watch::is_ours(cur) {
+            continue;
+        }
+        let st = endpoint.status(now);
+        let sas: Vec<_> = st
+            .iter()
+            .filter(|s| s.mobike && s.state == "established" && s.local.ip() == cur)
+            .collect();
+        let Some(first) = sas.first() else {
+            info!("IKE: our address {cur} is gone; no IKE SA there uses MOBIKE");
+            continue;
+        };
+        let to = match addr_watch::source_toward(first.remote.ip()) {
+            Ok(Some(a)) if a != cur && a.is_ipv4() == cur.is_ipv4() => a,
+            Ok(_) => {
+                info!(
+                    "IKE: our address {cur} is gone; no other source toward {} yet",
+                    first.remote.ip()
+                );
+                continue;
+            }
+            Err(e) => {
+                warn!(
+                    "IKE: our address {cur} is gone; the route toward {}: {e}",
+                    first.remote.ip()
+                );
+                continue;
+            }
+        };
+        let mut conns: Vec<String> = sas.iter().map(|s| s.conn.clone()).collect();
+        conns.sort();
+        conns.dedup();
+        info!(
+            "IKE: our address {cur} is gone; the route toward {} leaves from {to}",
+            first.remote.ip()
+        );
+        for c in conns {
+            match update_local(endpoint, sockets, now, &c, to, rng) {
+                Ok(_) => moved = true,
+                Err(e) => warn!("IKE: {e}"),
+            }
+        }
+    }
+    moved
+}
+
 /// Carries out a command on the endpoint: the connection's name is resolved once, here (the
 /// IKE thread's edge), to its handle ([`ipsec_ike::ConnId`]), which the endpoint is given.
 fn command(
@@ -501,6 +636,9 @@ fn command(
             .conn_id(&conn)
             .and_then(|id| endpoint.rekey_ike_conn(now, id, rng))
             .map(|()| started(conn, None, None, None)),
+        IkeRequest::Update { .. } => Err(ipsec_ike::CommandError::Unsupported(
+            "an address update is carried out with the sockets (update_local)",
+        )),
         IkeRequest::Rekey { conn, child: Some(ch) } => {
             // (An unknown connection has no child up: "not established", as before.)
             let spis = endpoint

@@ -1,4 +1,5 @@
 //! How the IKE thread sends, and what it tells the ESP-in-UDP sockets about peers.
+use std::cell::Cell;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::Duration;
 
@@ -7,19 +8,81 @@ use std::time::Duration;
 pub struct IkeSockets<'a> {
     /// Bound to `local:500`, one per IP version in use.
     pub ike: Vec<UdpSocket>,
-    /// Sends a datagram from port 4500 (the ESP-in-UDP socket of that IP version).
-    pub natt: Vec<(&'a crate::dev::udp::EncapSocket, IpAddr)>,
+    /// Sends a datagram from port 4500 (the ESP-in-UDP socket of that IP version), with the
+    /// address it is bound to now (`ipsec ike update` moves it, [`IkeSockets::move_local`]).
+    pub natt: Vec<(&'a crate::dev::udp::EncapSocket, Cell<IpAddr>)>,
+    /// Every ESP-in-UDP socket of each IP version (one per worker), moved together.
+    pub groups: Vec<&'a [crate::dev::udp::EncapSocket]>,
     /// Toward the `[radius]` server, when a connection passes EAP to it (`ike::radius`).
     pub radius: Option<super::radius::RadiusSocket>,
 }
 
 impl IkeSockets<'_> {
+    /// Our address of `to`'s IP version is `to` from now on (RFC 4555 3.5, `ipsec ike
+    /// update`): the port-500 socket and every ESP-in-UDP socket of that version are bound
+    /// there (each on its port, its descriptor kept: [`crate::dev::sys::replace_fd`]). The
+    /// address they were bound to; an error (nothing moved, or what moved said) when `to` is
+    /// not an address of this host or of no version in use.
+    pub(super) fn move_local(&self, to: IpAddr) -> std::io::Result<IpAddr> {
+        let same = |a: IpAddr| a.is_ipv4() == to.is_ipv4();
+        let Some((_, at)) = self.natt.iter().find(|(_, a)| same(a.get())) else {
+            return Err(std::io::Error::other(format!(
+                "no ESP-in-UDP socket of {to}'s IP version ([tunnel] local has none)"
+            )));
+        };
+        let old = at.get();
+        for s in &self.ike {
+            let a = s.local_addr()?;
+            if same(a.ip()) && a.ip() != to {
+                let n = UdpSocket::bind(SocketAddr::new(to, a.port()))?;
+                n.set_nonblocking(true)?;
+                let _ = socket2::SockRef::from(&n).set_recv_buffer_size(crate::dev::sys::RECV_BUFFER);
+                crate::dev::sys::replace_fd(&n, s)?;
+            }
+        }
+        for u in self.groups.iter().flat_map(|g| g.iter()).filter(|u| same(u.local())) {
+            if u.bound_to()?.ip() != to {
+                u.rebind(to)?;
+            }
+        }
+        for (_, a) in self.natt.iter().filter(|(_, a)| same(a.get())) {
+            a.set(to);
+        }
+        Ok(old)
+    }
+
+    /// The addresses the ESP-in-UDP sockets are bound to now, one per IP version.
+    pub(super) fn bound_addresses(&self) -> Vec<IpAddr> {
+        self.natt.iter().map(|(_, a)| a.get()).collect()
+    }
+
+    /// Where a datagram the ESP-in-UDP socket passed on (named by the address the socket was
+    /// opened on) arrived: the address that socket is bound to now.
+    pub(super) fn arrived_on(&self, local: SocketAddr) -> SocketAddr {
+        self.natt
+            .iter()
+            .find(|(u, _)| u.local() == local.ip())
+            .map_or(local, |(_, a)| SocketAddr::new(a.get(), local.port()))
+    }
+
+    /// The data plane's name for our address `ip`: after a move, the address its sockets were
+    /// opened on (what the installed SAs' inbound lookup names, [`EncapSocket::rebind`]), so a
+    /// child SA made after the move is found as its predecessors are.
+    ///
+    /// [`EncapSocket::rebind`]: crate::dev::udp::EncapSocket::rebind
+    pub(super) fn dataplane_local(&self, ip: IpAddr) -> IpAddr {
+        self.natt
+            .iter()
+            .find(|(_, a)| a.get() == ip)
+            .map_or(ip, |(u, _)| u.local())
+    }
+
     /// An IKE SA's authenticated messages came from `old` and now come from `to` (RFC 7296
     /// 2.23): the sealed packets that went to `old` (that IKE SA's children) go to `to` from
     /// now on; another client behind the same NAT address keeps its endpoint
     /// ([`EncapSocket::moved`](crate::dev::udp::EncapSocket::moved)).
     pub(super) fn peer_moved(&self, old: SocketAddr, to: SocketAddr) {
-        for (u, _) in self.natt.iter().filter(|(_, l)| l.is_ipv4() == old.is_ipv4()) {
+        for (u, _) in self.natt.iter().filter(|(_, l)| l.get().is_ipv4() == old.is_ipv4()) {
             u.moved(old, to);
         }
     }
@@ -32,7 +95,7 @@ impl IkeSockets<'_> {
     pub(super) fn add_peer(&self, at: SocketAddr, spi_out: u32, spi_in: u32) -> bool {
         self.natt
             .iter()
-            .filter(|(_, l)| l.is_ipv4() == at.is_ipv4())
+            .filter(|(_, l)| l.get().is_ipv4() == at.is_ipv4())
             .all(|(u, _)| u.add_peer(at, spi_out, spi_in))
     }
 
@@ -57,7 +120,7 @@ impl IkeSockets<'_> {
             s.send_to(&t.payload, t.remote)?;
             return Ok(());
         }
-        if let Some((u, _)) = self.natt.iter().find(|(_, a)| *a == t.local.ip()) {
+        if let Some((u, _)) = self.natt.iter().find(|(_, a)| a.get() == t.local.ip()) {
             return u.send_datagram(&t.payload, t.remote);
         }
         Err(std::io::Error::other(format!("no socket bound to {}", t.local)))
@@ -109,11 +172,12 @@ impl Inputs {
     /// (no sleep when it is zero); then the queue is to be emptied with [`Inputs::next`].
     #[cfg(test)]
     pub(super) fn wait(&self, ike: &[UdpSocket], wait: Duration) {
-        self.wait_also(ike, None, wait)
+        self.wait_also(ike, &[], wait)
     }
 
-    /// [`Inputs::wait`], also until `also` (the RADIUS socket) is readable.
-    pub(super) fn wait_also(&self, ike: &[UdpSocket], also: Option<&UdpSocket>, wait: Duration) {
+    /// [`Inputs::wait`], also until one of `also` (the RADIUS socket, the address watch) is
+    /// readable.
+    pub(super) fn wait_also(&self, ike: &[UdpSocket], also: &[std::os::fd::RawFd], wait: Duration) {
         use std::os::fd::AsRawFd;
         use std::sync::atomic::Ordering::SeqCst;
         let Some(w) = &self.wake else {
@@ -121,8 +185,8 @@ impl Inputs {
             return;
         };
         if !wait.is_zero() {
-            let mut fds: Vec<_> = ike.iter().map(|s| s.as_raw_fd()).take(15).collect();
-            fds.extend(also.map(|s| s.as_raw_fd()));
+            let mut fds: Vec<_> = ike.iter().map(|s| s.as_raw_fd()).take(13).collect();
+            fds.extend(also.iter().take(2));
             fds.push(w.rx.as_raw_fd());
             let _ = crate::dev::sys::poll_readable_any(&fds, wait);
         }

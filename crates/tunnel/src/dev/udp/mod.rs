@@ -120,7 +120,9 @@ impl EncapSocket {
         Self::open_with(local, sport, Arc::new(Peers::configured(peers, dport)), wait)
     }
 
-    fn open_with(local: IpAddr, sport: u16, peers: Arc<Peers>, wait: Duration) -> io::Result<EncapSocket> {
+    /// A UDP socket bound to `local:sport` with the options every ESP-in-UDP socket has, and
+    /// whether the kernel took UDP_GRO.
+    fn bound(local: IpAddr, sport: u16, wait: Duration) -> io::Result<(Socket, bool)> {
         let sock = Socket::new(
             Domain::for_address(SocketAddr::new(local, 0)),
             Type::DGRAM,
@@ -136,6 +138,41 @@ impl EncapSocket {
         let _ = sock.set_recv_buffer_size(RECV_BUFFER);
         let _ = sock.set_send_buffer_size(RECV_BUFFER);
         let gro = set_int_option(sock.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
+        Ok((sock, gro))
+    }
+
+    /// Our address changed (RFC 4555 3.5, `ipsec ike update`): the socket is bound to `to`
+    /// from now on, on its port, with its options: a new socket takes its descriptor
+    /// ([`crate::dev::sys::replace_fd`]), so the worker using it goes on without a lock or a
+    /// pause, and the data path is the one it was (no per-packet source choice). What the
+    /// socket tells the engine as the destination of what it receives stays [`local`]
+    /// (the address the SAs were installed with: their inbound lookup names it, RFC 4301
+    /// 4.1). UDP GRO is as the kernel allowed it at the start.
+    ///
+    /// [`local`]: Self::local
+    pub fn rebind(&self, to: IpAddr) -> io::Result<()> {
+        if to.is_ipv4() != self.local.is_ipv4() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cannot move the {} ESP-in-UDP socket to {to}", self.local),
+            ));
+        }
+        let wait = self.sock.read_timeout()?.unwrap_or(Duration::from_millis(50));
+        let (new, _) = Self::bound(to, self.port, wait)?;
+        crate::dev::sys::replace_fd(&new, &self.sock)
+    }
+
+    /// The address and port the socket is bound to now (after a [`rebind`](Self::rebind),
+    /// not [`local`](Self::local)).
+    pub fn bound_to(&self) -> io::Result<SocketAddr> {
+        self.sock
+            .local_addr()?
+            .as_socket()
+            .ok_or_else(|| io::Error::other("not an IP socket"))
+    }
+
+    fn open_with(local: IpAddr, sport: u16, peers: Arc<Peers>, wait: Duration) -> io::Result<EncapSocket> {
+        let (sock, gro) = Self::bound(local, sport, wait)?;
         let port = sock.local_addr()?.as_socket().map_or(sport, |a| a.port());
         Ok(EncapSocket {
             sock,

@@ -426,3 +426,30 @@ fn udp_over_ipv6_tells_the_addresses() {
     assert_eq!(&p[24..40], &Ipv6Addr::LOCALHOST.octets());
     assert_eq!(&p[40..], &esp);
 }
+
+/// Our address changed (`ipsec ike update`, RFC 4555 3.5): every socket of the group is
+/// bound to the new address on its port, in the place of the old one (the same socket
+/// object, as the workers hold it); sealed packets leave from the new address, and
+/// datagrams to it arrive; what the engine is told as our address stays the one the SAs
+/// were installed with.
+#[test]
+fn udp_group_moves_to_a_new_local_address() {
+    let (b, moved): (IpAddr, IpAddr) = ("127.0.0.2".parse().unwrap(), "127.0.0.5".parse().unwrap());
+    let g = EncapSocket::open_group(LO, 0, &[b], 4500, 2, Duration::from_millis(50)).unwrap();
+    let port = g[0].local_port().unwrap();
+    let sb = std::net::UdpSocket::bind((b, 0)).unwrap();
+    sb.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    g[0].authenticated(b, sb.local_addr().unwrap());
+    for u in &g {
+        u.rebind(moved).unwrap();
+        assert_eq!(u.bound_to().unwrap(), SocketAddr::new(moved, port));
+        assert_eq!(u.local(), LO, "the SAs' name for our address");
+    }
+    assert!(g[0].rebind(LO6).is_err(), "not to another IP version");
+    assert_eq!(g[1].send_batch(&[&[7u8; 16]], &[via(b, 0x0101_0101)]).unwrap(), 1);
+    let mut buf = [0u8; 64];
+    let (n, from) = sb.recv_from(&mut buf).unwrap();
+    assert_eq!((&buf[..n], from), (&[7u8; 16][..], SocketAddr::new(moved, port)));
+    sb.send_to(&[0xff], (moved, port)).unwrap();
+    assert_eq!(recv_any(&g).kind(0), RxKind::Keepalive);
+}
