@@ -9,7 +9,7 @@ pub struct IkeSockets<'a> {
     /// Bound to `local:500`, one per IP version in use.
     pub ike: Vec<UdpSocket>,
     /// Sends a datagram from port 4500 (the ESP-in-UDP socket of that IP version), with the
-    /// address it is bound to now (`ipsec ike update` moves it, [`IkeSockets::move_local`]).
+    /// address it is bound to now (`ipsec ike update` moves it, `IkeSockets::move_local`).
     pub natt: Vec<(&'a crate::dev::udp::EncapSocket, Cell<IpAddr>)>,
     /// Every ESP-in-UDP socket of each IP version (one per worker), moved together.
     pub groups: Vec<&'a [crate::dev::udp::EncapSocket]>,
