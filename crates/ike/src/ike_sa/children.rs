@@ -71,8 +71,20 @@ impl IkeSa {
         self.children.iter_mut()
     }
 
-    /// Keeps a child just installed.
-    pub fn add_child(&mut self, info: ChildSaInfo, cfg: usize, timers: ChildTimers) {
+    /// Keeps a child just installed, without its keys: they went up in its `ChildUp` and
+    /// nothing here reads them again (dropped, they are zeroed). The list grows one child at
+    /// a time: a `Vec`'s first push reserves four, about 1.3 KB per IKE SA that nearly always
+    /// holds one child (two during a rekey), issue #36 item 6.
+    pub fn add_child(&mut self, mut info: ChildSaInfo, cfg: usize, timers: ChildTimers) {
+        for k in [
+            &mut info.encr_out,
+            &mut info.integ_out,
+            &mut info.encr_in,
+            &mut info.integ_in,
+        ] {
+            *k = Default::default();
+        }
+        self.children.reserve_exact(1);
         self.children.push(Child {
             info,
             state: ChildState::Installed,
