@@ -26,6 +26,7 @@
 use crate::alg::AeadAlg;
 use crate::error::Error;
 use aes::cipher::{BlockEncrypt, KeyInit};
+use alloc::boxed::Box;
 use chacha20poly1305::aead::AeadInPlace;
 use ghash::universal_hash::UniversalHash;
 use ghash::GHash;
@@ -147,13 +148,17 @@ const RING_REFUSED: Error = Error::InvalidSa(
     "the ring AEAD backend needs the `ring` feature, AES-128/256-GCM or ChaCha20-Poly1305, and a 16-byte ICV",
 );
 
-// One of these per SA, never per packet, so the size difference does not matter.
+// One of these per SA (an ESP SA, an IKE SA's direction). The RustCrypto GCMs are boxed:
+// their two key schedules (AES, GHASH) take about 1 KB, which inline made every `Aead` as large
+// as the largest, ring's included (ring does AES-128/256-GCM by default, in half of that);
+// a tenth of the memory a remote-access client costs tunneld (issue #36 item 6). ring's key,
+// the default AES-GCM, stays inline: no pointer more per packet.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 enum Inner {
-    Gcm128(Gcm<aes::Aes128>),
-    Gcm192(Gcm<aes::Aes192>),
-    Gcm256(Gcm<aes::Aes256>),
+    Gcm128(Box<Gcm<aes::Aes128>>),
+    Gcm192(Box<Gcm<aes::Aes192>>),
+    Gcm256(Box<Gcm<aes::Aes256>>),
     ChaCha(chacha20poly1305::ChaCha20Poly1305),
     /// Always a 16-byte ICV (ring's tag length).
     #[cfg(feature = "ring")]
@@ -226,9 +231,15 @@ impl Aead {
             #[cfg(not(feature = "ring"))]
             Backend::Ring => return Err(RING_REFUSED),
             Backend::RustCrypto => match (alg, key.len()) {
-                (AeadAlg::AesGcm, 16) => Inner::Gcm128(Gcm::new(aes::Aes128::new_from_slice(key).map_err(|_| bad)?)),
-                (AeadAlg::AesGcm, 24) => Inner::Gcm192(Gcm::new(aes::Aes192::new_from_slice(key).map_err(|_| bad)?)),
-                (AeadAlg::AesGcm, _) => Inner::Gcm256(Gcm::new(aes::Aes256::new_from_slice(key).map_err(|_| bad)?)),
+                (AeadAlg::AesGcm, 16) => {
+                    Inner::Gcm128(Box::new(Gcm::new(aes::Aes128::new_from_slice(key).map_err(|_| bad)?)))
+                }
+                (AeadAlg::AesGcm, 24) => {
+                    Inner::Gcm192(Box::new(Gcm::new(aes::Aes192::new_from_slice(key).map_err(|_| bad)?)))
+                }
+                (AeadAlg::AesGcm, _) => {
+                    Inner::Gcm256(Box::new(Gcm::new(aes::Aes256::new_from_slice(key).map_err(|_| bad)?)))
+                }
                 (AeadAlg::ChaCha20Poly1305, _) => {
                     Inner::ChaCha(chacha20poly1305::ChaCha20Poly1305::new_from_slice(key).map_err(|_| bad)?)
                 }

@@ -425,9 +425,6 @@ impl SaEntry {
     }
 }
 
-/// One SA of a (protocol, SPI) pair: its destination (if it names one) and id.
-type DstEntry = (Option<IpAddr>, SaId);
-
 /// The installed SAs. Cloning is cheap in SAs (they are shared): the control side clones the
 /// SAD to publish a new data plane.
 ///
@@ -441,8 +438,10 @@ pub struct Sad {
     order: Vec<SaId>,
     /// The next id to give.
     next: u32,
-    /// (protocol, SPI) → the SAs with that pair, each with its destination (if any).
-    by_spi: HashMap<(u8, u32), Vec<DstEntry>>,
+    /// (protocol, SPI, destination if the SA names one) → the SA: one flat entry per SA
+    /// (and per alternative CPI), no list per (protocol, SPI) pair, which cost a heap block
+    /// per SA in each left-right copy of the SAD.
+    by_spi: HashMap<(u8, u32, Option<IpAddr>), SaId>,
     /// The tunnel-mode IPComp SAs (few; searched by endpoints).
     ipcomp_tunnels: Vec<SaId>,
 }
@@ -478,11 +477,9 @@ impl Sad {
         }
         let (p, _, dst) = config.key();
         for spi in config.spis() {
-            if let Some(list) = self.by_spi.get(&(p, spi)) {
-                if let Some((_, id)) = list.iter().find(|(d, _)| *d == dst) {
-                    let existing = self.entries.get(id).map_or_else(String::new, |e| e.config.name.clone());
-                    return Err(InstallError::Duplicate { existing });
-                }
+            if let Some(id) = self.by_spi.get(&(p, spi, dst)) {
+                let existing = self.entries.get(id).map_or_else(String::new, |e| e.config.name.clone());
+                return Err(InstallError::Duplicate { existing });
             }
         }
         let sa = SharedSa::with_adaptive(&config.params, config.comp, config.adaptive).map_err(InstallError::Sa)?;
@@ -499,7 +496,7 @@ impl Sad {
     pub(crate) fn insert(&mut self, id: SaId, entry: Arc<SaEntry>) {
         let (p, _, dst) = entry.config.key();
         for spi in entry.config.spis() {
-            self.by_spi.entry((p, spi)).or_default().push((dst, id));
+            self.by_spi.insert((p, spi, dst), id);
         }
         if entry.config.params.proto == Proto::Comp && entry.config.params.mode == Mode::Tunnel {
             self.ipcomp_tunnels.push(id);
@@ -512,11 +509,10 @@ impl Sad {
     /// The SA for an inbound header: the one whose destination is `dst`, else one installed
     /// without a destination.
     pub fn lookup(&self, proto: u8, spi: u32, dst: IpAddr) -> Option<SaId> {
-        let list = self.by_spi.get(&(proto, spi))?;
-        list.iter()
-            .find(|(d, _)| *d == Some(dst))
-            .or_else(|| list.iter().find(|(d, _)| d.is_none()))
-            .map(|&(_, id)| id)
+        self.by_spi
+            .get(&(proto, spi, Some(dst)))
+            .or_else(|| self.by_spi.get(&(proto, spi, None)))
+            .copied()
     }
 
     /// Takes an SA out of the inbound index; its entry (and counters) stay, marked removed.
@@ -525,13 +521,10 @@ impl Sad {
             return;
         };
         e.mark_removed();
-        let (p, _, _) = e.config.key();
+        let (p, _, dst) = e.config.key();
         for spi in e.config.spis() {
-            if let Some(list) = self.by_spi.get_mut(&(p, spi)) {
-                list.retain(|&(_, i)| i != id);
-                if list.is_empty() {
-                    self.by_spi.remove(&(p, spi));
-                }
+            if self.by_spi.get(&(p, spi, dst)) == Some(&id) {
+                self.by_spi.remove(&(p, spi, dst));
             }
         }
     }

@@ -90,11 +90,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+extern crate alloc;
+
 pub mod packet;
 pub mod padding;
 
 pub use packet::{EspPacket, EspRepr};
 
+use alloc::boxed::Box;
 use ipsec_core::aead::Aead;
 use ipsec_core::cbc_multi::{self, CbcJob};
 use ipsec_core::cipher::CbcCipher;
@@ -113,13 +116,16 @@ pub const MAX_IV: usize = 16;
 /// The IV of the empty filler jobs of a multi-buffer CBC call.
 static NO_IV: [u8; MAX_IV] = [0; MAX_IV];
 
-// One per SA, never per packet: the size difference between variants does not matter.
+// One per SA, never per packet. The CBC variant's key schedules are boxed (about 1.3 KB,
+// against the AEAD's 560 bytes), so an AES-GCM SA does not pay for them: inline, every `Esp`
+// was as large as a CBC one (issue #36 item 6, memory per remote-access client). The AEAD,
+// the common case, stays inline: no pointer more per packet.
 #[allow(clippy::large_enum_variant)]
 enum Crypto {
     /// A CBC (or null) cipher with a separate integrity algorithm (possibly `digest_null`).
     Cbc {
-        cipher: CbcCipher,
-        integ: Integrity,
+        cipher: Box<CbcCipher>,
+        integ: Box<Integrity>,
         block: usize,
         iv_len: usize,
     },
@@ -248,8 +254,8 @@ impl Esp {
                 None => Integrity::new(IntegAlg::Null, &[], 0)?,
             };
             Crypto::Cbc {
-                cipher: CbcCipher::new(e.alg, &e.key)?,
-                integ,
+                cipher: Box::new(CbcCipher::new(e.alg, &e.key)?),
+                integ: Box::new(integ),
                 block: e.alg.block_size(),
                 iv_len: e.alg.iv_len(),
             }

@@ -30,12 +30,15 @@ enum Engine {
     Des3(Box<des::TdesEde3>),
 }
 
+/// The integrity key of a non-AEAD suite. Boxed: an HMAC's two keyed states take up to 300
+/// bytes (SHA-512), which inline made every `SkCipher` that large, the AEAD suites' (which
+/// have none) included: two per IKE SA (issue #36 item 6).
 enum MacKey {
     None,
-    S1(Hmac<Sha1>),
-    S256(Hmac<Sha256>),
-    S384(Hmac<Sha384>),
-    S512(Hmac<Sha512>),
+    S1(Box<Hmac<Sha1>>),
+    S256(Box<Hmac<Sha256>>),
+    S384(Box<Hmac<Sha384>>),
+    S512(Box<Hmac<Sha512>>),
 }
 
 /// The SK payload protection of one direction of an IKE SA.
@@ -95,18 +98,18 @@ impl SkCipher {
                     return Err(Error::BadLength);
                 }
                 let m = match i {
-                    Integ::HmacSha1_96 => {
-                        MacKey::S1(<Hmac<Sha1> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?)
-                    }
-                    Integ::HmacSha256_128 => {
-                        MacKey::S256(<Hmac<Sha256> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?)
-                    }
-                    Integ::HmacSha384_192 => {
-                        MacKey::S384(<Hmac<Sha384> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?)
-                    }
-                    Integ::HmacSha512_256 => {
-                        MacKey::S512(<Hmac<Sha512> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?)
-                    }
+                    Integ::HmacSha1_96 => MacKey::S1(Box::new(
+                        <Hmac<Sha1> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?,
+                    )),
+                    Integ::HmacSha256_128 => MacKey::S256(Box::new(
+                        <Hmac<Sha256> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?,
+                    )),
+                    Integ::HmacSha384_192 => MacKey::S384(Box::new(
+                        <Hmac<Sha384> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?,
+                    )),
+                    Integ::HmacSha512_256 => MacKey::S512(Box::new(
+                        <Hmac<Sha512> as KeyInit>::new_from_slice(sk_a).map_err(|_| Error::BadLength)?,
+                    )),
                 };
                 (m, i.icv_len())
             }
@@ -143,10 +146,10 @@ impl SkCipher {
     fn mac(&self, data: &[u8]) -> Zeroizing<Vec<u8>> {
         let full = match &self.mac {
             MacKey::None => Vec::new(),
-            MacKey::S1(m) => m.clone().chain_update(data).finalize().into_bytes().to_vec(),
-            MacKey::S256(m) => m.clone().chain_update(data).finalize().into_bytes().to_vec(),
-            MacKey::S384(m) => m.clone().chain_update(data).finalize().into_bytes().to_vec(),
-            MacKey::S512(m) => m.clone().chain_update(data).finalize().into_bytes().to_vec(),
+            MacKey::S1(m) => (**m).clone().chain_update(data).finalize().into_bytes().to_vec(),
+            MacKey::S256(m) => (**m).clone().chain_update(data).finalize().into_bytes().to_vec(),
+            MacKey::S384(m) => (**m).clone().chain_update(data).finalize().into_bytes().to_vec(),
+            MacKey::S512(m) => (**m).clone().chain_update(data).finalize().into_bytes().to_vec(),
         };
         let mut v = Zeroizing::new(full);
         v.truncate(self.icv_len);

@@ -71,8 +71,20 @@ impl IkeSa {
         self.children.iter_mut()
     }
 
-    /// Keeps a child just installed.
-    pub fn add_child(&mut self, info: ChildSaInfo, cfg: usize, timers: ChildTimers) {
+    /// Keeps a child just installed, without its keys: they went up in its `ChildUp` and
+    /// nothing here reads them again (dropped, they are zeroed). The list grows one child at
+    /// a time: a `Vec`'s first push reserves four, about 1.3 KB per IKE SA that nearly always
+    /// holds one child (two during a rekey), issue #36 item 6.
+    pub fn add_child(&mut self, mut info: ChildSaInfo, cfg: usize, timers: ChildTimers) {
+        for k in [
+            &mut info.encr_out,
+            &mut info.integ_out,
+            &mut info.encr_in,
+            &mut info.integ_in,
+        ] {
+            *k = Default::default();
+        }
+        self.children.reserve_exact(1);
         self.children.push(Child {
             info,
             state: ChildState::Installed,
@@ -120,6 +132,89 @@ impl IkeSa {
             integ_out,
             encr_in,
             integ_in,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{ChildConfig, Config, Connection, Psk};
+    use crate::{Endpoint, Event, Identity};
+    use alloc::vec::Vec;
+    use core::net::SocketAddr;
+    use core::time::Duration;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    fn conn(name: &str, local: &str, remote: &str, l: &str, r: &str) -> Connection {
+        let mut c = Connection::new(
+            name,
+            local.parse().unwrap(),
+            Some(remote.parse().unwrap()),
+            Identity::from_str_config(local).unwrap(),
+            Some(Identity::from_str_config(remote).unwrap()),
+            Psk::new(b"k"),
+            "aes128gcm16-prfsha256-x25519",
+        )
+        .unwrap();
+        c.children.push(ChildConfig::new("net", l, r, "aes128gcm16").unwrap());
+        c
+    }
+
+    /// Issue #36 item 6: an IKE SA keeps its one child in a list of one (not the four a
+    /// `Vec`'s first push reserves) and without the child's keys, which went up in
+    /// `ChildUp` (those carry them).
+    #[test]
+    fn a_kept_child_has_no_keys_and_no_spare_slots() {
+        let (a, b) = ("10.0.0.1", "10.0.0.2");
+        let mut ea = Endpoint::new(Config::new(alloc::vec![conn(
+            "a2b",
+            a,
+            b,
+            "10.1.0.0/16",
+            "10.2.0.0/16"
+        )]));
+        let mut eb = Endpoint::new(Config::new(alloc::vec![conn(
+            "b2a",
+            b,
+            a,
+            "10.2.0.0/16",
+            "10.1.0.0/16"
+        )]));
+        let mut rng = ChaCha20Rng::seed_from_u64(36);
+        let now = Duration::from_secs(1);
+        let (sa, sb): (SocketAddr, SocketAddr) = ("10.0.0.1:500".parse().unwrap(), "10.0.0.2:500".parse().unwrap());
+        ea.initiate(now, "a2b", &mut rng).unwrap();
+        let mut ups = Vec::new();
+        for _ in 0..10 {
+            while let Some(t) = ea.poll_transmit() {
+                let _ = eb.handle_datagram(now, sb, sa, &t.payload, &mut rng);
+            }
+            while let Some(t) = eb.poll_transmit() {
+                let _ = ea.handle_datagram(now, sa, sb, &t.payload, &mut rng);
+            }
+            for e in core::iter::from_fn(|| ea.poll_event()).chain(core::iter::from_fn(|| eb.poll_event())) {
+                if let Event::ChildUp(i) = e {
+                    ups.push(i);
+                }
+            }
+        }
+        assert_eq!(ups.len(), 2, "a child up on each side");
+        assert!(
+            ups.iter().all(|i| !i.encr_out.is_empty() && !i.encr_in.is_empty()),
+            "ChildUp carries the keys"
+        );
+        for e in [&mut ea, &mut eb] {
+            let ike = e.sas_mut().next().expect("an IKE SA");
+            assert_eq!(ike.children.len(), 1);
+            assert_eq!(ike.children.capacity(), 1, "no spare slots");
+            let i = &ike.children[0].info;
+            assert!(
+                [&i.encr_out, &i.integ_out, &i.encr_in, &i.integ_in]
+                    .iter()
+                    .all(|k| k.is_empty()),
+                "the kept child holds no key"
+            );
         }
     }
 }

@@ -8,6 +8,7 @@ use crate::event::Role;
 use crate::id::Identity;
 use crate::keys::{derive_ike_keys, skeyseed, IkeKeys};
 use crate::sk::SkCipher;
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::time::Duration;
 
@@ -86,14 +87,16 @@ pub(crate) struct Handshake {
     pub int: crate::task::ike_intermediate::Intermediate,
 }
 
-/// Where an IKE SA is, with the data that state needs.
+/// Where an IKE SA is, with the data that state needs. The handshake is boxed: about 1.1 KB
+/// (IKE_INTERMEDIATE's pending keys among it) needed only until IKE_AUTH is done, which inline
+/// made every established IKE SA that much larger (issue #36 item 6).
 pub(crate) enum State {
     /// Initiator: IKE_SA_INIT sent (its task holds the key exchange and our nonce).
     InitSent,
     /// Responder: IKE_SA_INIT answered, waiting for IKE_AUTH (half-open).
-    HalfOpen { hs: Handshake, crypto: Crypto },
+    HalfOpen { hs: Box<Handshake>, crypto: Crypto },
     /// Initiator: IKE_AUTH sent.
-    AuthSent { hs: Handshake, crypto: Crypto },
+    AuthSent { hs: Box<Handshake>, crypto: Crypto },
     /// Both sides authenticated.
     Established { crypto: Crypto, remote_id: Identity },
     /// Replaced by a rekeyed IKE SA (2.18): only answers the Delete of itself.
@@ -161,7 +164,7 @@ impl IkeSa {
     /// IKE_INTERMEDIATE updates (RFC 9242, RFC 9370 2.2.2).
     pub fn handshake_mut(&mut self) -> Option<(&mut Handshake, &mut Crypto)> {
         match &mut self.state {
-            State::HalfOpen { hs, crypto } | State::AuthSent { hs, crypto } => Some((hs, crypto)),
+            State::HalfOpen { hs, crypto } | State::AuthSent { hs, crypto } => Some((&mut **hs, crypto)),
             _ => None,
         }
     }
@@ -177,13 +180,19 @@ impl IkeSa {
             kept: Some((0, hs.init_resp.clone())),
             ..Default::default()
         };
-        self.state = State::HalfOpen { hs, crypto };
+        self.state = State::HalfOpen {
+            hs: Box::new(hs),
+            crypto,
+        };
     }
 
     /// Initiator: IKE_SA_INIT's response taken, the keys derived: IKE_AUTH (after any
     /// IKE_INTERMEDIATE) goes out, as message 1.
     pub fn auth_sent(&mut self, hs: Handshake, crypto: Crypto) {
-        self.state = State::AuthSent { hs, crypto };
+        self.state = State::AuthSent {
+            hs: Box::new(hs),
+            crypto,
+        };
         self.tasks.next_id = 1;
     }
 
@@ -194,7 +203,7 @@ impl IkeSa {
         match core::mem::replace(&mut self.state, State::Dead) {
             State::HalfOpen { hs, crypto } | State::AuthSent { hs, crypto } => {
                 self.state = State::Established { crypto, remote_id };
-                Some(hs)
+                Some(*hs)
             }
             other => {
                 self.state = other;

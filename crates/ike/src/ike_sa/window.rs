@@ -15,6 +15,7 @@ use crate::message::{Message, Payload};
 use crate::notify::{kind, Notify};
 use crate::retransmit::{Expiry, RetransmitConfig, Retransmitter};
 use crate::task::{ike_init, ike_intermediate, Next, Reply, Task};
+use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::net::SocketAddr;
@@ -46,7 +47,9 @@ pub(crate) struct Active {
 #[derive(Default)]
 pub(crate) struct TaskManager {
     pub(super) next_id: u32,
-    pub(super) active: Option<Active>,
+    /// Boxed: a request is outstanding only now and then (a responder's SA seldom has one),
+    /// and an `Active` with its task inline is about 400 bytes (issue #36 item 6).
+    pub(super) active: Option<Box<Active>>,
     queue: VecDeque<Task>,
 }
 
@@ -133,13 +136,13 @@ impl IkeSa {
                 // A return-routability check goes to the address it checks (RFC 4555 3.5).
                 let to = task.to().unwrap_or(self.path.remote);
                 self.send_to(cx, &bytes, to);
-                self.tasks.active = Some(Active {
+                self.tasks.active = Some(Box::new(Active {
                     id,
                     task,
                     started: cx.now,
                     bytes,
                     timer: Retransmitter::new(cx.now, &cx.cfg.retransmit),
-                });
+                }));
             }
         }
     }

@@ -354,7 +354,10 @@ mod tests {
             22,
             a,
             b,
-            State::HalfOpen { hs, crypto },
+            State::HalfOpen {
+                hs: alloc::boxed::Box::new(hs),
+                crypto,
+            },
             Duration::ZERO,
         )
     }
