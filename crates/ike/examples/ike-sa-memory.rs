@@ -10,49 +10,12 @@
 //! ```
 use ipsec_ike::*;
 use rand_core::OsRng;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-thread_local! { static CHARGE: Cell<bool> = const { Cell::new(false) }; }
-
-// SAFETY: delegates to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if CHARGE.with(Cell::get) {
-            LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        }
-        // SAFETY: the caller's layout, as System requires.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        if CHARGE.with(Cell::get) {
-            LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        }
-        // SAFETY: p came from alloc with this layout.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        if CHARGE.with(Cell::get) {
-            LIVE.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
-        }
-        // SAFETY: as above.
-        unsafe { System.realloc(p, l, new) }
-    }
-}
-#[global_allocator]
-static A: Counting = Counting;
-
-fn charged<T>(f: impl FnOnce() -> T) -> T {
-    CHARGE.with(|c| c.set(true));
-    let r = f();
-    CHARGE.with(|c| c.set(false));
-    r
-}
+#[path = "../../engine/examples/common/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::{charged, live};
 
 const SERVER: Ipv4Addr = Ipv4Addr::new(10, 98, 0, 1);
 
@@ -95,7 +58,7 @@ fn run(n: usize) -> (isize, usize) {
     let mut rng = OsRng;
     let mut r = charged(|| Endpoint::new(Config::new(vec![server])));
     let mut c = Endpoint::new(Config::new(clients));
-    let base = LIVE.load(Ordering::Relaxed);
+    let base = live();
     let mut now = Duration::from_secs(1);
     for i in 0..n {
         c.initiate(now, &format!("c{i}"), &mut rng).unwrap();
@@ -128,7 +91,7 @@ fn run(n: usize) -> (isize, usize) {
         }
     }
     let _ = SocketAddr::new(IpAddr::V4(SERVER), 500);
-    (LIVE.load(Ordering::Relaxed) - base, up)
+    (live() - base, up)
 }
 
 fn main() {
