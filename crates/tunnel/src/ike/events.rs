@@ -419,14 +419,15 @@ pub(super) fn handle_event(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::control::response::Response;
     use ipsec_ike::alg::{ChildSuite, DhGroup, Encr, IkeSuite, Prf};
     use ipsec_ike::{DownReason, Identity, Role};
     use std::fmt::Write as _;
 
-    fn info(spi_i: u64) -> ipsec_ike::IkeSaInfo {
+    /// An IKE SA's info for the tests here and in `radius.rs`: `gw`, initiator, AES-GCM.
+    pub(in crate::ike) fn info(spi_i: u64) -> ipsec_ike::IkeSaInfo {
         ipsec_ike::IkeSaInfo {
             conn: "gw".into(),
             spi_i,

@@ -468,7 +468,7 @@ mod tests {
     /// another connection, or one we initiated, is not accounted.
     #[test]
     fn start_and_stop_follow_the_events() {
-        use ipsec_ike::alg::{ChildSuite, DhGroup, Encr, IkeSuite, Prf};
+        use ipsec_ike::alg::{ChildSuite, Encr};
         use ipsec_ike::ipsec_eap::radius::packet::{attr, Packet, Repr};
         use ipsec_ike::{DownReason, Event, Identity, Role};
         let server: SocketAddr = "127.0.0.1:1813".parse().unwrap();
@@ -481,21 +481,13 @@ mod tests {
         let client: SocketAddr = "198.51.100.2:4500".parse().unwrap();
         let info = |conn: &str, spi_i: u64, role: Role| ipsec_ike::IkeSaInfo {
             conn: conn.into(),
-            spi_i,
             spi_r: 9,
             role,
-            local: "192.0.2.1:4500".parse().unwrap(),
             remote: client,
-            suite: IkeSuite {
-                encr: Encr::AesGcm16_128,
-                integ: None,
-                prf: Prf::HmacSha256,
-                dh: DhGroup::Ecp256,
-                addke: Default::default(),
-            },
             local_id: Identity::Fqdn("vpn.example".into()),
             remote_id: Identity::Fqdn("alice".into()),
             nat: false,
+            ..crate::ike::events::tests::info(spi_i)
         };
         let child = ipsec_ike::ChildSaInfo {
             conn: "rw".into(),

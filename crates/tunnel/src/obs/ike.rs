@@ -50,8 +50,10 @@ pub struct IkeCounters {
     radius_servers: std::sync::Mutex<Vec<RadiusServerReport>>,
 }
 
-/// One RADIUS server's figures (EAP-RADIUS with failover, `[[radius]]`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+/// One RADIUS server's figures (EAP-RADIUS with failover, `[[radius]]`), as the stats file
+/// has them and `/metrics` reads them back ([`crate::obs::metrics`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct RadiusServerReport {
     /// Its address and port.
     pub server: String,

@@ -11,6 +11,7 @@
 //! (neither the stats file nor `show` carries keys), so none can reach the output.
 
 use crate::control::response::{Counters, Drops, Show};
+use crate::obs::ike::RadiusServerReport;
 use serde::Deserialize;
 use std::fmt::Write as _;
 
@@ -162,7 +163,7 @@ struct StatsFile {
 #[serde(default)]
 struct IkeStats {
     pools: Vec<PoolSample>,
-    radius_servers: Vec<RadiusServerSample>,
+    radius_servers: Vec<RadiusServerReport>,
     #[serde(flatten)]
     counts: Counts,
 }
@@ -179,28 +180,6 @@ pub struct PoolSample {
     pub leased: u64,
     /// Leases kept for an identity whose IKE SA is gone.
     pub offline: u64,
-}
-
-/// A RADIUS server's figures (`stats.ike.radius_servers`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(default)]
-pub struct RadiusServerSample {
-    /// Its address and port.
-    pub server: String,
-    /// Datagrams sent to it.
-    pub sent: u64,
-    /// Retransmissions among them.
-    pub retransmitted: u64,
-    /// Authenticated answers from it.
-    pub answers: u64,
-    /// Requests whose every try on it timed out.
-    pub timeouts: u64,
-    /// Requests it took over from a server that timed out.
-    pub failovers_to: u64,
-    /// Times it was marked down.
-    pub marked_down: u64,
-    /// Marked down now.
-    pub down: bool,
 }
 
 /// What the Prometheus text is made of, typed: from a `show` response ([`Metrics::of_show`]),
@@ -225,7 +204,7 @@ pub struct Metrics {
     /// The address pools.
     pub pools: Vec<PoolSample>,
     /// The RADIUS servers.
-    pub radius_servers: Vec<RadiusServerSample>,
+    pub radius_servers: Vec<RadiusServerReport>,
 }
 
 impl Metrics {
@@ -419,7 +398,7 @@ pub fn prometheus(m: &Metrics) -> String {
 }
 
 /// Each RADIUS server's counters and whether it is marked down (`stats.ike.radius_servers`).
-fn radius_server_metrics(servers: &[RadiusServerSample], out: &mut String) {
+fn radius_server_metrics(servers: &[RadiusServerReport], out: &mut String) {
     if servers.is_empty() {
         return;
     }
