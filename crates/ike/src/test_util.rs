@@ -31,6 +31,24 @@ pub(crate) fn psk_config(prop: &str) -> crate::config::Config {
     crate::config::Config::new(alloc::vec![c])
 }
 
+/// A PSK connection `name` from `local` to `remote` (both IP addresses, also its identities),
+/// the key "k", AES-GCM with x25519, and one child `net` between the selectors `l` and `r`.
+pub(crate) fn psk_conn(name: &str, local: &str, remote: &str, l: &str, r: &str) -> crate::config::Connection {
+    let mut c = crate::config::Connection::new(
+        name,
+        local.parse().unwrap(),
+        Some(remote.parse().unwrap()),
+        crate::Identity::from_str_config(local).unwrap(),
+        Some(crate::Identity::from_str_config(remote).unwrap()),
+        crate::config::Psk::new(b"k"),
+        "aes128gcm16-prfsha256-x25519",
+    )
+    .unwrap();
+    c.children
+        .push(crate::config::ChildConfig::new("net", l, r, "aes128gcm16").unwrap());
+    c
+}
+
 /// The wall-clock time the EAP tests' certificates are checked at.
 pub(crate) const EAP_NOW_UNIX: u64 = 1_811_808_000;
 

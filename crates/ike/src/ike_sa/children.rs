@@ -138,8 +138,8 @@ impl IkeSa {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{ChildConfig, Config, Connection, Psk};
-    use crate::{Endpoint, Event, Identity};
+    use crate::config::{Config, Connection};
+    use crate::{Endpoint, Event};
     use alloc::vec::Vec;
     use core::net::SocketAddr;
     use core::time::Duration;
@@ -147,18 +147,7 @@ mod tests {
     use rand_core::SeedableRng;
 
     fn conn(name: &str, local: &str, remote: &str, l: &str, r: &str) -> Connection {
-        let mut c = Connection::new(
-            name,
-            local.parse().unwrap(),
-            Some(remote.parse().unwrap()),
-            Identity::from_str_config(local).unwrap(),
-            Some(Identity::from_str_config(remote).unwrap()),
-            Psk::new(b"k"),
-            "aes128gcm16-prfsha256-x25519",
-        )
-        .unwrap();
-        c.children.push(ChildConfig::new("net", l, r, "aes128gcm16").unwrap());
-        c
+        crate::test_util::psk_conn(name, local, remote, l, r)
     }
 
     /// Issue #36 item 6: an IKE SA keeps its one child in a list of one (not the four a

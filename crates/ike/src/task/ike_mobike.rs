@@ -445,8 +445,8 @@ mod tests {
     //! Two endpoints of this crate in memory (A initiates to B), with requests of A's SA
     //! sealed by hand where our initiator would never send them, delivered from any source.
     use super::*;
-    use crate::config::{ChildConfig, Config, Connection, Psk};
-    use crate::{Endpoint, Identity, Transmit};
+    use crate::config::{Config, Connection};
+    use crate::{Endpoint, Transmit};
     use alloc::string::ToString;
     use core::time::Duration;
     use rand_chacha::ChaCha20Rng;
@@ -461,22 +461,12 @@ mod tests {
     }
 
     fn conn(name: &str, local: &str, remote: &str, mobike: bool) -> Connection {
-        let mut c = Connection::new(
-            name,
-            local.parse().unwrap(),
-            Some(remote.parse().unwrap()),
-            Identity::from_str_config(local).unwrap(),
-            Some(Identity::from_str_config(remote).unwrap()),
-            Psk::new(b"k"),
-            "aes128gcm16-prfsha256-x25519",
-        )
-        .unwrap();
         let (l, r) = if local == A {
             ("10.1.0.0/16", "10.2.0.0/16")
         } else {
             ("10.2.0.0/16", "10.1.0.0/16")
         };
-        c.children.push(ChildConfig::new("net", l, r, "aes128gcm16").unwrap());
+        let mut c = crate::test_util::psk_conn(name, local, remote, l, r);
         c.mobike = mobike;
         c
     }
