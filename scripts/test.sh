@@ -54,8 +54,11 @@ if [ "${IPSEC_TEST_SERIAL:-0}" != 1 ]; then
     nice -n 19 cargo clippy --workspace --all-targets --locked -- -D warnings >"$BG_LOG/clippy" 2>&1 &
     LINT_PID=$!
   fi
+  # and the seed corpora's generator (scripts/fuzz/fuzz-seeds.sh runs it: a release build of
+  # its own, minutes of a CI run when it waited until the fuzz pass)
   (command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
-    nice -n 19 cargo +nightly fuzz build -O) >"$BG_LOG/fuzz-build" 2>&1 &
+    nice -n 19 cargo +nightly fuzz build -O &&
+    cd fuzz && nice -n 19 cargo build --release --quiet --example seeds) >"$BG_LOG/fuzz-build" 2>&1 &
   FUZZ_BUILD_PID=$!
 fi
 # tunneld end to end in two network namespaces: only as root with /dev/net/tun and a working
