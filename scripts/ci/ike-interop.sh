@@ -275,7 +275,7 @@ notify_seen() {
   local conf
   conf=$(mktemp -d "$WORK/ws.XXXXXX")
   [ -z "$2" ] || cp "$2" "$conf/ikev2_decryption_table"
-  WIRESHARK_CONFIG_DIR=$conf tshark -n -r "$1" -Y "isakmp.notify.msgtype == $3" 2>/dev/null | grep -q .
+  [ -n "$(WIRESHARK_CONFIG_DIR=$conf tshark -n -r "$1" -Y "isakmp.notify.msgtype == $3" 2>/dev/null)" ]
 }
 
 # ---- the checks ----------------------------------------------------------------------------
@@ -302,7 +302,8 @@ ping_ok() {
   local out
   out=$(ip netns exec "$1" ping -c 5 -i 0.2 -W 2 -I "$2" "$3" 2>&1) ||
     fail "$CASE: ping $2 -> $3 in $1 through the tunnel failed: $(echo "$out" | tail -n 2)"
-  echo "$out" | grep -q ' 0% packet loss' || fail "$CASE: ping $2 -> $3 lost packets: $(echo "$out" | tail -n 2)"
+  # a here-string, not `echo | grep -q` (under pipefail grep's early exit can fail the echo)
+  grep -q ' 0% packet loss' <<<"$out" || fail "$CASE: ping $2 -> $3 lost packets: $(tail -n 2 <<<"$out")"
 }
 
 # stats_peers FILE: the peers in tunneld's stats file, one per line: address, endpoint, learned.

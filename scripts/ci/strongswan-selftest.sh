@@ -48,7 +48,7 @@ ping_ok() {
   local out
   out=$(ip netns exec "$1" ping -c 5 -i 0.2 -W 2 -I "$2" "$3" 2>&1) ||
     fail "$STAGE: ping $2 -> $3 in $1 through the tunnel failed: $(echo "$out" | tail -n 2)"
-  echo "$out" | grep -q ' 0% packet loss' || fail "$STAGE: ping $2 -> $3 lost packets: $(echo "$out" | tail -n 2)"
+  grep -q ' 0% packet loss' <<<"$out" || fail "$STAGE: ping $2 -> $3 lost packets: $(tail -n 2 <<<"$out")"
 }
 
 # capture NS IFACE PCAP: tshark on IFACE in NS (UDP 500/4500) into PCAP; pid in CAP.
@@ -150,7 +150,7 @@ if want basic; then
   swan_load "$B"
   capture swa swva "$WORK/basic.pcap"
   up_and_check "$A" "$B"
-  ip -n swa route show table 220 | grep -q '^10.98.2.0/24 dev ipsec0 .*src 10.98.1.1' ||
+  grep -q '^10.98.2.0/24 dev ipsec0 .*src 10.98.1.1' <<<"$(ip -n swa route show table 220)" ||
     fail "basic: no route to B's subnet through ipsec0 in table 220: $(ip -n swa route show table 220)"
   ping_ok swa 10.98.1.1 10.98.2.1
   ping_ok swb 10.98.2.1 10.98.1.1
