@@ -448,7 +448,8 @@ pub(super) mod tests {
         }
     }
 
-    fn child(rekeys: Option<u32>, encap: bool) -> ipsec_ike::ChildSaInfo {
+    /// A child's info for the tests here and in `radius.rs`: `gw/net`, AES-GCM, tunnel mode.
+    pub(in crate::ike) fn child(rekeys: Option<u32>, encap: bool) -> ipsec_ike::ChildSaInfo {
         let ts = |s: &str| TrafficSelector::from_str_config(s).unwrap();
         ipsec_ike::ChildSaInfo {
             conn: "gw".into(),

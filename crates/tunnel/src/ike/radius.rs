@@ -468,7 +468,6 @@ mod tests {
     /// another connection, or one we initiated, is not accounted.
     #[test]
     fn start_and_stop_follow_the_events() {
-        use ipsec_ike::alg::{ChildSuite, Encr};
         use ipsec_ike::ipsec_eap::radius::packet::{attr, Packet, Repr};
         use ipsec_ike::{DownReason, Event, Identity, Role};
         let server: SocketAddr = "127.0.0.1:1813".parse().unwrap();
@@ -491,28 +490,12 @@ mod tests {
         };
         let child = ipsec_ike::ChildSaInfo {
             conn: "rw".into(),
-            child: "net".into(),
-            protocol: 50,
-            spi_in: 0xc000_0001,
-            spi_out: 0xc000_0002,
-            suite: ChildSuite {
-                encr: Encr::AesGcm16_128,
-                integ: None,
-                esn: false,
-            },
-            mode: ipsec_ike::Mode::Tunnel,
             local_ts: vec![],
             remote_ts: vec![],
-            lifetimes: Default::default(),
             encap: None,
-            local: "192.0.2.1:4500".parse().unwrap(),
             remote: client,
             initiator: false,
-            rekeys: None,
-            encr_out: zeroize::Zeroizing::new(vec![1; 20]),
-            integ_out: zeroize::Zeroizing::new(vec![]),
-            encr_in: zeroize::Zeroizing::new(vec![3; 20]),
-            integ_in: zeroize::Zeroizing::new(vec![]),
+            ..crate::ike::events::tests::child(None, false)
         };
         let none = |_: u32| -> ChildUsage { (None, None) };
         let counts = |_: u32| -> ChildUsage { (Some((1000, 10)), Some((2000, 20))) };
