@@ -177,6 +177,10 @@ pub struct Control {
     hooks_running: Arc<AtomicUsize>,
 }
 
+/// A child SA's counts as [`Control::ike_child_usage`] reads them: the inbound SA's (from the
+/// peer) and the outbound SA's, each (bytes, packets); `None` for an SA the engine has not got.
+pub type ChildUsage = (Option<(u64, u64)>, Option<(u64, u64)>);
+
 impl Control {
     /// The control side of `engine` (read for the SAs' names); `hook` is `--on-event`'s
     /// command, run by `sh -c` with each event's JSON on its standard input.
@@ -198,7 +202,7 @@ impl Control {
     /// The data plane's counts of the child SA pair with inbound SPI `spi_in`: its inbound
     /// SA's and its outbound SA's (bytes, packets); None for one the engine has not got
     /// (RADIUS accounting reads them before the pair is removed).
-    pub fn ike_child_usage(&self, t: &Tunnel, spi_in: u32) -> crate::ike::ChildUsage {
+    pub fn ike_child_usage(&self, t: &Tunnel, spi_in: u32) -> ChildUsage {
         let st = self.state();
         let eng = t.engine();
         let usage = |key| {

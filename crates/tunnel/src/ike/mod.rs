@@ -46,7 +46,7 @@ mod traps;
 pub use crate::obs::ike::{IkeCounters, IkeReport};
 use events::{handle_event, needs_live, Live};
 pub use keylog::KeyLog;
-pub use radius::{Accountant, ChildUsage, RadiusSocket};
+pub use radius::{Accountant, RadiusSocket};
 pub use selectors::{child_sas, range_prefixes, ChildSas};
 pub use sockets::{IkeSockets, Inputs};
 pub use traps::Traps;

@@ -13,6 +13,7 @@
 //! socket is dropped and counted (`wrong_source`), as are answers the endpoint refuses (no
 //! request with their Identifier, a wrong authenticator: `dropped`), each with a log line
 //! (at the first and then at every power of two, so a flood does not flood the log).
+use crate::control::ChildUsage;
 use ipsec_ike::ipsec_eap::radius::accounting as acct;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -220,10 +221,6 @@ fn add_usage(u: &mut acct::Usage, (inb, out): ChildUsage) {
         u.output_packets = u.output_packets.saturating_add(p.min(u64::from(u32::MAX)) as u32);
     }
 }
-
-/// A child SA's counts: the inbound SA's (from the client) and the outbound SA's, each
-/// (bytes, packets).
-pub type ChildUsage = (Option<(u64, u64)>, Option<(u64, u64)>);
 
 impl Accountant {
     /// Accounting to `servers` (accounting addresses, by preference) for the clients of
