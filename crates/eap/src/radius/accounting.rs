@@ -18,6 +18,9 @@
 //! [`Accounting::poll_timeout`] has passed. Nothing here holds a key: User-Name and
 //! addresses only.
 
+// An Accounting-Response's authenticator is computed as an Access-Accept's (RFC 2866 §3,
+// RFC 2865 §3).
+use super::auth::response_authenticator;
 use super::packet::{attr, Builder, Packet, HEADER_LEN};
 use crate::Error;
 use alloc::collections::VecDeque;
@@ -208,17 +211,6 @@ pub fn verify_request(secret: &[u8], bytes: &[u8]) -> Result<(), Error> {
     } else {
         Err(Error::BadAuthenticator)
     }
-}
-
-/// The Response Authenticator of an Accounting-Response to the request whose
-/// authenticator was `request_auth`.
-fn response_authenticator(secret: &[u8], bytes: &[u8], request_auth: &[u8; 16]) -> [u8; 16] {
-    let mut md5 = Md5::new();
-    md5.update(&bytes[..4]);
-    md5.update(request_auth);
-    md5.update(&bytes[HEADER_LEN..]);
-    md5.update(secret);
-    md5.finalize().into()
 }
 
 /// Signs an Accounting-Response as a server does (tests).

@@ -59,8 +59,8 @@ pub fn sign_request(secret: &[u8], bytes: &mut [u8]) -> Result<(), Error> {
 }
 
 /// The Response Authenticator: MD5(Code | Identifier | Length | RequestAuth | Attributes |
-/// Secret) (RFC 2865 §3).
-fn response_authenticator(secret: &[u8], bytes: &[u8], request_auth: &[u8; 16]) -> [u8; 16] {
+/// Secret) (RFC 2865 §3); an Accounting-Response's too (RFC 2866 §3).
+pub(super) fn response_authenticator(secret: &[u8], bytes: &[u8], request_auth: &[u8; 16]) -> [u8; 16] {
     let mut md5 = Md5::new();
     md5.update(&bytes[..4]);
     md5.update(request_auth);
