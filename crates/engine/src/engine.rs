@@ -321,9 +321,8 @@ enum SpdChange {
     Repoint(SaId, SaId),
     /// [`Spd::insert`].
     Insert(usize, Vec<Policy>),
-    /// Every protect policy whose bundle names one of these SAs (sorted) goes
-    /// ([`Spd::remove_where`]).
-    RemoveUsing(Vec<SaId>),
+    /// The policies at these positions (ascending) go ([`Spd::remove_at`]).
+    RemoveAt(Vec<usize>),
 }
 
 impl Change<Spd> for SpdChange {
@@ -344,9 +343,7 @@ impl Change<Spd> for SpdChange {
                 spd.insert(at, ps);
                 Vec::new()
             }
-            SpdChange::RemoveUsing(ids) => spd.remove_where(
-                |p| matches!(&p.action, Action::Protect(v) if v.iter().any(|id| ids.binary_search(id).is_ok())),
-            ),
+            SpdChange::RemoveAt(at) => spd.remove_at(&at),
         }
     }
 }
@@ -522,13 +519,15 @@ impl Engine {
     /// SPD, linear in its size without rebuilding its index, and one data plane published
     /// (none when no policy names them).
     pub fn remove_policies_using(&mut self, sas: &[SaId]) -> Vec<(usize, Policy)> {
-        if !self.plane.spd.policies().iter().any(|p| p.protects_with_any(sas)) {
+        // found once here; both left-right copies then take out the same positions
+        let at: Vec<usize> = (self.plane.spd.policies().iter().enumerate())
+            .filter(|(_, p)| p.protects_with_any(sas))
+            .map(|(i, _)| i)
+            .collect();
+        if at.is_empty() {
             return Vec::new();
         }
-        let mut ids = sas.to_vec();
-        ids.sort_unstable();
-        ids.dedup();
-        let out = self.change_spd(SpdChange::RemoveUsing(ids));
+        let out = self.change_spd(SpdChange::RemoveAt(at));
         self.publish();
         out
     }

@@ -444,10 +444,17 @@ impl Spd {
     /// thousands without the table being rebuilt.
     pub fn remove_where(&mut self, mut gone: impl FnMut(&Policy) -> bool) -> Vec<(usize, Policy)> {
         let at: Vec<usize> = (0..self.policies.len()).filter(|&i| gone(&self.policies[i])).collect();
+        self.remove_at(&at)
+    }
+
+    /// Takes out the policies at the positions `at` (ascending, each in the list), as
+    /// [`Spd::remove_where`] does once it has found them: the engine finds them once and makes
+    /// the same change on both left-right copies without searching again.
+    pub(crate) fn remove_at(&mut self, at: &[usize]) -> Vec<(usize, Policy)> {
         if at.is_empty() {
             return Vec::new();
         }
-        for &i in &at {
+        for &i in at {
             let p = &self.policies[i];
             self.index[slot(p.dir)].remove(i, &p.selector);
         }
